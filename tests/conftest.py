@@ -1,1 +1,50 @@
-"""Fixtures shared by every tier. Tier-specific fixtures live in each tier's conftest.py."""
+"""Fixtures shared by every tier; tiers are marked by folder (see tests/README.md).
+
+Real components only: the Kafka broker is the project's own ``LocalKafkaBroker`` and Spark is the
+project's session factory. Both start lazily, once per test session, and only when a test asks; a
+component that cannot start is an error, never a skip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TIER_BY_FOLDER = {"unit": None, "jvm": "jvm", "spark": "spark", "integration": "integration"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = Path(str(item.fspath)).parent.name
+        marker = TIER_BY_FOLDER.get(folder)
+        if marker:
+            item.add_marker(marker)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A real single-node Kafka broker on 127.0.0.1 (free ports), stopped by PID at session end."""
+    from connectors.kafka_broker import LocalKafkaBroker
+
+    broker = LocalKafkaBroker(tmp_path_factory.mktemp("kafka"))
+    info = broker.start()
+    try:
+        yield info
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A local Spark session from the project's factory (Delta, Kafka connector, RocksDB state)."""
+    from streaming.job.spark_session import SparkSettings, build_spark_session
+
+    session = build_spark_session(
+        SparkSettings(app_name="rrm-tests", local_dir=str(tmp_path_factory.mktemp("spark-local")))
+    )
+    try:
+        yield session
+    finally:
+        session.stop()

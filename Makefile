@@ -1,0 +1,23 @@
+# The README's commands. Every target sets up what it needs first (idempotent, quick when done).
+.PHONY: setup demo test lint bench clean
+
+PY := .venv/bin/python
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(PY) -m streaming.cli demo $(ARGS)
+
+# pytest exits 5 when it collects nothing: that is a failure here, never a pass.
+test: setup
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+lint: setup
+	$(PY) -m ruff check streaming connectors tests bench
+	.venv/bin/lint-imports
+
+clean:
+	-$(PY) -m streaming.cli kafka stop
+	rm -rf .run

@@ -1,0 +1,83 @@
+"""Exactly-once writes into Delta from ``foreachBatch``.
+
+``foreachBatch`` alone is at-least-once: after a crash Spark replays the interrupted micro-batch with the
+same batch id. Delta makes the replay a no-op when every write carries the query's application id and the
+batch id: appends through the ``txnAppId``/``txnVersion`` writer options, MERGE statements through the
+session settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` (MERGE ignores writer options).
+Each table records the highest (app id, version) it committed, so a table written twice per batch needs
+two app ids (``app_id`` + a suffix per logical write).
+
+A new checkpoint must use a new app id (see ``checkpoint_app_id``), or Delta would skip its writes as
+duplicates of the old query's batches.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+def checkpoint_app_id(checkpoint_dir: str | Path, prefix: str = "rrm") -> str:
+    """A stable app id bound to one checkpoint: created with the checkpoint, reused on restart."""
+    marker = Path(checkpoint_dir) / "delta-txn-app-id"
+    if marker.exists():
+        return marker.read_text().strip()
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    app_id = f"{prefix}-{uuid.uuid4()}"
+    marker.write_text(app_id + "\n")
+    return app_id
+
+
+def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int,
+                      partition_by: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """Append ``frame`` to the Delta table at ``path`` once per (app_id, batch_id)."""
+    writer = (
+        frame.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", batch_id)
+    )
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(path)
+
+
+def merge_idempotent(
+    session: SparkSession,
+    app_id: str,
+    batch_id: int,
+    statement: Callable[[], None],
+) -> None:
+    """Run a MERGE (or UPDATE/DELETE) once per (app_id, batch_id) via the session's txn settings."""
+    session.conf.set(_TXN_APP_ID, app_id)
+    session.conf.set(_TXN_VERSION, str(batch_id))
+    try:
+        statement()
+    finally:
+        session.conf.unset(_TXN_APP_ID)
+        session.conf.unset(_TXN_VERSION)
+
+
+def ensure_table(session: SparkSession, path: str, schema_ddl: str, partition_by: tuple[str, ...] = (),
+                 properties: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    """Create an empty Delta table with a documented schema if none exists at ``path``."""
+    from delta.tables import DeltaTable
+
+    if DeltaTable.isDeltaTable(session, path):
+        return
+    builder = DeltaTable.createIfNotExists(session).location(path).addColumns(
+        session.createDataFrame([], schema_ddl).schema
+    )
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    for key, value in (properties or {}).items():
+        builder = builder.property(key, value)
+    builder.execute()
