@@ -1,0 +1,143 @@
+"""The catalogue of Delta tables the monitor writes: one place for names, schemas, keys and meaning.
+
+``docs/tables.md`` is rendered from this catalogue (``python -m streaming.job.tables``), and the job
+creates every table from it at start, so code, docs and storage agree. History tables are append-only
+(one row per fact, idempotent per micro-batch through ``txnAppId``/``txnVersion``); current-state tables
+are maintained by MERGE on their key (idempotent through the session's txn settings).
+
+Times are epoch milliseconds in ``*_ms`` columns (exact, as the events carry them) plus a UTC timestamp
+column where people query by time. ``batch_id`` is the micro-batch that wrote the row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    kind: str  # "history" (append-only) or "current" (MERGE on key)
+    schema_ddl: str
+    description: str
+    key: tuple[str, ...] = ()
+    partition_by: tuple[str, ...] = ()
+
+
+QUEUE_LIST = "ARRAY<STRUCT<broker: STRING, queue_id: INT>>"
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec(
+            "membership_changes", "history",
+            "group STRING, broker STRING, event_time_ms BIGINT, event_time TIMESTAMP, change STRING, "
+            "reason STRING, client_id STRING, channel STRING, notifies_clients BOOLEAN, "
+            "topics_added ARRAY<STRING>, topics_removed ARRAY<STRING>, batch_id BIGINT",
+            "Every change of a group's membership as one broker saw it: JOIN (new channel), LEAVE "
+            "(UNREGISTER/close/exception/idle), EXPIRED (silent past the channel expiry; RocketMQ sends no "
+            "CHANGE for it), SUBSCRIPTION_CHANGED (topic added or removed). notifies_clients says whether "
+            "the broker would send NOTIFY_CONSUMER_IDS_CHANGED.",
+        ),
+        TableSpec(
+            "group_snapshots", "history",
+            "group STRING, generation BIGINT, event_time_ms BIGINT, event_time TIMESTAMP, triggers ARRAY<STRING>, "
+            "members INT, channels INT, brokers ARRAY<STRING>, cid_all ARRAY<STRING>, topics ARRAY<STRING>, "
+            "strategy STRING, client_line STRING, views_diverge BOOLEAN, anomalies ARRAY<STRING>, "
+            "details STRING, batch_id BIGINT",
+            "One row per generation of a group: the merged membership after a membership or route change. "
+            "generation increases by one per change; cid_all is sorted as RebalanceImpl sorts it, "
+            "duplicates kept; details is JSON (per-broker views, per-topic summary).",
+        ),
+        TableSpec(
+            "expected_assignments", "history",
+            f"group STRING, generation BIGINT, topic STRING, client_id STRING, queues {QUEUE_LIST}, "
+            "queue_count INT, strategy STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
+            "What every distinct client of the group computes for each subscribed topic at each generation, "
+            "exactly as the real client would (strategy and client line as reported or configured).",
+        ),
+        TableSpec(
+            "current_assignment", "current",
+            f"group STRING, topic STRING, client_id STRING, queues {QUEUE_LIST}, queue_count INT, "
+            "generation BIGINT, event_time_ms BIGINT, batch_id BIGINT",
+            "The latest expected assignment per (group, topic, client); rows of clients or topics that left "
+            "are deleted.",
+            key=("group", "topic", "client_id"),
+        ),
+        TableSpec(
+            "anomaly_episodes", "history",
+            "episode_id STRING, group STRING, topic STRING, anomaly STRING, status STRING, "
+            "opened_at_ms BIGINT, closed_at_ms BIGINT, event_time_ms BIGINT, event_time TIMESTAMP, "
+            "generation BIGINT, severity STRING, summary STRING, details STRING, batch_id BIGINT",
+            "Anomaly episodes as they open and close (status OPENED / UPDATED / CLOSED): ORPHANED_QUEUES, "
+            "DOUBLE_OWNED_QUEUES, DUPLICATE_CLIENT_ID, INCONSISTENT_SUBSCRIPTION, DIVERGING_BROKER_VIEWS, "
+            "REBALANCE_STORM, ASSIGNMENT_MISMATCH. details is JSON naming the queues, clients and channels.",
+        ),
+        TableSpec(
+            "anomalies_current", "current",
+            "episode_id STRING, group STRING, topic STRING, anomaly STRING, opened_at_ms BIGINT, "
+            "event_time_ms BIGINT, generation BIGINT, severity STRING, summary STRING, details STRING, "
+            "batch_id BIGINT",
+            "Open anomaly episodes; a closed episode's row is deleted.",
+            key=("episode_id",),
+        ),
+        TableSpec(
+            "fault_windows", "history",
+            "producer_id STRING, producer_group STRING, broker STRING, status STRING, "
+            "window_start_ms BIGINT, window_end_ms BIGINT, trigger_latency_ms BIGINT, level INT, "
+            "cause STRING, fault_table STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
+            "Producer latency-fault windows per (producer, broker): OPENED when a send makes the broker "
+            "unavailable to that producer, EXTENDED / SHORTENED when a later send moves the end, CLOSED at "
+            "the end (or when a fast send ends it at once, 4.x overwrite semantics).",
+        ),
+        TableSpec(
+            "broker_status_current", "current",
+            "broker STRING, producers_avoiding INT, producers_seen INT, avoiding_ratio DOUBLE, "
+            "avoided_until_ms BIGINT, isolated BOOLEAN, event_time_ms BIGINT, batch_id BIGINT",
+            "Per broker: how many producers currently avoid it, out of those that sent to it, and until when.",
+            key=("broker",),
+        ),
+        TableSpec(
+            "send_latency_minutes", "current",
+            "broker STRING, producer_group STRING, minute_start TIMESTAMP, sends BIGINT, errors BIGINT, "
+            "latency_sum_ms BIGINT, latency_max_ms BIGINT, bucket_upper_ms ARRAY<BIGINT>, "
+            "bucket_counts ARRAY<BIGINT>, batch_id BIGINT",
+            "Per-minute send statistics per broker and producer group; buckets are the fault table's "
+            "latencyMax thresholds (cumulative counts, Prometheus style). Late sends are added to their minute.",
+            key=("broker", "producer_group", "minute_start"),
+        ),
+        TableSpec(
+            "dead_letters", "history",
+            "source STRING, kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, "
+            "kafka_timestamp TIMESTAMP, raw_value STRING, reason STRING, detail STRING, batch_id BIGINT",
+            "Every rejected input with where it came from and why (reason is a fixed code, see docs/events.md).",
+        ),
+    )
+}  # fmt: skip
+
+
+def render_markdown() -> str:
+    lines = ["# Delta tables", "", "Generated from `streaming/job/tables.py` (`python -m streaming.job.tables`).", ""]
+    for spec in TABLES.values():
+        lines += [f"## `{spec.name}` ({spec.kind})", "", spec.description, ""]
+        if spec.key:
+            lines += [f"MERGE key: `{', '.join(spec.key)}`", ""]
+        lines += ["| column | type |", "|---|---|"]
+        depth, column, columns = 0, "", []
+        for char in spec.schema_ddl + ",":
+            if char == "," and depth == 0:
+                columns.append(column.strip())
+                column = ""
+                continue
+            depth += char == "<"
+            depth -= char == ">"
+            column += char
+        for entry in columns:
+            name, _, type_ = entry.partition(" ")
+            lines.append(f"| `{name}` | `{type_}` |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_markdown())
