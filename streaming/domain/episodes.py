@@ -1,0 +1,146 @@
+"""Anomaly episodes and rebalance storms: turning per-generation findings into open/close history.
+
+An analysis says, at one event time, which anomalies hold for a group (and topic). Operators want
+*episodes*: when an anomaly started, what it looked like while it lasted, and when it ended. This module
+keeps the open episodes of one group as a value and, given the findings of a new analysis, returns the
+new value plus the transitions (OPENED, UPDATED when the details changed, CLOSED).
+
+Episode ids are derived from (group, topic, anomaly, opening time) so that a replayed micro-batch produces
+the same ids: nothing here reads a clock or a random source.
+
+``StormDetector`` counts rebalances (generations caused by membership or route changes) in a sliding
+event-time window; more than the threshold within the window is a REBALANCE_STORM finding.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One anomaly that holds now. ``fingerprint`` is what must change for the episode to be UPDATED."""
+
+    group: str
+    topic: str  # "" for group-level anomalies (duplicate client ids, diverging views, storms)
+    anomaly: str
+    severity: str
+    summary: str
+    details: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.group, self.topic, self.anomaly)
+
+    @property
+    def fingerprint(self) -> str:
+        return _stable_json(self.details)
+
+
+@dataclass(frozen=True)
+class Episode:
+    episode_id: str
+    group: str
+    topic: str
+    anomaly: str
+    opened_at_ms: int
+    severity: str
+    summary: str
+    details_json: str
+
+
+@dataclass(frozen=True)
+class Transition:
+    """OPENED / UPDATED / CLOSED of one episode at ``event_time_ms``."""
+
+    status: str
+    episode: Episode
+    event_time_ms: int
+    closed_at_ms: int | None = None
+
+
+def _stable_json(value: object) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def episode_id(group: str, topic: str, anomaly: str, opened_at_ms: int) -> str:
+    digest = hashlib.sha1(f"{group}\x00{topic}\x00{anomaly}\x00{opened_at_ms}".encode()).hexdigest()
+    return digest[:20]
+
+
+def reconcile(
+    open_episodes: Mapping[tuple[str, str, str], Episode],
+    findings: Iterable[Finding],
+    now_ms: int,
+    topics_in_scope: Iterable[str] | None = None,
+) -> tuple[dict[tuple[str, str, str], Episode], list[Transition]]:
+    """Compare the findings of one analysis with the open episodes of the same group.
+
+    Episodes whose anomaly no longer holds are CLOSED at ``now_ms``; new anomalies are OPENED at
+    ``now_ms``; an open episode whose details changed is UPDATED (same id, new details). When
+    ``topics_in_scope`` is given, only episodes of those topics (and group-level ones, topic "") are
+    judged, so an analysis of one topic never closes another topic's episode.
+    """
+    scope = None if topics_in_scope is None else {"", *topics_in_scope}
+    current = {f.key: f for f in findings}
+    result: dict[tuple[str, str, str], Episode] = {}
+    transitions: list[Transition] = []
+    for key, episode in sorted(open_episodes.items()):
+        if scope is not None and key[1] not in scope:
+            result[key] = episode
+            continue
+        finding = current.pop(key, None)
+        if finding is None:
+            transitions.append(Transition("CLOSED", episode, now_ms, closed_at_ms=now_ms))
+            continue
+        details = finding.fingerprint
+        if details != episode.details_json or finding.summary != episode.summary:
+            episode = replace(episode, details_json=details, summary=finding.summary, severity=finding.severity)
+            transitions.append(Transition("UPDATED", episode, now_ms))
+        result[key] = episode
+    for key, finding in sorted(current.items()):
+        episode = Episode(
+            episode_id(finding.group, finding.topic, finding.anomaly, now_ms),
+            finding.group, finding.topic, finding.anomaly, now_ms,
+            finding.severity, finding.summary, finding.fingerprint,
+        )  # fmt: skip
+        result[key] = episode
+        transitions.append(Transition("OPENED", episode, now_ms))
+    return result, transitions
+
+
+def close_all(open_episodes: Mapping[tuple[str, str, str], Episode], now_ms: int) -> list[Transition]:
+    """Close every open episode (the group disappeared)."""
+    return [Transition("CLOSED", e, now_ms, closed_at_ms=now_ms) for _, e in sorted(open_episodes.items())]
+
+
+@dataclass(frozen=True)
+class StormDetector:
+    """Rebalance storm: more than ``threshold`` rebalances of one group within ``window_ms``."""
+
+    window_ms: int = 300_000
+    threshold: int = 10
+
+    def record(self, rebalance_times_ms: tuple[int, ...], now_ms: int) -> tuple[int, ...]:
+        """The rebalance times still inside the window after one more rebalance at ``now_ms``."""
+        horizon = now_ms - self.window_ms
+        return tuple(t for t in (*rebalance_times_ms, now_ms) if t > horizon)
+
+    def prune(self, rebalance_times_ms: tuple[int, ...], now_ms: int) -> tuple[int, ...]:
+        horizon = now_ms - self.window_ms
+        return tuple(t for t in rebalance_times_ms if t > horizon)
+
+    def finding(self, group: str, rebalance_times_ms: tuple[int, ...]) -> Finding | None:
+        count = len(rebalance_times_ms)
+        if count <= self.threshold:
+            return None
+        return Finding(
+            group, "", "REBALANCE_STORM", "warning",
+            f"{count} rebalances of {group} within {self.window_ms // 1000} s (threshold {self.threshold})",
+            {"rebalances_in_window": count, "window_ms": self.window_ms, "threshold": self.threshold,
+             "first_ms": rebalance_times_ms[0], "last_ms": rebalance_times_ms[-1]},
+        )  # fmt: skip

@@ -1,0 +1,61 @@
+"""Anomaly episodes open, update and close from successive analyses; storms by sliding window."""
+
+from __future__ import annotations
+
+from streaming.domain.episodes import Finding, StormDetector, close_all, episode_id, reconcile
+
+
+def orphan(queues, topic="T"):
+    return Finding("G", topic, "ORPHANED_QUEUES", "critical", f"{len(queues)} orphaned", {"queues": queues})
+
+
+def test_episode_lifecycle_open_update_close():
+    # 1. first finding opens an episode at the analysis time
+    episodes, transitions = reconcile({}, [orphan([2, 5])], now_ms=1_000)
+    assert [(t.status, t.event_time_ms) for t in transitions] == [("OPENED", 1_000)]
+    opened = transitions[0].episode
+    assert opened.opened_at_ms == 1_000 and opened.episode_id == episode_id("G", "T", "ORPHANED_QUEUES", 1_000)
+    # 2. same finding again: nothing happens
+    same, transitions = reconcile(episodes, [orphan([2, 5])], now_ms=2_000)
+    assert transitions == [] and same == episodes
+    # 3. details change: UPDATED, same id, still opened at 1000
+    updated, transitions = reconcile(same, [orphan([2])], now_ms=3_000)
+    assert [t.status for t in transitions] == ["UPDATED"]
+    assert transitions[0].episode.episode_id == opened.episode_id
+    assert transitions[0].episode.opened_at_ms == 1_000
+    # 4. finding gone: CLOSED at the analysis time
+    closed, transitions = reconcile(updated, [], now_ms=4_000)
+    assert closed == {}
+    assert [(t.status, t.closed_at_ms) for t in transitions] == [("CLOSED", 4_000)]
+
+
+def test_analysis_of_one_topic_leaves_other_topics_episodes_alone():
+    episodes, _ = reconcile({}, [orphan([1], topic="A"), orphan([1], topic="B")], now_ms=10)
+    remaining, transitions = reconcile(episodes, [], now_ms=20, topics_in_scope=["A"])
+    assert [(t.status, t.episode.topic) for t in transitions] == [("CLOSED", "A")]
+    assert [key[1] for key in remaining] == ["B"]
+
+
+def test_replay_gives_identical_ids_and_transitions():
+    first = reconcile({}, [orphan([3]), orphan([4], topic="U")], now_ms=77)
+    second = reconcile({}, [orphan([4], topic="U"), orphan([3])], now_ms=77)
+    assert first == second
+
+
+def test_close_all_closes_every_open_episode():
+    episodes, _ = reconcile({}, [orphan([1], topic="A"), orphan([1], topic="B")], now_ms=10)
+    assert [(t.status, t.closed_at_ms) for t in close_all(episodes, 99)] == [("CLOSED", 99), ("CLOSED", 99)]
+
+
+def test_storm_needs_more_than_threshold_rebalances_inside_the_window():
+    detector = StormDetector(window_ms=60_000, threshold=3)
+    times: tuple[int, ...] = ()
+    for t in (0, 10_000, 20_000):
+        times = detector.record(times, t)
+    assert detector.finding("G", times) is None  # 3 rebalances: at the threshold, not above
+    times = detector.record(times, 30_000)
+    storm = detector.finding("G", times)
+    assert storm is not None and storm.anomaly == "REBALANCE_STORM" and storm.details["rebalances_in_window"] == 4
+    # 60 s after the first rebalance it leaves the window (strictly older than now - window)
+    assert detector.prune(times, 60_000) == (10_000, 20_000, 30_000)
+    assert detector.finding("G", detector.prune(times, 60_000)) is None
