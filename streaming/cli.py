@@ -56,8 +56,9 @@ def _smoke(args: argparse.Namespace) -> int:
         work_dir = Path(tempfile.mkdtemp(prefix="rrm-smoke-", dir=PROJECT_ROOT / ".run"))
         result = run_smoke(session, info.bootstrap_servers, work_dir, topic=f"rrm.smoke.{int(time.time())}",
                            count=args.count)  # fmt: skip
+        verdict = "EQUAL" if result.equal else "DIFFERENT"
         print(f"produced {len(result.produced)} events, read back {len(result.read_back)} rows "
-              f"from the Delta table {work_dir / 'smoke_events'}: {'EQUAL' if result.equal else 'DIFFERENT'}")  # fmt: skip
+              f"from the Delta table {work_dir / 'smoke_events'}: {verdict}")  # fmt: skip
         session.stop()
         return 0 if result.equal else 1
     finally:

@@ -116,6 +116,24 @@ TABLES: dict[str, TableSpec] = {
 }  # fmt: skip
 
 
+def split_columns(ddl: str) -> list[str]:
+    """``"a INT, b ARRAY<STRUCT<x: INT, y: INT>>"`` -> ``["a INT", "b ARRAY<...>"]`` (commas inside <> kept)."""
+    depth, column, columns = 0, "", []
+    for char in ddl + ",":
+        if char == "," and depth == 0:
+            columns.append(column.strip())
+            column = ""
+            continue
+        depth += char == "<"
+        depth -= char == ">"
+        column += char
+    return columns
+
+
+def column_names(name: str) -> list[str]:
+    return [entry.split(" ", 1)[0] for entry in split_columns(TABLES[name].schema_ddl)]
+
+
 def render_markdown() -> str:
     lines = ["# Delta tables", "", "Generated from `streaming/job/tables.py` (`python -m streaming.job.tables`).", ""]
     for spec in TABLES.values():
@@ -123,16 +141,7 @@ def render_markdown() -> str:
         if spec.key:
             lines += [f"MERGE key: `{', '.join(spec.key)}`", ""]
         lines += ["| column | type |", "|---|---|"]
-        depth, column, columns = 0, "", []
-        for char in spec.schema_ddl + ",":
-            if char == "," and depth == 0:
-                columns.append(column.strip())
-                column = ""
-                continue
-            depth += char == "<"
-            depth -= char == ">"
-            column += char
-        for entry in columns:
+        for entry in split_columns(spec.schema_ddl):
             name, _, type_ = entry.partition(" ")
             lines.append(f"| `{name}` | `{type_}` |")
         lines.append("")

@@ -8,7 +8,7 @@ log root is pointed into the cache.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import jpype
 import jpype.imports  # noqa: F401  (enables the java.* import hooks used by callers)
@@ -43,10 +43,12 @@ class RocketMQClasses:
         parent = jpype.JClass("java.lang.ClassLoader").getPlatformClassLoader()
         self.line = line
         self.loader = URLClassLoader(jpype.JArray(URL)([URL(u) for u in urls]), parent)
+        self._classes: dict[str, jpype.JClass] = {}
 
-    @lru_cache(maxsize=None)
     def cls(self, name: str) -> jpype.JClass:
-        return jpype.JClass(name, loader=self.loader)
+        if name not in self._classes:
+            self._classes[name] = jpype.JClass(name, loader=self.loader)
+        return self._classes[name]
 
     def message_queue(self, topic: str, broker: str, queue_id: int):
         return self.cls("org.apache.rocketmq.common.message.MessageQueue")(topic, broker, queue_id)
@@ -69,7 +71,7 @@ class RocketMQClasses:
         return field.get(obj)
 
 
-@lru_cache(maxsize=None)
+@cache
 def rocketmq(line: str) -> RocketMQClasses:
     """The (cached) classes of client line ``"4.9"`` or ``"5"``."""
     return RocketMQClasses(line)

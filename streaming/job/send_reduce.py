@@ -1,0 +1,84 @@
+"""The send-result path, JVM side: reduce a micro-batch of send results before any Python sees them.
+
+A fleet sends far more messages than it has (producer, broker) pairs, and almost every send is fast and
+successful. Those sends cannot change a latency fault item, with one exception: under RocketMQ 4.x
+overwrite semantics, the first fast send after a slow or failed one ends the broker's window at once.
+So per (producer, broker) and micro-batch, ordered by event time (then Kafka partition and offset, for
+a stable order), a send is kept when it
+
+* is *notable*: an error outcome, or latency at or above the smallest latency whose fault duration is
+  positive in the producer's fault table (fast successes below it have duration 0);
+* directly follows a notable send (it may end that window, 4.x semantics);
+* is the first of its key in the batch (it may end a window opened in an earlier batch); or
+* is the last of its key in the batch (presence: the Python side learns every live pair and its last
+  send time, for ``producers_seen`` and TTL eviction).
+
+Everything else is dropped here: the fault-window replay in ``fault_windows`` sees at most a few rows per
+pair and batch plus the notable sends, and its results are the same as replaying every send.
+
+The per-minute latency statistics are computed here too, entirely in the JVM, as partial aggregates per
+(broker, producer group, minute) that the sink adds into ``send_latency_minutes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+FAULT_UPDATE_COLUMNS = (
+    "producer_id", "producer_group", "broker", "event_time_ms", "latency_ms", "outcome",
+    "client_version", "fault_table", "kafka_partition", "kafka_offset",
+)  # fmt: skip
+
+
+def notable_send(latency_floor_ms: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return (F.col("outcome") != F.lit("OK")) | (F.col("latency_ms") >= latency_floor_ms)
+
+
+def reduce_for_fault_windows(sends: DataFrame, latency_floor_ms: Column) -> DataFrame:
+    """Keep only the sends that can matter to a fault item (see the module docstring)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    key = ["producer_id", "broker"]
+    order = ["event_time_ms", "kafka_partition", "kafka_offset"]
+    forward = Window.partitionBy(*key).orderBy(*order)
+    backward = Window.partitionBy(*key).orderBy(*[F.col(c).desc() for c in order])
+    flagged = (
+        sends.withColumn("_notable", notable_send(latency_floor_ms))
+        .withColumn("_previous_notable", F.lag("_notable", 1).over(forward))
+        .withColumn("_first", F.row_number().over(forward) == 1)
+        .withColumn("_last", F.row_number().over(backward) == 1)
+    )
+    kept = flagged.where(
+        F.col("_notable") | F.coalesce(F.col("_previous_notable"), F.lit(False)) | F.col("_first") | F.col("_last")
+    )
+    return kept.select(*FAULT_UPDATE_COLUMNS)
+
+
+def minute_statistics(sends: DataFrame, bucket_upper_ms: Sequence[int]) -> DataFrame:
+    """Partial per-minute statistics of one batch: counts, errors, sum/max latency, cumulative buckets.
+
+    Buckets are cumulative counts of sends with ``latency_ms <= upper`` for each upper bound (the fault
+    table's ``latencyMax`` thresholds), so Prometheus-style histograms and the client's isolation levels
+    can be read from them directly.
+    """
+    from pyspark.sql import functions as F
+
+    minute = F.date_trunc("minute", F.timestamp_millis(F.col("event_time_ms"))).alias("minute_start")
+    bucket_counts = [
+        F.sum(F.when(F.col("latency_ms") <= F.lit(upper), 1).otherwise(0)).cast("bigint") for upper in bucket_upper_ms
+    ]
+    return sends.groupBy("broker", "producer_group", minute).agg(
+        F.count(F.lit(1)).alias("sends"),
+        F.sum(F.when(F.col("outcome") != "OK", 1).otherwise(0)).cast("bigint").alias("errors"),
+        F.sum("latency_ms").cast("bigint").alias("latency_sum_ms"),
+        F.max("latency_ms").cast("bigint").alias("latency_max_ms"),
+        F.array(*[F.lit(int(u)).cast("bigint") for u in bucket_upper_ms]).alias("bucket_upper_ms"),
+        F.array(*bucket_counts).alias("bucket_counts"),
+    )

@@ -1,0 +1,103 @@
+"""Writing micro-batch results into the Delta tables of ``tables.TABLES``, exactly once.
+
+Every function here is called from a ``foreachBatch`` with the batch id and the query's app id. History
+tables are appended with ``txnAppId = <app id>:<table>`` and ``txnVersion = batch id`` (one app id per
+table and query, because Delta records the last version per app id and table); current tables are MERGEd
+under the same ids through the session settings. A replayed batch therefore changes nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from streaming.job.delta_sink import append_idempotent, ensure_table, merge_idempotent
+from streaming.job.tables import TABLES, column_names
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class DeltaTables:
+    """Paths of the monitor's tables under one root, created on demand from the catalogue."""
+
+    def __init__(self, session: SparkSession, root: str | Path) -> None:
+        self.session = session
+        self.root = Path(root)
+
+    def path(self, name: str) -> str:
+        if name not in TABLES:
+            raise KeyError(f"unknown table {name!r}")
+        return str(self.root / name)
+
+    def ensure_all(self, names: list[str] | None = None) -> None:
+        for name in names or list(TABLES):
+            spec = TABLES[name]
+            ensure_table(
+                self.session, self.path(name), spec.schema_ddl, spec.partition_by,
+                {"delta.enableChangeDataFeed": "true"} if spec.kind == "current" else None,
+            )  # fmt: skip
+
+    def read(self, name: str) -> DataFrame:
+        return self.session.read.format("delta").load(self.path(name))
+
+    # -- writes ------------------------------------------------------------------------------------
+    def append(self, name: str, frame: DataFrame, app_id: str, batch_id: int) -> None:
+        append_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id)
+
+    def merge_upsert(self, name: str, frame: DataFrame, app_id: str, batch_id: int,
+                     delete_condition: str | None = None) -> None:  # fmt: skip
+        """Upsert rows on the table's key; rows matching ``delete_condition`` (on the source) delete."""
+        from delta.tables import DeltaTable
+
+        spec = TABLES[name]
+        target = DeltaTable.forPath(self.session, self.path(name))
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in spec.key)
+        values = {f"`{c}`": f"s.`{c}`" for c in column_names(name)}
+
+        def statement() -> None:
+            merge = target.alias("t").merge(frame.alias("s"), on)
+            if delete_condition:
+                merge = merge.whenMatchedDelete(condition=delete_condition)
+                merge = merge.whenMatchedUpdate(condition=f"NOT ({delete_condition})", set=values)
+                merge = merge.whenNotMatchedInsert(condition=f"NOT ({delete_condition})", values=values)
+            else:
+                merge = merge.whenMatchedUpdate(set=values).whenNotMatchedInsert(values=values)
+            merge.execute()
+
+        merge_idempotent(self.session, f"{app_id}:{name}", batch_id, statement)
+
+    def merge_add_minutes(self, frame: DataFrame, app_id: str, batch_id: int) -> None:
+        """Add one batch's partial per-minute statistics into ``send_latency_minutes``."""
+        from delta.tables import DeltaTable
+
+        name = "send_latency_minutes"
+        target = DeltaTable.forPath(self.session, self.path(name))
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in TABLES[name].key)
+        frame = frame.withColumn("batch_id", _lit(batch_id))
+
+        def statement() -> None:
+            (
+                target.alias("t")
+                .merge(frame.alias("s"), on)
+                .whenMatchedUpdate(set={
+                    "sends": "t.sends + s.sends",
+                    "errors": "t.errors + s.errors",
+                    "latency_sum_ms": "t.latency_sum_ms + s.latency_sum_ms",
+                    "latency_max_ms": "greatest(t.latency_max_ms, s.latency_max_ms)",
+                    "bucket_upper_ms": "s.bucket_upper_ms",
+                    "bucket_counts": "zip_with(t.bucket_counts, s.bucket_counts, (a, b) -> a + b)",
+                    "batch_id": "s.batch_id",
+                })  # fmt: skip
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+
+        merge_idempotent(self.session, f"{app_id}:{name}", batch_id, statement)
+
+
+def _lit(value: object):  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    return F.lit(value)
+
