@@ -1,0 +1,147 @@
+"""Ingest: Kafka records in, validated events or dead letters out (JVM only).
+
+One Kafka source per path subscribes that path's topics, so each streaming query has exactly one event-time
+watermark. Every record is classified, in this order (the first failing check names the reason):
+
+1. ``OVERSIZED``       the raw value is larger than ``max_event_bytes``;
+2. ``NOT_JSON``        it does not parse as JSON (``try_parse_json`` is NULL);
+3. ``NOT_AN_OBJECT``   it is JSON but not an object;
+4. ``UNKNOWN_TYPE``    its ``type`` (or, without one, its Kafka topic's default type) is not an event type of
+                       the contract;
+5. ``UNKNOWN_SCHEMA_VERSION`` its ``schema_version`` is not one this job knows for that type;
+6. the contract's JSON Schema rules, compiled by ``validation`` (MISSING_FIELD, WRONG_TYPE, INVALID_VALUE,
+   NEGATIVE_LATENCY, OVERSIZED for too many items, ...);
+7. ``FUTURE_TIMESTAMP`` ``event_time`` is more than ``max_future_skew_ms`` after the Kafka record timestamp.
+
+The last check compares with the record's Kafka timestamp rather than the wall clock, so a replayed batch
+classifies every record exactly as the first run did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from streaming.job.validation import compile_rules, first_violation_sql
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class EventContract:
+    """What the job accepts for one event type."""
+
+    event_type: str
+    schema: Mapping[str, Any]
+    versions: tuple[int, ...] = (1,)
+    reason_overrides: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    bootstrap_servers: str
+    topics: Mapping[str, str]  # Kafka topic -> default event type of its records
+    max_event_bytes: int = 65_536
+    max_future_skew_ms: int = 300_000
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = False
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+
+
+def kafka_stream(session: SparkSession, settings: IngestSettings) -> DataFrame:
+    reader = (
+        session.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .option("subscribe", ",".join(sorted(settings.topics)))
+        .option("startingOffsets", settings.starting_offsets)
+        .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
+        .option("includeHeaders", "false")
+    )
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    for key, value in settings.kafka_options.items():
+        reader = reader.option(key if key.startswith("kafka.") else f"kafka.{key}", value)
+    return reader.load()
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def classify(records: DataFrame, contracts: Mapping[str, EventContract], settings: IngestSettings) -> DataFrame:
+    """Kafka records -> one row each with ``v`` (variant), ``event_type``, ``reason``/``detail`` (NULL if valid)."""
+    from pyspark.sql import functions as F
+
+    topic_default = "CASE kafka_topic " + " ".join(
+        f"WHEN {_sql_string(topic)} THEN {_sql_string(event_type)}" for topic, event_type in settings.topics.items()
+    ) + " END"  # fmt: skip
+    base = records.select(
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.col("value").cast("string").alias("raw_value"),
+        F.octet_length("value").alias("raw_bytes"),
+    ).withColumn(
+        "v", F.expr(f"CASE WHEN raw_bytes <= {int(settings.max_event_bytes)} THEN try_parse_json(raw_value) END")
+    )
+    base = base.withColumn(
+        "event_type", F.expr(f"coalesce(try_variant_get(v, '$.type', 'string'), {topic_default})")
+    ).withColumn("event_time_ms", F.expr("try_variant_get(v, '$.event_time', 'bigint')"))
+
+    reason_cases = [
+        ("raw_bytes IS NULL", "'NOT_JSON'", "'empty record value'"),
+        (f"raw_bytes > {int(settings.max_event_bytes)}", "'OVERSIZED'",
+         f"concat('event of ', raw_bytes, ' bytes exceeds {int(settings.max_event_bytes)}')"),
+        ("v IS NULL", "'NOT_JSON'", "'value is not valid JSON'"),
+        ("schema_of_variant(v) NOT LIKE 'OBJECT%'", "'NOT_AN_OBJECT'", "concat('JSON ', schema_of_variant(v))"),
+    ]  # fmt: skip
+    known = ", ".join(_sql_string(t) for t in contracts)
+    reason_cases.append(
+        (f"event_type IS NULL OR event_type NOT IN ({known})", "'UNKNOWN_TYPE'",
+         "concat('unknown event type ', coalesce(event_type, '<none>'))")
+    )  # fmt: skip
+    per_type_reason, per_type_detail = [], []
+    for event_type, contract in contracts.items():
+        versions = ", ".join(str(v) for v in contract.versions)
+        quoted_versions = ", ".join(_sql_string(str(v)) for v in contract.versions)
+        version_check = f"NOT (try_variant_get(v, '$.schema_version', 'string') IN ({quoted_versions}))"
+        rules = compile_rules(contract.schema, "v", contract.reason_overrides)
+        reason_sql, detail_sql = first_violation_sql(rules)
+        per_type_reason.append(
+            f"WHEN event_type = {_sql_string(event_type)} THEN "
+            f"CASE WHEN {version_check} THEN 'UNKNOWN_SCHEMA_VERSION' ELSE {reason_sql} END"
+        )
+        per_type_detail.append(
+            f"WHEN event_type = {_sql_string(event_type)} THEN CASE WHEN {version_check} THEN "
+            f"concat('schema_version ', coalesce(try_variant_get(v, '$.schema_version', 'string'), '<none>'), "
+            f"' of {event_type} is not one of [{versions}]') ELSE {detail_sql} END"
+        )
+    skew = int(settings.max_future_skew_ms)
+    future = f"event_time_ms > unix_millis(kafka_timestamp) + {skew}"
+    reason_expr = (
+        "CASE " + " ".join(f"WHEN {c} THEN {r}" for c, r, _ in reason_cases)
+        + " ELSE coalesce(CASE " + " ".join(per_type_reason) + f" END, CASE WHEN {future} THEN 'FUTURE_TIMESTAMP' END) END"
+    )  # fmt: skip
+    detail_expr = (
+        "CASE " + " ".join(f"WHEN {c} THEN {d}" for c, _, d in reason_cases)
+        + " ELSE coalesce(CASE " + " ".join(per_type_detail) + f" END, CASE WHEN {future} THEN "
+        f"concat('event_time ', event_time_ms, ' is more than {skew} ms after the Kafka timestamp') END) END"
+    )  # fmt: skip
+    return base.withColumn("reason", F.expr(reason_expr)).withColumn("detail", F.expr(detail_expr))
+
+
+def dead_letter_columns(classified: DataFrame, batch_id: int | None = None) -> DataFrame:
+    """The ``dead_letters`` table's columns for rejected rows."""
+    from pyspark.sql import functions as F
+
+    return classified.where(F.col("reason").isNotNull()).select(
+        F.col("event_type").alias("source"),
+        "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
+        F.substring("raw_value", 1, 65_536).alias("raw_value"),
+        "reason", "detail",
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+    )  # fmt: skip
