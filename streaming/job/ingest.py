@@ -124,7 +124,8 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
     future = f"event_time_ms > unix_millis(kafka_timestamp) + {skew}"
     reason_expr = (
         "CASE " + " ".join(f"WHEN {c} THEN {r}" for c, r, _ in reason_cases)
-        + " ELSE coalesce(CASE " + " ".join(per_type_reason) + f" END, CASE WHEN {future} THEN 'FUTURE_TIMESTAMP' END) END"
+        + " ELSE coalesce(CASE " + " ".join(per_type_reason)
+        + f" END, CASE WHEN {future} THEN 'FUTURE_TIMESTAMP' END) END"
     )  # fmt: skip
     detail_expr = (
         "CASE " + " ".join(f"WHEN {c} THEN {d}" for c, _, d in reason_cases)
