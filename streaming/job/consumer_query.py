@@ -129,8 +129,14 @@ def _dead_letter(row: Mapping[str, Any]) -> str:
     }, separators=(",", ":"))  # fmt: skip
 
 
-def build_consumer_stream(session: SparkSession, ingest: IngestSettings, contracts: Mapping[str, EventContract],
-                          shards: int, watermark_delay: str, engine_settings: Mapping[str, Any]) -> DataFrame:  # fmt: skip
+def build_consumer_stream(
+    session: SparkSession,
+    ingest: IngestSettings,
+    contracts: Mapping[str, EventContract],
+    shards: int,
+    watermark_delay: str,
+    engine_settings: Mapping[str, Any],
+) -> DataFrame:
     """Kafka -> classify -> shard -> stateful engine -> (table, payload) rows."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
