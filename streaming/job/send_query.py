@@ -1,0 +1,138 @@
+"""The send-result path: Kafka -> classify -> JVM reduction -> fault-window state -> Delta.
+
+Two queries, chained through an internal Delta table (exactly once end to end):
+
+1. ``send-ingest`` reads the send-result topic, classifies records in the JVM (``ingest.classify``) and,
+   per micro-batch in ``foreachBatch``: appends dead letters; adds per-minute latency statistics into
+   ``send_latency_minutes`` (MERGE, additive); and appends the *reduced* sends (``send_reduce``: a few
+   rows per (producer, broker) plus the slow and failed sends) to the internal table
+   ``_send_fault_updates``.
+2. ``fault-windows`` reads ``_send_fault_updates`` as a Delta stream and keeps one fault item per
+   (producer, broker) in ``applyInPandasWithState`` with the producer's fault table and semantics,
+   waking up at each window's end (event-time timeout); it emits fault-window transitions and item
+   status, and its sink maintains ``broker_status_current``.
+
+Splitting the path this way keeps the heavy, per-send work in the JVM (the Python operator sees a small
+fraction of the sends) while the state that needs RocketMQ's semantics stays in Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from streaming.job.ingest import EventContract, IngestSettings, classify, dead_letter_columns, kafka_stream
+from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows
+from streaming.job.sinks import DeltaTables
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+FAULT_UPDATES_TABLE = "_send_fault_updates"
+FAULT_UPDATES_DDL = (
+    "producer_id STRING, producer_group STRING, broker STRING, event_time_ms BIGINT, latency_ms BIGINT, "
+    "outcome STRING, client_version STRING, fault_table STRING, kafka_partition INT, kafka_offset BIGINT, "
+    "batch_id BIGINT"
+)
+
+
+@dataclass(frozen=True)
+class FaultTableRule:
+    """Which fault table a producer uses: first rule whose group glob / client line matches wins."""
+
+    table: str
+    producer_group_glob: str = "*"
+    client_line: str | None = None  # "4.9" or "5", from the send result's client_version
+
+
+def fault_table_column(rules: Sequence[FaultTableRule], default_table: str) -> Column:
+    """A JVM expression naming each send's fault table (first matching rule, else the default)."""
+    from pyspark.sql import functions as F
+
+    line = F.when(F.col("client_version").isNull(), F.lit(None)).when(
+        F.regexp_extract(F.col("client_version"), r"^[Vv]?(\d+)", 1).cast("int") >= 5, F.lit("5")
+    ).otherwise(F.lit("4.9"))
+    expr = F.lit(default_table)
+    for rule in reversed(list(rules)):
+        condition = F.col("producer_group").like(rule.producer_group_glob.replace("*", "%").replace("?", "_"))
+        if rule.client_line is not None:
+            condition = condition & (line == F.lit(rule.client_line))
+        expr = F.when(condition, F.lit(rule.table)).otherwise(expr)
+    return expr
+
+
+def latency_floor_column(floors_ms: Mapping[str, int]) -> Column:
+    """Per fault table, the smallest latency with a positive not-available duration."""
+    from pyspark.sql import functions as F
+
+    expr = F.lit(min(floors_ms.values()))
+    for table, floor in floors_ms.items():
+        expr = F.when(F.col("fault_table") == table, F.lit(int(floor))).otherwise(expr)
+    return expr
+
+
+def sends_from(classified: DataFrame, table_rules: Sequence[FaultTableRule], default_table: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    def field(name: str, type_: str) -> Column:
+        return F.expr(f"variant_get(v, '$.{name}', '{type_}')").alias(name)
+
+    return classified.where(F.col("reason").isNull()).select(
+        field("producer_id", "string"), field("producer_group", "string"), field("topic", "string"),
+        field("broker", "string"), field("queue_id", "int"), field("latency_ms", "bigint"),
+        field("outcome", "string"), F.expr("try_variant_get(v, '$.client_version', 'string')").alias("client_version"),
+        F.col("event_time_ms"), "kafka_partition", "kafka_offset",
+    ).withColumn("fault_table", fault_table_column(table_rules, default_table))  # fmt: skip
+
+
+def start_send_ingest(
+    session: SparkSession,
+    tables: DeltaTables,
+    ingest: IngestSettings,
+    contracts: Mapping[str, EventContract],
+    table_rules: Sequence[FaultTableRule],
+    default_table: str,
+    latency_floors_ms: Mapping[str, int],
+    bucket_upper_ms: Sequence[int],
+    checkpoint: str,
+    app_id: str,
+    trigger_interval: str | None,
+    available_now: bool = False,
+) -> StreamingQuery:
+    classified = classify(kafka_stream(session, ingest), contracts, ingest)
+    updates_path = str(tables.root / FAULT_UPDATES_TABLE)
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        from streaming.job.delta_sink import append_idempotent
+
+        batch = batch.persist()
+        try:
+            tables.append("dead_letters", dead_letter_columns(batch, batch_id), app_id, batch_id)
+            sends = sends_from(batch, table_rules, default_table).persist()
+            tables.merge_add_minutes(minute_statistics(sends, bucket_upper_ms), app_id, batch_id)
+            reduced = reduce_for_fault_windows(sends, latency_floor_column(latency_floors_ms))
+            append_idempotent(reduced.withColumn("batch_id", F.lit(batch_id).cast("bigint")), updates_path,
+                              f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)  # fmt: skip
+            sends.unpersist()
+        finally:
+            batch.unpersist()
+
+    writer = classified.writeStream.queryName("send-ingest").foreachBatch(write_batch)
+    writer = writer.option("checkpointLocation", checkpoint)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    elif trigger_interval:
+        writer = writer.trigger(processingTime=trigger_interval)
+    return writer.start()
+
+
+def ensure_fault_updates_table(session: SparkSession, tables: DeltaTables) -> str:
+    from streaming.job.delta_sink import ensure_table
+
+    path = str(tables.root / FAULT_UPDATES_TABLE)
+    ensure_table(session, path, FAULT_UPDATES_DDL)
+    return path
