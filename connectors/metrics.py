@@ -1,0 +1,208 @@
+"""Prometheus metrics served by the job's driver: one catalogue, one collector over the latest snapshot.
+
+The catalogue (``CATALOGUE``) is the single description of every metric: name, type, labels, unit and
+help. The collector, ``docs/metrics.md`` (``python -m connectors.metrics``) and the dashboard tests all
+read it. Domain values are not pushed into long-lived metric objects: the sinks hand the driver small
+per-batch results, ``MetricsState`` keeps the latest value per group/topic/broker, and ``MonitorCollector``
+renders that state at scrape time -- so a group or broker that is gone is simply absent from the next
+scrape. Counters are kept as monotonically increasing totals in the state.
+
+Labels are bounded: ``consumer_group``, ``topic``, ``broker``, ``state``, ``anomaly``, ``reason``,
+``query`` -- never client IDs or addresses. Each labelled metric family admits at most
+``label_value_cap`` distinct consumer groups (or brokers); values beyond the cap are not exported and
+are counted in ``rmqmon_label_values_dropped_total{metric}``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+PREFIX = "rmqmon_"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    type: str  # gauge | counter | histogram | info
+    labels: tuple[str, ...]
+    unit: str
+    help: str
+
+
+def _m(name: str, type_: str, labels: tuple[str, ...], unit: str, help_: str) -> MetricSpec:
+    return MetricSpec(PREFIX + name, type_, labels, unit, help_)
+
+
+GT = ("consumer_group", "topic")
+CATALOGUE: tuple[MetricSpec, ...] = (
+    # consumer groups
+    _m("group_members", "gauge", ("consumer_group",), "", "Distinct client IDs in the group's merged broker view."),
+    _m("group_channels", "gauge", ("consumer_group",), "", "Channels (connections) of the group across brokers."),
+    _m("group_generation", "gauge", ("consumer_group",), "", "Current generation number of the group."),
+    _m("group_duplicate_client_ids", "gauge", ("consumer_group",), "",
+       "Client IDs held by more than one channel (the same ID on several connections)."),
+    _m("group_views_diverging", "gauge", ("consumer_group",), "", "1 when brokers disagree about the group."),
+    _m("group_queues", "gauge", (*GT, "state"), "",
+       "Queues of a subscribed topic by owner state: assigned (1 owner), orphaned (0), double_owned (2+)."),
+    _m("group_idle_members", "gauge", GT, "", "Subscribing members that get no queue of the topic."),
+    _m("group_non_subscribing_members", "gauge", GT, "", "Members in cidAll that do not subscribe the topic."),
+    _m("group_skew_queues", "gauge", GT, "", "Max minus min queues per subscribing member."),
+    _m("group_rebalances_total", "counter", ("consumer_group",), "", "Rebalances (new generations) of the group."),
+    _m("group_moved_queues_total", "counter", GT, "", "Queues whose expected owner changed between generations."),
+    _m("group_last_rebalance_timestamp_seconds", "gauge", ("consumer_group",), "seconds",
+       "Event time of the group's last rebalance."),
+    _m("group_open_anomalies", "gauge", ("consumer_group", "anomaly"), "", "Open anomaly episodes by kind."),
+    # brokers (producer fault tolerance)
+    _m("broker_producers_avoiding", "gauge", ("broker",), "",
+       "Producers whose fault item makes the broker unavailable now."),
+    _m("broker_producers_avoiding_ratio", "gauge", ("broker",), "ratio",
+       "Avoiding producers / producers that sent to it."),
+    _m("broker_isolated", "gauge", ("broker",), "", "1 when at least one producer currently avoids the broker."),
+    _m("broker_avoided_until_timestamp_seconds", "gauge", ("broker",), "seconds", "End of the latest fault window."),
+    _m("broker_isolation_episodes_total", "counter", ("broker",), "", "Fault windows opened against the broker."),
+    _m("broker_send_latency_seconds", "histogram", ("broker",), "seconds",
+       "Send latency; buckets are the fault table's latencyMax thresholds."),
+    _m("producers_all_brokers_unavailable", "gauge", (), "", "Producers for which every known broker is unavailable."),
+    # the job itself
+    _m("input_rows_total", "counter", ("query",), "", "Rows read by each streaming query."),
+    _m("batch_duration_seconds", "gauge", ("query",), "seconds", "Duration of the last micro-batch."),
+    _m("last_batch_timestamp_seconds", "gauge", ("query",), "seconds", "Wall time the last micro-batch finished."),
+    _m("watermark_timestamp_seconds", "gauge", ("query",), "seconds", "Current event-time watermark."),
+    _m("state_rows", "gauge", ("query",), "", "Rows in the query's state store."),
+    _m("state_memory_bytes", "gauge", ("query",), "bytes", "Memory used by the query's state store."),
+    _m("kafka_offsets_behind", "gauge", ("query",), "", "Offsets behind the latest, summed over partitions."),
+    _m("dead_letters_total", "counter", ("reason",), "", "Rejected input records by dead-letter reason."),
+    _m("late_events_total", "counter", ("query",), "", "Input rows dropped as later than the watermark."),
+    _m("label_values_dropped_total", "counter", ("metric",), "", "Label values not exported because of the cap."),
+    _m("up", "gauge", (), "", "1 while the job's queries are running."),
+    _m("build_info", "gauge", ("version", "spark_version"), "", "Build metadata (value 1)."),
+)  # fmt: skip
+BY_NAME = {spec.name: spec for spec in CATALOGUE}
+
+
+@dataclass
+class MetricsState:
+    """Latest values, replaced by the sinks after each batch; read by the collector at scrape time."""
+
+    label_value_cap: int = 10_000
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # metric name -> label tuple -> value
+    gauges: dict[str, dict[tuple[str, ...], float]] = field(default_factory=dict)
+    counters: dict[str, dict[tuple[str, ...], float]] = field(default_factory=dict)
+    histograms: dict[str, dict[tuple[str, ...], tuple[list[tuple[str, float]], float]]] = field(default_factory=dict)
+    dropped: dict[str, float] = field(default_factory=dict)
+
+    def _admit(self, name: str, table: Mapping[tuple[str, ...], Any], labels: tuple[str, ...]) -> bool:
+        if labels in table or not labels:
+            return True
+        first_values = {key[0] for key in table}
+        if labels[0] in first_values or len(first_values) < self.label_value_cap:
+            return True
+        self.dropped[name] = self.dropped.get(name, 0.0) + 1
+        return False
+
+    def set_gauge(self, name: str, labels: tuple[str, ...], value: float) -> None:
+        with self.lock:
+            table = self.gauges.setdefault(name, {})
+            if self._admit(name, table, labels):
+                table[labels] = float(value)
+
+    def inc(self, name: str, labels: tuple[str, ...], amount: float = 1.0) -> None:
+        with self.lock:
+            table = self.counters.setdefault(name, {})
+            if self._admit(name, table, labels):
+                table[labels] = table.get(labels, 0.0) + float(amount)
+
+    def set_histogram(self, name: str, labels: tuple[str, ...], buckets: list[tuple[str, float]], total: float) -> None:
+        with self.lock:
+            table = self.histograms.setdefault(name, {})
+            if self._admit(name, table, labels):
+                table[labels] = (buckets, total)
+
+    def forget(self, label_name: str, value: str) -> None:
+        """Drop every series whose ``label_name`` label equals ``value`` (a group or broker that is gone)."""
+        with self.lock:
+            for families in (self.gauges, self.counters, self.histograms):
+                for name, table in families.items():
+                    spec = BY_NAME.get(name)
+                    if spec is None or label_name not in spec.labels:
+                        continue
+                    index = spec.labels.index(label_name)
+                    for labels in [k for k in table if k[index] == value]:
+                        del table[labels]
+
+    def replace_series(self, name: str, key_label_value: str, series: Mapping[tuple[str, ...], float]) -> None:
+        """Replace all series of ``name`` whose first label is ``key_label_value`` (e.g. one group's topics)."""
+        with self.lock:
+            table = self.gauges.setdefault(name, {})
+            for labels in [k for k in table if k and k[0] == key_label_value]:
+                del table[labels]
+        for labels, value in series.items():
+            self.set_gauge(name, labels, value)
+
+
+class MonitorCollector(Collector):
+    """Renders ``MetricsState`` at scrape time, following the catalogue."""
+
+    def __init__(self, state: MetricsState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        with self.state.lock:
+            gauges = {k: dict(v) for k, v in self.state.gauges.items()}
+            counters = {k: dict(v) for k, v in self.state.counters.items()}
+            histograms = {k: dict(v) for k, v in self.state.histograms.items()}
+            dropped = dict(self.state.dropped)
+        for spec in CATALOGUE:
+            if spec.name == PREFIX + "label_values_dropped_total":
+                family = CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+                for metric, value in sorted(dropped.items()):
+                    family.add_metric([metric], value)
+                yield family
+            elif spec.type == "counter":
+                family = CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+                for labels, value in sorted(counters.get(spec.name, {}).items()):
+                    family.add_metric(list(labels), value)
+                yield family
+            elif spec.type == "histogram":
+                hist = HistogramMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+                for labels, (buckets, total) in sorted(histograms.get(spec.name, {}).items()):
+                    hist.add_metric(list(labels), buckets, total)
+                yield hist
+            else:
+                family = GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+                for labels, value in sorted(gauges.get(spec.name, {}).items()):
+                    family.add_metric(list(labels), value)
+                yield family
+
+
+def new_registry(state: MetricsState) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(MonitorCollector(state))
+    return registry
+
+
+def serve(registry: CollectorRegistry, host: str = "127.0.0.1", port: int = 9464) -> Any:
+    """Start the HTTP endpoint (``/metrics``) in a daemon thread; returns the server to shut it down."""
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return server
+
+
+def render_markdown(specs: Iterable[MetricSpec] = CATALOGUE) -> str:
+    lines = ["# Metrics", "", "Generated from `connectors/metrics.py` (`python -m connectors.metrics`).", "",
+             "| name | type | labels | unit | help |", "|---|---|---|---|---|"]  # fmt: skip
+    for spec in specs:
+        lines.append(f"| `{spec.name}` | {spec.type} | {', '.join(spec.labels)} | {spec.unit} | {spec.help} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_markdown(), end="")
