@@ -1,0 +1,483 @@
+"""RocketMQ's consumer allocation strategies, reproduced exactly, plus the whole-group form.
+
+Each strategy is a frozen value named as RocketMQ names it (``getName()``) whose ``allocate`` behaves like
+the Java ``allocate(consumerGroup, currentCID, mqAll, cidAll)``: it uses the lists **in the order given**
+(``RebalanceImpl`` sorts them before calling; the strategies never do), applies the same argument checks
+(``AbstractAllocateMessageQueueStrategy.check``), raises the typed equivalents of the Java exceptions,
+and returns an empty share for a client that is not in cidAll.
+
+``allocate_group`` is what the monitor needs: for one group and topic -- cidAll with one entry per channel
+(duplicates kept) and mqAll -- every distinct client's share and the number of channels that consume each
+queue, computed in one pass (contiguous blocks, strides, one hash ring) instead of one call per client.
+
+``replay_conformance_case`` replays a golden vector as given (see
+``../shared/reference/conformance/README.md``), so any vector, present or future, can be checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any, Protocol
+
+from .errors import DomainError, IllegalArgument, NullPointer
+from .javacompat import java_split
+from .queues import MessageQueue, sorted_client_ids, sorted_queues
+from .versions import ClientLine
+
+
+class AllocationStrategy(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str | None,
+        mq_all: Sequence[MessageQueue] | None,
+        cid_all: Sequence[str] | None,
+    ) -> list[MessageQueue] | None: ...  # fmt: skip
+
+
+def check(current_cid: str | None, mq_all: Sequence[MessageQueue] | None, cid_all: Sequence[str] | None) -> bool:
+    """``AbstractAllocateMessageQueueStrategy.check`` (4.9.4+ and 5.x), checks in Java's order.
+
+    Raises for an empty current id, mqAll or cidAll; returns False (the caller then returns an empty
+    share, after RocketMQ logs "[BUG] ... not in cidAll") when the client is not in cidAll.
+    """
+    if not current_cid:
+        raise IllegalArgument("currentCID is empty")
+    if not mq_all:
+        raise IllegalArgument("mqAll is null or mqAll empty")
+    if not cid_all:
+        raise IllegalArgument("cidAll is null or cidAll empty")
+    return current_cid in cid_all
+
+
+def _averagely_range(index: int, n: int, m: int) -> tuple[int, int]:
+    """[start, end) of ``AllocateMessageQueueAveragely`` for the consumer at ``index`` of ``m``."""
+    mod = n % m
+    if n <= m:
+        size = 1
+    elif mod > 0 and index < mod:
+        size = n // m + 1
+    else:
+        size = n // m
+    start = index * size if (mod > 0 and index < mod) else index * size + mod
+    take = min(size, n - start)
+    return (start, start + take) if take > 0 else (start, start)
+
+
+@dataclass(frozen=True)
+class Averagely:
+    """``AllocateMessageQueueAveragely``: contiguous blocks, the first ``n % m`` consumers one larger."""
+
+    name: str = "AVG"
+
+    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
+                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+        if not check(current_cid, mq_all, cid_all):
+            return []
+        assert mq_all is not None and cid_all is not None
+        start, end = _averagely_range(list(cid_all).index(current_cid), len(mq_all), len(cid_all))  # type: ignore[arg-type]
+        return list(mq_all[start:end])
+
+
+@dataclass(frozen=True)
+class AveragelyByCircle:
+    """``AllocateMessageQueueAveragelyByCircle``: queue ``i`` goes to consumer ``i % m``."""
+
+    name: str = "AVG_BY_CIRCLE"
+
+    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
+                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+        if not check(current_cid, mq_all, cid_all):
+            return []
+        assert mq_all is not None and cid_all is not None
+        index = list(cid_all).index(current_cid)  # type: ignore[arg-type]
+        return list(mq_all[index :: len(cid_all)])
+
+
+def md5_hash(key: str, charset: str = "UTF-8") -> int:
+    """``ConsistentHashRouter.MD5Hash``: the first 4 digest bytes, big-endian, as an unsigned 32-bit value."""
+    if charset.upper() in ("UTF-8", "UTF8"):
+        data = key.encode("utf-8", "surrogatepass")
+    else:
+        # A single-byte default charset (e.g. ANSI_X3.4-1968 under LANG=C): Java replaces each
+        # unmappable character with '?'.
+        data = key.encode("ascii", "replace")
+    return int.from_bytes(hashlib.md5(data).digest()[:4], "big")
+
+
+@dataclass(frozen=True)
+class HashRing:
+    """A consistent-hash ring built as ``ConsistentHashRouter`` builds it (collisions overwrite)."""
+
+    keys: tuple[int, ...]
+    owners: tuple[str, ...]
+
+    @classmethod
+    def build(cls, cid_all: Sequence[str], virtual_node_count: int, charset: str = "UTF-8") -> HashRing:
+        ring: dict[int, str] = {}
+        present: Counter[str] = Counter()  # entries of each physical node currently in the ring
+        for cid in cid_all:
+            existing = present[cid]
+            for i in range(virtual_node_count):
+                h = md5_hash(f"{cid}-{i + existing}", charset)
+                previous = ring.get(h)
+                if previous is not None:
+                    present[previous] -= 1
+                ring[h] = cid
+                present[cid] += 1
+        keys = tuple(sorted(ring))
+        return cls(keys, tuple(ring[k] for k in keys))
+
+    def route(self, object_key: str, charset: str = "UTF-8") -> str | None:
+        if not self.keys:
+            return None
+        index = bisect_left(self.keys, md5_hash(object_key, charset))
+        return self.owners[index if index < len(self.keys) else 0]
+
+
+@dataclass(frozen=True)
+class ConsistentHash:
+    """``AllocateMessageQueueConsistentHash`` with the default MD5 hash.
+
+    ``charset`` is how key strings become bytes: 5.x always uses UTF-8; 4.9.x uses the JVM default
+    charset (UTF-8 on most systems and on JDK 18+; "US-ASCII" reproduces ``LANG=C`` on older JDKs).
+    """
+
+    virtual_node_count: int = 10
+    charset: str = "UTF-8"
+    name: str = "CONSISTENT_HASH"
+
+    def __post_init__(self) -> None:
+        if self.virtual_node_count < 0:
+            raise IllegalArgument(f"illegal virtualNodeCnt :{self.virtual_node_count}")
+
+    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
+                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+        if not check(current_cid, mq_all, cid_all):
+            return []
+        assert mq_all is not None and cid_all is not None
+        ring = HashRing.build(cid_all, self.virtual_node_count, self.charset)
+        return [mq for mq in mq_all if ring.route(str(mq), self.charset) == current_cid]
+
+
+@dataclass(frozen=True)
+class ByConfig:
+    """``AllocateMessageQueueByConfig``: the configured list for everyone, no checks; None drops all."""
+
+    queues: tuple[MessageQueue, ...] | None = None
+    name: str = "CONFIG"
+
+    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
+                 cid_all: Sequence[str] | None) -> list[MessageQueue] | None:  # fmt: skip
+        return None if self.queues is None else list(self.queues)
+
+
+@dataclass(frozen=True)
+class ByMachineRoom:
+    """``AllocateMessageQueueByMachineRoom``: only queues of brokers named ``<idc>@<name>`` with a served idc.
+
+    The room comes from the broker name alone (``split("@")`` with Java semantics: exactly two parts);
+    client ids are never parsed. None for ``consumer_idcs`` reproduces the unset Java field.
+    """
+
+    consumer_idcs: frozenset[str] | None = frozenset()
+    name: str = "MACHINE_ROOM"
+
+    def qualifying(self, mq_all: Sequence[MessageQueue]) -> list[MessageQueue]:
+        result = []
+        for mq in mq_all:
+            parts = java_split(mq.broker_name, "@")
+            if len(parts) == 2:
+                if self.consumer_idcs is None:
+                    raise NullPointer("consumeridcs is null")
+                if parts[0] in self.consumer_idcs:
+                    result.append(mq)
+        return result
+
+    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
+                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+        if not check(current_cid, mq_all, cid_all):
+            return []
+        assert mq_all is not None and cid_all is not None
+        premq = self.qualifying(mq_all)
+        index, m = list(cid_all).index(current_cid), len(cid_all)  # type: ignore[arg-type]
+        q, r = divmod(len(premq), m)
+        result = list(premq[index * q : index * q + q])
+        if r > index:
+            result.append(premq[index + q * m])
+        return result
+
+
+class MachineRoomResolver(Protocol):
+    """RocketMQ's ``MachineRoomResolver``: user code that names the room of a broker and of a client."""
+
+    def broker_deploy_in(self, mq: MessageQueue) -> str | None: ...
+
+    def consumer_deploy_in(self, client_id: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class SplitResolver:
+    """Room = the part before the first ``separator`` (Java ``split``), on broker names and client ids."""
+
+    separator: str = "-"
+
+    def broker_deploy_in(self, mq: MessageQueue) -> str | None:
+        return java_split(mq.broker_name, _regex_literal(self.separator))[0]
+
+    def consumer_deploy_in(self, client_id: str) -> str | None:
+        return java_split(client_id, _regex_literal(self.separator))[0]
+
+
+def _regex_literal(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+@dataclass(frozen=True)
+class MachineRoomNearby:
+    """``AllocateMachineRoomNearby``: allocate within each room; rooms without consumers go to everyone."""
+
+    inner: AllocationStrategy
+    resolver: MachineRoomResolver = field(default_factory=SplitResolver)
+
+    @property
+    def name(self) -> str:
+        return "MACHINE_ROOM_NEARBY-" + self.inner.name
+
+    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
+                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+        if not check(current_cid, mq_all, cid_all):
+            return []
+        assert mq_all is not None and cid_all is not None and current_cid is not None
+        rooms_to_queues: dict[str, list[MessageQueue]] = {}
+        for mq in mq_all:
+            room = self.resolver.broker_deploy_in(mq)
+            if not room:
+                raise IllegalArgument(f"Machine room is null for mq {mq}")
+            rooms_to_queues.setdefault(room, []).append(mq)
+        rooms_to_consumers: dict[str, list[str]] = {}
+        for cid in cid_all:
+            room = self.resolver.consumer_deploy_in(cid)
+            if not room:
+                raise IllegalArgument(f"Machine room is null for consumer id {cid}")
+            rooms_to_consumers.setdefault(room, []).append(cid)
+        result: list[MessageQueue] = []
+        my_room = self.resolver.consumer_deploy_in(current_cid)
+        mine = rooms_to_queues.pop(my_room, None) if my_room is not None else None
+        if mine:
+            result += self.inner.allocate(consumer_group, current_cid, mine, rooms_to_consumers.get(my_room)) or []
+        for room in sorted(rooms_to_queues, key=_java_key):  # TreeMap: rooms in String order
+            if room not in rooms_to_consumers:
+                result += self.inner.allocate(consumer_group, current_cid, rooms_to_queues[room], cid_all) or []
+        return result
+
+
+def _java_key(text: str) -> bytes:
+    from .javacompat import java_sort_key
+
+    return java_sort_key(text)
+
+
+STRATEGY_NAMES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "CONFIG", "MACHINE_ROOM", "MACHINE_ROOM_NEARBY-<inner>")
+
+
+def strategy_from_name(name: str, *, virtual_node_count: int = 10, consumer_idcs: Sequence[str] | None = (),
+                       config_queues: Sequence[MessageQueue] | None = None,
+                       resolver: MachineRoomResolver | None = None,
+                       line: ClientLine = ClientLine.V5, charset_4_9: str = "UTF-8") -> AllocationStrategy:  # fmt: skip
+    """The strategy RocketMQ names ``name`` (``getName()``), with its parameters."""
+    if name.startswith("MACHINE_ROOM_NEARBY-"):
+        inner = strategy_from_name(name[len("MACHINE_ROOM_NEARBY-"):], virtual_node_count=virtual_node_count,
+                                   consumer_idcs=consumer_idcs, config_queues=config_queues, line=line,
+                                   charset_4_9=charset_4_9)  # fmt: skip
+        return MachineRoomNearby(inner, resolver or SplitResolver())
+    if name == "AVG":
+        return Averagely()
+    if name == "AVG_BY_CIRCLE":
+        return AveragelyByCircle()
+    if name == "CONSISTENT_HASH":
+        return ConsistentHash(virtual_node_count, "UTF-8" if line is ClientLine.V5 else charset_4_9)
+    if name == "CONFIG":
+        return ByConfig(None if config_queues is None else tuple(config_queues))
+    if name == "MACHINE_ROOM":
+        return ByMachineRoom(None if consumer_idcs is None else frozenset(consumer_idcs))
+    raise IllegalArgument(f"unknown allocation strategy {name!r}; expected one of {', '.join(STRATEGY_NAMES)}")
+
+
+# --------------------------------------------------------------------------------------------------
+# The whole group in one pass
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GroupAllocation:
+    """Every distinct client's share for one group and topic, and each queue's number of consuming channels."""
+
+    strategy: str
+    mq_all: tuple[MessageQueue, ...]
+    cid_all: tuple[str, ...]
+    shares: Mapping[str, tuple[MessageQueue, ...]]
+    errors: Mapping[str, DomainError]
+    owner_counts: tuple[int, ...]
+
+    def orphaned(self) -> list[MessageQueue]:
+        return [mq for mq, count in zip(self.mq_all, self.owner_counts, strict=True) if count == 0]
+
+    def double_owned(self) -> list[MessageQueue]:
+        return [mq for mq, count in zip(self.mq_all, self.owner_counts, strict=True) if count >= 2]
+
+    def owners_of(self, mq: MessageQueue) -> list[str]:
+        return sorted((cid for cid, share in self.shares.items() if mq in share), key=_java_key)
+
+    def owner_counts_for(self, channels_per_client: Mapping[str, int]) -> tuple[int, ...]:
+        """Owner counts when only some clients consume (e.g. only the topic's subscribers pull it)."""
+        index = {mq: i for i, mq in enumerate(self.mq_all)}
+        counts = [0] * len(self.mq_all)
+        for cid, share in self.shares.items():
+            weight = channels_per_client.get(cid, 0)
+            if weight:
+                for mq in share:
+                    position = index.get(mq)
+                    if position is not None:
+                        counts[position] += weight
+        return tuple(counts)
+
+
+def allocate_group(strategy: AllocationStrategy, cid_all: Sequence[str], mq_all: Sequence[MessageQueue],
+                   consumer_group: str = "", presorted: bool = False) -> GroupAllocation:  # fmt: skip
+    """What every client of the group computes, as ``RebalanceImpl`` calls the strategy (sorted inputs)."""
+    mqs = tuple(mq_all) if presorted else tuple(sorted_queues(mq_all))
+    cids = tuple(cid_all) if presorted else tuple(sorted_client_ids(cid_all))
+    multiplicity = Counter(cids)
+    first_index: dict[str, int] = {}
+    for i, cid in enumerate(cids):
+        first_index.setdefault(cid, i)
+    n, m = len(mqs), len(cids)
+    try:
+        if n and m and isinstance(strategy, Averagely):
+            shares, counts = _group_averagely(mqs, first_index, multiplicity, n, m)
+            return GroupAllocation(strategy.name, mqs, cids, shares, {}, counts)
+        if n and m and isinstance(strategy, AveragelyByCircle):
+            shares, counts = _group_by_circle(mqs, cids, first_index, multiplicity, n, m)
+            return GroupAllocation(strategy.name, mqs, cids, shares, {}, counts)
+        if n and m and isinstance(strategy, ConsistentHash):
+            ring = HashRing.build(cids, strategy.virtual_node_count, strategy.charset)
+            owners = [ring.route(str(mq), strategy.charset) for mq in mqs]
+            by_owner: dict[str, list[MessageQueue]] = {cid: [] for cid in first_index}
+            for mq, owner in zip(mqs, owners, strict=True):
+                if owner is not None:
+                    by_owner[owner].append(mq)
+            counts = tuple(multiplicity[o] if o is not None else 0 for o in owners)
+            return GroupAllocation(strategy.name, mqs, cids, {c: tuple(q) for c, q in by_owner.items()}, {}, counts)
+    except DomainError:
+        pass  # fall through: the generic path records the error per client
+    return _group_generic(strategy, mqs, cids, multiplicity, consumer_group)
+
+
+def _counts_from_ranges(n: int, ranges: list[tuple[int, int, int]]) -> tuple[int, ...]:
+    diff = [0] * (n + 1)
+    for start, end, weight in ranges:
+        if end > start:
+            diff[start] += weight
+            diff[end] -= weight
+    return tuple(accumulate(diff[:n]))
+
+
+def _group_averagely(mqs: tuple[MessageQueue, ...], first_index: Mapping[str, int], multiplicity: Counter[str],
+                     n: int, m: int) -> tuple[dict[str, tuple[MessageQueue, ...]], tuple[int, ...]]:  # fmt: skip
+    shares: dict[str, tuple[MessageQueue, ...]] = {}
+    ranges = []
+    for cid, index in first_index.items():
+        start, end = _averagely_range(index, n, m)
+        shares[cid] = mqs[start:end]
+        ranges.append((start, end, multiplicity[cid]))
+    return shares, _counts_from_ranges(n, ranges)
+
+
+def _group_by_circle(mqs: tuple[MessageQueue, ...], cids: tuple[str, ...], first_index: Mapping[str, int],
+                     multiplicity: Counter[str], n: int, m: int,
+                     ) -> tuple[dict[str, tuple[MessageQueue, ...]], tuple[int, ...]]:  # fmt: skip
+    shares = {cid: mqs[index::m] for cid, index in first_index.items()}
+    # Position p of cidAll is served only if it is its client's first occurrence (indexOf).
+    per_position = [multiplicity[cid] if first_index[cid] == p else 0 for p, cid in enumerate(cids)]
+    counts = tuple((per_position * (n // m + 1))[:n])
+    return shares, counts
+
+
+def _group_generic(strategy: AllocationStrategy, mqs: tuple[MessageQueue, ...], cids: tuple[str, ...],
+                   multiplicity: Counter[str], consumer_group: str) -> GroupAllocation:  # fmt: skip
+    shares: dict[str, tuple[MessageQueue, ...]] = {}
+    errors: dict[str, DomainError] = {}
+    index = {mq: i for i, mq in enumerate(mqs)}
+    counts = [0] * len(mqs)
+    for cid in multiplicity:
+        try:
+            share = tuple(strategy.allocate(consumer_group, cid, list(mqs), list(cids)) or ())
+        except DomainError as error:
+            errors[cid] = error
+            share = ()
+        shares[cid] = share
+        # RebalanceImpl turns the result into a set: a queue listed twice is still consumed once.
+        for mq in set(share):
+            position = index.get(mq)
+            if position is not None:
+                counts[position] += multiplicity[cid]
+    return GroupAllocation(strategy.name, mqs, cids, shares, errors, tuple(counts))
+
+
+# --------------------------------------------------------------------------------------------------
+# Golden vectors
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConformanceOutcome:
+    """The share as ``[topic, broker, queueId]`` triples, or the Java exception's simple class name."""
+
+    result: list[list[Any]] | None = None
+    exception: str | None = None
+
+
+_SHORT_NAMES = {
+    "AVG": "AVG",
+    "CIRCLE": "AVG_BY_CIRCLE",
+    "CH": "CONSISTENT_HASH",
+    "MR": "MACHINE_ROOM",
+    "NEARBY_AVG": "MACHINE_ROOM_NEARBY-AVG",
+    "NEARBY_CIRCLE": "MACHINE_ROOM_NEARBY-AVG_BY_CIRCLE",
+}
+
+
+def replay_conformance_case(case: Mapping[str, Any], line: ClientLine) -> ConformanceOutcome:
+    """Replay one golden vector exactly as given: lists in the given order, the given current client id.
+
+    ``case`` has ``strategy`` (a vector short name -- AVG, CIRCLE, CH, MR, NEARBY_AVG, NEARBY_CIRCLE -- or a
+    RocketMQ name), ``currentCID``, ``cidAll``, ``mqAll`` (``[topic, broker, queueId]``) and ``extra``
+    (CH: virtual node count, "" = 10; MR: comma-separated consumer idcs, "" = empty set). NEARBY cases use
+    the resolver of the vectors, ``split("-")[0]`` on broker names and client ids.
+    """
+    name = _SHORT_NAMES.get(case["strategy"], case["strategy"])
+    extra = case.get("extra", "") or ""
+    mq_all = [MessageQueue(t, b, int(q)) for t, b, q in case["mqAll"]] if case.get("mqAll") is not None else None
+    cid_all = case.get("cidAll")
+    try:
+        if name.endswith("CONSISTENT_HASH"):
+            strategy = strategy_from_name(name, virtual_node_count=int(extra) if extra else 10, line=line)
+        elif name.endswith("MACHINE_ROOM"):
+            strategy = strategy_from_name(name, consumer_idcs=[i for i in extra.split(",") if i], line=line)
+        else:
+            strategy = strategy_from_name(name, line=line)
+        share = strategy.allocate("G", case.get("currentCID"), mq_all, cid_all)
+    except DomainError as error:
+        return ConformanceOutcome(exception=error.java_exception)
+    return ConformanceOutcome(result=None if share is None else [list(mq.as_tuple()) for mq in share])
