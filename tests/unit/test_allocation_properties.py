@@ -27,8 +27,12 @@ client_ids = st.one_of(
     st.sampled_from(["IDC1-c0", "IDC1-c1", "IDC2-c0", "c\u00fc1", "x"]),
 )
 queues = st.lists(
-    st.builds(MessageQueue, st.sampled_from(["T", "%RETRY%G"]), st.sampled_from(["broker-a", "broker-b", "IDC1@b", "IDC2-b"]),
-              st.integers(0, 15)),  # fmt: skip
+    st.builds(
+        MessageQueue,
+        st.sampled_from(["T", "%RETRY%G"]),
+        st.sampled_from(["broker-a", "broker-b", "IDC1@b", "IDC2-b"]),
+        st.integers(0, 15),
+    ),
     min_size=1, max_size=40, unique=True,
 )  # fmt: skip
 STRATEGIES = [Averagely(), AveragelyByCircle(), ConsistentHash(3), ConsistentHash(0),
@@ -50,8 +54,11 @@ def test_whole_group_equals_one_allocate_call_per_client(cids, mqs, strategy):
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(st.lists(client_ids, min_size=1, max_size=12, unique=True), queues,
-       st.sampled_from([Averagely(), AveragelyByCircle(), ConsistentHash(5), MachineRoomNearby(AveragelyByCircle())]))  # fmt: skip
+@given(
+    st.lists(client_ids, min_size=1, max_size=12, unique=True),
+    queues,
+    st.sampled_from([Averagely(), AveragelyByCircle(), ConsistentHash(5), MachineRoomNearby(AveragelyByCircle())]),
+)
 def test_unique_ids_give_disjoint_shares_covering_every_queue(cids, mqs, strategy):
     group = allocate_group(strategy, cids, mqs)
     assert group.owner_counts == (1,) * len(mqs)
