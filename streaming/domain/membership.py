@@ -1,0 +1,295 @@
+"""The broker's consumer-group membership rules, as a pure state machine per group and broker view.
+
+Each broker keeps its own view of a group: the channels (connections) that sent heartbeats and one
+subscription table for the whole group. The rules, from RocketMQ's ``ConsumerManager`` and
+``ClientHousekeepingService`` (semantics reference section 5.2):
+
+1. A HEARTBEAT registers or refreshes a channel. A **new channel** is a CHANGE (the broker notifies every
+   channel of the group). The heartbeat's subscription list **overwrites** the group's table on that
+   broker: a topic added or removed is a CHANGE; a higher ``sub_version`` for an existing topic replaces
+   the entry silently; a lower or equal one is ignored.
+2. UNREGISTER removes the channel it came from (CHANGE). CHANNEL_CLOSE, CHANNEL_EXCEPTION and CHANNEL_IDLE
+   remove the channel (CHANGE).
+3. The periodic scan removes a channel whose last heartbeat is **more than** ``expiry_ms`` old (120 s by
+   default) **without** a CHANGE: survivors only notice at their next 20 s rebalance. The monitor still
+   records it, as EXPIRED.
+4. A view without channels is dropped, and with it that broker's subscription table; a group without
+   views is gone.
+5. ``cid_all(view)`` is what that broker answers to GET_CONSUMER_LIST_BY_GROUP: one entry per channel,
+   duplicates kept (callers sort as ``RebalanceImpl`` does).
+
+Out-of-order input: an event older than the channel's last update does not refresh it, and an event older
+than the channel's removal does not bring it back (the removal time is kept as a tombstone until it is
+``expiry_ms`` old), so a replay in another order cannot resurrect a consumer that left.
+
+Besides the broker's own data, each channel keeps what its client reported (its own subscriptions,
+client version, allocation strategy): the analysis needs them to find inconsistent subscriptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .versions import ClientLine
+
+SCHEMA_VERSION = 1
+DEFAULT_EXPIRY_MS = 120_000
+REMOVAL_KINDS = ("UNREGISTER", "CHANNEL_CLOSE", "CHANNEL_EXCEPTION", "CHANNEL_IDLE")
+
+
+@dataclass(frozen=True)
+class Subscription:
+    topic: str
+    expression: str = "*"
+    sub_version: int = 0
+
+
+@dataclass(frozen=True)
+class ChannelEvent:
+    """One observation by one broker (the ``consumer_channel`` event of the contract)."""
+
+    event_time_ms: int
+    broker: str
+    kind: str
+    channel: str
+    client_id: str
+    group: str
+    message_model: str = "CLUSTERING"
+    consume_type: str = "CONSUME_PASSIVELY"
+    client_version: str | None = None
+    subscriptions: tuple[Subscription, ...] = ()
+    allocate_strategy: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ChannelEvent:
+        return cls(
+            event_time_ms=int(data["event_time"]),
+            broker=str(data["broker"]),
+            kind=str(data["kind"]),
+            channel=str(data["channel"]),
+            client_id=str(data["client_id"]),
+            group=str(data["group"]),
+            message_model=str(data.get("message_model") or "CLUSTERING"),
+            consume_type=str(data.get("consume_type") or "CONSUME_PASSIVELY"),
+            client_version=data.get("client_version"),
+            subscriptions=tuple(
+                Subscription(str(s["topic"]), str(s.get("expression") or "*"), int(s.get("sub_version") or 0))
+                for s in data.get("subscriptions") or ()
+            ),
+            allocate_strategy=data.get("allocate_strategy"),
+        )
+
+
+@dataclass(frozen=True)
+class Channel:
+    channel: str
+    client_id: str
+    last_update_ms: int
+    client_version: str | None = None
+    allocate_strategy: str | None = None
+    message_model: str = "CLUSTERING"
+    topics: tuple[tuple[str, str], ...] = ()  # (topic, expression) as this client reported them
+
+
+@dataclass(frozen=True)
+class BrokerView:
+    channels: Mapping[str, Channel] = field(default_factory=dict)
+    subscriptions: Mapping[str, Subscription] = field(default_factory=dict)
+    removed_at_ms: Mapping[str, int] = field(default_factory=dict)  # channel -> removal time (tombstones)
+
+
+@dataclass(frozen=True)
+class GroupMembership:
+    group: str
+    views: Mapping[str, BrokerView] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return not any(view.channels for view in self.views.values())
+
+
+@dataclass(frozen=True)
+class MembershipChange:
+    event_time_ms: int
+    group: str
+    broker: str
+    change: str  # JOIN | LEAVE | EXPIRED | SUBSCRIPTION_CHANGED
+    reason: str  # the input kind, or SCAN for expiry
+    client_id: str
+    channel: str
+    notifies_clients: bool
+    topics_added: tuple[str, ...] = ()
+    topics_removed: tuple[str, ...] = ()
+
+
+def _notifies(message_model: str, client_version: str | None) -> bool:
+    # 5.x brokers send no CHANGE for broadcasting groups; 4.9.x brokers always do.
+    return not (message_model == "BROADCASTING" and ClientLine.parse(client_version) is ClientLine.V5)
+
+
+def apply_event(membership: GroupMembership, event: ChannelEvent,
+                expiry_ms: int = DEFAULT_EXPIRY_MS) -> tuple[GroupMembership, list[MembershipChange]]:  # fmt: skip
+    """The broker's reaction to one event (rules 1, 2 and 4)."""
+    view = membership.views.get(event.broker, BrokerView())
+    tombstone = view.removed_at_ms.get(event.channel)
+    if tombstone is not None and event.event_time_ms < tombstone:
+        return membership, []  # older than the channel's removal: must not resurrect it
+    if event.kind == "HEARTBEAT":
+        view, changes = _heartbeat(membership.group, view, event)
+    elif event.kind in REMOVAL_KINDS:
+        view, changes = _remove(membership.group, view, event)
+    else:
+        return membership, []
+    return _with_view(membership, event.broker, view, event.event_time_ms, expiry_ms), changes
+
+
+def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerView, list[MembershipChange]]:
+    changes: list[MembershipChange] = []
+    existing = view.channels.get(event.channel)
+    notifies = _notifies(event.message_model, event.client_version)
+    channels = dict(view.channels)
+    if existing is not None and event.event_time_ms < existing.last_update_ms:
+        return view, []  # out of order: a newer heartbeat of this channel was applied already
+    reported = tuple(sorted((s.topic, s.expression) for s in event.subscriptions))
+    channels[event.channel] = Channel(event.channel, event.client_id, event.event_time_ms, event.client_version,
+                                      event.allocate_strategy, event.message_model, reported)  # fmt: skip
+    if existing is None or existing.client_id != event.client_id:
+        changes.append(MembershipChange(event.event_time_ms, group, event.broker, "JOIN", "HEARTBEAT",
+                                        event.client_id, event.channel, notifies))  # fmt: skip
+    # The heartbeat's list overwrites the group's table on this broker.
+    table = dict(view.subscriptions)
+    incoming = {s.topic: s for s in event.subscriptions}
+    added = tuple(sorted(t for t in incoming if t not in table))
+    removed = tuple(sorted(t for t in table if t not in incoming))
+    for topic, subscription in incoming.items():
+        old = table.get(topic)
+        if old is None or subscription.sub_version > old.sub_version:
+            table[topic] = subscription
+    for topic in removed:
+        del table[topic]
+    if added or removed:
+        changes.append(MembershipChange(event.event_time_ms, group, event.broker, "SUBSCRIPTION_CHANGED", "HEARTBEAT",
+                                        event.client_id, event.channel, notifies, added, removed))  # fmt: skip
+    removed_at = {k: v for k, v in view.removed_at_ms.items() if k != event.channel}
+    return BrokerView(channels, table, removed_at), changes
+
+
+def _remove(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerView, list[MembershipChange]]:
+    existing = view.channels.get(event.channel)
+    if existing is None or (event.kind == "UNREGISTER" and existing.client_id != event.client_id):
+        return view, []
+    if event.event_time_ms < existing.last_update_ms:
+        return view, []  # the channel heartbeated after this removal was observed: stale input
+    channels = {k: v for k, v in view.channels.items() if k != event.channel}
+    removed_at = {**view.removed_at_ms, event.channel: event.event_time_ms}
+    change = MembershipChange(event.event_time_ms, group, event.broker, "LEAVE", event.kind, existing.client_id,
+                              event.channel, _notifies(existing.message_model, existing.client_version))  # fmt: skip
+    return BrokerView(channels, view.subscriptions, removed_at), [change]
+
+
+def _with_view(membership: GroupMembership, broker: str, view: BrokerView, now_ms: int,
+               expiry_ms: int) -> GroupMembership:  # fmt: skip
+    views = dict(membership.views)
+    tombstones = {k: v for k, v in view.removed_at_ms.items() if v > now_ms - expiry_ms}
+    if view.channels:
+        views[broker] = replace(view, removed_at_ms=tombstones)
+    elif tombstones:
+        # Rule 4: no channel left, so the broker forgets the table; only tombstones remain, to reject stale input.
+        views[broker] = BrokerView({}, {}, tombstones)
+    else:
+        views.pop(broker, None)
+    return GroupMembership(membership.group, views)
+
+
+def expire(membership: GroupMembership, now_ms: int,
+           expiry_ms: int = DEFAULT_EXPIRY_MS) -> tuple[GroupMembership, list[MembershipChange]]:  # fmt: skip
+    """The housekeeping scan at ``now_ms``: channels silent for more than ``expiry_ms`` go (rule 3)."""
+    changes: list[MembershipChange] = []
+    result = membership
+    for broker in sorted(membership.views):
+        view = result.views[broker]
+        stale = sorted(c for c, ch in view.channels.items() if now_ms - ch.last_update_ms > expiry_ms)
+        if not stale and not view.removed_at_ms:
+            continue
+        channels = dict(view.channels)
+        removed_at = dict(view.removed_at_ms)
+        for channel in stale:
+            gone = channels.pop(channel)
+            expired_at = gone.last_update_ms + expiry_ms + 1
+            removed_at[channel] = expired_at
+            changes.append(MembershipChange(expired_at, membership.group, broker, "EXPIRED", "SCAN", gone.client_id,
+                                            channel, False))  # fmt: skip
+        result = _with_view(result, broker, BrokerView(channels, view.subscriptions, removed_at), now_ms, expiry_ms)
+    return result, changes
+
+
+def next_expiry_ms(membership: GroupMembership, expiry_ms: int = DEFAULT_EXPIRY_MS) -> int | None:
+    """The earliest event time at which ``expire`` would remove a channel or a tombstone."""
+    times = [ch.last_update_ms + expiry_ms + 1 for v in membership.views.values() for ch in v.channels.values()]
+    times += [t + expiry_ms for v in membership.views.values() for t in v.removed_at_ms.values()]
+    return min(times) if times else None
+
+
+def cid_all(view: BrokerView) -> list[str]:
+    """What the broker returns for GET_CONSUMER_LIST_BY_GROUP: one id per channel, duplicates kept."""
+    return [channel.client_id for _, channel in sorted(view.channels.items())]
+
+
+def views_with_channels(membership: GroupMembership) -> dict[str, BrokerView]:
+    return {b: v for b, v in sorted(membership.views.items()) if v.channels}
+
+
+# -- snapshot / restore (the Spark job keeps this in its state store) ---------------------------------
+
+
+def snapshot(membership: GroupMembership) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "group": membership.group,
+        "views": {
+            broker: {
+                "channels": [
+                    [
+                        c.channel,
+                        c.client_id,
+                        c.last_update_ms,
+                        c.client_version,
+                        c.allocate_strategy,
+                        c.message_model,
+                        [list(t) for t in c.topics],
+                    ]
+                    for c in view.channels.values()
+                ],  # fmt: skip
+                "subscriptions": [[s.topic, s.expression, s.sub_version] for s in view.subscriptions.values()],
+                "removed_at_ms": dict(view.removed_at_ms),
+            }
+            for broker, view in membership.views.items()
+        },
+    }
+
+
+def restore(data: Mapping[str, Any]) -> GroupMembership:
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(f"unsupported membership snapshot schema_version {data.get('schema_version')!r}")
+    views = {}
+    for broker, view in data["views"].items():
+        channels = {
+            c[0]: Channel(c[0], c[1], int(c[2]), c[3], c[4], c[5], tuple((t[0], t[1]) for t in c[6]))
+            for c in view["channels"]
+        }
+        subscriptions = {s[0]: Subscription(s[0], s[1], int(s[2])) for s in view["subscriptions"]}
+        views[broker] = BrokerView(channels, subscriptions, {k: int(v) for k, v in view["removed_at_ms"].items()})
+    return GroupMembership(data["group"], views)
+
+
+def apply_all(membership: GroupMembership, events: Iterable[ChannelEvent],
+              expiry_ms: int = DEFAULT_EXPIRY_MS) -> tuple[GroupMembership, list[MembershipChange]]:  # fmt: skip
+    """Apply events in the given order, running the expiry scan at each event's time first."""
+    changes: list[MembershipChange] = []
+    for event in events:
+        membership, expired = expire(membership, event.event_time_ms, expiry_ms)
+        membership, happened = apply_event(membership, event, expiry_ms)
+        changes += expired + happened
+    return membership, changes
