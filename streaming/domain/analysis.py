@@ -1,0 +1,331 @@
+"""Analysis of one consumer group: what every client computes, and what is wrong with it.
+
+Input: the group's membership (per-broker views), the queues of each subscribed topic (mqAll from the
+routes), how to build each strategy, and optionally the previous analysis (for churn) and the
+assignments clients report. Output: an ``Analysis`` with per-topic results and ``findings`` (anomalies
+with the context that explains them), deterministic (sorted) so a replayed batch yields the same rows.
+
+Which cidAll: each client asks a random broker of the topic's route (``findConsumerIdList``), so clients
+may compute with different lists when brokers disagree. The analysis uses the *primary* view (most
+channels; ties broken by broker name) for the expected assignment and reports DIVERGING_BROKER_VIEWS with
+every view's cidAll when they differ.
+
+Who consumes a topic: every channel is in cidAll, but only clients that subscribe the topic rebalance
+it (semantics 5.3). A share computed for a non-subscriber is therefore never pulled: those queues are
+orphaned, and the non-subscribers are named in an INCONSISTENT_SUBSCRIPTION finding.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .allocation import AllocationStrategy, GroupAllocation, allocate_group
+from .episodes import Finding
+from .errors import DomainError
+from .javacompat import java_sort_key
+from .membership import BrokerView, GroupMembership, cid_all, views_with_channels
+from .queues import MessageQueue, sorted_client_ids
+
+StrategyFactory = Callable[[str | None, str | None], AllocationStrategy]
+"""(strategy name reported by clients or None, client version or None) -> strategy."""
+
+
+@dataclass(frozen=True)
+class TopicAnalysis:
+    topic: str
+    strategy: str
+    allocation: GroupAllocation
+    subscribers: tuple[str, ...]
+    non_subscribers: tuple[str, ...]
+    owner_counts: tuple[int, ...]  # channels that actually pull each queue (subscribers only)
+    idle_members: tuple[str, ...]
+    skew_queues: int
+    skew_ratio: float
+    moved_queues: tuple[MessageQueue, ...]
+
+    @property
+    def orphaned(self) -> list[MessageQueue]:
+        return [mq for mq, c in zip(self.allocation.mq_all, self.owner_counts, strict=True) if c == 0]
+
+    @property
+    def double_owned(self) -> list[MessageQueue]:
+        return [mq for mq, c in zip(self.allocation.mq_all, self.owner_counts, strict=True) if c >= 2]
+
+    def expected_shares(self) -> dict[str, tuple[MessageQueue, ...]]:
+        """Shares of the clients that subscribe the topic (the others never pull theirs)."""
+        return {cid: self.allocation.shares.get(cid, ()) for cid in self.subscribers}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    group: str
+    event_time_ms: int
+    primary_broker: str | None
+    cid_all: tuple[str, ...]
+    channels_by_client: Mapping[str, tuple[str, ...]]
+    views: Mapping[str, tuple[str, ...]]  # broker -> sorted cidAll
+    topics: Mapping[str, TopicAnalysis]
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    @property
+    def members(self) -> int:
+        return len(self.channels_by_client)
+
+    @property
+    def duplicate_client_ids(self) -> dict[str, tuple[str, ...]]:
+        return {cid: chans for cid, chans in self.channels_by_client.items() if len(chans) > 1}
+
+    @property
+    def views_diverge(self) -> bool:
+        return len(set(self.views.values())) > 1
+
+
+def primary_view(membership: GroupMembership) -> tuple[str | None, BrokerView | None]:
+    views = views_with_channels(membership)
+    if not views:
+        return None, None
+    broker = min(views, key=lambda b: (-len(views[b].channels), java_sort_key(b)))
+    return broker, views[broker]
+
+
+def _queue_ref(mq: MessageQueue) -> dict[str, object]:
+    return {"broker": mq.broker_name, "queue_id": mq.queue_id}
+
+
+def analyze_group(
+    membership: GroupMembership,
+    mq_all_by_topic: Mapping[str, Sequence[MessageQueue]],
+    strategy_for: StrategyFactory,
+    now_ms: int,
+    previous_owners: Mapping[str, Mapping[MessageQueue, tuple[str, ...]]] | None = None,
+    reported: Mapping[tuple[str, str], frozenset[MessageQueue]] | None = None,
+) -> Analysis:
+    """Analyse the group at event time ``now_ms`` (see the module docstring for the rules)."""
+    group = membership.group
+    broker, view = primary_view(membership)
+    views = {b: tuple(sorted_client_ids(cid_all(v))) for b, v in views_with_channels(membership).items()}
+    findings: list[Finding] = []
+    if view is None:
+        return Analysis(group, now_ms, None, (), {}, {}, {}, ())
+    channels = sorted(view.channels.values(), key=lambda c: c.channel)
+    cids = tuple(sorted_client_ids(cid_all(view)))
+    channels_by_client: dict[str, list[str]] = {}
+    topics_by_client: dict[str, set[str]] = {}
+    versions: Counter[str] = Counter()
+    strategies: Counter[str] = Counter()
+    for ch in channels:
+        channels_by_client.setdefault(ch.client_id, []).append(ch.channel)
+        topics_by_client.setdefault(ch.client_id, set()).update(t for t, _ in ch.topics)
+        if ch.client_version:
+            versions[ch.client_version] += 1
+        if ch.allocate_strategy:
+            strategies[ch.allocate_strategy] += 1
+    # The group's strategy and version: what most channels report (ties: smallest name), else configured.
+    reported_strategy = min(strategies, key=lambda s: (-strategies[s], s)) if strategies else None
+    version = min(versions, key=lambda s: (-versions[s], s)) if versions else None
+    multiplicity = Counter(cids)
+
+    topic_results: dict[str, TopicAnalysis] = {}
+    subscribed_topics = sorted(set().union(*topics_by_client.values()) if topics_by_client else set())
+    for topic in subscribed_topics:
+        mq_all = mq_all_by_topic.get(topic)
+        if not mq_all:
+            continue  # no route yet: RebalanceImpl keeps the current assignment and computes nothing
+        strategy = strategy_for(reported_strategy, version)
+        allocation = allocate_group(strategy, cids, mq_all, consumer_group=group)
+        subscribers = tuple(c for c in sorted_client_ids(channels_by_client) if topic in topics_by_client[c])
+        non_subscribers = tuple(c for c in sorted_client_ids(channels_by_client) if topic not in topics_by_client[c])
+        owner_counts = allocation.owner_counts_for({c: multiplicity[c] for c in subscribers})
+        sizes = [len(set(allocation.shares.get(c, ()))) for c in subscribers]
+        idle = tuple(c for c in subscribers if not allocation.shares.get(c))
+        skew = (max(sizes) - min(sizes)) if sizes else 0
+        skew_ratio = (max(sizes) / (len(allocation.mq_all) / len(subscribers))) if sizes and allocation.mq_all else 0.0
+        moved: tuple[MessageQueue, ...] = ()
+        if previous_owners is not None and topic in previous_owners:
+            before = previous_owners[topic]
+            now_owners = _owners(allocation, subscribers)
+            moved = tuple(mq for mq in allocation.mq_all if before.get(mq, ()) != now_owners.get(mq, ()))
+        result = TopicAnalysis(
+            topic,
+            strategy.name,
+            allocation,
+            subscribers,
+            non_subscribers,
+            owner_counts,
+            idle,
+            skew,
+            round(skew_ratio, 6),
+            moved,
+        )
+        topic_results[topic] = result
+        findings += _topic_findings(group, result, multiplicity, dict(channels_by_client))
+        if reported:
+            findings += _mismatch_findings(group, result, reported)
+
+    duplicates = {c: tuple(chs) for c, chs in sorted(channels_by_client.items()) if len(chs) > 1}
+    if duplicates:
+        findings.append(
+            Finding(
+                group,
+                "",
+                "DUPLICATE_CLIENT_ID",
+                "critical",
+                f"{len(duplicates)} client id(s) of {group} are used by several channels",
+                {"client_ids": {c: list(chs) for c, chs in duplicates.items()}, "broker": broker},
+            )
+        )
+    if len(set(views.values())) > 1:
+        findings.append(
+            Finding(
+                group,
+                "",
+                "DIVERGING_BROKER_VIEWS",
+                "warning",
+                f"brokers disagree about the members of {group}",
+                {"views": {b: list(v) for b, v in views.items()}},
+            )
+        )
+    return Analysis(
+        group,
+        now_ms,
+        broker,
+        cids,
+        {c: tuple(v) for c, v in channels_by_client.items()},
+        views,
+        topic_results,
+        tuple(sorted(findings, key=lambda f: (f.topic, f.anomaly))),
+    )
+
+
+def _owners(allocation: GroupAllocation, subscribers: Sequence[str]) -> dict[MessageQueue, tuple[str, ...]]:
+    owners: dict[MessageQueue, list[str]] = {}
+    for cid in subscribers:
+        for mq in allocation.shares.get(cid, ()):
+            owners.setdefault(mq, []).append(cid)
+    return {mq: tuple(sorted(set(cs), key=java_sort_key)) for mq, cs in owners.items()}
+
+
+def owners_by_topic(analysis: Analysis) -> dict[str, dict[MessageQueue, tuple[str, ...]]]:
+    """Per topic, who is expected to pull each queue (the ``previous_owners`` of the next analysis)."""
+    return {t: _owners(r.allocation, r.subscribers) for t, r in analysis.topics.items()}
+
+
+def _topic_findings(
+    group: str, r: TopicAnalysis, multiplicity: Counter[str], channels_by_client: Mapping[str, list[str]]
+) -> list[Finding]:
+    findings = []
+    orphaned, doubled = r.orphaned, r.double_owned
+    if orphaned:
+        causes = []
+        if any(multiplicity[c] > 1 for c in r.allocation.shares):
+            causes.append("duplicate client id")
+        if r.non_subscribers and any(r.allocation.shares.get(c) for c in r.non_subscribers):
+            causes.append("share computed for a member that does not subscribe the topic")
+        if r.allocation.errors:
+            causes.append("strategy error: " + "; ".join(sorted({str(e) for e in r.allocation.errors.values()})))
+        if not any(r.allocation.shares.values()) and not r.allocation.errors:
+            causes.append(f"{r.strategy} gives no client any queue")
+        findings.append(
+            Finding(
+                group,
+                r.topic,
+                "ORPHANED_QUEUES",
+                "critical",
+                f"{len(orphaned)} of {len(r.allocation.mq_all)} queues of {r.topic} have no consumer",
+                {
+                    "queues": [_queue_ref(q) for q in orphaned],
+                    "causes": causes,
+                    "cid_all": list(r.allocation.cid_all),
+                    "strategy": r.strategy,
+                },
+            )
+        )
+    if doubled:
+        owners = _owners(r.allocation, r.subscribers)
+        findings.append(
+            Finding(
+                group,
+                r.topic,
+                "DOUBLE_OWNED_QUEUES",
+                "critical",
+                f"{len(doubled)} queues of {r.topic} are consumed by several channels",
+                {
+                    "queues": [
+                        {
+                            **_queue_ref(q),
+                            "owners": list(owners.get(q, ())),
+                            "channels": [ch for c in owners.get(q, ()) for ch in channels_by_client[c]],
+                        }
+                        for q in doubled
+                    ],
+                    "strategy": r.strategy,
+                },
+            )
+        )
+    if r.non_subscribers and r.subscribers:
+        findings.append(
+            Finding(
+                group,
+                r.topic,
+                "INCONSISTENT_SUBSCRIPTION",
+                "warning",
+                f"{len(r.non_subscribers)} member(s) of {group} do not subscribe {r.topic}",
+                {
+                    "non_subscribers": list(r.non_subscribers),
+                    "subscribers": list(r.subscribers),
+                    "unpulled_queues": [
+                        _queue_ref(q) for c in r.non_subscribers for q in r.allocation.shares.get(c, ())
+                    ],
+                },
+            )
+        )
+    return findings
+
+
+def _mismatch_findings(
+    group: str, r: TopicAnalysis, reported: Mapping[tuple[str, str], frozenset[MessageQueue]]
+) -> list[Finding]:
+    differences = {}
+    for cid in r.subscribers:
+        observed = reported.get((cid, r.topic))
+        if observed is None:
+            continue
+        expected = frozenset(r.allocation.shares.get(cid, ()))
+        if observed != expected:
+            differences[cid] = {
+                "missing": [_queue_ref(q) for q in sorted(expected - observed)],
+                "unexpected": [_queue_ref(q) for q in sorted(observed - expected)],
+            }
+    if not differences:
+        return []
+    return [
+        Finding(
+            group,
+            r.topic,
+            "ASSIGNMENT_MISMATCH",
+            "warning",
+            f"{len(differences)} client(s) of {group} report a different assignment of {r.topic}",
+            {"clients": differences},
+        )
+    ]
+
+
+def strategy_error_kinds(analysis: Analysis) -> dict[str, list[str]]:
+    return {
+        t: sorted({e.java_exception for e in r.allocation.errors.values()})
+        for t, r in analysis.topics.items()
+        if r.allocation.errors
+    }
+
+
+__all__ = [
+    "Analysis",
+    "TopicAnalysis",
+    "analyze_group",
+    "owners_by_topic",
+    "primary_view",
+    "strategy_error_kinds",
+    "DomainError",
+]
