@@ -1,0 +1,413 @@
+"""The monitor's per-shard engine: events in, membership kept, groups analysed, rows out.
+
+A *shard* is a set of consumer groups plus the topic routes they need (the Spark job keys its state by
+shard; see ``streaming/job/consumer_query.py`` for why). ``ShardEngine`` is pure: it is restored from a
+JSON-able snapshot, fed events (already validated, in event-time order) and the watermark, and returns
+``(table, row)`` records for the Delta sinks plus a ``group_metrics`` record per analysed group for the
+metrics endpoint. Nothing reads a clock: "now" is an event's time or the watermark.
+
+Per event:
+
+* ``consumer_channel``: the group's membership runs the expiry scan up to the event's time, then applies
+  the event (``membership``); every change is a ``membership_changes`` row and marks the group for
+  re-analysis.
+* ``topic_route``: the topic's readable queues (``perm & 4``, ids ``0..read_queue_nums-1``) replace the
+  previous ones when they differ; every group of the shard that subscribes the topic is re-analysed.
+* ``reported_assignment``: the client's own non-dropped queues are stored; a difference from what was
+  stored re-analyses the group (expected-vs-reported comparison), without a new generation.
+
+At the end of a batch (and when the state's timeout fires) the expiry scan runs up to the watermark.
+Each re-analysed group whose membership or routes changed gets a new *generation*: a ``group_snapshots``
+row, ``expected_assignments`` rows, ``current_assignment`` upserts/deletes, anomaly episode transitions
+(``episodes.reconcile``) and, through ``StormDetector``, rebalance storms.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import membership as ms
+from .allocation import AllocationStrategy, SplitResolver, strategy_from_name
+from .analysis import Analysis, analyze_group, owners_by_topic
+from .episodes import Episode, Finding, StormDetector, Transition, close_all, reconcile
+from .errors import DomainError
+from .queues import MessageQueue
+from .versions import ClientLine
+
+SCHEMA_VERSION = 1
+Record = tuple[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class GroupRule:
+    """Allocation settings for groups whose name matches ``group`` (exact name or glob)."""
+
+    group: str
+    strategy: str | None = None
+    virtual_node_count: int = 10
+    consumer_idcs: tuple[str, ...] = ()
+    machine_room_separator: str = "-"
+    config_queues: tuple[tuple[str, str, int], ...] | None = None
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    default_strategy: str = "AVG"
+    default_client_line: str = "5"
+    expiry_ms: int = ms.DEFAULT_EXPIRY_MS
+    storm_window_ms: int = 300_000
+    storm_threshold: int = 10
+    group_rules: tuple[GroupRule, ...] = ()
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> EngineSettings:
+        rules = tuple(
+            GroupRule(
+                r["group"], r.get("strategy"), int(r.get("virtual_node_count", 10)),
+                tuple(r.get("consumer_idcs") or ()), r.get("machine_room_separator", "-"),
+                None if r.get("config_queues") is None else tuple(tuple(q) for q in r["config_queues"]),  # type: ignore[misc]
+            )
+            for r in data.get("group_rules", ())
+        )  # fmt: skip
+        return cls(
+            data.get("default_strategy", "AVG"), str(data.get("default_client_line", "5")),
+            int(data.get("expiry_ms", ms.DEFAULT_EXPIRY_MS)), int(data.get("storm_window_ms", 300_000)),
+            int(data.get("storm_threshold", 10)), rules,
+        )  # fmt: skip
+
+    def rule_for(self, group: str) -> GroupRule | None:
+        for rule in self.group_rules:
+            if rule.group == group or fnmatch.fnmatchcase(group, rule.group):
+                return rule
+        return None
+
+    def strategy_factory(self, group: str):  # type: ignore[no-untyped-def]
+        rule = self.rule_for(group)
+
+        def build(reported_name: str | None, client_version: str | None) -> AllocationStrategy:
+            # What the clients report is what they run; configuration fills in what is invisible (parameters).
+            name = reported_name or (rule.strategy if rule and rule.strategy else None) or self.default_strategy
+            line = ClientLine.parse(client_version, ClientLine.parse(self.default_client_line))
+            if rule is None:
+                return strategy_from_name(name, line=line)
+            queues = None
+            if rule.config_queues is not None:
+                queues = [MessageQueue(t, b, int(q)) for t, b, q in rule.config_queues]
+            return strategy_from_name(
+                name, virtual_node_count=rule.virtual_node_count, consumer_idcs=rule.consumer_idcs,
+                config_queues=queues, resolver=SplitResolver(rule.machine_room_separator), line=line,
+            )  # fmt: skip
+
+        return build
+
+
+def readable_queues(route: Mapping[str, Any]) -> list[MessageQueue]:
+    """mqAll from a route event: every readable broker's queues ``0..read_queue_nums-1`` (semantics 1.3)."""
+    topic = route["topic"]
+    result = []
+    for broker in route.get("brokers") or ():
+        if int(broker.get("perm", 6)) & 4:
+            result += [MessageQueue(topic, broker["broker"], i) for i in range(int(broker.get("read_queue_nums", 0)))]
+    return result
+
+
+@dataclass
+class GroupState:
+    membership: ms.GroupMembership
+    generation: int = 0
+    owners: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # topic -> "broker/qid" -> owners
+    assigned: dict[str, list[str]] = field(default_factory=dict)  # topic -> clients with a current_assignment row
+    episodes: dict[tuple[str, str, str], Episode] = field(default_factory=dict)
+    rebalances_ms: tuple[int, ...] = ()
+    reported: dict[str, list[list[Any]]] = field(default_factory=dict)  # "client\x00topic" -> [[broker, qid]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "membership": ms.snapshot(self.membership),
+            "generation": self.generation,
+            "owners": self.owners,
+            "assigned": self.assigned,
+            "episodes": [vars(e) for e in self.episodes.values()],
+            "rebalances_ms": list(self.rebalances_ms),
+            "reported": self.reported,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GroupState:
+        episodes = {(e["group"], e["topic"], e["anomaly"]): Episode(**e) for e in data["episodes"]}
+        return cls(ms.restore(data["membership"]), int(data["generation"]), data["owners"], data["assigned"],
+                   episodes, tuple(data["rebalances_ms"]), data["reported"])  # fmt: skip
+
+
+def _queue_key(mq: MessageQueue) -> str:
+    return f"{mq.broker_name}/{mq.queue_id}"
+
+
+class ShardEngine:
+    """Mutable during one call, then snapshotted; see the module docstring."""
+
+    def __init__(self, settings: EngineSettings, routes: dict[str, dict[str, Any]],
+                 groups: dict[str, GroupState]) -> None:  # fmt: skip
+        self.settings = settings
+        self.routes = routes  # topic -> {"event_time_ms": int, "queues": [[broker, qid], ...]}
+        self.groups = groups
+        self.storms = StormDetector(settings.storm_window_ms, settings.storm_threshold)
+        self._change_times: dict[str, list[int]] = {}  # this call's rebalance-causing changes per group
+
+    # -- persistence ---------------------------------------------------------------------------------
+    @classmethod
+    def restore(cls, snapshot: Mapping[str, Any] | None, settings: Mapping[str, Any] | EngineSettings) -> ShardEngine:
+        engine_settings = settings if isinstance(settings, EngineSettings) else EngineSettings.from_mapping(settings)
+        if not snapshot:
+            return cls(engine_settings, {}, {})
+        if snapshot.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"unsupported shard snapshot schema_version {snapshot.get('schema_version')!r}")
+        groups = {g: GroupState.from_json(d) for g, d in snapshot["groups"].items()}
+        return cls(engine_settings, dict(snapshot["routes"]), groups)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "routes": self.routes,
+            "groups": {g: s.to_json() for g, s in sorted(self.groups.items())},
+        }
+
+    def is_empty(self) -> bool:
+        return not self.groups and not self.routes
+
+    def next_wakeup_ms(self) -> int | None:
+        times = [ms.next_expiry_ms(s.membership, self.settings.expiry_ms) for s in self.groups.values()]
+        times += [t + self.settings.storm_window_ms + 1 for s in self.groups.values() for t in s.rebalances_ms[:1]]
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
+
+    # -- processing ----------------------------------------------------------------------------------
+    def apply(self, events: Iterable[Mapping[str, Any]], watermark_ms: int) -> list[Record]:
+        records: list[Record] = []
+        dirty: dict[str, tuple[int, set[str]]] = {}  # group -> (trigger time, triggers)
+        for event in events:
+            kind = event.get("type")
+            if kind == "consumer_channel":
+                self._apply_channel(ms.ChannelEvent.from_json(event), records, dirty)
+            elif kind == "topic_route":
+                self._apply_route(event, dirty)
+            elif kind == "reported_assignment":
+                self._apply_report(event, dirty)
+        records += self._expire_all(watermark_ms, dirty)
+        records += self._analyse(dirty)
+        return records
+
+    def advance(self, watermark_ms: int) -> list[Record]:
+        """The state's timeout fired: run the expiry scan (and storm window) up to the watermark."""
+        dirty: dict[str, tuple[int, set[str]]] = {}
+        records = self._expire_all(watermark_ms, dirty)
+        for group, state in self.groups.items():
+            pruned = self.storms.prune(state.rebalances_ms, watermark_ms)
+            if pruned != state.rebalances_ms:
+                state.rebalances_ms = pruned
+                dirty.setdefault(group, (watermark_ms, set()))[1].add("STORM_WINDOW")
+        return records + self._analyse(dirty)
+
+    def _mark(self, dirty: dict[str, tuple[int, set[str]]], group: str, time_ms: int, trigger: str) -> None:
+        previous_time, triggers = dirty.get(group, (time_ms, set()))
+        triggers.add(trigger)
+        if trigger not in ("REPORTED_ASSIGNMENT", "STORM_WINDOW"):
+            # Every change makes clients rebalance (a CHANGE notification or their 20 s timer), so storms
+            # count changes, not generations: several changes inside one micro-batch are several rebalances.
+            self._change_times.setdefault(group, []).append(time_ms)
+        dirty[group] = (max(previous_time, time_ms), triggers)
+
+    def _apply_channel(self, event: ms.ChannelEvent, records: list[Record],
+                       dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+        state = self.groups.get(event.group) or GroupState(ms.GroupMembership(event.group))
+        membership, expired = ms.expire(state.membership, event.event_time_ms, self.settings.expiry_ms)
+        membership, changes = ms.apply_event(membership, event, self.settings.expiry_ms)
+        state.membership = membership
+        self.groups[event.group] = state
+        for change in expired + changes:
+            records.append(("membership_changes", _change_row(change)))
+            self._mark(dirty, event.group, change.event_time_ms, change.change)
+
+    def _apply_route(self, event: Mapping[str, Any], dirty: dict[str, tuple[int, set[str]]]) -> None:
+        topic, time_ms = event["topic"], int(event["event_time"])
+        current = self.routes.get(topic)
+        if current is not None and time_ms < current["event_time_ms"]:
+            return  # an older route than the one applied: ignore
+        queues = [[mq.broker_name, mq.queue_id] for mq in readable_queues(event)]
+        self.routes[topic] = {"event_time_ms": time_ms, "queues": queues}
+        if current is not None and current["queues"] == queues:
+            return
+        for group, state in self.groups.items():
+            if topic in _subscribed_topics(state.membership):
+                self._mark(dirty, group, time_ms, "ROUTE_CHANGED")
+
+    def _apply_report(self, event: Mapping[str, Any], dirty: dict[str, tuple[int, set[str]]]) -> None:
+        group = event["group"]
+        state = self.groups.get(group)
+        if state is None:
+            return  # a report from a group no broker knows: nothing to compare with yet
+        key = f"{event['client_id']}\x00{event['topic']}"
+        queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
+        if state.reported.get(key) != queues:
+            state.reported[key] = queues
+            self._mark(dirty, group, int(event["event_time"]), "REPORTED_ASSIGNMENT")
+
+    def _expire_all(self, now_ms: int, dirty: dict[str, tuple[int, set[str]]]) -> list[Record]:
+        records: list[Record] = []
+        for group in sorted(self.groups):
+            state = self.groups[group]
+            membership, changes = ms.expire(state.membership, now_ms, self.settings.expiry_ms)
+            state.membership = membership
+            for change in changes:
+                records.append(("membership_changes", _change_row(change)))
+                self._mark(dirty, group, change.event_time_ms, change.change)
+        return records
+
+    def _analyse(self, dirty: Mapping[str, tuple[int, set[str]]]) -> list[Record]:
+        records: list[Record] = []
+        for group in sorted(dirty):
+            time_ms, triggers = dirty[group]
+            state = self.groups[group]
+            if state.membership.is_empty:
+                records += self._group_gone(group, state, time_ms)
+                del self.groups[group]
+                continue
+            rebalance = bool(triggers - {"REPORTED_ASSIGNMENT", "STORM_WINDOW"})
+            records += self._analyse_group(group, state, time_ms, sorted(triggers), rebalance)
+        return records
+
+    def _mq_all(self) -> dict[str, list[MessageQueue]]:
+        return {t: [MessageQueue(t, b, int(q)) for b, q in r["queues"]] for t, r in self.routes.items()}
+
+    def _analyse_group(self, group: str, state: GroupState, time_ms: int, triggers: list[str],
+                       rebalance: bool) -> list[Record]:  # fmt: skip
+        previous = {t: {_mq(t, k): tuple(v) for k, v in owners.items()} for t, owners in state.owners.items()}
+        reported = {}
+        for key, queues in state.reported.items():
+            client, topic = key.split("\x00", 1)
+            reported[(client, topic)] = frozenset(MessageQueue(topic, b, int(q)) for b, q in queues)
+        analysis = analyze_group(state.membership, self._mq_all(), self.settings.strategy_factory(group), time_ms,
+                                 previous, reported)  # fmt: skip
+        if rebalance:
+            state.generation += 1
+            for change_ms in sorted(self._change_times.pop(group, [])):
+                state.rebalances_ms = self.storms.record(state.rebalances_ms, change_ms)
+        findings = list(analysis.findings)
+        storm = self.storms.finding(group, state.rebalances_ms)
+        if storm is not None:
+            findings.append(storm)
+        state.episodes, transitions = reconcile(state.episodes, findings, time_ms)
+        records: list[Record] = [_transition_row(t, state.generation) for t in transitions]
+        if rebalance:
+            records.append(("group_snapshots", _snapshot_row(analysis, state, time_ms, triggers)))
+            records += self._assignment_rows(analysis, state, time_ms)
+        state.owners = {t: {_queue_key(mq): list(o) for mq, o in owners.items()}
+                        for t, owners in owners_by_topic(analysis).items()}  # fmt: skip
+        records.append(("group_metrics", _metrics_row(analysis, state, removed=False)))
+        return records
+
+    def _assignment_rows(self, analysis: Analysis, state: GroupState, time_ms: int) -> list[Record]:
+        rows: list[Record] = []
+        assigned: dict[str, list[str]] = {}
+        for topic, result in analysis.topics.items():
+            for client, share in result.expected_shares().items():
+                queues = [{"broker": q.broker_name, "queue_id": q.queue_id} for q in share]
+                row = {"group": analysis.group, "generation": state.generation, "topic": topic, "client_id": client,
+                       "queues": queues, "queue_count": len(queues), "strategy": result.strategy,
+                       "event_time_ms": time_ms}  # fmt: skip
+                rows.append(("expected_assignments", row))
+                rows.append(("current_assignment", {**row, "_op": "upsert"}))
+                assigned.setdefault(topic, []).append(client)
+        for topic, clients in state.assigned.items():
+            for client in clients:
+                if client not in assigned.get(topic, ()):
+                    row = _delete_assignment(analysis.group, topic, client, state, time_ms)
+                    rows.append(("current_assignment", row))
+        state.assigned = assigned
+        return rows
+
+    def _group_gone(self, group: str, state: GroupState, time_ms: int) -> list[Record]:
+        records: list[Record] = [_transition_row(t, state.generation) for t in close_all(state.episodes, time_ms)]
+        for topic, clients in state.assigned.items():
+            records += [("current_assignment", _delete_assignment(group, topic, c, state, time_ms)) for c in clients]
+        records.append(("group_metrics", {"group": group, "removed": True, "event_time_ms": time_ms}))
+        return records
+
+
+def _subscribed_topics(membership: ms.GroupMembership) -> set[str]:
+    return {t for v in membership.views.values() for ch in v.channels.values() for t, _ in ch.topics}
+
+
+def _mq(topic: str, key: str) -> MessageQueue:
+    broker, _, queue_id = key.rpartition("/")
+    return MessageQueue(topic, broker, int(queue_id))
+
+
+def _delete_assignment(group: str, topic: str, client: str, state: GroupState, time_ms: int) -> dict[str, Any]:
+    return {"group": group, "topic": topic, "client_id": client, "queues": [], "queue_count": 0,
+            "generation": state.generation, "event_time_ms": time_ms, "_op": "delete"}  # fmt: skip
+
+
+def _change_row(change: ms.MembershipChange) -> dict[str, Any]:
+    return {"group": change.group, "broker": change.broker, "event_time_ms": change.event_time_ms,
+            "change": change.change, "reason": change.reason, "client_id": change.client_id,
+            "channel": change.channel, "notifies_clients": change.notifies_clients,
+            "topics_added": list(change.topics_added), "topics_removed": list(change.topics_removed)}  # fmt: skip
+
+
+def _transition_row(transition: Transition, generation: int) -> Record:
+    e = transition.episode
+    row = {"episode_id": e.episode_id, "group": e.group, "topic": e.topic, "anomaly": e.anomaly,
+           "status": transition.status, "opened_at_ms": e.opened_at_ms, "closed_at_ms": transition.closed_at_ms,
+           "event_time_ms": transition.event_time_ms, "generation": generation, "severity": e.severity,
+           "summary": e.summary, "details": e.details_json}  # fmt: skip
+    return ("anomaly_episodes", row)
+
+
+def _snapshot_row(analysis: Analysis, state: GroupState, time_ms: int, triggers: list[str]) -> dict[str, Any]:
+    import json
+
+    strategies = sorted({t.strategy for t in analysis.topics.values()})
+    details = {
+        "views": {b: list(v) for b, v in analysis.views.items()},
+        "primary_broker": analysis.primary_broker,
+        "topics": {t: {"queues": len(r.allocation.mq_all), "orphaned": len(r.orphaned),
+                       "double_owned": len(r.double_owned), "moved": len(r.moved_queues),
+                       "subscribers": len(r.subscribers), "non_subscribers": list(r.non_subscribers),
+                       "skew_queues": r.skew_queues, "errors": sorted({str(e) for e in r.allocation.errors.values()})}
+                   for t, r in analysis.topics.items()},
+        "duplicate_client_ids": {c: list(v) for c, v in analysis.duplicate_client_ids.items()},
+    }  # fmt: skip
+    versions = sorted({ch.client_version or "" for v in state.membership.views.values() for ch in v.channels.values()})
+    return {
+        "group": analysis.group, "generation": state.generation, "event_time_ms": time_ms, "triggers": triggers,
+        "members": analysis.members, "channels": len(analysis.cid_all), "brokers": sorted(analysis.views),
+        "cid_all": list(analysis.cid_all), "topics": sorted(analysis.topics),
+        "strategy": ",".join(strategies), "client_line": ",".join(v for v in versions if v),
+        "views_diverge": analysis.views_diverge,
+        "anomalies": sorted({e.anomaly for e in state.episodes.values()}),
+        "details": json.dumps(details, sort_keys=True, separators=(",", ":")),
+    }  # fmt: skip
+
+
+def _metrics_row(analysis: Analysis, state: GroupState, removed: bool) -> dict[str, Any]:
+    open_by_kind: dict[str, int] = {}
+    for episode in state.episodes.values():
+        open_by_kind[episode.anomaly] = open_by_kind.get(episode.anomaly, 0) + 1
+    return {
+        "group": analysis.group, "removed": removed, "event_time_ms": analysis.event_time_ms,
+        "members": analysis.members, "channels": len(analysis.cid_all), "generation": state.generation,
+        "duplicate_client_ids": len(analysis.duplicate_client_ids), "views_diverge": analysis.views_diverge,
+        "last_rebalance_ms": state.rebalances_ms[-1] if state.rebalances_ms else None,
+        "open_anomalies": open_by_kind,
+        "topics": {t: {"assigned": sum(1 for c in r.owner_counts if c == 1), "orphaned": len(r.orphaned),
+                       "double_owned": len(r.double_owned), "idle": len(r.idle_members),
+                       "non_subscribing": len(r.non_subscribers), "skew": r.skew_queues,
+                       "moved": len(r.moved_queues)} for t, r in analysis.topics.items()},
+    }  # fmt: skip
+
+
+__all__ = ["EngineSettings", "Finding", "GroupRule", "ShardEngine", "readable_queues", "DomainError"]
