@@ -1,0 +1,101 @@
+"""Good and bad events, each bad one with the dead-letter reason both validators must give."""
+
+from __future__ import annotations
+
+import json
+
+KAFKA_TS = 1_700_000_000_000
+
+GOOD = {
+    "consumer_channel": {
+        "type": "consumer_channel",
+        "schema_version": 1,
+        "event_time": KAFKA_TS,
+        "broker": "broker-a",
+        "kind": "HEARTBEAT",
+        "channel": "10.0.0.7:51234",
+        "client_id": "10.0.0.7@1#123",
+        "group": "G",
+        "message_model": "CLUSTERING",
+        "consume_type": "CONSUME_PASSIVELY",
+        "client_version": "V5_3_3",
+        "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
+        "allocate_strategy": "AVG",
+    },
+    "reported_assignment": {
+        "type": "reported_assignment",
+        "schema_version": 1,
+        "event_time": KAFKA_TS,
+        "group": "G",
+        "client_id": "10.0.0.7@1#123",
+        "topic": "T",
+        "queues": [{"broker": "broker-a", "queue_id": 0, "dropped": False}],
+    },
+    "topic_route": {
+        "type": "topic_route",
+        "schema_version": 1,
+        "event_time": KAFKA_TS,
+        "topic": "T",
+        "brokers": [{"broker": "broker-a", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6}],
+    },
+    "send_result": {
+        "type": "send_result",
+        "schema_version": 1,
+        "event_time": KAFKA_TS,
+        "producer_id": "10.0.0.9@2#5",
+        "producer_group": "PG",
+        "topic": "T",
+        "broker": "broker-a",
+        "queue_id": 1,
+        "latency_ms": 12,
+        "outcome": "OK",
+        "client_version": "V4_9_8",
+    },
+}
+
+
+def _with(event_type: str, **changes: object) -> str:
+    event = dict(GOOD[event_type])
+    for key, value in changes.items():
+        if value is ...:
+            event.pop(key)
+        else:
+            event[key] = value
+    return json.dumps(event)
+
+
+# (raw value, expected reason, note)
+BAD = [
+    ("x" * 70_000, "OVERSIZED", "larger than max_event_bytes"),
+    ("{not json", "NOT_JSON", "malformed"),
+    ("[1, 2, 3]", "NOT_AN_OBJECT", "an array"),
+    (json.dumps({"type": "banana", "schema_version": 1}), "UNKNOWN_TYPE", "unknown type"),
+    (_with("send_result", schema_version=9), "UNKNOWN_SCHEMA_VERSION", "future version"),
+    (_with("send_result", broker=...), "MISSING_FIELD", "no broker"),
+    (_with("consumer_channel", client_id=None), "MISSING_FIELD", "null client id"),
+    (_with("send_result", latency_ms="slow"), "WRONG_TYPE", "latency as a string"),
+    (
+        _with("topic_route", brokers=[{"broker": "b", "read_queue_nums": "4", "write_queue_nums": 4, "perm": 6}]),
+        "WRONG_TYPE",
+        "nested wrong type",
+    ),
+    (_with("send_result", outcome="MAYBE"), "INVALID_VALUE", "unknown outcome"),
+    (_with("consumer_channel", kind="PING"), "INVALID_VALUE", "unknown kind"),
+    (_with("consumer_channel", channel="nowhere"), "INVALID_VALUE", "channel without port"),
+    (_with("send_result", latency_ms=-5), "NEGATIVE_LATENCY", "negative latency"),
+    (_with("send_result", latency_ms=99_000_000), "INVALID_VALUE", "absurd latency"),
+    (
+        _with("reported_assignment", queues=[{"broker": "b", "queue_id": 70_000}]),
+        "INVALID_VALUE",
+        "queue id out of range",
+    ),
+    (
+        _with(
+            "topic_route",
+            brokers=[{"broker": f"b{i}", "read_queue_nums": 1, "write_queue_nums": 1, "perm": 6} for i in range(1001)],
+        ),
+        "OVERSIZED",
+        "too many brokers",
+    ),
+    (_with("send_result", event_time=KAFKA_TS + 3_600_000), "FUTURE_TIMESTAMP", "an hour ahead of Kafka"),
+]
