@@ -149,7 +149,8 @@ def validate_event(raw: bytes | str, kafka_timestamp_ms: int | None = None, defa
     except (ValueError, UnicodeDecodeError):
         return Rejection("NOT_JSON", "value is not valid JSON")
     if not isinstance(value, dict):
-        return Rejection("NOT_AN_OBJECT", f"JSON {_json_type(value)}")
+        kind = _json_type(value)
+        return Rejection("NOT_AN_OBJECT", f"JSON {'number' if kind == 'integer' else kind}")
     event_type = value.get("type") if isinstance(value.get("type"), str) else default_type
     if event_type not in EVENT_TYPES:
         return Rejection("UNKNOWN_TYPE", f"unknown event type {event_type or '<none>'}")

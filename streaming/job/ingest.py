@@ -97,7 +97,10 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         (f"raw_bytes > {int(settings.max_event_bytes)}", "'OVERSIZED'",
          f"concat('event of ', raw_bytes, ' bytes exceeds {int(settings.max_event_bytes)}')"),
         ("v IS NULL", "'NOT_JSON'", "'value is not valid JSON'"),
-        ("schema_of_variant(v) NOT LIKE 'OBJECT%'", "'NOT_AN_OBJECT'", "concat('JSON ', schema_of_variant(v))"),
+        ("schema_of_variant(v) NOT LIKE 'OBJECT%'", "'NOT_AN_OBJECT'",
+         "concat('JSON ', CASE WHEN schema_of_variant(v) LIKE 'ARRAY%' THEN 'array' "
+         "WHEN schema_of_variant(v) = 'STRING' THEN 'string' WHEN schema_of_variant(v) = 'BOOLEAN' THEN 'boolean' "
+         "WHEN schema_of_variant(v) = 'VOID' THEN 'null' ELSE 'number' END)"),
     ]  # fmt: skip
     known = ", ".join(_sql_string(t) for t in contracts)
     reason_cases.append(
@@ -146,3 +149,15 @@ def dead_letter_columns(classified: DataFrame, batch_id: int | None = None) -> D
         "reason", "detail",
         F.lit(batch_id).cast("bigint").alias("batch_id"),
     )  # fmt: skip
+
+
+def contracts_for(event_types: tuple[str, ...] | None = None) -> dict[str, EventContract]:
+    """The contract's schemas as the job accepts them (all known versions of each type)."""
+    from streaming.contract import events
+
+    chosen = event_types or events.EVENT_TYPES
+    return {
+        t: EventContract(t, events.schema(t, max(events.SUPPORTED_VERSIONS[t])), events.SUPPORTED_VERSIONS[t],
+                         events.REASON_OVERRIDES)  # fmt: skip
+        for t in chosen
+    }

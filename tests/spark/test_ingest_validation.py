@@ -1,0 +1,27 @@
+"""The job's JVM validation classifies every corpus event exactly like the contract's Python validator."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
+from streaming.job.ingest import IngestSettings, classify, contracts_for
+from tests.support.event_corpus import BAD, GOOD, KAFKA_TS
+
+
+def test_spark_classification_equals_python_validation(spark):
+    values = [json.dumps(e) for e in GOOD.values()] + [raw for raw, _, _ in BAD] + ["", '"just a string"']
+    # Records as the Kafka source delivers them: value bytes, topic, partition, offset, timestamp.
+    ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
+    rows = [(v.encode(), DEFAULT_TOPICS["send_result"], 0, i, ts) for i, v in enumerate(values)]
+    records = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
+    settings = IngestSettings("unused:9092", {DEFAULT_TOPICS["send_result"]: "send_result"})
+    got = {r.kafka_offset: (r.reason, r.detail) for r in classify(records, contracts_for(), settings).collect()}
+    for offset, value in enumerate(values):
+        expected = validate_event(value, KAFKA_TS, default_type="send_result")
+        expected_reason = expected.reason if isinstance(expected, Rejection) else None
+        assert got[offset][0] == expected_reason, (value[:120], got[offset], expected)
+        if isinstance(expected, Rejection) and expected.reason not in ("OVERSIZED", "NOT_JSON"):
+            assert got[offset][1] == expected.detail
+    assert sum(1 for reason, _ in got.values() if reason is None) == len(GOOD)
