@@ -201,9 +201,7 @@ def _semantics_from(value: object) -> FaultSemantics:
     for semantics in FaultSemantics:
         if semantics.value == text:
             return semantics
-    raise ConfigurationError(
-        f"fault table semantics must be one of {[s.value for s in FaultSemantics]}, got {value!r}"
-    )
+    raise ConfigurationError(f"fault table semantics must be one of {[s.value for s in FaultSemantics]}, got {value!r}")
 
 
 def _int_tuple(key: str, value: object) -> tuple[int, ...]:
