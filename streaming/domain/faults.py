@@ -194,14 +194,25 @@ def compute_not_available_duration_ms(latency_ms: int, table: FaultTable = ROCKE
 _CONFIG_KEYS = ("preset", "name", "latency_max_ms", "not_available_duration_ms", "isolation_latency_ms", "semantics")
 
 
+# "extend" is the spelling of conf/monitor.toml; "extend-only" the enum's value.
+_SEMANTICS_ALIASES = {
+    "overwrite": FaultSemantics.OVERWRITE,
+    "extend-only": FaultSemantics.EXTEND_ONLY,
+    "extend": FaultSemantics.EXTEND_ONLY,
+}
+
+
 def _semantics_from(value: object) -> FaultSemantics:
     if isinstance(value, FaultSemantics):
         return value
     text = str(value).strip().lower().replace("_", "-")
-    for semantics in FaultSemantics:
-        if semantics.value == text:
-            return semantics
-    raise ConfigurationError(f"fault table semantics must be one of {[s.value for s in FaultSemantics]}, got {value!r}")
+    semantics = _SEMANTICS_ALIASES.get(text)
+    if semantics is None:
+        raise ConfigurationError(
+            f"fault table semantics must be one of {sorted(_SEMANTICS_ALIASES)}, got {value!r} "
+            "(overwrite = 4.x, extend-only = 5.x)"
+        )
+    return semantics
 
 
 def _int_tuple(key: str, value: object) -> tuple[int, ...]:
