@@ -8,3 +8,5 @@ Layout (a picture of the architecture):
 * ``streaming.cli`` -- the ``rebalance-monitor`` command.
 * ``connectors`` -- adapters to the outside world (local Kafka broker, event emitter, metrics).
 """
+
+__version__ = "0.1.0"

@@ -84,11 +84,22 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             "fault_windows", "history",
             "producer_id STRING, producer_group STRING, broker STRING, status STRING, "
-            "window_start_ms BIGINT, window_end_ms BIGINT, trigger_latency_ms BIGINT, level INT, "
-            "cause STRING, fault_table STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
+            "window_start_ms BIGINT, window_end_ms BIGINT, previous_end_ms BIGINT, trigger_latency_ms BIGINT, "
+            "level INT, cause STRING, isolation BOOLEAN, fault_table STRING, event_time_ms BIGINT, "
+            "event_time TIMESTAMP, batch_id BIGINT",
             "Producer latency-fault windows per (producer, broker): OPENED when a send makes the broker "
-            "unavailable to that producer, EXTENDED / SHORTENED when a later send moves the end, CLOSED at "
-            "the end (or when a fast send ends it at once, 4.x overwrite semantics).",
+            "unavailable to that producer, EXTENDED / SHORTENED when a later send moves the end, EXPIRED when "
+            "the end is reached, CLOSED_EARLY when a fast send ends it at once (4.x overwrite semantics). "
+            "level is the fault table index the trigger fell in; cause the send outcome.",
+        ),
+        TableSpec(
+            "producer_broker_status_current", "current",
+            "producer_id STRING, producer_group STRING, broker STRING, fault_table STRING, "
+            "unavailable_until_ms BIGINT, last_latency_ms BIGINT, last_send_ms BIGINT, reachable BOOLEAN, "
+            "event_time_ms BIGINT, batch_id BIGINT",
+            "Each producer's fault item per broker: unavailable while event time is before "
+            "unavailable_until_ms. Rows of pairs idle longer than producers.state_ttl_ms are deleted.",
+            key=("producer_id", "broker"),
         ),
         TableSpec(
             "broker_status_current", "current",

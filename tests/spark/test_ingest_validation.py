@@ -15,7 +15,9 @@ def test_spark_classification_equals_python_validation(spark):
     # Records as the Kafka source delivers them: value bytes, topic, partition, offset, timestamp.
     ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
     rows = [(v.encode(), DEFAULT_TOPICS["send_result"], 0, i, ts) for i, v in enumerate(values)]
-    records = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
+    records = spark.createDataFrame(
+        rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
+    )
     settings = IngestSettings("unused:9092", {DEFAULT_TOPICS["send_result"]: "send_result"})
     got = {r.kafka_offset: (r.reason, r.detail) for r in classify(records, contracts_for(), settings).collect()}
     for offset, value in enumerate(values):

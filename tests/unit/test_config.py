@@ -18,8 +18,14 @@ def test_reference_file_equals_the_built_in_defaults():
 def test_environment_overrides_file_values(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[kafka]\nbootstrap_servers = "file:9092"\n[spark]\nshuffle_partitions = 6\n')
-    config = load_config(path, env={"RRM__KAFKA__BOOTSTRAP_SERVERS": "env:9092", "RRM__KAFKA__TOPICS__SEND_RESULT": "sends",
-                                    "RRM__METRICS__ENABLED": "false"})
+    config = load_config(
+        path,
+        env={
+            "RRM__KAFKA__BOOTSTRAP_SERVERS": "env:9092",
+            "RRM__KAFKA__TOPICS__SEND_RESULT": "sends",
+            "RRM__METRICS__ENABLED": "false",
+        },
+    )
     assert config.kafka.bootstrap_servers == "env:9092"
     assert config.kafka.topics.send_result == "sends"
     assert config.spark.shuffle_partitions == 6 and config.metrics.enabled is False

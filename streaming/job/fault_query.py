@@ -1,0 +1,132 @@
+"""The fault-window query: reduced send results -> one fault item per (producer, broker) -> Delta.
+
+Reads the internal ``_send_fault_updates`` table (written by ``send-ingest``, see ``send_query``) as a
+Delta stream, keyed by (producer, broker) in ``applyInPandasWithState``. Each key holds a one-item
+``FaultWindowTracker`` (``streaming.domain.faults``) with the producer's fault table and semantics. The
+key asks to be woken at its window's end (event-time timeout), so an EXPIRED episode is written at the
+exact end even when the producer sends nothing more; a pair idle for ``state_ttl_ms`` with no open
+window is evicted.
+
+Output rows ``(table, payload)`` go to ``fault_windows`` (history) and ``producer_broker_status_current``
+(MERGE); the sink then recomputes ``broker_status_current`` from the latter at the batch's event time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from pyspark.sql import DataFrame, SparkSession
+
+OUTPUT_SCHEMA = "table STRING, payload STRING"
+STATE_SCHEMA = "tracker STRING, producer_group STRING"
+
+
+def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped-def]
+    """``settings``: {"fault_tables": {name: mapping}, "state_ttl_ms": int} (plain, picklable)."""
+
+    def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        import pandas as pd
+
+        from streaming.domain.faults import FaultWindowTracker, SendOutcome, SendResult, fault_table_from_config
+
+        producer_id, broker = str(key[0]), str(key[1])
+        watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
+        rows: list[dict[str, Any]] = []
+        for frame in frames:
+            rows.extend(frame.to_dict("records"))
+        tracker, group = None, ""
+        if state.exists:
+            stored, group = state.get
+            tracker = FaultWindowTracker.from_dict(json.loads(stored))
+        out: list[tuple[str, dict[str, Any]]] = []
+        if rows:
+            rows.sort(key=lambda r: (int(r["event_time_ms"]), int(r["kafka_partition"]), int(r["kafka_offset"])))
+            group = str(rows[-1]["producer_group"])
+            table_name = str(rows[-1]["fault_table"])
+            if tracker is None or tracker.fault_table.name != table_name:
+                table = fault_table_from_config({"name": table_name, **settings["fault_tables"][table_name]})
+                tracker = FaultWindowTracker(
+                    table,
+                    clock_ms=None if tracker is None else tracker.clock_ms,
+                    items=({} if tracker is None else tracker.items),
+                )
+            sends = [
+                SendResult(
+                    producer_id,
+                    broker,
+                    int(r["event_time_ms"]),
+                    int(r["latency_ms"]),
+                    SendOutcome.parse(str(r["outcome"])),
+                )
+                for r in rows
+            ]
+            step = tracker.apply_all(sends)
+            tracker = step.tracker
+            episodes = list(step.episodes)
+            if step.late:
+                out.append(("late_sends", {"count": len(step.late)}))
+        else:
+            assert tracker is not None  # a timeout only fires for a key with state
+            step = tracker.advance(watermark_ms)
+            tracker, episodes = step.tracker, list(step.episodes)
+        for episode in episodes:
+            out.append(("fault_windows", {**episode.as_row(), "producer_group": group}))
+        tracked = tracker.get(producer_id, broker)
+        ttl_ms = int(settings["state_ttl_ms"])
+        idle = tracked is None or (tracked.window is None and tracked.last_event_ms + ttl_ms <= watermark_ms)
+        if idle:
+            state.remove()
+            out.append(
+                (
+                    "producer_broker_status_current",
+                    {"producer_id": producer_id, "broker": broker, "event_time_ms": watermark_ms, "_op": "delete"},
+                )
+            )
+        else:
+            state.update((json.dumps(tracker.to_dict(), separators=(",", ":")), group))
+            wake = tracked.window.window_end_ms if tracked.window else tracked.last_event_ms + ttl_ms
+            state.setTimeoutTimestamp(max(int(wake), watermark_ms + 1))
+            if rows or episodes:
+                out.append(
+                    (
+                        "producer_broker_status_current",
+                        {
+                            "producer_id": producer_id,
+                            "producer_group": group,
+                            "broker": broker,
+                            "fault_table": tracker.fault_table.name,
+                            "unavailable_until_ms": tracked.item.start_timestamp_ms,
+                            "last_latency_ms": tracked.item.current_latency_ms,
+                            "last_send_ms": tracked.last_event_ms,
+                            "reachable": tracked.item.reachable,
+                            "event_time_ms": max([tracked.last_event_ms] + [e.event_time_ms for e in episodes]),
+                            "_op": "upsert",
+                        },
+                    )
+                )
+        yield pd.DataFrame(
+            {"table": [t for t, _ in out], "payload": [json.dumps(p, separators=(",", ":")) for _, p in out]}
+        )
+
+    return process
+
+
+def build_fault_stream(
+    session: SparkSession, updates_path: str, watermark_delay: str, settings: Mapping[str, Any]
+) -> DataFrame:
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    updates = (
+        session.readStream.format("delta")
+        .load(updates_path)
+        .withColumn("event_time", F.timestamp_millis("event_time_ms"))
+        .withWatermark("event_time", watermark_delay)
+    )
+    return updates.groupBy("producer_id", "broker").applyInPandasWithState(
+        make_state_function(dict(settings)), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout
+    )

@@ -1,0 +1,224 @@
+"""``foreachBatch`` sinks: fan the stateful operators' ``(table, payload)`` rows out into Delta and metrics.
+
+The batch DataFrame is persisted once (so the stateful operator is never recomputed), each table's rows are
+parsed from JSON with the table's schema and written exactly once (see ``sinks``), and the small
+per-group / per-broker summaries are applied to the driver's ``MetricsState``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from streaming.job.sinks import DeltaTables
+from streaming.job.tables import TABLES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from connectors.metrics import MetricsState
+
+HISTORY_OUTPUTS = (
+    "membership_changes",
+    "group_snapshots",
+    "expected_assignments",
+    "anomaly_episodes",
+    "dead_letters",
+    "fault_windows",
+)
+
+
+def _rows(batch: DataFrame, table: str, extra_ddl: str = "") -> DataFrame:
+    from pyspark.sql import functions as F
+
+    ddl = TABLES[table].schema_ddl + (", " + extra_ddl if extra_ddl else "")
+    parsed = batch.where(F.col("table") == table).select(F.from_json("payload", ddl).alias("r")).select("r.*")
+    if "event_time" in [c.split(" ")[0] for c in TABLES[table].schema_ddl.split(", ")]:
+        parsed = parsed.withColumn("event_time", F.timestamp_millis("event_time_ms"))
+    return parsed
+
+
+def _latest_per_key(frame: DataFrame, key: tuple[str, ...]) -> DataFrame:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    window = Window.partitionBy(*key).orderBy(F.col("event_time_ms").desc())
+    return frame.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
+
+
+def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
+    def write(batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        batch = batch.persist()
+        try:
+            present = {r["table"]: r["n"] for r in batch.groupBy("table").agg(F.count("*").alias("n")).collect()}
+            for table in HISTORY_OUTPUTS:
+                if table in present:
+                    frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+                    tables.append(table, frame, app_id, batch_id)
+            if "current_assignment" in present:
+                frame = _latest_per_key(
+                    _rows(batch, "current_assignment", "_op STRING"), TABLES["current_assignment"].key
+                )
+                tables.merge_upsert(
+                    "current_assignment",
+                    frame.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
+                    app_id,
+                    batch_id,
+                    delete_condition="s._op = 'delete'",
+                )
+            if "anomaly_episodes" in present:
+                episodes = _rows(batch, "anomaly_episodes")
+                current = _latest_per_key(episodes, ("episode_id",)).withColumn(
+                    "batch_id", F.lit(batch_id).cast("bigint")
+                )
+                tables.merge_upsert(
+                    "anomalies_current",
+                    current.withColumn("_op", F.col("status")),
+                    app_id,
+                    batch_id,
+                    delete_condition="s._op = 'CLOSED'",
+                )
+            if metrics is not None:
+                small = batch.where(F.col("table").isin("group_metrics", "dead_letters")).collect()
+                apply_consumer_metrics(metrics, [(r["table"], json.loads(r["payload"])) for r in small])
+        finally:
+            batch.unpersist()
+
+    return write
+
+
+def fault_sink(
+    tables: DeltaTables, app_id: str, metrics: MetricsState | None, bucket_sink: Callable[[], None] | None = None
+) -> Callable[[DataFrame, int], None]:
+    def write(batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F
+
+        batch = batch.persist()
+        try:
+            present = {r["table"]: r["n"] for r in batch.groupBy("table").agg(F.count("*").alias("n")).collect()}
+            if "fault_windows" in present:
+                frame = _rows(batch, "fault_windows").withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+                tables.append("fault_windows", frame, app_id, batch_id)
+            if "producer_broker_status_current" in present:
+                status = _latest_per_key(
+                    _rows(batch, "producer_broker_status_current", "_op STRING"),
+                    TABLES["producer_broker_status_current"].key,
+                )
+                tables.merge_upsert(
+                    "producer_broker_status_current",
+                    status.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
+                    app_id,
+                    batch_id,
+                    delete_condition="s._op = 'delete'",
+                )
+                now_row = (
+                    batch.where(F.col("table") != "late_sends")
+                    .select(F.max(F.get_json_object("payload", "$.event_time_ms").cast("bigint")).alias("now"))
+                    .first()
+                )
+                now_ms = int(now_row["now"]) if now_row and now_row["now"] is not None else 0
+                refresh_broker_status(tables, app_id, batch_id, now_ms, metrics)
+            if metrics is not None:
+                windows = batch.where(F.col("table").isin("fault_windows", "late_sends")).collect()
+                for row in windows:
+                    payload = json.loads(row["payload"])
+                    if row["table"] == "fault_windows" and payload["status"] == "OPENED":
+                        metrics.inc("rmqmon_broker_isolation_episodes_total", (payload["broker"],))
+                    elif row["table"] == "late_sends":
+                        metrics.inc("rmqmon_late_events_total", ("fault-windows",), payload["count"])
+        finally:
+            batch.unpersist()
+
+    return write
+
+
+def refresh_broker_status(
+    tables: DeltaTables, app_id: str, batch_id: int, now_ms: int, metrics: MetricsState | None
+) -> None:
+    """Recompute ``broker_status_current`` from every producer's item at event time ``now_ms``."""
+    from pyspark.sql import functions as F
+
+    items = tables.read("producer_broker_status_current")
+    avoiding = F.col("unavailable_until_ms") > F.lit(now_ms)
+    status = (
+        items.groupBy("broker")
+        .agg(
+            F.sum(F.when(avoiding, 1).otherwise(0)).cast("int").alias("producers_avoiding"),
+            F.count("*").cast("int").alias("producers_seen"),
+            F.max(F.when(avoiding, F.col("unavailable_until_ms"))).alias("avoided_until_ms"),
+        )
+        .select(
+            "broker",
+            "producers_avoiding",
+            "producers_seen",
+            (F.col("producers_avoiding") / F.col("producers_seen")).alias("avoiding_ratio"),
+            "avoided_until_ms",
+            (F.col("producers_avoiding") > 0).alias("isolated"),
+            F.lit(now_ms).cast("bigint").alias("event_time_ms"),
+            F.lit(batch_id).cast("bigint").alias("batch_id"),
+        )
+    )
+    rows = status.collect()
+    tables.merge_upsert("broker_status_current", status, app_id, batch_id)
+    if metrics is not None:
+        for r in rows:
+            labels = (r["broker"],)
+            metrics.set_gauge("rmqmon_broker_producers_avoiding", labels, r["producers_avoiding"])
+            metrics.set_gauge("rmqmon_broker_producers_avoiding_ratio", labels, r["avoiding_ratio"])
+            metrics.set_gauge("rmqmon_broker_isolated", labels, 1.0 if r["isolated"] else 0.0)
+            if r["avoided_until_ms"] is not None:
+                metrics.set_gauge("rmqmon_broker_avoided_until_timestamp_seconds", labels, r["avoided_until_ms"] / 1000)
+        all_down = items.groupBy("producer_id").agg(F.min(F.col("unavailable_until_ms") > F.lit(now_ms)).alias("down"))
+        metrics.set_gauge("rmqmon_producers_all_brokers_unavailable", (), float(all_down.where("down").count()))
+
+
+def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[str, Any]]]) -> None:
+    """Per-group gauges from the engine's ``group_metrics`` summaries; dead letters counted by reason."""
+    for table, row in records:
+        if table == "dead_letters":
+            metrics.inc("rmqmon_dead_letters_total", (str(row.get("reason")),))
+            continue
+        group = row["group"]
+        if row.get("removed"):
+            metrics.forget("consumer_group", group)
+            continue
+        g = (group,)
+        metrics.set_gauge("rmqmon_group_members", g, row["members"])
+        metrics.set_gauge("rmqmon_group_channels", g, row["channels"])
+        metrics.set_gauge("rmqmon_group_generation", g, row["generation"])
+        metrics.set_gauge("rmqmon_group_duplicate_client_ids", g, row["duplicate_client_ids"])
+        metrics.set_gauge("rmqmon_group_views_diverging", g, 1.0 if row["views_diverge"] else 0.0)
+        if row.get("last_rebalance_ms") is not None:
+            metrics.set_gauge("rmqmon_group_last_rebalance_timestamp_seconds", g, row["last_rebalance_ms"] / 1000)
+        previous_generation = metrics.gauges.get("rmqmon_group_rebalances_seen", {}).get(g, 0.0)
+        if row["generation"] > previous_generation:
+            metrics.inc("rmqmon_group_rebalances_total", g, row["generation"] - previous_generation)
+            metrics.set_gauge("rmqmon_group_rebalances_seen", g, row["generation"])
+        queues, idle, non_subscribing, skew = {}, {}, {}, {}
+        for topic, t in row["topics"].items():
+            for state in ("assigned", "orphaned", "double_owned"):
+                queues[(group, topic, state)] = t[state]
+            idle[(group, topic)] = t["idle"]
+            non_subscribing[(group, topic)] = t["non_subscribing"]
+            skew[(group, topic)] = t["skew"]
+            if t["moved"]:
+                metrics.inc("rmqmon_group_moved_queues_total", (group, topic), t["moved"])
+        metrics.replace_series("rmqmon_group_queues", group, queues)
+        metrics.replace_series("rmqmon_group_idle_members", group, idle)
+        metrics.replace_series("rmqmon_group_non_subscribing_members", group, non_subscribing)
+        metrics.replace_series("rmqmon_group_skew_queues", group, skew)
+        kinds = (
+            "ORPHANED_QUEUES",
+            "DOUBLE_OWNED_QUEUES",
+            "DUPLICATE_CLIENT_ID",
+            "INCONSISTENT_SUBSCRIPTION",
+            "DIVERGING_BROKER_VIEWS",
+            "REBALANCE_STORM",
+            "ASSIGNMENT_MISMATCH",
+        )
+        metrics.replace_series(
+            "rmqmon_group_open_anomalies", group, {(group, k): float(row["open_anomalies"].get(k, 0)) for k in kinds}
+        )

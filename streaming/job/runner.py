@@ -1,0 +1,254 @@
+"""The monitor job: builds the session, creates the tables, starts the three queries, stops cleanly.
+
+Queries (each with its own checkpoint under ``paths.checkpoint_root``):
+
+* ``consumer`` -- consumer channels, reported assignments and routes -> membership, analysis, anomalies
+  (``consumer_query``);
+* ``send-ingest`` -- send results -> dead letters, per-minute statistics, reduced fault updates
+  (``send_query``);
+* ``fault-windows`` -- reduced fault updates -> fault windows and broker status (``fault_query``).
+
+``MonitorJob`` follows a lifecycle contract: constructing it opens nothing; ``start()`` starts everything
+and raises if anything fails; ``stop()`` stops the queries (the current micro-batch finishes or is
+replayed from the checkpoint on restart), the metrics endpoint and the session. ``run()`` adds signal
+handling: SIGTERM or Ctrl-C stops the job cleanly, and a restart resumes from the checkpoints.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from connectors.metrics import MetricsState, new_registry, serve
+from streaming.config import MonitorConfig
+from streaming.job.delta_sink import checkpoint_app_id
+from streaming.job.progress import ProgressBoard, ProgressListener
+from streaming.job.sinks import DeltaTables
+
+QUERY_NAMES = ("consumer", "send-ingest", "fault-windows")
+
+
+@dataclass
+class MonitorJob:
+    config: MonitorConfig
+    available_now: bool = False  # process what is in Kafka now, then stop (tests, backfills)
+    metrics: MetricsState = field(default_factory=MetricsState)
+    board: ProgressBoard = field(default_factory=ProgressBoard)
+    session: Any = None
+    queries: dict[str, Any] = field(default_factory=dict)
+    tables: DeltaTables | None = None
+    _server: Any = None
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        from streaming.job.spark_session import SparkSettings, build_spark_session
+
+        c = self.config
+        self.metrics.label_value_cap = c.metrics.label_value_cap
+        self.session = build_spark_session(
+            SparkSettings(
+                master=c.spark.master,
+                app_name=c.spark.app_name,
+                shuffle_partitions=c.spark.shuffle_partitions,
+                driver_memory=c.spark.driver_memory,
+                ui_enabled=c.spark.ui_enabled,
+            )
+        )
+        self.session.streams.addListener(ProgressListener(self.board))
+        self.tables = DeltaTables(self.session, Path(c.paths.delta_root).resolve())
+        self.tables.ensure_all()
+        if c.metrics.enabled and self._server is None:
+            self._server = serve(new_registry(self.metrics), c.metrics.host, c.metrics.port)
+            import pyspark
+
+            from streaming import __version__
+
+            self.metrics.set_gauge("rmqmon_build_info", (__version__, pyspark.__version__), 1.0)
+        self._start_consumer_query()
+        self._start_send_queries()
+        self.metrics.set_gauge("rmqmon_up", (), 1.0)
+
+    def _checkpoint(self, name: str) -> str:
+        return str(Path(self.config.paths.checkpoint_root).resolve() / name)
+
+    def _trigger(self, writer: Any) -> Any:
+        if self.available_now:
+            return writer.trigger(availableNow=True)
+        return writer.trigger(processingTime=self.config.spark.trigger_interval)
+
+    def _ingest_settings(self, event_types: tuple[str, ...]) -> Any:
+        from streaming.job.ingest import IngestSettings
+
+        c = self.config
+        topics = {getattr(c.kafka.topics, t): t for t in event_types}
+        return IngestSettings(
+            bootstrap_servers=c.kafka.bootstrap_servers,
+            topics=topics,
+            max_event_bytes=c.ingest.max_event_bytes,
+            max_future_skew_ms=c.ingest.max_future_skew_ms,
+            starting_offsets=c.kafka.starting_offsets,
+            max_offsets_per_trigger=c.kafka.max_offsets_per_trigger or None,
+            fail_on_data_loss=c.kafka.fail_on_data_loss,
+            kafka_options=dict(c.kafka.options),
+        )
+
+    def engine_settings(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "default_strategy": c.allocation.default_strategy,
+            "default_client_line": c.allocation.default_client_line,
+            "expiry_ms": c.membership.channel_expiry_ms,
+            "storm_window_ms": c.anomalies.storm_window_ms,
+            "storm_threshold": c.anomalies.storm_threshold,
+            "group_rules": [
+                {
+                    "group": g.group,
+                    "strategy": g.strategy,
+                    "virtual_node_count": g.virtual_node_count,
+                    "consumer_idcs": list(g.consumer_idcs),
+                    "machine_room_separator": g.machine_room_separator,
+                    "config_queues": None if g.config_queues is None else [list(q) for q in g.config_queues],
+                }
+                for g in c.allocation.groups
+            ],
+        }
+
+    def _start_consumer_query(self) -> None:
+        from streaming.job.consumer_query import build_consumer_stream
+        from streaming.job.ingest import contracts_for
+        from streaming.job.outputs import consumer_sink
+
+        types = ("consumer_channel", "reported_assignment", "topic_route")
+        stream = build_consumer_stream(
+            self.session,
+            self._ingest_settings(types),
+            contracts_for(types),
+            self.config.membership.shards,
+            self.config.ingest.watermark_delay,
+            self.engine_settings(),
+        )
+        checkpoint = self._checkpoint("consumer")
+        app_id = checkpoint_app_id(checkpoint, self.config.delta.app_id_prefix)
+        assert self.tables is not None
+        writer = stream.writeStream.queryName("consumer").option("checkpointLocation", checkpoint)
+        writer = self._trigger(writer.foreachBatch(consumer_sink(self.tables, app_id, self.metrics)))
+        self.queries["consumer"] = writer.start()
+
+    def fault_tables(self) -> dict[str, dict[str, Any]]:
+        return {
+            name: {
+                "latency_max_ms": list(t.latency_max_ms),
+                "not_available_duration_ms": list(t.not_available_duration_ms),
+                "isolation_latency_ms": t.isolation_latency_ms,
+                "semantics": t.semantics,
+            }
+            for name, t in self.config.fault_tables().items()
+        }
+
+    def _start_send_queries(self) -> None:
+        from streaming.domain.faults import fault_table_from_config
+        from streaming.job.fault_query import build_fault_stream
+        from streaming.job.ingest import contracts_for
+        from streaming.job.outputs import fault_sink
+        from streaming.job.send_query import FaultTableRule, ensure_fault_updates_table, start_send_ingest
+
+        c = self.config
+        assert self.tables is not None
+        tables = {n: fault_table_from_config({"name": n, **m}) for n, m in self.fault_tables().items()}
+        floors = {n: (t.latency_floor_ms if t.latency_floor_ms is not None else 2**62) for n, t in tables.items()}
+        default = tables[c.producers.default_fault_table]
+        checkpoint = self._checkpoint("send-ingest")
+        updates_path = ensure_fault_updates_table(self.session, self.tables)
+        self.queries["send-ingest"] = start_send_ingest(
+            self.session,
+            self.tables,
+            self._ingest_settings(("send_result",)),
+            contracts_for(("send_result",)),
+            [FaultTableRule(r.fault_table, r.producer_group, r.client_line) for r in c.producers.rules],
+            c.producers.default_fault_table,
+            floors,
+            list(default.latency_max_ms),
+            checkpoint,
+            checkpoint_app_id(checkpoint, c.delta.app_id_prefix),
+            c.spark.trigger_interval,
+            self.available_now,
+        )
+        if self.available_now:
+            self.queries["send-ingest"].awaitTermination()  # the fault query reads what it wrote
+        stream = build_fault_stream(
+            self.session,
+            updates_path,
+            c.ingest.watermark_delay,
+            {"fault_tables": self.fault_tables(), "state_ttl_ms": c.producers.state_ttl_ms},
+        )
+        checkpoint = self._checkpoint("fault-windows")
+        app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix)
+        writer = stream.writeStream.queryName("fault-windows").option("checkpointLocation", checkpoint)
+        writer = self._trigger(writer.foreachBatch(fault_sink(self.tables, app_id, self.metrics)))
+        self.queries["fault-windows"] = writer.start()
+
+    def await_available(self) -> None:
+        """With ``available_now``: wait until every query has processed what was available."""
+        for query in self.queries.values():
+            query.awaitTermination()
+        self.raise_if_failed()
+
+    def raise_if_failed(self) -> None:
+        for name, query in self.queries.items():
+            error = query.exception()
+            if error is not None:
+                raise RuntimeError(f"query {name} failed: {error}")
+
+    def refresh_job_metrics(self) -> None:
+        for name, p in self.board.snapshot().items():
+            q = (name,)
+            self.metrics.set_gauge("rmqmon_batch_duration_seconds", q, p.batch_duration_ms / 1000)
+            self.metrics.set_gauge("rmqmon_last_batch_timestamp_seconds", q, time.time())
+            self.metrics.set_gauge("rmqmon_state_rows", q, p.state_rows)
+            self.metrics.set_gauge("rmqmon_state_memory_bytes", q, p.state_memory_bytes)
+            self.metrics.set_gauge("rmqmon_kafka_offsets_behind", q, p.offsets_behind)
+            with self.metrics.lock:
+                self.metrics.counters.setdefault("rmqmon_input_rows_total", {})[q] = float(p.input_rows_total)
+                self.metrics.counters.setdefault("rmqmon_late_events_total", {})[q] = float(p.late_rows_total)
+            if p.watermark:
+                from datetime import datetime
+
+                stamp = datetime.fromisoformat(p.watermark.replace("Z", "+00:00")).timestamp()
+                self.metrics.set_gauge("rmqmon_watermark_timestamp_seconds", q, stamp)
+
+    def stop(self) -> None:
+        for query in self.queries.values():
+            try:
+                query.stop()
+            except Exception:  # noqa: BLE001 - stopping must go on for the others
+                pass
+        self.metrics.set_gauge("rmqmon_up", (), 0.0)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server = None
+        if self.session is not None:
+            self.session.stop()
+            self.session = None
+
+    def run(self, duration_s: float | None = None, on_tick: Any = None) -> int:
+        """Run until SIGTERM/Ctrl-C (or ``duration_s``); returns the process exit code."""
+        stopping = threading.Event()
+        previous = {s: signal.signal(s, lambda *_: stopping.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+        deadline = None if duration_s is None else time.monotonic() + duration_s
+        try:
+            self.start()
+            while not stopping.is_set() and (deadline is None or time.monotonic() < deadline):
+                self.refresh_job_metrics()
+                self.raise_if_failed()
+                if on_tick is not None:
+                    on_tick(self)
+                stopping.wait(1.0)
+            return 0
+        finally:
+            self.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
