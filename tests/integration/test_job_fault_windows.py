@@ -1,0 +1,62 @@
+"""Send results at every boundary of the fault tables become fault windows with exact starts and ends."""
+
+from __future__ import annotations
+
+from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5
+from tests.support.job import job_config, publish, read, run_available
+
+BASE = 1_700_000_000_000
+GAP = 1_000_000  # far apart: every window ends before the next send
+# Each latency threshold -1 / 0 of the 4.x table, one isolating error, then a fast send that lets the last window expire.
+SENDS = [(lat, "OK") for lat in (549, 550, 999, 1000, 1999, 2000, 2999, 3000, 14999, 15000)] + [
+    (80, "REMOTING_ERROR"),
+    (5, "OK"),
+]
+
+
+def send(i, producer, version, latency, outcome):
+    return {
+        "type": "send_result",
+        "schema_version": 1,
+        "event_time": BASE + i * GAP,
+        "producer_id": producer,
+        "producer_group": "PG",
+        "topic": "T",
+        "broker": "broker-a",
+        "queue_id": 0,
+        "latency_ms": latency,
+        "outcome": outcome,
+        "client_version": version,
+    }
+
+
+def expected_windows(table, producer):
+    rows = []
+    for i, (latency, outcome) in enumerate(SENDS):
+        fed = table.isolation_latency_ms if outcome != "OK" else latency
+        duration = table.compute_not_available_duration_ms(fed)
+        if duration:
+            start = BASE + i * GAP
+            rows += [("OPENED", producer, start, start + duration), ("EXPIRED", producer, start, start + duration)]
+    return rows
+
+
+def test_fault_windows_for_both_tables(kafka_broker, spark, tmp_path):
+    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "faults")
+    events = [send(i, "P4", "V4_9_8", lat, out) for i, (lat, out) in enumerate(SENDS)]
+    events += [send(i, "P5", "5.3.3", lat, out) for i, (lat, out) in enumerate(SENDS)]
+    publish(kafka_broker.bootstrap_servers, events, topics)
+    run_available(spark, config)
+    got = sorted((r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+                 for r in read(spark, config, "fault_windows"))  # fmt: skip
+    want = sorted(expected_windows(ROCKETMQ_4, "P4") + expected_windows(ROCKETMQ_5, "P5"))
+    assert got == want
+    # The 4.x windows by level: 550 -> 30 s ... 15000 -> 600 s, the error -> 600 s (isolation = 30000 ms).
+    p4 = [(r["window_end_ms"] - r["window_start_ms"]) // 1000 for r in read(spark, config, "fault_windows")
+          if r["producer_id"] == "P4" and r["status"] == "OPENED"]  # fmt: skip
+    assert sorted(p4) == sorted([30, 30, 60, 60, 120, 120, 180, 180, 600, 600])
+    tables = {r["producer_id"]: r["fault_table"] for r in read(spark, config, "fault_windows")}
+    assert tables == {"P4": "rocketmq-4", "P5": "rocketmq-5"}
+    minutes = read(spark, config, "send_latency_minutes")
+    assert sum(r["sends"] for r in minutes) == 2 * len(SENDS)
+    assert sum(r["errors"] for r in minutes) == 2
