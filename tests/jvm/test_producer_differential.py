@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import jpype
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
 from streaming.domain.errors import DomainError
@@ -293,6 +293,12 @@ def run_java(producer: JavaProducer, case: SelectionCase) -> tuple[list[tuple[st
     return publish, outcome
 
 
+def record(branch: str) -> None:
+    """Branch coverage of the generated cases (``pytest --hypothesis-show-statistics`` lists it)."""
+    if currently_in_test_context():
+        event(branch)
+
+
 def run_model(case: SelectionCase, line: ClientLine) -> tuple[list[tuple[str, int]], Outcome]:
     try:
         info = TopicPublishInfo.from_route(
@@ -314,10 +320,10 @@ def run_model(case: SelectionCase, line: ClientLine) -> tuple[list[tuple[str, in
             selection = strategy.select_one_message_queue(info, state, case.last_broker, CONFORMANCE_NOW_MS)
         except DomainError as error:
             selected.append(error.java_exception)
-            event(f"{line.value} {error.java_exception}")
+            record(f"{line.value} {error.java_exception}")
             break
         selected.append(selection.queue.as_tuple())
-        event(f"{line.value} {selection.path.value}")  # branch coverage, see --hypothesis-show-statistics
+        record(f"{line.value} {selection.path.value}")
         state = selection.state
     remaining = sorted(i.name for i in state.faults.items)
     which = state.which_item_worst.stored if line is ClientLine.V4_9 else None
