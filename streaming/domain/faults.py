@@ -432,6 +432,11 @@ class SendResult:
     latency_ms: int
     outcome: SendOutcome
 
+    def __post_init__(self) -> None:
+        # A raw string would silently miss every branch of fault_update_for: parse it or fail here.
+        if not isinstance(self.outcome, SendOutcome):
+            object.__setattr__(self, "outcome", SendOutcome.parse(str(self.outcome)))
+
 
 class WindowStatus(enum.Enum):
     OPENED = "OPENED"  # the broker became unavailable to the producer
@@ -595,6 +600,10 @@ class FaultWindowTracker:
         if not isinstance(self.items, MappingProxyType):
             object.__setattr__(self, "items", MappingProxyType(dict(self.items)))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A read-only mapping proxy cannot be pickled; rebuild from a plain dict instead.
+        return (type(self), (self.fault_table, self.detector_enabled, self.clock_ms, dict(self.items)))
+
     # -- transitions ---------------------------------------------------------------------------------
 
     def apply(self, send: SendResult) -> TrackerStep:
@@ -642,7 +651,9 @@ class FaultWindowTracker:
 
     def apply_all(self, sends: Iterable[SendResult]) -> TrackerStep:
         """Apply sends in the order given (sort them by event time first)."""
-        tracker, episodes, late = self, [], []
+        tracker = self
+        episodes: list[FaultWindowEpisode] = []
+        late: list[SendResult] = []
         for send in sends:
             step = tracker.apply(send)
             tracker = step.tracker
@@ -765,7 +776,7 @@ class FaultWindowTracker:
             seen[broker] = seen.get(broker, 0) + 1
             if not tracked.item.is_available(now_ms):
                 avoiding[broker] = avoiding.get(broker, 0) + 1
-                until[broker] = max(until.get(broker, tracked.item.start_timestamp_ms), tracked.item.start_timestamp_ms)
+                until[broker] = max(until.get(broker, 0), tracked.item.start_timestamp_ms)
         return tuple(BrokerAvoidance(b, seen[b], avoiding.get(b, 0), until.get(b)) for b in sorted(seen))
 
     # -- snapshot / restore --------------------------------------------------------------------------

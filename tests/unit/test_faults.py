@@ -457,6 +457,16 @@ def test_snapshot_round_trip_through_json_and_schema_version():
         FaultWindowTracker.from_dict({**data, "schema_version": 2})
 
 
+def test_tracker_pickles_and_send_results_parse_outcome_strings():
+    import pickle
+
+    tracker = FaultWindowTracker(ROCKETMQ_4).apply(send(0, 700)).tracker
+    assert pickle.loads(pickle.dumps(tracker)) == tracker  # Spark ships values between processes
+    assert SendResult("p", "b", 0, 1, "TIMEOUT").outcome is SendOutcome.TIMEOUT  # type: ignore[arg-type]
+    with pytest.raises(IllegalArgument):
+        SendResult("p", "b", 0, 1, "timeout")  # type: ignore[arg-type]
+
+
 # --------------------------------------------------------------------------------------------------
 # 6. Properties of the replay over random send sequences
 # --------------------------------------------------------------------------------------------------
