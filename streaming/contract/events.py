@@ -1,179 +1,554 @@
-"""Event types, topics and validation of the contract, for publishers, the simulator and tests.
+"""The event contract in Python: event types, topics, limits, schemas and the dead-letter validator.
 
-``validate_event`` classifies a raw Kafka value exactly like the Spark job (``streaming.job.ingest``):
-the same checks in the same order, the first failure naming the dead-letter reason. The schema rules are
-walked in the order ``streaming.job.validation`` compiles them, and ``jsonschema`` (Draft 2020-12) is
-the authority on validity: tests check that both agree on a corpus of good and bad events.
+Role: what publishers, the simulator and the tests use to build and check events; the Spark job reads the
+same schema files and compiles them to SQL (``streaming.job.validation``). Plain Python: this module imports
+only the standard library (``jsonschema`` lazily, for the reference check), never Spark or Kafka.
+
+``validate_event`` classifies a raw Kafka value exactly as the job does (``streaming.job.ingest``): the same
+checks in the same order, the first failure naming the dead-letter reason, with the same detail text:
+
+1. ``OVERSIZED``               the raw value is larger than ``max_event_bytes``;
+2. ``NOT_JSON``                no value, or its first JSON value does not parse (duplicate keys, NaN, ...);
+3. ``NOT_AN_OBJECT``           that value is not a JSON object;
+4. ``UNKNOWN_TYPE``            ``type`` (or, without one, the topic's ``default_type``) is not an event type;
+5. ``UNKNOWN_SCHEMA_VERSION``  ``schema_version`` is present but not a version the job knows for the type;
+6. the schema's rules, in the order the job's compiler emits them (``MISSING_FIELD``, ``WRONG_TYPE``,
+   ``INVALID_VALUE``, ``NEGATIVE_LATENCY``, ``OVERSIZED`` for too many items);
+7. the cross-field rules JSON Schema's supported subset cannot express (``CROSS_FIELD_RULES``);
+8. ``FUTURE_TIMESTAMP``        ``event_time`` is more than ``max_future_skew_ms`` after ``now_ms``.
+
+Where Spark's JSON reader differs from Python's ``json`` module, this module follows Spark (measured with
+Spark 4.2's ``try_parse_json``/``variant_get``), because the job is what accepts or rejects events:
+a number written without exponent and with a zero fraction (``1.0``) is an integer, one with an exponent
+(``1e3``) is a double and not an integer, integers longer than 38 digits are doubles; duplicate keys and
+``NaN``/``Infinity`` literals are not JSON; text after a complete top-level object or array is ignored;
+invalid UTF-8 becomes U+FFFD; JSON ``null`` in a field counts as an absent field.
 """
 
 from __future__ import annotations
 
+import copy
+import enum
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache
 from importlib import resources
 from typing import Any
+
+# -- event types, Kafka topics and keys -----------------------------------------------------------------
 
 CONSUMER_CHANNEL = "consumer_channel"
 REPORTED_ASSIGNMENT = "reported_assignment"
 TOPIC_ROUTE = "topic_route"
 SEND_RESULT = "send_result"
 EVENT_TYPES = (CONSUMER_CHANNEL, REPORTED_ASSIGNMENT, TOPIC_ROUTE, SEND_RESULT)
-SUPPORTED_VERSIONS = {event_type: (1,) for event_type in EVENT_TYPES}
 
-DEFAULT_TOPICS = {
+# The schema versions the job accepts per type; anything else is dead-lettered as UNKNOWN_SCHEMA_VERSION.
+SUPPORTED_VERSIONS: Mapping[str, tuple[int, ...]] = {event_type: (1,) for event_type in EVENT_TYPES}
+
+# One topic per type by default, so each type can have its own retention (routes: compacted) and partitions;
+# the required ``type`` field still lets several types share a topic.
+DEFAULT_TOPICS: Mapping[str, str] = {
     CONSUMER_CHANNEL: "rocketmq.consumer-channels",
     REPORTED_ASSIGNMENT: "rocketmq.reported-assignments",
     TOPIC_ROUTE: "rocketmq.topic-routes",
     SEND_RESULT: "rocketmq.send-results",
 }
-KINDS = ("HEARTBEAT", "UNREGISTER", "CHANNEL_CLOSE", "CHANNEL_EXCEPTION", "CHANNEL_IDLE")
-OUTCOMES = ("OK", "REMOTING_ERROR", "CLIENT_ERROR", "BROKER_ERROR", "INTERRUPTED", "TIMEOUT")
+# The field whose value is the Kafka record key: it keeps one group's (topic's, producer's) events in one
+# partition, in order.
+KEY_FIELDS: Mapping[str, str] = {
+    CONSUMER_CHANNEL: "group",
+    REPORTED_ASSIGNMENT: "group",
+    TOPIC_ROUTE: "topic",
+    SEND_RESULT: "producer_id",
+}
 
-# Dead-letter reasons, in the order the checks run.
-REASONS = (
-    "OVERSIZED", "NOT_JSON", "NOT_AN_OBJECT", "UNKNOWN_TYPE", "UNKNOWN_SCHEMA_VERSION", "MISSING_FIELD",
-    "WRONG_TYPE", "INVALID_VALUE", "NEGATIVE_LATENCY", "FUTURE_TIMESTAMP",
-)  # fmt: skip
-# Rule-specific reasons (field.keyword -> reason); everything else is MISSING_FIELD / WRONG_TYPE / INVALID_VALUE.
-REASON_OVERRIDES = {"latency_ms.minimum": "NEGATIVE_LATENCY"}
+# -- enumerations of the contract -----------------------------------------------------------------------
+
+KINDS = ("HEARTBEAT", "UNREGISTER", "CHANNEL_CLOSE", "CHANNEL_EXCEPTION", "CHANNEL_IDLE")
+MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
+CONSUME_TYPES = ("CONSUME_PASSIVELY", "CONSUME_ACTIVELY", "CONSUME_POP")
+OUTCOMES = ("OK", "REMOTING_ERROR", "CLIENT_ERROR", "BROKER_ERROR", "INTERRUPTED", "TIMEOUT")
+# Names RocketMQ's strategies return from getName(); MACHINE_ROOM_NEARBY-<inner> wraps one of the others.
+# Other names are accepted (a client may run a custom strategy) and reported by the analysis.
+ALLOCATE_STRATEGIES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "CONFIG", "MACHINE_ROOM")
+MACHINE_ROOM_NEARBY_PREFIX = "MACHINE_ROOM_NEARBY-"
+
+# -- limits (the schemas hold the per-field ones; these are the job-level defaults) ----------------------
+
 DEFAULT_MAX_EVENT_BYTES = 65_536
 DEFAULT_MAX_FUTURE_SKEW_MS = 300_000
+# Spark's VARIANT keeps integers of up to 38 digits exactly (DECIMAL(38,0)); longer ones become doubles.
+_MAX_INTEGER_DIGITS = 38
 
 
-@cache
-def schema(event_type: str, version: int = 1) -> Mapping[str, Any]:
-    text = resources.files("streaming.contract").joinpath(f"schemas/{event_type}.v{version}.schema.json").read_text()
-    return json.loads(text)  # type: ignore[no-any-return]
+class Reason(enum.StrEnum):
+    """Dead-letter reasons: a small fixed set, stored in the ``dead_letters`` table and a metric label."""
+
+    OVERSIZED = "OVERSIZED"
+    NOT_JSON = "NOT_JSON"
+    NOT_AN_OBJECT = "NOT_AN_OBJECT"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    UNKNOWN_SCHEMA_VERSION = "UNKNOWN_SCHEMA_VERSION"
+    MISSING_FIELD = "MISSING_FIELD"
+    WRONG_TYPE = "WRONG_TYPE"
+    INVALID_VALUE = "INVALID_VALUE"
+    NEGATIVE_LATENCY = "NEGATIVE_LATENCY"
+    FUTURE_TIMESTAMP = "FUTURE_TIMESTAMP"
+
+
+REASONS: tuple[str, ...] = tuple(Reason)
+# Rule-specific reasons, keyed ``<field>.<keyword>`` like the job's compiler; every other rule gets
+# MISSING_FIELD (required), WRONG_TYPE (type), OVERSIZED (maxItems) or INVALID_VALUE.
+REASON_OVERRIDES: Mapping[str, str] = {"latency_ms.minimum": Reason.NEGATIVE_LATENCY.value}
 
 
 @dataclass(frozen=True)
-class Rejection:
-    reason: str
-    detail: str
+class RequiredWhen:
+    """A field required only when another field has a given value (JSON Schema ``if``/``then``, which the
+    job's compiler does not translate, so the rule is data here and in ``docs/events.md``)."""
+
+    field: str
+    when_field: str
+    equals: str
+    reason: str = Reason.MISSING_FIELD.value
+
+    @property
+    def detail(self) -> str:
+        return f"missing field $.{self.field} (required when $.{self.when_field} is {self.equals})"
 
 
-def _json_type(value: Any) -> str:
+# A HEARTBEAT's subscription list overwrites the broker's table for the group: an absent list would read
+# as "subscribes to nothing" and drop every topic, so it must be explicit (an empty list is allowed).
+CROSS_FIELD_RULES: Mapping[str, tuple[RequiredWhen, ...]] = {
+    CONSUMER_CHANNEL: (RequiredWhen("subscriptions", "kind", "HEARTBEAT"),),
+}
+
+# -- schemas ---------------------------------------------------------------------------------------------
+
+# The JSON Schema keywords the job's compiler translates, and those it ignores; anything else is an error
+# here too, so a schema the job cannot compile never passes the Python side.
+SUPPORTED_KEYWORDS = frozenset({
+    "type", "properties", "required", "enum", "const", "minimum", "maximum", "exclusiveMinimum",
+    "exclusiveMaximum", "minLength", "maxLength", "pattern", "items", "minItems", "maxItems",
+})  # fmt: skip
+IGNORED_KEYWORDS = frozenset({
+    "$schema", "$id", "title", "description", "examples", "default", "additionalProperties", "$comment",
+    "format", "x-reason", "x-dead-letter-reason",
+})  # fmt: skip
+
+_SCHEMA_PACKAGE = "streaming.contract"
+_SCHEMA_FILE = re.compile(r"^(?P<type>[a-z_]+)\.v(?P<version>[0-9]+)\.schema\.json$")
+
+
+class UnsupportedSchema(ValueError):
+    """A schema file uses a keyword outside the subset both validators implement."""
+
+
+def schema_file_name(event_type: str, version: int) -> str:
+    return f"{event_type}.v{version}.schema.json"
+
+
+def schema_files() -> dict[tuple[str, int], str]:
+    """Every schema file shipped in the package, as ``(event_type, version) -> file name``."""
+    found = {}
+    for entry in resources.files(_SCHEMA_PACKAGE).joinpath("schemas").iterdir():
+        match = _SCHEMA_FILE.match(entry.name)
+        if match:
+            found[(match["type"], int(match["version"]))] = entry.name
+    return found
+
+
+@cache
+def _load_schema(event_type: str, version: int) -> Mapping[str, Any]:
+    if event_type not in EVENT_TYPES:
+        raise KeyError(f"unknown event type {event_type!r}; expected one of {', '.join(EVENT_TYPES)}")
+    path = resources.files(_SCHEMA_PACKAGE).joinpath("schemas", schema_file_name(event_type, version))
+    loaded: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    _check_keywords(loaded, "$")
+    return loaded
+
+
+def schema(event_type: str, version: int | None = None) -> dict[str, Any]:
+    """The JSON Schema of ``event_type`` (default: the newest supported version), as a fresh copy."""
+    chosen = max(SUPPORTED_VERSIONS[event_type]) if version is None else version
+    return copy.deepcopy(dict(_load_schema(event_type, chosen)))
+
+
+def _check_keywords(node: Mapping[str, Any], label: str) -> None:
+    unknown = set(node) - SUPPORTED_KEYWORDS - IGNORED_KEYWORDS
+    if unknown:
+        raise UnsupportedSchema(f"{label}: unsupported JSON Schema keywords {sorted(unknown)}")
+    for name, child in node.get("properties", {}).items():
+        _check_keywords(child, f"{label}.{name}")
+    if "items" in node:
+        _check_keywords(node["items"], f"{label}[]")
+
+
+# -- JSON as Spark reads it ------------------------------------------------------------------------------
+
+
+class _Decimal(float):
+    """A number written with a fraction and no exponent: Spark keeps it as a DECIMAL and prints it plainly
+    (``0.000001``, not ``1e-06``); ``text`` is that rendering."""
+
+    __slots__ = ("text",)
+    text: str
+
+
+def _parse_int(literal: str) -> int | float:
+    digits = len(literal.lstrip("-"))
+    return float(literal) if digits > _MAX_INTEGER_DIGITS else int(literal)
+
+
+def _parse_float(literal: str) -> int | float:
+    if "e" in literal or "E" in literal:
+        return float(literal)  # an exponent makes it a DOUBLE, never an integer
+    value = Decimal(literal)
+    if value == value.to_integral_value():
+        whole = int(value)  # 1.0 and -0.0: DECIMAL(p,0), an integer for the job
+        return whole if len(str(abs(whole))) <= _MAX_INTEGER_DIGITS else float(literal)
+    normalized = value.normalize()
+    _, digits, exponent = normalized.as_tuple()
+    assert isinstance(exponent, int)
+    if max(len(digits), -exponent) > _MAX_INTEGER_DIGITS:
+        return float(literal)
+    number = _Decimal(literal)
+    number.text = format(normalized, "f")
+    return number
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("duplicate key")
+    return result
+
+
+_DECODER = json.JSONDecoder(
+    parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant, object_pairs_hook=_unique_keys
+)
+_JSON_WHITESPACE = " \t\n\r"
+# After a number or literal, these characters would have continued the token: "1x" is not JSON for Spark.
+_TOKEN_CHARS = re.compile(r"[0-9A-Za-z.+\-]")
+
+
+def _parse(data: bytes) -> tuple[bool, Any]:
+    """(parsed, value) for the first JSON value of ``data``, following Spark's ``try_parse_json``."""
+    text = data.decode("utf-8", errors="replace").lstrip(_JSON_WHITESPACE)
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:  # JSONDecodeError, duplicate keys, NaN/Infinity
+        return False, None
+    if not isinstance(value, dict | list | str) and _TOKEN_CHARS.match(text, end):
+        return False, None
+    return True, value
+
+
+def _java_double(value: float) -> str:
+    """Java's ``Double.toString`` (what Spark prints for a DOUBLE)."""
+    if value != value or value in (float("inf"), float("-inf")):
+        return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    if value == 0:
+        return "-0.0" if str(value).startswith("-") else "0.0"
+    sign = "-" if value < 0 else ""
+    shortest = Decimal(repr(abs(value)))
+    if 1e-3 <= abs(value) < 1e7:
+        plain = format(shortest, "f")
+        return sign + (plain if "." in plain else plain + ".0")
+    _, digits, exponent = shortest.normalize().as_tuple()
+    assert isinstance(exponent, int)
+    mantissa = "".join(map(str, digits))
+    return f"{sign}{mantissa[0]}.{mantissa[1:] or '0'}E{exponent + len(mantissa) - 1}"
+
+
+def _spark_json(value: Any) -> str:
+    """JSON text of a value as Spark renders a VARIANT (object keys sorted, no ASCII escaping)."""
+    if isinstance(value, dict):
+        members = (f"{json.dumps(k, ensure_ascii=False)}:{_spark_json(v)}" for k, v in sorted(value.items()))
+        return "{" + ",".join(members) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_spark_json(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    rendered = _spark_string(value)
+    return "null" if rendered is None else rendered
+
+
+def _spark_string(value: Any) -> str | None:
+    """``variant_get(value, '$', 'string')``: NULL for JSON null, the text of a string, JSON for the rest."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, _Decimal):
+        return value.text
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _java_double(value)
+    return _spark_json(value)
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _json_kind(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"  # 1.0 too: Spark's VARIANT types it DECIMAL(2,1), so both validators call it a number
+    if _is_number(value):
+        return "number"
     if isinstance(value, str):
         return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+_TYPE_CHECKS: Mapping[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": _is_integer,
+    "number": _is_number,
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+
+
+def _plain(value: Any) -> Any:
+    """The parsed event with Spark's number kinds turned back into plain Python values."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
-        return "array"
-    return "object"
+        return [_plain(v) for v in value]
+    if isinstance(value, _Decimal):
+        return float(value)
+    return value
 
 
-def _violations(rules: Mapping[str, Any], value: Any, label: str) -> Iterator[Rejection]:
-    """The compiler's traversal (``streaming.job.validation._Compiler.rules``) over a Python value."""
+# -- the schema's rules, in the job's order --------------------------------------------------------------
+
+Check = Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of a schema: ``violated(value)`` is True when the value breaks it."""
+
+    reason: str
+    detail: str
+    violated: Check
+
+
+def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, str]) -> Iterator[Rule]:
+    """The rules of a present value, in ``streaming.job.validation``'s order, with its reasons and details.
+
+    Keyword order per node: type, const, enum, bounds, lengths, pattern, then required and properties, then
+    minItems, maxItems, items. Array items are checked rule by rule across all items (the first rule any
+    item breaks wins), as the job's ``exists(array, x -> ...)`` does.
+    """
     field = label.rsplit(".", 1)[-1].rstrip("[]")
 
     def reason(keyword: str, default: str) -> str:
-        return REASON_OVERRIDES.get(f"{field}.{keyword}", default)
+        return reasons.get(f"{field}.{keyword}", default)
 
-    types = rules.get("type")
+    types = node.get("type")
     if types is not None:
-        types = [types] if isinstance(types, str) else list(types)
-        actual = _json_type(value)
-        if not (actual in types or (actual == "integer" and "number" in types)):
-            yield Rejection("WRONG_TYPE", f"{label} must be {' or '.join(types)}")
-    text = value if isinstance(value, str) else None
-    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-    if "const" in rules and value != rules["const"]:
-        yield Rejection(reason("const", "INVALID_VALUE"), f"{label} must be {rules['const']!r}")
-    if "enum" in rules and value not in rules["enum"]:
-        yield Rejection(reason("enum", "INVALID_VALUE"), f"{label} must be one of {', '.join(map(str, rules['enum']))}")
-    bounds = (
+        wanted = [types] if isinstance(types, str) else list(types)
+        checks = [_TYPE_CHECKS[t] for t in wanted]
+        yield Rule(Reason.WRONG_TYPE, f"{label} must be {' or '.join(wanted)}",
+                   lambda v, cs=checks: not any(c(v) for c in cs))  # fmt: skip
+    if "const" in node:
+        expected = str(node["const"])
+        yield Rule(reason("const", Reason.INVALID_VALUE), f"{label} must be {node['const']!r}",
+                   lambda v, e=expected: _spark_string(v) != e)  # fmt: skip
+    if "enum" in node:
+        allowed = frozenset(str(v) for v in node["enum"])
+        yield Rule(reason("enum", Reason.INVALID_VALUE), f"{label} must be one of {', '.join(map(str, node['enum']))}",
+                   lambda v, a=allowed: (s := _spark_string(v)) is not None and s not in a)  # fmt: skip
+    bounds: tuple[tuple[str, Callable[[float, float], bool]], ...] = (
         ("minimum", lambda x, b: x < b),
         ("maximum", lambda x, b: x > b),
         ("exclusiveMinimum", lambda x, b: x <= b),
         ("exclusiveMaximum", lambda x, b: x >= b),
     )
-    for keyword, bad in bounds:
-        if keyword in rules and number is not None and bad(number, rules[keyword]):
-            yield Rejection(reason(keyword, "INVALID_VALUE"), f"{label} must be {keyword} {rules[keyword]}")
-    if "minLength" in rules and text is not None and len(text) < rules["minLength"]:
-        yield Rejection(
-            reason("minLength", "INVALID_VALUE"), f"{label} must have at least {rules['minLength']} characters"
-        )
-    if "maxLength" in rules and text is not None and len(text) > rules["maxLength"]:
-        yield Rejection(
-            reason("maxLength", "INVALID_VALUE"), f"{label} must have at most {rules['maxLength']} characters"
-        )
-    if "pattern" in rules and isinstance(value, str) and not re.search(rules["pattern"], value):
-        yield Rejection(reason("pattern", "INVALID_VALUE"), f"{label} must match {rules['pattern']}")
-    if isinstance(value, dict) and ("properties" in rules or "required" in rules):
-        for name in rules.get("required", []):
-            if value.get(name) is None:
-                yield Rejection(
-                    REASON_OVERRIDES.get(f"{name}.required", "MISSING_FIELD"), f"missing field {label}.{name}"
-                )
-        for name, child in rules.get("properties", {}).items():
-            if name in value and (value[name] is not None or "null" in (child.get("type") or [])):
-                yield from _violations(child, value[name], f"{label}.{name}")
-    if isinstance(value, list):
-        if "minItems" in rules and len(value) < rules["minItems"]:
-            yield Rejection(
-                reason("minItems", "INVALID_VALUE"), f"{label} must have at least {rules['minItems']} items"
-            )
-        if "maxItems" in rules and len(value) > rules["maxItems"]:
-            yield Rejection(reason("maxItems", "OVERSIZED"), f"{label} must have at most {rules['maxItems']} items")
-        if "items" in rules:
-            for item in value:
-                first = next(iter(_violations(rules["items"], item, f"{label}[]")), None)
-                if first is not None:
-                    yield first
-                    break
+    for keyword, broken in bounds:
+        if keyword in node:
+            bound = float(node[keyword])  # the job compares as double, so do we
+            yield Rule(reason(keyword, Reason.INVALID_VALUE), f"{label} must be {keyword} {node[keyword]}",
+                       lambda v, b=bound, f=broken: _is_number(v) and f(float(v), b))  # fmt: skip
+    if "minLength" in node:
+        yield Rule(reason("minLength", Reason.INVALID_VALUE),
+                   f"{label} must have at least {node['minLength']} characters",
+                   lambda v, n=int(node["minLength"]): isinstance(v, str) and len(v) < n)  # fmt: skip
+    if "maxLength" in node:
+        yield Rule(reason("maxLength", Reason.INVALID_VALUE),
+                   f"{label} must have at most {node['maxLength']} characters",
+                   lambda v, n=int(node["maxLength"]): isinstance(v, str) and len(v) > n)  # fmt: skip
+    if "pattern" in node:
+        pattern = re.compile(node["pattern"])
+        yield Rule(reason("pattern", Reason.INVALID_VALUE), f"{label} must match {node['pattern']}",
+                   lambda v, p=pattern: isinstance(v, str) and p.search(v) is None)  # fmt: skip
+    if "properties" in node or "required" in node:
+        for name in node.get("required", []):
+            yield Rule(reasons.get(f"{name}.required", Reason.MISSING_FIELD), f"missing field {label}.{name}",
+                       lambda v, n=name: not isinstance(v, dict) or v.get(n) is None)  # fmt: skip
+        for name, child in node.get("properties", {}).items():
+            child_types = child.get("type") or []
+            nullable = child_types == "null" or (isinstance(child_types, list) and "null" in child_types)
+            for rule in _ordered_rules(child, f"{label}.{name}", reasons):
+                yield Rule(rule.reason, rule.detail, _in_property(name, nullable, rule.violated))
+    if "minItems" in node:
+        yield Rule(reason("minItems", Reason.INVALID_VALUE), f"{label} must have at least {node['minItems']} items",
+                   lambda v, n=int(node["minItems"]): isinstance(v, list) and len(v) < n)  # fmt: skip
+    if "maxItems" in node:
+        yield Rule(reason("maxItems", Reason.OVERSIZED), f"{label} must have at most {node['maxItems']} items",
+                   lambda v, n=int(node["maxItems"]): isinstance(v, list) and len(v) > n)  # fmt: skip
+    if "items" in node:
+        for rule in _ordered_rules(node["items"], f"{label}[]", reasons):
+            yield Rule(rule.reason, rule.detail, lambda v, c=rule.violated: isinstance(v, list) and any(map(c, v)))
 
 
-def validate_event(raw: bytes | str, kafka_timestamp_ms: int | None = None, default_type: str | None = None,
-                   max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-                   max_future_skew_ms: int = DEFAULT_MAX_FUTURE_SKEW_MS) -> dict[str, Any] | Rejection:  # fmt: skip
-    """The parsed event, or the ``Rejection`` the job would dead-letter it with.
+def _in_property(name: str, nullable: bool, check: Check) -> Check:
+    # A property is checked only when present; JSON null counts as absent unless the type allows null.
+    def violated(value: Any) -> bool:
+        if not isinstance(value, dict) or name not in value:
+            return False
+        child = value[name]
+        return (child is not None or nullable) and check(child)
 
-    ``kafka_timestamp_ms`` is the record's Kafka timestamp (publishers pass their clock); ``default_type``
-    is the type of the Kafka topic the event is published to, used when the event has no ``type``.
+    return violated
+
+
+@cache
+def rules(event_type: str, version: int | None = None) -> tuple[Rule, ...]:
+    """The schema rules of one event type, in evaluation order (``REASON_OVERRIDES`` applied)."""
+    return tuple(_ordered_rules(schema(event_type, version), "$", REASON_OVERRIDES))
+
+
+# -- validation ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """Why an event is dead-lettered: one ``Reason`` and a human-readable detail."""
+
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class ValidEvent:
+    """An accepted event: its type, version, time and Kafka key, and the parsed object as published."""
+
+    event_type: str
+    schema_version: int
+    event_time_ms: int
+    key: str
+    payload: Mapping[str, Any]
+
+    @property
+    def default_topic(self) -> str:
+        return DEFAULT_TOPICS[self.event_type]
+
+
+def validate_event(
+    raw: bytes | str | None,
+    now_ms: int | None = None,
+    default_type: str | None = None,
+    *,
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    max_future_skew_ms: int = DEFAULT_MAX_FUTURE_SKEW_MS,
+) -> ValidEvent | Rejection:
+    """The accepted event, or the ``Rejection`` the job would dead-letter it with.
+
+    ``raw`` is the Kafka record value (``None`` for a record without one). ``now_ms`` is the time the
+    future check compares with: the job uses the record's Kafka timestamp (by default the producer's
+    send time), so a publisher passes its own clock; ``None`` skips the check. ``default_type`` is the
+    type of the topic the record is on, used only to pick the schema for an event without ``type``
+    (which then fails as ``MISSING_FIELD``) -- without it such an event is ``UNKNOWN_TYPE``.
     """
-    data = raw.encode() if isinstance(raw, str) else raw
+    if raw is None:
+        return Rejection(Reason.NOT_JSON, "empty record value")
+    data = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
     if len(data) > max_event_bytes:
-        return Rejection("OVERSIZED", f"event of {len(data)} bytes exceeds {max_event_bytes}")
-    try:
-        value = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return Rejection("NOT_JSON", "value is not valid JSON")
+        return Rejection(Reason.OVERSIZED, f"event of {len(data)} bytes exceeds {max_event_bytes}")
+    parsed, value = _parse(data)
+    if not parsed:
+        return Rejection(Reason.NOT_JSON, "value is not valid JSON")
     if not isinstance(value, dict):
-        kind = _json_type(value)
-        return Rejection("NOT_AN_OBJECT", f"JSON {'number' if kind == 'integer' else kind}")
-    event_type = value.get("type") if isinstance(value.get("type"), str) else default_type
+        return Rejection(Reason.NOT_AN_OBJECT, f"JSON {_json_kind(value)}")
+    declared = _spark_string(value.get("type"))
+    event_type = default_type if declared is None else declared
     if event_type not in EVENT_TYPES:
-        return Rejection("UNKNOWN_TYPE", f"unknown event type {event_type or '<none>'}")
-    version = value.get("schema_version")
-    if str(version) not in {str(v) for v in SUPPORTED_VERSIONS[event_type]} or isinstance(version, bool):
-        versions = ", ".join(map(str, SUPPORTED_VERSIONS[event_type]))
+        return Rejection(Reason.UNKNOWN_TYPE, f"unknown event type {'<none>' if event_type is None else event_type}")
+    versions = SUPPORTED_VERSIONS[event_type]
+    version = _spark_string(value.get("schema_version"))
+    # An absent version is left to the schema (MISSING_FIELD), as the job does.
+    if version is not None and version not in {str(v) for v in versions}:
         return Rejection(
-            "UNKNOWN_SCHEMA_VERSION", f"schema_version {version} of {event_type} is not one of [{versions}]"
+            Reason.UNKNOWN_SCHEMA_VERSION,
+            f"schema_version {version} of {event_type} is not one of [{', '.join(map(str, versions))}]",
         )
-    first = next(iter(_violations(schema(event_type), value, "$")), None)
-    if first is not None:
-        return first
-    if kafka_timestamp_ms is not None and value["event_time"] > kafka_timestamp_ms + max_future_skew_ms:
-        return Rejection("FUTURE_TIMESTAMP", f"event_time {value['event_time']} is more than {max_future_skew_ms} ms "
-                                             "after the Kafka timestamp")  # fmt: skip
-    return value
+    for rule in (*rules(event_type, int(version) if version else None), *_cross_field_rules(event_type)):
+        if rule.violated(value):
+            return Rejection(rule.reason, rule.detail)
+    event_time_ms = int(value["event_time"])
+    if now_ms is not None and event_time_ms > now_ms + max_future_skew_ms:
+        return Rejection(
+            Reason.FUTURE_TIMESTAMP,
+            f"event_time {event_time_ms} is more than {max_future_skew_ms} ms after the Kafka timestamp",
+        )
+    return ValidEvent(event_type, int(value["schema_version"]), event_time_ms, str(value[KEY_FIELDS[event_type]]),
+                      _plain(value))  # fmt: skip
 
 
-def is_valid_by_jsonschema(event: Mapping[str, Any]) -> bool:
-    """The reference check (``jsonschema``), for tests comparing both validators."""
+def _cross_field_rules(event_type: str) -> tuple[Rule, ...]:
+    return tuple(
+        Rule(r.reason, r.detail, lambda v, r=r: v.get(r.when_field) == r.equals and v.get(r.field) is None)
+        for r in CROSS_FIELD_RULES.get(event_type, ())
+    )
+
+
+# -- the reference check ---------------------------------------------------------------------------------
+
+
+def jsonschema_validator(event_type: str, version: int | None = None) -> Any:
+    """A ``jsonschema`` Draft 2020-12 validator for the type, with the job's notion of an integer.
+
+    Standard JSON Schema counts ``1e3`` as an integer; the job does not (Spark reads it as a double), so
+    the reference uses the same integer check as ``validate_event``. Tests compare both on the corpus.
+    """
     import jsonschema
 
-    event_type = event.get("type")
-    if event_type not in EVENT_TYPES:
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine("integer", lambda _checker, value: _is_integer(value))
+    validator_class = jsonschema.validators.extend(base, type_checker=checker)
+    return validator_class(schema(event_type, version))
+
+
+def is_valid_by_jsonschema(event: Mapping[str, Any] | Sequence[Any] | Any) -> bool:
+    """Validity by ``jsonschema`` alone (schema rules only: no size, version, cross-field or time checks)."""
+    if not isinstance(event, Mapping) or event.get("type") not in EVENT_TYPES:
         return False
-    return jsonschema.Draft202012Validator(schema(event_type)).is_valid(event)
+    return bool(jsonschema_validator(str(event["type"])).is_valid(event))
+
+
+def parse_like_the_job(raw: bytes | str) -> tuple[bool, Any]:
+    """(parsed, value) as the job's JSON reader sees ``raw`` (for tests comparing with ``jsonschema``)."""
+    return _parse(raw.encode("utf-8") if isinstance(raw, str) else raw)
