@@ -38,6 +38,8 @@ from .queues import MessageQueue
 from .versions import ClientLine
 
 SCHEMA_VERSION = 1
+# How long (event time) a group that emptied keeps its generation number for a return.
+RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 Record = tuple[str, dict[str, Any]]
 
 
@@ -150,8 +152,10 @@ class ShardEngine:
     """Mutable during one call, then snapshotted; see the module docstring."""
 
     def __init__(self, settings: EngineSettings, routes: dict[str, dict[str, Any]],
-                 groups: dict[str, GroupState]) -> None:  # fmt: skip
+                 groups: dict[str, GroupState], retired: dict[str, list[int]] | None = None) -> None:  # fmt: skip
         self.settings = settings
+        # Groups that emptied: their last generation and when, so a returning group continues its numbering.
+        self.retired = retired or {}
         self.routes = routes  # topic -> {"event_time_ms": int, "queues": [[broker, qid], ...]}
         self.groups = groups
         self.storms = StormDetector(settings.storm_window_ms, settings.storm_threshold)
@@ -166,17 +170,18 @@ class ShardEngine:
         if snapshot.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(f"unsupported shard snapshot schema_version {snapshot.get('schema_version')!r}")
         groups = {g: GroupState.from_json(d) for g, d in snapshot["groups"].items()}
-        return cls(engine_settings, dict(snapshot["routes"]), groups)
+        return cls(engine_settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})))
 
     def snapshot(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "routes": self.routes,
             "groups": {g: s.to_json() for g, s in sorted(self.groups.items())},
+            "retired": dict(sorted(self.retired.items())),
         }
 
     def is_empty(self) -> bool:
-        return not self.groups and not self.routes
+        return not self.groups and not self.routes and not self.retired
 
     def next_wakeup_ms(self) -> int | None:
         times = [ms.next_expiry_ms(s.membership, self.settings.expiry_ms) for s in self.groups.values()]
@@ -198,12 +203,18 @@ class ShardEngine:
                 self._apply_report(event, dirty)
         records += self._expire_all(watermark_ms, dirty)
         records += self._analyse(dirty)
+        self._forget_retired(watermark_ms)
         return records
+
+    def _forget_retired(self, now_ms: int) -> None:
+        horizon = now_ms - RETIRED_GENERATION_TTL_MS
+        self.retired = {g: v for g, v in self.retired.items() if v[1] > horizon}
 
     def advance(self, watermark_ms: int) -> list[Record]:
         """The state's timeout fired: run the expiry scan (and storm window) up to the watermark."""
         dirty: dict[str, tuple[int, set[str]]] = {}
         records = self._expire_all(watermark_ms, dirty)
+        self._forget_retired(watermark_ms)
         for group, state in self.groups.items():
             pruned = self.storms.prune(state.rebalances_ms, watermark_ms)
             if pruned != state.rebalances_ms:
@@ -222,7 +233,10 @@ class ShardEngine:
 
     def _apply_channel(self, event: ms.ChannelEvent, records: list[Record],
                        dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
-        state = self.groups.get(event.group) or GroupState(ms.GroupMembership(event.group))
+        state = self.groups.get(event.group)
+        if state is None:
+            generation, _ = self.retired.pop(event.group, (0, 0))
+            state = GroupState(ms.GroupMembership(event.group), generation=generation)
         membership, expired = ms.expire(state.membership, event.event_time_ms, self.settings.expiry_ms)
         membership, changes = ms.apply_event(membership, event, self.settings.expiry_ms)
         state.membership = membership
@@ -274,6 +288,7 @@ class ShardEngine:
             if state.membership.is_empty:
                 records += self._group_gone(group, state, time_ms)
                 del self.groups[group]
+                self.retired[group] = [state.generation, time_ms]
                 continue
             rebalance = bool(triggers - {"REPORTED_ASSIGNMENT", "STORM_WINDOW"})
             records += self._analyse_group(group, state, time_ms, sorted(triggers), rebalance)

@@ -126,3 +126,13 @@ def test_storm_opens_when_rebalances_exceed_the_threshold():
         events.append(hb(i * 1_000, f"10.0.0.{i}:1", f"c{i}"))
     out, _ = run([(events, 0)], {"storm_threshold": 3, "storm_window_ms": 60_000})
     assert any(r["anomaly"] == "REBALANCE_STORM" and r["status"] == "OPENED" for r in rows(out, "anomaly_episodes"))
+
+
+def test_a_group_that_empties_and_returns_continues_its_generations():
+    out, _ = run([
+        ([route(0), hb(0, "a:1", "c1")], 0),
+        ([ev("UNREGISTER", 1_000, "a:1", "c1")], 0),
+        ([hb(5_000, "a:1", "c1")], 0),
+    ])  # fmt: skip
+    assert [r["generation"] for r in rows(out, "group_snapshots")] == [1, 2]
+    assert any(r.get("removed") for r in rows(out, "group_metrics"))
