@@ -66,6 +66,36 @@ def _smoke(args: argparse.Namespace) -> int:
             broker.stop()
 
 
+EPILOG_RUN = """examples:
+  rebalance-monitor run --config conf/monitor.toml
+  RRM__KAFKA__BOOTSTRAP_SERVERS=kafka:9092 rebalance-monitor run --config my.toml
+  rebalance-monitor run --config my.toml --available-now     # process what is in Kafka now, then exit
+SIGTERM or Ctrl-C stops the job cleanly; a restart resumes from the checkpoints.
+"""
+
+
+def _run(args: argparse.Namespace) -> int:
+    from streaming.config import ConfigError, load_config
+    from streaming.job.runner import MonitorJob
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as error:
+        print(f"rebalance-monitor: {error}", file=sys.stderr)
+        return 2
+    job = MonitorJob(config, available_now=args.available_now)
+    if args.available_now:
+        try:
+            job.start()
+            job.await_available()
+        finally:
+            job.stop()
+        return 0
+    print(f"monitor running: Delta tables in {config.paths.delta_root}, "
+          f"metrics on http://{config.metrics.host}:{config.metrics.port}/metrics (Ctrl-C stops)", flush=True)
+    return job.run(duration_s=args.duration)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rebalance-monitor",
@@ -79,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument("action", choices=["start", "stop", "status"])
     kafka.add_argument("--home", default=str(PROJECT_ROOT / ".run" / "kafka"), help="broker data directory")
     kafka.set_defaults(handler=_kafka)
+
+    run = commands.add_parser("run", help="run the monitor job", epilog=EPILOG_RUN,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    run.add_argument("--config", help="TOML file (see conf/monitor.toml); defaults apply to what it omits")
+    run.add_argument("--available-now", action="store_true", help="process what is in Kafka now, then exit")
+    run.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    run.set_defaults(handler=_run)
 
     smoke = commands.add_parser("smoke", help="Kafka -> Spark -> Delta round trip through the local broker",
                                 epilog=EPILOG_SMOKE, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
