@@ -1,0 +1,291 @@
+"""A deterministic RocketMQ fleet simulator producing the monitor's input events.
+
+Brokers serve topics; consumer groups' clients heartbeat every broker every 30 s (one channel per
+client and broker); producers send with per-broker latency distributions. Client ids follow RocketMQ's
+formats per client line: ``IP@PID#nanotime`` (4.9.0+ and 5.x), the old ``IP@PID``, and containers that
+all present PID 1 behind one bridge IP (``172.17.0.1@1``).
+
+Named scenarios each inject one known problem into their own consumer group (or broker), so tests and the
+demo know exactly what the monitor must report -- ``Scenario.expected`` lists it. ``mixed`` runs them all.
+Everything is seeded: the same scenario, seed and start time give the same events. Event time is
+virtual: ``events_until(t)`` yields every event up to ``t``, so callers choose how fast it runs.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+HEARTBEAT_MS = 30_000
+BROKERS = ("broker-a", "broker-b")
+
+
+@dataclass
+class Member:
+    client_id: str
+    ip: str
+    topics: tuple[str, ...]
+    joins_ms: int = 0
+    leaves_ms: int | None = None  # clean shutdown (UNREGISTER to every broker)
+    crashes_ms: int | None = None  # silent from then on
+    hidden_from: tuple[str, ...] = ()  # brokers that never receive its heartbeats
+    strategy: str | None = "AVG"
+    version: str = "V5_3_3"
+
+
+@dataclass
+class Group:
+    name: str
+    members: list[Member]
+
+
+@dataclass
+class Producer:
+    producer_id: str
+    group: str
+    version: str
+    sends_per_tick: int = 4
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str
+    groups: list[Group] = field(default_factory=list)
+    producers: list[Producer] = field(default_factory=list)
+    slow_brokers: dict[str, tuple[int, int]] = field(default_factory=dict)  # broker -> latency range from start
+    down_brokers: dict[str, int] = field(default_factory=dict)  # broker -> event offset (ms) where errors start
+    expected: set[tuple[str, str]] = field(default_factory=set)  # (group or broker, anomaly / BROKER_AVOIDED)
+    topics: tuple[str, ...] = ("orders", "payments")
+
+
+def _cid(rng: random.Random, ip: str, line: str = "5") -> str:
+    pid = rng.randint(100, 60000)
+    return f"{ip}@{pid}" if line == "old" else f"{ip}@{pid}#{rng.randint(10**12, 10**15)}"
+
+
+def _healthy_group(rng: random.Random, name: str, size: int, topics: tuple[str, ...], subnet: int) -> Group:
+    members = [Member(_cid(rng, f"10.{subnet}.0.{i + 1}"), f"10.{subnet}.0.{i + 1}", topics) for i in range(size)]
+    return Group(name, members)
+
+
+def build_scenario(name: str, seed: int = 1) -> Scenario:
+    rng = random.Random(seed)
+    steady = _healthy_group(rng, "billing-steady", 4, ("orders",), 10)
+    producers = [
+        Producer(f"10.50.0.{i}@{200 + i}#{i}", "order-producers", "V4_9_8" if i % 2 else "5.3.3") for i in range(4)
+    ]
+    builders = {
+        "steady": lambda: Scenario("steady", "healthy groups, fast brokers", [steady], producers),
+        "scale-out": lambda: _scale_out(rng, producers),
+        "crash": lambda: _crash(rng, producers),
+        "duplicate-ids": lambda: _duplicates(rng, producers),
+        "inconsistent-subscriptions": lambda: _inconsistent(rng, producers),
+        "diverging-views": lambda: _diverging(rng, producers),
+        "slow-broker": lambda: Scenario(
+            "slow-broker",
+            "broker-b answers in 0.6-3 s: producers avoid it",
+            [steady],
+            producers,
+            slow_brokers={"broker-b": (600, 3000)},
+            expected={("broker-b", "BROKER_AVOIDED")},
+        ),
+        "broker-outage": lambda: Scenario(
+            "broker-outage",
+            "broker-b fails every send after 60 s",
+            [steady],
+            producers,
+            down_brokers={"broker-b": 60_000},
+            expected={("broker-b", "BROKER_AVOIDED")},
+        ),
+        "rebalance-storm": lambda: _storm(rng, producers),
+    }
+    if name == "mixed":
+        parts = [builders[n]() for n in builders if n != "steady"]
+        mixed = Scenario("mixed", "every scenario at once, each in its own group or broker", [steady], producers)
+        for part in parts:
+            mixed.groups += [g for g in part.groups if g.name != steady.name]
+            mixed.slow_brokers.update(part.slow_brokers)
+            mixed.expected |= part.expected
+        return mixed
+    if name not in builders:
+        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(SCENARIOS)}")
+    return builders[name]()
+
+
+def _scale_out(rng: random.Random, producers: list[Producer]) -> Scenario:
+    group = _healthy_group(rng, "search-scale-out", 2, ("orders",), 11)
+    group.members += [Member(_cid(rng, f"10.11.0.{i}"), f"10.11.0.{i}", ("orders",), joins_ms=90_000) for i in (3, 4)]
+    return Scenario("scale-out", "two members join after 90 s", [group], producers)
+
+
+def _crash(rng: random.Random, producers: list[Producer]) -> Scenario:
+    group = _healthy_group(rng, "audit-crash", 3, ("orders",), 12)
+    group.members[2].crashes_ms = 60_000
+    return Scenario("crash", "a member crashes at 60 s and expires 120 s later", [group], producers)
+
+
+def _duplicates(rng: random.Random, producers: list[Producer]) -> Scenario:
+    group = _healthy_group(rng, "ledger-containers", 1, ("payments",), 13)
+    group.members += [Member("172.17.0.1@1", f"10.13.1.{i}", ("payments",), version="V4_5_1") for i in (1, 2)]
+    return Scenario(
+        "duplicate-ids",
+        "two containers report 172.17.0.1@1 (host networking, PID 1)",
+        [group],
+        producers,
+        expected={(group.name, a) for a in ("DUPLICATE_CLIENT_ID", "ORPHANED_QUEUES", "DOUBLE_OWNED_QUEUES")},
+    )
+
+
+def _inconsistent(rng: random.Random, producers: list[Producer]) -> Scenario:
+    group = _healthy_group(rng, "mailer-mixed-subs", 3, ("orders", "payments"), 14)
+    group.members[2].topics = ("orders",)
+    return Scenario(
+        "inconsistent-subscriptions",
+        "one member does not subscribe payments",
+        [group],
+        producers,
+        expected={(group.name, "INCONSISTENT_SUBSCRIPTION"), (group.name, "ORPHANED_QUEUES")},
+    )
+
+
+def _diverging(rng: random.Random, producers: list[Producer]) -> Scenario:
+    group = _healthy_group(rng, "risk-split-view", 3, ("orders",), 15)
+    group.members[1].hidden_from = ("broker-b",)
+    return Scenario(
+        "diverging-views",
+        "broker-b never receives one member's heartbeats",
+        [group],
+        producers,
+        expected={(group.name, "DIVERGING_BROKER_VIEWS")},
+    )
+
+
+def _storm(rng: random.Random, producers: list[Producer]) -> Scenario:
+    group = _healthy_group(rng, "cache-flapping", 2, ("orders",), 16)
+    for i in range(12):  # short-lived members: join and leave every 20 s
+        group.members.append(
+            Member(
+                _cid(rng, f"10.16.1.{i}"),
+                f"10.16.1.{i}",
+                ("orders",),
+                joins_ms=10_000 + i * 20_000,
+                leaves_ms=20_000 + i * 20_000,
+            )
+        )
+    return Scenario(
+        "rebalance-storm",
+        "members join and leave every 10 s",
+        [group],
+        producers,
+        expected={(group.name, "REBALANCE_STORM")},
+    )
+
+
+SCENARIOS = (
+    "steady",
+    "scale-out",
+    "crash",
+    "duplicate-ids",
+    "inconsistent-subscriptions",
+    "diverging-views",
+    "slow-broker",
+    "broker-outage",
+    "rebalance-storm",
+    "mixed",
+)
+
+
+class Simulation:
+    """Events of one scenario from ``start_ms`` on, in event-time order, generated lazily."""
+
+    def __init__(self, scenario: Scenario, start_ms: int, seed: int = 1, queues_per_broker: int = 4) -> None:
+        self.scenario = scenario
+        self.start_ms = start_ms
+        self.rng = random.Random(seed)
+        self.queues = queues_per_broker
+        self.cursor_ms = start_ms  # events before this were generated
+        self.tick_ms = 5_000
+
+    def _route(self, t: int, topic: str) -> dict[str, Any]:
+        return {
+            "type": "topic_route",
+            "schema_version": 1,
+            "event_time": t,
+            "topic": topic,
+            "brokers": [
+                {"broker": b, "read_queue_nums": self.queues, "write_queue_nums": self.queues, "perm": 6}
+                for b in BROKERS
+            ],
+        }
+
+    def _channel(self, t: int, kind: str, group: Group, member: Member, broker: str) -> dict[str, Any]:
+        event = {
+            "type": "consumer_channel",
+            "schema_version": 1,
+            "event_time": t,
+            "broker": broker,
+            "kind": kind,
+            "channel": f"{member.ip}:{40000 + BROKERS.index(broker)}",
+            "client_id": member.client_id,
+            "group": group.name,
+            "client_version": member.version,
+        }
+        if kind == "HEARTBEAT":
+            event["subscriptions"] = [{"topic": x, "expression": "*", "sub_version": 1} for x in member.topics]
+            if member.strategy:
+                event["allocate_strategy"] = member.strategy
+        return event
+
+    def _tick(self, t: int) -> Iterator[dict[str, Any]]:
+        offset = t - self.start_ms
+        if offset == 0 or offset % 60_000 == 0:  # routes are republished every minute, like a route poller
+            for topic in self.scenario.topics:
+                yield self._route(t, topic)
+        for group in self.scenario.groups:
+            for member in group.members:
+                for broker in BROKERS:
+                    if broker in member.hidden_from:
+                        continue
+                    if member.leaves_ms is not None and offset == member.leaves_ms - member.leaves_ms % self.tick_ms:
+                        yield self._channel(t, "UNREGISTER", group, member, broker)
+                        continue
+                    alive = offset >= member.joins_ms and (member.leaves_ms is None or offset < member.leaves_ms)
+                    alive = alive and (member.crashes_ms is None or offset < member.crashes_ms)
+                    # each client heartbeats every 30 s; its phase depends on when it joined
+                    if alive and (offset - member.joins_ms) % HEARTBEAT_MS < self.tick_ms:
+                        yield self._channel(t, "HEARTBEAT", group, member, broker)
+        for producer in self.scenario.producers:
+            for _ in range(producer.sends_per_tick):
+                broker = self.rng.choice(BROKERS)
+                latency, outcome = self.rng.randint(2, 40), "OK"
+                if broker in self.scenario.slow_brokers:
+                    low, high = self.scenario.slow_brokers[broker]
+                    latency = self.rng.randint(low, high)
+                down_from = self.scenario.down_brokers.get(broker)
+                if down_from is not None and offset >= down_from:
+                    latency, outcome = 3000, "TIMEOUT"
+                yield {
+                    "type": "send_result",
+                    "schema_version": 1,
+                    "event_time": t + self.rng.randint(0, self.tick_ms - 1),
+                    "producer_id": producer.producer_id,
+                    "producer_group": producer.group,
+                    "topic": "orders",
+                    "broker": broker,
+                    "queue_id": self.rng.randrange(self.queues),
+                    "latency_ms": latency,
+                    "outcome": outcome,
+                    "client_version": producer.version,
+                }
+
+    def events_until(self, until_ms: int) -> list[dict[str, Any]]:
+        """Every event with a tick time in [cursor, until_ms), sorted by event time."""
+        events: list[dict[str, Any]] = []
+        while self.cursor_ms < until_ms:
+            events.extend(self._tick(self.cursor_ms))
+            self.cursor_ms += self.tick_ms
+        events.sort(key=lambda e: e["event_time"])
+        return events

@@ -1,0 +1,137 @@
+"""Scripted consumer-side scenarios and bad input, through the real job in two runs (a restart in between).
+
+Run 1 publishes the start of every scenario plus a corpus of bad records on every input topic; run 2
+(restarted from the same checkpoints) publishes the rest. Each scenario lives in its own consumer group.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.event_corpus import BAD
+from tests.support.job import job_config, publish, read, run_available
+
+BASE = 1_700_000_000_000
+
+
+def hb(t, channel, cid, group, topics=("T",), broker="broker-a"):
+    return {
+        "type": "consumer_channel",
+        "schema_version": 1,
+        "event_time": BASE + t,
+        "broker": broker,
+        "kind": "HEARTBEAT",
+        "channel": channel,
+        "client_id": cid,
+        "group": group,
+        "subscriptions": [{"topic": x, "expression": "*", "sub_version": 1} for x in topics],
+    }
+
+
+def ev(kind, t, channel, cid, group, broker="broker-a"):
+    return {
+        "type": "consumer_channel",
+        "schema_version": 1,
+        "event_time": BASE + t,
+        "broker": broker,
+        "kind": kind,
+        "channel": channel,
+        "client_id": cid,
+        "group": group,
+    }
+
+
+def route(t, topic, n=4):
+    return {
+        "type": "topic_route",
+        "schema_version": 1,
+        "event_time": BASE + t,
+        "topic": topic,
+        "brokers": [
+            {"broker": b, "read_queue_nums": n, "write_queue_nums": n, "perm": 6} for b in ("broker-a", "broker-b")
+        ],
+    }
+
+
+def alive(group, channel, cid, topics=("T",), broker="broker-a", until=180_000):
+    """Heartbeats every 30 s, as a live client sends them."""
+    return [hb(t, channel, cid, group, topics, broker) for t in range(0, until + 1, 30_000)]
+
+
+def run1_events():
+    events = [route(0, "T"), route(0, "U")]
+    # LEAVE: c0 unregisters at 60 s; c2 goes silent after its first heartbeat and expires.
+    for t in range(0, 180_001, 30_000):
+        events.append(hb(t, "10.2.0.1:1", "c1", "G-leave"))
+    events += [hb(0, "10.2.0.0:1", "c0", "G-leave"), ev("UNREGISTER", 60_000, "10.2.0.0:1", "c0", "G-leave"),
+               hb(0, "10.2.0.2:1", "c2", "G-leave")]  # fmt: skip
+    # Subscription change (run 2 drops U from c2).
+    events += alive("G-sub", "10.3.0.1:1", "c1", ("T", "U")) + alive("G-sub", "10.3.0.2:1", "c2", ("T", "U"))
+    # Diverging views: broker-b never saw c2.
+    events += alive("G-div", "10.4.0.1:1", "c1") + alive("G-div", "10.4.0.2:1", "c2")
+    events += alive("G-div", "10.4.0.1:2", "c1", broker="broker-b")
+    return events
+
+
+def run2_events():
+    return [hb(200_000, "10.3.0.2:1", "c2", "G-sub", topics=("T",)), hb(200_000, "10.3.0.1:1", "c1", "G-sub", topics=("T", "U")),
+            hb(210_000, "10.2.0.1:1", "c1", "G-leave")]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def outcome(kafka_broker, spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("scenarios")
+    config, topics = job_config(kafka_broker.bootstrap_servers, root, "scen")
+    bad = [(event_type, raw.encode()) for raw, _, _ in BAD for event_type in ("consumer_channel", "send_result")]
+    publish(kafka_broker.bootstrap_servers, [*bad, *run1_events()], topics)
+    run_available(spark, config)
+    publish(kafka_broker.bootstrap_servers, run2_events(), topics)
+    run_available(spark, config)  # restarted from the checkpoints
+    return {
+        t: read(spark, config, t) for t in ("membership_changes", "group_snapshots", "anomaly_episodes", "dead_letters")
+    }
+
+
+def test_unregister_and_expiry_are_membership_changes_at_their_event_times(outcome):
+    changes = {(r["change"], r["reason"], r["client_id"], r["event_time_ms"] - BASE)
+               for r in outcome["membership_changes"] if r["group"] == "G-leave"}  # fmt: skip
+    assert ("LEAVE", "UNREGISTER", "c0", 60_000) in changes
+    assert ("EXPIRED", "SCAN", "c2", 120_001) in changes
+    assert not any(c[0] in ("LEAVE", "EXPIRED") and c[2] == "c1" for c in changes)
+    expired = next(r for r in outcome["membership_changes"] if r["change"] == "EXPIRED")
+    assert expired["notifies_clients"] is False  # the broker's scan sends no CHANGE
+
+
+def test_subscription_change_is_a_rebalance_with_the_moved_queues(outcome):
+    snapshots = sorted((r for r in outcome["group_snapshots"] if r["group"] == "G-sub"), key=lambda r: r["generation"])
+    last = snapshots[-1]
+    assert "SUBSCRIPTION_CHANGED" in last["triggers"] and last["generation"] == snapshots[-2]["generation"] + 1
+    topics = json.loads(last["details"])["topics"]
+    # U: cidAll stays [c1, c2], but c2 no longer pulls U: its half (4 queues) loses its owner.
+    assert topics["U"]["moved"] == 4 and topics["U"]["orphaned"] == 4 and topics["U"]["non_subscribers"] == ["c2"]
+    assert topics["T"]["moved"] == 0
+    opened = {r["anomaly"] for r in outcome["anomaly_episodes"] if r["group"] == "G-sub" and r["status"] == "OPENED"}
+    assert {"INCONSISTENT_SUBSCRIPTION", "ORPHANED_QUEUES"} <= opened
+
+
+def test_brokers_that_disagree_produce_a_diverging_view_anomaly(outcome):
+    episode = next(
+        r for r in outcome["anomaly_episodes"] if r["group"] == "G-div" and r["anomaly"] == "DIVERGING_BROKER_VIEWS"
+    )
+    assert json.loads(episode["details"])["views"] == {"broker-a": ["c1", "c2"], "broker-b": ["c1"]}
+
+
+def test_every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_job_goes_on(outcome):
+    letters = outcome["dead_letters"]
+    for topic_type in ("consumer_channel", "send_result"):
+        reasons = sorted(r["reason"] for r in letters if r["kafka_topic"].endswith(topic_type.replace("_", "-") + "s")
+                         or r["kafka_topic"].endswith(topic_type))  # fmt: skip
+        assert reasons, topic_type
+    got = sorted(r["reason"] for r in letters)
+    want = sorted(reason for _, reason, _ in BAD for _ in range(2))
+    assert got == want
+    assert all(r["raw_value"] is not None and r["kafka_offset"] >= 0 and r["detail"] for r in letters)
+    # valid events published after the bad ones were processed
+    assert any(r["group"] == "G-div" for r in outcome["group_snapshots"])
