@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
@@ -95,7 +94,8 @@ def run_demo(settings: DemoSettings) -> int:
         f"    .venv/bin/rebalance-monitor query assignment --delta-root {run_dir / 'delta'} --group ledger-containers"
     )
     print(
-        "    .venv/bin/rebalance-monitor allocate --strategy AVG_BY_CIRCLE --queues 8 --clients 10.0.0.1@1,172.17.0.1@1,172.17.0.1@1"
+        "    .venv/bin/rebalance-monitor allocate --strategy AVG_BY_CIRCLE --queues 8 "
+        "--clients 10.0.0.1@1,172.17.0.1@1,172.17.0.1@1"
     )
     return code
 
