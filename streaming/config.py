@@ -466,7 +466,7 @@ class _Builder:
     def dataclass(self, cls: type, data: object, path: str) -> Any:
         if not isinstance(data, Mapping):
             return self.wrong_type(path, "a table", data)
-        fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        fields = {f.name: f for f in dataclasses.fields(cls)}
         hints = get_type_hints(cls)
         for key in data:
             if key not in fields:
@@ -671,8 +671,8 @@ def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
             hint = f' (did you mean "{close[0]}"?)' if close else ""
             b.problem(where, f"unknown fault table {json.dumps(name)}{hint}; known: {', '.join(sorted(known))}")
     seen_rules: dict[tuple[str, str | None], int] = {}
-    for i, rule in enumerate(producers.rules):
-        key = (rule.producer_group, rule.client_line)
+    for i, producer_rule in enumerate(producers.rules):
+        key = (producer_rule.producer_group, producer_rule.client_line)
         if key in seen_rules:
             b.problem(f"producers.rules[{i}]", f"repeats producers.rules[{seen_rules[key]}], which matches first: "
                                                "this rule is never used")  # fmt: skip
@@ -775,4 +775,4 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     _cross_field_problems(config, builder)
     if builder.problems:
         raise ConfigError(builder.problems, origin)
-    return config  # type: ignore[no-any-return]
+    return config

@@ -30,11 +30,12 @@ from __future__ import annotations
 import copy
 import enum
 import json
+import operator
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from typing import Any
 
@@ -355,6 +356,60 @@ class Rule:
     violated: Check
 
 
+# Predicates of the rules, each taking the rule's parameter first and the value last (bound with partial).
+def _wrong_type(checks: tuple[Check, ...], value: Any) -> bool:
+    return not any(check(value) for check in checks)
+
+
+def _not_const(expected: str, value: Any) -> bool:
+    return _spark_string(value) != expected  # NULL-safe: a JSON null is not the constant either
+
+
+def _not_in_enum(allowed: frozenset[str], value: Any) -> bool:
+    text = _spark_string(value)
+    return text is not None and text not in allowed  # NULL IN (...) is not a violation in SQL
+
+
+def _out_of_bound(bound: float, broken: Callable[[float, float], bool], value: Any) -> bool:
+    return _is_number(value) and broken(float(value), bound)  # the job compares as double, so do we
+
+
+def _too_short(minimum: int, value: Any) -> bool:
+    return isinstance(value, str) and len(value) < minimum
+
+
+def _too_long(maximum: int, value: Any) -> bool:
+    return isinstance(value, str) and len(value) > maximum
+
+
+def _no_match(pattern: re.Pattern[str], value: Any) -> bool:
+    return isinstance(value, str) and pattern.search(value) is None
+
+
+def _missing(name: str, value: Any) -> bool:
+    return not isinstance(value, dict) or value.get(name) is None
+
+
+def _too_few_items(minimum: int, value: Any) -> bool:
+    return isinstance(value, list) and len(value) < minimum
+
+
+def _too_many_items(maximum: int, value: Any) -> bool:
+    return isinstance(value, list) and len(value) > maximum
+
+
+def _any_item(check: Check, value: Any) -> bool:
+    return isinstance(value, list) and any(map(check, value))
+
+
+_BOUNDS: tuple[tuple[str, Callable[[float, float], bool]], ...] = (
+    ("minimum", operator.lt),
+    ("maximum", operator.gt),
+    ("exclusiveMinimum", operator.le),
+    ("exclusiveMaximum", operator.ge),
+)
+
+
 def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, str]) -> Iterator[Rule]:
     """The rules of a present value, in ``streaming.job.validation``'s order, with its reasons and details.
 
@@ -370,44 +425,34 @@ def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, st
     types = node.get("type")
     if types is not None:
         wanted = [types] if isinstance(types, str) else list(types)
-        checks = [_TYPE_CHECKS[t] for t in wanted]
-        yield Rule(Reason.WRONG_TYPE, f"{label} must be {' or '.join(wanted)}",
-                   lambda v, cs=checks: not any(c(v) for c in cs))  # fmt: skip
+        checks = tuple(_TYPE_CHECKS[t] for t in wanted)
+        yield Rule(Reason.WRONG_TYPE, f"{label} must be {' or '.join(wanted)}", partial(_wrong_type, checks))
     if "const" in node:
-        expected = str(node["const"])
         yield Rule(reason("const", Reason.INVALID_VALUE), f"{label} must be {node['const']!r}",
-                   lambda v, e=expected: _spark_string(v) != e)  # fmt: skip
+                   partial(_not_const, str(node["const"])))  # fmt: skip
     if "enum" in node:
         allowed = frozenset(str(v) for v in node["enum"])
         yield Rule(reason("enum", Reason.INVALID_VALUE), f"{label} must be one of {', '.join(map(str, node['enum']))}",
-                   lambda v, a=allowed: (s := _spark_string(v)) is not None and s not in a)  # fmt: skip
-    bounds: tuple[tuple[str, Callable[[float, float], bool]], ...] = (
-        ("minimum", lambda x, b: x < b),
-        ("maximum", lambda x, b: x > b),
-        ("exclusiveMinimum", lambda x, b: x <= b),
-        ("exclusiveMaximum", lambda x, b: x >= b),
-    )
-    for keyword, broken in bounds:
+                   partial(_not_in_enum, allowed))  # fmt: skip
+    for keyword, broken in _BOUNDS:
         if keyword in node:
-            bound = float(node[keyword])  # the job compares as double, so do we
             yield Rule(reason(keyword, Reason.INVALID_VALUE), f"{label} must be {keyword} {node[keyword]}",
-                       lambda v, b=bound, f=broken: _is_number(v) and f(float(v), b))  # fmt: skip
+                       partial(_out_of_bound, float(node[keyword]), broken))  # fmt: skip
     if "minLength" in node:
         yield Rule(reason("minLength", Reason.INVALID_VALUE),
                    f"{label} must have at least {node['minLength']} characters",
-                   lambda v, n=int(node["minLength"]): isinstance(v, str) and len(v) < n)  # fmt: skip
+                   partial(_too_short, int(node["minLength"])))  # fmt: skip
     if "maxLength" in node:
         yield Rule(reason("maxLength", Reason.INVALID_VALUE),
                    f"{label} must have at most {node['maxLength']} characters",
-                   lambda v, n=int(node["maxLength"]): isinstance(v, str) and len(v) > n)  # fmt: skip
+                   partial(_too_long, int(node["maxLength"])))  # fmt: skip
     if "pattern" in node:
-        pattern = re.compile(node["pattern"])
         yield Rule(reason("pattern", Reason.INVALID_VALUE), f"{label} must match {node['pattern']}",
-                   lambda v, p=pattern: isinstance(v, str) and p.search(v) is None)  # fmt: skip
+                   partial(_no_match, re.compile(node["pattern"])))  # fmt: skip
     if "properties" in node or "required" in node:
         for name in node.get("required", []):
             yield Rule(reasons.get(f"{name}.required", Reason.MISSING_FIELD), f"missing field {label}.{name}",
-                       lambda v, n=name: not isinstance(v, dict) or v.get(n) is None)  # fmt: skip
+                       partial(_missing, name))  # fmt: skip
         for name, child in node.get("properties", {}).items():
             child_types = child.get("type") or []
             nullable = child_types == "null" or (isinstance(child_types, list) and "null" in child_types)
@@ -415,13 +460,13 @@ def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, st
                 yield Rule(rule.reason, rule.detail, _in_property(name, nullable, rule.violated))
     if "minItems" in node:
         yield Rule(reason("minItems", Reason.INVALID_VALUE), f"{label} must have at least {node['minItems']} items",
-                   lambda v, n=int(node["minItems"]): isinstance(v, list) and len(v) < n)  # fmt: skip
+                   partial(_too_few_items, int(node["minItems"])))  # fmt: skip
     if "maxItems" in node:
         yield Rule(reason("maxItems", Reason.OVERSIZED), f"{label} must have at most {node['maxItems']} items",
-                   lambda v, n=int(node["maxItems"]): isinstance(v, list) and len(v) > n)  # fmt: skip
+                   partial(_too_many_items, int(node["maxItems"])))  # fmt: skip
     if "items" in node:
         for rule in _ordered_rules(node["items"], f"{label}[]", reasons):
-            yield Rule(rule.reason, rule.detail, lambda v, c=rule.violated: isinstance(v, list) and any(map(c, v)))
+            yield Rule(rule.reason, rule.detail, partial(_any_item, rule.violated))
 
 
 def _in_property(name: str, nullable: bool, check: Check) -> Check:
@@ -519,10 +564,11 @@ def validate_event(
 
 
 def _cross_field_rules(event_type: str) -> tuple[Rule, ...]:
-    return tuple(
-        Rule(r.reason, r.detail, lambda v, r=r: v.get(r.when_field) == r.equals and v.get(r.field) is None)
-        for r in CROSS_FIELD_RULES.get(event_type, ())
-    )
+    return tuple(Rule(r.reason, r.detail, partial(_required_when, r)) for r in CROSS_FIELD_RULES.get(event_type, ()))
+
+
+def _required_when(rule: RequiredWhen, value: Any) -> bool:
+    return isinstance(value, dict) and value.get(rule.when_field) == rule.equals and value.get(rule.field) is None
 
 
 # -- the reference check ---------------------------------------------------------------------------------
