@@ -39,12 +39,7 @@ def checkpoint_app_id(checkpoint_dir: str | Path, prefix: str = "rrm") -> str:
 def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int,
                       partition_by: tuple[str, ...] = ()) -> None:  # fmt: skip
     """Append ``frame`` to the Delta table at ``path`` once per (app_id, batch_id)."""
-    writer = (
-        frame.write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", batch_id)
-    )
+    writer = frame.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(path)
@@ -73,8 +68,8 @@ def ensure_table(session: SparkSession, path: str, schema_ddl: str, partition_by
 
     if DeltaTable.isDeltaTable(session, path):
         return
-    builder = DeltaTable.createIfNotExists(session).location(path).addColumns(
-        session.createDataFrame([], schema_ddl).schema
+    builder = (
+        DeltaTable.createIfNotExists(session).location(path).addColumns(session.createDataFrame([], schema_ddl).schema)
     )
     if partition_by:
         builder = builder.partitionedBy(*partition_by)

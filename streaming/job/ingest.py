@@ -157,7 +157,11 @@ def contracts_for(event_types: tuple[str, ...] | None = None) -> dict[str, Event
 
     chosen = event_types or events.EVENT_TYPES
     return {
-        t: EventContract(t, events.schema(t, max(events.SUPPORTED_VERSIONS[t])), events.SUPPORTED_VERSIONS[t],
-                         events.REASON_OVERRIDES)  # fmt: skip
+        t: EventContract(
+            t,
+            events.schema(t, max(events.SUPPORTED_VERSIONS[t])),
+            events.SUPPORTED_VERSIONS[t],
+            events.REASON_OVERRIDES,
+        )  # fmt: skip
         for t in chosen
     }

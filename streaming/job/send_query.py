@@ -51,9 +51,11 @@ def fault_table_column(rules: Sequence[FaultTableRule], default_table: str) -> C
     """A JVM expression naming each send's fault table (first matching rule, else the default)."""
     from pyspark.sql import functions as F
 
-    line = F.when(F.col("client_version").isNull(), F.lit(None)).when(
-        F.regexp_extract(F.col("client_version"), r"^[Vv]?(\d+)", 1).cast("int") >= 5, F.lit("5")
-    ).otherwise(F.lit("4.9"))
+    line = (
+        F.when(F.col("client_version").isNull(), F.lit(None))
+        .when(F.regexp_extract(F.col("client_version"), r"^[Vv]?(\d+)", 1).cast("int") >= 5, F.lit("5"))
+        .otherwise(F.lit("4.9"))
+    )
     expr = F.lit(default_table)
     for rule in reversed(list(rules)):
         condition = F.col("producer_group").like(rule.producer_group_glob.replace("*", "%").replace("?", "_"))

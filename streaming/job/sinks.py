@@ -80,15 +80,17 @@ class DeltaTables:
             (
                 target.alias("t")
                 .merge(frame.alias("s"), on)
-                .whenMatchedUpdate(set={
-                    "sends": "t.sends + s.sends",
-                    "errors": "t.errors + s.errors",
-                    "latency_sum_ms": "t.latency_sum_ms + s.latency_sum_ms",
-                    "latency_max_ms": "greatest(t.latency_max_ms, s.latency_max_ms)",
-                    "bucket_upper_ms": "s.bucket_upper_ms",
-                    "bucket_counts": "zip_with(t.bucket_counts, s.bucket_counts, (a, b) -> a + b)",
-                    "batch_id": "s.batch_id",
-                })  # fmt: skip
+                .whenMatchedUpdate(
+                    set={
+                        "sends": "t.sends + s.sends",
+                        "errors": "t.errors + s.errors",
+                        "latency_sum_ms": "t.latency_sum_ms + s.latency_sum_ms",
+                        "latency_max_ms": "greatest(t.latency_max_ms, s.latency_max_ms)",
+                        "bucket_upper_ms": "s.bucket_upper_ms",
+                        "bucket_counts": "zip_with(t.bucket_counts, s.bucket_counts, (a, b) -> a + b)",
+                        "batch_id": "s.batch_id",
+                    }
+                )  # fmt: skip
                 .whenNotMatchedInsertAll()
                 .execute()
             )
@@ -100,4 +102,3 @@ def _lit(value: object):  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 
     return F.lit(value)
-

@@ -7,9 +7,11 @@ Run 1 publishes the start of every scenario plus a corpus of bad records on ever
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
+from streaming.contract.events import DEFAULT_TOPICS, REASONS, Rejection, validate_event
 from tests.support.event_corpus import BAD
 from tests.support.job import job_config, publish, read, run_available
 
@@ -84,14 +86,33 @@ def run2_events():
 def outcome(kafka_broker, spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("scenarios")
     config, topics = job_config(kafka_broker.bootstrap_servers, root, "scen")
-    bad = [(event_type, raw.encode()) for raw, _, _ in BAD for event_type in ("consumer_channel", "send_result")]
-    publish(kafka_broker.bootstrap_servers, [*bad, *run1_events()], topics)
+    publish(kafka_broker.bootstrap_servers, [(t, raw.encode()) for t, raw, _ in bad_input()] + run1_events(), topics)
     run_available(spark, config)
     publish(kafka_broker.bootstrap_servers, run2_events(), topics)
     run_available(spark, config)  # restarted from the checkpoints
     return {
         t: read(spark, config, t) for t in ("membership_changes", "group_snapshots", "anomaly_episodes", "dead_letters")
     }
+
+
+def bad_input():
+    """(topic's event type, raw value, reason the contract's validator gives) for every kind of bad input."""
+    now = int(time.time() * 1000)
+    records = []
+    for raw, _, _ in BAD:
+        try:
+            event_type = json.loads(raw).get("type")
+        except (ValueError, AttributeError):
+            event_type = None
+        value = raw
+        if '"event_time": 1700003600000' in raw:  # the future one: relative to the Kafka timestamp stamped now
+            value = json.dumps(dict(json.loads(raw), event_time=now + 24 * 3600 * 1000))
+        known = ("consumer_channel", "send_result", "topic_route", "reported_assignment")
+        for topic_type in [event_type] if event_type in known else ["consumer_channel", "send_result"]:
+            expected = validate_event(value, now, default_type=topic_type)
+            assert isinstance(expected, Rejection), value[:100]
+            records.append((topic_type, value, expected.reason))
+    return records
 
 
 def test_unregister_and_expiry_are_membership_changes_at_their_event_times(outcome):
@@ -125,13 +146,10 @@ def test_brokers_that_disagree_produce_a_diverging_view_anomaly(outcome):
 
 def test_every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_job_goes_on(outcome):
     letters = outcome["dead_letters"]
-    for topic_type in ("consumer_channel", "send_result"):
-        reasons = sorted(r["reason"] for r in letters if r["kafka_topic"].endswith(topic_type.replace("_", "-") + "s")
-                         or r["kafka_topic"].endswith(topic_type))  # fmt: skip
-        assert reasons, topic_type
-    got = sorted(r["reason"] for r in letters)
-    want = sorted(reason for _, reason, _ in BAD for _ in range(2))
+    got = sorted((r["kafka_topic"].split(".", 1)[1], r["reason"]) for r in letters)
+    want = sorted((DEFAULT_TOPICS[t], reason) for t, _, reason in bad_input())
     assert got == want
+    assert {reason for _, reason in got} == set(REASONS)
     assert all(r["raw_value"] is not None and r["kafka_offset"] >= 0 and r["detail"] for r in letters)
     # valid events published after the bad ones were processed
     assert any(r["group"] == "G-div" for r in outcome["group_snapshots"])

@@ -1,0 +1,239 @@
+"""Benchmark (not a test): the job's two paths beside parse-only baselines, in one run on one machine.
+
+Run: ``.venv/bin/python -m bench.bench_job [--sends 400000] [--groups 1000 --members 20 --rounds 6]``
+-> prints a table and writes ``bench/results/job.json``.
+
+* send-result path: ``send-ingest`` (classify, dead letters, per-minute statistics, JVM reduction, three
+  Delta commits per batch) vs a baseline query that reads the same topic and parses the JSON
+  (``from_json``) into a no-op sink. Target: >= 80 % of the baseline's rate.
+* heartbeat path: the ``consumer`` query (classify, shard, stateful engine in Python, Delta sinks) on
+  ``groups x members`` consumers heartbeating every 30 s to two brokers vs the same baseline. Target:
+  >= 40 %.
+
+Both sides read every record with ``availableNow`` and the same ``maxOffsetsPerTrigger``; the rate is
+input rows / summed batch time (triggerExecution), the latency the median batch time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "job.json"
+BASE = 1_700_000_000_000
+
+
+def produce(bootstrap: str, topic: str, values) -> int:  # type: ignore[no-untyped-def]
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=512 * 1024, acks=1)
+    count = 0
+    for value in values:
+        producer.send(topic, value)
+        count += 1
+    producer.flush()
+    producer.close()
+    return count
+
+
+def sends(n: int):  # type: ignore[no-untyped-def]
+    import random
+
+    rng = random.Random(3)
+    for i in range(n):
+        slow = rng.random() < 0.01
+        yield json.dumps(
+            {
+                "type": "send_result",
+                "schema_version": 1,
+                "event_time": BASE + i * 5,
+                "producer_id": f"10.1.{i % 200 // 256}.{i % 200}@9#1",
+                "producer_group": "PG",
+                "topic": "T",
+                "broker": f"broker-{i % 8}",
+                "queue_id": i % 16,
+                "latency_ms": rng.randint(600, 4000) if slow else rng.randint(1, 40),
+                "outcome": "OK",
+                "client_version": "V4_9_8",
+            }
+        ).encode()
+
+
+def heartbeats(groups: int, members: int, rounds: int):  # type: ignore[no-untyped-def]
+    for topic in ("T0", "T1", "T2", "T3"):
+        yield json.dumps(
+            {
+                "type": "topic_route",
+                "schema_version": 1,
+                "event_time": BASE,
+                "topic": topic,
+                "brokers": [
+                    {"broker": b, "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}
+                    for b in ("broker-a", "broker-b")
+                ],
+            }
+        ).encode()
+    for r in range(rounds):
+        for g in range(groups):
+            for m in range(members):
+                for b, broker in enumerate(("broker-a", "broker-b")):
+                    yield json.dumps(
+                        {
+                            "type": "consumer_channel",
+                            "schema_version": 1,
+                            "event_time": BASE + r * 30_000 + m * 10,
+                            "broker": broker,
+                            "kind": "HEARTBEAT",
+                            "channel": f"10.{g // 250}.{g % 250}.{m}:{40000 + b}",
+                            "client_id": f"10.{g // 250}.{g % 250}.{m}@{m}#7",
+                            "group": f"group-{g}",
+                            "subscriptions": [{"topic": f"T{g % 4}", "expression": "*", "sub_version": 1}],
+                        }
+                    ).encode()
+
+
+def measure(query) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    rows = sum(p["numInputRows"] for p in progress)
+    durations = [p["durationMs"]["triggerExecution"] for p in progress]
+    return {
+        "rows": rows,
+        "batches": len(durations),
+        "events_per_s": round(rows / (sum(durations) / 1000), 1),
+        "median_batch_ms": statistics.median(durations),
+        "max_batch_ms": max(durations),
+    }
+
+
+def baseline(spark, bootstrap: str, topic: str, max_offsets: int, schema: str):  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    stream = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", max_offsets)
+        .load()
+    )
+    parsed = stream.select(F.from_json(F.col("value").cast("string"), schema).alias("e")).select("e.*")
+    query = parsed.writeStream.format("noop").trigger(availableNow=True).start()
+    query.awaitTermination()
+    return measure(query)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sends", type=int, default=400_000)
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--members", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--max-offsets", type=int, default=100_000)
+    args = parser.parse_args()
+
+    from connectors.kafka_broker import LocalKafkaBroker, create_topics
+    from streaming.config import load_config
+    from streaming.job.runner import MonitorJob
+    from streaming.job.spark_session import SparkSettings, build_spark_session
+
+    work = Path(tempfile.mkdtemp(prefix="rrm-bench-"))
+    broker = LocalKafkaBroker(work / "kafka")
+    info = broker.start()
+    try:
+        create_topics(
+            info.bootstrap_servers, ["bench.sends", "bench.channels", "bench.routes", "bench.reports"], partitions=2
+        )
+        n_sends = produce(info.bootstrap_servers, "bench.sends", sends(args.sends))
+        n_beats = produce(info.bootstrap_servers, "bench.channels", heartbeats(args.groups, args.members, args.rounds))
+        spark = build_spark_session(SparkSettings(app_name="rrm-bench"))
+        send_schema = (
+            "type STRING, schema_version INT, event_time BIGINT, producer_id STRING, producer_group STRING, "
+            "topic STRING, broker STRING, queue_id INT, latency_ms BIGINT, outcome STRING, client_version STRING"
+        )
+        beat_schema = (
+            "type STRING, schema_version INT, event_time BIGINT, broker STRING, kind STRING, channel STRING, "
+            "client_id STRING, `group` STRING, subscriptions ARRAY<STRUCT<topic: STRING, expression: STRING, "
+            "sub_version: BIGINT>>"
+        )
+        env = {
+            "RRM__KAFKA__BOOTSTRAP_SERVERS": info.bootstrap_servers,
+            "RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER": str(args.max_offsets),
+            "RRM__KAFKA__TOPICS__SEND_RESULT": "bench.sends",
+            "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": "bench.channels",
+            "RRM__KAFKA__TOPICS__TOPIC_ROUTE": "bench.routes",
+            "RRM__KAFKA__TOPICS__REPORTED_ASSIGNMENT": "bench.reports",
+            "RRM__PATHS__DELTA_ROOT": str(work / "delta"),
+            "RRM__PATHS__CHECKPOINT_ROOT": str(work / "ckpt"),
+            "RRM__METRICS__ENABLED": "false",
+            "RRM__INGEST__WATERMARK_DELAY": '"1 minute"',
+        }
+        job = MonitorJob(load_config(None, env=env), available_now=True)
+        job.session = spark
+        results = {}
+        # Side by side: baseline, path, baseline again (the mean of both baselines is the reference).
+        for path, topic, schema, runner in (
+            ("send-result", "bench.sends", send_schema, "send"),
+            ("heartbeat", "bench.channels", beat_schema, "consumer"),
+        ):
+            first = baseline(spark, info.bootstrap_servers, topic, args.max_offsets, schema)
+            ours = run_path(job, runner)
+            second = baseline(spark, info.bootstrap_servers, topic, args.max_offsets, schema)
+            reference = (first["events_per_s"] + second["events_per_s"]) / 2
+            results[path] = {
+                "monitor": ours,
+                "baseline_runs": [first, second],
+                "ratio": round(ours["events_per_s"] / reference, 3),
+            }
+            print(
+                f"{path:12} monitor {ours['events_per_s']:>10.0f} ev/s (median batch {ours['median_batch_ms']} ms) | "
+                f"parse-only {reference:>10.0f} ev/s | ratio {ours['events_per_s'] / reference:.2f}"
+            )
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(
+            json.dumps(
+                {
+                    "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+                    "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "input": {
+                        "sends": n_sends,
+                        "heartbeat_records": n_beats,
+                        "groups": args.groups,
+                        "members": args.members,
+                        "rounds": args.rounds,
+                        "max_offsets_per_trigger": args.max_offsets,
+                    },
+                    "results": results,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    finally:
+        broker.stop()
+
+
+def run_path(job, which: str) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    from streaming.job.sinks import DeltaTables
+
+    job.tables = DeltaTables(job.session, Path(job.config.paths.delta_root))
+    job.tables.ensure_all()
+    if which == "send":
+        job._start_send_queries()
+        query = job.queries["send-ingest"]
+        job.queries["fault-windows"].awaitTermination()
+    else:
+        job._start_consumer_query()
+        query = job.queries["consumer"]
+        query.awaitTermination()
+    return measure(query)
+
+
+if __name__ == "__main__":
+    main()
