@@ -51,10 +51,12 @@ def fault_table_column(rules: Sequence[FaultTableRule], default_table: str) -> C
     """A JVM expression naming each send's fault table (first matching rule, else the default)."""
     from pyspark.sql import functions as F
 
-    line = (
-        F.when(F.col("client_version").isNull(), F.lit(None))
-        .when(F.regexp_extract(F.col("client_version"), r"^[Vv]?(\d+)", 1).cast("int") >= 5, F.lit("5"))
-        .otherwise(F.lit("4.9"))
+    # Same reading as ClientLine.parse: "V4_9_8"/"4.9.8" -> 4.9, "5.3.3" -> 5, an MQVersion ordinal such as
+    # "409" -> 4.9 (V5_0_0 is 413); free text -> NULL (no client-line rule matches), never a failed query.
+    major = "try_cast(regexp_extract(client_version, '^[Vv]?([0-9]+)', 1) AS INT)"
+    line = F.expr(
+        f"CASE WHEN {major} IS NULL THEN NULL WHEN {major} >= 100 THEN IF({major} >= 413, '5', '4.9') "
+        f"WHEN {major} >= 5 THEN '5' ELSE '4.9' END"
     )
     expr = F.lit(default_table)
     for rule in reversed(list(rules)):
