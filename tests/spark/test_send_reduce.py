@@ -1,0 +1,46 @@
+"""The send-result path's JVM side: fault table per send, the exact reduction, per-minute statistics."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from streaming.job.send_query import FaultTableRule, fault_table_column, latency_floor_column
+from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows
+
+COLUMNS = ("producer_id STRING, producer_group STRING, broker STRING, event_time_ms BIGINT, latency_ms BIGINT, "
+           "outcome STRING, client_version STRING, kafka_partition INT, kafka_offset BIGINT")  # fmt: skip
+
+
+def test_fault_table_per_send_never_fails_on_free_text_versions(spark):
+    rows = [
+        ("p", "PG", "b", 0, 1, "OK", v, 0, i) for i, v in enumerate(["V4_9_8", "5.3.3", "409", "441", "unknown", None])
+    ]
+    frame = spark.createDataFrame(rows, COLUMNS).withColumn(
+        "fault_table", fault_table_column([FaultTableRule("rocketmq-4", "*", "4.9")], "rocketmq-5")
+    )
+    got = [r["fault_table"] for r in frame.orderBy("kafka_offset").collect()]
+    assert got == ["rocketmq-4", "rocketmq-5", "rocketmq-4", "rocketmq-5", "rocketmq-5", "rocketmq-5"]
+
+
+def test_reduction_keeps_exactly_the_sends_that_can_matter(spark):
+    # offsets: 0 first (kept), 1 fast (dropped), 2 slow (notable), 3 fast right after (kept: may end the window),
+    # 4 fast (dropped), 5 error (notable), 6 fast after it (kept), 7 fast and last (kept: presence)
+    latencies = [5, 5, 900, 5, 5, 5, 5, 5]
+    outcomes = ["OK", "OK", "OK", "OK", "OK", "TIMEOUT", "OK", "OK"]
+    rows = [
+        ("p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i) for i, (lat, out) in enumerate(zip(latencies, outcomes, strict=False))
+    ]
+    frame = spark.createDataFrame(rows, COLUMNS).withColumn("fault_table", F.lit("rocketmq-4"))
+    kept = reduce_for_fault_windows(frame, latency_floor_column({"rocketmq-4": 550}))
+    assert sorted(r["kafka_offset"] for r in kept.collect()) == [0, 2, 3, 5, 6, 7]
+
+
+def test_minute_statistics_with_cumulative_buckets(spark):
+    rows = [("p", "PG", "b", 60_000 * (i // 3), lat, "OK" if lat < 3000 else "TIMEOUT", "V5", 0, i)
+            for i, lat in enumerate([10, 60, 700, 20, 3000, 40])]  # fmt: skip
+    stats = {
+        r["minute_start"].minute: r
+        for r in minute_statistics(spark.createDataFrame(rows, COLUMNS), [50, 550, 2000]).collect()
+    }
+    assert stats[0]["sends"] == 3 and stats[0]["bucket_counts"] == [1, 2, 3] and stats[0]["latency_max_ms"] == 700
+    assert stats[1]["errors"] == 1 and stats[1]["bucket_counts"] == [2, 2, 2] and stats[1]["latency_sum_ms"] == 3060
