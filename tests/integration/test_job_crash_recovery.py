@@ -24,7 +24,7 @@ def workload():
     events = [{"type": "topic_route", "schema_version": 1, "event_time": BASE, "topic": t,
                "brokers": [{"broker": b, "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6} for b in ("broker-a", "broker-b")]}
               for t in ("T1", "T2")]  # fmt: skip
-    for t in range(0, 600_000, 30_000):
+    for t in range(0, 330_000, 30_000):
         for g in range(6):
             for c in range(4 if g % 3 else 3):
                 if g == 4 and c == 3 and t > 200_000:
@@ -48,7 +48,7 @@ def config_file(path: Path, bootstrap: str, prefix: str, root: Path) -> Path:
     path.write_text(f"""
 [kafka]
 bootstrap_servers = "{bootstrap}"
-max_offsets_per_trigger = 150
+max_offsets_per_trigger = 250
 [kafka.topics]
 consumer_channel = "{prefix}.consumer-channels"
 reported_assignment = "{prefix}.reported-assignments"
