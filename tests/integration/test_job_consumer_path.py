@@ -4,33 +4,8 @@ from __future__ import annotations
 
 import json
 
+from tests.support.events import hb, route
 from tests.support.job import job_config, publish, read, run_available
-
-BASE = 1_700_000_000_000
-
-
-def hb(t, channel, cid, group="G", topics=("T",), broker="broker-a"):
-    return {
-        "type": "consumer_channel",
-        "schema_version": 1,
-        "event_time": BASE + t,
-        "broker": broker,
-        "kind": "HEARTBEAT",
-        "channel": channel,
-        "client_id": cid,
-        "group": group,
-        "subscriptions": [{"topic": x, "expression": "*", "sub_version": 1} for x in topics],
-    }
-
-
-def route(t, topic="T", brokers=(("broker-a", 4), ("broker-b", 4))):
-    return {
-        "type": "topic_route",
-        "schema_version": 1,
-        "event_time": BASE + t,
-        "topic": topic,
-        "brokers": [{"broker": b, "read_queue_nums": n, "write_queue_nums": n, "perm": 6} for b, n in brokers],
-    }
 
 
 def test_duplicate_client_id_scenario_names_orphaned_and_double_owned_queues(kafka_broker, spark, tmp_path):

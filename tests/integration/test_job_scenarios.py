@@ -13,48 +13,9 @@ import pytest
 
 from streaming.contract.events import DEFAULT_TOPICS, REASONS, Rejection, validate_event
 from tests.support.event_corpus import BAD
+from tests.support.events import BASE, hb, route
+from tests.support.events import channel_event as ev
 from tests.support.job import job_config, publish, read, run_available
-
-BASE = 1_700_000_000_000
-
-
-def hb(t, channel, cid, group, topics=("T",), broker="broker-a"):
-    return {
-        "type": "consumer_channel",
-        "schema_version": 1,
-        "event_time": BASE + t,
-        "broker": broker,
-        "kind": "HEARTBEAT",
-        "channel": channel,
-        "client_id": cid,
-        "group": group,
-        "subscriptions": [{"topic": x, "expression": "*", "sub_version": 1} for x in topics],
-    }
-
-
-def ev(kind, t, channel, cid, group, broker="broker-a"):
-    return {
-        "type": "consumer_channel",
-        "schema_version": 1,
-        "event_time": BASE + t,
-        "broker": broker,
-        "kind": kind,
-        "channel": channel,
-        "client_id": cid,
-        "group": group,
-    }
-
-
-def route(t, topic, n=4):
-    return {
-        "type": "topic_route",
-        "schema_version": 1,
-        "event_time": BASE + t,
-        "topic": topic,
-        "brokers": [
-            {"broker": b, "read_queue_nums": n, "write_queue_nums": n, "perm": 6} for b in ("broker-a", "broker-b")
-        ],
-    }
 
 
 def alive(group, channel, cid, topics=("T",), broker="broker-a", until=180_000):

@@ -28,7 +28,8 @@ def test_reduction_keeps_exactly_the_sends_that_can_matter(spark):
     latencies = [5, 5, 900, 5, 5, 5, 5, 5]
     outcomes = ["OK", "OK", "OK", "OK", "OK", "TIMEOUT", "OK", "OK"]
     rows = [
-        ("p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i) for i, (lat, out) in enumerate(zip(latencies, outcomes, strict=False))
+        ("p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i)
+        for i, (lat, out) in enumerate(zip(latencies, outcomes, strict=False))
     ]
     frame = spark.createDataFrame(rows, COLUMNS).withColumn("fault_table", F.lit("rocketmq-4"))
     kept = reduce_for_fault_windows(frame, latency_floor_column({"rocketmq-4": 550}))
