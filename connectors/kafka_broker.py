@@ -47,6 +47,18 @@ class KafkaBrokerError(RuntimeError):
     """The local broker could not be started, reached or stopped; the message says why."""
 
 
+def new_cluster_id() -> str:
+    """A random KRaft cluster id (base64url of 16 bytes), never starting with '-'.
+
+    Like Kafka's own ``Uuid.randomUuid()``: an id starting with '-' would be read as an option by the
+    ``StorageTool`` command line (1 in 64 ids), and formatting would fail.
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
@@ -217,7 +229,7 @@ class LocalKafkaBroker:
         return config
 
     def _format(self, classpath: str, config: Path, data_dir: Path) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         result = subprocess.run(
             ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
              "-t", cluster_id, "-c", str(config)],
