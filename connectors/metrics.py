@@ -10,13 +10,14 @@ scrape. Counters are kept as monotonically increasing totals in the state.
 Labels are bounded: ``consumer_group``, ``topic``, ``broker``, ``state``, ``anomaly``, ``reason``,
 ``query`` -- never client IDs or addresses. Each labelled metric family admits at most
 ``label_value_cap`` distinct consumer groups (or brokers); values beyond the cap are not exported and
-are counted in ``rmqmon_label_values_dropped_total{metric}``.
+are counted in ``rmqmon_label_values_dropped_total{metric}``. A group that the engine reports removed, and a
+broker no producer item mentions any more, are forgotten (``forget``, ``retain``): their series disappear.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,16 +71,22 @@ CATALOGUE: tuple[MetricSpec, ...] = (
        "Send latency; buckets are the fault table's latencyMax thresholds."),
     _m("producers_all_brokers_unavailable", "gauge", (), "", "Producers for which every known broker is unavailable."),
     # the job itself
-    _m("input_rows_total", "counter", ("query",), "", "Rows read by each streaming query."),
+    _m("input_rows_total", "counter", ("query",), "", "Rows read by each streaming query (completed micro-batches)."),
+    _m("processed_rows_per_second", "gauge", ("query",), "",
+       "Rows per second the last micro-batch processed (Spark's processedRowsPerSecond): the query's capacity."),
     _m("batch_duration_seconds", "gauge", ("query",), "seconds", "Duration of the last micro-batch."),
     _m("last_batch_timestamp_seconds", "gauge", ("query",), "seconds", "Wall time the last micro-batch finished."),
     _m("watermark_timestamp_seconds", "gauge", ("query",), "seconds", "Current event-time watermark."),
     _m("state_rows", "gauge", ("query",), "", "Rows in the query's state store."),
     _m("state_memory_bytes", "gauge", ("query",), "bytes", "Memory used by the query's state store."),
     _m("kafka_offsets_behind", "gauge", ("query",), "", "Offsets behind the latest, summed over partitions."),
-    _m("dead_letters_total", "counter", ("reason",), "", "Rejected input records by dead-letter reason."),
-    _m("late_events_total", "counter", ("query",), "", "Input rows dropped as later than the watermark."),
-    _m("label_values_dropped_total", "counter", ("metric",), "", "Label values not exported because of the cap."),
+    _m("dead_letters_total", "counter", ("query", "reason"), "",
+       "Rejected input records by query and dead-letter reason (docs/events.md)."),
+    _m("late_events_total", "counter", ("query", "reason"), "",
+       "Late input by reason: watermark (rows older than the watermark, dropped by Spark), late_send (sends "
+       "older than their fault item's clock, ignored)."),
+    _m("label_values_dropped_total", "counter", ("metric",), "",
+       "Updates not exported because the metric already has label_value_cap distinct groups (or brokers)."),
     _m("up", "gauge", (), "", "1 while the job's queries are running."),
     _m("build_info", "gauge", ("version", "spark_version"), "", "Build metadata (value 1)."),
 )  # fmt: skip
@@ -88,7 +95,12 @@ BY_NAME = {spec.name: spec for spec in CATALOGUE}
 
 @dataclass
 class MetricsState:
-    """Latest values, replaced by the sinks after each batch; read by the collector at scrape time."""
+    """Latest values, replaced by the sinks after each batch; read by the collector at scrape time.
+
+    Every labelled series is indexed by its first label value (the consumer group, broker or query), so
+    the cap check, ``replace_series``, ``forget`` and ``retain`` cost what one group or broker has, not
+    what the whole table has: a flood of group names is refused at the cap in constant time per update.
+    """
 
     label_value_cap: int = 10_000
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -96,16 +108,31 @@ class MetricsState:
     gauges: dict[str, dict[tuple[str, ...], float]] = field(default_factory=dict)
     counters: dict[str, dict[tuple[str, ...], float]] = field(default_factory=dict)
     histograms: dict[str, dict[tuple[str, ...], tuple[list[tuple[str, float]], float]]] = field(default_factory=dict)
+    # metric name -> updates refused because the metric already had ``label_value_cap`` first-label values
     dropped: dict[str, float] = field(default_factory=dict)
+    # metric name -> first label value -> label tuples of that value's series
+    _index: dict[str, dict[str, set[tuple[str, ...]]]] = field(default_factory=dict, repr=False)
 
     def _admit(self, name: str, table: Mapping[tuple[str, ...], Any], labels: tuple[str, ...]) -> bool:
         if labels in table or not labels:
             return True
-        first_values = {key[0] for key in table}
-        if labels[0] in first_values or len(first_values) < self.label_value_cap:
-            return True
-        self.dropped[name] = self.dropped.get(name, 0.0) + 1
-        return False
+        index = self._index.setdefault(name, {})
+        series = index.get(labels[0])
+        if series is None:
+            if len(index) >= self.label_value_cap:
+                self.dropped[name] = self.dropped.get(name, 0.0) + 1
+                return False
+            series = index[labels[0]] = set()
+        series.add(labels)
+        return True
+
+    def _drop_value(self, name: str, table: dict[tuple[str, ...], Any], first_value: str) -> None:
+        for labels in self._index.get(name, {}).pop(first_value, ()):
+            table.pop(labels, None)
+
+    def _tables(self) -> Iterator[tuple[str, dict[tuple[str, ...], Any]]]:
+        for family in (self.gauges, self.counters, self.histograms):
+            yield from family.items()
 
     def set_gauge(self, name: str, labels: tuple[str, ...], value: float) -> None:
         with self.lock:
@@ -119,32 +146,100 @@ class MetricsState:
             if self._admit(name, table, labels):
                 table[labels] = table.get(labels, 0.0) + float(amount)
 
+    def set_counter(self, name: str, labels: tuple[str, ...], total: float) -> None:
+        """A counter kept as a total elsewhere (e.g. rows summed by the progress listener)."""
+        with self.lock:
+            table = self.counters.setdefault(name, {})
+            if self._admit(name, table, labels):
+                table[labels] = float(total)
+
+    def advance_counter(self, name: str, labels: tuple[str, ...], total: float) -> None:
+        """Raise a counter to ``total`` if it is below (a count the source keeps, e.g. a group's generation)."""
+        with self.lock:
+            table = self.counters.setdefault(name, {})
+            if self._admit(name, table, labels):
+                table[labels] = max(table.get(labels, 0.0), float(total))
+
     def set_histogram(self, name: str, labels: tuple[str, ...], buckets: list[tuple[str, float]], total: float) -> None:
         with self.lock:
             table = self.histograms.setdefault(name, {})
             if self._admit(name, table, labels):
                 table[labels] = (buckets, total)
 
+    def observe_histogram(
+        self, name: str, labels: tuple[str, ...], upper_bounds: Sequence[float], cumulative: Sequence[float],
+        count: float, total: float,
+    ) -> None:  # fmt: skip
+        """Add one batch's cumulative bucket counts (``<= upper``), its count and sum into a histogram."""
+        les = [_le(u) for u in upper_bounds] + ["+Inf"]
+        counts = [float(c) for c in cumulative] + [float(count)]
+        with self.lock:
+            table = self.histograms.setdefault(name, {})
+            if not self._admit(name, table, labels):
+                return
+            previous = table.get(labels)
+            if previous is not None and [le for le, _ in previous[0]] == les:
+                counts = [a + b for a, b in zip((c for _, c in previous[0]), counts, strict=True)]
+                total += previous[1]
+            table[labels] = (list(zip(les, counts, strict=True)), float(total))
+
     def forget(self, label_name: str, value: str) -> None:
         """Drop every series whose ``label_name`` label equals ``value`` (a group or broker that is gone)."""
         with self.lock:
-            for families in (self.gauges, self.counters, self.histograms):
-                for name, table in families.items():
-                    spec = BY_NAME.get(name)
-                    if spec is None or label_name not in spec.labels:
-                        continue
-                    index = spec.labels.index(label_name)
-                    for labels in [k for k in table if k[index] == value]:
-                        del table[labels]
+            for name, table in self._tables():
+                spec = BY_NAME.get(name)
+                if spec is None or label_name not in spec.labels:
+                    continue
+                index = spec.labels.index(label_name)
+                if index == 0:
+                    self._drop_value(name, table, value)
+                    continue
+                for labels in [k for k in table if k[index] == value]:
+                    del table[labels]
+                    self._index.get(name, {}).get(labels[0], set()).discard(labels)
+
+    def retain(self, label_name: str, values: Iterable[str]) -> None:
+        """Drop the series of every ``label_name`` value (first label) not in ``values``: brokers that are gone."""
+        keep = set(values)
+        with self.lock:
+            for name, table in self._tables():
+                spec = BY_NAME.get(name)
+                if spec is None or not spec.labels or spec.labels[0] != label_name:
+                    continue
+                for value in [v for v in self._index.get(name, {}) if v not in keep]:
+                    self._drop_value(name, table, value)
 
     def replace_series(self, name: str, key_label_value: str, series: Mapping[tuple[str, ...], float]) -> None:
         """Replace all series of ``name`` whose first label is ``key_label_value`` (e.g. one group's topics)."""
         with self.lock:
             table = self.gauges.setdefault(name, {})
-            for labels in [k for k in table if k and k[0] == key_label_value]:
+            index = self._index.get(name, {})
+            stale = index.get(key_label_value, set()) - set(series)
+            for labels in stale:
                 del table[labels]
-        for labels, value in series.items():
-            self.set_gauge(name, labels, value)
+            if key_label_value in index and not index[key_label_value] - stale:
+                del index[key_label_value]
+            elif key_label_value in index:
+                index[key_label_value] -= stale
+            for labels, value in series.items():
+                if self._admit(name, table, labels):
+                    table[labels] = float(value)
+
+    def series_count(self, name: str) -> int:
+        with self.lock:
+            for family in (self.gauges, self.counters, self.histograms):
+                if name in family:
+                    return len(family[name])
+        return 0
+
+
+def _le(upper: float) -> str:
+    return repr(float(upper))
+
+
+def latency_buckets_seconds(latency_max_ms: Sequence[int]) -> tuple[float, ...]:
+    """The send-latency histogram's upper bounds: a fault table's ``latencyMax`` thresholds, in seconds."""
+    return tuple(ms / 1000 for ms in latency_max_ms)
 
 
 class MonitorCollector(Collector):

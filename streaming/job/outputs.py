@@ -128,7 +128,7 @@ def fault_sink(
                     if row["table"] == "fault_windows" and payload["status"] == "OPENED":
                         metrics.inc("rmqmon_broker_isolation_episodes_total", (payload["broker"],))
                     elif row["table"] == "late_sends":
-                        metrics.inc("rmqmon_late_events_total", ("fault-windows",), payload["count"])
+                        metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), payload["count"])
         finally:
             batch.unpersist()
 
@@ -164,6 +164,7 @@ def refresh_broker_status(
     rows = status.collect()
     tables.merge_upsert("broker_status_current", status, app_id, batch_id)
     if metrics is not None:
+        metrics.retain("broker", [r["broker"] for r in rows])  # brokers no producer item mentions are gone
         for r in rows:
             labels = (r["broker"],)
             metrics.set_gauge("rmqmon_broker_producers_avoiding", labels, r["producers_avoiding"])
@@ -179,7 +180,7 @@ def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[
     """Per-group gauges from the engine's ``group_metrics`` summaries; dead letters counted by reason."""
     for table, row in records:
         if table == "dead_letters":
-            metrics.inc("rmqmon_dead_letters_total", (str(row.get("reason")),))
+            metrics.inc("rmqmon_dead_letters_total", ("consumer", str(row.get("reason"))))
             continue
         group = row["group"]
         if row.get("removed"):
@@ -193,10 +194,7 @@ def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[
         metrics.set_gauge("rmqmon_group_views_diverging", g, 1.0 if row["views_diverge"] else 0.0)
         if row.get("last_rebalance_ms") is not None:
             metrics.set_gauge("rmqmon_group_last_rebalance_timestamp_seconds", g, row["last_rebalance_ms"] / 1000)
-        previous_generation = metrics.gauges.get("rmqmon_group_rebalances_seen", {}).get(g, 0.0)
-        if row["generation"] > previous_generation:
-            metrics.inc("rmqmon_group_rebalances_total", g, row["generation"] - previous_generation)
-            metrics.set_gauge("rmqmon_group_rebalances_seen", g, row["generation"])
+        metrics.advance_counter("rmqmon_group_rebalances_total", g, row["generation"])  # one per generation
         queues, idle, non_subscribing, skew = {}, {}, {}, {}
         for topic, t in row["topics"].items():
             for state in ("assigned", "orphaned", "double_owned"):

@@ -165,7 +165,7 @@ class MonitorJob:
         updates_path = ensure_fault_updates_table(self.session, self.tables)
         self.queries["send-ingest"] = start_send_ingest(
             self.session,
-            self.tables,
+            _SendMetricsTables(self.tables, self.metrics),
             self._ingest_settings(("send_result",)),
             contracts_for(("send_result",)),
             [FaultTableRule(r.fault_table, r.producer_group, r.client_line) for r in c.producers.rules],
@@ -204,21 +204,25 @@ class MonitorJob:
                 raise RuntimeError(f"query {name} failed: {error}")
 
     def refresh_job_metrics(self) -> None:
+        from datetime import datetime
+
+        def seconds(iso: str) -> float:
+            return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
         for name, p in self.board.snapshot().items():
             q = (name,)
             self.metrics.set_gauge("rmqmon_batch_duration_seconds", q, p.batch_duration_ms / 1000)
-            self.metrics.set_gauge("rmqmon_last_batch_timestamp_seconds", q, time.time())
+            if p.batch_timestamp:  # when the last micro-batch started, plus how long it took: when it finished
+                finished = seconds(p.batch_timestamp) + p.batch_duration_ms / 1000
+                self.metrics.set_gauge("rmqmon_last_batch_timestamp_seconds", q, finished)
+            self.metrics.set_gauge("rmqmon_processed_rows_per_second", q, p.processed_rows_per_second)
             self.metrics.set_gauge("rmqmon_state_rows", q, p.state_rows)
             self.metrics.set_gauge("rmqmon_state_memory_bytes", q, p.state_memory_bytes)
             self.metrics.set_gauge("rmqmon_kafka_offsets_behind", q, p.offsets_behind)
-            with self.metrics.lock:
-                self.metrics.counters.setdefault("rmqmon_input_rows_total", {})[q] = float(p.input_rows_total)
-                self.metrics.counters.setdefault("rmqmon_late_events_total", {})[q] = float(p.late_rows_total)
+            self.metrics.set_counter("rmqmon_input_rows_total", q, p.input_rows_total)
+            self.metrics.set_counter("rmqmon_late_events_total", (name, "watermark"), p.late_rows_total)
             if p.watermark:
-                from datetime import datetime
-
-                stamp = datetime.fromisoformat(p.watermark.replace("Z", "+00:00")).timestamp()
-                self.metrics.set_gauge("rmqmon_watermark_timestamp_seconds", q, stamp)
+                self.metrics.set_gauge("rmqmon_watermark_timestamp_seconds", q, seconds(p.watermark))
 
     def stop(self) -> None:
         for query in self.queries.values():
@@ -252,3 +256,42 @@ class MonitorJob:
             self.stop()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+
+class _SendMetricsTables:
+    """The send-ingest query's ``DeltaTables``, counting what it writes into the metrics on the way.
+
+    Dead letters are counted by reason, and each batch's per-minute statistics (cumulative counts per
+    fault-table threshold, see ``send_reduce.minute_statistics``) are added into the per-broker send-latency
+    histogram -- one small aggregate collected per batch, so the send path itself is unchanged.
+    """
+
+    def __init__(self, tables: DeltaTables, metrics: MetricsState) -> None:
+        self._tables = tables
+        self._metrics = metrics
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tables, name)
+
+    def append(self, table: str, frame: Any, app_id: str, batch_id: int) -> None:
+        if table == "dead_letters":
+            for row in frame.groupBy("reason").count().collect():
+                self._metrics.inc("rmqmon_dead_letters_total", ("send-ingest", str(row["reason"])), row["count"])
+        self._tables.append(table, frame, app_id, batch_id)
+
+    def merge_add_minutes(self, frame: Any, app_id: str, batch_id: int) -> None:
+        per_broker: dict[str, tuple[list[int], list[int], int, int]] = {}
+        for row in frame.collect():
+            uppers, counts = list(row["bucket_upper_ms"]), list(row["bucket_counts"])
+            seen = per_broker.get(row["broker"])
+            if seen is not None and seen[0] == uppers:
+                counts = [a + b for a, b in zip(seen[1], counts, strict=True)]
+            sends = row["sends"] + (seen[2] if seen else 0)
+            total_ms = row["latency_sum_ms"] + (seen[3] if seen else 0)
+            per_broker[row["broker"]] = (uppers, counts, sends, total_ms)
+        for broker, (uppers, counts, sends, total_ms) in per_broker.items():
+            self._metrics.observe_histogram(
+                "rmqmon_broker_send_latency_seconds", (broker,), [u / 1000 for u in uppers], counts, sends,
+                total_ms / 1000,
+            )  # fmt: skip
+        self._tables.merge_add_minutes(frame, app_id, batch_id)
