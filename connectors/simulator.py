@@ -6,20 +6,27 @@ formats per client line: ``IP@PID#nanotime`` (4.9.0+ and 5.x), the old ``IP@PID`
 all present PID 1 behind one bridge IP (``172.17.0.1@1``).
 
 Named scenarios each inject one known problem into their own consumer group (or broker), so tests and the
-demo know exactly what the monitor must report -- ``Scenario.expected`` lists it. ``mixed`` runs them all.
-Everything is seeded: the same scenario, seed and start time give the same events. Event time is
-virtual: ``events_until(t)`` yields every event up to ``t``, so callers choose how fast it runs.
+demo know exactly what the monitor must report -- ``Scenario.expected`` lists it, and nothing else may be
+reported for the scenario's groups and brokers. ``mixed`` runs them all. Everything is seeded: the same
+scenario, seed and start time give the same events. Event time is virtual: ``events_until(t)`` yields
+every event up to ``t``, so callers choose how fast it runs.
+
+Knobs: ``namespace`` prefixes every group, topic, broker and producer group (``"s1"`` -> ``s1-orders``), so
+several scenarios can share one Kafka topic set and one job without touching each other's state, with the
+same events otherwise; ``extra_groups`` / ``clients_per_group`` add healthy groups (load),
+``queues_per_broker`` and ``sends_per_second`` size the routes and the producers' send rate.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 HEARTBEAT_MS = 30_000
 BROKERS = ("broker-a", "broker-b")
+AVOIDED = "BROKER_AVOIDED"  # the pseudo-anomaly of ``expected`` for brokers producers must avoid
 
 
 @dataclass
@@ -57,8 +64,23 @@ class Scenario:
     producers: list[Producer] = field(default_factory=list)
     slow_brokers: dict[str, tuple[int, int]] = field(default_factory=dict)  # broker -> latency range from start
     down_brokers: dict[str, int] = field(default_factory=dict)  # broker -> event offset (ms) where errors start
-    expected: set[tuple[str, str]] = field(default_factory=set)  # (group or broker, anomaly / BROKER_AVOIDED)
+    # What the monitor must report, and all it may report, for this scenario's groups and brokers:
+    # (group, anomaly kind) from anomaly_episodes, and (broker, BROKER_AVOIDED) for fault windows.
+    expected: set[tuple[str, str]] = field(default_factory=set)
     topics: tuple[str, ...] = ("orders", "payments")
+    brokers: tuple[str, ...] = BROKERS
+
+    @property
+    def group_names(self) -> set[str]:
+        return {g.name for g in self.groups}
+
+    @property
+    def expected_anomalies(self) -> set[tuple[str, str]]:
+        return {e for e in self.expected if e[1] != AVOIDED}
+
+    @property
+    def expected_avoided_brokers(self) -> set[str]:
+        return {b for b, kind in self.expected if kind == AVOIDED}
 
 
 def _cid(rng: random.Random, ip: str, line: str = "5") -> str:
@@ -71,7 +93,14 @@ def _healthy_group(rng: random.Random, name: str, size: int, topics: tuple[str, 
     return Group(name, members)
 
 
-def build_scenario(name: str, seed: int = 1) -> Scenario:
+def build_scenario(
+    name: str, seed: int = 1, *, namespace: str = "", extra_groups: int = 0, clients_per_group: int = 4
+) -> Scenario:
+    """The named scenario; see the module docstring for the knobs (all default to the plain scenario)."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(SCENARIOS)}")
+    if extra_groups < 0 or clients_per_group < 1:
+        raise ValueError("extra_groups must be >= 0 and clients_per_group >= 1")
     rng = random.Random(seed)
     steady = _healthy_group(rng, "billing-steady", 4, ("orders",), 10)
     producers = [
@@ -90,7 +119,7 @@ def build_scenario(name: str, seed: int = 1) -> Scenario:
             [steady],
             producers,
             slow_brokers={"broker-b": (600, 3000)},
-            expected={("broker-b", "BROKER_AVOIDED")},
+            expected={("broker-b", AVOIDED)},
         ),
         "broker-outage": lambda: Scenario(
             "broker-outage",
@@ -98,21 +127,72 @@ def build_scenario(name: str, seed: int = 1) -> Scenario:
             [steady],
             producers,
             down_brokers={"broker-b": 60_000},
-            expected={("broker-b", "BROKER_AVOIDED")},
+            expected={("broker-b", AVOIDED)},
         ),
         "rebalance-storm": lambda: _storm(rng, producers),
     }
     if name == "mixed":
-        parts = [builders[n]() for n in builders if n != "steady"]
-        mixed = Scenario("mixed", "every scenario at once, each in its own group or broker", [steady], producers)
-        for part in parts:
-            mixed.groups += [g for g in part.groups if g.name != steady.name]
-            mixed.slow_brokers.update(part.slow_brokers)
-            mixed.expected |= part.expected
-        return mixed
-    if name not in builders:
-        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(SCENARIOS)}")
-    return builders[name]()
+        scenario = _mixed([builders[n]() for n in builders if n != "steady"], steady, producers)
+    else:
+        scenario = builders[name]()
+    if extra_groups:
+        scenario = _with_extra_groups(scenario, seed, extra_groups, clients_per_group)
+    return _namespaced(scenario, namespace) if namespace else scenario
+
+
+def _mixed(parts: list[Scenario], steady: Group, producers: list[Producer]) -> Scenario:
+    """Every consumer-side scenario beside each other, and the slow broker (the outage would need broker-b too)."""
+    mixed = Scenario(
+        "mixed",
+        "every consumer-side scenario at once, each in its own group, and a slow broker-b",
+        [steady],
+        producers,
+    )
+    for part in parts:
+        mixed.groups += [g for g in part.groups if g.name != steady.name]
+        mixed.slow_brokers.update(part.slow_brokers)
+        mixed.expected |= part.expected
+    return mixed
+
+
+def _with_extra_groups(scenario: Scenario, seed: int, count: int, size: int) -> Scenario:
+    """Healthy load: ``count`` more groups of ``size`` members (own rng, so the scenario's ids do not move)."""
+    rng = random.Random(seed * 7919 + count)
+    extra = [
+        Group(f"load-{i:04d}", [Member(_cid(rng, ip), ip, ("orders",)) for ip in _load_ips(i, size)])
+        for i in range(count)
+    ]
+    return replace(scenario, groups=scenario.groups + extra)
+
+
+def _load_ips(group: int, size: int) -> list[str]:
+    return [f"10.{100 + group // 250}.{group % 250}.{1 + k % 250}" for k in range(size)]
+
+
+def _namespaced(s: Scenario, ns: str) -> Scenario:
+    def n(name: str) -> str:
+        return f"{ns}-{name}"
+
+    groups = [
+        Group(
+            n(g.name),
+            [
+                replace(m, topics=tuple(n(t) for t in m.topics), hidden_from=tuple(n(b) for b in m.hidden_from))
+                for m in g.members
+            ],
+        )
+        for g in s.groups
+    ]
+    return replace(
+        s,
+        groups=groups,
+        producers=[replace(p, group=n(p.group)) for p in s.producers],
+        slow_brokers={n(b): r for b, r in s.slow_brokers.items()},
+        down_brokers={n(b): t for b, t in s.down_brokers.items()},
+        expected={(n(x), kind) for x, kind in s.expected},
+        topics=tuple(n(t) for t in s.topics),
+        brokers=tuple(n(b) for b in s.brokers),
+    )
 
 
 def _scale_out(rng: random.Random, producers: list[Producer]) -> Scenario:
@@ -124,6 +204,8 @@ def _scale_out(rng: random.Random, producers: list[Producer]) -> Scenario:
 def _crash(rng: random.Random, producers: list[Producer]) -> Scenario:
     group = _healthy_group(rng, "audit-crash", 3, ("orders",), 12)
     group.members[2].crashes_ms = 60_000
+    # Silent expiry: the broker's scan removes the channel 120 s after its last heartbeat and sends no CHANGE;
+    # the survivors' 20 s rebalance timer picks it up. No anomaly: cidAll covers every queue all along.
     return Scenario("crash", "a member crashes at 60 s and expires 120 s later", [group], producers)
 
 
@@ -147,7 +229,15 @@ def _inconsistent(rng: random.Random, producers: list[Producer]) -> Scenario:
         "one member does not subscribe payments",
         [group],
         producers,
-        expected={(group.name, "INCONSISTENT_SUBSCRIPTION"), (group.name, "ORPHANED_QUEUES")},
+        # The non-subscriber's share of payments is computed by the others but pulled by nobody (orphaned).
+        # And the broker keeps one subscription table per group that every heartbeat overwrites: the members'
+        # heartbeats flip payments in and out, each flip a CHANGE and a rebalance -- a storm, as in RocketMQ
+        # (docs: rocketmq-semantics 5.3).
+        expected={
+            (group.name, "INCONSISTENT_SUBSCRIPTION"),
+            (group.name, "ORPHANED_QUEUES"),
+            (group.name, "REBALANCE_STORM"),
+        },
     )
 
 
@@ -165,7 +255,7 @@ def _diverging(rng: random.Random, producers: list[Producer]) -> Scenario:
 
 def _storm(rng: random.Random, producers: list[Producer]) -> Scenario:
     group = _healthy_group(rng, "cache-flapping", 2, ("orders",), 16)
-    for i in range(12):  # short-lived members: join and leave every 20 s
+    for i in range(12):  # short-lived members: each joins, leaves 10 s later; a new one every 20 s
         group.members.append(
             Member(
                 _cid(rng, f"10.16.1.{i}"),
@@ -177,7 +267,7 @@ def _storm(rng: random.Random, producers: list[Producer]) -> Scenario:
         )
     return Scenario(
         "rebalance-storm",
-        "members join and leave every 10 s",
+        "short-lived members join and leave every 10 s",
         [group],
         producers,
         expected={(group.name, "REBALANCE_STORM")},
@@ -201,13 +291,26 @@ SCENARIOS = (
 class Simulation:
     """Events of one scenario from ``start_ms`` on, in event-time order, generated lazily."""
 
-    def __init__(self, scenario: Scenario, start_ms: int, seed: int = 1, queues_per_broker: int = 4) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        start_ms: int,
+        seed: int = 1,
+        queues_per_broker: int = 4,
+        sends_per_second: float | None = None,
+    ) -> None:
+        if queues_per_broker < 1:
+            raise ValueError("queues_per_broker must be >= 1")
+        if sends_per_second is not None and sends_per_second < 0:
+            raise ValueError("sends_per_second must be >= 0")
         self.scenario = scenario
         self.start_ms = start_ms
         self.rng = random.Random(seed)
         self.queues = queues_per_broker
         self.cursor_ms = start_ms  # events before this were generated
         self.tick_ms = 5_000
+        # per producer and tick; None keeps each producer's own rate
+        self.sends_per_tick = None if sends_per_second is None else round(sends_per_second * self.tick_ms / 1000)
 
     def _route(self, t: int, topic: str) -> dict[str, Any]:
         return {
@@ -217,7 +320,7 @@ class Simulation:
             "topic": topic,
             "brokers": [
                 {"broker": b, "read_queue_nums": self.queues, "write_queue_nums": self.queues, "perm": 6}
-                for b in BROKERS
+                for b in self.scenario.brokers
             ],
         }
 
@@ -228,7 +331,7 @@ class Simulation:
             "event_time": t,
             "broker": broker,
             "kind": kind,
-            "channel": f"{member.ip}:{40000 + BROKERS.index(broker)}",
+            "channel": f"{member.ip}:{40000 + self.scenario.brokers.index(broker)}",
             "client_id": member.client_id,
             "group": group.name,
             "client_version": member.version,
@@ -241,12 +344,13 @@ class Simulation:
 
     def _tick(self, t: int) -> Iterator[dict[str, Any]]:
         offset = t - self.start_ms
+        brokers = self.scenario.brokers
         if offset == 0 or offset % 60_000 == 0:  # routes are republished every minute, like a route poller
             for topic in self.scenario.topics:
                 yield self._route(t, topic)
         for group in self.scenario.groups:
             for member in group.members:
-                for broker in BROKERS:
+                for broker in brokers:
                     if broker in member.hidden_from:
                         continue
                     if member.leaves_ms is not None and offset == member.leaves_ms - member.leaves_ms % self.tick_ms:
@@ -258,8 +362,9 @@ class Simulation:
                     if alive and (offset - member.joins_ms) % HEARTBEAT_MS < self.tick_ms:
                         yield self._channel(t, "HEARTBEAT", group, member, broker)
         for producer in self.scenario.producers:
-            for _ in range(producer.sends_per_tick):
-                broker = self.rng.choice(BROKERS)
+            count = producer.sends_per_tick if self.sends_per_tick is None else self.sends_per_tick
+            for _ in range(count):
+                broker = self.rng.choice(brokers)
                 latency, outcome = self.rng.randint(2, 40), "OK"
                 if broker in self.scenario.slow_brokers:
                     low, high = self.scenario.slow_brokers[broker]
@@ -273,7 +378,7 @@ class Simulation:
                     "event_time": t + self.rng.randint(0, self.tick_ms - 1),
                     "producer_id": producer.producer_id,
                     "producer_group": producer.group,
-                    "topic": "orders",
+                    "topic": self.scenario.topics[0],
                     "broker": broker,
                     "queue_id": self.rng.randrange(self.queues),
                     "latency_ms": latency,
