@@ -28,3 +28,6 @@ fi
 
 echo "setup: JVM artifacts"
 .venv/bin/python -m connectors.jvm_artifacts
+
+echo "setup: observability tools (promtool, prometheus, dashboard-linter)"
+bash scripts/install_observability_tools.sh
