@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-TIER_BY_FOLDER = {"unit": None, "jvm": "jvm", "spark": "spark", "integration": "integration"}
+TIER_BY_FOLDER = {
+    "unit": None,
+    "jvm": "jvm",
+    "spark": "spark",
+    "integration": "integration",
+    "observability": "observability",
+}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,100 @@
+"""The alert rules: promtool checks and unit-tests them; every alert is complete, linked and tested both ways."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from connectors.metrics import BY_NAME
+from connectors.prometheus_server import PROMTOOL
+from dashboards import alerts
+from dashboards.generate import files, to_yaml
+
+from .promql_names import families
+
+ROOT = Path(__file__).parents[2]
+RULES_DIR = ROOT / "dashboards" / "prometheus"
+RUNBOOK = ROOT / "docs" / "runbook.md"
+
+
+def _promtool(*args: str, cwd: Path = RULES_DIR) -> subprocess.CompletedProcess[str]:
+    assert PROMTOOL.exists(), f"{PROMTOOL} missing: run scripts/install_observability_tools.sh"
+    return subprocess.run([str(PROMTOOL), *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_promtool_check_rules_passes():
+    result = _promtool("check", "rules", "alerts.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(alerts.ALERTS)} rules found" in result.stdout
+
+
+def test_promtool_test_rules_passes():
+    result = _promtool("test", "rules", "alerts_test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_promtool_tests_catch_a_wrong_expectation(tmp_path):
+    """Control: the same tests with one firing case expecting nothing fail, so the cases really are checked."""
+    shutil.copy(RULES_DIR / "alerts.yml", tmp_path / "alerts.yml")
+    suite = alerts.test_file()
+    firing = next(t for t in suite["tests"] if t["alert_rule_test"][0]["exp_alerts"])
+    firing["alert_rule_test"][0]["exp_alerts"] = []
+    suite["tests"] = [firing]
+    (tmp_path / "alerts_test.yml").write_text(to_yaml(suite) + "\n")
+    result = _promtool("test", "rules", "alerts_test.yml", cwd=tmp_path)
+    assert result.returncode != 0, result.stdout
+
+
+def test_committed_rule_files_are_generated():
+    generated = files()
+    for name in ("prometheus/alerts.yml", "prometheus/alerts_test.yml"):
+        assert (ROOT / "dashboards" / name).read_text() == generated[name], f"run python -m dashboards.generate ({name})"
+
+
+def _seconds(duration: str) -> int:
+    value, unit = re.fullmatch(r"(\d+)([smh])", duration).groups()
+    return int(value) * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub-style heading ids."""
+    ids = set()
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            text = line.lstrip("#").strip().lower()
+            ids.add(re.sub(r"[^a-z0-9 _-]", "", text).replace(" ", "-"))
+    return ids
+
+
+@pytest.mark.parametrize("alert", alerts.ALERTS, ids=lambda a: a.name)
+def test_alert_is_complete_and_linked(alert):
+    rule = alert.rule()
+    assert re.fullmatch(rf"{alerts.PREFIX}[A-Z][A-Za-z]+", alert.name)
+    assert rule["labels"]["severity"] in alerts.SEVERITIES
+    assert _seconds(rule["for"]) >= 60, "for: must outlast RocketMQ's 20 s rebalance transients"
+    annotations = rule["annotations"]
+    assert annotations["summary"] and annotations["description"]
+    url = annotations["runbook_url"]
+    assert url.startswith(alerts.RUNBOOK_URL_BASE + "#")
+    assert url.split("#", 1)[1] in _anchors(RUNBOOK.read_text()), f"no section for {url} in docs/runbook.md"
+
+
+@pytest.mark.parametrize("alert", alerts.ALERTS, ids=lambda a: a.name)
+def test_alert_reads_only_catalogue_metrics_and_never_rates_a_gauge(alert):
+    used = families(alert.expr)
+    assert used, alert.expr
+    assert used <= set(BY_NAME), f"not in connectors/metrics.py: {used - set(BY_NAME)}"
+    for function, name in re.findall(r"\b(rate|irate|increase)\((rmqmon_[a-z0-9_]+)", alert.expr):
+        assert BY_NAME[name].type == "counter", f"{function}() over {name}, a {BY_NAME[name].type}"
+    assert "rocketmq_" not in alert.expr
+
+
+@pytest.mark.parametrize("alert", alerts.ALERTS, ids=lambda a: a.name)
+def test_every_alert_has_a_firing_and_a_silent_case(alert):
+    cases = [c for c in alerts.CASES if c.alert == alert.name]
+    assert any(c.fired for c in cases), f"{alert.name}: no firing case"
+    assert any(not c.fired for c in cases), f"{alert.name}: no not-firing case"
