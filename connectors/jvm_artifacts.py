@@ -14,11 +14,17 @@ import shutil
 import subprocess
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("spark", "kafka", "rocketmq-4", "rocketmq-5")
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
+# Maven's transfer lines (batch mode, not quiet): "Downloaded from central: https://.../x-1.0.jar (12 kB at 3 MB/s)"
+_DOWNLOADED = re.compile(r"Downloaded from [^:]+: (?P<url>\S+)(?: \((?P<size>[\d.,]+ [kMG]?B))?")
+
+Progress = Callable[[str], None]
+"""Called with one short line per step of a resolution (what is being fetched, how much so far)."""
 
 
 class ArtifactError(RuntimeError):
@@ -34,11 +40,11 @@ def jar_dir(profile: str) -> Path:
     return cache_dir() / "jars" / profile
 
 
-def jars(profile: str) -> list[Path]:
-    """The resolved jars of ``profile``; resolves them first when the cache lacks them."""
+def jars(profile: str, progress: Progress | None = None) -> list[Path]:
+    """The resolved jars of ``profile``; resolves them first when the cache lacks them (telling ``progress``)."""
     directory = jar_dir(profile)
     if not (directory / ".complete").exists():
-        resolve(profile)
+        resolve(profile, progress)
     return sorted(directory.glob("*.jar"))
 
 
@@ -68,8 +74,11 @@ def pyspark_jar_names() -> set[str]:
     return {_artifact_name(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
 
 
-def resolve(profile: str) -> Path:
-    """Download ``profile``'s jars (idempotent; a complete cache is left alone)."""
+def resolve(profile: str, progress: Progress | None = None) -> Path:
+    """Download ``profile``'s jars (idempotent; a complete cache is left alone).
+
+    With ``progress``, Maven runs verbosely and each file it downloads is reported as it arrives
+    (``"spark: 12 files, 3.4 MB downloaded -- delta-spark_2.13-4.4.0.jar"``)."""
     if profile not in PROFILES:
         raise ArtifactError(f"unknown jar profile {profile!r}; expected one of {', '.join(PROFILES)}")
     target = jar_dir(profile)
@@ -79,7 +88,7 @@ def resolve(profile: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{profile}-", dir=target.parent))
     env = dict(os.environ, MAVEN_CENTRAL_URL=_maven_central_url())
     command = [
-        "mvn", "-q", "-B",
+        "mvn", "-B",
         "-s", str(PROJECT_ROOT / "jvm" / "settings.xml"),
         "-f", str(PROJECT_ROOT / "jvm" / "pom.xml"),
         "-P", profile,
@@ -87,10 +96,16 @@ def resolve(profile: str) -> Path:
         "-DincludeScope=runtime",
         f"-DoutputDirectory={staging}",
     ]  # fmt: skip
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
+    if progress is None:
+        command.insert(1, "-q")
+        result = subprocess.run(command, env=env, capture_output=True, text=True)
+        returncode, output = result.returncode, result.stdout.splitlines()
+    else:
+        progress(f"{profile}: resolving with Maven ...")
+        returncode, output = _run_reporting(command, env, profile, progress)
+    if returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        errors = [line for line in result.stdout.splitlines() if "ERROR" in line][:3]
+        errors = [line for line in output if "ERROR" in line][:3]
         raise ArtifactError(f"mvn could not resolve jar profile {profile!r}: " + " | ".join(errors))
     if profile == "spark":
         shipped = pyspark_jar_names()
@@ -100,7 +115,31 @@ def resolve(profile: str) -> Path:
     (staging / ".complete").write_text("resolved by connectors.jvm_artifacts\n")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
+    if progress is not None:
+        progress(f"{profile}: {len(list(target.glob('*.jar')))} jars ready in {target}")
     return target
+
+
+_UNITS = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+
+
+def _run_reporting(command: list[str], env: dict[str, str], profile: str, progress: Progress) -> tuple[int, list[str]]:
+    """Run Maven, reporting each downloaded file; returns (exit code, output lines)."""
+    lines: list[str] = []
+    files, size = 0, 0.0
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as mvn:
+        assert mvn.stdout is not None
+        for line in mvn.stdout:
+            lines.append(line.rstrip("\n"))
+            match = _DOWNLOADED.search(line)
+            if match:
+                files += 1
+                if match.group("size"):
+                    number, unit = match.group("size").split()
+                    size += float(number.replace(",", "")) * _UNITS.get(unit, 1)
+                name = match.group("url").rsplit("/", 1)[-1]
+                progress(f"{profile}: {files} files, {size / 1e6:.1f} MB downloaded -- {name}")
+    return mvn.returncode, lines
 
 
 def main() -> None:

@@ -110,133 +110,294 @@ EPILOG_DEMO = """examples:
 
 EPILOG_QUERY = """examples:
   rebalance-monitor query assignment --delta-root .run/delta --group orders-consumers --at 2026-11-21T14:03:00
-  rebalance-monitor query anomalies --delta-root .run/delta --since 2026-11-21T00:00 --json
+  rebalance-monitor query assignment --delta-root .run/delta --group orders-consumers --table-version 12
+  rebalance-monitor query anomalies --delta-root .run/delta --since 2026-11-21T00:00 --until 2026-11-21T06:00
+  rebalance-monitor query anomalies --delta-root .run/delta --group ledger-containers --json
   rebalance-monitor query faults --delta-root .run/delta --broker broker-b
+times are epoch milliseconds or ISO-8601 (UTC unless a zone is given); they are event times, except
+--table-time, which is a Delta commit time (time travel over the current_assignment table).
 """
 
 EPILOG_ALLOCATE = """examples:
   rebalance-monitor allocate --strategy AVG --queues 8 --clients 10.0.0.1@1,172.17.0.1@1,172.17.0.1@1
   rebalance-monitor allocate --strategy CONSISTENT_HASH --virtual-nodes 10 --brokers broker-a,broker-b \\
       --queues 4 --clients c1,c2,c3 --json
+  rebalance-monitor allocate --delta-root .run/delta --group ledger-containers --strategy AVG_BY_CIRCLE
+      (the group's members and queues as the monitor last saw them, or --at a time; what if it used AVG_BY_CIRCLE)
+every client in cidAll is assumed to subscribe the topic; duplicates in --clients are channels sharing an id.
 """
+
+
+class UsageError(Exception):
+    """Bad input found after parsing: printed as one line, exit code 2."""
+
+
+class NotFound(Exception):
+    """A group, broker or table that is not there: printed as one line, exit code 1."""
 
 
 def _demo(args: argparse.Namespace) -> int:
     from streaming.demo import DemoSettings, run_demo
 
     return run_demo(
-        DemoSettings(args.scenario, args.duration, args.speed, args.seed, args.metrics_port, live=not args.no_live)
+        DemoSettings(
+            args.scenario,
+            args.duration,
+            args.speed,
+            args.seed,
+            args.metrics_port,
+            live=not args.no_live,
+            extra_groups=args.groups,
+            clients_per_group=args.clients,
+            queues_per_broker=args.queues,
+            sends_per_second=args.send_rate,
+        )
     )
 
 
-def _query(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def _time_option(name: str, text: str | None) -> int | None:
+    from streaming.queries import parse_time_ms
 
-    from streaming.queries import emit, parse_time_ms
+    try:
+        return parse_time_ms(text)
+    except ValueError:
+        raise UsageError(f"{name}: cannot read {text!r} as epoch milliseconds or an ISO-8601 time") from None
 
-    root = Path(args.delta_root)
-    if not (root / "group_snapshots").exists():
-        print(f"rebalance-monitor: no monitor tables under {root}", file=sys.stderr)
-        return 2
+
+def _tables_root(text: str, *tables: str) -> Path:
+    root = Path(text)
+    missing = [t for t in tables if not (root / t / "_delta_log").is_dir()]
+    if missing:
+        raise UsageError(f"no monitor tables under {root} (missing {', '.join(missing)}); pass --delta-root")
+    return root
+
+
+def _spark() -> tuple[object, bool]:
+    """The active session (in-process callers such as tests) or a small local one that we stop afterwards."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
     from streaming.job.spark_session import SparkSettings, build_spark_session
 
-    spark = build_spark_session(SparkSettings(master="local[1]", app_name="rrm-query"))
+    return build_spark_session(SparkSettings(master="local[1]", app_name="rrm-query")), True
+
+
+def _known(frame, column: str, value: str, what: str, root: Path) -> None:  # type: ignore[no-untyped-def]
     from pyspark.sql import functions as F
 
-    since, until = parse_time_ms(args.since), parse_time_ms(args.until)
+    if frame.where(F.col(column) == value).limit(1).count():
+        return
+    names = sorted(r[0] for r in frame.select(column).distinct().limit(1000).collect())
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    raise NotFound(f"no {what} {value!r} in {root} (known: {shown or 'none'})")
+
+
+ASSIGNMENT_COLUMNS = ["group", "generation", "topic", "client_id", "queue_count", "queues", "event_time"]
+ANOMALY_COLUMNS = ["event_time", "status", "group", "topic", "anomaly", "severity", "summary"]
+FAULT_COLUMNS = ["event_time", "status", "broker", "producer_id", "window_start_ms", "window_end_ms",
+                 "trigger_latency_ms", "level", "cause", "fault_table"]  # fmt: skip
+
+
+def _query(args: argparse.Namespace) -> int:
+    from streaming.queries import emit
+
+    at = _time_option("--at", args.at)
+    since, until = _time_option("--since", args.since), _time_option("--until", args.until)
+    table_time = _time_option("--table-time", args.table_time)
+    if since is not None and until is not None and since > until:
+        raise UsageError("--since is after --until")
+    if args.what == "assignment" and not args.group:
+        raise UsageError("query assignment needs --group")
+    if args.what != "assignment" and (at is not None or args.table_version is not None or table_time is not None):
+        raise UsageError("--at, --table-version and --table-time are for query assignment")
+    if args.table_version is not None and args.table_version < 0:
+        raise UsageError("--table-version must be >= 0")
+    needs = {"assignment": ("group_snapshots", "expected_assignments", "current_assignment"),
+             "anomalies": ("group_snapshots", "anomaly_episodes"), "faults": ("fault_windows",)}[args.what]  # fmt: skip
+    root = _tables_root(args.delta_root, *needs)
+    spark, owned = _spark()
+    try:
+        rows, columns = _query_rows(spark, args, root, at, since, until, table_time)
+    finally:
+        if owned:
+            spark.stop()  # type: ignore[attr-defined]
+    print(emit(rows, columns, args.json))
+    return 0
+
+
+def _query_rows(spark, args, root, at, since, until, table_time):  # type: ignore[no-untyped-def]
+    from pyspark.sql import functions as F
+
+    def load(table: str, **options: str):  # type: ignore[no-untyped-def]
+        reader = spark.read.format("delta")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.load(str(root / table))
+
+    if args.group:
+        _known(load("group_snapshots"), "group", args.group, "consumer group", root)
     if args.what == "assignment":
-        if not args.group:
-            print("rebalance-monitor: query assignment needs --group", file=sys.stderr)
-            return 2
-        at = parse_time_ms(args.at)
-        history = (
-            spark.read.format("delta").load(str(root / "expected_assignments")).where(F.col("group") == args.group)
-        )
+        if args.table_version is not None or table_time is not None:  # Delta time travel
+            from datetime import UTC, datetime
+
+            option = (
+                {"versionAsOf": str(args.table_version)}
+                if args.table_version is not None
+                else {"timestampAsOf": datetime.fromtimestamp(table_time / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")}
+            )
+            try:
+                frame = load("current_assignment", **option)
+            except Exception as error:  # noqa: BLE001 - Delta says why (version or time out of range)
+                first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                raise NotFound(f"current_assignment has no such version: {first[:300]}") from None
+            frame = frame.where(F.col("group") == args.group)
+            frame = frame.withColumn("event_time", F.timestamp_millis("event_time_ms"))
+            rows = frame.orderBy("topic", "client_id").collect()
+            return [r.asDict(recursive=True) for r in rows], ASSIGNMENT_COLUMNS
+        history = load("expected_assignments").where(F.col("group") == args.group)
         if at is not None:
             history = history.where(F.col("event_time_ms") <= at)
         last = history.agg(F.max("generation")).first()[0]
-        rows = [
-            r.asDict(recursive=True)
-            for r in history.where(F.col("generation") == last).orderBy("topic", "client_id").collect()
-        ]
-        print(
-            emit(rows, ["group", "generation", "topic", "client_id", "queue_count", "queues", "event_time"], args.json)
-        )
-    elif args.what == "anomalies":
-        frame = spark.read.format("delta").load(str(root / "anomaly_episodes"))
+        if last is None:
+            raise NotFound(f"consumer group {args.group!r} has no assignment at or before {args.at}")
+        rows = history.where(F.col("generation") == last).orderBy("topic", "client_id").collect()
+        return [r.asDict(recursive=True) for r in rows], ASSIGNMENT_COLUMNS
+    if args.what == "anomalies":
+        frame = load("anomaly_episodes")
         if args.group:
             frame = frame.where(F.col("group") == args.group)
-        if since is not None:
-            frame = frame.where(F.col("event_time_ms") >= since)
-        if until is not None:
-            frame = frame.where(F.col("event_time_ms") <= until)
-        rows = [r.asDict(recursive=True) for r in frame.orderBy("event_time_ms", "group").collect()]
-        print(emit(rows, ["event_time", "status", "group", "topic", "anomaly", "severity", "summary"], args.json))
+        if args.kind:
+            frame = frame.where(F.col("anomaly") == args.kind)
+        columns = ANOMALY_COLUMNS
     else:
-        frame = spark.read.format("delta").load(str(root / "fault_windows"))
-        if args.broker:
+        frame = load("fault_windows")
+        if args.broker:  # brokers producers sent to, with or without fault windows
+            status = root / "broker_status_current"
+            _known(load(status.name) if status.is_dir() else frame, "broker", args.broker, "broker", root)
             frame = frame.where(F.col("broker") == args.broker)
-        if since is not None:
-            frame = frame.where(F.col("event_time_ms") >= since)
-        rows = [r.asDict(recursive=True) for r in frame.orderBy("event_time_ms").collect()]
-        print(
-            emit(
-                rows,
-                [
-                    "event_time",
-                    "status",
-                    "broker",
-                    "producer_id",
-                    "window_start_ms",
-                    "window_end_ms",
-                    "trigger_latency_ms",
-                    "level",
-                    "cause",
-                    "fault_table",
-                ],
-                args.json,
-            )
+        columns = FAULT_COLUMNS
+    if since is not None:
+        frame = frame.where(F.col("event_time_ms") >= since)
+    if until is not None:
+        frame = frame.where(F.col("event_time_ms") <= until)
+    order = ["event_time_ms", "group", "topic", "anomaly"]
+    if args.what == "faults":
+        order = ["event_time_ms", "broker", "producer_id"]
+    return [r.asDict(recursive=True) for r in frame.orderBy(*order).collect()], columns
+
+
+def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
+    """(topic, cidAll, queues, strategy, line, generation) of a group as the monitor recorded it."""
+    import json
+
+    from pyspark.sql import functions as F
+
+    at = _time_option("--at", args.at)
+    root = _tables_root(args.delta_root, "group_snapshots", "expected_assignments")
+    spark, owned = _spark()
+    try:
+        snapshots = spark.read.format("delta").load(str(root / "group_snapshots"))  # type: ignore[attr-defined]
+        _known(snapshots, "group", args.group, "consumer group", root)
+        snapshots = snapshots.where(F.col("group") == args.group)
+        if at is not None:
+            snapshots = snapshots.where(F.col("event_time_ms") <= at)
+        snapshot = snapshots.orderBy(F.col("generation").desc()).first()
+        if snapshot is None:
+            raise NotFound(f"consumer group {args.group!r} has no generation at or before {args.at}")
+        assignments = (
+            spark.read.format("delta")
+            .load(str(root / "expected_assignments"))  # type: ignore[attr-defined]
+            .where((F.col("group") == args.group) & (F.col("generation") == snapshot["generation"]))
+            .collect()
         )
-    spark.stop()
-    return 0
+    finally:
+        if owned:
+            spark.stop()  # type: ignore[attr-defined]
+    details = json.loads(snapshot["details"])
+    topics = [args.topic] if args.topic else list(snapshot["topics"])
+    if args.topic and args.topic not in snapshot["topics"]:
+        raise NotFound(f"consumer group {args.group!r} does not subscribe {args.topic!r} (it subscribes "
+                       f"{', '.join(snapshot['topics']) or 'nothing'})")  # fmt: skip
+    groups = []
+    for topic in topics:
+        seen = {(q["broker"], q["queue_id"]) for r in assignments if r["topic"] == topic for q in r["queues"]}
+        count = int(details["topics"][topic]["queues"])
+        per_broker: dict[str, int] = {}
+        for broker, queue_id in seen:
+            per_broker[broker] = max(per_broker.get(broker, 0), queue_id + 1)
+        if sum(per_broker.values()) != count:
+            # Some queues had no owner (the expected assignments list owned queues only): assume, as RocketMQ
+            # clusters are usually set up, the same queue count on every broker the group's clients talk to.
+            brokers = sorted(set(per_broker) | set(snapshot["brokers"] or ()))
+            even = count // len(brokers) if brokers and count % len(brokers) == 0 else 0
+            if not even or any(n > even for n in per_broker.values()):
+                raise NotFound(f"cannot rebuild the {count} queues of {topic!r} at generation "
+                               f"{snapshot['generation']}; pass --clients, --brokers and --queues instead")  # fmt: skip
+            per_broker = dict.fromkeys(brokers, even)
+        queues = [(topic, b, q) for b in sorted(per_broker) for q in range(per_broker[b])]
+        versions = [v for v in (snapshot["client_line"] or "").split(",") if v]
+        groups.append({"topic": topic, "cid_all": list(snapshot["cid_all"]), "queues": queues,
+                       "strategy": (snapshot["strategy"] or "AVG").split(",")[0],
+                       "versions": versions, "generation": snapshot["generation"]})  # fmt: skip
+    return groups
 
 
 def _allocate(args: argparse.Namespace) -> int:
     import json
 
     from streaming.domain.errors import DomainError
+    from streaming.domain.versions import ClientLine
     from streaming.queries import format_table, what_if
 
-    clients = [c for c in args.clients.split(",") if c]
-    brokers = [b for b in args.brokers.split(",") if b]
-    if not clients or args.queues < 1 or not brokers:
-        print("rebalance-monitor: allocate needs --clients, --brokers and --queues >= 1", file=sys.stderr)
-        return 2
-    queues = [(args.topic, b, q) for b in brokers for q in range(args.queues)]
-    try:
-        result = what_if(
-            args.strategy,
-            clients,
-            queues,
-            args.client_line,
-            args.virtual_nodes,
-            [i for i in args.consumer_idcs.split(",") if i],
-        )
-    except DomainError as error:
-        print(f"rebalance-monitor: {error}", file=sys.stderr)
-        return 2
+    if args.delta_root is not None or args.group is not None:
+        if not (args.delta_root and args.group):
+            raise UsageError("allocate from the Delta tables needs both --delta-root and --group")
+        if args.clients is not None or args.queues is not None:
+            raise UsageError("give either --clients and --queues, or --delta-root and --group, not both")
+        cases = _group_from_delta(args)
+    else:
+        if args.clients is None or args.queues is None:
+            raise UsageError("allocate needs --clients and --queues (or --delta-root and --group)")
+        clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+        brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+        if not clients or args.queues < 1 or not brokers:
+            raise UsageError("allocate needs a client in --clients, a broker in --brokers and --queues >= 1")
+        cases = [{"topic": args.topic or "T", "cid_all": clients, "versions": [], "strategy": "AVG", "generation": None,
+                  "queues": [(args.topic or "T", b, q) for b in brokers for q in range(args.queues)]}]  # fmt: skip
+    results = []
+    for case in cases:
+        line = args.client_line or ClientLine.parse(case["versions"][0] if case["versions"] else None).value
+        try:
+            result = what_if(args.strategy or case["strategy"], case["cid_all"], case["queues"], line,
+                             args.virtual_nodes, [i for i in args.consumer_idcs.split(",") if i])  # fmt: skip
+        except DomainError as error:
+            raise UsageError(str(error)) from None
+        results.append({"group": args.group, "topic": case["topic"], "generation": case["generation"],
+                        "client_line": line, **result})  # fmt: skip
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(results if args.group else results[0], indent=2))
         return 0
-    print(f"strategy {result['strategy']}, cidAll (as RebalanceImpl sorts it): {', '.join(result['cid_all'])}")
-    print(format_table(result["shares"], ["client_id", "count", "queues", "error"]))
-    print(f"orphaned     ({len(result['orphaned'])}): {' '.join(result['orphaned']) or '-'}")
-    print(f"double-owned ({len(result['double_owned'])}): {' '.join(result['double_owned']) or '-'}")
+    for result in results:
+        where = f"group {result['group']} generation {result['generation']}, " if args.group else ""
+        print(f"{where}topic {result['topic']}, strategy {result['strategy']}, client line {result['client_line']}")
+        print(f"cidAll (as RebalanceImpl sorts it): {', '.join(result['cid_all'])}")
+        print(format_table(result["shares"], ["client_id", "count", "queues", "error"]))
+        print(f"orphaned     ({len(result['orphaned'])}): {' '.join(result['orphaned']) or '-'}")
+        print(f"double-owned ({len(result['double_owned'])}): {' '.join(result['double_owned']) or '-'}")
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments: one line naming the command and the problem, exit code 2 (no usage dump)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rebalance-monitor",
         description="Watch a RocketMQ fleet through Kafka: exact consumer allocation, rebalances, "
         "producer fault windows.",
@@ -280,53 +441,99 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG_DEMO,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    demo.add_argument("--scenario", choices=SCENARIOS, default="mixed")
-    demo.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
-    demo.add_argument("--speed", type=float, default=20.0, help="simulated seconds per wall second (default 20)")
-    demo.add_argument("--seed", type=int, default=1)
-    demo.add_argument("--metrics-port", type=int, default=9464)
-    demo.add_argument("--no-live", action="store_true", help="no in-place terminal view")
+    demo.add_argument("--scenario", choices=SCENARIOS, default="mixed", help="what the fleet does (default mixed)")
+    demo.add_argument("--duration", type=_positive(float), default=None, help="stop after this many seconds")
+    demo.add_argument("--speed", type=_positive(float), default=20.0,
+                      help="simulated seconds per wall second (default 20)")  # fmt: skip
+    demo.add_argument("--seed", type=int, default=1, help="same seed, same fleet and events (default 1)")
+    demo.add_argument("--metrics-port", type=_positive(int), default=9464,
+                      help="Prometheus endpoint port (default 9464; a free one if taken)")  # fmt: skip
+    demo.add_argument("--no-live", action="store_true", help="plain log lines instead of the in-place view")
+    demo.add_argument("--groups", type=_positive(int, zero=True), default=0,
+                      help="extra healthy consumer groups, for load (default 0)")  # fmt: skip
+    demo.add_argument("--clients", type=_positive(int), default=4, help="members per extra group (default 4)")
+    demo.add_argument("--queues", type=_positive(int), default=4, help="queues per topic and broker (default 4)")
+    demo.add_argument("--send-rate", type=_positive(float, zero=True), default=None,
+                      help="sends per second per producer (default 0.8)")  # fmt: skip
     demo.set_defaults(handler=_demo)
 
     query = commands.add_parser(
         "query",
-        help="history: assignment at a time, anomalies, fault windows",
+        help="history: a group's assignment at a time, anomaly episodes, a broker's fault windows",
+        description="Read the monitor's Delta tables: a group's assignment at a point in time (history, or "
+        "Delta time travel over current_assignment), anomaly episodes in a time range, fault windows.",
         epilog=EPILOG_QUERY,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     query.add_argument("what", choices=["assignment", "anomalies", "faults"])
-    query.add_argument("--delta-root", default=".run/delta")
-    query.add_argument("--group")
-    query.add_argument("--broker")
-    query.add_argument("--at", help="epoch ms or ISO time (assignment)")
-    query.add_argument("--since", help="epoch ms or ISO time")
-    query.add_argument("--until", help="epoch ms or ISO time")
-    query.add_argument("--json", action="store_true")
+    query.add_argument("--delta-root", default=".run/delta", help="where the tables are (default .run/delta)")
+    query.add_argument("--group", help="consumer group (required for assignment)")
+    query.add_argument("--broker", help="faults: only this broker")
+    query.add_argument("--kind", help="anomalies: only this kind, e.g. ORPHANED_QUEUES")
+    query.add_argument("--at", help="assignment: the last generation at or before this event time (default: latest)")
+    query.add_argument("--table-version", type=int, help="assignment: current_assignment as of this Delta version")
+    query.add_argument("--table-time", help="assignment: current_assignment as of this Delta commit time")
+    query.add_argument("--since", help="anomalies/faults: from this event time")
+    query.add_argument("--until", help="anomalies/faults: up to this event time")
+    query.add_argument("--json", action="store_true", help="JSON rows instead of a table")
     query.set_defaults(handler=_query)
 
     allocate = commands.add_parser(
         "allocate",
         help="what-if: every client's share under a strategy",
+        description="Compute what every client of a group takes under a strategy and client line, with the "
+        "orphaned and double-owned queues -- for ids and queues you give, or a group from the Delta tables.",
         epilog=EPILOG_ALLOCATE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    allocate.add_argument("--strategy", default="AVG")
-    allocate.add_argument("--clients", required=True, help="comma-separated client ids, one per channel")
-    allocate.add_argument("--queues", type=int, required=True, help="queues per broker")
-    allocate.add_argument("--brokers", default="broker-a")
-    allocate.add_argument("--topic", default="T")
-    allocate.add_argument("--client-line", choices=["4.9", "5"], default="5")
-    allocate.add_argument("--virtual-nodes", type=int, default=10)
-    allocate.add_argument("--consumer-idcs", default="")
-    allocate.add_argument("--json", action="store_true")
+    allocate.add_argument("--strategy", help="AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, MACHINE_ROOM, "
+                          "MACHINE_ROOM_NEARBY-<inner> (default AVG, or the group's own)")  # fmt: skip
+    allocate.add_argument("--clients", help="comma-separated client ids, one per channel (duplicates allowed)")
+    allocate.add_argument("--queues", type=int, help="queues per broker")
+    allocate.add_argument("--brokers", default="broker-a", help="comma-separated broker names (default broker-a)")
+    allocate.add_argument("--topic", help="topic name (default T; with --group: every topic it subscribes)")
+    allocate.add_argument("--delta-root", help="take the group from these monitor tables")
+    allocate.add_argument("--group", help="with --delta-root: the consumer group")
+    allocate.add_argument("--at", help="with --group: its generation at or before this event time")
+    allocate.add_argument("--client-line", choices=["4.9", "5"],
+                          help="4.9 or 5 (default 5, or the group's reported version)")  # fmt: skip
+    allocate.add_argument("--virtual-nodes", type=_positive(int), default=10,
+                          help="CONSISTENT_HASH virtual nodes (default 10)")  # fmt: skip
+    allocate.add_argument("--consumer-idcs", default="", help="MACHINE_ROOM: comma-separated rooms")
+    allocate.add_argument("--json", action="store_true", help="JSON instead of a table")
     allocate.set_defaults(handler=_allocate)
     return parser
 
 
+def _positive(kind: type, zero: bool = False):  # type: ignore[no-untyped-def]
+    """An argparse type: a number > 0 (or >= 0), with a one-line message otherwise."""
+
+    def convert(text: str):  # type: ignore[no-untyped-def]
+        try:
+            value = kind(text)
+        except ValueError:
+            kind_name = "number" if kind is float else "whole number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind_name}") from None
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"{text!r} must be {'>= 0' if zero else '> 0'}")
+        return value
+
+    return convert
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from connectors.jvm_artifacts import ArtifactError
+
     try:
         return int(args.handler(args))
+    except UsageError as error:
+        print(f"rebalance-monitor {args.command}: error: {error} (see rebalance-monitor {args.command} --help)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    except (NotFound, ArtifactError) as error:
+        print(f"rebalance-monitor {args.command}: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

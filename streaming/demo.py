@@ -10,6 +10,7 @@ last batch. Ctrl-C or ``--duration`` stops everything cleanly and prints where t
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,10 +26,61 @@ class DemoSettings:
     seed: int = 1
     metrics_port: int = 9464
     live: bool = True
+    extra_groups: int = 0  # healthy load groups beside the scenario's
+    clients_per_group: int = 4
+    queues_per_broker: int = 4
+    sends_per_second: float | None = None  # per producer; None: the scenario's own (0.8/s)
 
 
 def _say(message: str) -> None:
     print(f"[demo] {message}", flush=True)
+
+
+class _StatusLine:
+    """One line that updates in place on a terminal (a line per update, thinned out, otherwise)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty()
+        self.last_print = 0.0
+        self.width = 0
+
+    def update(self, text: str) -> None:
+        line = f"[demo]   {text}"
+        if self.tty:
+            sys.stdout.write("\r" + line[:160].ljust(self.width) + "\r")
+            self.width = min(max(self.width, len(line)), 160)
+            sys.stdout.flush()
+        elif time.monotonic() - self.last_print >= 5 or text.endswith(("ready", "done")) or " ready in " in text:
+            print(line, flush=True)
+            self.last_print = time.monotonic()
+
+    def done(self) -> None:
+        if self.tty and self.width:
+            sys.stdout.write("\r" + " " * self.width + "\r")
+            sys.stdout.flush()
+        self.width = 0
+
+
+class _Waiting:
+    """While a phase runs, show that it runs and for how long (Spark's start-up says nothing for a while)."""
+
+    def __init__(self, status: _StatusLine, what: str) -> None:
+        self.status, self.what = status, what
+        self.started = time.monotonic()
+        self.finished = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.finished.wait(1.0):
+            self.status.update(f"{self.what} ... {time.monotonic() - self.started:.0f} s")
+
+    def stop(self) -> float:
+        if not self.finished.is_set():
+            self.finished.set()
+            self.thread.join(timeout=2)
+            self.status.done()
+        return time.monotonic() - self.started
 
 
 def run_demo(settings: DemoSettings) -> int:
@@ -40,14 +92,27 @@ def run_demo(settings: DemoSettings) -> int:
     from streaming.contract.events import DEFAULT_TOPICS
     from streaming.job.runner import MonitorJob
 
-    scenario = build_scenario(settings.scenario, settings.seed)
-    _say("resolving JVM artifacts (first run: downloads from Maven Central) ...")
-    for profile in ("spark", "kafka"):
-        jvm_artifacts.jars(profile)
+    scenario = build_scenario(
+        settings.scenario,
+        settings.seed,
+        extra_groups=settings.extra_groups,
+        clients_per_group=settings.clients_per_group,
+    )
+    status = _StatusLine()
+    phase = time.monotonic()
+    _say("JVM jars (first run: downloaded from Maven Central into .cache/jars) ...")
+    counts = {profile: len(jvm_artifacts.jars(profile, status.update)) for profile in ("spark", "kafka")}
+    status.done()
+    _say(f"jars ready: {', '.join(f'{p} {n}' for p, n in counts.items())} ({time.monotonic() - phase:.0f} s)")
     _say("starting the local Kafka broker on 127.0.0.1 ...")
+    phase = time.monotonic()
     broker = LocalKafkaBroker(PROJECT_ROOT / ".run" / "kafka")
-    info = broker.start()
-    _say(f"broker ready at {info.bootstrap_servers} (pid {info.pid})")
+    waiting = _Waiting(status, "waiting for the broker")
+    try:
+        info = broker.start()
+    finally:
+        waiting.stop()
+    _say(f"broker ready at {info.bootstrap_servers} (pid {info.pid}, {time.monotonic() - phase:.0f} s)")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = PROJECT_ROOT / ".run" / "demo" / stamp
     topics = {t: f"demo-{stamp}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
@@ -62,41 +127,59 @@ def run_demo(settings: DemoSettings) -> int:
         "RRM__INGEST__WATERMARK_DELAY": '"10 seconds"',
         "RRM__METRICS__PORT": str(port),
         "RRM__MEMBERSHIP__SHARDS": "4",
-        "RRM__ANOMALIES__STORM_THRESHOLD": "6",
     }
     config = load_config(None, env=env)
     emitter = EventEmitter(info.bootstrap_servers, topics)
     start_ms = int(time.time() * 1000)
-    simulation = Simulation(scenario, start_ms, settings.seed)
+    simulation = Simulation(
+        scenario,
+        start_ms,
+        settings.seed,
+        queues_per_broker=settings.queues_per_broker,
+        sends_per_second=settings.sends_per_second,
+    )
     wall_start = time.monotonic()
     _say(f"starting Spark and the monitor (scenario {scenario.name}: {scenario.description}) ...")
     job = MonitorJob(config)
+    waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the three queries")
 
     def tick(job: MonitorJob) -> None:
+        if not waiting.finished.is_set():
+            _say(f"monitor running ({waiting.stop():.0f} s); metrics on http://127.0.0.1:{port}/metrics")
         virtual_now = start_ms + int((time.monotonic() - wall_start) * settings.speed * 1000)
         emitter.emit_all(simulation.events_until(virtual_now))
         report = emitter.flush()
+        if report.errors and not settings.live:
+            _say(f"{report.failed} event(s) could not be delivered, e.g. {report.errors[-1]}")
         if settings.live:
             render(job, scenario.name, virtual_now - start_ms, report.sent, report.failed, port)
 
     try:
         code = job.run(duration_s=settings.duration_s, on_tick=tick)
     finally:
-        emitter.close()
-        broker.stop()
+        waiting.stop()
+        try:
+            emitter.close()
+        finally:
+            broker.stop()
     print()
     _say("stopped. Results:")
     print(f"  Delta tables : {run_dir / 'delta'}  (one folder per table, see docs/tables.md)")
     print(f"  metrics      : were served on http://127.0.0.1:{port}/metrics")
+    print(f"  events       : {emitter.report.sent} sent, {emitter.report.failed} failed")
+    delta = run_dir / "delta"
+    group = sorted(scenario.group_names)[0]
+    for name, kind in sorted(scenario.expected):
+        if kind != "BROKER_AVOIDED":
+            group = name
+            break
     print("  try:")
-    print(f"    .venv/bin/rebalance-monitor query anomalies --delta-root {run_dir / 'delta'}")
-    print(
-        f"    .venv/bin/rebalance-monitor query assignment --delta-root {run_dir / 'delta'} --group ledger-containers"
-    )
-    print(
-        "    .venv/bin/rebalance-monitor allocate --strategy AVG_BY_CIRCLE --queues 8 "
-        "--clients 10.0.0.1@1,172.17.0.1@1,172.17.0.1@1"
-    )
+    print(f"    .venv/bin/rebalance-monitor query anomalies --delta-root {delta}")
+    print(f"    .venv/bin/rebalance-monitor query assignment --delta-root {delta} --group {group}")
+    print(f"    .venv/bin/rebalance-monitor allocate --delta-root {delta} --group {group} --strategy AVG_BY_CIRCLE")
+    if scenario.expected_avoided_brokers:
+        broker_name = sorted(scenario.expected_avoided_brokers)[0]
+        print(f"    .venv/bin/rebalance-monitor query faults --delta-root {delta} --broker {broker_name}")
     return code
 
 

@@ -1,0 +1,104 @@
+"""Every ``rebalance-monitor`` command: ``--help`` with examples; bad arguments give one line and a non-zero exit.
+
+These never reach Spark or Kafka: argument and input checks happen before anything starts.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streaming.cli import build_parser, main
+
+COMMANDS = ["run", "demo", "query", "allocate", "kafka", "smoke"]
+ROOT = Path(__file__).parents[2]
+
+
+def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse: --help and parse errors
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_with_runnable_looking_examples(command, capsys):
+    code, out, _ = run_main([command, "--help"], capsys)
+    assert code == 0
+    examples = out.split("examples:", 1)[1]
+    assert f"rebalance-monitor {command}" in examples
+    # every option an example uses exists on that command
+    options = {o for a in build_parser()._subparsers._group_actions[0].choices[command]._actions for o in a.option_strings}
+    used = {w.split("=")[0] for line in examples.splitlines() if f"rebalance-monitor {command}" in line
+            for w in line.split() if w.startswith("--")}  # fmt: skip
+    assert used <= options, used - options
+
+
+def test_top_level_help_lists_every_command(capsys):
+    code, out, _ = run_main(["--help"], capsys)
+    assert code == 0 and all(c in out for c in COMMANDS)
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "the following arguments are required: COMMAND"),
+    (["nope"], "invalid choice: 'nope'"),
+    (["demo", "--scenario", "chaos"], "invalid choice: 'chaos'"),
+    (["demo", "--duration", "-5"], "'-5' must be > 0"),
+    (["demo", "--speed", "fast"], "'fast' is not a number"),
+    (["demo", "--groups", "many"], "'many' is not a whole number"),
+    (["demo", "--clients", "0"], "'0' must be > 0"),
+    (["query"], "the following arguments are required: what"),
+    (["query", "owners"], "invalid choice: 'owners'"),
+    (["query", "assignment", "--table-version", "x"], "invalid int value: 'x'"),
+    (["allocate", "--queues", "two", "--clients", "a"], "invalid int value: 'two'"),
+    (["allocate", "--client-line", "6", "--queues", "2", "--clients", "a"], "invalid choice: '6'"),
+    (["allocate", "--virtual-nodes", "0", "--queues", "2", "--clients", "a"], "'0' must be > 0"),
+    (["kafka", "restart"], "invalid choice: 'restart'"),
+    (["smoke", "--count"], "expected one argument"),
+])  # fmt: skip
+def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
+    code, out, err = run_main(argv, capsys)
+    assert code == 2 and not out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("rebalance-monitor") and message in lines[0] and "--help" in lines[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["query", "assignment", "--delta-root", "{tmp}"], "query assignment needs --group"),
+    (["query", "assignment", "--group", "G", "--at", "yesterday", "--delta-root", "{tmp}"],
+     "--at: cannot read 'yesterday' as epoch milliseconds or an ISO-8601 time"),
+    (["query", "anomalies", "--since", "2026-13-40", "--delta-root", "{tmp}"], "--since: cannot read '2026-13-40'"),
+    (["query", "anomalies", "--since", "2000", "--until", "1000", "--delta-root", "{tmp}"],
+     "--since is after --until"),
+    (["query", "faults", "--at", "1000", "--delta-root", "{tmp}"], "--at, --table-version and --table-time are for"),
+    (["query", "anomalies", "--delta-root", "{tmp}/nowhere"], "no monitor tables under {tmp}/nowhere"),
+    (["query", "assignment", "--group", "G", "--delta-root", "{tmp}"], "no monitor tables under {tmp}"),
+    (["allocate", "--queues", "2"], "allocate needs --clients and --queues"),
+    (["allocate", "--group", "G"], "needs both --delta-root and --group"),
+    (["allocate", "--delta-root", "{tmp}", "--group", "G", "--clients", "a"], "give either --clients and --queues"),
+    (["allocate", "--delta-root", "{tmp}", "--group", "G"], "no monitor tables under {tmp}"),
+    (["allocate", "--strategy", "NOPE", "--queues", "2", "--clients", "a"], "unknown allocation strategy 'NOPE'"),
+    (["allocate", "--queues", "0", "--clients", "a"], "--queues >= 1"),
+    (["allocate", "--queues", "2", "--clients", ",,"], "a client in --clients"),
+])  # fmt: skip
+def test_bad_input_found_after_parsing_is_one_line_too(argv, message, tmp_path, capsys):
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code, out, err = run_main(argv, capsys)
+    assert code != 0 and not out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert message.replace("{tmp}", str(tmp_path)) in lines[0]
+    assert lines[0].startswith(f"rebalance-monitor {argv[0]}")
+
+
+def test_the_installed_command_exits_non_zero_with_one_line():
+    result = subprocess.run([sys.executable, "-m", "streaming.cli", "allocate", "--queues", "x", "--clients", "a"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 2 and not result.stdout
+    assert result.stderr.count("\n") == 1 and "invalid int value: 'x'" in result.stderr
