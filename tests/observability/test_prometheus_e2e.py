@@ -1,0 +1,187 @@
+"""A real Prometheus scrapes the running job while a simulated incident plays: alerts fire, dashboards have data.
+
+Kafka (the session broker), the real job (Spark, Delta, its metrics endpoint) and a real Prometheus from the
+Debian package on 127.0.0.1, scraping the driver every second and evaluating the project's alert rules. The
+``mixed`` scenario plays (duplicate client IDs, inconsistent subscriptions, diverging views, a rebalance storm,
+a slow broker) plus a trickle of records the contract rejects. Everything is checked through Prometheus' HTTP
+API only: the expected alerts fire, the monitor's own alerts stay silent, and every PromQL query of every
+dashboard panel -- with its variables resolved the way Grafana resolves them, and ``$__rate_interval`` = 1m --
+returns data.
+
+The rules are a copy of ``dashboards/prometheus/alerts.yml`` with every ``for:`` shortened to a few seconds,
+for this test only: the simulated fleet runs 20 times faster than wall time, and the ``for:`` durations
+themselves are proven by ``promtool test rules`` (``test_alert_rules.py``). Nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from connectors.emitter import EventEmitter
+from connectors.kafka_broker import free_port
+from connectors.prometheus_server import LocalPrometheus, ScrapeTarget
+from connectors.simulator import Simulation, build_scenario
+from dashboards import alerts, panels
+from dashboards.generate import to_yaml
+from streaming.job.runner import MonitorJob
+from tests.support.job import job_config, publish
+
+SPEED = 20.0  # simulated seconds per wall second
+OVERALL_TIMEOUT_S = 480  # generous: Spark's first batches on a busy 2-core machine are slow
+# (alert, the group / broker / query it names): each injected fault, alerted on the group or broker it broke
+EXPECTED_FIRING = {
+    (f"{alerts.PREFIX}{name}", who)
+    for name, who in (
+        ("OrphanedQueues", "ledger-containers"), ("DoubleOwnedQueues", "ledger-containers"),
+        ("DuplicateClientIds", "ledger-containers"), ("OrphanedQueues", "mailer-mixed-subs"),
+        ("InconsistentSubscriptions", "mailer-mixed-subs"), ("DivergingBrokerViews", "risk-split-view"),
+        ("RebalanceStorm", "cache-flapping"), ("BrokerAvoidedByMostProducers", "broker-b"),
+        ("DeadLettersRising", "consumer"),
+    )
+}  # fmt: skip
+NEVER_FIRING = {f"{alerts.PREFIX}Down", f"{alerts.PREFIX}Stale", f"{alerts.PREFIX}LabelCapReached"}
+
+
+def shortened_rules(path: Path) -> Path:
+    rules = alerts.rule_file()
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            rule["for"] = "3s"  # test-only: see the module docstring
+    path.write_text(to_yaml(rules) + "\n")
+    return path
+
+
+def bad_records(n: int) -> list[tuple[str, bytes]]:
+    return [("consumer_channel", b'{"type": "consumer_channel", "schema_version": 1}')] * n
+
+
+class Incident:
+    """The job, the simulator feeding it, and Prometheus scraping it."""
+
+    def __init__(self, kafka_broker, root: Path) -> None:
+        self.metrics_port = free_port()
+        self.config, self.topics = job_config(
+            kafka_broker.bootstrap_servers, root, "obs",
+            RRM__METRICS__ENABLED="true", RRM__METRICS__PORT=str(self.metrics_port),
+            RRM__SPARK__TRIGGER_INTERVAL='"2 seconds"', RRM__INGEST__WATERMARK_DELAY='"10 seconds"',
+            RRM__ANOMALIES__STORM_THRESHOLD="6",
+        )  # fmt: skip
+        self.bootstrap = kafka_broker.bootstrap_servers
+        self.emitter = EventEmitter(self.bootstrap, self.topics)
+        self.start_ms = int(time.time() * 1000)
+        self.wall_start = time.monotonic()
+        self.simulation = Simulation(build_scenario("mixed"), self.start_ms, seed=1)
+        self.job = MonitorJob(self.config)
+        self.prometheus = LocalPrometheus(
+            root / "prometheus",
+            [ScrapeTarget(alerts.MONITOR_JOB, f"127.0.0.1:{self.metrics_port}")],
+            [shortened_rules(root / "alerts-short-for.yml")],
+            scrape_interval="1s",
+        )
+
+    def tick(self) -> None:
+        """Play the fleet up to now (simulated time), a few rejected records, and refresh the job's metrics."""
+        virtual_now = self.start_ms + int((time.monotonic() - self.wall_start) * SPEED * 1000)
+        self.emitter.emit_all(self.simulation.events_until(virtual_now))
+        self.emitter.flush()
+        publish(self.bootstrap, bad_records(5), self.topics)
+        self.job.refresh_job_metrics()
+        self.job.raise_if_failed()
+
+    def stop(self) -> None:
+        self.emitter.close()
+        self.prometheus.stop()
+        self.job.session = None  # the session is the test session's (``spark`` fixture): leave it running
+        self.job.stop()
+
+
+@pytest.fixture(scope="module")
+def incident(kafka_broker, spark, tmp_path_factory):
+    running = Incident(kafka_broker, tmp_path_factory.mktemp("observability-e2e"))
+    try:
+        running.job.start()
+        running.prometheus.start()
+        yield running
+    finally:
+        running.stop()
+
+
+def wait_for(incident: Incident, what: str, done) -> None:
+    deadline = time.monotonic() + OVERALL_TIMEOUT_S
+    while True:
+        incident.tick()
+        if done():
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(1.0)
+
+
+def test_the_incident_fires_the_expected_alerts_and_not_the_monitors_own(incident):
+    seen: dict[str, set[tuple[str, str | None]]] = {"firing": set(), "pending": set()}
+
+    def all_fired() -> bool:
+        for alert in incident.prometheus.alerts():
+            labels = alert["labels"]
+            who = labels.get("consumer_group") or labels.get("broker") or labels.get("query")
+            seen.setdefault(alert["state"], set()).add((labels["alertname"], who))
+        return EXPECTED_FIRING <= seen["firing"]
+
+    wait_for(incident, "the expected alerts", all_fired)
+    assert [t["health"] for t in incident.prometheus.targets_health()] == ["up"]
+    fired_or_pending = {name for name, _ in seen["firing"] | seen["pending"]}
+    assert not NEVER_FIRING & fired_or_pending, seen
+
+
+def resolve_variables(incident: Incident, dashboard: dict) -> dict[str, str]:
+    """Each query variable's values, as Grafana would list them, joined into the regex a multi-select sends."""
+    values: dict[str, str] = {}
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        selector, label = re.fullmatch(r"label_values\((.+), (\w+)\)", variable["query"]["query"]).groups()
+        selector = substitute(selector, values)
+        found = sorted({r["metric"][label] for r in incident.prometheus.query(f"group by ({label}) ({selector})")})
+        assert found, f"{dashboard['uid']}: variable {variable['name']} has no values ({selector})"
+        values[variable["name"]] = "|".join(re.escape(v) for v in found)
+    return values
+
+
+def substitute(expr: str, values: dict[str, str]) -> str:
+    expr = expr.replace("$__rate_interval", "1m")
+    for name in sorted(values, key=len, reverse=True):
+        expr = expr.replace(f"${name}", values[name])
+    return expr
+
+
+def test_every_dashboard_query_returns_data(incident):
+    queries = [
+        (build()["uid"], panel["title"], target["expr"])
+        for build in panels.DASHBOARDS.values()
+        for panel in build()["panels"]
+        for target in panel["targets"]
+    ]
+    empty: list[str] = []
+
+    def all_have_data() -> bool:
+        empty.clear()
+        for name, build in panels.DASHBOARDS.items():
+            dashboard = build()
+            try:
+                values = resolve_variables(incident, dashboard)
+            except AssertionError as missing:
+                empty.append(str(missing))
+                continue
+            for panel in dashboard["panels"]:
+                for target in panel["targets"]:
+                    expr = substitute(target["expr"], values)
+                    if not incident.prometheus.query(expr):
+                        empty.append(f"{name} / {panel['title']}: {expr}")
+        return not empty
+
+    wait_for(incident, "data for every panel", all_have_data)
+    assert len(queries) > 30
