@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream
+from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,10 +48,12 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     from pyspark.sql import functions as F
 
     valid = F.col("reason").isNull()
+    group = F.coalesce(F.col(f"{typed_column('consumer_channel')}.group"),
+                       F.col(f"{typed_column('reported_assignment')}.group"))  # fmt: skip
     shard = (
         F.when(~valid, F.array(F.lit(DEAD_LETTER_SHARD)))
         .when(F.col("event_type") == ROUTE_EVENT, F.sequence(F.lit(0), F.lit(shards - 1)))
-        .otherwise(F.array(F.expr(f"pmod(hash(try_variant_get(v, '$.group', 'string')), {shards})")))
+        .otherwise(F.array(F.pmod(F.hash(group), F.lit(shards))))
     )
     return classified.select(
         F.explode(shard).alias("shard"),

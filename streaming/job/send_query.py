@@ -22,7 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from streaming.job.ingest import EventContract, IngestSettings, classify, dead_letter_columns, kafka_stream
+from streaming.job.ingest import (
+    EventContract,
+    IngestSettings,
+    classify,
+    dead_letter_columns,
+    kafka_stream,
+    typed_column,
+)
 from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows
 from streaming.job.sinks import DeltaTables
 
@@ -78,15 +85,18 @@ def latency_floor_column(floors_ms: Mapping[str, int]) -> Column:
 
 
 def sends_from(classified: DataFrame, table_rules: Sequence[FaultTableRule], default_table: str) -> DataFrame:
+    """Valid send results with their fields, read from the typed column ``classify`` extracted."""
     from pyspark.sql import functions as F
 
+    typed = typed_column("send_result")
+
     def field(name: str, type_: str) -> Column:
-        return F.expr(f"variant_get(v, '$.{name}', '{type_}')").alias(name)
+        return F.col(f"{typed}.{name}").cast(type_).alias(name)
 
     return classified.where(F.col("reason").isNull()).select(
         field("producer_id", "string"), field("producer_group", "string"), field("topic", "string"),
         field("broker", "string"), field("queue_id", "int"), field("latency_ms", "bigint"),
-        field("outcome", "string"), F.expr("try_variant_get(v, '$.client_version', 'string')").alias("client_version"),
+        field("outcome", "string"), field("client_version", "string"),
         F.col("event_time_ms"), "kafka_partition", "kafka_offset",
     ).withColumn("fault_table", fault_table_column(table_rules, default_table))  # fmt: skip
 
@@ -113,9 +123,16 @@ def start_send_ingest(
 
         from streaming.job.delta_sink import append_idempotent
 
-        batch = batch.persist()
+        # Cache only what the writes read: the raw value is kept for rejects alone, the variant not at all.
+        batch = batch.select(
+            "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "event_time_ms",
+            F.when(F.col("reason").isNotNull(), F.col("raw_value")).alias("raw_value"), "reason", "detail",
+            typed_column("send_result"),
+        ).persist()  # fmt: skip
         try:
-            tables.append("dead_letters", dead_letter_columns(batch, batch_id), app_id, batch_id)
+            rejected = batch.where(F.col("reason").isNotNull()).limit(1).count()
+            if rejected:  # an empty append would still cost a commit; a replay skips it the same way
+                tables.append("dead_letters", dead_letter_columns(batch, batch_id), app_id, batch_id)
             sends = sends_from(batch, table_rules, default_table).persist()
             tables.merge_add_minutes(minute_statistics(sends, bucket_upper_ms), app_id, batch_id)
             reduced = reduce_for_fault_windows(sends, latency_floor_column(latency_floors_ms))

@@ -16,6 +16,7 @@ validators cannot silently drift apart; a test also runs both over one corpus of
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -166,3 +167,185 @@ def first_violation_sql(rules: list[Rule]) -> tuple[str, str]:
     reason = "CASE " + " ".join(f"WHEN {r.violated_sql} THEN {_sql_string(r.reason)}" for r in rules) + " END"
     detail = "CASE " + " ".join(f"WHEN {r.violated_sql} THEN {_sql_string(r.detail)}" for r in rules) + " END"
     return reason, detail
+
+
+# -- the fast path ---------------------------------------------------------------------------------------
+#
+# Walking every rule for every event costs a variant extraction and a type probe per rule and field:
+# ~10x the price of parsing. Almost every event is valid, so the job first asks a cheaper question that
+# can only say "valid" when the rules would: the event's whole shape (``schema_of_variant``, one call)
+# matches a regular expression compiled from the schema -- every declared field has its JSON type,
+# required fields are present and not null, no undeclared fields -- and the value constraints hold on a
+# typed extraction (``variant_get(v, '$', 'struct<...>')``, one call). Events the fast path does not
+# accept (unknown fields, ``1.0`` for an integer, any violation) go through the rules above, which
+# name the reason. The fast path is sound by construction: each of its checks implies the rule it stands
+# for, and a shape it does not recognise simply falls back.
+
+_SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SHAPE_TYPES = {
+    "string": "STRING",
+    "integer": "BIGINT",  # schema_of_variant reports every JSON integer as BIGINT; decimals fall back
+    "number": r"(?:BIGINT|DOUBLE|FLOAT|DECIMAL\(\d+,\d+\))",
+    "boolean": "BOOLEAN",
+}
+_TYPED = {"string": "STRING", "integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN"}
+
+
+class _NoFastPath(Exception):
+    """The schema uses something the fast path does not model (the rules alone then decide)."""
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """How to accept valid events cheaply: shape regex, typed struct, and value checks on it."""
+
+    shape_regex: str  # matched against schema_of_variant(v)
+    struct_ddl: str  # the typed extraction, variant_get(v, '$', struct_ddl)
+    checks_sql: str  # TRUE when every value constraint holds, over the typed column (placeholder {e})
+
+
+def _shape_name(name: str) -> str:
+    # schema_of_variant prints names as SQL identifiers: backticks only where needed, doubled inside.
+    return name if _SIMPLE_NAME.fullmatch(name) else "`" + name.replace("`", "``") + "`"
+
+
+def _json_types(schema: Mapping[str, Any]) -> tuple[str | None, bool]:
+    """(the one non-null JSON type, whether null is allowed); a const-only string counts as string."""
+    declared = schema.get("type")
+    if declared is None:
+        if isinstance(schema.get("const"), str):
+            return "string", False
+        raise _NoFastPath("untyped value")
+    types = [declared] if isinstance(declared, str) else list(declared)
+    nullable = "null" in types
+    others = [t for t in types if t != "null"]
+    if len(others) != 1:
+        raise _NoFastPath(f"union type {types}")
+    return others[0], nullable
+
+
+def _shape(schema: Mapping[str, Any]) -> str:
+    json_type, _ = _json_types(schema)
+    if json_type in _SHAPE_TYPES:
+        return _SHAPE_TYPES[json_type]
+    if json_type == "array":
+        if "items" not in schema:
+            raise _NoFastPath("array without items")
+        # An empty array (and [null]) reads ARRAY<VOID>; the item checks tell them apart.
+        return rf"ARRAY<(?:{_shape(schema['items'])}|VOID)>"
+    if json_type == "object":
+        properties = schema.get("properties")
+        if not properties:
+            raise _NoFastPath("object without properties")
+        required = set(schema.get("required", ()))
+        parts = []
+        # Fields appear sorted by their UTF-8 bytes, each after '<' (the first) or ', '.
+        for name in sorted(properties, key=lambda n: n.encode()):
+            field_schema = properties[name]
+            element = rf"(?:(?<=<)|, ){re.escape(_shape_name(name))}: "
+            if name in required:
+                parts.append(element + rf"(?:{_shape(field_schema)})")
+            else:  # absent, JSON null (the rules treat both alike for optional fields) or well typed
+                parts.append(rf"(?:{element}(?:{_shape(field_schema)}|VOID))?")
+        return "OBJECT<" + "".join(parts) + ">"
+    raise _NoFastPath(f"JSON type {json_type}")
+
+
+def _struct_ddl(schema: Mapping[str, Any]) -> str:
+    json_type, _ = _json_types(schema)
+    if json_type in _TYPED:
+        return _TYPED[json_type]
+    if json_type == "array":
+        return f"ARRAY<{_struct_ddl(schema['items'])}>"
+    if json_type == "object":
+        fields = ", ".join(
+            "`" + name.replace("`", "``") + f"`: {_struct_ddl(s)}" for name, s in schema["properties"].items()
+        )
+        return f"STRUCT<{fields}>"
+    raise _NoFastPath(f"JSON type {json_type}")
+
+
+def _checks(schema: Mapping[str, Any], expr: str, depth: int = 0) -> list[str]:
+    """Predicates that hold when ``expr`` (typed, non-null, of the right shape) meets the value rules.
+
+    Each mirrors the rule ``_Compiler`` emits for the same keyword, on the same value: strings compare as
+    strings, numbers as doubles.
+    """
+    json_type, _ = _json_types(schema)
+    checks = []
+    as_string = f"CAST({expr} AS STRING)"
+    if "const" in schema:
+        checks.append(f"{as_string} <=> {_sql_string(str(schema['const']))}")
+    if "enum" in schema:
+        checks.append(f"{as_string} IN ({', '.join(_sql_string(str(v)) for v in schema['enum'])})")
+    for keyword, op in (("minimum", ">="), ("maximum", "<="), ("exclusiveMinimum", ">"), ("exclusiveMaximum", "<")):
+        if keyword in schema:
+            checks.append(f"CAST({expr} AS DOUBLE) {op} {float(schema[keyword])!r}")
+    if "minLength" in schema:
+        checks.append(f"char_length({expr}) >= {int(schema['minLength'])}")
+    if "maxLength" in schema:
+        checks.append(f"char_length({expr}) <= {int(schema['maxLength'])}")
+    if "pattern" in schema:
+        checks.append(f"{expr} RLIKE {_sql_string(schema['pattern'])}")
+    if json_type == "array":
+        if "minItems" in schema:
+            checks.append(f"array_size({expr}) >= {int(schema['minItems'])}")
+        if "maxItems" in schema:
+            checks.append(f"array_size({expr}) <= {int(schema['maxItems'])}")
+        var = f"x{depth + 1}"
+        # Merged shapes hide JSON null items and fields missing from some items: check each item.
+        item_checks = [f"{var} IS NOT NULL", *_checks(schema["items"], var, depth + 1)]
+        checks.append(f"forall({expr}, {var} -> {' AND '.join(item_checks)})")
+    if json_type == "object":
+        required = set(schema.get("required", ()))
+        for name, field_schema in schema["properties"].items():
+            child = f"{expr}.`{name.replace('`', '``')}`"
+            inner = _checks(field_schema, child, depth)
+            if name in required:
+                checks.append(f"{child} IS NOT NULL")
+                checks.extend(inner)
+            elif inner:
+                checks.append(f"({child} IS NULL OR ({' AND '.join(inner)}))")
+    return checks
+
+
+def fast_path(schema: Mapping[str, Any]) -> FastPath | None:
+    """The fast acceptance test for one event schema, or None when the schema is beyond it."""
+    try:
+        return FastPath("^" + _shape(schema) + "$", _struct_ddl(schema), " AND ".join(_checks(schema, "{e}")))
+    except _NoFastPath:
+        return None
+
+
+def cross_field_rules(event_type: str, root: str = "v") -> list[Rule]:
+    """The contract's cross-field rules (``events.CROSS_FIELD_RULES``), after the schema's rules."""
+    from streaming.contract.events import CROSS_FIELD_RULES
+
+    rules = []
+    for rule in CROSS_FIELD_RULES.get(event_type, ()):
+        child = f"variant_get({root}, {_sql_string(_json_path('$', rule.field))})"
+        when = f"try_variant_get({root}, {_sql_string(_json_path('$', rule.when_field))}, 'string')"
+        rules.append(Rule(f"({when} <=> {_sql_string(rule.equals)} AND ({child} IS NULL OR is_variant_null({child})))",
+                          rule.reason, rule.detail))  # fmt: skip
+    return rules
+
+
+def fast_cross_field_checks(event_type: str) -> list[str]:
+    """The cross-field rules as fast-path checks over the typed column (placeholder ``{e}``)."""
+    from streaming.contract.events import CROSS_FIELD_RULES
+
+    return [
+        f"NOT ({{e}}.`{r.when_field}` <=> {_sql_string(r.equals)} AND {{e}}.`{r.field}` IS NULL)"
+        for r in CROSS_FIELD_RULES.get(event_type, ())
+    ]
+
+
+def fast_accept_sql(event_type: str, fast: FastPath, typed: str, shape: str) -> str:
+    """SQL that is TRUE only for events of ``event_type`` that every rule accepts (FALSE/NULL: walk the rules).
+
+    ``typed`` is the column holding ``variant_get(v, '$', fast.struct_ddl)``, ``shape`` the one holding
+    ``schema_of_variant(v)``.
+    """
+    checks = [fast.checks_sql, *fast_cross_field_checks(event_type)]
+    values = " AND ".join(c.replace("{e}", typed) for c in checks)
+    return f"({shape} RLIKE {_sql_string(fast.shape_regex)} AND {values})"

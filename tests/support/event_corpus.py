@@ -54,6 +54,9 @@ GOOD = {
 }
 
 
+_ROUTE_BROKER = {"broker": "broker-a", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6}
+
+
 def _with(event_type: str, **changes: object) -> str:
     event = dict(GOOD[event_type])
     for key, value in changes.items():
@@ -98,4 +101,34 @@ BAD = [
         "too many brokers",
     ),
     (_with("send_result", event_time=KAFKA_TS + 3_600_000), "FUTURE_TIMESTAMP", "an hour ahead of Kafka"),
+    # Cases a typed fast path could wrongly accept (lenient casts, merged array shapes, cross-field rules).
+    (_with("send_result", broker=5), "WRONG_TYPE", "a number for a string"),
+    (_with("send_result", client_version=7), "WRONG_TYPE", "a number for an optional string"),
+    (_with("send_result", queue_id=True), "WRONG_TYPE", "a boolean for an integer"),
+    (_with("send_result", latency_ms="12"), "WRONG_TYPE", "a numeric string for an integer"),
+    (_with("topic_route", brokers=[_ROUTE_BROKER, None]), "WRONG_TYPE", "a null item among good ones"),
+    (
+        _with("topic_route", brokers=[_ROUTE_BROKER, {"broker": "b2", "read_queue_nums": 1, "perm": 6}]),
+        "MISSING_FIELD",
+        "an item missing a field the others have",
+    ),
+    (
+        _with("consumer_channel", subscriptions=[{"topic": "T", "sub_version": 1}, {"topic": "U", "expression": 5}]),
+        "WRONG_TYPE",
+        "items whose field types differ",
+    ),
+    (_with("consumer_channel", subscriptions=...), "MISSING_FIELD", "a heartbeat without subscriptions"),
+]
+
+# Valid events beyond GOOD's one per type: shapes the fast path does not model (unknown fields, decimals
+# with no fraction) must still pass through the rules, and optional parts may be null, empty or absent.
+MORE_GOOD = [
+    _with("send_result", extra={"nested": [1, "a"]}),
+    _with("send_result", client_version=None, send_latency_fault_enable=True),
+    _with("send_result", latency_ms=12.0),
+    _with("consumer_channel", kind="UNREGISTER", subscriptions=..., message_model=None),
+    _with("consumer_channel", subscriptions=[]),
+    _with("consumer_channel", subscriptions=[{"topic": "T"}, {"topic": "U", "expression": None, "sub_version": 2}]),
+    _with("topic_route", brokers=[_ROUTE_BROKER, dict(_ROUTE_BROKER, broker="b2", machine_room="az1")]),
+    _with("reported_assignment", queues=[]),
 ]
