@@ -109,8 +109,8 @@ REASON_OVERRIDES: Mapping[str, str] = {"latency_ms.minimum": Reason.NEGATIVE_LAT
 
 @dataclass(frozen=True)
 class RequiredWhen:
-    """A field required only when another field has a given value (JSON Schema ``if``/``then``, which the
-    job's compiler does not translate, so the rule is data here and in ``docs/events.md``)."""
+    """A field required only when another field has a given value (JSON Schema ``if``/``then``, outside the
+    subset the job compiles, so the rule is data here, read by both validators and ``docs/events.md``)."""
 
     field: str
     when_field: str
