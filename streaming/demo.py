@@ -17,6 +17,9 @@ from typing import Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
 
+MAX_FUTURE_SKEW_MS = 86_400_000  # the most ingest.max_future_skew_ms allows (a day)
+HEAD_START_MS = 12 * 3_600_000  # simulated time starts this long before the wall clock
+
 
 @dataclass
 class DemoSettings:
@@ -127,10 +130,14 @@ def run_demo(settings: DemoSettings) -> int:
         "RRM__INGEST__WATERMARK_DELAY": '"10 seconds"',
         "RRM__METRICS__PORT": str(port),
         "RRM__MEMBERSHIP__SHARDS": "4",
+        # simulated time runs ahead of the Kafka record timestamps (wall clock): accept the most the config allows
+        "RRM__INGEST__MAX_FUTURE_SKEW_MS": str(MAX_FUTURE_SKEW_MS),
     }
     config = load_config(None, env=env)
     emitter = EventEmitter(info.bootstrap_servers, topics)
-    start_ms = int(time.time() * 1000)
+    # Simulated time starts in the past, so that running --speed times faster it stays within the job's
+    # future-skew limit of the wall clock for a long while; once it would not, it runs at wall-clock speed.
+    start_ms = int(time.time() * 1000) - HEAD_START_MS
     simulation = Simulation(
         scenario,
         start_ms,
@@ -138,7 +145,7 @@ def run_demo(settings: DemoSettings) -> int:
         queues_per_broker=settings.queues_per_broker,
         sends_per_second=settings.sends_per_second,
     )
-    wall_start = time.monotonic()
+    clock: dict[str, float] = {}
     _say(f"starting Spark and the monitor (scenario {scenario.name}: {scenario.description}) ...")
     job = MonitorJob(config)
     waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the three queries")
@@ -146,7 +153,14 @@ def run_demo(settings: DemoSettings) -> int:
     def tick(job: MonitorJob) -> None:
         if not waiting.finished.is_set():
             _say(f"monitor running ({waiting.stop():.0f} s); metrics on http://127.0.0.1:{port}/metrics")
-        virtual_now = start_ms + int((time.monotonic() - wall_start) * settings.speed * 1000)
+            clock["wall_start"] = time.monotonic()  # the fleet starts when the monitor is up
+        virtual_now = start_ms + int((time.monotonic() - clock["wall_start"]) * settings.speed * 1000)
+        limit = int(time.time() * 1000) + MAX_FUTURE_SKEW_MS - 60_000
+        if virtual_now > limit:
+            if "capped" not in clock and not settings.live:
+                _say("simulated time reached the job's future-skew limit: it runs at wall-clock speed from now on")
+            clock["capped"] = 1.0
+            virtual_now = max(limit, simulation.cursor_ms)
         emitter.emit_all(simulation.events_until(virtual_now))
         report = emitter.flush()
         if report.errors and not settings.live:
@@ -164,6 +178,10 @@ def run_demo(settings: DemoSettings) -> int:
             broker.stop()
     print()
     _say("stopped. Results:")
+    print(
+        f"  simulated    : {scenario.name}, {(simulation.cursor_ms - start_ms) // 1000} s of fleet time from "
+        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(start_ms / 1000))} (event times, for --at/--since)"
+    )
     print(f"  Delta tables : {run_dir / 'delta'}  (one folder per table, see docs/tables.md)")
     print(f"  metrics      : were served on http://127.0.0.1:{port}/metrics")
     print(f"  events       : {emitter.report.sent} sent, {emitter.report.failed} failed")
