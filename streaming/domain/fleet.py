@@ -125,6 +125,8 @@ class GroupState:
     episodes: dict[tuple[str, str, str], Episode] = field(default_factory=dict)
     rebalances_ms: tuple[int, ...] = ()
     reported: dict[str, list[list[Any]]] = field(default_factory=dict)  # "client\x00topic" -> [[broker, qid]]
+    # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
+    expiry_bound_ms: int | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -237,9 +239,20 @@ class ShardEngine:
         if state is None:
             generation, _ = self.retired.pop(event.group, (0, 0))
             state = GroupState(ms.GroupMembership(event.group), generation=generation)
-        membership, expired = ms.expire(state.membership, event.event_time_ms, self.settings.expiry_ms)
-        membership, changes = ms.apply_event(membership, event, self.settings.expiry_ms)
+        now_ms, expiry_ms = event.event_time_ms, self.settings.expiry_ms
+        # The scan before each event is a no-op until the earliest deadline (a channel's last heartbeat +
+        # expiry + 1, a tombstone's time + expiry); skipping it then saves a pass over every channel of the
+        # group per event. Applying an event only removes deadlines or adds ones at or after now + expiry,
+        # so the bound stays a lower bound.
+        bound = state.expiry_bound_ms
+        if bound is None or now_ms >= bound:
+            membership, expired = ms.expire(state.membership, now_ms, expiry_ms)
+            bound = ms.next_expiry_ms(membership, expiry_ms)
+        else:
+            membership, expired = state.membership, []
+        membership, changes = ms.apply_event(membership, event, expiry_ms)
         state.membership = membership
+        state.expiry_bound_ms = now_ms + expiry_ms if bound is None else min(bound, now_ms + expiry_ms)
         self.groups[event.group] = state
         for change in expired + changes:
             records.append(("membership_changes", _change_row(change)))
@@ -275,6 +288,7 @@ class ShardEngine:
             state = self.groups[group]
             membership, changes = ms.expire(state.membership, now_ms, self.settings.expiry_ms)
             state.membership = membership
+            state.expiry_bound_ms = None
             for change in changes:
                 records.append(("membership_changes", _change_row(change)))
                 self._mark(dirty, group, change.event_time_ms, change.change)
