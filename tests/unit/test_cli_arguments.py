@@ -33,7 +33,9 @@ def test_every_command_has_help_with_runnable_looking_examples(command, capsys):
     examples = out.split("examples:", 1)[1]
     assert f"rebalance-monitor {command}" in examples
     # every option an example uses exists on that command
-    options = {o for a in build_parser()._subparsers._group_actions[0].choices[command]._actions for o in a.option_strings}
+    options = {
+        o for a in build_parser()._subparsers._group_actions[0].choices[command]._actions for o in a.option_strings
+    }
     used = {w.split("=")[0] for line in examples.splitlines() if f"rebalance-monitor {command}" in line
             for w in line.split() if w.startswith("--")}  # fmt: skip
     assert used <= options, used - options
