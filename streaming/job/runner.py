@@ -56,6 +56,8 @@ class MonitorJob:
                 shuffle_partitions=c.spark.shuffle_partitions,
                 driver_memory=c.spark.driver_memory,
                 ui_enabled=c.spark.ui_enabled,
+                rocksdb_max_memory_mb=c.spark.rocksdb_max_memory_mb,
+                extra_conf=dict(c.spark.conf),
             )
         )
         self.session.streams.addListener(ProgressListener(self.board))

@@ -59,6 +59,11 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.ui.enabled": str(settings.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # Delta rebuilds a table's snapshot with 50 tasks by default: for the monitor's small tables that is
+        # dozens of near-empty tasks on every commit and MERGE, and it was most of a send-ingest batch's
+        # time on 2 cores (26 s against 1.4 s for an empty dead-letter append at 2). Sized like the
+        # shuffles; a cluster with large tables raises it through [spark.conf].
+        "spark.databricks.delta.snapshotPartitions": str(settings.shuffle_partitions),
     }
     if settings.master.startswith("local"):
         # Keep a laptop or CI run on loopback only.
