@@ -224,6 +224,8 @@ def _duplicates(rng: random.Random, producers: list[Producer]) -> Scenario:
 def _inconsistent(rng: random.Random, producers: list[Producer]) -> Scenario:
     group = _healthy_group(rng, "mailer-mixed-subs", 3, ("orders", "payments"), 14)
     group.members[2].topics = ("orders",)
+    for i, member in enumerate(group.members):
+        member.joins_ms = i * 7_000  # clients start apart, so their heartbeats (and the flips) do too
     return Scenario(
         "inconsistent-subscriptions",
         "one member does not subscribe payments",

@@ -248,6 +248,7 @@ class MembershipConfig:
 class AnomaliesConfig:
     storm_window_ms: int = _opt(300_000, low=1_000, high=86_400_000)
     storm_threshold: int = _opt(10, low=1, high=1_000_000)
+    storm_coalesce_ms: int = _opt(1_000, low=0, high=60_000)
     flapping_window_ms: int = _opt(600_000, low=1_000, high=86_400_000)
     flapping_threshold: int = _opt(3, low=1, high=1_000_000)
 

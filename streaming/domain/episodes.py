@@ -120,13 +120,22 @@ def close_all(open_episodes: Mapping[tuple[str, str, str], Episode], now_ms: int
 
 @dataclass(frozen=True)
 class StormDetector:
-    """Rebalance storm: more than ``threshold`` rebalances of one group within ``window_ms``."""
+    """Rebalance storm: more than ``threshold`` rebalances of one group within ``window_ms``.
+
+    Changes closer than ``coalesce_ms`` to the last counted rebalance are the same rebalance: every broker
+    that sees a client join notifies every member, and a client's RebalanceService folds the wake-ups that
+    arrive while it runs into one more run -- so a client joining through two brokers, or a whole group
+    starting at once, is one rebalance, not one per broker and channel.
+    """
 
     window_ms: int = 300_000
     threshold: int = 10
+    coalesce_ms: int = 1_000
 
     def record(self, rebalance_times_ms: tuple[int, ...], now_ms: int) -> tuple[int, ...]:
-        """The rebalance times still inside the window after one more rebalance at ``now_ms``."""
+        """The rebalance times still inside the window after a rebalance-causing change at ``now_ms``."""
+        if rebalance_times_ms and now_ms - rebalance_times_ms[-1] < self.coalesce_ms:
+            return rebalance_times_ms  # part of the rebalance already counted
         horizon = now_ms - self.window_ms
         return tuple(t for t in (*rebalance_times_ms, now_ms) if t > horizon)
 

@@ -63,6 +63,7 @@ class EngineSettings:
     storm_window_ms: int = 300_000
     storm_threshold: int = 10
     group_rules: tuple[GroupRule, ...] = ()
+    storm_coalesce_ms: int = 1_000
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> EngineSettings:
@@ -77,7 +78,7 @@ class EngineSettings:
         return cls(
             data.get("default_strategy", "AVG"), str(data.get("default_client_line", "5")),
             int(data.get("expiry_ms", ms.DEFAULT_EXPIRY_MS)), int(data.get("storm_window_ms", 300_000)),
-            int(data.get("storm_threshold", 10)), rules,
+            int(data.get("storm_threshold", 10)), rules, int(data.get("storm_coalesce_ms", 1_000)),
         )  # fmt: skip
 
     def rule_for(self, group: str) -> GroupRule | None:
@@ -160,7 +161,7 @@ class ShardEngine:
         self.retired = retired or {}
         self.routes = routes  # topic -> {"event_time_ms": int, "queues": [[broker, qid], ...]}
         self.groups = groups
-        self.storms = StormDetector(settings.storm_window_ms, settings.storm_threshold)
+        self.storms = StormDetector(settings.storm_window_ms, settings.storm_threshold, settings.storm_coalesce_ms)
         self._change_times: dict[str, list[int]] = {}  # this call's rebalance-causing changes per group
 
     # -- persistence ---------------------------------------------------------------------------------

@@ -106,6 +106,7 @@ class MonitorJob:
             "expiry_ms": c.membership.channel_expiry_ms,
             "storm_window_ms": c.anomalies.storm_window_ms,
             "storm_threshold": c.anomalies.storm_threshold,
+            "storm_coalesce_ms": c.anomalies.storm_coalesce_ms,
             "group_rules": [
                 {
                     "group": g.group,

@@ -59,3 +59,16 @@ def test_storm_needs_more_than_threshold_rebalances_inside_the_window():
     # 60 s after the first rebalance it leaves the window (strictly older than now - window)
     assert detector.prune(times, 60_000) == (10_000, 20_000, 30_000)
     assert detector.finding("G", detector.prune(times, 60_000)) is None
+
+
+def test_changes_of_one_burst_are_one_rebalance():
+    detector = StormDetector(window_ms=60_000, threshold=3, coalesce_ms=1_000)
+    times: tuple[int, ...] = ()
+    # A client joins through two brokers 3 ms apart, a second one 999 ms after the first change: one rebalance.
+    for t in (0, 3, 999):
+        times = detector.record(times, t)
+    assert times == (0,)
+    # 1 s after the counted one is a new rebalance, and the burst is measured from it, not from each change.
+    for t in (1_000, 1_500, 2_000, 2_999):
+        times = detector.record(times, t)
+    assert times == (0, 1_000, 2_000)
