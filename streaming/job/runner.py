@@ -61,7 +61,7 @@ class MonitorJob:
             )
         )
         self.session.streams.addListener(ProgressListener(self.board))
-        self.tables = DeltaTables(self.session, Path(c.paths.delta_root).resolve())
+        self.tables = DeltaTables(self.session, Path(c.paths.delta_root).resolve(), c.delta.checkpoint_interval)
         self.tables.ensure_all()
         if c.metrics.enabled and self._server is None:
             self._server = serve(new_registry(self.metrics), c.metrics.host, c.metrics.port)

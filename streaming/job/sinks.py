@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 class DeltaTables:
     """Paths of the monitor's tables under one root, created on demand from the catalogue."""
 
-    def __init__(self, session: SparkSession, root: str | Path) -> None:
+    def __init__(self, session: SparkSession, root: str | Path, checkpoint_interval: int = 10) -> None:
         self.session = session
         self.root = Path(root)
+        self.checkpoint_interval = checkpoint_interval  # set when a table is created ([delta] checkpoint_interval)
 
     def path(self, name: str) -> str:
         if name not in TABLES:
@@ -33,10 +34,10 @@ class DeltaTables:
     def ensure_all(self, names: list[str] | None = None) -> None:
         for name in names or list(TABLES):
             spec = TABLES[name]
-            ensure_table(
-                self.session, self.path(name), spec.schema_ddl, spec.partition_by,
-                {"delta.enableChangeDataFeed": "true"} if spec.kind == "current" else None,
-            )  # fmt: skip
+            properties = {"delta.checkpointInterval": str(self.checkpoint_interval)}
+            if spec.kind == "current":
+                properties["delta.enableChangeDataFeed"] = "true"
+            ensure_table(self.session, self.path(name), spec.schema_ddl, spec.partition_by, properties)
 
     def read(self, name: str) -> DataFrame:
         return self.session.read.format("delta").load(self.path(name))
