@@ -167,6 +167,9 @@ def run_demo(settings: DemoSettings) -> int:
             _say(f"{report.failed} event(s) could not be delivered, e.g. {report.errors[-1]}")
         if settings.live:
             render(job, scenario.name, virtual_now - start_ms, report.sent, report.failed, port)
+        elif time.monotonic() - clock.get("last_line", 0.0) >= 15:
+            clock["last_line"] = time.monotonic()
+            _say(summary_line(job, virtual_now - start_ms, report.sent))
 
     try:
         code = job.run(duration_s=settings.duration_s, on_tick=tick)
@@ -199,6 +202,22 @@ def run_demo(settings: DemoSettings) -> int:
         broker_name = sorted(scenario.expected_avoided_brokers)[0]
         print(f"    .venv/bin/rebalance-monitor query faults --delta-root {delta} --broker {broker_name}")
     return code
+
+
+def summary_line(job: Any, virtual_ms: int, sent: int) -> str:
+    """The live view in one line (``--no-live``)."""
+    with job.metrics.lock:
+        gauges = {k: dict(v) for k, v in job.metrics.gauges.items()}
+    groups = len(gauges.get("rmqmon_group_members", {}))
+    anomalies = sorted(f"{g}:{k}" for (g, k), v in gauges.get("rmqmon_group_open_anomalies", {}).items() if v)
+    avoided = sorted(b for (b,), v in gauges.get("rmqmon_broker_producers_avoiding", {}).items() if v)
+    progress = sorted(job.board.snapshot().items())
+    batches = ", ".join(f"{n} #{p.batch_id} {p.input_rows_per_second:.0f} rows/s" for n, p in progress)
+    return (
+        f"+{virtual_ms // 1000} s simulated, {sent} events sent; {groups} groups; "
+        f"open anomalies: {', '.join(anomalies) or '-'}; avoided brokers: {', '.join(avoided) or '-'}; "
+        f"{batches or 'no batch yet'}"
+    )
 
 
 def render(job: Any, scenario: str, virtual_ms: int, sent: int, failed: int, port: int) -> None:
