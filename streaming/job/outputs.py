@@ -167,6 +167,7 @@ def refresh_broker_status(
         metrics.retain("broker", [r["broker"] for r in rows])  # brokers no producer item mentions are gone
         for r in rows:
             labels = (r["broker"],)
+            metrics.inc("rmqmon_broker_isolation_episodes_total", labels, 0)  # an explicit zero for known brokers
             metrics.set_gauge("rmqmon_broker_producers_avoiding", labels, r["producers_avoiding"])
             metrics.set_gauge("rmqmon_broker_producers_avoiding_ratio", labels, r["avoiding_ratio"])
             metrics.set_gauge("rmqmon_broker_isolated", labels, 1.0 if r["isolated"] else 0.0)
@@ -202,8 +203,7 @@ def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[
             idle[(group, topic)] = t["idle"]
             non_subscribing[(group, topic)] = t["non_subscribing"]
             skew[(group, topic)] = t["skew"]
-            if t["moved"]:
-                metrics.inc("rmqmon_group_moved_queues_total", (group, topic), t["moved"])
+            metrics.inc("rmqmon_group_moved_queues_total", (group, topic), t["moved"])  # 0 exports the series
         metrics.replace_series("rmqmon_group_queues", group, queues)
         metrics.replace_series("rmqmon_group_idle_members", group, idle)
         metrics.replace_series("rmqmon_group_non_subscribing_members", group, non_subscribing)
