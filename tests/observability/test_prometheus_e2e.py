@@ -43,9 +43,12 @@ EXPECTED_FIRING = {
         ("DeadLettersRising", "consumer"),
     )
 }  # fmt: skip
-# The monitor's own alerts. (Down is checked at the end instead: with its ``for:`` cut to seconds, one scrape
-# that times out while the driver is busy would fire it; the real 2m is proven by promtool.)
-NEVER_FIRING = {f"{alerts.PREFIX}Stale", f"{alerts.PREFIX}LabelCapReached"}
+# Never fires here: nothing reaches the label cap.
+NEVER_FIRING = {f"{alerts.PREFIX}LabelCapReached"}
+# Not firing at the end, while the job runs and is scraped. (Checked at the end only: with ``for:`` cut to
+# seconds, one scrape timing out or one slow batch on a busy machine would fire them for a moment; their
+# real durations are proven by promtool.)
+NOT_FIRING_AT_THE_END = {f"{alerts.PREFIX}Down", f"{alerts.PREFIX}Stale"}
 
 
 def shortened_rules(path: Path) -> Path:
@@ -146,7 +149,7 @@ def test_the_incident_fires_the_expected_alerts_and_not_the_monitors_own(inciden
     wait_for(incident, missing, all_fired)
     assert [t["health"] for t in incident.prometheus.targets_health()] == ["up"]
     firing_now = {a["labels"]["alertname"] for a in incident.prometheus.alerts() if a["state"] == "firing"}
-    assert f"{alerts.PREFIX}Down" not in firing_now
+    assert not NOT_FIRING_AT_THE_END & firing_now, firing_now
     fired_or_pending = {name for name, _ in seen["firing"] | seen["pending"]}
     assert not NEVER_FIRING & fired_or_pending, seen
 
