@@ -19,6 +19,24 @@ from connectors.jvm_artifacts import PROJECT_ROOT
 
 MAX_FUTURE_SKEW_MS = 86_400_000  # the most ingest.max_future_skew_ms allows (a day)
 HEAD_START_MS = 12 * 3_600_000  # simulated time starts this long before the wall clock
+LEAD_MS = 180_000  # simulated time runs at most this far ahead of what every query has processed
+
+
+def processed_ms(job: Any, queries: tuple[str, ...]) -> int:
+    """The event time the given queries have all processed up to (their smallest watermark; 0 before any).
+
+    Only queries whose watermark follows Kafka: the fault-window query sees only sends slow or failed enough
+    to matter, so its watermark may rightly stand still, and send-ingest has none."""
+    from datetime import datetime
+
+    progress = job.board.snapshot()
+    marks = []
+    for name in queries:
+        watermark = getattr(progress.get(name), "watermark", None)
+        if not watermark:
+            return 0
+        marks.append(int(datetime.fromisoformat(watermark.replace("Z", "+00:00")).timestamp() * 1000))
+    return min(marks)
 
 
 @dataclass
@@ -146,21 +164,29 @@ def run_demo(settings: DemoSettings) -> int:
         sends_per_second=settings.sends_per_second,
     )
     clock: dict[str, float] = {}
+    paced_by = ("consumer",)  # the query with an event-time watermark over Kafka (send-ingest has none)
     _say(f"starting Spark and the monitor (scenario {scenario.name}: {scenario.description}) ...")
     job = MonitorJob(config)
     waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the three queries")
 
     def tick(job: MonitorJob) -> None:
+        now = time.monotonic()
         if not waiting.finished.is_set():
             _say(f"monitor running ({waiting.stop():.0f} s); metrics on http://127.0.0.1:{port}/metrics")
-            clock["wall_start"] = time.monotonic()  # the fleet starts when the monitor is up
-        virtual_now = start_ms + int((time.monotonic() - clock["wall_start"]) * settings.speed * 1000)
-        limit = int(time.time() * 1000) + MAX_FUTURE_SKEW_MS - 60_000
-        if virtual_now > limit:
-            if "capped" not in clock and not settings.live:
-                _say("simulated time reached the job's future-skew limit: it runs at wall-clock speed from now on")
+            clock["last_tick"], clock["virtual"] = now, float(start_ms)  # the fleet starts when the monitor is up
+        # Simulated time runs --speed times faster than the wall clock, but never more than LEAD_MS ahead of
+        # what every query has processed: on a slow machine the fleet slows down instead of piling up a
+        # backlog, so each micro-batch stays small and the view stays current.
+        advance = (now - clock["last_tick"]) * settings.speed * 1000
+        clock["last_tick"] = now
+        paced = max(processed_ms(job, paced_by), start_ms) + LEAD_MS
+        skew_limit = int(time.time() * 1000) + MAX_FUTURE_SKEW_MS - 60_000
+        if clock["virtual"] + advance > skew_limit and "capped" not in clock:
             clock["capped"] = 1.0
-            virtual_now = max(limit, simulation.cursor_ms)
+            if not settings.live:
+                _say("simulated time reached the job's future-skew limit: it runs at wall-clock speed from now on")
+        clock["virtual"] = max(clock["virtual"], min(clock["virtual"] + advance, paced, skew_limit))
+        virtual_now = int(clock["virtual"])
         emitter.emit_all(simulation.events_until(virtual_now))
         report = emitter.flush()
         if report.errors and not settings.live:
