@@ -18,7 +18,6 @@ from connectors.kafka_broker import create_topics
 from connectors.simulator import AVOIDED, SCENARIOS, Simulation, build_scenario
 from tests.support.fleet import SEED, START_MS, fleet_run, scenarios
 from tests.support.job import read
-from tests.support.storms import is_known_storm_false_positive
 
 TABLES = ("anomaly_episodes", "membership_changes", "group_snapshots", "fault_windows", "broker_status_current")
 
@@ -49,15 +48,6 @@ def test_the_monitor_reports_every_anomaly_the_scenario_injects(name, tables):
 def test_the_monitor_reports_no_anomaly_the_scenario_does_not_inject(name, tables):
     scenario = scenarios()[name]
     extra = set(reported(tables, scenario)) - scenario.expected_anomalies
-    # The monitor's known storm false positive (tests/support/storms.py; a bug in streaming/domain/fleet.py,
-    # not this test's to fix): a REBALANCE_STORM for a group whose membership changed at no more than 10
-    # distinct instants in 5 minutes, because every channel change on every broker counted as a rebalance.
-    # Exactly that is an expected failure; any other extra anomaly fails; once fixed, this simply passes.
-    changes: dict[str, list[int]] = {}
-    for row in tables["membership_changes"]:
-        changes.setdefault(row["group"], []).append(row["event_time_ms"])
-    if extra and all(is_known_storm_false_positive(kind, changes.get(group, [])) for group, kind in extra):
-        pytest.xfail(f"REBALANCE_STORM counted per broker and channel (domain bug): {sorted(extra)}")
     assert not extra, f"not injected: {sorted(extra)}"
 
 

@@ -15,7 +15,6 @@ import pytest
 from connectors.simulator import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario
 from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
 from streaming.domain.fleet import ShardEngine
-from tests.support.storms import is_known_storm_false_positive
 
 START = 1_700_000_000_000
 ENGINE = {"default_strategy": "AVG", "default_client_line": "5", "expiry_ms": 120_000,
@@ -48,9 +47,6 @@ def test_the_engine_finds_exactly_the_expected_consumer_anomalies(name, batch_ms
     expected = build_scenario(name).expected_anomalies
     assert expected <= found
     extra = found - expected
-    # the domain's known storm false positive (tests/support/storms.py) is an expected failure, nothing else
-    if extra and all(is_known_storm_false_positive(kind, changes.get(group, [])) for group, kind in extra):
-        pytest.xfail(f"REBALANCE_STORM counted per broker and channel (domain bug): {sorted(extra)}")
     assert not extra
 
 
