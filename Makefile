@@ -15,7 +15,7 @@ test: setup
 	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 lint: setup
-	$(PY) -m ruff check streaming connectors tests bench
+	$(PY) -m ruff check streaming connectors dashboards tests bench
 	.venv/bin/lint-imports
 
 clean:

@@ -356,7 +356,6 @@ class MetricsConfig:
     host: str = _opt("127.0.0.1", check=_not_blank)
     port: int = _opt(9464, low=1, high=65_535)
     label_value_cap: int = _opt(10_000, low=1, high=1_000_000)
-    series_ttl_ms: int = _opt(900_000, low=1_000, high=30 * 86_400_000)
 
 
 @dataclass(frozen=True)

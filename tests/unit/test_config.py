@@ -125,7 +125,7 @@ CASES = [
     # unknown keys
     (1, '[kafka]\nbootstrap_server = "x:1"', "kafka.bootstrap_server: unknown option (did you mean bootstrap_servers?)"),
     (2, "[kafak]\nx = 1", "kafak: unknown option (did you mean kafka?)"),
-    (3, "[metrics]\nzzz = 1", "metrics.zzz: unknown option; known keys: enabled, host, label_value_cap, port, series_ttl_ms"),
+    (3, "[metrics]\nzzz = 1", "metrics.zzz: unknown option; known keys: enabled, host, label_value_cap, port"),
     (4, '[[allocation.groups]]\ngroup = "g"\nvirtual_nodes = 4', "allocation.groups[0].virtual_nodes: unknown option (did you mean virtual_node_count?)"),
     # wrong types
     (5, '[spark]\nshuffle_partitions = "four"', 'spark.shuffle_partitions: expected an integer, got "four" (a string)'),
