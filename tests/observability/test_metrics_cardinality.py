@@ -2,7 +2,7 @@
 
 Driven through ``apply_consumer_metrics`` -- the function the consumer query's ``foreachBatch`` sink calls with
 the engine's ``group_metrics`` rows -- and read back through the real collector and exposition format. The
-same flood through Kafka and Spark is ``test_flood_through_the_job`` (``test_prometheus_e2e.py``); this one
+same flood through Kafka and Spark is ``test_metrics_flood_job.py``; this one
 isolates the metrics state so its memory can be measured exactly and at several sizes.
 """
 
