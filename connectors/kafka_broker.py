@@ -87,6 +87,21 @@ def pid_alive(pid: int) -> bool:
         return Path(f"/proc/{pid}").exists() and "zombie" not in _proc_state(pid)
 
 
+def stop_process(pid: int, timeout_s: float) -> bool:
+    """SIGTERM, then SIGKILL after ``timeout_s``; True once the process is gone, False if even SIGKILL failed."""
+    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not pid_alive(pid):
+                return True
+            time.sleep(0.2)
+    return False
+
+
 def _proc_state(pid: int) -> str:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -189,16 +204,8 @@ class LocalKafkaBroker:
         self._state_path.unlink(missing_ok=True)
         if info is None:
             return False
-        for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.kill(info.pid, sig)
-            except ProcessLookupError:
-                return True
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline:
-                if not pid_alive(info.pid):
-                    return True
-                time.sleep(0.2)
+        if stop_process(info.pid, timeout_s):
+            return True
         raise KafkaBrokerError(f"Kafka broker pid {info.pid} did not exit after SIGKILL")
 
     # -- helpers --------------------------------------------------------------------------------

@@ -13,8 +13,6 @@ the server and waits until it is ready; ``stop()`` sends SIGTERM, waits, and esc
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
 import urllib.parse
@@ -25,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors import jvm_artifacts
-from connectors.kafka_broker import free_port, pid_alive, port_is_open
+from connectors.kafka_broker import free_port, pid_alive, port_is_open, stop_process
 
 BIN_DIR = jvm_artifacts.PROJECT_ROOT / ".cache" / "prometheus" / "usr" / "bin"
 PROMETHEUS = BIN_DIR / "prometheus"
@@ -140,16 +138,8 @@ class LocalPrometheus:
         self._state_path.unlink(missing_ok=True)
         if info is None:
             return False
-        for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.kill(info.pid, sig)
-            except ProcessLookupError:
-                return True
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline:
-                if not pid_alive(info.pid):
-                    return True
-                time.sleep(0.2)
+        if stop_process(info.pid, timeout_s):
+            return True
         raise PrometheusError(f"Prometheus pid {info.pid} did not exit after SIGKILL")
 
     def _wait_ready(self, info: PrometheusInfo, process: subprocess.Popen[bytes], timeout_s: float) -> None:
