@@ -51,7 +51,13 @@ def merge_idempotent(
     batch_id: int,
     statement: Callable[[], None],
 ) -> None:
-    """Run a MERGE (or UPDATE/DELETE) once per (app_id, batch_id) via the session's txn settings."""
+    """Run a MERGE (or UPDATE/DELETE) once per (app_id, batch_id) via the session's txn settings.
+
+    ``session`` must be the micro-batch's own session (``batch_df.sparkSession``): each streaming query runs
+    on a clone, so its settings are its own. On the shared driver session, concurrent queries overwrite and
+    unset each other's txn ids between ``set`` and the MERGE, and a replayed batch's MERGE is then applied
+    a second time (the crash test caught exactly that in ``send_latency_minutes``).
+    """
     session.conf.set(_TXN_APP_ID, app_id)
     session.conf.set(_TXN_VERSION, str(batch_id))
     try:

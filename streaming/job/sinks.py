@@ -52,7 +52,8 @@ class DeltaTables:
         from delta.tables import DeltaTable
 
         spec = TABLES[name]
-        target = DeltaTable.forPath(self.session, self.path(name))
+        session = frame.sparkSession  # the query's own session: see merge_idempotent
+        target = DeltaTable.forPath(session, self.path(name))
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in spec.key)
         values = {f"`{c}`": f"s.`{c}`" for c in column_names(name)}
 
@@ -66,14 +67,15 @@ class DeltaTables:
                 merge = merge.whenMatchedUpdate(set=values).whenNotMatchedInsert(values=values)
             merge.execute()
 
-        merge_idempotent(self.session, f"{app_id}:{name}", batch_id, statement)
+        merge_idempotent(session, f"{app_id}:{name}", batch_id, statement)
 
     def merge_add_minutes(self, frame: DataFrame, app_id: str, batch_id: int) -> None:
         """Add one batch's partial per-minute statistics into ``send_latency_minutes``."""
         from delta.tables import DeltaTable
 
         name = "send_latency_minutes"
-        target = DeltaTable.forPath(self.session, self.path(name))
+        session = frame.sparkSession  # the query's own session: see merge_idempotent
+        target = DeltaTable.forPath(session, self.path(name))
         frame = frame.withColumn("batch_id", _lit(batch_id)).persist()
         first, last = frame.selectExpr("unix_millis(min(minute_start))", "unix_millis(max(minute_start))").first()
         if first is None:  # no sends in this batch: nothing to add
@@ -106,7 +108,7 @@ class DeltaTables:
             )
 
         try:
-            merge_idempotent(self.session, f"{app_id}:{name}", batch_id, statement)
+            merge_idempotent(session, f"{app_id}:{name}", batch_id, statement)
         finally:
             frame.unpersist()
 
