@@ -134,7 +134,15 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--max-offsets", type=int, default=100_000)
+    parser.add_argument(
+        "--paths", default="send-result,heartbeat", help="comma-separated: send-result, heartbeat (default both)"
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
     args = parser.parse_args()
+    chosen = {p.strip() for p in args.paths.split(",") if p.strip()}
+    unknown = chosen - {"send-result", "heartbeat"}
+    if unknown:
+        parser.error(f"unknown path(s): {', '.join(sorted(unknown))}")
 
     from connectors.kafka_broker import LocalKafkaBroker, create_topics
     from streaming.config import load_config
@@ -148,8 +156,12 @@ def main() -> None:
         create_topics(
             info.bootstrap_servers, ["bench.sends", "bench.channels", "bench.routes", "bench.reports"], partitions=2
         )
-        n_sends = produce(info.bootstrap_servers, "bench.sends", sends(args.sends))
-        n_beats = produce(info.bootstrap_servers, "bench.channels", heartbeats(args.groups, args.members, args.rounds))
+        n_sends = produce(info.bootstrap_servers, "bench.sends", sends(args.sends)) if "send-result" in chosen else 0
+        n_beats = (
+            produce(info.bootstrap_servers, "bench.channels", heartbeats(args.groups, args.members, args.rounds))
+            if "heartbeat" in chosen
+            else 0
+        )
         spark = build_spark_session(SparkSettings(app_name="rrm-bench"))
         send_schema = (
             "type STRING, schema_version INT, event_time BIGINT, producer_id STRING, producer_group STRING, "
@@ -180,6 +192,8 @@ def main() -> None:
             ("send-result", "bench.sends", send_schema, "send"),
             ("heartbeat", "bench.channels", beat_schema, "consumer"),
         ):
+            if path not in chosen:
+                continue
             first = baseline(spark, info.bootstrap_servers, topic, args.max_offsets, schema)
             ours = run_path(job, runner)
             second = baseline(spark, info.bootstrap_servers, topic, args.max_offsets, schema)
@@ -193,8 +207,8 @@ def main() -> None:
                 f"{path:12} monitor {ours['events_per_s']:>10.0f} ev/s (median batch {ours['median_batch_ms']} ms) | "
                 f"parse-only {reference:>10.0f} ev/s | ratio {ours['events_per_s'] / reference:.2f}"
             )
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        args.results.write_text(
             json.dumps(
                 {
                     "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
