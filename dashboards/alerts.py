@@ -107,6 +107,16 @@ ALERTS: tuple[Alert, ...] = (
         _slug(f"{PREFIX}RebalanceStorm"),
     ),
     Alert(
+        f"{PREFIX}FlappingMembers",
+        'max by (consumer_group) (rmqmon_group_open_anomalies{anomaly="FLAPPING_MEMBERS"}) > 0',
+        "5m", "warning",
+        "Members of " + GROUP_TOPIC + " keep joining and leaving.",
+        "Consumer group " + GROUP_TOPIC + " has member(s) that joined or left more often than the flapping "
+        "threshold allows within its window (crash loops, dropped connections): each join and leave rebalances "
+        "the whole group. The episode's details name the client IDs.",
+        _slug(f"{PREFIX}FlappingMembers"),
+    ),
+    Alert(
         f"{PREFIX}BrokerAvoidedByMostProducers",
         "max by (broker) (rmqmon_broker_producers_avoiding_ratio) > 0.5",
         "2m", "warning",
@@ -243,6 +253,12 @@ CASES: tuple[Case, ...] = (
           f'rmqmon_group_members{{{J},consumer_group="big"}}': "10x120",
           f'rmqmon_group_open_anomalies{{{J},consumer_group="big",anomaly="REBALANCE_STORM"}}': "0x120"},
          "30m"),
+    Case(f"{PREFIX}FlappingMembers", "an open flapping episode for 10 minutes fires",
+         {f'rmqmon_group_open_anomalies{{{J},consumer_group="cache",anomaly="FLAPPING_MEMBERS"}}': "1x60"},
+         "10m", (({"consumer_group": "cache"}, 1),)),
+    Case(f"{PREFIX}FlappingMembers", "an episode of 3 minutes does not fire",
+         {f'rmqmon_group_open_anomalies{{{J},consumer_group="cache",anomaly="FLAPPING_MEMBERS"}}': "1x12 0x48"},
+         "10m"),
     Case(f"{PREFIX}BrokerAvoidedByMostProducers", "3 of 4 producers avoiding for 5 minutes fire",
          {f'rmqmon_broker_producers_avoiding_ratio{{{J},broker="broker-b"}}': "0.75x40"},
          "5m", (({"broker": "broker-b"}, 0.75),)),

@@ -237,6 +237,31 @@ class SplitResolver:
         return java_split(client_id, _regex_literal(self.separator))[0]
 
 
+@dataclass(frozen=True)
+class RegexResolver:
+    """Room = the first capturing group of the first match of ``pattern`` (Python ``re.search``), on broker
+    names and client ids; no match, or a group that did not take part, is no room (a Java resolver returning
+    null), which ``MachineRoomNearby`` rejects as RocketMQ does ("Machine room is null ...").
+
+    For fleets whose names do not put the room before a fixed separator: ``"^([A-Z0-9]+)-"``,
+    ``"@(idc[0-9]+)"``, ``"-(?:az|zone)([0-9]+)$"``.
+    """
+
+    pattern: str
+
+    def _room(self, text: str) -> str | None:
+        import re
+
+        match = re.search(self.pattern, text)
+        return None if match is None else match.group(1)
+
+    def broker_deploy_in(self, mq: MessageQueue) -> str | None:
+        return self._room(mq.broker_name)
+
+    def consumer_deploy_in(self, client_id: str) -> str | None:
+        return self._room(client_id)
+
+
 def _regex_literal(text: str) -> str:
     import re
 

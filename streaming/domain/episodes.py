@@ -10,6 +10,8 @@ the same ids: nothing here reads a clock or a random source.
 
 ``StormDetector`` counts rebalances (generations caused by membership or route changes) in a sliding
 event-time window; more than the threshold within the window is a REBALANCE_STORM finding.
+``FlappingDetector`` counts each member's joins and leaves the same way (FLAPPING_MEMBERS), and
+``hold_in_grace`` keeps expected-vs-reported mismatches from opening while clients are still converging.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -153,3 +156,77 @@ class StormDetector:
             {"rebalances_in_window": count, "window_ms": self.window_ms, "threshold": self.threshold,
              "first_ms": rebalance_times_ms[0], "last_ms": rebalance_times_ms[-1]},
         )  # fmt: skip
+
+
+MemberChanges = dict[str, list[list[Any]]]
+"""Per client id, its counted joins and leaves ``[time_ms, "JOIN" | "LEAVE"]`` in time order (JSON-ready)."""
+
+
+@dataclass(frozen=True)
+class FlappingDetector:
+    """Flapping members: a member (client id) that joins or leaves more than ``threshold`` times within
+    ``window_ms``, e.g. a crash-looping process, or a client whose connection to a broker keeps dropping.
+
+    A join is a new channel of the client (JOIN), a leave a removed or expired one (LEAVE, EXPIRED).
+    A client joins and leaves through every broker it heartbeats at about the same instant, so changes of
+    the same direction closer than ``coalesce_ms`` to one already counted are the same join or leave (the
+    storm detector's coalescing, for the same reason). One finding per group names every flapping member:
+    client ids are details of the episode, never metric labels.
+    """
+
+    window_ms: int = 600_000
+    threshold: int = 3
+    coalesce_ms: int = 1_000
+
+    def record(self, changes: Mapping[str, list[list[Any]]], client_id: str, direction: str,
+               time_ms: int) -> MemberChanges:  # fmt: skip
+        """``changes`` after a ``direction`` ("JOIN" or "LEAVE") of ``client_id`` at ``time_ms``."""
+        entries = list(changes.get(client_id, ()))
+        if any(d == direction and abs(time_ms - t) < self.coalesce_ms for t, d in entries):
+            return dict(changes)  # the same join or leave seen through another broker
+        entries = sorted([*entries, [time_ms, direction]], key=lambda e: (e[0], e[1]))
+        horizon = entries[-1][0] - self.window_ms
+        return {**changes, client_id: [e for e in entries if e[0] > horizon]}
+
+    def prune(self, changes: Mapping[str, list[list[Any]]], now_ms: int) -> MemberChanges:
+        """Forget changes that left the window at ``now_ms`` (and clients without any)."""
+        horizon = now_ms - self.window_ms
+        kept = {c: [e for e in entries if e[0] > horizon] for c, entries in changes.items()}
+        return {c: entries for c, entries in kept.items() if entries}
+
+    def next_expiry_ms(self, changes: Mapping[str, list[list[Any]]]) -> int | None:
+        """When the oldest change leaves the window (``prune`` then has something to do)."""
+        firsts = [entries[0][0] for entries in changes.values() if entries]
+        return min(firsts) + self.window_ms if firsts else None
+
+    def finding(self, group: str, changes: Mapping[str, list[list[Any]]], now_ms: int) -> Finding | None:
+        horizon = now_ms - self.window_ms
+        members = {}
+        for client_id in sorted(changes):
+            entries = [e for e in changes[client_id] if horizon < e[0]]
+            if len(entries) > self.threshold:
+                members[client_id] = {
+                    "joins": sum(1 for _, d in entries if d == "JOIN"),
+                    "leaves": sum(1 for _, d in entries if d == "LEAVE"),
+                    "first_ms": entries[0][0], "last_ms": entries[-1][0],
+                }  # fmt: skip
+        if not members:
+            return None
+        return Finding(
+            group, "", "FLAPPING_MEMBERS", "warning",
+            f"{len(members)} member(s) of {group} joined or left more than {self.threshold} times within "
+            f"{self.window_ms // 1000} s",
+            {"members": members, "window_ms": self.window_ms, "threshold": self.threshold},
+        )  # fmt: skip
+
+
+def hold_in_grace(findings: Iterable[Finding], open_episodes: Mapping[tuple[str, str, str], Episode],
+                  now_ms: int, converge_by_ms: int | None, kinds: Iterable[str]) -> list[Finding]:  # fmt: skip
+    """Findings of ``kinds`` that may not open an episode yet: before ``converge_by_ms`` clients are still
+    converging after a change (RocketMQ rebalances within 20 s, and sees a route change only at its next
+    route poll), so a difference between what they report and what they will compute is expected. An
+    episode already open stays judged (updated, or closed when the difference is gone)."""
+    if converge_by_ms is None or now_ms >= converge_by_ms:
+        return list(findings)
+    held = set(kinds)
+    return [f for f in findings if f.anomaly not in held or f.key in open_episodes]

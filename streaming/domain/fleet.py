@@ -19,7 +19,10 @@ Per event:
 At the end of a batch (and when the state's timeout fires) the expiry scan runs up to the watermark.
 Each re-analysed group whose membership or routes changed gets a new *generation*: a ``group_snapshots``
 row, ``expected_assignments`` rows, ``current_assignment`` upserts/deletes, anomaly episode transitions
-(``episodes.reconcile``) and, through ``StormDetector``, rebalance storms.
+(``episodes.reconcile``) and, through ``StormDetector``, rebalance storms. Every join and leave also
+counts towards the member's flapping (``FlappingDetector``), and every rebalance-causing change starts a
+convergence grace (``[membership] convergence_grace_ms``, plus ``route_poll_interval_ms`` for a route
+change) during which a difference between reported and expected assignments opens no episode.
 """
 
 from __future__ import annotations
@@ -30,9 +33,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import membership as ms
-from .allocation import AllocationStrategy, SplitResolver, strategy_from_name
+from .allocation import AllocationStrategy, MachineRoomResolver, RegexResolver, SplitResolver, strategy_from_name
 from .analysis import Analysis, analyze_group, owners_by_topic
-from .episodes import Episode, Finding, StormDetector, Transition, close_all, reconcile
+from .episodes import (
+    Episode,
+    Finding,
+    FlappingDetector,
+    MemberChanges,
+    StormDetector,
+    Transition,
+    close_all,
+    hold_in_grace,
+    reconcile,
+)
 from .errors import DomainError
 from .queues import MessageQueue
 from .versions import ClientLine
@@ -41,6 +54,11 @@ SCHEMA_VERSION = 1
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 Record = tuple[str, dict[str, Any]]
+# Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
+NOT_REBALANCES = frozenset({"REPORTED_ASSIGNMENT", "STORM_WINDOW", "FLAPPING_WINDOW", "CONVERGENCE_GRACE"})
+# Findings that compare what clients report with what they compute: held while clients converge.
+CONVERGING_KINDS = ("ASSIGNMENT_MISMATCH",)
+_MEMBER_DIRECTION = {"JOIN": "JOIN", "LEAVE": "LEAVE", "EXPIRED": "LEAVE"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +71,13 @@ class GroupRule:
     consumer_idcs: tuple[str, ...] = ()
     machine_room_separator: str = "-"
     config_queues: tuple[tuple[str, str, int], ...] | None = None
+    machine_room_regex: str | None = None  # MACHINE_ROOM_NEARBY: wins over machine_room_separator
+
+    @property
+    def resolver(self) -> MachineRoomResolver:
+        if self.machine_room_regex is not None:
+            return RegexResolver(self.machine_room_regex)
+        return SplitResolver(self.machine_room_separator)
 
 
 @dataclass(frozen=True)
@@ -64,6 +89,12 @@ class EngineSettings:
     storm_threshold: int = 10
     group_rules: tuple[GroupRule, ...] = ()
     storm_coalesce_ms: int = 1_000
+    flapping_window_ms: int = 600_000
+    flapping_threshold: int = 3
+    # After a membership change clients rebalance within this (RocketMQ's 20 s wait; a CHANGE notification
+    # is sooner); after a route change they first learn it at their next route poll (30 s).
+    convergence_grace_ms: int = 20_000
+    route_poll_interval_ms: int = 30_000
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> EngineSettings:
@@ -72,6 +103,7 @@ class EngineSettings:
                 r["group"], r.get("strategy"), int(r.get("virtual_node_count", 10)),
                 tuple(r.get("consumer_idcs") or ()), r.get("machine_room_separator", "-"),
                 None if r.get("config_queues") is None else tuple(tuple(q) for q in r["config_queues"]),  # type: ignore[misc]
+                r.get("machine_room_regex"),
             )
             for r in data.get("group_rules", ())
         )  # fmt: skip
@@ -79,6 +111,8 @@ class EngineSettings:
             data.get("default_strategy", "AVG"), str(data.get("default_client_line", "5")),
             int(data.get("expiry_ms", ms.DEFAULT_EXPIRY_MS)), int(data.get("storm_window_ms", 300_000)),
             int(data.get("storm_threshold", 10)), rules, int(data.get("storm_coalesce_ms", 1_000)),
+            int(data.get("flapping_window_ms", 600_000)), int(data.get("flapping_threshold", 3)),
+            int(data.get("convergence_grace_ms", 20_000)), int(data.get("route_poll_interval_ms", 30_000)),
         )  # fmt: skip
 
     def rule_for(self, group: str) -> GroupRule | None:
@@ -101,7 +135,7 @@ class EngineSettings:
                 queues = [MessageQueue(t, b, int(q)) for t, b, q in rule.config_queues]
             return strategy_from_name(
                 name, virtual_node_count=rule.virtual_node_count, consumer_idcs=rule.consumer_idcs,
-                config_queues=queues, resolver=SplitResolver(rule.machine_room_separator), line=line,
+                config_queues=queues, resolver=rule.resolver, line=line,
             )  # fmt: skip
 
         return build
@@ -126,6 +160,8 @@ class GroupState:
     episodes: dict[tuple[str, str, str], Episode] = field(default_factory=dict)
     rebalances_ms: tuple[int, ...] = ()
     reported: dict[str, list[list[Any]]] = field(default_factory=dict)  # "client\x00topic" -> [[broker, qid]]
+    member_changes: MemberChanges = field(default_factory=dict)  # FlappingDetector's joins and leaves
+    converge_by_ms: int | None = None  # reported-vs-expected differences count from then on
     # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
     expiry_bound_ms: int | None = field(default=None, compare=False)
 
@@ -138,13 +174,16 @@ class GroupState:
             "episodes": [vars(e) for e in self.episodes.values()],
             "rebalances_ms": list(self.rebalances_ms),
             "reported": self.reported,
+            "member_changes": self.member_changes,
+            "converge_by_ms": self.converge_by_ms,
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GroupState:
         episodes = {(e["group"], e["topic"], e["anomaly"]): Episode(**e) for e in data["episodes"]}
         return cls(ms.restore(data["membership"]), int(data["generation"]), data["owners"], data["assigned"],
-                   episodes, tuple(data["rebalances_ms"]), data["reported"])  # fmt: skip
+                   episodes, tuple(data["rebalances_ms"]), data["reported"], data.get("member_changes") or {},
+                   data.get("converge_by_ms"))  # fmt: skip
 
 
 def _queue_key(mq: MessageQueue) -> str:
@@ -155,13 +194,15 @@ class ShardEngine:
     """Mutable during one call, then snapshotted; see the module docstring."""
 
     def __init__(self, settings: EngineSettings, routes: dict[str, dict[str, Any]],
-                 groups: dict[str, GroupState], retired: dict[str, list[int]] | None = None) -> None:  # fmt: skip
+                 groups: dict[str, GroupState], retired: dict[str, list[Any]] | None = None) -> None:  # fmt: skip
         self.settings = settings
         # Groups that emptied: their last generation and when, so a returning group continues its numbering.
         self.retired = retired or {}
         self.routes = routes  # topic -> {"event_time_ms": int, "queues": [[broker, qid], ...]}
         self.groups = groups
         self.storms = StormDetector(settings.storm_window_ms, settings.storm_threshold, settings.storm_coalesce_ms)
+        self.flapping = FlappingDetector(settings.flapping_window_ms, settings.flapping_threshold,
+                                         settings.storm_coalesce_ms)  # fmt: skip
         self._change_times: dict[str, list[int]] = {}  # this call's rebalance-causing changes per group
 
     # -- persistence ---------------------------------------------------------------------------------
@@ -189,6 +230,8 @@ class ShardEngine:
     def next_wakeup_ms(self) -> int | None:
         times = [ms.next_expiry_ms(s.membership, self.settings.expiry_ms) for s in self.groups.values()]
         times += [t + self.settings.storm_window_ms + 1 for s in self.groups.values() for t in s.rebalances_ms[:1]]
+        times += [self.flapping.next_expiry_ms(s.member_changes) for s in self.groups.values() if s.member_changes]
+        times += [s.converge_by_ms for s in self.groups.values() if s.reported and s.converge_by_ms is not None]
         known = [t for t in times if t is not None]
         return min(known) if known else None
 
@@ -205,6 +248,7 @@ class ShardEngine:
             elif kind == "reported_assignment":
                 self._apply_report(event, dirty)
         records += self._expire_all(watermark_ms, dirty)
+        self._due_windows(watermark_ms, dirty)
         records += self._analyse(dirty)
         self._forget_retired(watermark_ms)
         return records
@@ -218,28 +262,52 @@ class ShardEngine:
         dirty: dict[str, tuple[int, set[str]]] = {}
         records = self._expire_all(watermark_ms, dirty)
         self._forget_retired(watermark_ms)
+        self._due_windows(watermark_ms, dirty)
+        return records + self._analyse(dirty)
+
+    def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[str]]]) -> None:
+        """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
+        watermark (also in ``apply``: a shard with input every batch never times out)."""
+        def due(group: str, trigger: str) -> None:
+            time_ms, triggers = dirty.get(group, (watermark_ms, set()))
+            dirty[group] = (max(time_ms, watermark_ms), triggers | {trigger})
+
         for group, state in self.groups.items():
             pruned = self.storms.prune(state.rebalances_ms, watermark_ms)
             if pruned != state.rebalances_ms:
                 state.rebalances_ms = pruned
-                dirty.setdefault(group, (watermark_ms, set()))[1].add("STORM_WINDOW")
-        return records + self._analyse(dirty)
+                due(group, "STORM_WINDOW")
+            if state.member_changes:
+                changes = self.flapping.prune(state.member_changes, watermark_ms)
+                if changes != state.member_changes:
+                    state.member_changes = changes
+                    due(group, "FLAPPING_WINDOW")
+            if state.reported and state.converge_by_ms is not None and state.converge_by_ms <= watermark_ms:
+                due(group, "CONVERGENCE_GRACE")
 
     def _mark(self, dirty: dict[str, tuple[int, set[str]]], group: str, time_ms: int, trigger: str) -> None:
         previous_time, triggers = dirty.get(group, (time_ms, set()))
         triggers.add(trigger)
-        if trigger not in ("REPORTED_ASSIGNMENT", "STORM_WINDOW"):
+        if trigger not in NOT_REBALANCES:
             # Every change makes clients rebalance (a CHANGE notification or their 20 s timer), so storms
             # count changes, not generations: several changes inside one micro-batch are several rebalances.
             self._change_times.setdefault(group, []).append(time_ms)
+            state = self.groups.get(group)
+            if state is not None:
+                grace = self.settings.convergence_grace_ms
+                grace += self.settings.route_poll_interval_ms if trigger == "ROUTE_CHANGED" else 0
+                due = time_ms + grace
+                state.converge_by_ms = due if state.converge_by_ms is None else max(state.converge_by_ms, due)
         dirty[group] = (max(previous_time, time_ms), triggers)
 
     def _apply_channel(self, event: ms.ChannelEvent, records: list[Record],
                        dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
         state = self.groups.get(event.group)
         if state is None:
-            generation, _ = self.retired.pop(event.group, (0, 0))
-            state = GroupState(ms.GroupMembership(event.group), generation=generation)
+            retired = self.retired.pop(event.group, [0, 0])
+            state = GroupState(ms.GroupMembership(event.group), generation=int(retired[0]))
+            if len(retired) > 2:  # joins and leaves before it emptied: a crash-looping sole member flaps
+                state.member_changes = self.flapping.prune(retired[2], event.event_time_ms)
         now_ms, expiry_ms = event.event_time_ms, self.settings.expiry_ms
         # The scan before each event is a no-op until the earliest deadline (a channel's last heartbeat +
         # expiry + 1, a tombstone's time + expiry); skipping it then saves a pass over every channel of the
@@ -258,6 +326,7 @@ class ShardEngine:
         for change in expired + changes:
             records.append(("membership_changes", _change_row(change)))
             self._mark(dirty, event.group, change.event_time_ms, change.change)
+            self._count_member_change(state, change)
 
     def _apply_route(self, event: Mapping[str, Any], dirty: dict[str, tuple[int, set[str]]]) -> None:
         topic, time_ms = event["topic"], int(event["event_time"])
@@ -293,7 +362,14 @@ class ShardEngine:
             for change in changes:
                 records.append(("membership_changes", _change_row(change)))
                 self._mark(dirty, group, change.event_time_ms, change.change)
+                self._count_member_change(state, change)
         return records
+
+    def _count_member_change(self, state: GroupState, change: ms.MembershipChange) -> None:
+        direction = _MEMBER_DIRECTION.get(change.change)
+        if direction is not None:
+            state.member_changes = self.flapping.record(state.member_changes, change.client_id, direction,
+                                                        change.event_time_ms)  # fmt: skip
 
     def _analyse(self, dirty: Mapping[str, tuple[int, set[str]]]) -> list[Record]:
         records: list[Record] = []
@@ -304,8 +380,10 @@ class ShardEngine:
                 records += self._group_gone(group, state, time_ms)
                 del self.groups[group]
                 self.retired[group] = [state.generation, time_ms]
+                if state.member_changes:
+                    self.retired[group].append(state.member_changes)
                 continue
-            rebalance = bool(triggers - {"REPORTED_ASSIGNMENT", "STORM_WINDOW"})
+            rebalance = bool(triggers - NOT_REBALANCES)
             records += self._analyse_group(group, state, time_ms, sorted(triggers), rebalance)
         return records
 
@@ -325,10 +403,15 @@ class ShardEngine:
             state.generation += 1
             for change_ms in sorted(self._change_times.pop(group, [])):
                 state.rebalances_ms = self.storms.record(state.rebalances_ms, change_ms)
-        findings = list(analysis.findings)
+        findings = hold_in_grace(analysis.findings, state.episodes, time_ms, state.converge_by_ms, CONVERGING_KINDS)
+        if state.converge_by_ms is not None and time_ms >= state.converge_by_ms:
+            state.converge_by_ms = None
         storm = self.storms.finding(group, state.rebalances_ms)
         if storm is not None:
             findings.append(storm)
+        flapping = self.flapping.finding(group, state.member_changes, time_ms)
+        if flapping is not None:
+            findings.append(flapping)
         state.episodes, transitions = reconcile(state.episodes, findings, time_ms)
         records: list[Record] = [_transition_row(t, state.generation) for t in transitions]
         if rebalance:

@@ -215,6 +215,7 @@ def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[
             "INCONSISTENT_SUBSCRIPTION",
             "DIVERGING_BROKER_VIEWS",
             "REBALANCE_STORM",
+            "FLAPPING_MEMBERS",
             "ASSIGNMENT_MISMATCH",
         )
         metrics.replace_series(

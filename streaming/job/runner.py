@@ -107,6 +107,10 @@ class MonitorJob:
             "storm_window_ms": c.anomalies.storm_window_ms,
             "storm_threshold": c.anomalies.storm_threshold,
             "storm_coalesce_ms": c.anomalies.storm_coalesce_ms,
+            "flapping_window_ms": c.anomalies.flapping_window_ms,
+            "flapping_threshold": c.anomalies.flapping_threshold,
+            "convergence_grace_ms": c.membership.convergence_grace_ms,
+            "route_poll_interval_ms": c.membership.route_poll_interval_ms,
             "group_rules": [
                 {
                     "group": g.group,
@@ -114,6 +118,7 @@ class MonitorJob:
                     "virtual_node_count": g.virtual_node_count,
                     "consumer_idcs": list(g.consumer_idcs),
                     "machine_room_separator": g.machine_room_separator,
+                    "machine_room_regex": g.machine_room_regex,
                     "config_queues": None if g.config_queues is None else [list(q) for q in g.config_queues],
                 }
                 for g in c.allocation.groups

@@ -19,6 +19,7 @@ from streaming.domain.allocation import (
     ByMachineRoom,
     ConsistentHash,
     MachineRoomNearby,
+    RegexResolver,
     SplitResolver,
 )
 from streaming.domain.errors import DomainError
@@ -80,9 +81,27 @@ def java_strategy(line: str, name: str, param=None):  # type: ignore[no-untyped-
     if name.startswith("NEARBY"):
         inner = r.cls(
             PACKAGE
-            + ("AllocateMessageQueueAveragely" if name == "NEARBY_AVG" else "AllocateMessageQueueAveragelyByCircle")
+            + ("AllocateMessageQueueAveragelyByCircle" if name == "NEARBY_CIRCLE" else "AllocateMessageQueueAveragely")
         )()
         resolver_interface = r.cls(PACKAGE + "AllocateMachineRoomNearby$MachineRoomResolver")
+        if name == "NEARBY_REGEX":
+            pattern = jpype.JClass("java.util.regex.Pattern").compile(param)
+
+            @jpype.JImplements(resolver_interface)
+            class RegexRoom:  # what [[allocation.groups]] machine_room_regex means, written as a Java user would
+                @jpype.JOverride
+                def brokerDeployIn(self, mq):  # noqa: N802
+                    return self.room(mq.getBrokerName())
+
+                @jpype.JOverride
+                def consumerDeployIn(self, client_id):  # noqa: N802
+                    return self.room(client_id)
+
+                def room(self, text):  # type: ignore[no-untyped-def]
+                    matcher = pattern.matcher(text)
+                    return matcher.group(1) if matcher.find() else None
+
+            return r.cls(PACKAGE + "AllocateMachineRoomNearby")(inner, RegexRoom())
 
         @jpype.JImplements(resolver_interface)
         class Resolver:  # the vectors' resolver: split("-")[0] on broker names and client ids
@@ -107,9 +126,12 @@ OUR = {
     "MR": lambda p: ByMachineRoom(frozenset(p)),
     "NEARBY_AVG": lambda p: MachineRoomNearby(Averagely(), SplitResolver("-")),
     "NEARBY_CIRCLE": lambda p: MachineRoomNearby(AveragelyByCircle(), SplitResolver("-")),
+    "NEARBY_REGEX": lambda p: MachineRoomNearby(Averagely(), RegexResolver(p)),
 }
 PARAMS = {"AVG": [None], "CIRCLE": [None], "CH": [0, 1, 10], "MR": [("IDC1",), ("IDC1", "IDC2", "")],
-          "NEARBY_AVG": [None], "NEARBY_CIRCLE": [None]}  # fmt: skip
+          "NEARBY_AVG": [None], "NEARBY_CIRCLE": [None],
+          # a room before "-" or "@"; an optional group that may not take part (no room, like null)
+          "NEARBY_REGEX": ["^([A-Za-z0-9]+)[-@]", "(?:IDC([0-9]))?-"]}  # fmt: skip
 
 
 @pytest.mark.parametrize("line", ["4.9", "5"])

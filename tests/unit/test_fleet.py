@@ -136,3 +136,186 @@ def test_a_group_that_empties_and_returns_continues_its_generations():
     ])  # fmt: skip
     assert [r["generation"] for r in rows(out, "group_snapshots")] == [1, 2]
     assert any(r.get("removed") for r in rows(out, "group_metrics"))
+
+
+# -- flapping members ([anomalies] flapping_window_ms, flapping_threshold) ---------------------------------
+
+FLAPPING = {"flapping_threshold": 3, "flapping_window_ms": 600_000}
+
+
+def both_brokers(make, t, channel, cid):
+    return [make(t, channel, cid, broker="broker-a"), make(t, channel, cid, broker="broker-b")]
+
+
+def join(t, channel, cid, broker):
+    return hb(t, channel, cid, broker=broker)
+
+
+def close(t, channel, cid, broker):
+    return ev("CHANNEL_CLOSE", t, channel, cid, broker=broker)
+
+
+def episodes_of(out, anomaly):
+    return [r for r in rows(out, "anomaly_episodes") if r["anomaly"] == anomaly]
+
+
+def test_a_member_joining_and_leaving_more_than_the_threshold_is_flapping_and_stops_after_the_window():
+    stable = both_brokers(join, 0, "10.0.0.1:1", "steady")
+    # "crashy" restarts every 20 s; each join and leave is seen through both brokers (one change each)
+    cycle = [both_brokers(join, 1_000, "10.0.0.2:1", "crashy"), both_brokers(close, 20_000, "10.0.0.2:1", "crashy"),
+             both_brokers(join, 40_000, "10.0.0.2:2", "crashy"), both_brokers(close, 60_000, "10.0.0.2:2", "crashy")]  # fmt: skip
+    settings = {**FLAPPING, "expiry_ms": 3_600_000}  # no channel expires in this test
+    out, snapshot = run([([route(0), *stable, *cycle[0], *cycle[1], *cycle[2]], 0)], settings)
+    assert episodes_of(out, "FLAPPING_MEMBERS") == []  # 3 changes (6 broker events) is not more than 3
+    engine = ShardEngine.restore(snapshot, settings)
+    out = engine.apply(cycle[3], 0)
+    (opened,) = episodes_of(out, "FLAPPING_MEMBERS")
+    assert (opened["status"], opened["opened_at_ms"], opened["topic"]) == ("OPENED", 60_000, "")
+    details = json.loads(opened["details"])
+    assert details["members"] == {"crashy": {"joins": 2, "leaves": 2, "first_ms": 1_000, "last_ms": 60_000}}
+    assert (details["threshold"], details["window_ms"]) == (3, 600_000)
+    open_kinds = rows(out, "group_metrics")[-1]["open_anomalies"]
+    assert open_kinds.get("FLAPPING_MEMBERS") == 1
+    # the first join leaves the window at 601_000 (600 s after it), and the episode closes then
+    assert episodes_of(engine.advance(600_999), "FLAPPING_MEMBERS") == []
+    assert engine.next_wakeup_ms() == 601_000
+    (closed,) = episodes_of(engine.advance(601_000), "FLAPPING_MEMBERS")
+    assert (closed["status"], closed["closed_at_ms"]) == ("CLOSED", 601_000)
+
+
+def test_flapping_also_closes_in_a_batch_with_input_when_the_window_slides():
+    events = [route(0), hb(0, "s:1", "steady")]
+    for i in range(4):
+        events.append(hb(10_000 * i, f"f:{i}", "flappy") if i % 2 == 0 else ev("UNREGISTER", 10_000 * i, f"f:{i - 1}", "flappy"))
+    out, _ = run([(events, 0), ([hb(700_000, "s:1", "steady")], 650_000)], FLAPPING)
+    assert [r["status"] for r in episodes_of(out, "FLAPPING_MEMBERS")] == ["OPENED", "CLOSED"]
+
+
+def test_a_sole_member_crash_looping_is_flapping_although_its_group_empties_each_time():
+    batches = []
+    for i in range(3):
+        batches.append(([route(0), hb(30_000 * i, f"10.0.0.1:{i}", "only")], 0))
+        batches.append(([ev("CHANNEL_CLOSE", 30_000 * i + 10_000, f"10.0.0.1:{i}", "only")], 0))
+    out, _ = run(batches, FLAPPING)
+    # joins at 0, 30 s, 60 s, leaves at 10 s, 40 s, 70 s: the 4th change (40 s) empties the group, the 5th
+    # (the join at 60 s) brings it back with its history: flapping until it empties again
+    statuses = [(r["status"], r["event_time_ms"]) for r in episodes_of(out, "FLAPPING_MEMBERS")]
+    assert statuses == [("OPENED", 60_000), ("CLOSED", 70_000)]
+
+
+def test_other_membership_changes_do_not_count_as_flapping():
+    events = [route(0), hb(0, "a:1", "c1")]
+    events += [hb(1_000 * i, "a:1", "c1", topics=("T",) if i % 2 else ("T", "U")) for i in range(1, 10)]
+    out, _ = run([(events, 0)], FLAPPING)
+    assert episodes_of(out, "FLAPPING_MEMBERS") == []
+
+
+# -- convergence grace ([membership] convergence_grace_ms, route_poll_interval_ms) -------------------------
+
+GRACE = {"convergence_grace_ms": 20_000, "route_poll_interval_ms": 30_000}
+
+
+def report(t, cid, queues, topic="T", group="G"):
+    return {"type": "reported_assignment", "schema_version": 1, "event_time": t, "group": group, "client_id": cid,
+            "topic": topic, "queues": [{"broker": b, "queue_id": q, "dropped": False} for b, q in queues]}  # fmt: skip
+
+
+A = [("broker-a", i) for i in range(4)]
+B = [("broker-b", i) for i in range(4)]
+
+
+def test_a_mismatch_within_the_grace_after_a_join_opens_nothing_and_one_that_persists_opens_when_it_ends():
+    # c1 and c2 join at 0 (expected: c1 a0-a3, c2 b0-b3); c1 still reports its old share of everything at 5 s
+    engine = ShardEngine.restore(None, GRACE)
+    out = engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(5_000, "c1", A + B)], 0)
+    assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
+    assert engine.next_wakeup_ms() == 20_000  # the grace's end, not only the 120 s expiry
+    out = engine.apply([], 20_000)
+    (opened,) = episodes_of(out, "ASSIGNMENT_MISMATCH")
+    assert (opened["status"], opened["opened_at_ms"]) == ("OPENED", 20_000)
+    assert json.loads(opened["details"])["clients"] == {
+        "c1": {"missing": [], "unexpected": [{"broker": b, "queue_id": q} for b, q in B]}}
+
+
+def test_clients_that_converge_within_the_grace_never_open_a_mismatch():
+    out, snapshot = run([([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(5_000, "c1", A + B)], 0),
+                         ([report(15_000, "c1", A), report(15_000, "c2", B)], 0)], GRACE)  # fmt: skip
+    engine = ShardEngine.restore(snapshot, GRACE)
+    out += engine.advance(25_000) + engine.apply([report(40_000, "c1", A)], 30_000)
+    assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
+
+
+def test_a_mismatch_after_the_grace_opens_at_once():
+    out, _ = run([([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2")], 0), ([report(20_000, "c1", A + B)], 0)], GRACE)
+    assert [(r["status"], r["opened_at_ms"]) for r in episodes_of(out, "ASSIGNMENT_MISMATCH")] == [("OPENED", 20_000)]
+
+
+def test_a_route_change_extends_the_grace_by_the_route_poll_interval():
+    steady = [route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(30_000, "c1", A), report(30_000, "c2", B)]
+    engine = ShardEngine.restore(None, {**GRACE, "expiry_ms": 3_600_000})  # no channel expires in this test
+    engine.apply(steady, 0)
+    # broker-b loses its queues at 100 s; c2 keeps reporting b0-b3 (its next route poll is up to 30 s away)
+    out = engine.apply([route(100_000, brokers=(("broker-a", 8),)), report(140_000, "c2", B)], 90_000)
+    assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []  # 40 s < 20 s + 30 s
+    assert engine.next_wakeup_ms() == 150_000
+    out = engine.advance(150_000)
+    assert [(r["status"], r["opened_at_ms"]) for r in episodes_of(out, "ASSIGNMENT_MISMATCH")] == [("OPENED", 150_000)]
+
+
+def test_an_open_mismatch_is_neither_closed_nor_reopened_by_a_later_change():
+    engine = ShardEngine.restore(None, GRACE)
+    out = engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(30_000, "c1", A + B)], 0)
+    (opened,) = episodes_of(out, "ASSIGNMENT_MISMATCH")
+    out = engine.apply([hb(50_000, "c:1", "c3")], 40_000)  # a join: a new grace, the mismatch still holds
+    (updated,) = episodes_of(out, "ASSIGNMENT_MISMATCH")  # c1's expected share changed: new details
+    assert (updated["status"], updated["episode_id"]) == ("UPDATED", opened["episode_id"])
+    out = engine.apply([report(55_000, "c1", A[:3])], 40_000)  # c1 converged within the grace
+    assert [r["status"] for r in episodes_of(out, "ASSIGNMENT_MISMATCH")] == ["CLOSED"]
+
+
+# -- MACHINE_ROOM_NEARBY with machine_room_regex -----------------------------------------------------------
+
+
+def test_machine_room_regex_names_the_rooms_of_brokers_and_clients():
+    rule = {"group": "G", "strategy": "MACHINE_ROOM_NEARBY-AVG", "machine_room_separator": "-",
+            "machine_room_regex": r"\b(hz|sh)\b"}  # fmt: skip
+    brokers = (("broker-a.hz", 3), ("broker-b.sh", 1))
+    events = [route(0, brokers=brokers), hb(0, "a:1", "10.0.0.1@1#hz"), hb(0, "b:1", "10.0.0.2@1#sh")]
+    out, _ = run([(events, 0)], {"group_rules": [rule]})
+    shares = {r["client_id"]: [(q["broker"], q["queue_id"]) for q in r["queues"]]
+              for r in rows(out, "expected_assignments")}  # fmt: skip
+    assert shares == {"10.0.0.1@1#hz": [("broker-a.hz", 0), ("broker-a.hz", 1), ("broker-a.hz", 2)],
+                      "10.0.0.2@1#sh": [("broker-b.sh", 0)]}  # fmt: skip
+    # by the separator the brokers' room is "broker", where no client is: everyone shares all queues (AVG)
+    out, _ = run([(events, 0)], {"group_rules": [{**rule, "machine_room_regex": None}]})
+    by_separator = {r["client_id"]: [(q["broker"], q["queue_id"]) for q in r["queues"]]
+                    for r in rows(out, "expected_assignments")}  # fmt: skip
+    assert by_separator == {"10.0.0.1@1#hz": [("broker-a.hz", 0), ("broker-a.hz", 1)],
+                            "10.0.0.2@1#sh": [("broker-a.hz", 2), ("broker-b.sh", 0)]}  # fmt: skip
+
+
+def test_a_name_the_regex_does_not_match_is_a_strategy_error_like_a_null_room():
+    rule = {"group": "G", "strategy": "MACHINE_ROOM_NEARBY-AVG", "machine_room_regex": r"^(hz|sh)-"}
+    out, _ = run([([route(0), hb(0, "a:1", "hz-c1")], 0)], {"group_rules": [rule]})
+    (orphaned,) = episodes_of(out, "ORPHANED_QUEUES")
+    assert "Machine room is null for mq" in " ".join(json.loads(orphaned["details"])["causes"])
+
+
+def test_the_job_hands_every_anomaly_membership_and_machine_room_option_to_the_engine(tmp_path):
+    from streaming.config import load_config
+    from streaming.domain.fleet import EngineSettings, GroupRule
+    from streaming.job.runner import MonitorJob
+
+    path = tmp_path / "monitor.toml"
+    path.write_text(
+        "[membership]\nconvergence_grace_ms = 7000\nroute_poll_interval_ms = 9000\n"
+        "[anomalies]\nflapping_window_ms = 120000\nflapping_threshold = 5\nstorm_coalesce_ms = 250\n"
+        '[[allocation.groups]]\ngroup = "orders-*"\nstrategy = "MACHINE_ROOM_NEARBY-AVG"\n'
+        'machine_room_regex = "^(idc[0-9]+)-"\n'
+    )
+    settings = EngineSettings.from_mapping(MonitorJob(load_config(path, env={})).engine_settings())
+    assert (settings.convergence_grace_ms, settings.route_poll_interval_ms) == (7_000, 9_000)
+    assert (settings.flapping_window_ms, settings.flapping_threshold, settings.storm_coalesce_ms) == (120_000, 5, 250)
+    assert settings.group_rules == (GroupRule("orders-*", "MACHINE_ROOM_NEARBY-AVG", machine_room_regex="^(idc[0-9]+)-"),)
+    engine = ShardEngine.restore(None, settings)
+    assert (engine.flapping.window_ms, engine.flapping.threshold, engine.flapping.coalesce_ms) == (120_000, 5, 250)
