@@ -54,6 +54,9 @@ class Producer:
     group: str
     version: str
     sends_per_tick: int = 4
+    # The simulated producers run with sendLatencyFaultEnable (RocketMQ's default is off) and say so in
+    # every send result, so they avoid slow brokers whatever [producers] send_latency_fault_enable says.
+    send_latency_fault_enable: bool = True
 
 
 @dataclass
@@ -386,6 +389,7 @@ class Simulation:
                     "latency_ms": latency,
                     "outcome": outcome,
                     "client_version": producer.version,
+                    "send_latency_fault_enable": producer.send_latency_fault_enable,
                 }
 
     def events_until(self, until_ms: int) -> list[dict[str, Any]]:

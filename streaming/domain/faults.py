@@ -431,6 +431,9 @@ class SendResult:
     event_time_ms: int
     latency_ms: int
     outcome: SendOutcome
+    # The producer's sendLatencyFaultEnable. False: MQFaultStrategy.updateFaultItem does nothing and the
+    # selection never consults the fault items (semantics 6.4/6.5), so the send avoids and isolates nothing.
+    fault_enabled: bool = True
 
     def __post_init__(self) -> None:
         # A raw string would silently miss every branch of fault_update_for: parse it or fail here.
@@ -521,6 +524,17 @@ class TrackedFault:
     item: FaultItem
     last_event_ms: int
     window: FaultWindow | None = None
+    # False while the producer's sends say sendLatencyFaultEnable is off: it avoids no broker, whatever
+    # ``item`` holds (kept as it was, as the Java table keeps its items when the setter turns the feature off).
+    fault_enabled: bool = True
+
+    @property
+    def avoids_at(self) -> int | None:
+        """Until when the producer avoids the broker (its item's end), None when it cannot avoid it."""
+        return self.item.start_timestamp_ms if self.fault_enabled else None
+
+    def is_available(self, now_ms: int) -> bool:
+        return not self.fault_enabled or self.item.is_available(now_ms)
 
 
 @dataclass(frozen=True)
@@ -579,8 +593,10 @@ def _trigger(send: SendResult, table: FaultTable, update: FaultUpdate) -> Trigge
 class FaultWindowTracker:
     """Replays send results into one fault item per (producer, broker) and emits window episodes.
 
-    The producer is assumed to run with ``sendLatencyFaultEnable`` (otherwise its client keeps no
-    items). ``fault_table.semantics`` selects both the update rule and the call sites
+    Each send says whether its producer runs with ``sendLatencyFaultEnable`` (``SendResult.fault_enabled``):
+    without it the client keeps no fault items and avoids no broker, so such sends open no window (they
+    keep the pair known, as a producer that sends there and avoids nothing). ``fault_table.semantics``
+    selects both the update rule and the call sites
     (``fault_update_for``); ``detector_enabled`` is 5.x ``startDetectorEnable`` (it makes remoting
     errors unreachable).
 
@@ -612,6 +628,8 @@ class FaultWindowTracker:
             return TrackerStep(self, (), (send,))
         advanced = self.advance(send.event_time_ms)
         tracker, episodes = advanced.tracker, list(advanced.episodes)
+        if not send.fault_enabled:
+            return tracker._apply_disabled(send, episodes)
         table = self.fault_table
         update = fault_update_for(send.outcome, table.client_line, self.detector_enabled)
         trigger = _trigger(send, table, update)
@@ -646,8 +664,25 @@ class FaultWindowTracker:
         if episode is not None:
             episodes.append(episode)
         items = dict(tracker.items)
-        items[key] = TrackedFault(send.producer_id, send.broker, item, now_ms, window)
+        items[key] = TrackedFault(send.producer_id, send.broker, item, now_ms, window)  # enabled (again)
         return TrackerStep(replace(tracker, items=MappingProxyType(items)), tuple(episodes))
+
+    def _apply_disabled(self, send: SendResult, episodes: list[FaultWindowEpisode]) -> TrackerStep:
+        """A send of a producer without sendLatencyFaultEnable: no fault item is created or updated, and the
+        producer stops avoiding the broker, so an open window (from sends with the feature on) ends now."""
+        key = (send.producer_id, send.broker)
+        tracked = self.items.get(key)
+        # No Java item exists for a new pair; an item that is available and reachable stands for none.
+        item = tracked.item if tracked else FaultItem(send.broker, 0, 0, True)
+        if tracked is not None and tracked.window is not None:
+            trigger = Trigger(send.event_time_ms, send.latency_ms, send.outcome, False, -1, 0)
+            window = tracked.window
+            closed = replace(window, window_end_ms=send.event_time_ms, last_moved_by=trigger)
+            episodes.append(self._episode(WindowStatus.CLOSED_EARLY, key, closed, trigger, send.event_time_ms,
+                                          window.window_end_ms))  # fmt: skip
+        items = dict(self.items)
+        items[key] = TrackedFault(send.producer_id, send.broker, item, send.event_time_ms, None, fault_enabled=False)
+        return TrackerStep(replace(self, items=MappingProxyType(items)), tuple(episodes))
 
     def apply_all(self, sends: Iterable[SendResult]) -> TrackerStep:
         """Apply sends in the order given (sort them by event time first)."""
@@ -729,7 +764,7 @@ class FaultWindowTracker:
     def is_available(self, producer_id: str, broker: str, now_ms: int) -> bool:
         """Whether the producer's client would consider the broker available at ``now_ms``."""
         tracked = self.items.get((producer_id, broker))
-        return True if tracked is None else tracked.item.is_available(now_ms)
+        return True if tracked is None else tracked.is_available(now_ms)
 
     def is_reachable(self, producer_id: str, broker: str) -> bool:
         tracked = self.items.get((producer_id, broker))
@@ -774,7 +809,7 @@ class FaultWindowTracker:
         until: dict[str, int] = {}
         for (_, broker), tracked in self.items.items():
             seen[broker] = seen.get(broker, 0) + 1
-            if not tracked.item.is_available(now_ms):
+            if not tracked.is_available(now_ms):
                 avoiding[broker] = avoiding.get(broker, 0) + 1
                 until[broker] = max(until.get(broker, 0), tracked.item.start_timestamp_ms)
         return tuple(BrokerAvoidance(b, seen[b], avoiding.get(b, 0), until.get(b)) for b in sorted(seen))
@@ -842,6 +877,7 @@ def _tracked_to_dict(tracked: TrackedFault) -> dict[str, Any]:
         "start_timestamp_ms": tracked.item.start_timestamp_ms,
         "reachable": tracked.item.reachable,
         "last_event_ms": tracked.last_event_ms,
+        "fault_enabled": tracked.fault_enabled,
         "window": None
         if window is None
         else {
@@ -865,6 +901,7 @@ def _tracked_from_dict(raw: Mapping[str, Any]) -> TrackedFault:
             reachable=bool(raw["reachable"]),
         ),
         last_event_ms=int(raw["last_event_ms"]),
+        fault_enabled=bool(raw.get("fault_enabled", True)),
         window=None
         if window is None
         else FaultWindow(

@@ -9,6 +9,12 @@ window is evicted.
 
 Output rows ``(table, payload)`` go to ``fault_windows`` (history) and ``producer_broker_status_current``
 (MERGE); the sink then recomputes ``broker_status_current`` from the latter at the batch's event time.
+
+A send whose ``fault_table`` is NULL comes from a producer without ``sendLatencyFaultEnable`` (the send
+result said so, or ``[producers] send_latency_fault_enable`` is false and it said nothing): it updates no
+fault item and opens no window, and its pair's status row has no table and no end -- a producer that sends
+to the broker and avoids nothing. ``start_detector_enable`` is 5.x ``startDetectorEnable``: remoting errors
+then leave the item unreachable (the detector's later probes are not observed: the next send says).
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ STATE_SCHEMA = "tracker STRING, producer_group STRING"
 
 
 def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped-def]
-    """``settings``: {"fault_tables": {name: mapping}, "state_ttl_ms": int} (plain, picklable)."""
+    """``settings``: {"fault_tables": {name: mapping}, "default_fault_table": name, "state_ttl_ms": int,
+    "start_detector_enable": bool} (plain, picklable)."""
 
     def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         import pandas as pd
@@ -43,14 +50,21 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
             stored, group = state.get
             tracker = FaultWindowTracker.from_dict(json.loads(stored))
         out: list[tuple[str, dict[str, Any]]] = []
+        detector = bool(settings.get("start_detector_enable", False))
         if rows:
             rows.sort(key=lambda r: (int(r["event_time_ms"]), int(r["kafka_partition"]), int(r["kafka_offset"])))
             group = str(rows[-1]["producer_group"])
-            table_name = str(rows[-1]["fault_table"])
-            if tracker is None or tracker.fault_table.name != table_name:
+            # NULL (None or NaN from pandas): the producer runs without sendLatencyFaultEnable.
+            tables = [str(r["fault_table"]) for r in rows if isinstance(r["fault_table"], str)]
+            if tables:
+                table_name = tables[-1]
+            else:  # no table in use: keep the one the item had, else any (no send of this batch uses it)
+                table_name = tracker.fault_table.name if tracker else str(settings["default_fault_table"])
+            if tracker is None or tracker.fault_table.name != table_name or tracker.detector_enabled != detector:
                 table = fault_table_from_config({"name": table_name, **settings["fault_tables"][table_name]})
                 tracker = FaultWindowTracker(
                     table,
+                    detector_enabled=detector,
                     clock_ms=None if tracker is None else tracker.clock_ms,
                     items=({} if tracker is None else tracker.items),
                 )
@@ -61,6 +75,7 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
                     int(r["event_time_ms"]),
                     int(r["latency_ms"]),
                     SendOutcome.parse(str(r["outcome"])),
+                    fault_enabled=isinstance(r["fault_table"], str),
                 )
                 for r in rows
             ]
@@ -90,6 +105,7 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
             state.update((json.dumps(tracker.to_dict(), separators=(",", ":")), group))
             wake = tracked.window.window_end_ms if tracked.window else tracked.last_event_ms + ttl_ms
             state.setTimeoutTimestamp(max(int(wake), watermark_ms + 1))
+            enabled = tracked.fault_enabled
             if rows or episodes:
                 out.append(
                     (
@@ -98,11 +114,11 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
                             "producer_id": producer_id,
                             "producer_group": group,
                             "broker": broker,
-                            "fault_table": tracker.fault_table.name,
-                            "unavailable_until_ms": tracked.item.start_timestamp_ms,
-                            "last_latency_ms": tracked.item.current_latency_ms,
+                            "fault_table": tracker.fault_table.name if enabled else None,
+                            "unavailable_until_ms": tracked.avoids_at,
+                            "last_latency_ms": tracked.item.current_latency_ms if enabled else None,
                             "last_send_ms": tracked.last_event_ms,
-                            "reachable": tracked.item.reachable,
+                            "reachable": tracked.item.reachable if enabled else None,
                             "event_time_ms": max([tracked.last_event_ms] + [e.event_time_ms for e in episodes]),
                             "_op": "upsert",
                         },

@@ -184,6 +184,7 @@ class MonitorJob:
             checkpoint_app_id(checkpoint, c.delta.app_id_prefix),
             c.spark.trigger_interval,
             self.available_now,
+            fault_enable_default=c.producers.send_latency_fault_enable,
         )
         if self.available_now:
             self.queries["send-ingest"].awaitTermination()  # the fault query reads what it wrote
@@ -191,7 +192,8 @@ class MonitorJob:
             self.session,
             updates_path,
             c.ingest.watermark_delay,
-            {"fault_tables": self.fault_tables(), "state_ttl_ms": c.producers.state_ttl_ms},
+            {"fault_tables": self.fault_tables(), "default_fault_table": c.producers.default_fault_table,
+             "state_ttl_ms": c.producers.state_ttl_ms, "start_detector_enable": c.producers.start_detector_enable},
         )
         checkpoint = self._checkpoint("fault-windows")
         app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix)

@@ -74,6 +74,16 @@ def fault_table_column(rules: Sequence[FaultTableRule], default_table: str) -> C
     return expr
 
 
+def fault_table_in_use(rules: Sequence[FaultTableRule], default_table: str, fault_enable_default: bool) -> Column:
+    """The fault table a send's producer uses, NULL when it runs without ``sendLatencyFaultEnable`` (the
+    send result's ``send_latency_fault_enable``, else ``fault_enable_default``): RocketMQ then keeps no
+    fault items and avoids no broker (semantics 6.4), so no table applies."""
+    from pyspark.sql import functions as F
+
+    enabled = F.coalesce(F.col("send_latency_fault_enable"), F.lit(bool(fault_enable_default)))
+    return F.when(enabled, fault_table_column(rules, default_table))
+
+
 def latency_floor_column(floors_ms: Mapping[str, int]) -> Column:
     """Per fault table, the smallest latency with a positive not-available duration."""
     from pyspark.sql import functions as F
@@ -84,8 +94,10 @@ def latency_floor_column(floors_ms: Mapping[str, int]) -> Column:
     return expr
 
 
-def sends_from(classified: DataFrame, table_rules: Sequence[FaultTableRule], default_table: str) -> DataFrame:
-    """Valid send results with their fields, read from the typed column ``classify`` extracted."""
+def sends_from(classified: DataFrame, table_rules: Sequence[FaultTableRule], default_table: str,
+               fault_enable_default: bool) -> DataFrame:  # fmt: skip
+    """Valid send results with their fields, read from the typed column ``classify`` extracted, and the
+    fault table in use (``fault_table_in_use``)."""
     from pyspark.sql import functions as F
 
     typed = typed_column("send_result")
@@ -98,7 +110,8 @@ def sends_from(classified: DataFrame, table_rules: Sequence[FaultTableRule], def
         field("broker", "string"), field("queue_id", "int"), field("latency_ms", "bigint"),
         field("outcome", "string"), field("client_version", "string"),
         F.col("event_time_ms"), "kafka_partition", "kafka_offset",
-    ).withColumn("fault_table", fault_table_column(table_rules, default_table))  # fmt: skip
+        field("send_latency_fault_enable", "boolean"),
+    ).withColumn("fault_table", fault_table_in_use(table_rules, default_table, fault_enable_default))  # fmt: skip
 
 
 def start_send_ingest(
@@ -114,6 +127,7 @@ def start_send_ingest(
     app_id: str,
     trigger_interval: str | None,
     available_now: bool = False,
+    fault_enable_default: bool = False,
 ) -> StreamingQuery:
     classified = classify(kafka_stream(session, ingest), contracts, ingest)
     updates_path = str(tables.root / FAULT_UPDATES_TABLE)
@@ -133,7 +147,7 @@ def start_send_ingest(
             rejected = batch.where(F.col("reason").isNotNull()).limit(1).count()
             if rejected:  # an empty append would still cost a commit; a replay skips it the same way
                 tables.append("dead_letters", dead_letter_columns(batch, batch_id), app_id, batch_id)
-            sends = sends_from(batch, table_rules, default_table).persist()
+            sends = sends_from(batch, table_rules, default_table, fault_enable_default).persist()
             tables.merge_add_minutes(minute_statistics(sends, bucket_upper_ms), app_id, batch_id)
             reduced = reduce_for_fault_windows(sends, latency_floor_column(latency_floors_ms))
             append_idempotent(reduced.withColumn("batch_id", F.lit(batch_id).cast("bigint")), updates_path,

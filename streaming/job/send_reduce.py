@@ -6,8 +6,10 @@ overwrite semantics, the first fast send after a slow or failed one ends the bro
 So per (producer, broker) and micro-batch, ordered by event time (then Kafka partition and offset, for
 a stable order), a send is kept when it
 
-* is *notable*: an error outcome, or latency at or above the smallest latency whose fault duration is
-  positive in the producer's fault table (fast successes below it have duration 0);
+* is *notable*: from a producer with a fault table (``fault_table`` NULL: it runs without
+  ``sendLatencyFaultEnable`` and no send of it changes a fault item), and an error outcome, or latency at
+  or above the smallest latency whose fault duration is positive in that table (fast successes below it
+  have duration 0);
 * directly follows a notable send (it may end that window, 4.x semantics);
 * is the first of its key in the batch (it may end a window opened in an earlier batch); or
 * is the last of its key in the batch (presence: the Python side learns every live pair and its last
@@ -37,7 +39,8 @@ FAULT_UPDATE_COLUMNS = (
 def notable_send(latency_floor_ms: Column) -> Column:
     from pyspark.sql import functions as F
 
-    return (F.col("outcome") != F.lit("OK")) | (F.col("latency_ms") >= latency_floor_ms)
+    faulty = (F.col("outcome") != F.lit("OK")) | (F.col("latency_ms") >= latency_floor_ms)
+    return F.col("fault_table").isNotNull() & faulty
 
 
 def reduce_for_fault_windows(sends: DataFrame, latency_floor_ms: Column) -> DataFrame:

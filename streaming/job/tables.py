@@ -90,7 +90,8 @@ TABLES: dict[str, TableSpec] = {
             "event_time TIMESTAMP, batch_id BIGINT",
             "Producer latency-fault windows per (producer, broker): OPENED when a send makes the broker "
             "unavailable to that producer, EXTENDED / SHORTENED when a later send moves the end, EXPIRED when "
-            "the end is reached, CLOSED_EARLY when a fast send ends it at once (4.x overwrite semantics). "
+            "the end is reached, CLOSED_EARLY when a fast send ends it at once (4.x overwrite semantics) or a "
+            "send says the producer no longer runs with sendLatencyFaultEnable. Producers without it have none. "
             "level is the fault table index the trigger fell in; cause the send outcome.",
         ),
         TableSpec(
@@ -99,7 +100,9 @@ TABLES: dict[str, TableSpec] = {
             "unavailable_until_ms BIGINT, last_latency_ms BIGINT, last_send_ms BIGINT, reachable BOOLEAN, "
             "event_time_ms BIGINT, batch_id BIGINT",
             "Each producer's fault item per broker: unavailable while event time is before "
-            "unavailable_until_ms. Rows of pairs idle longer than producers.state_ttl_ms are deleted.",
+            "unavailable_until_ms. A producer without sendLatencyFaultEnable (producers.send_latency_fault_enable) "
+            "keeps no item: its rows have no fault_table, unavailable_until_ms, last_latency_ms or reachable. "
+            "Rows of pairs idle longer than producers.state_ttl_ms are deleted.",
             key=("producer_id", "broker"),
         ),
         TableSpec(

@@ -39,7 +39,7 @@ def workload():
                 events.append({"type": "send_result", "schema_version": 1, "event_time": BASE + t + rng.randint(0, 29_999),
                                "producer_id": f"P{p}", "producer_group": "PG", "topic": "T1", "broker": rng.choice(["broker-a", "broker-b"]),
                                "queue_id": 0, "latency_ms": latency, "outcome": "OK" if rng.random() > 0.03 else "TIMEOUT",
-                               "client_version": "V4_9_8" if p % 2 else "5.3.3"})  # fmt: skip
+                               "client_version": "V4_9_8" if p % 2 else "5.3.3", "send_latency_fault_enable": True})  # fmt: skip
     events.sort(key=lambda e: e["event_time"])
     return events + [("consumer_channel", b"{broken"), ("send_result", b'{"type": "send_result"}')]
 

@@ -14,7 +14,7 @@ SENDS = [(lat, "OK") for lat in (549, 550, 999, 1000, 1999, 2000, 2999, 3000, 14
 ]
 
 
-def send(i, producer, version, latency, outcome):
+def send(i, producer, version, latency, outcome, fault_enable=True):
     return {
         "type": "send_result",
         "schema_version": 1,
@@ -27,6 +27,7 @@ def send(i, producer, version, latency, outcome):
         "latency_ms": latency,
         "outcome": outcome,
         "client_version": version,
+        **({} if fault_enable is None else {"send_latency_fault_enable": fault_enable}),
     }
 
 
@@ -60,3 +61,31 @@ def test_fault_windows_for_both_tables(kafka_broker, spark, tmp_path):
     minutes = read(spark, config, "send_latency_minutes")
     assert sum(r["sends"] for r in minutes) == 2 * len(SENDS)
     assert sum(r["errors"] for r in minutes) == 2
+
+
+def test_producers_without_send_latency_fault_enable_avoid_nothing(kafka_broker, spark, tmp_path):
+    # PX says it runs without the feature; PN says nothing, so [producers] send_latency_fault_enable decides
+    # (false, RocketMQ's default, in the first run; true in the second); PY runs with it.
+    events = []
+    for producer, fault_enable in (("PX", False), ("PN", None), ("PY", True)):
+        events += [send(i, producer, "5.3.3", lat, out, fault_enable) for i, (lat, out) in enumerate(SENDS)]
+    for default in (False, True):
+        config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path / str(default), f"nofault-{default}",
+                                    RRM__PRODUCERS__SEND_LATENCY_FAULT_ENABLE=str(default).lower())  # fmt: skip
+        publish(kafka_broker.bootstrap_servers, events, topics)
+        run_available(spark, config)
+        enabled = {"PY", "PN"} if default else {"PY"}
+        got = sorted((r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+                     for r in read(spark, config, "fault_windows"))  # fmt: skip
+        assert got == sorted(w for p in sorted(enabled) for w in expected_windows(ROCKETMQ_5, p)), default
+        status = {r["producer_id"]: r for r in read(spark, config, "producer_broker_status_current")}
+        assert set(status) == {"PX", "PN", "PY"}  # every producer that sends to the broker is known
+        for producer, row in status.items():
+            if producer in enabled:
+                assert row["fault_table"] == "rocketmq-5" and row["unavailable_until_ms"] is not None
+            else:  # no fault item: nothing to be unavailable until
+                assert (row["fault_table"], row["unavailable_until_ms"], row["reachable"]) == (None, None, None)
+        (broker,) = read(spark, config, "broker_status_current")
+        assert broker["producers_seen"] == 3
+        minutes = read(spark, config, "send_latency_minutes")
+        assert sum(r["sends"] for r in minutes) == 3 * len(SENDS)  # latency statistics count every send

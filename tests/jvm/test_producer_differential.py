@@ -549,6 +549,34 @@ def test_fault_items_through_the_real_strategy_match_java(java, raw, detector):
         retry_on_tick(lambda line=line, table=table: replay_real_clock(java[line], table, raw, detector))
 
 
+def replay_fault_disabled(producer: JavaProducer, table: FaultTable, raw, detector: bool) -> None:
+    """``sendLatencyFaultEnable=false``: the real ``MQFaultStrategy.updateFaultItem`` keeps no item, and the
+    tracker, told the producer runs without it, opens no window and never makes a broker unavailable."""
+    producer.reset(False)
+    tracker = FaultWindowTracker(table, detector_enabled=detector)
+    for _, broker, latency, outcome in raw:
+        update = fault_update_for(outcome, table.client_line, detector)
+        args = (broker, jpype.JLong(latency), update.isolation)
+        if producer.line == "5":
+            args = (*args, update.reachable)
+        at, _ = bracketed(producer.strategy.updateFaultItem, *args)
+        step = tracker.apply(SendResult("p", broker, at, latency, outcome, fault_enabled=False))
+        assert step.episodes == ()
+        tracker = step.tracker
+        for name in ("broker-a", "broker-b"):
+            assert producer.item(name) is None
+            at, available = bracketed(producer.tolerance.isAvailable, name)
+            assert bool(available) and tracker.is_available("p", name, at)
+    assert not tracker.all_brokers_unavailable("p", ["broker-a", "broker-b"], 2**62)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(raw=send_sequences, detector=st.booleans())
+def test_without_send_latency_fault_enable_java_keeps_no_item_and_nothing_is_avoided(java, raw, detector):
+    for line, table in (("4.9", ROCKETMQ_4), ("5", ROCKETMQ_5)):
+        retry_on_tick(lambda line=line, table=table: replay_fault_disabled(java[line], table, raw, detector))
+
+
 # --------------------------------------------------------------------------------------------------
 # MessageQueueSelector implementations
 # --------------------------------------------------------------------------------------------------

@@ -45,3 +45,25 @@ def test_minute_statistics_with_cumulative_buckets(spark):
     }
     assert stats[0]["sends"] == 3 and stats[0]["bucket_counts"] == [1, 2, 3] and stats[0]["latency_max_ms"] == 700
     assert stats[1]["errors"] == 1 and stats[1]["bucket_counts"] == [2, 2, 2] and stats[1]["latency_sum_ms"] == 3060
+
+
+def test_fault_table_in_use_is_null_for_producers_without_send_latency_fault_enable(spark):
+    from streaming.job.send_query import fault_table_in_use
+
+    rows = [("p", "PG", "b", 0, 1, "OK", "V4_9_8", 0, i, flag) for i, flag in enumerate([True, False, None])]
+    frame = spark.createDataFrame(rows, COLUMNS + ", send_latency_fault_enable BOOLEAN")
+    rules = [FaultTableRule("rocketmq-4", "*", "4.9")]
+    for default, want in ((False, ["rocketmq-4", None, None]), (True, ["rocketmq-4", None, "rocketmq-4"])):
+        got = frame.withColumn("fault_table", fault_table_in_use(rules, "rocketmq-5", default)).orderBy("kafka_offset")
+        assert [r["fault_table"] for r in got.collect()] == want, default
+
+
+def test_reduction_keeps_only_presence_of_producers_without_a_fault_table(spark):
+    # the same sends as above from a producer without sendLatencyFaultEnable: the slow and failed ones change
+    # no fault item, so only the first and the last (presence) are kept
+    latencies = [5, 5, 900, 5, 5, 5, 5, 5]
+    outcomes = ["OK", "OK", "OK", "OK", "OK", "TIMEOUT", "OK", "OK"]
+    rows = [("p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i) for i, (lat, out) in enumerate(zip(latencies, outcomes, strict=True))]
+    frame = spark.createDataFrame(rows, COLUMNS).withColumn("fault_table", F.lit(None).cast("string"))
+    kept = reduce_for_fault_windows(frame, latency_floor_column({"rocketmq-4": 550}))
+    assert sorted(r["kafka_offset"] for r in kept.collect()) == [0, 7]

@@ -443,11 +443,51 @@ def test_evict_idle_keeps_open_windows_and_unreachable_items():
     assert tracker.evict_idle(now_ms=10, idle_ms=20_000) is tracker
 
 
+def disabled(t, latency, outcome="OK", producer="p1", broker="broker-a"):
+    return SendResult(producer, broker, t, latency, SendOutcome(outcome), fault_enabled=False)
+
+
+@pytest.mark.parametrize("table", [ROCKETMQ_4, ROCKETMQ_5], ids=["4.9", "5"])
+def test_a_producer_without_send_latency_fault_enable_never_avoids_a_broker(table):
+    # sendLatencyFaultEnable=false: updateFaultItem does nothing, the selection never consults the items
+    sends = [disabled(0, 5, "REMOTING_ERROR"), disabled(10, 20_000), disabled(20, 5, "BROKER_ERROR"),
+             disabled(30, 700, broker="b"), send(30, 700, producer="p2", broker="b")]  # fmt: skip
+    step = FaultWindowTracker(table, detector_enabled=True).apply_all(sends)
+    assert [(e.producer_id, e.status.value) for e in step.episodes] == [("p2", "OPENED")]
+    tracker = step.tracker
+    for t in (30, 1_000, 700_000):
+        assert tracker.is_available("p1", "broker-a", t) and tracker.is_available("p1", "b", t)
+    assert tracker.is_reachable("p1", "broker-a")
+    assert not tracker.all_brokers_unavailable("p1", ["broker-a", "b"], 31)
+    assert tracker.fault_tolerance("p1").items == (FaultItem("broker-a", 0, 0), FaultItem("b", 0, 0))  # none
+    status = {s.broker: s for s in tracker.broker_status(31)}
+    assert (status["b"].producers_seen, status["b"].producers_avoiding) == (2, 1)  # p1 sends there, avoids not
+    assert (status["broker-a"].producers_seen, status["broker-a"].producers_avoiding) == (1, 0)
+    until = {ROCKETMQ_4.name: 30_030, ROCKETMQ_5.name: 2_030}[table.name]  # 700 ms: 30 s (4.9.x), 2 s (5.x)
+    assert tracker.get("p1", "b").avoids_at is None and tracker.get("p2", "b").avoids_at == until
+
+
+def test_a_producer_that_turns_the_feature_off_stops_avoiding_at_once():
+    tracker = FaultWindowTracker(ROCKETMQ_5).apply(send(0, 5, "BROKER_ERROR")).tracker  # avoided until 10 s
+    step = tracker.apply(disabled(4_000, 3_000))
+    assert rows(step.episodes) == [("CLOSED_EARLY", 4_000, 0, 4_000, 10_000, 3_000, -1, "OK")]
+    assert step.tracker.is_available("p1", "broker-a", 4_000) and step.tracker.next_expiry_ms() is None
+    assert step.tracker.advance(20_000).episodes == ()  # no EXPIRED for a window that already ended
+    # the Java table keeps its item while the feature is off (setSendLatencyFaultEnable(false))
+    assert step.tracker.get("p1", "broker-a").item == tracker.get("p1", "broker-a").item
+    again = step.tracker.apply(send(5_000, 5))  # on again: the kept item (until 10 s, extend-only) applies
+    assert rows(again.episodes) == [("OPENED", 5_000, 5_000, 10_000, None, 5, -1, "OK")]
+
+
 def test_snapshot_round_trip_through_json_and_schema_version():
     tracker = FaultWindowTracker(ROCKETMQ_5, detector_enabled=True).apply_all([
         send(0, 5, "REMOTING_ERROR", broker="a"), send(10, 3000, broker="b"), send(20, 3, broker="c"),
+        disabled(30, 4000, broker="d"),
     ]).tracker  # fmt: skip
     data = json.loads(json.dumps(tracker.to_dict()))
+    assert [i["fault_enabled"] for i in data["items"]] == [True, True, True, False]
+    older = {**data, "items": [{k: v for k, v in i.items() if k != "fault_enabled"} for i in data["items"][:3]]}
+    assert all(t.fault_enabled for t in FaultWindowTracker.from_dict(older).items.values())  # before the flag
     assert data["schema_version"] == 1
     restored = FaultWindowTracker.from_dict(data)
     assert restored == tracker
