@@ -39,7 +39,8 @@ EXPECTED_FIRING = {
         ("OrphanedQueues", "ledger-containers"), ("DoubleOwnedQueues", "ledger-containers"),
         ("DuplicateClientIds", "ledger-containers"), ("OrphanedQueues", "mailer-mixed-subs"),
         ("InconsistentSubscriptions", "mailer-mixed-subs"), ("DivergingBrokerViews", "risk-split-view"),
-        ("RebalanceStorm", "cache-flapping"), ("BrokerAvoidedByMostProducers", "broker-b"),
+        ("RebalanceStorm", "cache-flapping"), ("FlappingMembers", "cache-flapping"),
+        ("BrokerAvoidedByMostProducers", "broker-b"),
         ("DeadLettersRising", "consumer"),
     )
 }  # fmt: skip

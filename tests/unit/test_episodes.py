@@ -72,3 +72,33 @@ def test_changes_of_one_burst_are_one_rebalance():
     for t in (1_000, 1_500, 2_000, 2_999):
         times = detector.record(times, t)
     assert times == (0, 1_000, 2_000)
+
+
+def test_flapping_detector_coalesces_across_brokers_counts_in_any_order_and_prunes():
+    from streaming.domain.episodes import FlappingDetector
+
+    detector = FlappingDetector(window_ms=60_000, threshold=3, coalesce_ms=1_000)
+    changes: dict = {}
+    # a join through broker-a and broker-b 300 ms apart is one join; a leave right after it is not coalesced
+    for t, direction in ((0, "JOIN"), (300, "JOIN"), (500, "LEAVE"), (20_000, "JOIN"), (10_000, "LEAVE")):
+        changes = detector.record(changes, "c1", direction, t)
+    assert changes["c1"] == [[0, "JOIN"], [500, "LEAVE"], [10_000, "LEAVE"], [20_000, "JOIN"]]  # time order
+    finding = detector.finding("G", changes, 20_000)
+    assert finding is not None and finding.key == ("G", "", "FLAPPING_MEMBERS")
+    assert finding.details["members"] == {"c1": {"joins": 2, "leaves": 2, "first_ms": 0, "last_ms": 20_000}}
+    assert detector.finding("G", changes, 60_000) is None  # the join at 0 left the window: 3 changes
+    assert detector.next_expiry_ms(changes) == 60_000
+    assert detector.prune(changes, 60_000) == {"c1": [[500, "LEAVE"], [10_000, "LEAVE"], [20_000, "JOIN"]]}
+    assert detector.prune(changes, 80_000) == {}
+
+
+def test_hold_in_grace_keeps_new_mismatches_closed_until_the_clients_could_have_converged():
+    from streaming.domain.episodes import hold_in_grace
+
+    mismatch = Finding("G", "T", "ASSIGNMENT_MISMATCH", "warning", "differs", {"clients": {}})
+    others = [orphan([1]), mismatch]
+    assert hold_in_grace(others, {}, 10_000, 20_000, ["ASSIGNMENT_MISMATCH"]) == [orphan([1])]
+    assert hold_in_grace(others, {}, 20_000, 20_000, ["ASSIGNMENT_MISMATCH"]) == others
+    assert hold_in_grace(others, {}, 10_000, None, ["ASSIGNMENT_MISMATCH"]) == others
+    opened, _ = reconcile({}, [mismatch], 0)
+    assert hold_in_grace(others, opened, 10_000, 20_000, ["ASSIGNMENT_MISMATCH"]) == others  # stays judged
