@@ -2,9 +2,10 @@
 
 ``local[2]`` by default and any master from configuration (the same code runs on a cluster), Delta's SQL
 extensions and catalog, the Kafka connector and Delta jars resolved from Maven Central by
-``connectors.jvm_artifacts``, the RocksDB state store with changelog checkpointing and bounded memory,
-a small fixed shuffle partition count (it is pinned into every checkpoint), and this interpreter for
-Python workers (a system Python would lack pandas/pyarrow).
+``connectors.jvm_artifacts`` plus the project's own compiled classes (the ingest fast path), the RocksDB
+state store with changelog checkpointing and bounded memory, a small fixed shuffle partition count (it is
+pinned into every checkpoint), and this interpreter for Python workers (a system Python would lack
+pandas/pyarrow).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class SparkSettings:
 
 def spark_conf(settings: SparkSettings) -> dict[str, str]:
     """The complete configuration the factory applies (exposed for tests and ``--print-config``)."""
-    jars = ",".join(str(jar) for jar in jvm_artifacts.jars("spark"))
+    jars = ",".join(str(jar) for jar in [*jvm_artifacts.jars("spark"), jvm_artifacts.ingest_jar()])
     conf = {
         "spark.master": settings.master,
         "spark.app.name": settings.app_name,
