@@ -11,7 +11,10 @@ Run: ``.venv/bin/python -m bench.bench_job [--sends 400000] [--groups 1000 --mem
   >= 40 %.
 
 Both sides read every record with ``availableNow`` and the same ``maxOffsetsPerTrigger``; the rate is
-input rows / summed batch time (triggerExecution), the latency the median batch time.
+input rows / summed batch time (triggerExecution), the latency the median batch time. Each run also
+records the CPU seconds the Spark JVM and its Python workers spent (``cpu_s``, from /proc): on a machine
+shared with other work, wall-clock rates swing several-fold while CPU per event barely moves, so the
+``cpu_ratio`` (baseline CPU per event / monitor CPU per event) is the steadier figure there.
 """
 
 from __future__ import annotations
@@ -95,6 +98,45 @@ def heartbeats(groups: int, members: int, rounds: int):  # type: ignore[no-untyp
                             "subscriptions": [{"topic": f"T{g % 4}", "expression": "*", "sub_version": 1}],
                         }
                     ).encode()
+
+
+def _process_tree_cpu_s(root_pid: int) -> float:
+    """CPU seconds (user + system, including reaped children) of ``root_pid`` and all its descendants."""
+    import os
+
+    children: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        pid = int(entry)
+        stats[pid] = fields
+        children.setdefault(int(fields[1]), []).append(pid)
+    total, stack = 0, [root_pid]
+    while stack:
+        pid = stack.pop()
+        if pid in stats:
+            total += sum(int(v) for v in stats[pid][11:15])  # utime, stime, cutime, cstime
+        stack.extend(children.get(pid, ()))
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_clock(spark):  # type: ignore[no-untyped-def]
+    """A function returning the Spark JVM's process-tree CPU seconds so far."""
+    pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    return lambda: _process_tree_cpu_s(pid)
+
+
+def timed(clock, run, *args):  # type: ignore[no-untyped-def]
+    before = clock()
+    result = run(*args)
+    result["cpu_s"] = round(clock() - before, 2)
+    return result
 
 
 def measure(query) -> dict[str, float]:  # type: ignore[no-untyped-def]
@@ -194,18 +236,23 @@ def main() -> None:
         ):
             if path not in chosen:
                 continue
-            first = baseline(spark, info.bootstrap_servers, topic, args.max_offsets, schema)
-            ours = run_path(job, runner)
-            second = baseline(spark, info.bootstrap_servers, topic, args.max_offsets, schema)
+            clock = cpu_clock(spark)
+            reads = (spark, info.bootstrap_servers, topic, args.max_offsets, schema)
+            first = timed(clock, baseline, *reads)
+            ours = timed(clock, run_path, job, runner)
+            second = timed(clock, baseline, *reads)
             reference = (first["events_per_s"] + second["events_per_s"]) / 2
+            cpu_reference = (first["cpu_s"] + second["cpu_s"]) / 2
             results[path] = {
                 "monitor": ours,
                 "baseline_runs": [first, second],
                 "ratio": round(ours["events_per_s"] / reference, 3),
+                "cpu_ratio": round(cpu_reference / ours["cpu_s"], 3),
             }
             print(
                 f"{path:12} monitor {ours['events_per_s']:>10.0f} ev/s (median batch {ours['median_batch_ms']} ms) | "
-                f"parse-only {reference:>10.0f} ev/s | ratio {ours['events_per_s'] / reference:.2f}"
+                f"parse-only {reference:>10.0f} ev/s | ratio {ours['events_per_s'] / reference:.2f} | "
+                f"CPU {ours['cpu_s']:.1f} s vs {cpu_reference:.1f} s, ratio {cpu_reference / ours['cpu_s']:.2f}"
             )
         args.results.parent.mkdir(parents=True, exist_ok=True)
         args.results.write_text(

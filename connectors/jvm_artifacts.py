@@ -4,10 +4,15 @@
 runs ``mvn dependency:copy-dependencies`` for it into ``<cache>/jars/<profile>`` (atomically, so an
 interrupted download is retried next time). For the ``spark`` profile, jars that the pyspark wheel already
 ships (by artifact name, any version) are left out so the session never sees two copies of a library.
+
+The project's own JVM code (``jvm/src/main/java``: the ingest fast path) is compiled by ``ingest_jar()``
+with ``javac`` against the pyspark wheel's jars -- the exact Spark and Jackson it runs with, nothing
+downloaded -- into a jar named after the sources' hash, so an edited source is rebuilt on next use.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -142,6 +147,41 @@ def _run_reporting(command: list[str], env: dict[str, str], profile: str, progre
     return mvn.returncode, lines
 
 
+JAVA_SOURCES = PROJECT_ROOT / "jvm" / "src" / "main" / "java"
+
+
+def ingest_jar() -> Path:
+    """The compiled project classes (built on first use and whenever a source changes)."""
+    sources = sorted(JAVA_SOURCES.rglob("*.java"))
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.relative_to(JAVA_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
+    target = cache_dir() / "jars" / "project" / f"rrm-jvm-{digest.hexdigest()[:16]}.jar"
+    if target.exists():
+        return target
+    import pyspark  # local import: only the Spark classpath needs it
+
+    for tool in ("javac", "jar"):
+        if not shutil.which(tool):
+            raise ArtifactError(f"'{tool}' (JDK 17) is not on PATH; it compiles the project's JVM classes")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as build:
+        classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
+        compiled = subprocess.run(
+            ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", classpath, "-d", f"{build}/classes",
+             *map(str, sources)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if compiled.returncode != 0:
+            raise ArtifactError("javac failed on jvm/src/main/java: " + compiled.stderr.strip()[-2000:])
+        staging = Path(build) / target.name
+        subprocess.run(["jar", "cf", str(staging), "-C", f"{build}/classes", "."], check=True)
+        for stale in target.parent.glob("rrm-jvm-*.jar"):
+            stale.unlink()
+        staging.rename(target)
+    return target
+
+
 def main() -> None:
     """``python -m connectors.jvm_artifacts [profile ...]``: resolve the given (default: all) profiles."""
     import sys
@@ -149,6 +189,8 @@ def main() -> None:
     for profile in sys.argv[1:] or PROFILES:
         path = resolve(profile)
         print(f"{profile}: {len(list(path.glob('*.jar')))} jars in {path}")
+    if not sys.argv[1:]:
+        print(f"project classes: {ingest_jar()}")
 
 
 if __name__ == "__main__":

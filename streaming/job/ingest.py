@@ -18,13 +18,15 @@ The last check compares with the record's Kafka timestamp rather than the wall c
 classifies every record exactly as the first run did.
 
 Walking that list for every record is what made ingest ten times slower than parsing, so valid records
-take a fast path first (``validation.fast_path``: one shape probe and one typed extraction per record);
-only the rest walk the rules, and only rejects build a detail. Valid records leave with their typed
-fields in ``e_<event type>`` (``typed_column``), so no later step extracts them again.
+take a fast path first: one strict parse in the JVM into the contract's typed fields (``StrictEvents``,
+registered by ``register_strict_events``) and value checks in SQL (``validation.fast_path``). Only the rest
+are parsed into a variant and walk the rules, and only rejects build a detail. Valid records leave with
+their typed fields in ``e_<event type>`` (``typed_column``), so no later step extracts them again.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -83,13 +85,38 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def register_strict_events(session: SparkSession, contracts: Mapping[str, EventContract]) -> str | None:
+    """Register the JVM fast path (``StrictEvents``) for ``contracts``; its SQL function name, or None.
+
+    The function takes ``(raw_value, topic default type)`` and returns ``(event_type, e_<type>...)``
+    typed by ``validation.fast_path``, or NULL when the record is not plainly of its type. The name carries
+    a hash of the types so sessions with different contracts never share one.
+    """
+    structs = {}
+    for event_type, contract in contracts.items():
+        fast = fast_path(contract.schema)
+        if fast is not None:
+            structs[event_type] = fast.struct_ddl
+    if not structs:
+        return None
+    ddl = "event_type STRING, " + ", ".join(f"`{typed_column(t)}` {d}" for t, d in structs.items())
+    name = "rrm_strict_events_" + hashlib.sha256(ddl.encode()).hexdigest()[:12]
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    jvm.io.github.rrm.ingest.StrictEvents.register(session._jsparkSession, name, ddl)
+    return name
+
+
 def classify(records: DataFrame, contracts: Mapping[str, EventContract], settings: IngestSettings) -> DataFrame:
-    """Kafka records -> one row each with ``v`` (variant), ``event_type``, ``reason``/``detail`` (NULL if valid)."""
+    """Kafka records -> one row each with ``event_type``, ``event_time_ms``, ``e_<type>`` (typed fields of a
+    valid event) and ``reason``/``detail`` (NULL if valid); ``v`` is the variant of records off the fast path."""
     from pyspark.sql import functions as F
 
     topic_default = "CASE kafka_topic " + " ".join(
         f"WHEN {_sql_string(topic)} THEN {_sql_string(event_type)}" for topic, event_type in settings.topics.items()
     ) + " END"  # fmt: skip
+    max_bytes = int(settings.max_event_bytes)
+    skew = int(settings.max_future_skew_ms)
     base = records.select(
         F.col("topic").alias("kafka_topic"),
         F.col("partition").alias("kafka_partition"),
@@ -97,17 +124,50 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         F.col("timestamp").alias("kafka_timestamp"),
         F.col("value").cast("string").alias("raw_value"),
         F.octet_length("value").alias("raw_bytes"),
-    ).withColumn(
-        "v", F.expr(f"CASE WHEN raw_bytes <= {int(settings.max_event_bytes)} THEN try_parse_json(raw_value) END")
+    )
+
+    # The fast path (see validation.fast_path): one strict JVM parse into typed fields, then the value checks
+    # in SQL. Only records it does not take are parsed into a variant and walk the rules; only rejects
+    # compute a detail.
+    strict = register_strict_events(records.sparkSession, contracts)
+    fast_accepts, fast_times = [], []
+    for event_type, contract in contracts.items():
+        fast = fast_path(contract.schema)
+        if fast is None or strict is None:
+            continue
+        typed = f"_strict.`{typed_column(event_type)}`"
+        accept = fast_accept_sql(event_type, fast, typed)
+        fast_accepts.append(f"(_strict.event_type = {_sql_string(event_type)} AND {accept})")
+        fast_times.append(f"{typed}.event_time")
+    if fast_accepts:
+        base = base.withColumn(
+            "_strict", F.expr(f"CASE WHEN raw_bytes <= {max_bytes} THEN {strict}(raw_value, {topic_default}) END")
+        )
+        fast_time = f"coalesce({', '.join(fast_times)})"
+        fast_valid = (
+            f"_strict IS NOT NULL AND NOT ({fast_time} > unix_millis(kafka_timestamp) + {skew}) "
+            f"AND ({' OR '.join(fast_accepts)})"
+        )
+        base = base.withColumn("_fast", F.expr(f"coalesce({fast_valid}, FALSE)"))
+    else:
+        base = base.withColumn("_strict", F.lit(None)).withColumn("_fast", F.lit(False))
+
+    base = base.withColumn(
+        "v", F.expr(f"CASE WHEN NOT _fast AND raw_bytes <= {max_bytes} THEN try_parse_json(raw_value) END")
     )
     base = base.withColumn(
-        "event_type", F.expr(f"coalesce(try_variant_get(v, '$.type', 'string'), {topic_default})")
-    ).withColumn("event_time_ms", F.expr("try_variant_get(v, '$.event_time', 'bigint')"))
+        "event_type",
+        F.expr(f"CASE WHEN _fast THEN _strict.event_type "
+               f"ELSE coalesce(try_variant_get(v, '$.type', 'string'), {topic_default}) END"),
+    ).withColumn(
+        "event_time_ms",
+        F.expr(f"CASE WHEN _fast THEN {fast_time if fast_accepts else 'NULL'} "
+               "ELSE try_variant_get(v, '$.event_time', 'bigint') END"),
+    )  # fmt: skip
 
     reason_cases = [
         ("raw_bytes IS NULL", "'NOT_JSON'", "'empty record value'"),
-        (f"raw_bytes > {int(settings.max_event_bytes)}", "'OVERSIZED'",
-         f"concat('event of ', raw_bytes, ' bytes exceeds {int(settings.max_event_bytes)}')"),
+        (f"raw_bytes > {max_bytes}", "'OVERSIZED'", f"concat('event of ', raw_bytes, ' bytes exceeds {max_bytes}')"),
         ("v IS NULL", "'NOT_JSON'", "'value is not valid JSON'"),
         ("schema_of_variant(v) NOT LIKE 'OBJECT%'", "'NOT_AN_OBJECT'",
          "concat('JSON ', CASE WHEN schema_of_variant(v) LIKE 'ARRAY%' THEN 'array' "
@@ -119,7 +179,7 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         (f"event_type IS NULL OR event_type NOT IN ({known})", "'UNKNOWN_TYPE'",
          "concat('unknown event type ', coalesce(event_type, '<none>'))")
     )  # fmt: skip
-    per_type_reason, per_type_detail, fast_accepts = [], [], []
+    per_type_reason, per_type_detail = [], []
     for event_type, contract in contracts.items():
         versions = ", ".join(str(v) for v in contract.versions)
         quoted_versions = ", ".join(_sql_string(str(v)) for v in contract.versions)
@@ -140,23 +200,14 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         if fast is None:
             base = base.withColumn(typed, F.lit(None))
             continue
+        # Off the fast path, a valid event (say with an unknown field) is typed from its variant.
         base = base.withColumn(
-            typed, F.expr(f"CASE WHEN event_type = {_sql_string(event_type)} THEN try_variant_get(v, '$', "
-                          f"{_sql_string(fast.struct_ddl)}) END"),
+            typed, F.expr(f"CASE WHEN _fast THEN _strict.`{typed}` WHEN event_type = {_sql_string(event_type)} "
+                          f"THEN try_variant_get(v, '$', {_sql_string(fast.struct_ddl)}) END"),
         )  # fmt: skip
-        accept = fast_accept_sql(event_type, fast, typed, "_shape")
-        fast_accepts.append(f"(event_type = {_sql_string(event_type)} AND {accept})")
-    skew = int(settings.max_future_skew_ms)
     future = f"event_time_ms > unix_millis(kafka_timestamp) + {skew}"
-    # The fast path (see validation.fast_path) accepts almost every event with two variant calls; only the
-    # rest walk the rules, and only rejects compute a detail.
-    fast_valid = (
-        f"raw_bytes <= {int(settings.max_event_bytes)} AND v IS NOT NULL AND NOT ({future}) AND ("
-        + (" OR ".join(fast_accepts) or "FALSE") + ")"
-    )  # fmt: skip
-    base = base.withColumn("_shape", F.expr("CASE WHEN v IS NOT NULL THEN schema_of_variant(v) END"))
     reason_expr = (
-        f"CASE WHEN coalesce({fast_valid}, FALSE) THEN NULL "
+        "CASE WHEN _fast THEN NULL "
         + " ".join(f"WHEN {c} THEN {r}" for c, r, _ in reason_cases)
         + " ELSE coalesce(CASE " + " ".join(per_type_reason)
         + f" END, CASE WHEN {future} THEN 'FUTURE_TIMESTAMP' END) END"
@@ -167,7 +218,11 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         + " ELSE coalesce(CASE " + " ".join(per_type_detail) + f" END, CASE WHEN {future} THEN "
         f"concat('event_time ', event_time_ms, ' is more than {skew} ms after the Kafka timestamp') END) END"
     )  # fmt: skip
-    return base.withColumn("reason", F.expr(reason_expr)).withColumn("detail", F.expr(detail_expr)).drop("_shape")
+    return (
+        base.withColumn("reason", F.expr(reason_expr))
+        .withColumn("detail", F.expr(detail_expr))
+        .drop("_strict", "_fast")
+    )
 
 
 def typed_column(event_type: str) -> str:

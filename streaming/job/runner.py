@@ -273,7 +273,7 @@ class _SendMetricsTables:
 
     Dead letters are counted by reason, and each batch's per-minute statistics (cumulative counts per
     fault-table threshold, see ``send_reduce.minute_statistics``) are added into the per-broker send-latency
-    histogram -- one small aggregate collected per batch, so the send path itself is unchanged.
+    histogram -- the batch's small cached aggregate collected once, so the send path itself is unchanged.
     """
 
     def __init__(self, tables: DeltaTables, metrics: MetricsState) -> None:
@@ -287,9 +287,11 @@ class _SendMetricsTables:
         if table == "dead_letters":
             for row in frame.groupBy("reason").count().collect():
                 self._metrics.inc("rmqmon_dead_letters_total", ("send-ingest", str(row["reason"])), row["count"])
+        elif table == "send_latency_minutes":
+            self._observe_minutes(frame)
         self._tables.append(table, frame, app_id, batch_id)
 
-    def merge_add_minutes(self, frame: Any, app_id: str, batch_id: int) -> None:
+    def _observe_minutes(self, frame: Any) -> None:
         per_broker: dict[str, tuple[list[int], list[int], int, int]] = {}
         for row in frame.collect():
             uppers, counts = list(row["bucket_upper_ms"]), list(row["bucket_counts"])
@@ -304,4 +306,3 @@ class _SendMetricsTables:
                 "rmqmon_broker_send_latency_seconds", (broker,), [u / 1000 for u in uppers], counts, sends,
                 total_ms / 1000,
             )  # fmt: skip
-        self._tables.merge_add_minutes(frame, app_id, batch_id)

@@ -3,10 +3,11 @@
 Two queries, chained through an internal Delta table (exactly once end to end):
 
 1. ``send-ingest`` reads the send-result topic, classifies records in the JVM (``ingest.classify``) and,
-   per micro-batch in ``foreachBatch``: appends dead letters; adds per-minute latency statistics into
-   ``send_latency_minutes`` (MERGE, additive); and appends the *reduced* sends (``send_reduce``: a few
-   rows per (producer, broker) plus the slow and failed sends) to the internal table
-   ``_send_fault_updates``.
+   per micro-batch in ``foreachBatch``: appends dead letters; appends the batch's per-minute latency
+   statistics to ``send_latency_minutes`` (partial aggregates, summed by readers: an append costs one
+   small commit where an additive MERGE read and rewrote the table's recent files on every batch); and
+   appends the *reduced* sends (``send_reduce``: a few rows per (producer, broker) plus the slow and
+   failed sends) to the internal table ``_send_fault_updates``.
 2. ``fault-windows`` reads ``_send_fault_updates`` as a Delta stream and keeps one fault item per
    (producer, broker) in ``applyInPandasWithState`` with the producer's fault table and semantics,
    waking up at each window's end (event-time timeout); it emits fault-window transitions and item
@@ -138,22 +139,28 @@ def start_send_ingest(
         from streaming.job.delta_sink import append_idempotent
 
         # Cache only what the writes read: the raw value is kept for rejects alone, the variant not at all.
+        # Everything below reads this cache; the Kafka records are read and classified once.
         batch = batch.select(
             "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "event_time_ms",
             F.when(F.col("reason").isNotNull(), F.col("raw_value")).alias("raw_value"), "reason", "detail",
             typed_column("send_result"),
         ).persist()  # fmt: skip
+        minutes = None
         try:
             rejected = batch.where(F.col("reason").isNotNull()).limit(1).count()
             if rejected:  # an empty append would still cost a commit; a replay skips it the same way
                 tables.append("dead_letters", dead_letter_columns(batch, batch_id), app_id, batch_id)
-            sends = sends_from(batch, table_rules, default_table, fault_enable_default).persist()
-            tables.merge_add_minutes(minute_statistics(sends, bucket_upper_ms), app_id, batch_id)
+            sends = sends_from(batch, table_rules, default_table, fault_enable_default)
+            minutes = minute_statistics(sends, bucket_upper_ms).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+            minutes = minutes.persist()  # tiny: read by the emptiness check, the metrics and the append
+            if minutes.limit(1).count():
+                tables.append("send_latency_minutes", minutes, app_id, batch_id)
             reduced = reduce_for_fault_windows(sends, latency_floor_column(latency_floors_ms))
             append_idempotent(reduced.withColumn("batch_id", F.lit(batch_id).cast("bigint")), updates_path,
                               f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)  # fmt: skip
-            sends.unpersist()
         finally:
+            if minutes is not None:
+                minutes.unpersist()
             batch.unpersist()
 
     writer = classified.writeStream.queryName("send-ingest").foreachBatch(write_batch)

@@ -18,8 +18,9 @@ a stable order), a send is kept when it
 Everything else is dropped here: the fault-window replay in ``fault_windows`` sees at most a few rows per
 pair and batch plus the notable sends, and its results are the same as replaying every send.
 
-The per-minute latency statistics are computed here too, entirely in the JVM, as partial aggregates per
-(broker, producer group, minute) that the sink adds into ``send_latency_minutes``.
+The per-minute latency statistics are computed here too, entirely in the JVM, as one batch's partial
+aggregates per (broker, producer group, minute), appended to ``send_latency_minutes`` and summed by readers
+(``sum_minutes``).
 """
 
 from __future__ import annotations
@@ -85,3 +86,35 @@ def minute_statistics(sends: DataFrame, bucket_upper_ms: Sequence[int]) -> DataF
         F.array(*[F.lit(int(u)).cast("bigint") for u in bucket_upper_ms]).alias("bucket_upper_ms"),
         F.array(*bucket_counts).alias("bucket_counts"),
     )
+
+
+def sum_minutes(partials: DataFrame) -> DataFrame:
+    """``send_latency_minutes`` as totals: one row per (broker, producer group, minute), whatever the batching.
+
+    Counts and sums add up, the maximum is the maximum, and cumulative bucket counts add element-wise
+    (rows of one minute share their bucket bounds unless the fault table changed in that minute; the
+    bounds of the newest batch are kept, as the histogram does).
+    """
+    from pyspark.sql import functions as F
+
+    key = ["broker", "producer_group", "minute_start"]
+    exploded = partials.select(
+        *key, "sends", "errors", "latency_sum_ms", "latency_max_ms", "batch_id", "bucket_upper_ms",
+        F.posexplode_outer("bucket_counts").alias("bucket", "count"),
+    )  # fmt: skip
+    buckets = exploded.groupBy(*key, "bucket").agg(F.sum("count").alias("count"))
+    buckets = buckets.groupBy(*key).agg(
+        F.array_sort(F.collect_list(F.struct("bucket", "count"))).alias("_buckets")
+    )  # fmt: skip
+    totals = partials.groupBy(*key).agg(
+        F.sum("sends").alias("sends"),
+        F.sum("errors").alias("errors"),
+        F.sum("latency_sum_ms").alias("latency_sum_ms"),
+        F.max("latency_max_ms").alias("latency_max_ms"),
+        F.max_by("bucket_upper_ms", "batch_id").alias("bucket_upper_ms"),
+        F.max("batch_id").alias("batch_id"),
+    )
+    return totals.join(buckets, key, "left").select(
+        *key, "sends", "errors", "latency_sum_ms", "latency_max_ms", "bucket_upper_ms",
+        F.transform("_buckets", lambda b: b["count"]).alias("bucket_counts"), "batch_id",
+    )  # fmt: skip

@@ -4,7 +4,8 @@ The contract (``streaming/contract/schemas``) is the single source of truth. Pub
 ``jsonschema`` in Python (``streaming.contract.events.validate_event``); the job cannot afford a Python
 round trip per event, so this module compiles the same schemas into Spark SQL over Spark 4's VARIANT:
 the raw value is parsed once with ``try_parse_json``; every rule is a SQL predicate on the variant; the
-first failing rule names the dead-letter reason; fields are then extracted with ``variant_get``.
+first failing rule names the dead-letter reason; fields are then extracted with ``variant_get``. Valid
+events mostly skip all of that through the fast path at the end of this module.
 
 Supported JSON Schema keywords (the subset the contract uses): ``type`` (string, integer, number,
 boolean, object, array, null, or a list of them), ``properties``, ``required``, ``enum``, ``const``,
@@ -16,7 +17,6 @@ validators cannot silently drift apart; a test also runs both over one corpus of
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -173,21 +173,13 @@ def first_violation_sql(rules: list[Rule]) -> tuple[str, str]:
 #
 # Walking every rule for every event costs a variant extraction and a type probe per rule and field:
 # ~10x the price of parsing. Almost every event is valid, so the job first asks a cheaper question that
-# can only say "valid" when the rules would: the event's whole shape (``schema_of_variant``, one call)
-# matches a regular expression compiled from the schema -- every declared field has its JSON type,
-# required fields are present and not null, no undeclared fields -- and the value constraints hold on a
-# typed extraction (``variant_get(v, '$', 'struct<...>')``, one call). Events the fast path does not
-# accept (unknown fields, ``1.0`` for an integer, any violation) go through the rules above, which
-# name the reason. The fast path is sound by construction: each of its checks implies the rule it stands
-# for, and a shape it does not recognise simply falls back.
+# can only say "valid" when the rules would. The JVM parses each record once, strictly, into the typed
+# struct below (``jvm/src/main/java/io/github/rrm/ingest/StrictEvents.java``): every field declared and of
+# exactly its JSON type, or the record is not taken. The value constraints (required, enums, ranges,
+# lengths, patterns, cross-field rules) are then checked in SQL on the typed struct, each check implying
+# the rule it stands for. Events the fast path does not take (unknown fields, ``1.0`` for an integer, any
+# violation) go through the rules above, which name the reason.
 
-_SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SHAPE_TYPES = {
-    "string": "STRING",
-    "integer": "BIGINT",  # schema_of_variant reports every JSON integer as BIGINT; decimals fall back
-    "number": r"(?:BIGINT|DOUBLE|FLOAT|DECIMAL\(\d+,\d+\))",
-    "boolean": "BOOLEAN",
-}
 _TYPED = {"string": "STRING", "integer": "BIGINT", "number": "DOUBLE", "boolean": "BOOLEAN"}
 
 
@@ -197,16 +189,10 @@ class _NoFastPath(Exception):
 
 @dataclass(frozen=True)
 class FastPath:
-    """How to accept valid events cheaply: shape regex, typed struct, and value checks on it."""
+    """How to accept valid events cheaply: the typed struct the JVM fills, and value checks on it."""
 
-    shape_regex: str  # matched against schema_of_variant(v)
-    struct_ddl: str  # the typed extraction, variant_get(v, '$', struct_ddl)
+    struct_ddl: str  # the typed fields, as StrictEvents and variant_get(v, '$', struct_ddl) extract them
     checks_sql: str  # TRUE when every value constraint holds, over the typed column (placeholder {e})
-
-
-def _shape_name(name: str) -> str:
-    # schema_of_variant prints names as SQL identifiers: backticks only where needed, doubled inside.
-    return name if _SIMPLE_NAME.fullmatch(name) else "`" + name.replace("`", "``") + "`"
 
 
 def _json_types(schema: Mapping[str, Any]) -> tuple[str | None, bool]:
@@ -224,40 +210,17 @@ def _json_types(schema: Mapping[str, Any]) -> tuple[str | None, bool]:
     return others[0], nullable
 
 
-def _shape(schema: Mapping[str, Any]) -> str:
-    json_type, _ = _json_types(schema)
-    if json_type in _SHAPE_TYPES:
-        return _SHAPE_TYPES[json_type]
-    if json_type == "array":
-        if "items" not in schema:
-            raise _NoFastPath("array without items")
-        # An empty array (and [null]) reads ARRAY<VOID>; the item checks tell them apart.
-        return rf"ARRAY<(?:{_shape(schema['items'])}|VOID)>"
-    if json_type == "object":
-        properties = schema.get("properties")
-        if not properties:
-            raise _NoFastPath("object without properties")
-        required = set(schema.get("required", ()))
-        parts = []
-        # Fields appear sorted by their UTF-8 bytes, each after '<' (the first) or ', '.
-        for name in sorted(properties, key=lambda n: n.encode()):
-            field_schema = properties[name]
-            element = rf"(?:(?<=<)|, ){re.escape(_shape_name(name))}: "
-            if name in required:
-                parts.append(element + rf"(?:{_shape(field_schema)})")
-            else:  # absent, JSON null (the rules treat both alike for optional fields) or well typed
-                parts.append(rf"(?:{element}(?:{_shape(field_schema)}|VOID))?")
-        return "OBJECT<" + "".join(parts) + ">"
-    raise _NoFastPath(f"JSON type {json_type}")
-
-
 def _struct_ddl(schema: Mapping[str, Any]) -> str:
     json_type, _ = _json_types(schema)
     if json_type in _TYPED:
         return _TYPED[json_type]
     if json_type == "array":
+        if "items" not in schema:
+            raise _NoFastPath("array without items")
         return f"ARRAY<{_struct_ddl(schema['items'])}>"
     if json_type == "object":
+        if not schema.get("properties"):
+            raise _NoFastPath("object without properties")
         fields = ", ".join(
             "`" + name.replace("`", "``") + f"`: {_struct_ddl(s)}" for name, s in schema["properties"].items()
         )
@@ -312,7 +275,7 @@ def _checks(schema: Mapping[str, Any], expr: str, depth: int = 0) -> list[str]:
 def fast_path(schema: Mapping[str, Any]) -> FastPath | None:
     """The fast acceptance test for one event schema, or None when the schema is beyond it."""
     try:
-        return FastPath("^" + _shape(schema) + "$", _struct_ddl(schema), " AND ".join(_checks(schema, "{e}")))
+        return FastPath(_struct_ddl(schema), " AND ".join(_checks(schema, "{e}")))
     except _NoFastPath:
         return None
 
@@ -340,12 +303,12 @@ def fast_cross_field_checks(event_type: str) -> list[str]:
     ]
 
 
-def fast_accept_sql(event_type: str, fast: FastPath, typed: str, shape: str) -> str:
+def fast_accept_sql(event_type: str, fast: FastPath, typed: str) -> str:
     """SQL that is TRUE only for events of ``event_type`` that every rule accepts (FALSE/NULL: walk the rules).
 
-    ``typed`` is the column holding ``variant_get(v, '$', fast.struct_ddl)``, ``shape`` the one holding
-    ``schema_of_variant(v)``.
+    ``typed`` is the column holding the event's typed struct as ``StrictEvents`` fills it (NULL when the
+    record is not plainly of that type).
     """
     checks = [fast.checks_sql, *fast_cross_field_checks(event_type)]
     values = " AND ".join(c.replace("{e}", typed) for c in checks)
-    return f"({shape} RLIKE {_sql_string(fast.shape_regex)} AND {values})"
+    return f"({typed} IS NOT NULL AND {values})"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from streaming.job.send_query import FaultTableRule, fault_table_column, latency_floor_column
-from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows
+from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows, sum_minutes
 
 COLUMNS = ("producer_id STRING, producer_group STRING, broker STRING, event_time_ms BIGINT, latency_ms BIGINT, "
            "outcome STRING, client_version STRING, kafka_partition INT, kafka_offset BIGINT")  # fmt: skip
@@ -45,6 +45,36 @@ def test_minute_statistics_with_cumulative_buckets(spark):
     }
     assert stats[0]["sends"] == 3 and stats[0]["bucket_counts"] == [1, 2, 3] and stats[0]["latency_max_ms"] == 700
     assert stats[1]["errors"] == 1 and stats[1]["bucket_counts"] == [2, 2, 2] and stats[1]["latency_sum_ms"] == 3060
+
+
+def test_summed_partials_equal_the_statistics_of_all_sends_at_once(spark):
+    """``send_latency_minutes`` holds one partial row per batch and minute: whatever the batching, the
+    summed rows equal the statistics computed over every send in one go."""
+    import random
+
+    rng = random.Random(7)
+    rows = [
+        ("p", rng.choice(["PG", "PH"]), rng.choice(["b1", "b2"]), rng.randrange(0, 240_000),
+         rng.choice([3, 40, 80, 600, 2500, 9000]), rng.choice(["OK", "OK", "OK", "TIMEOUT"]), "V5", 0, i)
+        for i in range(400)
+    ]  # fmt: skip
+    sends = spark.createDataFrame(rows, COLUMNS)
+    buckets = [50, 550, 2000]
+    partials = None
+    for batch_id, (low, high) in enumerate([(0, 90), (90, 91), (91, 300), (300, 400)]):
+        part = minute_statistics(sends.where(F.col("kafka_offset").between(low, high - 1)), buckets)
+        part = part.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+        partials = part if partials is None else partials.unionByName(part)
+    assert partials is not None
+
+    def by_key(frame):  # type: ignore[no-untyped-def]
+        columns = ("sends", "errors", "latency_sum_ms", "latency_max_ms", "bucket_upper_ms", "bucket_counts")
+        return {(r["broker"], r["producer_group"], r["minute_start"]): tuple(r[c] for c in columns)
+                for r in frame.collect()}  # fmt: skip
+
+    summed = by_key(sum_minutes(partials))
+    assert summed == by_key(minute_statistics(sends, buckets))
+    assert partials.count() > len(summed)  # the batching really split minutes
 
 
 def test_fault_table_in_use_is_null_for_producers_without_send_latency_fault_enable(spark):
