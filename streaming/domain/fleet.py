@@ -193,10 +193,14 @@ class ShardEngine:
         return min(known) if known else None
 
     # -- processing ----------------------------------------------------------------------------------
-    def apply(self, events: Iterable[Mapping[str, Any]], watermark_ms: int) -> list[Record]:
+    def apply(self, events: Iterable[Mapping[str, Any] | ms.ChannelEvent], watermark_ms: int) -> list[Record]:
+        """Apply events (JSON objects, or channel events the caller already parsed) in the given order."""
         records: list[Record] = []
         dirty: dict[str, tuple[int, set[str]]] = {}  # group -> (trigger time, triggers)
         for event in events:
+            if isinstance(event, ms.ChannelEvent):
+                self._apply_channel(event, records, dirty)
+                continue
             kind = event.get("type")
             if kind == "consumer_channel":
                 self._apply_channel(ms.ChannelEvent.from_json(event), records, dirty)

@@ -64,22 +64,31 @@ class ChannelEvent:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ChannelEvent:
-        return cls(
-            event_time_ms=int(data["event_time"]),
-            broker=str(data["broker"]),
-            kind=str(data["kind"]),
-            channel=str(data["channel"]),
-            client_id=str(data["client_id"]),
-            group=str(data["group"]),
-            message_model=str(data.get("message_model") or "CLUSTERING"),
-            consume_type=str(data.get("consume_type") or "CONSUME_PASSIVELY"),
-            client_version=data.get("client_version"),
-            subscriptions=tuple(
-                Subscription(str(s["topic"]), str(s.get("expression") or "*"), int(s.get("sub_version") or 0))
-                for s in data.get("subscriptions") or ()
-            ),
-            allocate_strategy=data.get("allocate_strategy"),
-        )
+        return cls.from_fields(
+            data["event_time"], data["broker"], data["kind"], data["channel"], data["client_id"], data["group"],
+            data.get("message_model"), data.get("consume_type"), data.get("client_version"),
+            subscriptions_from_json(data.get("subscriptions")), data.get("allocate_strategy"),
+        )  # fmt: skip
+
+    @classmethod
+    def from_fields(cls, event_time: Any, broker: Any, kind: Any, channel: Any, client_id: Any, group: Any,
+                    message_model: str | None, consume_type: str | None, client_version: str | None,
+                    subscriptions: tuple[Subscription, ...], allocate_strategy: str | None) -> ChannelEvent:  # fmt: skip
+        """The event from the contract's fields (absent optional ones as None), with the contract's defaults.
+
+        The Spark job passes typed columns here rather than the JSON, parsing each distinct subscription
+        list once (``subscriptions_from_json``); ``from_json`` goes through the same defaults."""
+        return cls(int(event_time), str(broker), str(kind), str(channel), str(client_id), str(group),
+                   str(message_model or "CLUSTERING"), str(consume_type or "CONSUME_PASSIVELY"), client_version,
+                   subscriptions, allocate_strategy)  # fmt: skip
+
+
+def subscriptions_from_json(items: Iterable[Mapping[str, Any]] | None) -> tuple[Subscription, ...]:
+    """A heartbeat's ``subscriptions`` (JSON objects) with the contract's defaults."""
+    return tuple(
+        Subscription(str(s["topic"]), str(s.get("expression") or "*"), int(s.get("sub_version") or 0))
+        for s in items or ()
+    )
 
 
 @dataclass(frozen=True)
@@ -137,12 +146,49 @@ def apply_event(membership: GroupMembership, event: ChannelEvent,
     if tombstone is not None and event.event_time_ms < tombstone:
         return membership, []  # older than the channel's removal: must not resurrect it
     if event.kind == "HEARTBEAT":
+        refreshed = _refresh(view, event)
+        if refreshed is not None:
+            return GroupMembership(membership.group, {**membership.views, event.broker: refreshed}), []
         view, changes = _heartbeat(membership.group, view, event)
     elif event.kind in REMOVAL_KINDS:
         view, changes = _remove(membership.group, view, event)
     else:
         return membership, []
     return _with_view(membership, event.broker, view, event.event_time_ms, expiry_ms), changes
+
+
+def _refresh(view: BrokerView, event: ChannelEvent) -> BrokerView | None:
+    """The view after a *steady* heartbeat, or None when ``_heartbeat`` must decide.
+
+    Most heartbeats repeat what the channel already said; for them ``_heartbeat`` would only move the
+    channel's last update, so this answers the same without building the subscription table anew. Steady
+    means: the channel is known, this heartbeat is not older than its last update, the client id, version,
+    strategy, message model and reported topics are the ones stored, and the table would not change (the
+    same topics, no higher ``sub_version``). A view with tombstones is left to the full path, which prunes
+    them. ``tests/unit/test_membership_refresh.py`` checks both paths agree on random event sequences.
+    """
+    existing = view.channels.get(event.channel)
+    if (
+        existing is None
+        or view.removed_at_ms
+        or event.event_time_ms < existing.last_update_ms
+        or existing.client_id != event.client_id
+        or existing.client_version != event.client_version
+        or existing.allocate_strategy != event.allocate_strategy
+        or existing.message_model != event.message_model
+    ):
+        return None
+    table = view.subscriptions
+    incoming = {s.topic: s for s in event.subscriptions}
+    if incoming.keys() != table.keys() or any(s.sub_version > table[t].sub_version for t, s in incoming.items()):
+        return None
+    if tuple(sorted((s.topic, s.expression) for s in event.subscriptions)) != existing.topics:
+        return None
+    channels = dict(view.channels)
+    channels[event.channel] = Channel(existing.channel, existing.client_id, event.event_time_ms,
+                                      existing.client_version, existing.allocate_strategy, existing.message_model,
+                                      existing.topics)  # fmt: skip
+    return BrokerView(channels, table, view.removed_at_ms)
 
 
 def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerView, list[MembershipChange]]:
