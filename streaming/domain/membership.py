@@ -30,24 +30,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from .versions import ClientLine
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: channels by column
 DEFAULT_EXPIRY_MS = 120_000
 REMOVAL_KINDS = ("UNREGISTER", "CHANNEL_CLOSE", "CHANNEL_EXCEPTION", "CHANNEL_IDLE")
 
 
-@dataclass(frozen=True)
-class Subscription:
+# Subscription, ChannelEvent and Channel are NamedTuples rather than frozen dataclasses: the Spark job
+# builds one event and one channel per heartbeat, and a NamedTuple is built in a third of the time.
+
+
+class Subscription(NamedTuple):
     topic: str
     expression: str = "*"
     sub_version: int = 0
 
 
-@dataclass(frozen=True)
-class ChannelEvent:
+class ChannelEvent(NamedTuple):
     """One observation by one broker (the ``consumer_channel`` event of the contract)."""
 
     event_time_ms: int
@@ -91,8 +93,7 @@ def subscriptions_from_json(items: Iterable[Mapping[str, Any]] | None) -> tuple[
     )
 
 
-@dataclass(frozen=True)
-class Channel:
+class Channel(NamedTuple):
     channel: str
     client_id: str
     last_update_ms: int
@@ -141,7 +142,9 @@ def _notifies(message_model: str, client_version: str | None) -> bool:
 def apply_event(membership: GroupMembership, event: ChannelEvent,
                 expiry_ms: int = DEFAULT_EXPIRY_MS) -> tuple[GroupMembership, list[MembershipChange]]:  # fmt: skip
     """The broker's reaction to one event (rules 1, 2 and 4)."""
-    view = membership.views.get(event.broker, BrokerView())
+    view = membership.views.get(event.broker)
+    if view is None:
+        view = BrokerView()
     tombstone = view.removed_at_ms.get(event.channel)
     if tombstone is not None and event.event_time_ms < tombstone:
         return membership, []  # older than the channel's removal: must not resurrect it
@@ -180,9 +183,12 @@ def _refresh(view: BrokerView, event: ChannelEvent) -> BrokerView | None:
         return None
     table = view.subscriptions
     incoming = {s.topic: s for s in event.subscriptions}
-    if incoming.keys() != table.keys() or any(s.sub_version > table[t].sub_version for t, s in incoming.items()):
+    if incoming.keys() != table.keys():
         return None
-    if tuple(sorted((s.topic, s.expression) for s in event.subscriptions)) != existing.topics:
+    for topic, subscription in incoming.items():
+        if subscription.sub_version > table[topic].sub_version:
+            return None
+    if tuple(sorted([(s.topic, s.expression) for s in event.subscriptions])) != existing.topics:
         return None
     channels = dict(view.channels)
     channels[event.channel] = Channel(existing.channel, existing.client_id, event.event_time_ms,
@@ -291,29 +297,28 @@ def views_with_channels(membership: GroupMembership) -> dict[str, BrokerView]:
 
 
 def snapshot(membership: GroupMembership) -> dict[str, Any]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "group": membership.group,
-        "views": {
-            broker: {
-                "channels": [
-                    [
-                        c.channel,
-                        c.client_id,
-                        c.last_update_ms,
-                        c.client_version,
-                        c.allocate_strategy,
-                        c.message_model,
-                        [list(t) for t in c.topics],
-                    ]
-                    for c in view.channels.values()
-                ],  # fmt: skip
-                "subscriptions": [[s.topic, s.expression, s.sub_version] for s in view.subscriptions.values()],
-                "removed_at_ms": dict(view.removed_at_ms),
-            }
-            for broker, view in membership.views.items()
-        },
-    }
+    """JSON-ready state. Channels are stored by column, and each distinct topic list once per view: the
+    job restores and stores every channel of its shard in every micro-batch, and this layout makes the
+    JSON several times smaller in objects (so faster both ways) than one list per channel."""
+    views = {}
+    for broker, view in membership.views.items():
+        channels = list(view.channels.values())
+        topic_lists: dict[tuple[tuple[str, str], ...], int] = {}
+        for c in channels:
+            topic_lists.setdefault(c.topics, len(topic_lists))
+        views[broker] = {
+            "channels": [c.channel for c in channels],
+            "client_ids": [c.client_id for c in channels],
+            "last_update_ms": [c.last_update_ms for c in channels],
+            "client_versions": [c.client_version for c in channels],
+            "allocate_strategies": [c.allocate_strategy for c in channels],
+            "message_models": [c.message_model for c in channels],
+            "topics": [topic_lists[c.topics] for c in channels],  # an index into topic_lists
+            "topic_lists": [[list(t) for t in topics] for topics in topic_lists],
+            "subscriptions": [[s.topic, s.expression, s.sub_version] for s in view.subscriptions.values()],
+            "removed_at_ms": dict(view.removed_at_ms),
+        }
+    return {"schema_version": SCHEMA_VERSION, "group": membership.group, "views": views}
 
 
 def restore(data: Mapping[str, Any]) -> GroupMembership:
@@ -321,10 +326,12 @@ def restore(data: Mapping[str, Any]) -> GroupMembership:
         raise ValueError(f"unsupported membership snapshot schema_version {data.get('schema_version')!r}")
     views = {}
     for broker, view in data["views"].items():
-        channels = {
-            c[0]: Channel(c[0], c[1], int(c[2]), c[3], c[4], c[5], tuple((t[0], t[1]) for t in c[6]))
-            for c in view["channels"]
-        }
+        topic_lists = [tuple((t[0], t[1]) for t in topics) for topics in view["topic_lists"]]
+        names = view["channels"]
+        channels = dict(zip(names, map(
+            Channel, names, view["client_ids"], map(int, view["last_update_ms"]), view["client_versions"],
+            view["allocate_strategies"], view["message_models"], [topic_lists[i] for i in view["topics"]],
+        ), strict=True))  # fmt: skip
         subscriptions = {s[0]: Subscription(s[0], s[1], int(s[2])) for s in view["subscriptions"]}
         views[broker] = BrokerView(channels, subscriptions, {k: int(v) for k, v in view["removed_at_ms"].items()})
     return GroupMembership(data["group"], views)
