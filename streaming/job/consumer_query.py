@@ -104,10 +104,10 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
     def _process(shard: int, frames: Iterator[pd.DataFrame], state: Any) -> tuple[list[str], list[str]]:
         from streaming.domain.fleet import ShardEngine
 
-        columns = _columns(frames)
         if shard == DEAD_LETTER_SHARD:
-            payloads = _dead_letters(columns)
+            payloads = _dead_letters(_columns(frames, _DEAD_LETTER_COLUMNS))
             return ["dead_letters"] * len(payloads), payloads
+        columns = _columns(frames)  # read even when the state timed out (then without rows)
         watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
         engine = ShardEngine.restore(_load_state(state), settings)
         if state.hasTimedOut:
@@ -148,11 +148,18 @@ def _collector_paused() -> Iterator[None]:
 _encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
-def _columns(frames: Iterator[pd.DataFrame]) -> dict[str, list[Any]]:
+# The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
+_EVENT_COLUMNS = ("event_time_ms", "kafka_topic", "kafka_partition", "kafka_offset", "raw_value",
+                  *(f"c_{f}" for f in CHANNEL_FIELDS), "c_subscriptions")  # fmt: skip
+_DEAD_LETTER_COLUMNS = ("event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
+                        "raw_value", "reason", "detail")  # fmt: skip
+
+
+def _columns(frames: Iterator[pd.DataFrame], names: tuple[str, ...] = _EVENT_COLUMNS) -> dict[str, list[Any]]:
     """The key's rows as Python lists per column (iterating lists is far cheaper than row dicts)."""
     columns: dict[str, list[Any]] = {}
     for frame in frames:
-        for name in frame.columns:
+        for name in names:
             columns.setdefault(name, []).extend(frame[name].tolist())
     return columns
 
@@ -202,8 +209,7 @@ def _dead_letters(columns: Mapping[str, list[Any]]) -> list[str]:
             "detail": detail,
         })  # fmt: skip
         for event_type, topic, partition, offset, timestamp, raw_value, reason, detail in zip(
-            *(columns.get(c, ()) for c in ("event_type", "kafka_topic", "kafka_partition", "kafka_offset",
-                                           "kafka_timestamp", "raw_value", "reason", "detail")), strict=True)  # fmt: skip
+            *(columns.get(c, ()) for c in _DEAD_LETTER_COLUMNS), strict=True)
     ]
 
 
