@@ -17,6 +17,10 @@ Design (see docs/architecture.md):
   be called again at its earliest channel expiry, even when none of its groups sends anything.
 * Dead letters ride through the same operator on a reserved key (shard -1) with a NULL event time, so
   the watermark never drops them; the function emits them unchanged.
+* Valid channel events (nearly all the traffic: steady heartbeats) reach Python as their typed fields
+  from ingest, not as JSON to parse again; the shard's state is one zlib-compressed JSON blob whose
+  membership is stored by column (``membership.snapshot``). A steady heartbeat costs the Python side
+  about 25 us of CPU, state included (a round of 40,000 in about 1 s over 8 shards; it was 70 us).
 * The function emits rows ``(table, payload)`` -- payload is JSON in the shape of the Delta table -- and
   the ``foreachBatch`` sink fans them out into the tables, exactly once.
 
