@@ -2,9 +2,9 @@
 
 A *shard* is a set of consumer groups plus the topic routes they need (the Spark job keys its state by
 shard; see ``streaming/job/consumer_query.py`` for why). ``ShardEngine`` is pure: it is restored from a
-JSON-able snapshot, fed events (already validated, in event-time order) and the watermark, and returns
-``(table, row)`` records for the Delta sinks plus a ``group_metrics`` record per analysed group for the
-metrics endpoint. Nothing reads a clock: "now" is an event's time or the watermark.
+JSON-able snapshot, fed events (already validated, in event-time order; channel events as JSON or already
+parsed as ``membership.ChannelEvent``) and the watermark, and returns ``(table, row)`` records for the
+Delta sinks plus a ``group_metrics`` record per analysed group for the metrics endpoint. Nothing reads a clock: "now" is an event's time or the watermark.
 
 Per event:
 
@@ -236,10 +236,14 @@ class ShardEngine:
         return min(known) if known else None
 
     # -- processing ----------------------------------------------------------------------------------
-    def apply(self, events: Iterable[Mapping[str, Any]], watermark_ms: int) -> list[Record]:
+    def apply(self, events: Iterable[Mapping[str, Any] | ms.ChannelEvent], watermark_ms: int) -> list[Record]:
+        """Apply events (JSON objects, or channel events the caller already parsed) in the given order."""
         records: list[Record] = []
         dirty: dict[str, tuple[int, set[str]]] = {}  # group -> (trigger time, triggers)
         for event in events:
+            if isinstance(event, ms.ChannelEvent):
+                self._apply_channel(event, records, dirty)
+                continue
             kind = event.get("type")
             if kind == "consumer_channel":
                 self._apply_channel(ms.ChannelEvent.from_json(event), records, dirty)

@@ -74,7 +74,8 @@ def test_skipped_scans_change_nothing(steps, cuts):
         assert got_membership == expected_membership
     else:  # the group emptied on the way and the engine retired it with its tombstones: compare channels
         def channels(snapshot):
-            return {b: v["channels"] for b, v in (snapshot or {"views": {}})["views"].items() if v["channels"]}
+            views = ms.restore(snapshot).views if snapshot else {}
+            return {b: dict(v.channels) for b, v in views.items() if v.channels}
 
         assert channels(got_membership) == channels(expected_membership)
     assert [(r["event_time_ms"], r["change"], r["broker"], r["channel"]) for r in rows] == expected_changes

@@ -1,0 +1,63 @@
+"""The consumer query's stateful function sees every event exactly as its JSON says.
+
+Valid channel events reach Python as typed columns (``consumer_query.shard_input``), not as their raw
+JSON; this compares what the function builds from those columns with what ``ChannelEvent.from_json``
+builds from the raw value, for the corpus' channel events (absent, null and empty optional fields,
+extra fields, several subscriptions) and for generated ones, and checks the order of application.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from streaming.contract.events import DEFAULT_TOPICS
+from streaming.domain.membership import ChannelEvent
+from streaming.job.consumer_query import DEAD_LETTER_SHARD, _columns, _events, shard_input
+from streaming.job.ingest import IngestSettings, classify, contracts_for
+from tests.support.event_corpus import GOOD, KAFKA_TS, MORE_GOOD
+
+
+def _generated() -> list[dict]:
+    events = []
+    for i in range(40):
+        event = dict(GOOD["consumer_channel"], event_time=KAFKA_TS - (i * 7919) % 5000, group=f"G{i % 5}",
+                     channel=f"10.0.{i % 3}.{i}:4000{i % 2}", client_id=f"c{i}@{i}#ünï")  # fmt: skip
+        if i % 4 == 0:
+            event.pop("allocate_strategy")
+        if i % 5 == 0:
+            event["client_version"] = None
+        if i % 3 == 0:
+            event["subscriptions"] = [{"topic": f"T{i % 2}", "expression": "tagA || tagB", "sub_version": i},
+                                      {"topic": "%RETRY%G", "sub_version": None}]  # fmt: skip
+        events.append(event)
+    return events
+
+
+def test_channel_events_from_typed_columns_equal_their_json(spark):
+    types = ("consumer_channel", "reported_assignment", "topic_route")
+    channel_values = [json.dumps(GOOD["consumer_channel"])] + [e for e in MORE_GOOD if '"consumer_channel"' in e]
+    values = channel_values + [json.dumps(e) for e in _generated()]
+    values += [json.dumps(GOOD["reported_assignment"]), json.dumps(GOOD["topic_route"]), '{"type": "consumer_channel"}']
+    ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
+    topic = DEFAULT_TOPICS["consumer_channel"]
+    rows = [(v.encode(), topic, i % 2, i, ts) for i, v in enumerate(values)]
+    records = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
+    settings = IngestSettings("unused:9092", {topic: "consumer_channel"})
+    frame = shard_input(classify(records, contracts_for(types), settings), 3).toPandas()
+
+    seen = 0
+    for shard, rows_of_shard in frame.groupby("shard"):
+        if shard == DEAD_LETTER_SHARD:
+            assert len(rows_of_shard) == 1  # the channel event without its required fields
+            continue
+        got = _events(_columns(iter([rows_of_shard.reset_index(drop=True)])))
+        by_offset = rows_of_shard.sort_values(["event_time_ms", "kafka_topic", "kafka_partition", "kafka_offset"])
+        expected = []
+        for offset in by_offset["kafka_offset"]:
+            event = json.loads(values[offset])
+            expected.append(ChannelEvent.from_json(event) if event["type"] == "consumer_channel" else event)
+        assert got == expected
+        assert all(type(g) is type(e) for g, e in zip(got, expected, strict=True))
+        seen += sum(isinstance(g, ChannelEvent) for g in got)
+    assert seen == len(channel_values) + 40
