@@ -4,7 +4,8 @@ A *shard* is a set of consumer groups plus the topic routes they need (the Spark
 shard; see ``streaming/job/consumer_query.py`` for why). ``ShardEngine`` is pure: it is restored from a
 JSON-able snapshot, fed events (already validated, in event-time order; channel events as JSON or already
 parsed as ``membership.ChannelEvent``) and the watermark, and returns ``(table, row)`` records for the
-Delta sinks plus a ``group_metrics`` record per analysed group for the metrics endpoint. Nothing reads a clock: "now" is an event's time or the watermark.
+Delta sinks plus a ``group_metrics`` record per analysed group for the metrics endpoint. Nothing reads a
+clock: "now" is an event's time or the watermark.
 
 Per event:
 

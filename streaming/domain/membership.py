@@ -75,7 +75,8 @@ class ChannelEvent(NamedTuple):
     @classmethod
     def from_fields(cls, event_time: Any, broker: Any, kind: Any, channel: Any, client_id: Any, group: Any,
                     message_model: str | None, consume_type: str | None, client_version: str | None,
-                    subscriptions: tuple[Subscription, ...], allocate_strategy: str | None) -> ChannelEvent:  # fmt: skip
+                    subscriptions: tuple[Subscription, ...],
+                    allocate_strategy: str | None) -> ChannelEvent:  # fmt: skip
         """The event from the contract's fields (absent optional ones as None), with the contract's defaults.
 
         The Spark job passes typed columns here rather than the JSON, parsing each distinct subscription

@@ -201,19 +201,21 @@ def _events(columns: Mapping[str, list[Any]]) -> list[Any]:
 
 
 def _dead_letters(columns: Mapping[str, list[Any]]) -> list[str]:
+    rows = zip(*(columns.get(c, []) for c in _DEAD_LETTER_COLUMNS), strict=True)
     return [
-        _encode({
-            "source": event_type or "consumer",
-            "kafka_topic": topic,
-            "kafka_partition": int(partition),
-            "kafka_offset": int(offset),
-            "kafka_timestamp": None if timestamp is None else str(timestamp),
-            "raw_value": raw_value,
-            "reason": reason,
-            "detail": detail,
-        })  # fmt: skip
-        for event_type, topic, partition, offset, timestamp, raw_value, reason, detail in zip(
-            *(columns.get(c, ()) for c in _DEAD_LETTER_COLUMNS), strict=True)
+        _encode(
+            {
+                "source": event_type or "consumer",
+                "kafka_topic": topic,
+                "kafka_partition": int(partition),
+                "kafka_offset": int(offset),
+                "kafka_timestamp": None if timestamp is None else str(timestamp),
+                "raw_value": raw_value,
+                "reason": reason,
+                "detail": detail,
+            }
+        )
+        for event_type, topic, partition, offset, timestamp, raw_value, reason, detail in rows
     ]
 
 

@@ -42,7 +42,9 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
     ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
     topic = DEFAULT_TOPICS["consumer_channel"]
     rows = [(v.encode(), topic, i % 2, i, ts) for i, v in enumerate(values)]
-    records = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
+    records = spark.createDataFrame(
+        rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
+    )
     settings = IngestSettings("unused:9092", {topic: "consumer_channel"})
     frame = shard_input(classify(records, contracts_for(types), settings), 3).toPandas()
 

@@ -53,7 +53,9 @@ def run(steps, shortcut, monkeypatch):
             if kind == "SCAN":
                 membership, changes = ms.expire(membership, t, EXPIRY_MS)
             else:
-                membership, changes = ms.apply_event(membership, event_for(t, kind, channel, broker, variant), EXPIRY_MS)
+                membership, changes = ms.apply_event(
+                    membership, event_for(t, kind, channel, broker, variant), EXPIRY_MS
+                )
             trace.append((ms.snapshot(membership), changes))
         return trace
     finally:
