@@ -1,0 +1,61 @@
+"""Benchmark (not a test): the fixed price of one exactly-once Delta append, as the job's sinks pay it.
+
+Run: ``.venv/bin/python -m bench.bench_delta_commit [--commits 12]`` -> prints CPU and wall seconds per
+append of a one-row frame to ``send_latency_minutes`` (txnAppId/txnVersion, the session the job uses),
+and the Spark stages of one such append.
+
+Why it matters: every micro-batch of the job ends in a few such appends, and their cost does not depend on
+the batch's size, so it bounds how close a path can come to the parse-only baseline at a given
+``maxOffsetsPerTrigger``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from datetime import datetime
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--commits", type=int, default=12)
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from bench.bench_job import cpu_clock
+    from streaming.job.sinks import DeltaTables
+    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.tables import TABLES
+
+    spark = build_spark_session(SparkSettings(app_name="rrm-bench-delta-commit"))
+    clock = cpu_clock(spark)
+    tables = DeltaTables(spark, tempfile.mkdtemp(prefix="rrm-bench-delta-"))
+    tables.ensure_all(["send_latency_minutes"])
+    row = ("b", "PG", datetime(2026, 1, 1), 1, 0, 5, 5, [50], [1], 0)
+    frame = spark.createDataFrame([row], TABLES["send_latency_minutes"].schema_ddl)
+    tracker = spark.sparkContext.statusTracker()
+    cpu, wall, stages = [], [], []
+    for batch_id in range(args.commits):
+        spark.sparkContext.setJobGroup(f"append-{batch_id}", "one append")
+        before_cpu, before_wall = clock(), time.perf_counter()
+        tables.append("send_latency_minutes", frame.withColumn("batch_id", F.lit(batch_id)), "bench", batch_id)
+        cpu.append(clock() - before_cpu)
+        wall.append(time.perf_counter() - before_wall)
+        if batch_id == args.commits // 2:
+            for job in sorted(tracker.getJobIdsForGroup(f"append-{batch_id}")):
+                info = tracker.getJobInfo(job)
+                for stage_id in info.stageIds if info else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    if stage:
+                        stages.append(f"{stage.name} ({stage.numTasks} tasks)")
+    steady_cpu, steady_wall = cpu[2:], wall[2:]  # the first appends also warm the JIT up
+    median_cpu, median_wall = statistics.median(steady_cpu), statistics.median(steady_wall)
+    print(f"one-row append: median {median_cpu:.2f} CPU s, {median_wall:.2f} s wall")
+    print("stages of one append:\n  " + "\n  ".join(stages))
+
+
+if __name__ == "__main__":
+    main()
