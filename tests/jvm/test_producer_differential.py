@@ -501,17 +501,25 @@ def replay_time_shifted(producer: JavaProducer, table: FaultTable, raw, detector
             assert producer.item(name) == model, (name, event_time)
 
 
+def update_java_fault_item(producer: JavaProducer, table: FaultTable, broker: str, latency: int, outcome: str,
+                           detector: bool) -> int:  # fmt: skip
+    """One ``MQFaultStrategy.updateFaultItem`` call as the client makes it after a send; the millisecond the
+    bracket proves Java used."""
+    update = fault_update_for(outcome, table.client_line, detector)
+    args = (broker, jpype.JLong(latency), update.isolation)
+    if producer.line == "5":
+        args = (*args, update.reachable)
+    at, _ = bracketed(producer.strategy.updateFaultItem, *args)
+    return at
+
+
 def replay_real_clock(producer: JavaProducer, table: FaultTable, raw, detector: bool) -> None:
     """Back-to-back sends through ``MQFaultStrategy.updateFaultItem`` (Java computes the duration), each at
     the millisecond the bracket proves Java used."""
     producer.reset(True)
     tracker = FaultWindowTracker(table, detector_enabled=detector)
     for _, broker, latency, outcome in raw:
-        update = fault_update_for(outcome, table.client_line, detector)
-        args = (broker, jpype.JLong(latency), update.isolation)
-        if producer.line == "5":
-            args = (*args, update.reachable)
-        at, _ = bracketed(producer.strategy.updateFaultItem, *args)
+        at = update_java_fault_item(producer, table, broker, latency, outcome, detector)
         step = tracker.apply(SendResult("p", broker, at, latency, outcome))
         tracker = step.tracker
         tracked = tracker.get("p", broker)
@@ -555,11 +563,7 @@ def replay_fault_disabled(producer: JavaProducer, table: FaultTable, raw, detect
     producer.reset(False)
     tracker = FaultWindowTracker(table, detector_enabled=detector)
     for _, broker, latency, outcome in raw:
-        update = fault_update_for(outcome, table.client_line, detector)
-        args = (broker, jpype.JLong(latency), update.isolation)
-        if producer.line == "5":
-            args = (*args, update.reachable)
-        at, _ = bracketed(producer.strategy.updateFaultItem, *args)
+        at = update_java_fault_item(producer, table, broker, latency, outcome, detector)
         step = tracker.apply(SendResult("p", broker, at, latency, outcome, fault_enabled=False))
         assert step.episodes == ()
         tracker = step.tracker
