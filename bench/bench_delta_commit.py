@@ -1,6 +1,6 @@
 """Benchmark (not a test): the fixed price of one exactly-once Delta append, as the job's sinks pay it.
 
-Run: ``.venv/bin/python -m bench.bench_delta_commit [--commits 12]`` -> prints CPU and wall seconds per
+Run: ``.venv/bin/python -m bench.bench_delta_commit [--commits 12] [--conf KEY=VALUE ...]`` -> prints CPU and wall seconds per
 append of a one-row frame to ``send_latency_minutes`` (txnAppId/txnVersion, the session the job uses),
 and the Spark stages of one such append.
 
@@ -21,6 +21,8 @@ from datetime import datetime
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--commits", type=int, default=12)
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="an extra Spark setting to try, e.g. spark.databricks.delta.snapshotPartitions=1")
     args = parser.parse_args()
 
     from pyspark.sql import functions as F
@@ -30,18 +32,20 @@ def main() -> None:
     from streaming.job.spark_session import SparkSettings, build_spark_session
     from streaming.job.tables import TABLES
 
-    spark = build_spark_session(SparkSettings(app_name="rrm-bench-delta-commit"))
+    extra = dict(setting.split("=", 1) for setting in args.conf)
+    spark = build_spark_session(SparkSettings(app_name="rrm-bench-delta-commit", extra_conf=extra))
     clock = cpu_clock(spark)
     tables = DeltaTables(spark, tempfile.mkdtemp(prefix="rrm-bench-delta-"))
     tables.ensure_all(["send_latency_minutes"])
-    row = ("b", "PG", datetime(2026, 1, 1), 1, 0, 5, 5, [50], [1], 0)
-    frame = spark.createDataFrame([row], TABLES["send_latency_minutes"].schema_ddl)
+    row = ("b", "PG", datetime(2026, 1, 1), 1, 0, 5, 5, [50], [1])
+    ddl = TABLES["send_latency_minutes"].schema_ddl.replace(", batch_id BIGINT", "")
+    frame = spark.createDataFrame([row], ddl)
     tracker = spark.sparkContext.statusTracker()
     cpu, wall, stages = [], [], []
     for batch_id in range(args.commits):
         spark.sparkContext.setJobGroup(f"append-{batch_id}", "one append")
         before_cpu, before_wall = clock(), time.perf_counter()
-        tables.append("send_latency_minutes", frame.withColumn("batch_id", F.lit(batch_id)), "bench", batch_id)
+        tables.append("send_latency_minutes", frame.withColumn("batch_id", F.lit(batch_id).cast("bigint")), "bench", batch_id)
         cpu.append(clock() - before_cpu)
         wall.append(time.perf_counter() - before_wall)
         if batch_id == args.commits // 2:

@@ -15,7 +15,7 @@ from streaming.job.sinks import DeltaTables
 from streaming.job.tables import TABLES
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from connectors.metrics import MetricsState
 
@@ -98,7 +98,16 @@ def fault_sink(
 
         batch = batch.persist()
         try:
-            present = {r["table"]: r["n"] for r in batch.groupBy("table").agg(F.count("*").alias("n")).collect()}
+            # One pass over the batch for the tables present and the batch's latest event time.
+            summary = (
+                batch.groupBy("table")
+                .agg(
+                    F.count("*").alias("n"),
+                    F.max(F.get_json_object("payload", "$.event_time_ms").cast("bigint")).alias("latest_ms"),
+                )
+                .collect()
+            )
+            present = {r["table"]: r["n"] for r in summary}
             if "fault_windows" in present:
                 frame = _rows(batch, "fault_windows").withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 tables.append("fault_windows", frame, app_id, batch_id)
@@ -114,13 +123,9 @@ def fault_sink(
                     batch_id,
                     delete_condition="s._op = 'delete'",
                 )
-                now_row = (
-                    batch.where(F.col("table") != "late_sends")
-                    .select(F.max(F.get_json_object("payload", "$.event_time_ms").cast("bigint")).alias("now"))
-                    .first()
-                )
-                now_ms = int(now_row["now"]) if now_row and now_row["now"] is not None else 0
-                refresh_broker_status(tables, app_id, batch_id, now_ms, metrics)
+                latest = [r["latest_ms"] for r in summary if r["table"] != "late_sends" and r["latest_ms"] is not None]
+                now_ms = max(latest, default=0)
+                refresh_broker_status(tables, batch.sparkSession, app_id, batch_id, now_ms, metrics)
             if metrics is not None:
                 windows = batch.where(F.col("table").isin("fault_windows", "late_sends")).collect()
                 for row in windows:
@@ -136,14 +141,19 @@ def fault_sink(
 
 
 def refresh_broker_status(
-    tables: DeltaTables, app_id: str, batch_id: int, now_ms: int, metrics: MetricsState | None
+    tables: DeltaTables, session: SparkSession, app_id: str, batch_id: int, now_ms: int, metrics: MetricsState | None
 ) -> None:
-    """Recompute ``broker_status_current`` from every producer's item at event time ``now_ms``."""
+    """Recompute ``broker_status_current`` from every producer's item at event time ``now_ms``.
+
+    ``session`` is the micro-batch's own (see ``merge_idempotent``). The per-broker rows are computed once
+    and collected (one row per broker), and the MERGE reads them from the driver: given the aggregation
+    itself as its source, MERGE would scan and aggregate every producer's item again for each of its passes.
+    """
     from pyspark.sql import functions as F
 
     items = tables.read("producer_broker_status_current")
     avoiding = F.col("unavailable_until_ms") > F.lit(now_ms)
-    status = (
+    per_broker = (
         items.groupBy("broker")
         .agg(
             F.sum(F.when(avoiding, 1).otherwise(0)).cast("int").alias("producers_avoiding"),
@@ -161,7 +171,8 @@ def refresh_broker_status(
             F.lit(batch_id).cast("bigint").alias("batch_id"),
         )
     )
-    rows = status.collect()
+    rows = per_broker.collect()
+    status = session.createDataFrame(rows, TABLES["broker_status_current"].schema_ddl)
     tables.merge_upsert("broker_status_current", status, app_id, batch_id)
     if metrics is not None:
         metrics.retain("broker", [r["broker"] for r in rows])  # brokers no producer item mentions are gone

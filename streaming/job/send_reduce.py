@@ -51,13 +51,14 @@ def reduce_for_fault_windows(sends: DataFrame, latency_floor_ms: Column) -> Data
 
     key = ["producer_id", "broker"]
     order = ["event_time_ms", "kafka_partition", "kafka_offset"]
+    # One window, so one shuffle and one sort of the batch: the last send of a key is the one without a
+    # successor (the order is total: a Kafka partition and offset name one record).
     forward = Window.partitionBy(*key).orderBy(*order)
-    backward = Window.partitionBy(*key).orderBy(*[F.col(c).desc() for c in order])
     flagged = (
         sends.withColumn("_notable", notable_send(latency_floor_ms))
         .withColumn("_previous_notable", F.lag("_notable", 1).over(forward))
         .withColumn("_first", F.row_number().over(forward) == 1)
-        .withColumn("_last", F.row_number().over(backward) == 1)
+        .withColumn("_last", F.lead(F.lit(True), 1).over(forward).isNull())
     )
     kept = flagged.where(
         F.col("_notable") | F.coalesce(F.col("_previous_notable"), F.lit(False)) | F.col("_first") | F.col("_last")

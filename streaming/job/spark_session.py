@@ -60,11 +60,13 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.ui.enabled": str(settings.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
-        # Delta rebuilds a table's snapshot with 50 tasks by default: for the monitor's small tables that is
-        # dozens of near-empty tasks on every commit and MERGE, and it was most of a send-ingest batch's
-        # time on 2 cores (26 s against 1.4 s for an empty dead-letter append at 2). Sized like the
-        # shuffles; a cluster with large tables raises it through [spark.conf].
-        "spark.databricks.delta.snapshotPartitions": str(settings.shuffle_partitions),
+        # Delta rebuilds a table's snapshot (log replay) before every idempotent write, to read the table's
+        # last txnVersion, with 50 tasks by default: for the monitor's small tables that is dozens of
+        # near-empty tasks on every commit and MERGE, and it was most of a send-ingest batch's time on 2 cores
+        # (26 s against 1.4 s for an empty dead-letter append at 2). One task replays a log of thousands of
+        # files in well under a second and costs 15 % less CPU per append than 4 (bench_delta_commit: 3.8 vs
+        # 4.5 CPU s per one-row append); a cluster with very large tables raises it through [spark.conf].
+        "spark.databricks.delta.snapshotPartitions": "1",
     }
     # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; Spark's generated code for the
     # ingest rules (one CASE per contract rule) is larger, so it ran interpreted: classifying a record
