@@ -1,7 +1,7 @@
 """Benchmark (not a test): the fixed price of one exactly-once Delta append, as the job's sinks pay it.
 
-Run: ``.venv/bin/python -m bench.bench_delta_commit [--commits 12] [--conf KEY=VALUE ...]`` -> prints CPU and wall seconds per
-append of a one-row frame to ``send_latency_minutes`` (txnAppId/txnVersion, the session the job uses),
+Run: ``.venv/bin/python -m bench.bench_delta_commit [--commits 12] [--conf KEY=VALUE ...]`` -> prints CPU and
+wall seconds per append of a one-row frame to ``send_latency_minutes`` (txnAppId/txnVersion, the session the job uses),
 and the Spark stages of one such append.
 
 Why it matters: every micro-batch of the job ends in a few such appends, and their cost does not depend on
@@ -45,7 +45,8 @@ def main() -> None:
     for batch_id in range(args.commits):
         spark.sparkContext.setJobGroup(f"append-{batch_id}", "one append")
         before_cpu, before_wall = clock(), time.perf_counter()
-        tables.append("send_latency_minutes", frame.withColumn("batch_id", F.lit(batch_id).cast("bigint")), "bench", batch_id)
+        numbered = frame.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+        tables.append("send_latency_minutes", numbered, "bench", batch_id)
         cpu.append(clock() - before_cpu)
         wall.append(time.perf_counter() - before_wall)
         if batch_id == args.commits // 2:

@@ -151,10 +151,20 @@ def measure(query, warm_rows: int = 0) -> dict[str, float]:  # type: ignore[no-u
     later, seen = [], 0
     for p in progress:
         if seen >= warm_rows:
-            later.append((p["numInputRows"], p["durationMs"]["triggerExecution"]))
+            later.append(p)
         seen += p["numInputRows"]
     if later:
-        figures["sustained"] = _rate(later)
+        figures["sustained"] = _rate([(p["numInputRows"], p["durationMs"]["triggerExecution"]) for p in later])
+        # Where a sustained batch's time goes: Spark's phases (addBatch is the sink, and with it the
+        # stateful operator) and the state store's own update and commit times.
+        phases: dict[str, list[float]] = {}
+        for p in later:
+            for name, ms in p["durationMs"].items():
+                phases.setdefault(name, []).append(ms)
+            for op in p.get("stateOperators", []):
+                for name in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
+                    phases.setdefault(f"state.{name}", []).append(op.get(name, 0))
+        figures["sustained"]["median_phase_ms"] = {k: statistics.median(v) for k, v in sorted(phases.items())}
     return figures
 
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from streaming.job.sinks import DeltaTables
+from streaming.job.sinks import DeltaTables, run_concurrently
 from streaming.job.tables import TABLES
 
 if TYPE_CHECKING:
@@ -54,33 +54,38 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
         batch = batch.persist()
         try:
             present = {r["table"]: r["n"] for r in batch.groupBy("table").agg(F.count("*").alias("n")).collect()}
-            for table in HISTORY_OUTPUTS:
-                if table in present:
-                    frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                    tables.append(table, frame, app_id, batch_id)
-            if "current_assignment" in present:
-                frame = _latest_per_key(
-                    _rows(batch, "current_assignment", "_op STRING"), TABLES["current_assignment"].key
-                )
-                tables.merge_upsert(
-                    "current_assignment",
-                    frame.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
-                    app_id,
-                    batch_id,
-                    delete_condition="s._op = 'delete'",
-                )
-            if "anomaly_episodes" in present:
-                episodes = _rows(batch, "anomaly_episodes")
-                current = _latest_per_key(episodes, ("episode_id",)).withColumn(
-                    "batch_id", F.lit(batch_id).cast("bigint")
-                )
-                tables.merge_upsert(
-                    "anomalies_current",
-                    current.withColumn("_op", F.col("status")),
-                    app_id,
-                    batch_id,
-                    delete_condition="s._op = 'CLOSED'",
-                )
+
+            def append(table: str) -> Callable[[], None]:
+                frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+                return lambda: tables.append(table, frame, app_id, batch_id)
+
+            def merges() -> None:
+                # In sequence: both set the txn ids on the micro-batch's session (see merge_idempotent).
+                if "current_assignment" in present:
+                    frame = _latest_per_key(
+                        _rows(batch, "current_assignment", "_op STRING"), TABLES["current_assignment"].key
+                    )
+                    tables.merge_upsert(
+                        "current_assignment",
+                        frame.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
+                        app_id,
+                        batch_id,
+                        delete_condition="s._op = 'delete'",
+                    )
+                if "anomaly_episodes" in present:
+                    episodes = _rows(batch, "anomaly_episodes")
+                    current = _latest_per_key(episodes, ("episode_id",)).withColumn(
+                        "batch_id", F.lit(batch_id).cast("bigint")
+                    )
+                    tables.merge_upsert(
+                        "anomalies_current",
+                        current.withColumn("_op", F.col("status")),
+                        app_id,
+                        batch_id,
+                        delete_condition="s._op = 'CLOSED'",
+                    )
+
+            run_concurrently([append(table) for table in HISTORY_OUTPUTS if table in present] + [merges])
             if metrics is not None:
                 small = batch.where(F.col("table").isin("group_metrics", "dead_letters")).collect()
                 apply_consumer_metrics(metrics, [(r["table"], json.loads(r["payload"])) for r in small])

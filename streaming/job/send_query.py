@@ -32,7 +32,7 @@ from streaming.job.ingest import (
     typed_column,
 )
 from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows
-from streaming.job.sinks import DeltaTables
+from streaming.job.sinks import DeltaTables, run_concurrently
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -147,17 +147,22 @@ def start_send_ingest(
         ).persist()  # fmt: skip
         minutes = None
         try:
+            writes = []
             rejected = batch.where(F.col("reason").isNotNull()).limit(1).count()
             if rejected:  # an empty append would still cost a commit; a replay skips it the same way
-                tables.append("dead_letters", dead_letter_columns(batch, batch_id), app_id, batch_id)
+                dead = dead_letter_columns(batch, batch_id)
+                writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id))
             sends = sends_from(batch, table_rules, default_table, fault_enable_default)
             minutes = minute_statistics(sends, bucket_upper_ms).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
             minutes = minutes.persist()  # tiny: read by the emptiness check, the metrics and the append
             if minutes.limit(1).count():
-                tables.append("send_latency_minutes", minutes, app_id, batch_id)
+                writes.append(lambda: tables.append("send_latency_minutes", minutes, app_id, batch_id))
             reduced = reduce_for_fault_windows(sends, latency_floor_column(latency_floors_ms))
-            append_idempotent(reduced.withColumn("batch_id", F.lit(batch_id).cast("bigint")), updates_path,
-                              f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)  # fmt: skip
+            reduced = reduced.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+            writes.append(
+                lambda: append_idempotent(reduced, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)
+            )
+            run_concurrently(writes)
         finally:
             if minutes is not None:
                 minutes.unpersist()

@@ -8,6 +8,7 @@ under the same ids through the session settings. A replayed batch therefore chan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,3 +69,33 @@ class DeltaTables:
             merge.execute()
 
         merge_idempotent(session, f"{app_id}:{name}", batch_id, statement)
+
+
+def run_concurrently(writes: list[Callable[[], None]]) -> None:
+    """Run independent table writes at the same time and raise the first failure once all have ended.
+
+    A batch's writes go to different tables, each exactly once on its own (its own txn app id), so their
+    order does not matter. Run one after another, most of each write's time is the driver alone (log
+    replay planning, commit, checksum) or a handful of tasks, and the cores sit idle; run together, one
+    write's tasks fill the gaps of another. Threads inherit the caller's Spark local properties
+    (``InheritableThread``), so the jobs stay attributed to the streaming query.
+    """
+    from pyspark.util import InheritableThread
+
+    failures: list[BaseException] = []
+
+    def guarded(write: Callable[[], None]) -> None:
+        try:
+            write()
+        except BaseException as failure:  # noqa: BLE001 - re-raised below, in the caller's thread
+            failures.append(failure)
+
+    threads = [InheritableThread(target=guarded, args=(write,)) for write in writes[1:]]
+    for thread in threads:
+        thread.start()
+    if writes:
+        guarded(writes[0])
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
