@@ -113,24 +113,33 @@ def fault_sink(
                 .collect()
             )
             present = {r["table"]: r["n"] for r in summary}
+            writes = []
             if "fault_windows" in present:
                 frame = _rows(batch, "fault_windows").withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                tables.append("fault_windows", frame, app_id, batch_id)
+                writes.append(lambda: tables.append("fault_windows", frame, app_id, batch_id))
             if "producer_broker_status_current" in present:
-                status = _latest_per_key(
-                    _rows(batch, "producer_broker_status_current", "_op STRING"),
-                    TABLES["producer_broker_status_current"].key,
-                )
-                tables.merge_upsert(
-                    "producer_broker_status_current",
-                    status.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
-                    app_id,
-                    batch_id,
-                    delete_condition="s._op = 'delete'",
-                )
                 latest = [r["latest_ms"] for r in summary if r["table"] != "late_sends" and r["latest_ms"] is not None]
-                now_ms = max(latest, default=0)
-                refresh_broker_status(tables, batch.sparkSession, app_id, batch_id, now_ms, metrics)
+
+                def statuses() -> None:
+                    # In sequence: the broker rows are computed from the producer rows this MERGE writes.
+                    status = _latest_per_key(
+                        _rows(batch, "producer_broker_status_current", "_op STRING"),
+                        TABLES["producer_broker_status_current"].key,
+                    )
+                    tables.merge_upsert(
+                        "producer_broker_status_current",
+                        status.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
+                        app_id,
+                        batch_id,
+                        delete_condition="s._op = 'delete'",
+                    )
+                    now_ms = max(latest, default=0)
+                    refresh_broker_status(tables, batch.sparkSession, app_id, batch_id, now_ms, metrics)
+
+                writes.append(statuses)
+            # The history append beside the MERGEs: it carries its txn ids as writer options, the MERGEs
+            # theirs in the session (see merge_idempotent), so neither disturbs the other.
+            run_concurrently(writes)
             if metrics is not None:
                 windows = batch.where(F.col("table").isin("fault_windows", "late_sends")).collect()
                 for row in windows:

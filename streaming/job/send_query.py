@@ -145,27 +145,29 @@ def start_send_ingest(
             F.when(F.col("reason").isNotNull(), F.col("raw_value")).alias("raw_value"), "reason", "detail",
             typed_column("send_result"),
         ).persist()  # fmt: skip
-        minutes = None
         try:
+            # One pass over the cache says which writes the batch has; an empty append would still cost a
+            # commit, and a replay of the batch skips the same ones.
+            counts = batch.agg(
+                F.count_if(F.col("reason").isNotNull()).alias("rejected"),
+                F.count_if(F.col("reason").isNull()).alias("valid"),
+            ).first()
             writes = []
-            rejected = batch.where(F.col("reason").isNotNull()).limit(1).count()
-            if rejected:  # an empty append would still cost a commit; a replay skips it the same way
+            if counts["rejected"]:
                 dead = dead_letter_columns(batch, batch_id)
                 writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id))
-            sends = sends_from(batch, table_rules, default_table, fault_enable_default)
-            minutes = minute_statistics(sends, bucket_upper_ms).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-            minutes = minutes.persist()  # tiny: read by the emptiness check, the metrics and the append
-            if minutes.limit(1).count():
+            if counts["valid"]:  # ingest accepts only send results here (see runner)
+                sends = sends_from(batch, table_rules, default_table, fault_enable_default)
+                minutes = minute_statistics(sends, bucket_upper_ms)
+                minutes = minutes.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 writes.append(lambda: tables.append("send_latency_minutes", minutes, app_id, batch_id))
-            reduced = reduce_for_fault_windows(sends, latency_floor_column(latency_floors_ms))
-            reduced = reduced.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-            writes.append(
-                lambda: append_idempotent(reduced, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)
-            )
+                reduced = reduce_for_fault_windows(sends, latency_floor_column(latency_floors_ms))
+                reduced = reduced.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+                writes.append(
+                    lambda: append_idempotent(reduced, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)
+                )
             run_concurrently(writes)
         finally:
-            if minutes is not None:
-                minutes.unpersist()
             batch.unpersist()
 
     writer = classified.writeStream.queryName("send-ingest").foreachBatch(write_batch)
