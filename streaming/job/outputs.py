@@ -47,6 +47,20 @@ def _latest_per_key(frame: DataFrame, key: tuple[str, ...]) -> DataFrame:
     return frame.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
 
 
+def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id: str, batch_id: int) -> None:
+    """MERGE a current table's rows of the batch: the latest per key wins; ``_op = 'delete'`` deletes."""
+    from pyspark.sql import functions as F
+
+    latest = _latest_per_key(_rows(batch, table, "_op STRING"), TABLES[table].key)
+    tables.merge_upsert(
+        table,
+        latest.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
+        app_id,
+        batch_id,
+        delete_condition="s._op = 'delete'",
+    )
+
+
 def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
     def write(batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
@@ -62,16 +76,7 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             def merges() -> None:
                 # In sequence: both set the txn ids on the micro-batch's session (see merge_idempotent).
                 if "current_assignment" in present:
-                    frame = _latest_per_key(
-                        _rows(batch, "current_assignment", "_op STRING"), TABLES["current_assignment"].key
-                    )
-                    tables.merge_upsert(
-                        "current_assignment",
-                        frame.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
-                        app_id,
-                        batch_id,
-                        delete_condition="s._op = 'delete'",
-                    )
+                    _merge_latest_rows(tables, batch, "current_assignment", app_id, batch_id)
                 if "anomaly_episodes" in present:
                     episodes = _rows(batch, "anomaly_episodes")
                     current = _latest_per_key(episodes, ("episode_id",)).withColumn(
@@ -122,17 +127,7 @@ def fault_sink(
 
                 def statuses() -> None:
                     # In sequence: the broker rows are computed from the producer rows this MERGE writes.
-                    status = _latest_per_key(
-                        _rows(batch, "producer_broker_status_current", "_op STRING"),
-                        TABLES["producer_broker_status_current"].key,
-                    )
-                    tables.merge_upsert(
-                        "producer_broker_status_current",
-                        status.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
-                        app_id,
-                        batch_id,
-                        delete_condition="s._op = 'delete'",
-                    )
+                    _merge_latest_rows(tables, batch, "producer_broker_status_current", app_id, batch_id)
                     now_ms = max(latest, default=0)
                     refresh_broker_status(tables, batch.sparkSession, app_id, batch_id, now_ms, metrics)
 
