@@ -71,8 +71,13 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
     # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; Spark's generated code for the
     # ingest rules (one CASE per contract rule) is larger, so it ran interpreted: classifying a record
     # cost 2.5x parsing it, against 1.0x once compiled (JVM CPU seconds on 200,000 sends, warm JIT).
+    # -Xss: when a query is stopped during a foreachBatch, Spark tells an interrupt from a failure by
+    # matching the Python error's whole text against ``(.|\r\n|\r|\n)*`` (StreamExecution.PROXY_ERROR),
+    # which recurses once per character; on the default 1 MB thread stack a traceback of a few thousand
+    # characters overflowed it, and every clean stop printed a StackOverflowError of a thousand lines.
+    java_options = "-XX:-DontCompileHugeMethods -Xss32m"
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
-        conf[key] = " ".join(filter(None, ["-XX:-DontCompileHugeMethods", settings.extra_conf.get(key, "")]))
+        conf[key] = " ".join(filter(None, [java_options, settings.extra_conf.get(key, "")]))
     if settings.master.startswith("local"):
         # Keep a laptop or CI run on loopback only.
         conf["spark.driver.host"] = "127.0.0.1"
