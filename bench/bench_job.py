@@ -37,13 +37,15 @@ RESULTS = Path(__file__).parent / "results" / "job.json"
 BASE = 1_700_000_000_000
 
 
-def produce(bootstrap: str, topic: str, values) -> int:  # type: ignore[no-untyped-def]
+def produce(bootstrap: str, topic: str, records) -> int:  # type: ignore[no-untyped-def]
+    """Publish ``(key, value)`` records; the key is the contract's (docs/events.md), so one producer's sends and
+    one group's channel events stay in one partition, as a collector following the contract publishes them."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=512 * 1024, acks=1)
     count = 0
-    for value in values:
-        producer.send(topic, value)
+    for key, value in records:
+        producer.send(topic, value, key=key.encode())
         count += 1
     producer.flush()
     producer.close()
@@ -56,12 +58,13 @@ def sends(n: int):  # type: ignore[no-untyped-def]
     rng = random.Random(3)
     for i in range(n):
         slow = rng.random() < 0.01
-        yield json.dumps(
+        producer_id = f"10.1.{i % 200 // 256}.{i % 200}@9#1"
+        yield producer_id, json.dumps(
             {
                 "type": "send_result",
                 "schema_version": 1,
                 "event_time": BASE + i * 5,
-                "producer_id": f"10.1.{i % 200 // 256}.{i % 200}@9#1",
+                "producer_id": producer_id,
                 "producer_group": "PG",
                 "topic": "T",
                 "broker": f"broker-{i % 8}",
@@ -75,7 +78,7 @@ def sends(n: int):  # type: ignore[no-untyped-def]
 
 def heartbeats(groups: int, members: int, rounds: int):  # type: ignore[no-untyped-def]
     for topic in ("T0", "T1", "T2", "T3"):
-        yield json.dumps(
+        yield topic, json.dumps(
             {
                 "type": "topic_route",
                 "schema_version": 1,
@@ -91,7 +94,7 @@ def heartbeats(groups: int, members: int, rounds: int):  # type: ignore[no-untyp
         for g in range(groups):
             for m in range(members):
                 for b, broker in enumerate(("broker-a", "broker-b")):
-                    yield json.dumps(
+                    yield f"group-{g}", json.dumps(
                         {
                             "type": "consumer_channel",
                             "schema_version": 1,

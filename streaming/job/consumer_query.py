@@ -1,6 +1,6 @@
 """The heartbeat path: consumer channel events, reported assignments and topic routes -> group analysis.
 
-Design (see docs/architecture.md):
+Design (the README's "How it works" places it among the three queries):
 
 * One Kafka source subscribes the three consumer-side topics (one watermark). ``ingest.classify`` runs in
   the JVM; dead letters and valid events continue in the same plan.

@@ -3,11 +3,12 @@
 Two queries, chained through an internal Delta table (exactly once end to end):
 
 1. ``send-ingest`` reads the send-result topic, classifies records in the JVM (``ingest.classify``) and,
-   per micro-batch in ``foreachBatch``: appends dead letters; appends the batch's per-minute latency
-   statistics to ``send_latency_minutes`` (partial aggregates, summed by readers: an append costs one
-   small commit where an additive MERGE read and rewrote the table's recent files on every batch); and
-   appends the *reduced* sends (``send_reduce``: a few rows per (producer, broker) plus the slow and
-   failed sends) to the internal table ``_send_fault_updates``.
+   per micro-batch in ``foreachBatch``, reduces them in one JVM pass per partition (``send_reduce``, no
+   shuffle, about 2 % of the batch left and cached), then appends dead letters; the batch's per-minute
+   latency statistics to ``send_latency_minutes`` (partial aggregates, summed by readers: an append costs
+   one small commit where an additive MERGE read and rewrote the table's recent files on every batch); and
+   the *reduced* sends (a few rows per (producer, broker) plus the slow and failed sends) to the internal
+   table ``_send_fault_updates``.
 2. ``fault-windows`` reads ``_send_fault_updates`` as a Delta stream and keeps one fault item per
    (producer, broker) in ``applyInPandasWithState`` with the producer's fault table and semantics,
    waking up at each window's end (event-time timeout); it emits fault-window transitions and item
@@ -19,6 +20,7 @@ fraction of the sends) while the state that needs RocketMQ's semantics stays in 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -31,12 +33,20 @@ from streaming.job.ingest import (
     kafka_stream,
     typed_column,
 )
-from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows
+from streaming.job.send_reduce import (
+    kept_sends,
+    minutes_from_partials,
+    notable_send,
+    reduce_in_partitions,
+    summarize,
+)
 from streaming.job.sinks import DeltaTables, run_concurrently
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
 
 FAULT_UPDATES_TABLE = "_send_fault_updates"
 FAULT_UPDATES_DDL = (
@@ -95,24 +105,29 @@ def latency_floor_column(floors_ms: Mapping[str, int]) -> Column:
     return expr
 
 
-def sends_from(classified: DataFrame, table_rules: Sequence[FaultTableRule], default_table: str,
-               fault_enable_default: bool) -> DataFrame:  # fmt: skip
-    """Valid send results with their fields, read from the typed column ``classify`` extracted, and the
-    fault table in use (``fault_table_in_use``)."""
+SEND_FIELDS = (
+    ("producer_id", "string"), ("producer_group", "string"), ("topic", "string"), ("broker", "string"),
+    ("queue_id", "int"), ("latency_ms", "bigint"), ("outcome", "string"), ("client_version", "string"),
+    ("send_latency_fault_enable", "boolean"),
+)  # fmt: skip
+
+
+def send_batch(classified: DataFrame, table_rules: Sequence[FaultTableRule], default_table: str,
+               fault_enable_default: bool, latency_floors_ms: Mapping[str, int]) -> DataFrame:  # fmt: skip
+    """Every classified record of a batch with what the send path reads: the dead-letter columns (the raw
+    value only for rejects), a valid send's fields from the typed column ``classify`` extracted, the fault
+    table in use (``fault_table_in_use``) and whether the send is ``notable`` (``send_reduce.notable_send``).
+    The send fields are meaningful only where ``reason`` is NULL."""
     from pyspark.sql import functions as F
 
     typed = typed_column("send_result")
-
-    def field(name: str, type_: str) -> Column:
-        return F.col(f"{typed}.{name}").cast(type_).alias(name)
-
-    return classified.where(F.col("reason").isNull()).select(
-        field("producer_id", "string"), field("producer_group", "string"), field("topic", "string"),
-        field("broker", "string"), field("queue_id", "int"), field("latency_ms", "bigint"),
-        field("outcome", "string"), field("client_version", "string"),
-        F.col("event_time_ms"), "kafka_partition", "kafka_offset",
-        field("send_latency_fault_enable", "boolean"),
-    ).withColumn("fault_table", fault_table_in_use(table_rules, default_table, fault_enable_default))  # fmt: skip
+    return classified.select(
+        "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "event_time_ms",
+        F.when(F.col("reason").isNotNull(), F.col("raw_value")).alias("raw_value"), "reason", "detail",
+        *[F.col(f"{typed}.{name}").cast(type_).alias(name) for name, type_ in SEND_FIELDS],
+    ).withColumn(
+        "fault_table", fault_table_in_use(table_rules, default_table, fault_enable_default)
+    ).withColumn("notable", notable_send(latency_floor_column(latency_floors_ms)))  # fmt: skip
 
 
 def start_send_ingest(
@@ -138,37 +153,39 @@ def start_send_ingest(
 
         from streaming.job.delta_sink import append_idempotent
 
-        # Cache only what the writes read: the raw value is kept for rejects alone, the variant not at all.
-        # Everything below reads this cache; the Kafka records are read and classified once.
-        batch = batch.select(
-            "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "event_time_ms",
-            F.when(F.col("reason").isNotNull(), F.col("raw_value")).alias("raw_value"), "reason", "detail",
-            typed_column("send_result"),
-        ).persist()  # fmt: skip
+        records = send_batch(batch, table_rules, default_table, fault_enable_default, latency_floors_ms)
+        # One pass in the JVM reads the Kafka records, classifies them and leaves only the rejects, the sends
+        # the fault-window replay needs and the minute partials (about 2 % of a batch), cached: every write
+        # below reads the cache, and the records are not read again unless a producer's sends span partitions.
+        reduced = reduce_in_partitions(records, bucket_upper_ms).persist()
         try:
-            # One pass over the cache says which writes the batch has; an empty append would still cost a
-            # commit, and a replay of the batch skips the same ones.
-            counts = batch.agg(
-                F.count_if(F.col("reason").isNotNull()).alias("rejected"),
-                F.count_if(F.col("reason").isNull()).alias("valid"),
-            ).first()
+            # One small pass over the cache says which writes the batch has; an empty append would still cost
+            # a commit, and a replay of the batch skips the same ones.
+            summary = summarize(reduced)
             writes = []
-            if counts["rejected"]:
-                dead = dead_letter_columns(batch, batch_id)
+            if summary.rejected:
+                dead = dead_letter_columns(reduced.where(F.col("kind") == "reject"), batch_id)
                 writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id))
-            if counts["valid"]:  # ingest accepts only send results here (see runner)
-                sends = sends_from(batch, table_rules, default_table, fault_enable_default)
-                minutes = minute_statistics(sends, bucket_upper_ms)
+            if summary.minutes:  # ingest accepts only send results here (see runner)
+                minutes = minutes_from_partials(reduced, bucket_upper_ms)
                 minutes = minutes.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 writes.append(lambda: tables.append("send_latency_minutes", minutes, app_id, batch_id))
-                reduced = reduce_for_fault_windows(sends, latency_floor_column(latency_floors_ms))
-                reduced = reduced.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+                if summary.spanning_keys:
+                    log.warning(
+                        "send-ingest batch %d: %d (producer, broker) pairs have sends in several partitions "
+                        "(is the send-result topic keyed by producer_id?); reducing them again over the batch",
+                        batch_id, summary.spanning_keys,
+                    )  # fmt: skip
+                updates = kept_sends(
+                    reduced, records.where(F.col("reason").isNull()), latency_floor_column(latency_floors_ms),
+                    respan=bool(summary.spanning_keys),
+                ).withColumn("batch_id", F.lit(batch_id).cast("bigint"))  # fmt: skip
                 writes.append(
-                    lambda: append_idempotent(reduced, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)
+                    lambda: append_idempotent(updates, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)
                 )
             run_concurrently(writes)
         finally:
-            batch.unpersist()
+            reduced.unpersist()
 
     writer = classified.writeStream.queryName("send-ingest").foreachBatch(write_batch)
     writer = writer.option("checkpointLocation", checkpoint)

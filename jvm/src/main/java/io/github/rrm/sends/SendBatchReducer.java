@@ -1,0 +1,294 @@
+package io.github.rrm.sends;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * One pass over a micro-batch of classified send results, per Spark partition, with no shuffle and no sort of
+ * the batch: it does what {@code send_reduce.reduce_for_fault_windows} and {@code send_reduce.minute_statistics}
+ * do in SQL (those stay the reference, and the fallback), and passes the rejected records through.
+ *
+ * <p>Input columns (by name): {@code reason} (NULL for a valid send result); for rejects the dead-letter
+ * columns {@code event_type, kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, raw_value, reason,
+ * detail}; for sends {@code producer_id, producer_group, broker, event_time_ms, latency_ms, outcome,
+ * client_version, fault_table, kafka_partition, kafka_offset} and {@code notable} (the send can open or extend
+ * a fault window, {@code send_reduce.notable_send}).
+ *
+ * <p>Output rows ({@link #OUTPUT_DDL}), told apart by {@code kind}:
+ *
+ * <ul>
+ *   <li>{@code reject}: a rejected record, its dead-letter columns copied;
+ *   <li>{@code send}: a send the fault-window replay needs. Per (producer, broker), ordered by event time, then
+ *       Kafka partition and offset: the first and the last send, every notable send and the send right after
+ *       a notable one. This is exact for the batch only when all sends of a key are in one Spark partition
+ *       (the contract keys send results by {@code producer_id}), so each row carries its
+ *       {@code spark_partition} and the caller re-reduces the keys seen in more than one;
+ *   <li>{@code minute}: the partition's partial statistics per (broker, producer group, UTC minute): sends,
+ *       errors (outcome other than OK), latency sum and maximum, and cumulative counts of sends with latency at
+ *       or below each bucket bound. The caller adds up the partitions' partials.
+ * </ul>
+ */
+public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
+  private static final long serialVersionUID = 1L;
+
+  public static final String OUTPUT_DDL =
+      "kind STRING, spark_partition INT, event_type STRING, kafka_topic STRING, kafka_partition INT, "
+          + "kafka_offset BIGINT, kafka_timestamp TIMESTAMP, raw_value STRING, reason STRING, detail STRING, "
+          + "producer_id STRING, producer_group STRING, broker STRING, event_time_ms BIGINT, latency_ms BIGINT, "
+          + "outcome STRING, client_version STRING, fault_table STRING, minute_start_ms BIGINT, sends BIGINT, "
+          + "errors BIGINT, latency_sum_ms BIGINT, latency_max_ms BIGINT, bucket_counts ARRAY<BIGINT>";
+
+  private static final StructType OUTPUT = StructType.fromDDL(OUTPUT_DDL);
+  private static final String[] REJECT_COLUMNS = {
+    "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "raw_value", "reason", "detail"
+  };
+  private static final long MINUTE_MS = 60_000L;
+
+  private final long[] bucketUpperMs;
+  private final int reason;
+  private final int[] rejectIn;
+  private final int[] rejectOut;
+  private final int producerId;
+  private final int producerGroup;
+  private final int broker;
+  private final int eventTime;
+  private final int latency;
+  private final int outcome;
+  private final int clientVersion;
+  private final int faultTable;
+  private final int kafkaPartition;
+  private final int kafkaOffset;
+  private final int notable;
+
+  private SendBatchReducer(StructType input, long[] bucketUpperMs) {
+    this.bucketUpperMs = bucketUpperMs.clone();
+    reason = input.fieldIndex("reason");
+    rejectIn = new int[REJECT_COLUMNS.length];
+    rejectOut = new int[REJECT_COLUMNS.length];
+    for (int i = 0; i < REJECT_COLUMNS.length; i++) {
+      rejectIn[i] = input.fieldIndex(REJECT_COLUMNS[i]);
+      rejectOut[i] = OUTPUT.fieldIndex(REJECT_COLUMNS[i]);
+    }
+    producerId = input.fieldIndex("producer_id");
+    producerGroup = input.fieldIndex("producer_group");
+    broker = input.fieldIndex("broker");
+    eventTime = input.fieldIndex("event_time_ms");
+    latency = input.fieldIndex("latency_ms");
+    outcome = input.fieldIndex("outcome");
+    clientVersion = input.fieldIndex("client_version");
+    faultTable = input.fieldIndex("fault_table");
+    kafkaPartition = input.fieldIndex("kafka_partition");
+    kafkaOffset = input.fieldIndex("kafka_offset");
+    notable = input.fieldIndex("notable");
+  }
+
+  /** The reduced batch (see the class comment); {@code bucketUpperMs} are the cumulative buckets' bounds. */
+  public static Dataset<Row> reduce(Dataset<Row> batch, List<? extends Number> bucketUpperMs) {
+    long[] bounds = new long[bucketUpperMs.size()];
+    for (int i = 0; i < bounds.length; i++) {
+      bounds[i] = bucketUpperMs.get(i).longValue();
+    }
+    return batch.mapPartitions(new SendBatchReducer(batch.schema(), bounds), Encoders.row(OUTPUT));
+  }
+
+  @Override
+  public Iterator<Row> call(Iterator<Row> rows) {
+    TaskContext task = TaskContext.get();
+    int partition = task == null ? 0 : task.partitionId();
+    List<Row> out = new ArrayList<>();
+    Map<SendKey, KeySends> keys = new HashMap<>();
+    Map<MinuteKey, long[]> minutes = new HashMap<>();
+    // Few distinct groups, outcomes, versions and tables: keep one copy of each, not one per send.
+    Map<String, String> interned = new HashMap<>();
+    while (rows.hasNext()) {
+      Row row = rows.next();
+      if (!row.isNullAt(reason)) {
+        out.add(reject(row, partition));
+        continue;
+      }
+      String group = intern(interned, row.getString(producerGroup));
+      String brokerName = row.getString(broker);
+      long time = row.getLong(eventTime);
+      long latencyMs = row.getLong(latency);
+      String outcomeName = intern(interned, row.getString(outcome));
+      addToMinute(minutes, new MinuteKey(brokerName, group, Math.floorDiv(time, MINUTE_MS) * MINUTE_MS),
+          latencyMs, !"OK".equals(outcomeName));
+      keys.computeIfAbsent(new SendKey(row.getString(producerId), brokerName), k -> new KeySends())
+          .add(time, row.getInt(kafkaPartition), row.getLong(kafkaOffset), latencyMs, row.getBoolean(notable),
+              group, outcomeName, intern(interned, stringOrNull(row, clientVersion)),
+              intern(interned, stringOrNull(row, faultTable)));
+    }
+    for (Map.Entry<SendKey, KeySends> entry : keys.entrySet()) {
+      entry.getValue().emitKept(entry.getKey(), partition, out);
+    }
+    for (Map.Entry<MinuteKey, long[]> entry : minutes.entrySet()) {
+      out.add(minuteRow(entry.getKey(), entry.getValue(), partition));
+    }
+    return out.iterator();
+  }
+
+  private Row reject(Row row, int partition) {
+    Object[] values = new Object[OUTPUT.length()];
+    values[0] = "reject";
+    values[1] = partition;
+    for (int i = 0; i < rejectIn.length; i++) {
+      values[rejectOut[i]] = row.get(rejectIn[i]);
+    }
+    return RowFactory.create(values);
+  }
+
+  /** Minute accumulator layout: sends, errors, latency sum, latency max, then one count per bucket. */
+  private void addToMinute(Map<MinuteKey, long[]> minutes, MinuteKey key, long latencyMs, boolean error) {
+    long[] acc = minutes.get(key);
+    if (acc == null) {
+      acc = new long[4 + bucketUpperMs.length];
+      acc[3] = Long.MIN_VALUE;
+      minutes.put(key, acc);
+    }
+    acc[0]++;
+    if (error) {
+      acc[1]++;
+    }
+    acc[2] += latencyMs;
+    acc[3] = Math.max(acc[3], latencyMs);
+    for (int b = 0; b < bucketUpperMs.length; b++) {
+      if (latencyMs <= bucketUpperMs[b]) {
+        acc[4 + b]++;
+      }
+    }
+  }
+
+  private static Row minuteRow(MinuteKey key, long[] acc, int partition) {
+    Object[] values = new Object[OUTPUT.length()];
+    values[0] = "minute";
+    values[1] = partition;
+    values[OUTPUT.fieldIndex("broker")] = key.broker();
+    values[OUTPUT.fieldIndex("producer_group")] = key.producerGroup();
+    values[OUTPUT.fieldIndex("minute_start_ms")] = key.minuteStartMs();
+    values[OUTPUT.fieldIndex("sends")] = acc[0];
+    values[OUTPUT.fieldIndex("errors")] = acc[1];
+    values[OUTPUT.fieldIndex("latency_sum_ms")] = acc[2];
+    values[OUTPUT.fieldIndex("latency_max_ms")] = acc[3];
+    List<Long> buckets = new ArrayList<>(acc.length - 4);
+    for (int b = 4; b < acc.length; b++) {
+      buckets.add(acc[b]);
+    }
+    values[OUTPUT.fieldIndex("bucket_counts")] = CollectionConverters.asScala(buckets); // a Row holds a Seq
+    return RowFactory.create(values);
+  }
+
+  private static String stringOrNull(Row row, int index) {
+    return row.isNullAt(index) ? null : row.getString(index);
+  }
+
+  private static String intern(Map<String, String> interned, String value) {
+    if (value == null) {
+      return null;
+    }
+    String known = interned.putIfAbsent(value, value);
+    return known == null ? value : known;
+  }
+
+  private record SendKey(String producerId, String broker) {}
+
+  private record MinuteKey(String broker, String producerGroup, long minuteStartMs) {}
+
+  /** One key's sends in this partition, column by column (a few primitives per send, no row objects). */
+  private static final class KeySends {
+    private static final int[] OUTPUT_INDEX = {
+      OUTPUT.fieldIndex("producer_group"), OUTPUT.fieldIndex("event_time_ms"), OUTPUT.fieldIndex("latency_ms"),
+      OUTPUT.fieldIndex("outcome"), OUTPUT.fieldIndex("client_version"), OUTPUT.fieldIndex("fault_table"),
+      OUTPUT.fieldIndex("kafka_partition"), OUTPUT.fieldIndex("kafka_offset"),
+    };
+    private static final int PRODUCER_ID = OUTPUT.fieldIndex("producer_id");
+    private static final int BROKER = OUTPUT.fieldIndex("broker");
+
+    private int size;
+    private long[] times = new long[8];
+    private int[] partitions = new int[8];
+    private long[] offsets = new long[8];
+    private long[] latencies = new long[8];
+    private boolean[] notables = new boolean[8];
+    private String[] groups = new String[8];
+    private String[] outcomes = new String[8];
+    private String[] versions = new String[8];
+    private String[] tables = new String[8];
+
+    void add(long time, int partition, long offset, long latencyMs, boolean notable, String group, String outcome,
+        String version, String table) {
+      if (size == times.length) {
+        int grown = size * 2;
+        times = Arrays.copyOf(times, grown);
+        partitions = Arrays.copyOf(partitions, grown);
+        offsets = Arrays.copyOf(offsets, grown);
+        latencies = Arrays.copyOf(latencies, grown);
+        notables = Arrays.copyOf(notables, grown);
+        groups = Arrays.copyOf(groups, grown);
+        outcomes = Arrays.copyOf(outcomes, grown);
+        versions = Arrays.copyOf(versions, grown);
+        tables = Arrays.copyOf(tables, grown);
+      }
+      times[size] = time;
+      partitions[size] = partition;
+      offsets[size] = offset;
+      latencies[size] = latencyMs;
+      notables[size] = notable;
+      groups[size] = group;
+      outcomes[size] = outcome;
+      versions[size] = version;
+      tables[size] = table;
+      size++;
+    }
+
+    /** Sorts this key's sends into replay order and emits those the fault-window replay needs. */
+    void emitKept(SendKey key, int partition, List<Row> out) {
+      Integer[] order = new Integer[size];
+      for (int i = 0; i < size; i++) {
+        order[i] = i;
+      }
+      // Event time, then Kafka partition and offset: a total order, the one the SQL reduction uses.
+      Arrays.sort(order, (a, b) -> {
+        int byTime = Long.compare(times[a], times[b]);
+        if (byTime != 0) {
+          return byTime;
+        }
+        int byPartition = Integer.compare(partitions[a], partitions[b]);
+        return byPartition != 0 ? byPartition : Long.compare(offsets[a], offsets[b]);
+      });
+      for (int position = 0; position < size; position++) {
+        int i = order[position];
+        boolean kept = position == 0 || position == size - 1 || notables[i]
+            || notables[order[position - 1]];
+        if (kept) {
+          out.add(sendRow(key, i, partition));
+        }
+      }
+    }
+
+    private Row sendRow(SendKey key, int i, int partition) {
+      Object[] values = new Object[OUTPUT.length()];
+      values[0] = "send";
+      values[1] = partition;
+      values[PRODUCER_ID] = key.producerId();
+      values[BROKER] = key.broker();
+      Object[] fields = {groups[i], times[i], latencies[i], outcomes[i], versions[i], tables[i], partitions[i],
+        offsets[i]};
+      for (int f = 0; f < fields.length; f++) {
+        values[OUTPUT_INDEX[f]] = fields[f];
+      }
+      return RowFactory.create(values);
+    }
+  }
+}

@@ -1,0 +1,107 @@
+"""The one-pass JVM reduction of a send batch (``SendBatchReducer``) against the Spark SQL reference rules.
+
+Records go through the job's own ``classify`` and ``send_batch``; the one-pass path (``reduce_in_partitions``,
+``summarize``, ``minutes_from_partials``, ``kept_sends``) must give exactly the rows the SQL rules
+(``reduce_for_fault_windows``, ``minute_statistics``, ``dead_letter_columns``) give over the whole batch, both
+when each producer's sends are in one partition (the contract's keying) and when they are spread over all.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+
+import pytest
+from pyspark.sql import functions as F
+
+from streaming.job.ingest import IngestSettings, classify, contracts_for, dead_letter_columns
+from streaming.job.send_query import FaultTableRule, latency_floor_column, send_batch
+from streaming.job.send_reduce import (
+    FAULT_UPDATE_COLUMNS,
+    kept_sends,
+    minute_statistics,
+    minutes_from_partials,
+    reduce_for_fault_windows,
+    reduce_in_partitions,
+    summarize,
+)
+
+BASE = 1_700_000_000_000
+BUCKETS = [50, 100, 550, 1000, 2000, 3000, 15000]
+FLOORS = {"rocketmq-4": 550, "rocketmq-5": 100}
+RULES = [FaultTableRule("rocketmq-5", "PG5*")]
+
+
+def _records(seed: int, count: int) -> list[tuple[bytes, str, int, int, datetime]]:
+    """Send results over 9 producers x 3 brokers with ties in event time, slow sends and errors, some
+    producers without sendLatencyFaultEnable, and a few rejects; Kafka partition = hash of the producer."""
+    rng = random.Random(seed)
+    stamp = datetime.fromtimestamp(BASE / 1000 + 3600, tz=UTC)
+    rows = []
+    for offset in range(count):
+        producer = rng.randrange(9)
+        event = {
+            "type": "send_result",
+            "schema_version": 1,
+            "event_time": BASE + rng.randrange(0, 180_000, 250),  # 250 ms steps: many ties, three minutes
+            "producer_id": f"10.0.0.{producer}@{producer}#1",
+            "producer_group": "PG5-orders" if producer % 3 == 0 else "PG-billing",
+            "topic": "T",
+            "broker": f"broker-{rng.randrange(3)}",
+            "queue_id": rng.randrange(8),
+            "latency_ms": rng.choice([1, 7, 49, 50, 99, 100, 549, 550, 999, 2500, 16000]),
+            "outcome": rng.choice(["OK"] * 8 + ["TIMEOUT", "BROKER_ERROR"]),
+            "client_version": "V4_9_8",
+            "send_latency_fault_enable": producer != 4,
+        }
+        value = json.dumps(event).encode()
+        if rng.random() < 0.02:
+            value = rng.choice([b"{not json", json.dumps({**event, "latency_ms": -3}).encode()])
+        rows.append((value, "sends", producer % 4, offset, stamp))
+    return rows
+
+
+def _batch(spark, rows, keyed: bool):  # type: ignore[no-untyped-def]
+    frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
+    # keyed: a Spark partition per Kafka partition, as the Kafka source reads them; else every pair everywhere
+    frame = frame.repartition(4, "partition") if keyed else frame.repartition(4)
+    classified = classify(frame, contracts_for(("send_result",)), IngestSettings("unused:9092", {"sends": "send_result"}))
+    return send_batch(classified, RULES, "rocketmq-4", False, FLOORS)
+
+
+def _rows(frame, columns):  # type: ignore[no-untyped-def]
+    return sorted(tuple(row[c] for c in columns) for row in frame.collect())
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed-by-producer", "spread-over-partitions"])
+def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, keyed):
+    records = _batch(spark, _records(seed=11, count=3000), keyed)
+    floor = latency_floor_column(FLOORS)
+    reduced = reduce_in_partitions(records, BUCKETS).persist()
+    try:
+        summary = summarize(reduced)
+        valid = records.where(F.col("reason").isNull())
+        expected_sends = _rows(reduce_for_fault_windows(valid, floor), FAULT_UPDATE_COLUMNS)
+        got_sends = _rows(kept_sends(reduced, valid, floor, respan=bool(summary.spanning_keys)), FAULT_UPDATE_COLUMNS)
+        assert got_sends == expected_sends
+        assert summary.kept_sends >= len(expected_sends) > 27  # every pair's first and last, and notable sends
+        if keyed:
+            assert summary.spanning_keys == 0
+        else:
+            assert summary.spanning_keys > 0
+            # without the re-reduction, the per-partition rows differ from the batch's (the test can tell)
+            assert _rows(kept_sends(reduced, valid, floor, respan=False), FAULT_UPDATE_COLUMNS) != expected_sends
+
+        minute_columns = ("broker", "producer_group", "minute_start", "sends", "errors", "latency_sum_ms",
+                          "latency_max_ms", "bucket_upper_ms", "bucket_counts")  # fmt: skip
+        expected_minutes = _rows(minute_statistics(valid, BUCKETS), minute_columns)
+        assert _rows(minutes_from_partials(reduced, BUCKETS), minute_columns) == expected_minutes
+        assert summary.minutes >= len(expected_minutes) == 3 * 2 * 4  # brokers x groups x minutes (BASE is 20 s in)
+
+        dead_columns = ("source", "kafka_partition", "kafka_offset", "raw_value", "reason", "detail")
+        expected_dead = _rows(dead_letter_columns(records), dead_columns)
+        assert summary.rejected == len(expected_dead) > 0
+        assert _rows(dead_letter_columns(reduced.where(F.col("kind") == "reject")), dead_columns) == expected_dead
+    finally:
+        reduced.unpersist()
