@@ -12,6 +12,7 @@ the batch's size, so it bounds how close a path can come to the parse-only basel
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import tempfile
 import time
@@ -35,29 +36,33 @@ def main() -> None:
     extra = dict(setting.split("=", 1) for setting in args.conf)
     spark = build_spark_session(SparkSettings(app_name="rrm-bench-delta-commit", extra_conf=extra))
     clock = cpu_clock(spark)
-    tables = DeltaTables(spark, tempfile.mkdtemp(prefix="rrm-bench-delta-"))
-    tables.ensure_all(["send_latency_minutes"])
-    row = ("b", "PG", datetime(2026, 1, 1), 1, 0, 5, 5, [50], [1])
-    ddl = TABLES["send_latency_minutes"].schema_ddl.replace(", batch_id BIGINT", "")
-    frame = spark.createDataFrame([row], ddl)
-    tracker = spark.sparkContext.statusTracker()
-    cpu, wall, stages = [], [], []
-    for batch_id in range(args.commits):
-        spark.sparkContext.setJobGroup(f"append-{batch_id}", "one append")
-        before_cpu, before_wall = clock(), time.perf_counter()
-        numbered = frame.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-        tables.append("send_latency_minutes", numbered, "bench", batch_id)
-        cpu.append(clock() - before_cpu)
-        wall.append(time.perf_counter() - before_wall)
-        if batch_id == args.commits // 2:
-            for job in sorted(tracker.getJobIdsForGroup(f"append-{batch_id}")):
-                info = tracker.getJobInfo(job)
-                for stage_id in info.stageIds if info else ():
-                    stage = tracker.getStageInfo(stage_id)
-                    if stage:
-                        stages.append(f"{stage.name} ({stage.numTasks} tasks)")
-    steady_cpu, steady_wall = cpu[2:], wall[2:]  # the first appends also warm the JIT up
-    median_cpu, median_wall = statistics.median(steady_cpu), statistics.median(steady_wall)
+    root = tempfile.mkdtemp(prefix="rrm-bench-delta-")
+    try:
+        tables = DeltaTables(spark, root)
+        tables.ensure_all(["send_latency_minutes"])
+        row = ("b", "PG", datetime(2026, 1, 1), 1, 0, 5, 5, [50], [1])
+        ddl = TABLES["send_latency_minutes"].schema_ddl.replace(", batch_id BIGINT", "")
+        frame = spark.createDataFrame([row], ddl)
+        tracker = spark.sparkContext.statusTracker()
+        cpu, wall, stages = [], [], []
+        for batch_id in range(args.commits):
+            spark.sparkContext.setJobGroup(f"append-{batch_id}", "one append")
+            before_cpu, before_wall = clock(), time.perf_counter()
+            numbered = frame.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+            tables.append("send_latency_minutes", numbered, "bench", batch_id)
+            cpu.append(clock() - before_cpu)
+            wall.append(time.perf_counter() - before_wall)
+            if batch_id == args.commits // 2:
+                for job in sorted(tracker.getJobIdsForGroup(f"append-{batch_id}")):
+                    info = tracker.getJobInfo(job)
+                    for stage_id in info.stageIds if info else ():
+                        stage = tracker.getStageInfo(stage_id)
+                        if stage:
+                            stages.append(f"{stage.name} ({stage.numTasks} tasks)")
+        steady_cpu, steady_wall = cpu[2:], wall[2:]  # the first appends also warm the JIT up
+        median_cpu, median_wall = statistics.median(steady_cpu), statistics.median(steady_wall)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
     print(f"one-row append: median {median_cpu:.2f} CPU s, {median_wall:.2f} s wall")
     print("stages of one append:\n  " + "\n  ".join(stages))
 

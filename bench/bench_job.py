@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import statistics
 import tempfile
 import time
@@ -340,6 +341,7 @@ def main() -> None:
         )
     finally:
         broker.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the Kafka log and Delta tables: gigabytes per run
 
 
 def run_path(job, which: str, warm_rows: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
