@@ -99,7 +99,8 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         assert _rows(minutes_from_partials(reduced, BUCKETS), minute_columns) == expected_minutes
         assert summary.minutes >= len(expected_minutes) == 3 * 2 * 4  # brokers x groups x minutes (BASE is 20 s in)
 
-        dead_columns = ("source", "kafka_partition", "kafka_offset", "raw_value", "reason", "detail")
+        dead_columns = ("source", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "raw_value",
+                        "reason", "detail")  # fmt: skip
         expected_dead = _rows(dead_letter_columns(records), dead_columns)
         assert summary.rejected == len(expected_dead) > 0
         assert _rows(dead_letter_columns(reduced.where(F.col("kind") == "reject")), dead_columns) == expected_dead
