@@ -12,7 +12,6 @@ the batch's size, so it bounds how close a path can come to the parse-only basel
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import tempfile
 import time
@@ -36,8 +35,7 @@ def main() -> None:
     extra = dict(setting.split("=", 1) for setting in args.conf)
     spark = build_spark_session(SparkSettings(app_name="rrm-bench-delta-commit", extra_conf=extra))
     clock = cpu_clock(spark)
-    root = tempfile.mkdtemp(prefix="rrm-bench-delta-")
-    try:
+    with tempfile.TemporaryDirectory(prefix="rrm-bench-delta-") as root:
         tables = DeltaTables(spark, root)
         tables.ensure_all(["send_latency_minutes"])
         row = ("b", "PG", datetime(2026, 1, 1), 1, 0, 5, 5, [50], [1])
@@ -61,8 +59,6 @@ def main() -> None:
                             stages.append(f"{stage.name} ({stage.numTasks} tasks)")
         steady_cpu, steady_wall = cpu[2:], wall[2:]  # the first appends also warm the JIT up
         median_cpu, median_wall = statistics.median(steady_cpu), statistics.median(steady_wall)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     print(f"one-row append: median {median_cpu:.2f} CPU s, {median_wall:.2f} s wall")
     print("stages of one append:\n  " + "\n  ".join(stages))
 

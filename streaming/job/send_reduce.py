@@ -150,13 +150,20 @@ def reduce_in_partitions(records: DataFrame, bucket_upper_ms: Sequence[int]) -> 
     return DataFrame(reducer.reduce(records._jdf, [int(upper) for upper in bucket_upper_ms]), session)
 
 
+def _in_several_partitions() -> Column:
+    """Per (producer, broker) group of kept sends: were they kept in more than one Spark partition?"""
+    from pyspark.sql import functions as F
+
+    return F.min("spark_partition") != F.max("spark_partition")
+
+
 def summarize(reduced: DataFrame) -> BatchSummary:
     """Counts per kind, and how many (producer, broker) pairs have kept sends from more than one partition."""
     from pyspark.sql import functions as F
 
     per_key = reduced.groupBy("kind", "producer_id", "broker").agg(
         F.count(F.lit(1)).alias("rows"),
-        (F.min("spark_partition") != F.max("spark_partition")).cast("int").alias("spans"),
+        _in_several_partitions().cast("int").alias("spans"),
     )
     kind = F.col("kind")
     totals = per_key.agg(
@@ -202,7 +209,7 @@ def kept_sends(reduced: DataFrame, valid_sends: DataFrame, latency_floor_ms: Col
     key = ["producer_id", "broker"]
     spanning = (
         sends.groupBy(*key)
-        .agg((F.min("spark_partition") != F.max("spark_partition")).alias("_spans"))
+        .agg(_in_several_partitions().alias("_spans"))
         .where(F.col("_spans"))
         .select(*key)
     )

@@ -170,22 +170,31 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
     }
   }
 
+  private static final int MINUTE_BROKER = OUTPUT.fieldIndex("broker");
+  private static final int MINUTE_GROUP = OUTPUT.fieldIndex("producer_group");
+  private static final int MINUTE_START = OUTPUT.fieldIndex("minute_start_ms");
+  /** Where the accumulator's sends, errors, latency sum and max go; the buckets follow as one array. */
+  private static final int[] MINUTE_TOTALS = {
+    OUTPUT.fieldIndex("sends"), OUTPUT.fieldIndex("errors"), OUTPUT.fieldIndex("latency_sum_ms"),
+    OUTPUT.fieldIndex("latency_max_ms"),
+  };
+  private static final int MINUTE_BUCKETS = OUTPUT.fieldIndex("bucket_counts");
+
   private static Row minuteRow(MinuteKey key, long[] acc, int partition) {
     Object[] values = new Object[OUTPUT.length()];
     values[0] = "minute";
     values[1] = partition;
-    values[OUTPUT.fieldIndex("broker")] = key.broker();
-    values[OUTPUT.fieldIndex("producer_group")] = key.producerGroup();
-    values[OUTPUT.fieldIndex("minute_start_ms")] = key.minuteStartMs();
-    values[OUTPUT.fieldIndex("sends")] = acc[0];
-    values[OUTPUT.fieldIndex("errors")] = acc[1];
-    values[OUTPUT.fieldIndex("latency_sum_ms")] = acc[2];
-    values[OUTPUT.fieldIndex("latency_max_ms")] = acc[3];
-    List<Long> buckets = new ArrayList<>(acc.length - 4);
-    for (int b = 4; b < acc.length; b++) {
+    values[MINUTE_BROKER] = key.broker();
+    values[MINUTE_GROUP] = key.producerGroup();
+    values[MINUTE_START] = key.minuteStartMs();
+    for (int t = 0; t < MINUTE_TOTALS.length; t++) {
+      values[MINUTE_TOTALS[t]] = acc[t];
+    }
+    List<Long> buckets = new ArrayList<>(acc.length - MINUTE_TOTALS.length);
+    for (int b = MINUTE_TOTALS.length; b < acc.length; b++) {
       buckets.add(acc[b]);
     }
-    values[OUTPUT.fieldIndex("bucket_counts")] = CollectionConverters.asScala(buckets); // a Row holds a Seq
+    values[MINUTE_BUCKETS] = CollectionConverters.asScala(buckets); // a Row holds a Seq
     return RowFactory.create(values);
   }
 
