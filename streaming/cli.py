@@ -78,14 +78,10 @@ SIGTERM or Ctrl-C stops the job cleanly; a restart resumes from the checkpoints.
 
 
 def _run(args: argparse.Namespace) -> int:
-    from streaming.config import ConfigError, load_config
+    from streaming.config import load_config
     from streaming.job.runner import MonitorJob
 
-    try:
-        config = load_config(args.config)
-    except ConfigError as error:
-        print(f"rebalance-monitor: {error}", file=sys.stderr)
-        return 2
+    config = load_config(args.config)  # a ConfigError is one line per problem and exit code 2 (main)
     job = MonitorJob(config, available_now=args.available_now)
     if args.available_now:
         try:
@@ -100,6 +96,44 @@ def _run(args: argparse.Namespace) -> int:
         flush=True,
     )
     return job.run(duration_s=args.duration)
+
+
+EPILOG_MAINTAIN = """examples:
+  rebalance-monitor maintain --config conf/monitor.toml            # safe while the job runs
+  rebalance-monitor maintain --config conf/monitor.toml --dry-run  # what VACUUM would delete; nothing changes
+  rebalance-monitor maintain --config conf/monitor.toml --job-stopped
+Compacts the append-only tables (history and internal) and VACUUMs every table, keeping the table's
+delta.deletedFileRetentionDuration ([delta] deleted_file_retention_hours when the job created it);
+current-state tables are compacted only with --job-stopped
+(while the job runs it MERGEs them, and their auto compaction runs in the job itself). Run it daily.
+"""
+
+
+def _maintain(args: argparse.Namespace) -> int:
+    from streaming.config import load_config
+    from streaming.job.maintenance import maintain, monitor_tables, report_lines
+    from streaming.job.spark_session import SparkSettings, build_spark_session
+
+    config = load_config(args.config)
+    root = Path(config.paths.delta_root).resolve()
+    if not any((root / name / "_delta_log").is_dir() for name, _ in monitor_tables(root)):
+        raise NotFound(f"no monitor tables under {root} (paths.delta_root); nothing to maintain")
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()  # in-process callers (tests) bring theirs; we stop only our own
+    owned = session is None
+    if session is None:
+        session = build_spark_session(
+            SparkSettings(master=config.spark.master, app_name=f"{config.spark.app_name}-maintain",
+                          driver_memory=config.spark.driver_memory, extra_conf=dict(config.spark.conf))
+        )  # fmt: skip
+    try:
+        reports = maintain(session, root, job_stopped=args.job_stopped, dry_run=args.dry_run)
+    finally:
+        if owned:
+            session.stop()
+    print("\n".join(report_lines(reports)))
+    return 0
 
 
 EPILOG_DEMO = """examples:
@@ -433,6 +467,18 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--home", default=str(PROJECT_ROOT / ".run" / "kafka"), help="broker data directory")
     smoke.set_defaults(handler=_smoke)
 
+    maintain = commands.add_parser(
+        "maintain",
+        help="compact and VACUUM the monitor's Delta tables",
+        epilog=EPILOG_MAINTAIN,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    maintain.add_argument("--config", help="TOML file (see conf/monitor.toml): paths.delta_root, [spark]")
+    maintain.add_argument("--dry-run", action="store_true", help="report what VACUUM would delete; change nothing")
+    maintain.add_argument("--job-stopped", action="store_true",
+                          help="the job is not running: compact the current-state tables too")  # fmt: skip
+    maintain.set_defaults(handler=_maintain)
+
     from connectors.simulator import SCENARIOS
 
     demo = commands.add_parser(
@@ -524,9 +570,13 @@ def _positive(kind: type, zero: bool = False):  # type: ignore[no-untyped-def]
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from connectors.jvm_artifacts import ArtifactError
+    from streaming.config import ConfigError
 
     try:
         return int(args.handler(args))
+    except ConfigError as error:
+        print(f"rebalance-monitor: {error}", file=sys.stderr)
+        return 2
     except UsageError as error:
         print(f"rebalance-monitor {args.command}: error: {error} (see rebalance-monitor {args.command} --help)",
               file=sys.stderr)  # fmt: skip

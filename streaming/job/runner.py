@@ -61,7 +61,10 @@ class MonitorJob:
             )
         )
         self.session.streams.addListener(ProgressListener(self.board))
-        self.tables = DeltaTables(self.session, Path(c.paths.delta_root).resolve(), c.delta.checkpoint_interval)
+        self.tables = DeltaTables(
+            self.session, Path(c.paths.delta_root).resolve(), c.delta.checkpoint_interval, c.delta.auto_compact,
+            c.delta.deleted_file_retention_hours,
+        )
         self.tables.ensure_all()
         if c.metrics.enabled and self._server is None:
             self._server = serve(new_registry(self.metrics), c.metrics.host, c.metrics.port)

@@ -200,5 +200,5 @@ def ensure_fault_updates_table(session: SparkSession, tables: DeltaTables) -> st
     from streaming.job.delta_sink import ensure_table
 
     path = str(tables.root / FAULT_UPDATES_TABLE)
-    ensure_table(session, path, FAULT_UPDATES_DDL)
+    ensure_table(session, path, FAULT_UPDATES_DDL, properties=tables.properties("internal"))
     return path

@@ -22,23 +22,37 @@ if TYPE_CHECKING:
 class DeltaTables:
     """Paths of the monitor's tables under one root, created on demand from the catalogue."""
 
-    def __init__(self, session: SparkSession, root: str | Path, checkpoint_interval: int = 10) -> None:
+    def __init__(self, session: SparkSession, root: str | Path, checkpoint_interval: int = 10,
+                 auto_compact: bool = True, deleted_file_retention_hours: int = 168) -> None:  # fmt: skip
         self.session = session
         self.root = Path(root)
-        self.checkpoint_interval = checkpoint_interval  # set when a table is created ([delta] checkpoint_interval)
+        # Set when a table is created ([delta] checkpoint_interval, auto_compact, deleted_file_retention_hours).
+        self.checkpoint_interval = checkpoint_interval
+        self.auto_compact = auto_compact
+        self.deleted_file_retention_hours = deleted_file_retention_hours
 
     def path(self, name: str) -> str:
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}")
         return str(self.root / name)
 
+    def properties(self, kind: str) -> dict[str, str]:
+        """Table properties for a new table of ``kind`` ("history", "current" or "internal")."""
+        # Every micro-batch adds a file or two per table: the writer compacts them once they pile up.
+        properties = {
+            "delta.checkpointInterval": str(self.checkpoint_interval),
+            "delta.autoOptimize.autoCompact": str(self.auto_compact).lower(),
+            # What VACUUM (``rebalance-monitor maintain``) keeps; Delta 4 ignores a RETAIN argument other than 0.
+            "delta.deletedFileRetentionDuration": f"interval {self.deleted_file_retention_hours} hours",
+        }
+        if kind == "current":
+            properties["delta.enableChangeDataFeed"] = "true"
+        return properties
+
     def ensure_all(self, names: list[str] | None = None) -> None:
         for name in names or list(TABLES):
             spec = TABLES[name]
-            properties = {"delta.checkpointInterval": str(self.checkpoint_interval)}
-            if spec.kind == "current":
-                properties["delta.enableChangeDataFeed"] = "true"
-            ensure_table(self.session, self.path(name), spec.schema_ddl, spec.partition_by, properties)
+            ensure_table(self.session, self.path(name), spec.schema_ddl, spec.partition_by, self.properties(spec.kind))
 
     def read(self, name: str) -> DataFrame:
         return self.session.read.format("delta").load(self.path(name))

@@ -53,7 +53,7 @@ def test_bad_arguments_give_one_line_and_a_non_zero_exit(argv, capsys):
     assert err and err[-1].startswith(("rebalance-monitor", "usage:", "rebalance-monitor allocate: error"))
 
 
-@pytest.mark.parametrize("command", ["run", "demo", "query", "allocate", "kafka", "smoke"])
+@pytest.mark.parametrize("command", ["run", "demo", "query", "allocate", "maintain", "kafka", "smoke"])
 def test_every_command_has_help_with_examples(command):
     sub = build_parser()._subparsers._group_actions[0].choices[command]
     assert "examples:" in (sub.epilog or "")

@@ -1,0 +1,197 @@
+"""Table maintenance on real Delta tables: auto compaction in the writer, and ``maintain`` (OPTIMIZE + VACUUM).
+
+The tables are written the way the job writes them -- idempotent appends per batch id, MERGE upserts on the
+key -- one small file per write, so each test knows how many files a table has and which of them a MERGE
+replaced.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streaming.job.maintenance import maintain
+from streaming.job.send_query import FAULT_UPDATES_DDL, FAULT_UPDATES_TABLE, ensure_fault_updates_table
+from streaming.job.sinks import DeltaTables
+from streaming.job.tables import column_names
+
+DEAD_LETTER_DDL = (
+    "source STRING, kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, kafka_timestamp TIMESTAMP, "
+    "raw_value STRING, reason STRING, detail STRING, batch_id BIGINT"
+)
+ASSIGNMENT_DDL = (
+    "group STRING, topic STRING, client_id STRING, queues ARRAY<STRUCT<broker: STRING, queue_id: INT>>, "
+    "queue_count INT, generation BIGINT, event_time_ms BIGINT, batch_id BIGINT"
+)
+
+
+def files_in_table(spark, path: str) -> int:
+    return spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
+
+
+def parquet_on_disk(path: str) -> int:
+    return sum(1 for f in Path(path).rglob("*.parquet") if "_delta_log" not in f.parts)
+
+
+def rows(spark, path: str) -> list:
+    return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+
+
+def write_small_batches(spark, tables: DeltaTables, batches: int = 3) -> None:
+    """``batches`` one-row appends to dead_letters and the internal table, and MERGEs that replace one
+    current_assignment row each time (every MERGE removes the file the previous one wrote)."""
+    internal = str(tables.root / FAULT_UPDATES_TABLE)
+    for batch in range(batches):
+        dead = spark.createDataFrame(
+            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
+        )
+        tables.append("dead_letters", dead, "app", batch)
+        send = spark.createDataFrame(
+            [("p1", "PG", "broker-a", 1_700_000_000_000 + batch, 5, "OK", "V4_9_8", "rocketmq-4", 0, batch, batch)],
+            FAULT_UPDATES_DDL,
+        )
+        send.write.format("delta").mode("append").option("txnAppId", "app:internal").option(
+            "txnVersion", batch
+        ).save(internal)
+        assignment = spark.createDataFrame(
+            [("g", "T", "c1", [("broker-a", batch)], 1, batch, 1_700_000_000_000 + batch, batch)], ASSIGNMENT_DDL
+        ).select(*column_names("current_assignment"))
+        tables.merge_upsert("current_assignment", assignment, "app", batch)
+
+
+@pytest.fixture
+def written(spark, tmp_path) -> DeltaTables:
+    # Every write stays a file of its own, and VACUUM may delete a file as soon as no version needs it.
+    tables = DeltaTables(spark, tmp_path, auto_compact=False, deleted_file_retention_hours=0)
+    tables.ensure_all(["dead_letters", "current_assignment"])
+    ensure_fault_updates_table(spark, tables)
+    write_small_batches(spark, tables)
+    return tables
+
+
+def test_new_tables_ask_the_writer_to_compact_including_the_internal_one(spark, tmp_path):
+    tables = DeltaTables(spark, tmp_path, auto_compact=True)
+    tables.ensure_all(["dead_letters", "current_assignment"])
+    ensure_fault_updates_table(spark, tables)
+    for path in (tables.path("dead_letters"), tables.path("current_assignment"), str(tmp_path / FAULT_UPDATES_TABLE)):
+        properties = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["properties"]
+        assert properties["delta.autoOptimize.autoCompact"] == "true"
+        assert properties["delta.checkpointInterval"] == "10"
+        assert properties["delta.deletedFileRetentionDuration"] == "interval 168 hours"
+
+
+@pytest.mark.parametrize("auto_compact", [True, False])
+def test_the_writer_compacts_small_files_once_they_pile_up_only_when_asked(spark, tmp_path, auto_compact):
+    tables = DeltaTables(spark, tmp_path, auto_compact=auto_compact)
+    tables.ensure_all(["dead_letters"])
+    path = tables.path("dead_letters")
+    spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", "3")  # Delta's default is 50
+    try:
+        for batch in range(4):
+            frame = spark.createDataFrame([("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)],
+                                          DEAD_LETTER_DDL)  # fmt: skip
+            tables.append("dead_letters", frame, "app", batch)
+    finally:
+        spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
+    assert len(rows(spark, path)) == 4
+    if auto_compact:
+        assert files_in_table(spark, path) < 4
+    else:
+        assert files_in_table(spark, path) == 4
+
+
+def test_maintain_compacts_append_only_tables_and_vacuums_every_table_after_a_dry_run(spark, written):
+    root = written.root
+    paths = {name: str(root / name) for name in ("dead_letters", "current_assignment", FAULT_UPDATES_TABLE)}
+    before = {name: rows(spark, path) for name, path in paths.items()}
+    merged_files = files_in_table(spark, paths["current_assignment"])
+    assert parquet_on_disk(paths["current_assignment"]) > merged_files  # the MERGEs left replaced files behind
+    on_disk = {name: parquet_on_disk(path) for name, path in paths.items()}
+
+    dry = {r.table: r for r in maintain(spark, root, dry_run=True)}
+
+    assert {name: parquet_on_disk(path) for name, path in paths.items()} == on_disk  # nothing changed
+    assert dry["current_assignment"].files_vacuumed > 0
+    assert all(r.files_compacted == 0 and r.files_after == r.files_before for r in dry.values())
+
+    reports = {r.table: r for r in maintain(spark, root)}
+
+    assert set(reports) == set(paths)  # tables never created are left out
+    for name in ("dead_letters", FAULT_UPDATES_TABLE):
+        assert (reports[name].files_before, reports[name].files_compacted, reports[name].files_after) == (3, 3, 1)
+        assert reports[name].files_vacuumed >= 3  # the compacted small files (and Hadoop's .crc side files)
+        assert parquet_on_disk(paths[name]) == 1
+    current = reports["current_assignment"]
+    assert current.files_compacted == 0 and "running job" in current.note
+    assert current.files_after == current.files_before == merged_files
+    assert current.files_vacuumed >= dry["current_assignment"].files_vacuumed
+    assert parquet_on_disk(paths["current_assignment"]) == merged_files
+    assert {name: rows(spark, path) for name, path in paths.items()} == before  # no row lost or added
+    assert all(r.retention == "interval 0 hours" for r in reports.values())
+    # maintain's own setting does not outlive it
+    assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.parallelism", None) is None
+
+
+def test_with_the_job_stopped_current_state_tables_are_compacted_too(spark, tmp_path):
+    tables = DeltaTables(spark, tmp_path, auto_compact=False)
+    tables.ensure_all(["current_assignment"])
+    for batch in range(3):  # three clients, three files, none replaced
+        frame = spark.createDataFrame([("g", "T", f"c{batch}", [("broker-a", batch)], 1, 1, 1, batch)], ASSIGNMENT_DDL)
+        tables.merge_upsert("current_assignment", frame.select(*column_names("current_assignment")), "app", batch)
+    path = tables.path("current_assignment")
+    before = rows(spark, path)
+
+    (report,) = maintain(spark, tmp_path, job_stopped=True)
+
+    assert (report.files_before, report.files_compacted, report.files_after) == (3, 3, 1)
+    assert report.files_vacuumed == 0  # the compacted files are younger than the retention (168 hours)
+    assert rows(spark, path) == before
+
+
+def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_tables(spark, written, tmp_path_factory,
+                                                                                   capsys):  # fmt: skip
+    from streaming.cli import main
+
+    config = tmp_path_factory.mktemp("conf") / "monitor.toml"
+    config.write_text(f'[paths]\ndelta_root = "{written.root}"\n')
+
+    assert main(["maintain", "--config", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["table", "kind", "files", "compacted", "now"]
+    assert lines[0].split()[-1] == "retention"
+    table = {line.split()[0]: line.split()[1:5] + line.split()[-2:] for line in lines[1:4]}
+    assert table == {"dead_letters": ["history", "3", "3", "1", "0", "hours"],
+                     "current_assignment": ["current", "1", "0", "1", "0", "hours"],  # one row, rewritten
+                     FAULT_UPDATES_TABLE: ["internal", "3", "3", "1", "0", "hours"]}  # fmt: skip
+    assert any(line.startswith("current_assignment: not compacted") for line in lines)
+
+    empty = tmp_path_factory.mktemp("empty")
+    config.write_text(f'[paths]\ndelta_root = "{empty}"\n')
+    assert main(["maintain", "--config", str(config)]) == 1
+    assert "no monitor tables under" in capsys.readouterr().err
+    config.write_text("[delta]\ndeleted_file_retention_hours = 0\n")
+    assert main(["maintain", "--config", str(config)]) == 2
+    assert "delta.deleted_file_retention_hours" in capsys.readouterr().err
+
+
+def test_a_stream_reading_the_internal_table_sees_no_row_twice_after_compaction_and_vacuum(spark, written, tmp_path):
+    """The fault-windows query reads ``_send_fault_updates`` as a Delta stream while maintain compacts it."""
+    internal = str(written.root / FAULT_UPDATES_TABLE)
+    copy, checkpoint = str(tmp_path / "copy"), str(tmp_path / "checkpoint")
+
+    def catch_up() -> None:
+        stream = spark.readStream.format("delta").load(internal)
+        query = stream.writeStream.format("delta").option("checkpointLocation", checkpoint).trigger(availableNow=True)
+        query.start(copy).awaitTermination()
+
+    catch_up()
+    maintain(spark, written.root)  # compacts the three files of the internal table into one, VACUUMs the three
+    late = spark.createDataFrame(
+        [("p2", "PG", "broker-b", 1_700_000_009_000, 7, "OK", "V4_9_8", "rocketmq-4", 1, 9, 9)], FAULT_UPDATES_DDL
+    )
+    late.write.format("delta").mode("append").save(internal)
+    catch_up()
+
+    assert rows(spark, copy) == rows(spark, internal)  # each row once: the compaction commit is not new data
+    assert len(rows(spark, copy)) == 4
