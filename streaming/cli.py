@@ -102,10 +102,10 @@ EPILOG_MAINTAIN = """examples:
   rebalance-monitor maintain --config conf/monitor.toml            # safe while the job runs
   rebalance-monitor maintain --config conf/monitor.toml --dry-run  # what VACUUM would delete; nothing changes
   rebalance-monitor maintain --config conf/monitor.toml --job-stopped
-Compacts the append-only tables (history and internal) and VACUUMs every table, keeping the table's
-delta.deletedFileRetentionDuration ([delta] deleted_file_retention_hours when the job created it);
-current-state tables are compacted only with --job-stopped
-(while the job runs it MERGEs them, and their auto compaction runs in the job itself). Run it daily.
+VACUUMs every table, keeping the table's delta.deletedFileRetentionDuration ([delta]
+deleted_file_retention_hours when the job created it), and compacts the append-only tables the job does
+not compact itself ([delta] auto_compact = false). --job-stopped compacts every table: while the job runs,
+a second compaction of the files it compacts or MERGEs would fail its write. Run it daily.
 """
 
 
@@ -469,14 +469,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     maintain = commands.add_parser(
         "maintain",
-        help="compact and VACUUM the monitor's Delta tables",
+        help="VACUUM the monitor's Delta tables, and compact those the job does not",
         epilog=EPILOG_MAINTAIN,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     maintain.add_argument("--config", help="TOML file (see conf/monitor.toml): paths.delta_root, [spark]")
     maintain.add_argument("--dry-run", action="store_true", help="report what VACUUM would delete; change nothing")
     maintain.add_argument("--job-stopped", action="store_true",
-                          help="the job is not running: compact the current-state tables too")  # fmt: skip
+                          help="the job is not running: compact every table")  # fmt: skip
     maintain.set_defaults(handler=_maintain)
 
     from connectors.simulator import SCENARIOS

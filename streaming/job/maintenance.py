@@ -6,9 +6,12 @@ MERGE and compaction leave replaced files behind. Three mechanisms keep that bou
 * **Auto compaction in the writer** (``[delta] auto_compact``, the table property
   ``delta.autoOptimize.autoCompact``): after a commit that leaves 50 or more small files, the writing query
   compacts them itself, in its own thread. It therefore never races the job's own MERGEs.
-* **OPTIMIZE of the append-only tables** here (the history tables and the internal ``_send_fault_updates``).
-  A compaction commit only rearranges files (``dataChange = false``): blind appends never conflict with it,
-  and the fault-windows query's Delta stream skips it, so it is safe beside the running job.
+* **OPTIMIZE** here, only where the job does not compact: append-only tables (the history tables and the
+  internal ``_send_fault_updates``) whose auto compaction is off. A compaction commit only rearranges files
+  (``dataChange = false``): blind appends never conflict with it, and the fault-windows query's Delta stream
+  skips it. Two compactions of the same files do conflict, though, and a failed auto compaction fails the
+  job's write (Delta rethrows it from the post-commit hook), so ``maintain`` never compacts a table the
+  running job compacts itself.
 * **VACUUM of every table** here: files that no table version younger than the table's
   ``delta.deletedFileRetentionDuration`` references are deleted (``[delta] deleted_file_retention_hours``,
   set when the job creates the table; Delta 4 ignores a VACUUM ``RETAIN`` other than 0 hours). Time travel
@@ -16,8 +19,9 @@ MERGE and compaction leave replaced files behind. Three mechanisms keep that bou
   the fault-windows query's lag.
 
 Current-state tables are MERGEd every batch. An OPTIMIZE that commits between a MERGE's read and its commit
-makes the MERGE fail (Delta's ``ConcurrentDeleteReadException``), and the failure stops the job. ``maintain``
-therefore compacts them only when the caller says the job is stopped; while it runs, auto compaction does.
+makes the MERGE fail (Delta's ``ConcurrentDeleteReadException``), and the failure stops the job. So with the
+job stopped (``job_stopped``, ``--job-stopped``) ``maintain`` compacts every table; while it runs, only the
+append-only tables without auto compaction.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ def monitor_tables(root: str | Path) -> list[tuple[str, str]]:
 def maintain(session: SparkSession, root: str | Path, *, job_stopped: bool = False,
              dry_run: bool = False) -> list[TableMaintenance]:  # fmt: skip
     """Compact and VACUUM the monitor's tables under ``root`` (see the module docstring); tables not yet
-    created are left out. ``job_stopped`` also compacts the current-state tables."""
+    created are left out. ``job_stopped`` compacts every table, even those the job compacts or MERGEs."""
     from delta.tables import DeltaTable
 
     settings = {
@@ -77,14 +81,17 @@ def maintain(session: SparkSession, root: str | Path, *, job_stopped: bool = Fal
                 continue
             table = DeltaTable.forPath(session, path)
             before, properties = _detail(session, path)
+            compacts_itself = properties.get("delta.autoOptimize.autoCompact") == "true"
             compacted, note = 0, ""
             if dry_run:
                 note = "dry run: nothing compacted"
-            elif kind in APPEND_ONLY_KINDS or job_stopped:
+            elif job_stopped or (kind in APPEND_ONLY_KINDS and not compacts_itself):
                 metrics = table.optimize().executeCompaction().first()
                 compacted = int(metrics["metrics"]["numFilesRemoved"]) if metrics is not None else 0
+            elif compacts_itself:
+                note = "not compacted: the job compacts it itself (auto compaction); --job-stopped compacts it here"
             else:
-                note = "not compacted: the running job MERGEs it (auto compaction does; --job-stopped here)"
+                note = "not compacted: the running job MERGEs it; --job-stopped compacts it here"
             vacuumed = session.sql(f"VACUUM {_sql_path(path)} DRY RUN").count()
             if vacuumed and not dry_run:
                 table.vacuum()

@@ -133,20 +133,29 @@ def test_maintain_compacts_append_only_tables_and_vacuums_every_table_after_a_dr
     assert spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.parallelism", None) is None
 
 
-def test_with_the_job_stopped_current_state_tables_are_compacted_too(spark, tmp_path):
-    tables = DeltaTables(spark, tmp_path, auto_compact=False)
-    tables.ensure_all(["current_assignment"])
-    for batch in range(3):  # three clients, three files, none replaced
+def test_tables_the_job_compacts_or_merges_are_compacted_only_with_the_job_stopped(spark, tmp_path):
+    tables = DeltaTables(spark, tmp_path, auto_compact=True)  # the job's default: the writer compacts
+    tables.ensure_all(["dead_letters", "current_assignment"])
+    for batch in range(3):  # three files each (the writer compacts only from 50 on), none replaced
+        dead = spark.createDataFrame([("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)],
+                                     DEAD_LETTER_DDL)  # fmt: skip
+        tables.append("dead_letters", dead, "app", batch)
         frame = spark.createDataFrame([("g", "T", f"c{batch}", [("broker-a", batch)], 1, 1, 1, batch)], ASSIGNMENT_DDL)
         tables.merge_upsert("current_assignment", frame.select(*column_names("current_assignment")), "app", batch)
-    path = tables.path("current_assignment")
-    before = rows(spark, path)
+    before = {name: rows(spark, tables.path(name)) for name in ("dead_letters", "current_assignment")}
 
-    (report,) = maintain(spark, tmp_path, job_stopped=True)
+    running = {r.table: r for r in maintain(spark, tmp_path)}
 
-    assert (report.files_before, report.files_compacted, report.files_after) == (3, 3, 1)
-    assert report.files_vacuumed == 0  # the compacted files are younger than the retention (168 hours)
-    assert rows(spark, path) == before
+    assert running["dead_letters"].files_compacted == 0 and "compacts it itself" in running["dead_letters"].note
+    assert running["current_assignment"].files_compacted == 0
+    assert all(r.files_after == r.files_before == 3 for r in running.values())
+
+    stopped = {r.table: r for r in maintain(spark, tmp_path, job_stopped=True)}
+
+    for report in stopped.values():
+        assert (report.files_before, report.files_compacted, report.files_after) == (3, 3, 1)
+        assert report.files_vacuumed == 0  # the compacted files are younger than the retention (168 hours)
+    assert {name: rows(spark, tables.path(name)) for name in before} == before
 
 
 def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_tables(spark, written, tmp_path_factory,
