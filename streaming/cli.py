@@ -132,7 +132,7 @@ def _maintain(args: argparse.Namespace) -> int:
     finally:
         if owned:
             session.stop()
-    print("\n".join(report_lines(reports)))
+    print("\n".join(report_lines(reports, args.dry_run)))
     return 0
 
 

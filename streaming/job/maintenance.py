@@ -51,9 +51,9 @@ class TableMaintenance:
     files_before: int  # data files of the latest version
     files_compacted: int  # small files OPTIMIZE rewrote
     files_after: int
-    files_vacuumed: int  # entries VACUUM deleted (or would delete): data files and their Hadoop .crc files
+    files_vacuumed: int  # entries VACUUM deleted (or would delete): data files, Hadoop .crc files, empty dirs
     retention: str  # the table's delta.deletedFileRetentionDuration (Delta's default when unset)
-    note: str = ""  # why a step was skipped
+    note: str = ""  # why a step was skipped (the same for every table it applies to)
 
 
 def monitor_tables(root: str | Path) -> list[tuple[str, str]]:
@@ -82,16 +82,14 @@ def maintain(session: SparkSession, root: str | Path, *, job_stopped: bool = Fal
             table = DeltaTable.forPath(session, path)
             before, properties = _detail(session, path)
             compacts_itself = properties.get("delta.autoOptimize.autoCompact") == "true"
-            compacted, note = 0, ""
-            if dry_run:
-                note = "dry run: nothing compacted"
-            elif job_stopped or (kind in APPEND_ONLY_KINDS and not compacts_itself):
+            compacted, note = 0, ""  # a dry run compacts nothing (report_lines says so once)
+            if not dry_run and (job_stopped or (kind in APPEND_ONLY_KINDS and not compacts_itself)):
                 metrics = table.optimize().executeCompaction().first()
                 compacted = int(metrics["metrics"]["numFilesRemoved"]) if metrics is not None else 0
-            elif compacts_itself:
-                note = "not compacted: the job compacts it itself (auto compaction); --job-stopped compacts it here"
-            else:
-                note = "not compacted: the running job MERGEs it; --job-stopped compacts it here"
+            elif not dry_run and compacts_itself:
+                note = "not compacted, the job compacts them itself (auto compaction; --job-stopped compacts here)"
+            elif not dry_run:
+                note = "not compacted, the running job MERGEs them (--job-stopped compacts here)"
             vacuumed = session.sql(f"VACUUM {_sql_path(path)} DRY RUN").count()
             if vacuumed and not dry_run:
                 table.vacuum()
@@ -127,7 +125,7 @@ def _detail(session: SparkSession, path: str) -> tuple[int, dict[str, str]]:
     return int(detail["numFiles"]), dict(detail["properties"] or {})
 
 
-def report_lines(reports: list[TableMaintenance]) -> list[str]:
+def report_lines(reports: list[TableMaintenance], dry_run: bool = False) -> list[str]:
     """The table ``rebalance-monitor maintain`` prints."""
     header = ("table", "kind", "files", "compacted", "now", "vacuumed", "retention")
     rows = [header] + [
@@ -137,4 +135,10 @@ def report_lines(reports: list[TableMaintenance]) -> list[str]:
     ]  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-    return lines + [f"{r.table}: {r.note}" for r in reports if r.note]
+    if dry_run:
+        lines.insert(0, "dry run: 'vacuumed' is what VACUUM would delete; nothing was compacted or deleted")
+    by_note: dict[str, list[str]] = {}
+    for r in reports:
+        if r.note:
+            by_note.setdefault(r.note, []).append(r.table)
+    return lines + [f"{note}: {', '.join(tables)}" for note, tables in by_note.items()]

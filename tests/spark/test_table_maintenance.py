@@ -123,7 +123,7 @@ def test_maintain_compacts_append_only_tables_and_vacuums_every_table_after_a_dr
         assert reports[name].files_vacuumed >= 3  # the compacted small files (and Hadoop's .crc side files)
         assert parquet_on_disk(paths[name]) == 1
     current = reports["current_assignment"]
-    assert current.files_compacted == 0 and "running job" in current.note
+    assert current.files_compacted == 0 and "running job MERGEs" in current.note
     assert current.files_after == current.files_before == merged_files
     assert current.files_vacuumed >= dry["current_assignment"].files_vacuumed
     assert parquet_on_disk(paths["current_assignment"]) == merged_files
@@ -146,7 +146,7 @@ def test_tables_the_job_compacts_or_merges_are_compacted_only_with_the_job_stopp
 
     running = {r.table: r for r in maintain(spark, tmp_path)}
 
-    assert running["dead_letters"].files_compacted == 0 and "compacts it itself" in running["dead_letters"].note
+    assert running["dead_letters"].files_compacted == 0 and "compacts them itself" in running["dead_letters"].note
     assert running["current_assignment"].files_compacted == 0
     assert all(r.files_after == r.files_before == 3 for r in running.values())
 
@@ -173,7 +173,12 @@ def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_table
     assert table == {"dead_letters": ["history", "3", "3", "1", "0", "hours"],
                      "current_assignment": ["current", "1", "0", "1", "0", "hours"],  # one row, rewritten
                      FAULT_UPDATES_TABLE: ["internal", "3", "3", "1", "0", "hours"]}  # fmt: skip
-    assert any(line.startswith("current_assignment: not compacted") for line in lines)
+    assert lines[-1] == "not compacted, the running job MERGEs them (--job-stopped compacts here): current_assignment"
+
+    assert main(["maintain", "--config", str(config), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("dry run:") and lines[1].split()[0] == "table"
+    assert not any("not compacted" in line for line in lines)  # nothing is compacted in a dry run anyway
 
     empty = tmp_path_factory.mktemp("empty")
     config.write_text(f'[paths]\ndelta_root = "{empty}"\n')
