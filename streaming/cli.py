@@ -112,26 +112,21 @@ a second compaction of the files it compacts or MERGEs would fail its write. Run
 def _maintain(args: argparse.Namespace) -> int:
     from streaming.config import load_config
     from streaming.job.maintenance import maintain, monitor_tables, report_lines
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.spark_session import SparkSettings
 
     config = load_config(args.config)
     root = Path(config.paths.delta_root).resolve()
-    if not any((root / name / "_delta_log").is_dir() for name, _ in monitor_tables(root)):
+    if not any((root / name / "_delta_log").is_dir() for name, _ in monitor_tables()):
         raise NotFound(f"no monitor tables under {root} (paths.delta_root); nothing to maintain")
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.getActiveSession()  # in-process callers (tests) bring theirs; we stop only our own
-    owned = session is None
-    if session is None:
-        session = build_spark_session(
-            SparkSettings(master=config.spark.master, app_name=f"{config.spark.app_name}-maintain",
-                          driver_memory=config.spark.driver_memory, extra_conf=dict(config.spark.conf))
-        )  # fmt: skip
+    session, owned = _spark(
+        SparkSettings(master=config.spark.master, app_name=f"{config.spark.app_name}-maintain",
+                      driver_memory=config.spark.driver_memory, extra_conf=dict(config.spark.conf))
+    )  # fmt: skip
     try:
         reports = maintain(session, root, job_stopped=args.job_stopped, dry_run=args.dry_run)
     finally:
         if owned:
-            session.stop()
+            session.stop()  # type: ignore[attr-defined]
     print("\n".join(report_lines(reports, args.dry_run)))
     return 0
 
@@ -206,8 +201,9 @@ def _tables_root(text: str, *tables: str) -> Path:
     return root
 
 
-def _spark() -> tuple[object, bool]:
-    """The active session (in-process callers such as tests) or a small local one that we stop afterwards."""
+def _spark(settings: object = None) -> tuple[object, bool]:
+    """The active session (in-process callers such as tests) or one of ``settings`` (a ``SparkSettings``;
+    by default a small local one) that we stop afterwards."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -215,7 +211,7 @@ def _spark() -> tuple[object, bool]:
         return active, False
     from streaming.job.spark_session import SparkSettings, build_spark_session
 
-    return build_spark_session(SparkSettings(master="local[1]", app_name="rrm-query")), True
+    return build_spark_session(settings or SparkSettings(master="local[1]", app_name="rrm-query")), True
 
 
 def _known(frame, column: str, value: str, what: str, root: Path) -> None:  # type: ignore[no-untyped-def]

@@ -56,8 +56,8 @@ class TableMaintenance:
     note: str = ""  # why a step was skipped (the same for every table it applies to)
 
 
-def monitor_tables(root: str | Path) -> list[tuple[str, str]]:
-    """(name, kind) of every table the job writes under ``root``: the catalogue and the internal table."""
+def monitor_tables() -> list[tuple[str, str]]:
+    """(name, kind) of every table the job writes: the catalogue and the internal table."""
     return [(name, spec.kind) for name, spec in TABLES.items()] + [(FAULT_UPDATES_TABLE, "internal")]
 
 
@@ -75,17 +75,19 @@ def maintain(session: SparkSession, root: str | Path, *, job_stopped: bool = Fal
     }
     reports = []
     with _session_settings(session, settings):
-        for name, kind in monitor_tables(root):
+        for name, kind in monitor_tables():
             path = str(Path(root) / name)
             if not DeltaTable.isDeltaTable(session, path):
                 continue
             table = DeltaTable.forPath(session, path)
             before, properties = _detail(session, path)
             compacts_itself = properties.get("delta.autoOptimize.autoCompact") == "true"
-            compacted, note = 0, ""  # a dry run compacts nothing (report_lines says so once)
+            compacted, after, note = 0, before, ""  # a dry run compacts nothing (report_lines says so once)
             if not dry_run and (job_stopped or (kind in APPEND_ONLY_KINDS and not compacts_itself)):
-                metrics = table.optimize().executeCompaction().first()
-                compacted = int(metrics["metrics"]["numFilesRemoved"]) if metrics is not None else 0
+                result = table.optimize().executeCompaction().first()
+                if result is not None:
+                    compacted = int(result["metrics"]["numFilesRemoved"])
+                    after = before - compacted + int(result["metrics"]["numFilesAdded"])  # VACUUM keeps live files
             elif not dry_run and compacts_itself:
                 note = "not compacted, the job compacts them itself (auto compaction; --job-stopped compacts here)"
             elif not dry_run:
@@ -93,7 +95,6 @@ def maintain(session: SparkSession, root: str | Path, *, job_stopped: bool = Fal
             vacuumed = session.sql(f"VACUUM {_sql_path(path)} DRY RUN").count()
             if vacuumed and not dry_run:
                 table.vacuum()
-            after, _ = _detail(session, path)
             retention = properties.get("delta.deletedFileRetentionDuration", "interval 1 week (Delta's default)")
             reports.append(TableMaintenance(name, kind, before, compacted, after, vacuumed, retention, note))
     return reports
