@@ -9,9 +9,10 @@ MERGE and compaction leave replaced files behind. Three mechanisms keep that bou
 * **OPTIMIZE** here, only where the job does not compact: append-only tables (the history tables and the
   internal ``_send_fault_updates``) whose auto compaction is off. A compaction commit only rearranges files
   (``dataChange = false``): blind appends never conflict with it, and the fault-windows query's Delta stream
-  skips it. Two compactions of the same files do conflict, though, and a failed auto compaction fails the
-  job's write (Delta rethrows it from the post-commit hook), so ``maintain`` never compacts a table the
-  running job compacts itself.
+  skips it. Two compactions of the same files do conflict, though: one of them fails, after the other did the
+  work. So ``maintain`` never compacts a table the running job compacts itself. (A failed auto compaction
+  does not fail the job's write: the post-commit hook's error is logged and the data commit stands; see
+  ``spark_session``.)
 * **VACUUM of every table** here: files that no table version younger than the table's
   ``delta.deletedFileRetentionDuration`` references are deleted (``[delta] deleted_file_retention_hours``,
   set when the job creates the table; Delta 4 ignores a VACUUM ``RETAIN`` other than 0 hours). Time travel

@@ -101,6 +101,33 @@ def test_the_writer_compacts_small_files_once_they_pile_up_only_when_asked(spark
         assert files_in_table(spark, path) == 4
 
 
+
+def test_a_failed_auto_compaction_leaves_the_write_committed_and_the_writer_writing(spark, tmp_path):
+    # A compaction that cannot read one of its input files fails inside the post-commit hook. The job must
+    # not stop over it: the append's data is committed, and so is its txn version (a replay is skipped).
+    assert spark.conf.get("spark.databricks.delta.postCommitHook.throwOnError") == "false"
+    tables = DeltaTables(spark, tmp_path, auto_compact=True)
+    tables.ensure_all(["dead_letters"])
+    path = tables.path("dead_letters")
+
+    def append(batch: int) -> None:
+        frame = spark.createDataFrame([("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)],
+                                      DEAD_LETTER_DDL)  # fmt: skip
+        tables.append("dead_letters", frame, "app", batch)
+
+    spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", "3")
+    try:
+        append(0)
+        append(1)
+        next(Path(path).glob("*.parquet")).unlink()  # the compaction after the next append needs it
+        append(2)  # commits, then its auto compaction fails
+        append(3)  # the writer goes on (and its compaction fails again)
+        append(3)  # a replay of a committed batch is still a no-op
+    finally:
+        spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
+    assert [r["operation"] for r in history] == ["CREATE TABLE"] + ["WRITE"] * 4  # no OPTIMIZE committed
+    assert files_in_table(spark, path) == 4
 def test_maintain_compacts_append_only_tables_and_vacuums_every_table_after_a_dry_run(spark, written):
     root = written.root
     paths = {name: str(root / name) for name in ("dead_letters", "current_assignment", FAULT_UPDATES_TABLE)}
