@@ -364,6 +364,8 @@ class DeltaConfig:
     checkpoint_interval: int = _opt(10, low=1, high=1_000)
     auto_compact: bool = _opt(True)
     deleted_file_retention_hours: int = _opt(168, low=1, high=87_600)
+    fault_updates_retention_hours: int = _opt(24, low=1, high=87_600)
+    fault_updates_trim_every_batches: int = _opt(100, low=1, high=1_000_000)
 
 
 @dataclass(frozen=True)

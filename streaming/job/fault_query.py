@@ -131,6 +131,13 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
     return process
 
 
+def fault_updates_stream(session: SparkSession, updates_path: str) -> DataFrame:
+    """``_send_fault_updates`` as the Delta stream the query reads: the rows each commit appends, once. The
+    commits of send-ingest's trims (``send_query.FaultUpdatesTrim``) are skipped: they delete rows the stream
+    has read, and re-add the rows they kept of the files they touched, which it has read too."""
+    return session.readStream.format("delta").option("skipChangeCommits", "true").load(updates_path)
+
+
 def build_fault_stream(
     session: SparkSession, updates_path: str, watermark_delay: str, settings: Mapping[str, Any]
 ) -> DataFrame:
@@ -138,8 +145,7 @@ def build_fault_stream(
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     updates = (
-        session.readStream.format("delta")
-        .load(updates_path)
+        fault_updates_stream(session, updates_path)
         .withColumn("event_time", F.timestamp_millis("event_time_ms"))
         .withWatermark("event_time", watermark_delay)
     )

@@ -165,7 +165,12 @@ class MonitorJob:
         from streaming.job.fault_query import build_fault_stream
         from streaming.job.ingest import contracts_for
         from streaming.job.outputs import fault_sink
-        from streaming.job.send_query import FaultTableRule, ensure_fault_updates_table, start_send_ingest
+        from streaming.job.send_query import (
+            FaultTableRule,
+            FaultUpdatesTrim,
+            ensure_fault_updates_table,
+            start_send_ingest,
+        )
 
         c = self.config
         assert self.tables is not None
@@ -188,6 +193,11 @@ class MonitorJob:
             c.spark.trigger_interval,
             self.available_now,
             fault_enable_default=c.producers.send_latency_fault_enable,
+            trim=FaultUpdatesTrim(
+                c.delta.fault_updates_retention_hours * 3_600_000,
+                c.delta.fault_updates_trim_every_batches,
+                self._checkpoint("fault-windows"),
+            ),
         )
         if self.available_now:
             self.queries["send-ingest"].awaitTermination()  # the fault query reads what it wrote

@@ -8,7 +8,7 @@ Two queries, chained through an internal Delta table (exactly once end to end):
    latency statistics to ``send_latency_minutes`` (partial aggregates, summed by readers: an append costs
    one small commit where an additive MERGE read and rewrote the table's recent files on every batch); and
    the *reduced* sends (a few rows per (producer, broker) plus the slow and failed sends) to the internal
-   table ``_send_fault_updates``.
+   table ``_send_fault_updates``. Every so many batches it deletes that table's old rows (``FaultUpdatesTrim``).
 2. ``fault-windows`` reads ``_send_fault_updates`` as a Delta stream and keeps one fault item per
    (producer, broker) in ``applyInPandasWithState`` with the producer's fault table and semantics,
    waking up at each window's end (event-time timeout); it emits fault-window transitions and item
@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streaming.job.ingest import (
@@ -54,6 +55,66 @@ FAULT_UPDATES_DDL = (
     "outcome STRING, client_version STRING, fault_table STRING, kafka_partition INT, kafka_offset BIGINT, "
     "batch_id BIGINT"
 )
+
+
+@dataclass(frozen=True)
+class FaultUpdatesTrim:
+    """When send-ingest deletes old rows of ``_send_fault_updates`` ([delta] fault_updates_retention_hours and
+    fault_updates_trim_every_batches): without it the table grows by every batch's reduced sends forever.
+
+    The rows only carry sends to the fault-windows query, whose state keeps what they did, so deleting them
+    later loses nothing, because that query's Delta stream
+
+    * reads, batch after batch, the files each commit added: a later DELETE removes them from the table's
+      current version, not from disk (VACUUM does, after ``deleted_file_retention_hours``), so a stream that
+      lags behind the trim still reads every row once;
+    * skips the DELETE's own commit, which rewrites the files it touched (``skipChangeCommits``);
+    * reads the table's *current* rows only when it starts without a checkpoint. The version of that
+      snapshot is fixed in the checkpoint's first offsets, so no trim runs before they exist.
+
+    The trim runs in send-ingest's own thread after the batch's appends, so it never races them. Its cutoff
+    comes from the batch (its newest send), and its DELETE is idempotent per batch like every write.
+    """
+
+    retention_ms: int
+    every_batches: int
+    reader_checkpoint: str  # the fault-windows query's checkpoint directory
+
+    def due(self, batch_id: int) -> bool:
+        if batch_id % self.every_batches:
+            return False
+        offsets = Path(self.reader_checkpoint) / "offsets"
+        return offsets.is_dir() and any(entry.name.isdigit() for entry in offsets.iterdir())
+
+    def cutoff_ms(self, latest_send_ms: int) -> int:
+        return latest_send_ms - self.retention_ms
+
+
+def trim_fault_updates(session: SparkSession, path: str, cutoff_ms: int, app_id: str, batch_id: int) -> int | None:
+    """Delete the rows of ``_send_fault_updates`` with ``event_time_ms < cutoff_ms``, once per (app id, batch);
+    the number of rows deleted, or None when a concurrent compaction (``maintain`` on a table without auto
+    compaction) made the DELETE conflict: the next trim deletes them, and the query goes on."""
+    from delta.exceptions import (
+        ConcurrentAppendException,
+        ConcurrentDeleteDeleteException,
+        ConcurrentDeleteReadException,
+    )
+
+    from streaming.job.delta_sink import merge_idempotent
+
+    deleted: list[int] = []
+
+    def delete() -> None:
+        result = session.sql(f"DELETE FROM delta.`{path}` WHERE event_time_ms < {int(cutoff_ms)}").first()
+        deleted.append(int(result[0]) if result is not None and result[0] is not None else 0)
+
+    try:
+        merge_idempotent(session, f"{app_id}:{FAULT_UPDATES_TABLE}:trim", batch_id, delete)
+    except (ConcurrentAppendException, ConcurrentDeleteReadException, ConcurrentDeleteDeleteException) as error:
+        log.warning("send-ingest batch %d: trimming %s conflicted with another commit, left for the next trim: %s",
+                    batch_id, FAULT_UPDATES_TABLE, str(error).splitlines()[0])  # fmt: skip
+        return None
+    return deleted[0] if deleted else 0
 
 
 @dataclass(frozen=True)
@@ -144,6 +205,7 @@ def start_send_ingest(
     trigger_interval: str | None,
     available_now: bool = False,
     fault_enable_default: bool = False,
+    trim: FaultUpdatesTrim | None = None,
 ) -> StreamingQuery:
     classified = classify(kafka_stream(session, ingest), contracts, ingest)
     updates_path = str(tables.root / FAULT_UPDATES_TABLE)
@@ -184,6 +246,11 @@ def start_send_ingest(
                     lambda: append_idempotent(updates, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)
                 )
             run_concurrently(writes)
+            if trim is not None and summary.kept_sends and trim.due(batch_id):
+                cutoff_ms = trim.cutoff_ms(summary.latest_send_ms)
+                deleted = trim_fault_updates(batch.sparkSession, updates_path, cutoff_ms, app_id, batch_id)
+                log.info("send-ingest batch %d: %s rows of %s older than %d ms deleted",
+                         batch_id, deleted, FAULT_UPDATES_TABLE, cutoff_ms)  # fmt: skip
         finally:
             reduced.unpersist()
 

@@ -135,6 +135,7 @@ class BatchSummary(NamedTuple):
     kept_sends: int
     minutes: int
     spanning_keys: int
+    latest_send_ms: int  # the newest kept send's event time (0 without one)
 
 
 def reduce_in_partitions(records: DataFrame, bucket_upper_ms: Sequence[int]) -> DataFrame:
@@ -158,12 +159,14 @@ def _in_several_partitions() -> Column:
 
 
 def summarize(reduced: DataFrame) -> BatchSummary:
-    """Counts per kind, and how many (producer, broker) pairs have kept sends from more than one partition."""
+    """Counts per kind, how many (producer, broker) pairs have kept sends from more than one partition, and
+    the newest kept send's event time."""
     from pyspark.sql import functions as F
 
     per_key = reduced.groupBy("kind", "producer_id", "broker").agg(
         F.count(F.lit(1)).alias("rows"),
         _in_several_partitions().cast("int").alias("spans"),
+        F.max("event_time_ms").alias("latest"),
     )
     kind = F.col("kind")
     totals = per_key.agg(
@@ -171,6 +174,7 @@ def summarize(reduced: DataFrame) -> BatchSummary:
         F.sum(F.when(kind == "send", F.col("rows"))).alias("kept_sends"),
         F.sum(F.when(kind == "minute", F.col("rows"))).alias("minutes"),
         F.sum(F.when(kind == "send", F.col("spans"))).alias("spanning_keys"),
+        F.max(F.when(kind == "send", F.col("latest"))).alias("latest_send_ms"),
     ).first()
     assert totals is not None
     return BatchSummary(*(int(totals[name] or 0) for name in BatchSummary._fields))

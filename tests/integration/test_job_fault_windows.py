@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5
+from streaming.job.send_query import FAULT_UPDATES_TABLE
 from tests.support.job import job_config, publish, read, run_available
 
 BASE = 1_700_000_000_000
@@ -89,3 +92,28 @@ def test_producers_without_send_latency_fault_enable_avoid_nothing(kafka_broker,
         assert broker["producers_seen"] == 3
         minutes = read(spark, config, "send_latency_minutes")
         assert sum(r["sends"] for r in minutes) == 3 * len(SENDS)  # latency statistics count every send
+
+
+def test_trimming_the_internal_table_between_runs_leaves_the_fault_windows_exact(kafka_broker, spark, tmp_path):
+    # Trim on every send-ingest batch, keeping 1 h of event time (the sends are GAP = 16 min 40 s apart). The
+    # first run cannot trim: the fault-windows query has no checkpoint yet. The second run's batch deletes
+    # rows of the first run (read) and two of its own sends (not read yet: its fault-windows batch comes after).
+    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "trim",
+                                RRM__DELTA__FAULT_UPDATES_RETENTION_HOURS="1",
+                                RRM__DELTA__FAULT_UPDATES_TRIM_EVERY_BATCHES="1")  # fmt: skip
+    events = [send(i, "P4", "V4_9_8", lat, out) for i, (lat, out) in enumerate(SENDS)]
+    internal = Path(config.paths.delta_root).resolve() / FAULT_UPDATES_TABLE
+    publish(kafka_broker.bootstrap_servers, events[:6], topics)
+    run_available(spark, config)
+    first = [r["event_time_ms"] for r in spark.read.format("delta").load(str(internal)).collect()]
+    assert min(first) == BASE  # nothing trimmed
+    publish(kafka_broker.bootstrap_servers, events[6:], topics)
+    run_available(spark, config)
+
+    kept = [r["event_time_ms"] for r in spark.read.format("delta").load(str(internal)).collect()]
+    cutoff = BASE + (len(SENDS) - 1) * GAP - 3_600_000
+    assert kept and min(kept) >= cutoff
+    assert {r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{internal}`").collect()} >= {"DELETE"}
+    got = sorted((r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+                 for r in read(spark, config, "fault_windows"))  # fmt: skip
+    assert got == sorted(expected_windows(ROCKETMQ_4, "P4"))

@@ -86,6 +86,7 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         got_sends = _rows(kept_sends(reduced, valid, floor, respan=bool(summary.spanning_keys)), FAULT_UPDATE_COLUMNS)
         assert got_sends == expected_sends
         assert summary.kept_sends >= len(expected_sends) > 27  # every pair's first and last, and notable sends
+        assert summary.latest_send_ms == valid.agg(F.max("event_time_ms")).first()[0]  # a pair's last is kept
         if keyed:
             assert summary.spanning_keys == 0
         else:
