@@ -73,7 +73,8 @@ EPILOG_RUN = """examples:
   rebalance-monitor run --config conf/monitor.toml
   RRM__KAFKA__BOOTSTRAP_SERVERS=kafka:9092 rebalance-monitor run --config my.toml
   rebalance-monitor run --config my.toml --available-now     # process what is in Kafka now, then exit
-SIGTERM or Ctrl-C stops the job cleanly; a restart resumes from the checkpoints.
+SIGTERM or Ctrl-C stops the job cleanly once the running micro-batches end ([spark] stop_grace_seconds; a second
+signal stops at once); a restart resumes from the checkpoints.
 """
 
 
@@ -92,7 +93,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     print(
         f"monitor running: Delta tables in {config.paths.delta_root}, "
-        f"metrics on http://{config.metrics.host}:{config.metrics.port}/metrics (Ctrl-C stops)",
+        f"metrics on http://{config.metrics.host}:{config.metrics.port}/metrics "
+        "(Ctrl-C stops after the running batches, twice at once)",
         flush=True,
     )
     return job.run(duration_s=args.duration)

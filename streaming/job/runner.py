@@ -247,12 +247,8 @@ class MonitorJob:
             if p.watermark:
                 self.metrics.set_gauge("rmqmon_watermark_timestamp_seconds", q, seconds(p.watermark))
 
-    def stop(self) -> None:
-        for query in self.queries.values():
-            try:
-                query.stop()
-            except Exception:  # noqa: BLE001 - stopping must go on for the others
-                pass
+    def stop(self, hurry: threading.Event | None = None) -> None:
+        self.stop_queries(self.config.spark.stop_grace_seconds, hurry)
         self.metrics.set_gauge("rmqmon_up", (), 0.0)
         if self._server is not None:
             self._server.shutdown()
@@ -261,10 +257,35 @@ class MonitorJob:
             self.session.stop()
             self.session = None
 
+    def stop_queries(self, grace_s: float, hurry: threading.Event | None = None) -> None:
+        """Stop every query, each once its running micro-batch has ended, within ``grace_s`` in all.
+
+        Structured Streaming has no graceful stop: ``stop()`` interrupts a running batch. Nothing is lost
+        (the batch is replayed from the checkpoint on restart), but the interrupted Delta write or MERGE logs
+        errors that look like a failure. A query between triggers stops cleanly. A trigger that starts
+        between the check and the stop is interrupted like before: Spark offers no way to hold it back.
+        ``hurry`` set (a second Ctrl-C) ends the wait.
+        """
+        deadline = time.monotonic() + grace_s
+        hurry = hurry or threading.Event()
+        for query in self.queries.values():
+            try:
+                while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+                    if hurry.wait(0.05):
+                        break
+                query.stop()
+            except Exception:  # noqa: BLE001 - stopping must go on for the others
+                pass
+
     def run(self, duration_s: float | None = None, on_tick: Any = None) -> int:
-        """Run until SIGTERM/Ctrl-C (or ``duration_s``); returns the process exit code."""
-        stopping = threading.Event()
-        previous = {s: signal.signal(s, lambda *_: stopping.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+        """Run until SIGTERM/Ctrl-C (or ``duration_s``); returns the process exit code. The queries then
+        finish their running batches (``stop_queries``), unless a second signal says not to wait."""
+        stopping, hurry = threading.Event(), threading.Event()
+
+        def on_signal(*_: Any) -> None:
+            (hurry if stopping.is_set() else stopping).set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         deadline = None if duration_s is None else time.monotonic() + duration_s
         try:
             self.start()
@@ -276,7 +297,7 @@ class MonitorJob:
                 stopping.wait(1.0)
             return 0
         finally:
-            self.stop()
+            self.stop(hurry)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
 
