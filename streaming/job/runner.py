@@ -262,15 +262,24 @@ class MonitorJob:
 
         Structured Streaming has no graceful stop: ``stop()`` interrupts a running batch. Nothing is lost
         (the batch is replayed from the checkpoint on restart), but the interrupted Delta write or MERGE logs
-        errors that look like a failure. A query between triggers stops cleanly. A trigger that starts
-        between the check and the stop is interrupted like before: Spark offers no way to hold it back.
-        ``hurry`` set (a second Ctrl-C) ends the wait.
+        errors that look like a failure. So each query is stopped between triggers, or as soon as the batch
+        it was running has reported its progress: a query that is behind starts its next batch at once, and
+        that one is still planning (no writes yet) when it is stopped. A trigger that starts between the
+        check and the stop is interrupted like before: Spark offers no way to hold it back. ``hurry`` set (a
+        second Ctrl-C) ends the wait.
         """
+
+        def last_batch(query: Any) -> int:
+            progress = query.lastProgress
+            return -1 if progress is None else int(progress["batchId"])
+
         deadline = time.monotonic() + grace_s
         hurry = hurry or threading.Event()
         for query in self.queries.values():
             try:
-                while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+                running = last_batch(query)  # the batch in progress, if any, reports a higher id when done
+                while (query.isActive and query.status["isTriggerActive"] and last_batch(query) == running
+                       and time.monotonic() < deadline):  # fmt: skip
                     if hurry.wait(0.05):
                         break
                 query.stop()
