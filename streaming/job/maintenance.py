@@ -9,10 +9,12 @@ MERGE and compaction leave replaced files behind. Three mechanisms keep that bou
 * **OPTIMIZE** here, only where the job does not compact: append-only tables (the history tables and the
   internal ``_send_fault_updates``) whose auto compaction is off. A compaction commit only rearranges files
   (``dataChange = false``): blind appends never conflict with it, and the fault-windows query's Delta stream
-  skips it. Two compactions of the same files do conflict, though: one of them fails, after the other did the
-  work. So ``maintain`` never compacts a table the running job compacts itself. (A failed auto compaction
-  does not fail the job's write: the post-commit hook's error is logged and the data commit stands; see
-  ``spark_session``.)
+  skips it. The job's trim of the internal table (a DELETE every so many batches) does conflict with it:
+  whichever of the two commits second gives way (the trim waits for its next turn, ``maintain`` reports the
+  table uncompacted). Two compactions of the same files conflict too: one of them fails, after the other
+  did the work. So ``maintain`` never compacts a table the running job compacts itself. (A failed auto
+  compaction does not fail the job's write: the post-commit hook's error is logged and the data commit
+  stands; see ``spark_session``.)
 * **VACUUM of every table** here: files that no table version younger than the table's
   ``delta.deletedFileRetentionDuration`` references are deleted (``[delta] deleted_file_retention_hours``,
   set when the job creates the table; Delta 4 ignores a VACUUM ``RETAIN`` other than 0 hours). Time travel
@@ -66,6 +68,7 @@ def maintain(session: SparkSession, root: str | Path, *, job_stopped: bool = Fal
              dry_run: bool = False) -> list[TableMaintenance]:  # fmt: skip
     """Compact and VACUUM the monitor's tables under ``root`` (see the module docstring); tables not yet
     created are left out. ``job_stopped`` compacts every table, even those the job compacts or MERGEs."""
+    from delta.exceptions import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
     from delta.tables import DeltaTable
 
     settings = {
@@ -85,7 +88,10 @@ def maintain(session: SparkSession, root: str | Path, *, job_stopped: bool = Fal
             compacts_itself = properties.get("delta.autoOptimize.autoCompact") == "true"
             compacted, after, note = 0, before, ""  # a dry run compacts nothing (report_lines says so once)
             if not dry_run and (job_stopped or (kind in APPEND_ONLY_KINDS and not compacts_itself)):
-                result = table.optimize().executeCompaction().first()
+                try:
+                    result = table.optimize().executeCompaction().first()
+                except (ConcurrentDeleteReadException, ConcurrentDeleteDeleteException):  # the job's trim
+                    result, note = None, "not compacted, a concurrent DELETE removed files it compacted (run again)"
                 if result is not None:
                     compacted = int(result["metrics"]["numFilesRemoved"])
                     after = before - compacted + int(result["metrics"]["numFilesAdded"])  # VACUUM keeps live files
