@@ -1,9 +1,13 @@
-"""Stopping the running job: each query's micro-batch in progress commits before the query stops."""
+"""Stopping the running job: each query's micro-batch in progress commits before the query stops, unless a
+second signal says not to wait."""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
+
+import pytest
 
 from streaming.job.runner import MonitorJob
 from tests.support.job import job_config, publish
@@ -28,8 +32,9 @@ def heartbeats(groups: int, members: int, rounds: int) -> list[dict]:
     return events
 
 
-def test_a_stop_in_the_middle_of_a_batch_lets_it_commit_first(kafka_broker, spark, tmp_path):
-    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "stop",
+@pytest.mark.parametrize("hurry", [False, True], ids=["waits-for-the-batch", "second-signal-does-not-wait"])
+def test_a_stop_in_the_middle_of_a_batch_lets_it_commit_first_unless_hurried(kafka_broker, spark, tmp_path, hurry):
+    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, f"stop-{hurry}",
                                 RRM__SPARK__TRIGGER_INTERVAL='"1 second"',
                                 RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER="2000")  # fmt: skip
     publish(kafka_broker.bootstrap_servers, heartbeats(groups=40, members=5, rounds=20), topics)
@@ -46,9 +51,13 @@ def test_a_stop_in_the_middle_of_a_batch_lets_it_commit_first(kafka_broker, spar
                 break
             assert time.monotonic() < deadline, "the consumer query never ran a batch"
             time.sleep(0.01)
-        job.stop_queries(grace_s=300)
+        second_signal = threading.Event()
+        if hurry:
+            second_signal.set()
+        job.stop_queries(grace_s=300, hurry=second_signal)
     finally:
         job.stop_queries(grace_s=0)  # the test session stays up for the other tests
-    assert running in batch_ids(checkpoint / "commits")
+    # Waiting, the batch commits before the query stops; hurried, it is interrupted (and replayed on restart).
+    assert (running in batch_ids(checkpoint / "commits")) is not hurry
     assert not any(query.isActive for query in job.queries.values())
     assert all(query.exception() is None for query in job.queries.values())
