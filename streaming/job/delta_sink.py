@@ -36,6 +36,11 @@ def checkpoint_app_id(checkpoint_dir: str | Path, prefix: str = "rrm") -> str:
     return app_id
 
 
+def sql_path(path: str) -> str:
+    """The Delta table at ``path`` as a SQL table reference (``delta.`path```, backticks escaped)."""
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
 def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int,
                       partition_by: tuple[str, ...] = ()) -> None:  # fmt: skip
     """Append ``frame`` to the Delta table at ``path`` once per (app_id, batch_id)."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streaming.job.delta_sink import sql_path
 from streaming.job.send_query import FAULT_UPDATES_TABLE
 from streaming.job.tables import TABLES
 
@@ -99,7 +100,7 @@ def maintain(session: SparkSession, root: str | Path, *, job_stopped: bool = Fal
                 note = "not compacted, the job compacts them itself (auto compaction; --job-stopped compacts here)"
             elif not dry_run:
                 note = "not compacted, the running job MERGEs them (--job-stopped compacts here)"
-            vacuumed = session.sql(f"VACUUM {_sql_path(path)} DRY RUN").count()
+            vacuumed = session.sql(f"VACUUM {sql_path(path)} DRY RUN").count()
             if vacuumed and not dry_run:
                 table.vacuum()
             retention = properties.get("delta.deletedFileRetentionDuration", "interval 1 week (Delta's default)")
@@ -123,13 +124,9 @@ def _session_settings(session: SparkSession, settings: Mapping[str, str]) -> Ite
                 session.conf.set(key, value)
 
 
-def _sql_path(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
-
-
 def _detail(session: SparkSession, path: str) -> tuple[int, dict[str, str]]:
     """(data files of the latest version, table properties)."""
-    detail = session.sql(f"DESCRIBE DETAIL {_sql_path(path)}").first()
+    detail = session.sql(f"DESCRIBE DETAIL {sql_path(path)}").first()
     return int(detail["numFiles"]), dict(detail["properties"] or {})
 
 

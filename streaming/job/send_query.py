@@ -100,13 +100,12 @@ def trim_fault_updates(session: SparkSession, path: str, cutoff_ms: int, app_id:
         ConcurrentDeleteReadException,
     )
 
-    from streaming.job.delta_sink import merge_idempotent
+    from streaming.job.delta_sink import merge_idempotent, sql_path
 
     deleted: list[int] = []
 
     def delete() -> None:
-        table = "delta.`" + path.replace("`", "``") + "`"
-        result = session.sql(f"DELETE FROM {table} WHERE event_time_ms < {int(cutoff_ms)}").first()
+        result = session.sql(f"DELETE FROM {sql_path(path)} WHERE event_time_ms < {int(cutoff_ms)}").first()
         deleted.append(int(result[0]) if result is not None and result[0] is not None else 0)
 
     try:
