@@ -139,9 +139,10 @@ class BatchSummary(NamedTuple):
 
 
 def reduce_in_partitions(records: DataFrame, bucket_upper_ms: Sequence[int]) -> DataFrame:
-    """One JVM pass per partition over ``send_query.send_batch`` rows (``SendBatchReducer``): rows of kind
-    ``reject`` (the record's dead-letter columns), ``send`` (a kept send, with its ``spark_partition``) and
-    ``minute`` (a partition's partial minute statistics, to add up with ``minutes_from_partials``)."""
+    """One JVM pass per partition over ``send_query.send_batch`` rows (``SendBatchReducer``, on Spark's internal
+    rows): rows of kind ``reject`` (the record's dead-letter columns), ``send`` (a kept send, with its
+    ``spark_partition``) and ``minute`` (a partition's partial minute statistics, to add up with
+    ``minutes_from_partials``)."""
     from pyspark.sql import DataFrame
 
     session = records.sparkSession

@@ -7,13 +7,19 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.TaskContext;
-import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
+import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.StructType;
-import scala.jdk.javaapi.CollectionConverters;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
 
 /**
  * One pass over a micro-batch of classified send results, per Spark partition, with no shuffle and no sort of
@@ -39,8 +45,12 @@ import scala.jdk.javaapi.CollectionConverters;
  *       errors (outcome other than OK), latency sum and maximum, and cumulative counts of sends with latency at
  *       or below each bucket bound. The caller adds up the partitions' partials.
  * </ul>
+ *
+ * <p>It reads and writes Spark's internal rows: the batch's strings stay UTF-8 bytes, and only the few values it
+ * keeps (a key's first sighting, the kept sends, the rejects) are copied out of the reused input row, where
+ * external {@code Row}s would decode every string of every send into a Java {@code String} and back.
  */
-public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
+public final class SendBatchReducer implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
   private static final long serialVersionUID = 1L;
 
   public static final String OUTPUT_DDL =
@@ -55,10 +65,15 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
     "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "raw_value", "reason", "detail"
   };
   private static final long MINUTE_MS = 60_000L;
+  private static final UTF8String OK = UTF8String.fromString("OK");
+  private static final UTF8String KIND_REJECT = UTF8String.fromString("reject");
+  private static final UTF8String KIND_SEND = UTF8String.fromString("send");
+  private static final UTF8String KIND_MINUTE = UTF8String.fromString("minute");
 
   private final long[] bucketUpperMs;
   private final int reason;
   private final int[] rejectIn;
+  private final DataType[] rejectTypes;
   private final int[] rejectOut;
   private final int producerId;
   private final int producerGroup;
@@ -76,10 +91,16 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
     this.bucketUpperMs = bucketUpperMs.clone();
     reason = input.fieldIndex("reason");
     rejectIn = new int[REJECT_COLUMNS.length];
+    rejectTypes = new DataType[REJECT_COLUMNS.length];
     rejectOut = new int[REJECT_COLUMNS.length];
     for (int i = 0; i < REJECT_COLUMNS.length; i++) {
       rejectIn[i] = input.fieldIndex(REJECT_COLUMNS[i]);
+      rejectTypes[i] = input.fields()[rejectIn[i]].dataType();
       rejectOut[i] = OUTPUT.fieldIndex(REJECT_COLUMNS[i]);
+      if (!rejectTypes[i].sameType(OUTPUT.fields()[rejectOut[i]].dataType())) {
+        throw new IllegalArgumentException(REJECT_COLUMNS[i] + " is " + rejectTypes[i].simpleString()
+            + ", expected " + OUTPUT.fields()[rejectOut[i]].dataType().simpleString());
+      }
     }
     producerId = input.fieldIndex("producer_id");
     producerGroup = input.fieldIndex("producer_group");
@@ -100,35 +121,46 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
     for (int i = 0; i < bounds.length; i++) {
       bounds[i] = bucketUpperMs.get(i).longValue();
     }
-    return batch.mapPartitions(new SendBatchReducer(batch.schema(), bounds), Encoders.row(OUTPUT));
+    org.apache.spark.sql.classic.Dataset<Row> classic = (org.apache.spark.sql.classic.Dataset<Row>) batch;
+    ClassTag<InternalRow> tag = ClassTag$.MODULE$.apply(InternalRow.class);
+    RDD<InternalRow> reduced = JavaRDD.fromRDD(classic.queryExecution().toRdd(), tag)
+        .mapPartitions(new SendBatchReducer(batch.schema(), bounds))
+        .rdd();
+    return classic.sparkSession().internalCreateDataFrame(reduced, OUTPUT, false);
   }
 
   @Override
-  public Iterator<Row> call(Iterator<Row> rows) {
+  public Iterator<InternalRow> call(Iterator<InternalRow> rows) {
     TaskContext task = TaskContext.get();
     int partition = task == null ? 0 : task.partitionId();
-    List<Row> out = new ArrayList<>();
+    List<InternalRow> out = new ArrayList<>();
     Map<SendKey, KeySends> keys = new HashMap<>();
     Map<MinuteKey, long[]> minutes = new HashMap<>();
-    // Few distinct groups, outcomes, versions and tables: keep one copy of each, not one per send.
-    Map<String, String> interned = new HashMap<>();
+    // Few distinct groups, outcomes, versions and tables: keep one copy of each, not one per send. The input
+    // row is reused by the next record, so every string kept past it is a copy (from this map or a key's).
+    Map<UTF8String, UTF8String> interned = new HashMap<>();
     while (rows.hasNext()) {
-      Row row = rows.next();
+      InternalRow row = rows.next();
       if (!row.isNullAt(reason)) {
         out.add(reject(row, partition));
         continue;
       }
-      String group = intern(interned, row.getString(producerGroup));
-      String brokerName = row.getString(broker);
+      UTF8String group = intern(interned, row.getUTF8String(producerGroup));
+      UTF8String brokerName = intern(interned, row.getUTF8String(broker));
       long time = row.getLong(eventTime);
       long latencyMs = row.getLong(latency);
-      String outcomeName = intern(interned, row.getString(outcome));
+      UTF8String outcomeName = intern(interned, row.getUTF8String(outcome));
       addToMinute(minutes, new MinuteKey(brokerName, group, Math.floorDiv(time, MINUTE_MS) * MINUTE_MS),
-          latencyMs, !"OK".equals(outcomeName));
-      keys.computeIfAbsent(new SendKey(row.getString(producerId), brokerName), k -> new KeySends())
-          .add(time, row.getInt(kafkaPartition), row.getLong(kafkaOffset), latencyMs, row.getBoolean(notable),
-              group, outcomeName, intern(interned, stringOrNull(row, clientVersion)),
-              intern(interned, stringOrNull(row, faultTable)));
+          latencyMs, !OK.equals(outcomeName));
+      SendKey probe = new SendKey(row.getUTF8String(producerId), brokerName);
+      KeySends sends = keys.get(probe);
+      if (sends == null) {
+        sends = new KeySends();
+        keys.put(new SendKey(probe.producerId().clone(), brokerName), sends);
+      }
+      sends.add(time, row.getInt(kafkaPartition), row.getLong(kafkaOffset), latencyMs, row.getBoolean(notable),
+          group, outcomeName, intern(interned, stringOrNull(row, clientVersion)),
+          intern(interned, stringOrNull(row, faultTable)));
     }
     for (Map.Entry<SendKey, KeySends> entry : keys.entrySet()) {
       entry.getValue().emitKept(entry.getKey(), partition, out);
@@ -139,14 +171,15 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
     return out.iterator();
   }
 
-  private Row reject(Row row, int partition) {
+  private InternalRow reject(InternalRow row, int partition) {
     Object[] values = new Object[OUTPUT.length()];
-    values[0] = "reject";
+    values[0] = KIND_REJECT;
     values[1] = partition;
     for (int i = 0; i < rejectIn.length; i++) {
-      values[rejectOut[i]] = row.get(rejectIn[i]);
+      Object value = row.isNullAt(rejectIn[i]) ? null : row.get(rejectIn[i], rejectTypes[i]);
+      values[rejectOut[i]] = value instanceof UTF8String text ? text.clone() : value;
     }
-    return RowFactory.create(values);
+    return new GenericInternalRow(values);
   }
 
   /** Minute accumulator layout: sends, errors, latency sum, latency max, then one count per bucket. */
@@ -180,9 +213,9 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
   };
   private static final int MINUTE_BUCKETS = OUTPUT.fieldIndex("bucket_counts");
 
-  private static Row minuteRow(MinuteKey key, long[] acc, int partition) {
+  private static InternalRow minuteRow(MinuteKey key, long[] acc, int partition) {
     Object[] values = new Object[OUTPUT.length()];
-    values[0] = "minute";
+    values[0] = KIND_MINUTE;
     values[1] = partition;
     values[MINUTE_BROKER] = key.broker();
     values[MINUTE_GROUP] = key.producerGroup();
@@ -190,29 +223,30 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
     for (int t = 0; t < MINUTE_TOTALS.length; t++) {
       values[MINUTE_TOTALS[t]] = acc[t];
     }
-    List<Long> buckets = new ArrayList<>(acc.length - MINUTE_TOTALS.length);
-    for (int b = MINUTE_TOTALS.length; b < acc.length; b++) {
-      buckets.add(acc[b]);
-    }
-    values[MINUTE_BUCKETS] = CollectionConverters.asScala(buckets); // a Row holds a Seq
-    return RowFactory.create(values);
+    values[MINUTE_BUCKETS] = new GenericArrayData(Arrays.copyOfRange(acc, MINUTE_TOTALS.length, acc.length));
+    return new GenericInternalRow(values);
   }
 
-  private static String stringOrNull(Row row, int index) {
-    return row.isNullAt(index) ? null : row.getString(index);
+  private static UTF8String stringOrNull(InternalRow row, int index) {
+    return row.isNullAt(index) ? null : row.getUTF8String(index);
   }
 
-  private static String intern(Map<String, String> interned, String value) {
+  /** The map's copy of {@code value} (made on first sight): safe to keep after the input row moves on. */
+  private static UTF8String intern(Map<UTF8String, UTF8String> interned, UTF8String value) {
     if (value == null) {
       return null;
     }
-    String known = interned.putIfAbsent(value, value);
-    return known == null ? value : known;
+    UTF8String known = interned.get(value);
+    if (known == null) {
+      known = value.clone();
+      interned.put(known, known);
+    }
+    return known;
   }
 
-  private record SendKey(String producerId, String broker) {}
+  private record SendKey(UTF8String producerId, UTF8String broker) {}
 
-  private record MinuteKey(String broker, String producerGroup, long minuteStartMs) {}
+  private record MinuteKey(UTF8String broker, UTF8String producerGroup, long minuteStartMs) {}
 
   /** One key's sends in this partition, column by column (a few primitives per send, no row objects). */
   private static final class KeySends {
@@ -230,13 +264,13 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
     private long[] offsets = new long[8];
     private long[] latencies = new long[8];
     private boolean[] notables = new boolean[8];
-    private String[] groups = new String[8];
-    private String[] outcomes = new String[8];
-    private String[] versions = new String[8];
-    private String[] tables = new String[8];
+    private UTF8String[] groups = new UTF8String[8];
+    private UTF8String[] outcomes = new UTF8String[8];
+    private UTF8String[] versions = new UTF8String[8];
+    private UTF8String[] tables = new UTF8String[8];
 
-    void add(long time, int partition, long offset, long latencyMs, boolean notable, String group, String outcome,
-        String version, String table) {
+    void add(long time, int partition, long offset, long latencyMs, boolean notable, UTF8String group,
+        UTF8String outcome, UTF8String version, UTF8String table) {
       if (size == times.length) {
         int grown = size * 2;
         times = Arrays.copyOf(times, grown);
@@ -262,7 +296,7 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
     }
 
     /** Sorts this key's sends into replay order and emits those the fault-window replay needs. */
-    void emitKept(SendKey key, int partition, List<Row> out) {
+    void emitKept(SendKey key, int partition, List<InternalRow> out) {
       Integer[] order = new Integer[size];
       for (int i = 0; i < size; i++) {
         order[i] = i;
@@ -286,9 +320,9 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
       }
     }
 
-    private Row sendRow(SendKey key, int i, int partition) {
+    private InternalRow sendRow(SendKey key, int i, int partition) {
       Object[] values = new Object[OUTPUT.length()];
-      values[0] = "send";
+      values[0] = KIND_SEND;
       values[1] = partition;
       values[PRODUCER_ID] = key.producerId();
       values[BROKER] = key.broker();
@@ -297,7 +331,7 @@ public final class SendBatchReducer implements MapPartitionsFunction<Row, Row> {
       for (int f = 0; f < fields.length; f++) {
         values[OUTPUT_INDEX[f]] = fields[f];
       }
-      return RowFactory.create(values);
+      return new GenericInternalRow(values);
     }
   }
 }
