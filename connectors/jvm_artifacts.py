@@ -166,7 +166,8 @@ def ingest_jar() -> Path:
             raise ArtifactError(f"'{tool}' (JDK 17) is not on PATH; it compiles the project's JVM classes")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as build:
-        classpath = str(Path(pyspark.__file__).parent / "jars" / "*")
+        # Spark's own jars, and the resolved ones for the Delta classes (io.github.rrm.delta).
+        classpath = os.pathsep.join([str(Path(pyspark.__file__).parent / "jars" / "*"), *map(str, jars("spark"))])
         compiled = subprocess.run(
             ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", classpath, "-d", f"{build}/classes",
              *map(str, sources)],

@@ -2,8 +2,9 @@
 
 ``foreachBatch`` alone is at-least-once: after a crash Spark replays the interrupted micro-batch with the
 same batch id. Delta makes the replay a no-op when every write carries the query's application id and the
-batch id: appends through the ``txnAppId``/``txnVersion`` writer options, MERGE statements through the
-session settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` (MERGE ignores writer options).
+batch id: appends through the ``txnAppId``/``txnVersion`` writer options (``append_idempotent``), MERGE
+statements through the session settings ``spark.databricks.delta.write.txnAppId``/``txnVersion`` (MERGE
+ignores writer options).
 Each table records the highest (app id, version) it committed, so a table written twice per batch needs
 two app ids (``app_id`` + a suffix per logical write).
 
@@ -41,13 +42,17 @@ def sql_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
-def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int,
-                      partition_by: tuple[str, ...] = ()) -> None:  # fmt: skip
-    """Append ``frame`` to the Delta table at ``path`` once per (app_id, batch_id)."""
-    writer = frame.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", batch_id)
-    if partition_by:
-        writer = writer.partitionBy(*partition_by)
-    writer.save(path)
+def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int) -> bool:
+    """Append ``frame`` to the Delta table at ``path`` once per (app_id, batch_id); False when the table had
+    already committed that batch (or a later one) for ``app_id`` and nothing was written.
+
+    The append is Delta's own (``txnAppId``/``txnVersion``, as ``frame.write`` with those options), through
+    ``io.github.rrm.delta.IdempotentDeltaAppend``, which reads the committed version from the table's checksum
+    file instead of replaying the log on every append (see that class).
+    """
+    jvm = frame.sparkSession.sparkContext._jvm
+    assert jvm is not None
+    return bool(jvm.io.github.rrm.delta.IdempotentDeltaAppend.append(frame._jdf, path, app_id, int(batch_id)))
 
 
 def merge_idempotent(

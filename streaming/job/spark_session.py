@@ -60,7 +60,8 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.ui.enabled": str(settings.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
-        # Delta rebuilds a table's snapshot (log replay) before every idempotent write, to read the table's
+        # Delta rebuilds a table's snapshot (log replay) before every idempotent MERGE, and before an append
+        # whose table checksum lacks its transactions (delta_sink.append_idempotent), to read the table's
         # last txnVersion, with 50 tasks by default: for the monitor's small tables that is dozens of
         # near-empty tasks on every commit and MERGE, and it was most of a send-ingest batch's time on 2 cores
         # (26 s against 1.4 s for an empty dead-letter append at 2). One task replays a log of thousands of
