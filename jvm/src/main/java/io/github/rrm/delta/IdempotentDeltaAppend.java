@@ -15,6 +15,10 @@ import org.apache.spark.sql.delta.actions.Action;
 import org.apache.spark.sql.delta.actions.SetTransaction;
 import org.apache.spark.sql.delta.commands.DMLUtils;
 import org.apache.spark.sql.delta.commands.WriteIntoDelta;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import scala.Option;
 import scala.collection.immutable.Map;
 import scala.collection.immutable.Map$;
@@ -40,6 +44,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * as {@code txnVersion} does, so a concurrent commit of the same app id still fails this one.
  */
 public final class IdempotentDeltaAppend {
+  private static final Logger LOG = LoggerFactory.getLogger(IdempotentDeltaAppend.class);
+  /** Tables already reported as taking the slow path, so the log says it once per table and process. */
+  private static final Set<String> SLOW_TABLES = ConcurrentHashMap.newKeySet();
+
   private IdempotentDeltaAppend() {}
 
   /**
@@ -109,6 +117,15 @@ public final class IdempotentDeltaAppend {
         }
       }
       return committed;
+    }
+    if (SLOW_TABLES.add(snapshot.deltaLog().dataPath().toString())) {
+      LOG.warn(
+          "Delta table {} (version {}): its checksum does not list the table's transactions (no .crc file, "
+              + "more app ids than spark.databricks.delta.setTransactionsInCrc.maxAllowed, or "
+              + "delta.setTransactionRetentionDuration set), so each exactly-once append replays the log to "
+              + "find its txn version; said once per table",
+          snapshot.deltaLog().dataPath(),
+          snapshot.version());
     }
     return txn.txnVersion(appId);
   }
