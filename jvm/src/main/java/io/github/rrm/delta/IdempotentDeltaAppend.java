@@ -1,5 +1,7 @@
 package io.github.rrm.delta;
 
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SaveMode;
@@ -15,8 +17,6 @@ import org.apache.spark.sql.delta.actions.Action;
 import org.apache.spark.sql.delta.actions.SetTransaction;
 import org.apache.spark.sql.delta.commands.DMLUtils;
 import org.apache.spark.sql.delta.commands.WriteIntoDelta;
-import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.Option;
@@ -33,10 +33,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * 4.4 answers that by replaying the whole log (state reconstruction: three Spark jobs over the checkpoint and
  * the commits since) on every append, although each commit also writes the table's transactions into its
  * {@code .crc} file, computed incrementally from the previous one. For the monitor's one-row to few-thousand-row
- * appends that replay was about two thirds of an append's wall and CPU time (bench/bench_delta_commit.py). Delta's own checks keep the checksum's list complete
- * or leave it out: it is written only while no {@code delta.setTransactionRetentionDuration} is set and the
- * table has at most {@code setTransactionsInCrc.maxAllowed} app ids; when it is absent (another writer, an
- * older table, a missing {@code .crc}) this asks Delta's own {@code txnVersion}, the replay, as before.
+ * appends that replay was about two thirds of an append's wall and CPU time (bench/bench_delta_commit.py).
+ * Delta's own checks keep the checksum's list complete or leave it out: it is written only while no
+ * {@code delta.setTransactionRetentionDuration} is set and the table has at most
+ * {@code setTransactionsInCrc.maxAllowed} app ids; when it is absent (another writer, an older table, a missing
+ * {@code .crc}) this asks Delta's own {@code txnVersion}, the replay, as before.
  *
  * <p>Everything else is Delta's own append path ({@code WriteIntoDelta}, the command behind
  * {@code df.write.format("delta").mode("append")}): schema enforcement, the {@code SetTransaction} action,
@@ -62,17 +63,6 @@ public final class IdempotentDeltaAppend {
     writerOptions.put(DeltaOptions.TXN_VERSION(), Long.toString(version));
     DeltaOptions options = new DeltaOptions(immutable(writerOptions), spark.sessionState().conf());
     Seq<String> noPartitionColumns = CollectionConverters.asScala(java.util.List.<String>of()).toSeq();
-    WriteIntoDelta write =
-        new WriteIntoDelta(
-            log,
-            SaveMode.Append,
-            options,
-            noPartitionColumns,
-            immutable(java.util.Map.of()),
-            data,
-            Option.empty(),
-            Option.empty(),
-            false);
 
     OptimisticTransaction txn = log.startTransaction(Option.empty(), Option.empty());
     OptimisticTransaction$.MODULE$.setActive(txn);
@@ -80,6 +70,17 @@ public final class IdempotentDeltaAppend {
       if (committedVersion(txn, appId) >= version) {
         return false;
       }
+      WriteIntoDelta write =
+          new WriteIntoDelta(
+              log,
+              SaveMode.Append,
+              options,
+              noPartitionColumns,
+              immutable(java.util.Map.of()),
+              data,
+              Option.empty(),
+              Option.empty(),
+              false);
       DMLUtils.TaggedCommitData<Action> commit =
           write.writeAndReturnCommitData(txn, spark, Option.empty(), false);
       DeltaOperations.Write operation =
@@ -106,17 +107,16 @@ public final class IdempotentDeltaAppend {
    */
   static long committedVersion(OptimisticTransaction txn, String appId) {
     Snapshot snapshot = txn.snapshot();
-    Option<VersionChecksum> checksum = snapshot.checksumOpt();
-    if (checksum.isDefined() && checksum.get().setTransactions().isDefined()) {
+    Option<Seq<SetTransaction>> listed = listedTransactions(snapshot);
+    if (listed.isDefined()) {
       txn.readTxn().$plus$eq(appId);
-      long committed = -1L;
-      for (SetTransaction transaction :
-          CollectionConverters.asJava(checksum.get().setTransactions().get())) {
+      // The list is the log replayed: one entry per app id, its latest version.
+      for (SetTransaction transaction : CollectionConverters.asJava(listed.get())) {
         if (transaction.appId().equals(appId)) {
-          committed = Math.max(committed, transaction.version());
+          return transaction.version();
         }
       }
-      return committed;
+      return -1L;
     }
     if (SLOW_TABLES.add(snapshot.deltaLog().dataPath().toString())) {
       LOG.warn(
@@ -132,9 +132,14 @@ public final class IdempotentDeltaAppend {
 
   /** Whether the snapshot's checksum answered (for tests: the fast path is taken where it should be). */
   public static boolean checksumListsTransactions(SparkSession spark, String path) {
-    Option<VersionChecksum> checksum = DeltaLog.forTable(spark, path).update(false, Option.empty(), Option.empty())
-        .checksumOpt();
-    return checksum.isDefined() && checksum.get().setTransactions().isDefined();
+    return listedTransactions(DeltaLog.forTable(spark, path).update(false, Option.empty(), Option.empty()))
+        .isDefined();
+  }
+
+  /** The table's transactions as the snapshot's checksum lists them, if it does. */
+  private static Option<Seq<SetTransaction>> listedTransactions(Snapshot snapshot) {
+    Option<VersionChecksum> checksum = snapshot.checksumOpt();
+    return checksum.isDefined() ? checksum.get().setTransactions() : Option.empty();
   }
 
   private static Map<String, String> immutable(java.util.Map<String, String> entries) {
