@@ -139,3 +139,34 @@ def test_fast_path_never_disagrees_with_the_rules_on_random_edits(spark):
     for i, (raw, default_type) in enumerate(raws):
         expected = validate_event(raw, KAFKA_TS, default_type=default_type)
         assert got[i] == (expected.reason if isinstance(expected, Rejection) else None), (raw, got[i], expected)
+
+
+def test_the_rule_walk_runs_in_its_jvm_function_only(spark):
+    """The walk's SQL is not in the ingest plan (inline, its lambdas kept the projection out of whole-stage
+    codegen and every task generated its code again): the plan calls ``RuleVerdict`` instead, which still
+    names each rejection's reason and detail."""
+    import pytest
+    from pyspark.errors import IllegalArgumentException
+
+    ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
+    good = json.dumps(GOOD["consumer_channel"])
+    bad = json.dumps({**GOOD["consumer_channel"], "subscriptions": [{"topic": ""}]})
+    records = spark.createDataFrame(
+        [(raw.encode(), DEFAULT_TOPICS["consumer_channel"], 0, i, ts) for i, raw in enumerate([good, bad])],
+        "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
+    )
+    settings = IngestSettings("unused:9092", {DEFAULT_TOPICS["consumer_channel"]: "consumer_channel"})
+    classified = classify(records, contracts_for(), settings)
+    plan = classified._jdf.queryExecution().executedPlan().toString()
+    assert "rrm_rule_verdict_" in plan
+    assert "exists(" not in plan  # the walk's array rules are exists(...) lambdas
+    got = sorted((r.kafka_offset, r.reason, r.detail) for r in classified.collect())
+    expected = validate_event(bad, KAFKA_TS, default_type="consumer_channel")
+    assert isinstance(expected, Rejection)
+    assert got == [(0, None, None), (1, expected.reason, expected.detail)]
+
+    jvm = spark.sparkContext._jvm
+    gateway = spark.sparkContext._gateway
+    one, none = gateway.new_array(jvm.String, 1), gateway.new_array(jvm.String, 0)
+    with pytest.raises(IllegalArgumentException, match="one SQL expression per output name"):
+        jvm.io.github.rrm.ingest.RuleVerdict.register(spark._jsparkSession, "f", "a INT", one, none)
