@@ -11,7 +11,9 @@ Run: ``.venv/bin/python -m bench.bench_job [--sends 2000000] [--groups 1000 --me
   ``fault_windows_query``).
 * heartbeat path: the ``consumer`` query (classify, shard, stateful engine in Python, Delta sinks) on
   ``groups x members`` consumers heartbeating every 30 s to two brokers vs the same baseline. Target:
-  >= 40 %.
+  >= 40 %. With ``--stateful-floor`` the same query also runs with a state function that does nothing
+  (``stateful_floor``): what Kafka, ingest, sharding, ``applyInPandasWithState`` and the sink cost without
+  any engine work, i.e. the best ratio the heartbeat path could reach on this machine.
 
 Both sides read every record with ``availableNow`` and the same ``maxOffsetsPerTrigger`` (by default the
 job's own default, so the batches are the size the job runs); the rate is input rows / summed batch time
@@ -226,6 +228,13 @@ def main() -> None:
     parser.add_argument(
         "--paths", default="send-result,heartbeat", help="comma-separated: send-result, heartbeat (default both)"
     )
+    parser.add_argument(
+        "--stateful-floor",
+        action="store_true",
+        help="also run the heartbeat query with a state function that does nothing (same Kafka source, ingest, "
+        "sharding, state store and sink), between the path and the second baseline: the part of the ratio no "
+        "engine code can win back",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
     args = parser.parse_args()
     chosen = {p.strip() for p in args.paths.split(",") if p.strip()}
@@ -253,7 +262,8 @@ def main() -> None:
             if "heartbeat" in chosen
             else 0
         )
-        spark = build_spark_session(SparkSettings(app_name="rrm-bench"))
+        # Both sides checkpoint under `work`, as the job's own settings would have them written.
+        spark = build_spark_session(SparkSettings(app_name="rrm-bench", checkpoint_root=str(work)))
         send_schema = (
             "type STRING, schema_version INT, event_time BIGINT, producer_id STRING, producer_group STRING, "
             "topic STRING, broker STRING, queue_id INT, latency_ms BIGINT, outcome STRING, client_version STRING"
@@ -301,6 +311,9 @@ def main() -> None:
             baseline(*reads)
             first = timed(clock, baseline, *reads)
             ours = timed(clock, run_path, job, runner, warm_rows)
+            floor = None
+            if path == "heartbeat" and args.stateful_floor:
+                floor = timed(clock, run_stateful_floor, job, work / path / "floor-ckpt", warm_rows)
             second = timed(clock, baseline, *reads)
             reference = (first["events_per_s"] + second["events_per_s"]) / 2
             cpu_reference = (first["cpu_s"] + second["cpu_s"]) / 2
@@ -323,6 +336,14 @@ def main() -> None:
                     f"\n{'':12} sustained {sustained:>6.0f} ev/s (median batch {ours['sustained']['median_batch_ms']}"
                     f" ms) | parse-only {sustained_reference:>8.0f} ev/s | ratio {sustained / sustained_reference:.2f}"
                 )
+                if floor is not None and "sustained" in floor:
+                    floor_rate = floor["sustained"]["events_per_s"]
+                    results[path]["stateful_floor"] = floor
+                    results[path]["stateful_floor_sustained_ratio"] = round(floor_rate / sustained_reference, 3)
+                    line += (
+                        f"\n{'':12} no-op state function: sustained {floor_rate:>6.0f} ev/s (median batch "
+                        f"{floor['sustained']['median_batch_ms']} ms) | ratio {floor_rate / sustained_reference:.2f}"
+                    )
             print(line)
         args.results.parent.mkdir(parents=True, exist_ok=True)
         args.results.write_text(
@@ -376,6 +397,47 @@ def run_path(job, which: str, warm_rows: int) -> dict[str, float]:  # type: igno
         job._start_consumer_query()
         query = job.queries["consumer"]
         query.awaitTermination()
+    return measure(query, warm_rows)
+
+
+def _noop_state_function():  # type: ignore[no-untyped-def]
+    """A state function that reads its rows, keeps one byte of state, asks for no timeout, emits nothing."""
+
+    def process(key, frames, state):  # type: ignore[no-untyped-def]
+        import pandas as pd
+
+        for _ in frames:
+            pass
+        state.update((b"x",))
+        yield pd.DataFrame({"table": [], "payload": []})
+
+    return process
+
+
+def run_stateful_floor(job, checkpoint: Path, warm_rows: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """The heartbeat query as the job builds it, with ``_noop_state_function`` in place of the engine."""
+    from streaming.job.consumer_query import build_consumer_stream
+    from streaming.job.ingest import contracts_for
+    from streaming.job.outputs import consumer_sink
+
+    types = ("consumer_channel", "reported_assignment", "topic_route")
+    stream = build_consumer_stream(
+        job.session,
+        job._ingest_settings(types),
+        contracts_for(types),
+        job.config.membership.shards,
+        job.config.ingest.watermark_delay,
+        job.engine_settings(),
+        state_function=_noop_state_function(),
+    )
+    query = (
+        stream.writeStream.queryName("consumer-floor")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .foreachBatch(consumer_sink(job.tables, "bench-floor", None))
+        .start()
+    )
+    query.awaitTermination()
     return measure(query, warm_rows)
 
 

@@ -212,6 +212,7 @@ class SparkConfig:
     stop_grace_seconds: int = _opt(20, low=0, high=3_600)
     ui_enabled: bool = _opt(False)
     rocksdb_max_memory_mb: int = _opt(256, low=16, high=1_048_576)
+    checkpoint_file_manager: str = _opt("auto", choices=("auto", "spark"))
     conf: Options = _opt(factory=Options, parse="spark_conf")
 
     @property

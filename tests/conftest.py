@@ -47,9 +47,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A local Spark session from the project's factory (Delta, Kafka connector, RocksDB state)."""
     from streaming.job.spark_session import SparkSettings, build_spark_session
 
+    # Every test checkpoints under pytest's temporary directory, so the session writes checkpoint files as
+    # the job does for a local checkpoint root.
     session = build_spark_session(
-        SparkSettings(app_name="rrm-tests", local_dir=str(tmp_path_factory.mktemp("spark-local")))
-    )
+        SparkSettings(app_name="rrm-tests", local_dir=str(tmp_path_factory.mktemp("spark-local")),
+                      checkpoint_root=str(tmp_path_factory.getbasetemp()))
+    )  # fmt: skip
     try:
         yield session
     finally:

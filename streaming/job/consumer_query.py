@@ -33,7 +33,7 @@ from __future__ import annotations
 import gc
 import json
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -226,14 +226,18 @@ def build_consumer_stream(
     shards: int,
     watermark_delay: str,
     engine_settings: Mapping[str, Any],
+    state_function: Callable[..., Iterator[pd.DataFrame]] | None = None,
 ) -> DataFrame:
-    """Kafka -> classify -> shard -> stateful engine -> (table, payload) rows."""
+    """Kafka -> classify -> shard -> stateful engine -> (table, payload) rows.
+
+    ``state_function`` replaces the engine (``make_state_function``); the benchmark passes one that does
+    nothing, to measure what the query costs around the engine."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     classified = classify(kafka_stream(session, ingest), contracts, ingest)
     sharded = shard_input(classified, shards).withWatermark("event_time", watermark_delay)
     return sharded.groupBy("shard").applyInPandasWithState(
-        make_state_function(dict(engine_settings)),
+        state_function or make_state_function(dict(engine_settings)),
         OUTPUT_SCHEMA,
         STATE_SCHEMA,
         "append",

@@ -57,6 +57,8 @@ class MonitorJob:
                 driver_memory=c.spark.driver_memory,
                 ui_enabled=c.spark.ui_enabled,
                 rocksdb_max_memory_mb=c.spark.rocksdb_max_memory_mb,
+                checkpoint_root=c.paths.checkpoint_root,
+                checkpoint_file_manager=c.spark.checkpoint_file_manager,
                 extra_conf=dict(c.spark.conf),
             )
         )

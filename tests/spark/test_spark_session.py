@@ -23,3 +23,32 @@ def test_a_stop_during_a_python_batch_is_recognised_as_an_interrupt_even_with_a_
     )
     assert len(message) > 20_000
     assert stream_execution.PROXY_ERROR().findFirstMatchIn(message).isDefined()
+
+
+def test_local_checkpoints_are_written_through_the_filesystem_api():  # type: ignore[no-untyped-def]
+    """"auto" picks Hadoop's FileSystem API for a local checkpoint root only; "spark" and [spark.conf] win."""
+    from streaming.job.spark_session import (
+        CHECKPOINT_FILE_MANAGER_KEY,
+        FILESYSTEM_CHECKPOINT_FILE_MANAGER,
+        SparkSettings,
+        spark_conf,
+    )
+
+    def manager(**settings: object) -> str | None:
+        return spark_conf(SparkSettings(**settings)).get(CHECKPOINT_FILE_MANAGER_KEY)  # type: ignore[arg-type]
+
+    for local in (".run/checkpoints", "/var/lib/rrm/checkpoints", "file:///var/lib/rrm/checkpoints"):
+        assert manager(checkpoint_root=local) == FILESYSTEM_CHECKPOINT_FILE_MANAGER, local
+    for remote in ("hdfs://nn:8020/rrm/checkpoints", "s3a://bucket/rrm/checkpoints", "abfss://c@a.dfs.core.windows.net/x"):
+        assert manager(checkpoint_root=remote) is None, remote
+    assert manager() is None  # no checkpoint root given: Spark's choice
+    assert manager(checkpoint_root="/tmp/c", checkpoint_file_manager="spark") is None
+    custom = {CHECKPOINT_FILE_MANAGER_KEY: "com.example.Manager"}
+    assert manager(checkpoint_root="/tmp/c", extra_conf=custom) == "com.example.Manager"
+
+
+def test_the_test_session_checkpoints_as_the_job_does_locally(spark):  # type: ignore[no-untyped-def]
+    """The suite's streaming queries (restarts, crashes) run with the checkpoint writes a local job uses."""
+    from streaming.job.spark_session import CHECKPOINT_FILE_MANAGER_KEY, FILESYSTEM_CHECKPOINT_FILE_MANAGER
+
+    assert spark.conf.get(CHECKPOINT_FILE_MANAGER_KEY) == FILESYSTEM_CHECKPOINT_FILE_MANAGER
