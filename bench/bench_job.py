@@ -313,7 +313,7 @@ def main() -> None:
             ours = timed(clock, run_path, job, runner, warm_rows)
             floor = None
             if path == "heartbeat" and args.stateful_floor:
-                floor = timed(clock, run_stateful_floor, job, work / path / "floor-ckpt", warm_rows)
+                floor = timed(clock, run_stateful_floor, job, warm_rows)
             second = timed(clock, baseline, *reads)
             reference = (first["events_per_s"] + second["events_per_s"]) / 2
             cpu_reference = (first["cpu_s"] + second["cpu_s"]) / 2
@@ -414,29 +414,10 @@ def _noop_state_function():  # type: ignore[no-untyped-def]
     return process
 
 
-def run_stateful_floor(job, checkpoint: Path, warm_rows: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def run_stateful_floor(job, warm_rows: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """The heartbeat query as the job builds it, with ``_noop_state_function`` in place of the engine."""
-    from streaming.job.consumer_query import build_consumer_stream
-    from streaming.job.ingest import contracts_for
-    from streaming.job.outputs import consumer_sink
-
-    types = ("consumer_channel", "reported_assignment", "topic_route")
-    stream = build_consumer_stream(
-        job.session,
-        job._ingest_settings(types),
-        contracts_for(types),
-        job.config.membership.shards,
-        job.config.ingest.watermark_delay,
-        job.engine_settings(),
-        state_function=_noop_state_function(),
-    )
-    query = (
-        stream.writeStream.queryName("consumer-floor")
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .foreachBatch(consumer_sink(job.tables, "bench-floor", None))
-        .start()
-    )
+    job._start_consumer_query("consumer-floor", _noop_state_function())
+    query = job.queries["consumer-floor"]
     query.awaitTermination()
     return measure(query, warm_rows)
 

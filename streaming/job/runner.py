@@ -130,7 +130,8 @@ class MonitorJob:
             ],
         }
 
-    def _start_consumer_query(self) -> None:
+    def _start_consumer_query(self, name: str = "consumer", state_function: Any = None) -> None:
+        """The heartbeat path's query; ``state_function`` replaces the engine (the benchmark's no-op floor)."""
         from streaming.job.consumer_query import build_consumer_stream
         from streaming.job.ingest import contracts_for
         from streaming.job.outputs import consumer_sink
@@ -143,13 +144,14 @@ class MonitorJob:
             self.config.membership.shards,
             self.config.ingest.watermark_delay,
             self.engine_settings(),
+            state_function,
         )
-        checkpoint = self._checkpoint("consumer")
+        checkpoint = self._checkpoint(name)
         app_id = checkpoint_app_id(checkpoint, self.config.delta.app_id_prefix)
         assert self.tables is not None
-        writer = stream.writeStream.queryName("consumer").option("checkpointLocation", checkpoint)
+        writer = stream.writeStream.queryName(name).option("checkpointLocation", checkpoint)
         writer = self._trigger(writer.foreachBatch(consumer_sink(self.tables, app_id, self.metrics)))
-        self.queries["consumer"] = writer.start()
+        self.queries[name] = writer.start()
 
     def fault_tables(self) -> dict[str, dict[str, Any]]:
         return {
