@@ -61,13 +61,24 @@ def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id
     )
 
 
+# The consumer rows the driver's metrics are computed from (one per analysed group, one per dead letter).
+_METRIC_TABLES = ("group_metrics", "dead_letters")
+
+
 def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
     def write(batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         batch = batch.persist()
         try:
-            present = {r["table"]: r["n"] for r in batch.groupBy("table").agg(F.count("*").alias("n")).collect()}
+            # One pass for the tables present and, with metrics, the small rows they are computed from.
+            wanted = F.col("table").isin(*_METRIC_TABLES) if metrics is not None else F.lit(False)
+            summary = (
+                batch.groupBy("table")
+                .agg(F.count("*").alias("n"), F.collect_list(F.when(wanted, F.col("payload"))).alias("payloads"))
+                .collect()
+            )
+            present = {r["table"]: r["n"] for r in summary}
 
             def append(table: str) -> Callable[[], None]:
                 frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
@@ -92,8 +103,7 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
 
             run_concurrently([append(table) for table in HISTORY_OUTPUTS if table in present] + [merges])
             if metrics is not None:
-                small = batch.where(F.col("table").isin("group_metrics", "dead_letters")).collect()
-                apply_consumer_metrics(metrics, [(r["table"], json.loads(r["payload"])) for r in small])
+                apply_consumer_metrics(metrics, [(r["table"], json.loads(p)) for r in summary for p in r["payloads"]])
         finally:
             batch.unpersist()
 
