@@ -32,9 +32,8 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>The rule walk (streaming/job/validation.py) is SQL with hundreds of terms and {@code exists(...)} lambdas.
  * Written into the ingest projection, it kept that projection out of whole-stage codegen, so every task
- * generated the Java source of the whole walk again before reading its first record, and evaluated its lambdas
- * interpreted, although valid records (nearly all) skip the walk: on the heartbeat topic that was about twice
- * the price of parsing. Here the same SQL is analyzed and optimized once, on the driver, into expression trees
+ * generated the Java source of the whole walk again before reading its first record, although valid records
+ * (nearly all) skip the walk: on the heartbeat topic its mere presence cost about twice what parsing does. Here the same SQL is analyzed and optimized once, on the driver, into expression trees
  * that travel with this function; on an executor they are evaluated by an interpreted projection, built once
  * per deserialized instance and only when a record actually needs a verdict. The ingest projection is left
  * with one function call in place of the walk.
