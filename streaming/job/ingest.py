@@ -224,7 +224,7 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
     )  # fmt: skip
     # The walk runs in the JVM function, and only for records off the fast path (see register_rule_verdict).
     verdict = register_rule_verdict(records.sparkSession, reason_expr, detail_expr)
-    inputs = ", ".join(f"'{c}', {c}" for c in _VERDICT_INPUTS)
+    inputs = ", ".join(f"'{name}', {name}" for name, _ in _VERDICT_INPUTS)
     return (
         base.withColumn("_verdict", F.expr(f"CASE WHEN _fast THEN NULL ELSE {verdict}(named_struct({inputs})) END"))
         .withColumn("reason", F.col("_verdict.reason"))
@@ -234,8 +234,9 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
 
 
 # What the rule walk reads of a record, with their types in ``classify``.
-_VERDICT_INPUTS = ("v", "raw_bytes", "event_type", "event_time_ms", "kafka_timestamp")
-_VERDICT_INPUT_DDL = "v VARIANT, raw_bytes INT, event_type STRING, event_time_ms BIGINT, kafka_timestamp TIMESTAMP"
+_VERDICT_INPUTS = (("v", "VARIANT"), ("raw_bytes", "INT"), ("event_type", "STRING"), ("event_time_ms", "BIGINT"),
+                   ("kafka_timestamp", "TIMESTAMP"))  # fmt: skip
+_VERDICT_OUTPUTS = ("reason", "detail")
 
 
 def register_rule_verdict(session: SparkSession, reason_sql: str, detail_sql: str) -> str:
@@ -246,17 +247,15 @@ def register_rule_verdict(session: SparkSession, reason_sql: str, detail_sql: st
     projection out of whole-stage codegen, and every task generated its code again; inside the function it
     is analyzed once and evaluated only for the records that need it. The name carries a hash of the SQL.
     """
-    text = "\0".join((_VERDICT_INPUT_DDL, reason_sql, detail_sql))
+    input_ddl = ", ".join(f"{name} {sql_type}" for name, sql_type in _VERDICT_INPUTS)
+    text = "\0".join((input_ddl, reason_sql, detail_sql))
     name = "rrm_rule_verdict_" + hashlib.sha256(text.encode()).hexdigest()[:12]
-    jvm = session.sparkContext._jvm
-    assert jvm is not None
-    gateway = session.sparkContext._gateway
-    assert gateway is not None
-    names = gateway.new_array(jvm.String, 2)
-    sqls = gateway.new_array(jvm.String, 2)
-    names[0], names[1] = "reason", "detail"
-    sqls[0], sqls[1] = reason_sql, detail_sql
-    jvm.io.github.rrm.ingest.RuleVerdict.register(session._jsparkSession, name, _VERDICT_INPUT_DDL, names, sqls)
+    jvm, gateway = session.sparkContext._jvm, session.sparkContext._gateway
+    assert jvm is not None and gateway is not None
+    names, sqls = gateway.new_array(jvm.String, 2), gateway.new_array(jvm.String, 2)
+    for i, (output, sql) in enumerate(zip(_VERDICT_OUTPUTS, (reason_sql, detail_sql), strict=True)):
+        names[i], sqls[i] = output, sql
+    jvm.io.github.rrm.ingest.RuleVerdict.register(session._jsparkSession, name, input_ddl, names, sqls)
     return name
 
 

@@ -33,10 +33,11 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>The rule walk (streaming/job/validation.py) is SQL with hundreds of terms and {@code exists(...)} lambdas.
  * Written into the ingest projection, it kept that projection out of whole-stage codegen, so every task
  * generated the Java source of the whole walk again before reading its first record, although valid records
- * (nearly all) skip the walk: on the heartbeat topic its mere presence cost about twice what parsing does. Here the same SQL is analyzed and optimized once, on the driver, into expression trees
- * that travel with this function; on an executor they are evaluated by an interpreted projection, built once
- * per deserialized instance and only when a record actually needs a verdict. The ingest projection is left
- * with one function call in place of the walk.
+ * (nearly all) skip the walk: on the heartbeat topic its mere presence cost about twice what parsing does.
+ * Here the same SQL is analyzed and optimized once, on the driver, into expression trees that travel with this
+ * function; on an executor they are evaluated by an interpreted projection, built once per deserialized
+ * instance and only when a record actually needs a verdict. The ingest projection is left with one function
+ * call in place of the walk.
  *
  * <p>{@code register(spark, name, inputDdl, outputNames, outputSqls)}: the function takes one struct shaped
  * as {@code inputDdl} and returns a struct of STRING fields {@code outputNames}; each output is the SQL at the
@@ -67,19 +68,19 @@ public final class RuleVerdict implements UDF1<Row, Row> {
     Dataset<Row> frame = spark.createDataFrame(context.<Row>emptyRDD(), input);
     StructType output = new StructType();
     for (int i = 0; i < outputNames.length; i++) {
-      frame = frame.selectExpr("*", "(" + outputSqls[i] + ") AS " + quoted(new String[] {outputNames[i]})[0]);
+      frame = frame.selectExpr("*", "(" + outputSqls[i] + ") AS " + quote(outputNames[i]));
       output = output.add(outputNames[i], DataTypes.StringType);
     }
-    frame = frame.selectExpr(quoted(outputNames));
+    String[] outputs = new String[outputNames.length];
+    for (int i = 0; i < outputs.length; i++) {
+      outputs[i] = quote(outputNames[i]);
+    }
+    frame = frame.selectExpr(outputs);
     spark.udf().register(name, new RuleVerdict(input, stagesOf(frame.queryExecution().optimizedPlan())), output);
   }
 
-  private static String[] quoted(String[] names) {
-    String[] quoted = new String[names.length];
-    for (int i = 0; i < names.length; i++) {
-      quoted[i] = "`" + names[i].replace("`", "``") + "`";
-    }
-    return quoted;
+  private static String quote(String name) {
+    return "`" + name.replace("`", "``") + "`";
   }
 
   /** The optimized plan's projections, innermost first, each bound to its child's output. */
