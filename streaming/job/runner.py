@@ -319,7 +319,7 @@ class _SendMetricsTables:
     """The send-ingest query's ``DeltaTables``, counting what it writes into the metrics on the way.
 
     Dead letters are counted by reason, and each batch's per-minute statistics (cumulative counts per
-    fault-table threshold, see ``send_reduce.minutes_from_partials``) are added into the per-broker send-latency
+    fault-table threshold, see ``send_reduce.minute_partials``) are added into the per-broker send-latency
     histogram -- a few hundred rows summed from the batch's small cache, so the send path itself is unchanged.
     """
 

@@ -5,8 +5,9 @@ Two queries, chained through an internal Delta table (exactly once end to end):
 1. ``send-ingest`` reads the send-result topic, classifies records in the JVM (``ingest.classify``) and,
    per micro-batch in ``foreachBatch``, reduces them in one JVM pass per partition (``send_reduce``, no
    shuffle, about 2 % of the batch left and cached), then appends dead letters; the batch's per-minute
-   latency statistics to ``send_latency_minutes`` (partial aggregates, summed by readers: an append costs
-   one small commit where an additive MERGE read and rewrote the table's recent files on every batch); and
+   latency statistics to ``send_latency_minutes`` (each partition's partial aggregates, summed by readers: an
+   append costs one small commit where an additive MERGE read and rewrote the table's recent files on every
+   batch); and
    the *reduced* sends (a few rows per (producer, broker) plus the slow and failed sends) to the internal
    table ``_send_fault_updates``. Every so many batches it deletes that table's old rows (``FaultUpdatesTrim``).
 2. ``fault-windows`` reads ``_send_fault_updates`` as a Delta stream and keeps one fault item per
@@ -36,7 +37,7 @@ from streaming.job.ingest import (
 )
 from streaming.job.send_reduce import (
     kept_sends,
-    minutes_from_partials,
+    minute_partials,
     notable_send,
     reduce_in_partitions,
     summarize,
@@ -229,7 +230,7 @@ def start_send_ingest(
                 dead = dead_letter_columns(reduced.where(F.col("kind") == "reject"), batch_id)
                 writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id))
             if summary.minutes:  # ingest accepts only send results here (see runner)
-                minutes = minutes_from_partials(reduced, bucket_upper_ms)
+                minutes = minute_partials(reduced, bucket_upper_ms)
                 minutes = minutes.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 writes.append(lambda: tables.append("send_latency_minutes", minutes, app_id, batch_id))
                 if summary.spanning_keys:

@@ -18,14 +18,15 @@ a stable order), a send is kept when it
 Everything else is dropped here: the fault-window replay in ``fault_windows`` sees at most a few rows per
 pair and batch plus the notable sends, and its results are the same as replaying every send.
 
-The per-minute latency statistics are computed here too, entirely in the JVM, as one batch's partial
-aggregates per (broker, producer group, minute), appended to ``send_latency_minutes`` and summed by readers
-(``sum_minutes``).
+The per-minute latency statistics are computed here too, entirely in the JVM, as partial aggregates per
+(broker, producer group, minute) of one batch and Spark partition, appended to ``send_latency_minutes`` as they
+are and summed by readers (``sum_minutes``): adding them up in the batch would cost a shuffle for nothing.
 
 The job does both in one pass per Spark partition (``reduce_in_partitions``, the JVM class
-``SendBatchReducer``): no shuffle and no sort of the batch, and only about 2 % of it is left to cache. That
-is exact because the contract keys send results by ``producer_id``, so a producer's sends of a batch are in
-one partition; pairs seen in several partitions anyway are reduced again over the batch (``kept_sends``).
+``SendBatchReducer``): no shuffle and no sort of the batch, and only about 2 % of it is left to cache; one
+small collect of each partition's summary row (``summarize``) computes it. That is exact because the
+contract keys send results by ``producer_id``, so a producer's sends of a batch are in one partition; pairs
+seen in several partitions anyway are reduced again over the batch (``kept_sends``).
 ``reduce_for_fault_windows`` and ``minute_statistics`` are the same rules in Spark SQL: the reference the
 tests hold the one-pass version to, and that re-reduction.
 """
@@ -129,7 +130,7 @@ def sum_minutes(partials: DataFrame) -> DataFrame:
 
 
 class BatchSummary(NamedTuple):
-    """What ``reduce_in_partitions`` left of a batch: rows per kind, and pairs seen in several partitions."""
+    """What ``reduce_in_partitions`` left of a batch: rows per kind, and pairs kept in several partitions."""
 
     rejected: int
     kept_sends: int
@@ -141,8 +142,8 @@ class BatchSummary(NamedTuple):
 def reduce_in_partitions(records: DataFrame, bucket_upper_ms: Sequence[int]) -> DataFrame:
     """One JVM pass per partition over ``send_query.send_batch`` rows (``SendBatchReducer``, on Spark's internal
     rows): rows of kind ``reject`` (the record's dead-letter columns), ``send`` (a kept send, with its
-    ``spark_partition``) and ``minute`` (a partition's partial minute statistics, to add up with
-    ``minutes_from_partials``)."""
+    ``spark_partition``), ``minute`` (a partition's partial minute statistics, ``minute_partials``) and one
+    ``summary`` per partition (``summarize``)."""
     from pyspark.sql import DataFrame
 
     session = records.sparkSession
@@ -161,40 +162,20 @@ def _in_several_partitions() -> Column:
 
 def summarize(reduced: DataFrame) -> BatchSummary:
     """Counts per kind, how many (producer, broker) pairs have kept sends from more than one partition, and
-    the newest kept send's event time."""
+    the newest kept send's event time: added up in the JVM from the partitions' ``summary`` rows (one collect,
+    no shuffle; on a persisted reduction it is the job that fills the cache)."""
+    jvm = reduced.sparkSession.sparkContext._jvm
+    assert jvm is not None
+    totals = jvm.io.github.rrm.sends.SendBatchReducer.summarize(reduced._jdf)
+    return BatchSummary(*(int(value) for value in totals))
+
+
+def minute_partials(reduced: DataFrame, bucket_upper_ms: Sequence[int]) -> DataFrame:
+    """The batch's ``send_latency_minutes`` rows (``minute_statistics``'s columns): each partition's partial
+    statistics per (broker, producer group, minute), as they are; ``sum_minutes`` adds them up."""
     from pyspark.sql import functions as F
 
-    per_key = reduced.groupBy("kind", "producer_id", "broker").agg(
-        F.count(F.lit(1)).alias("rows"),
-        _in_several_partitions().cast("int").alias("spans"),
-        F.max("event_time_ms").alias("latest"),
-    )
-    kind = F.col("kind")
-    totals = per_key.agg(
-        F.sum(F.when(kind == "reject", F.col("rows"))).alias("rejected"),
-        F.sum(F.when(kind == "send", F.col("rows"))).alias("kept_sends"),
-        F.sum(F.when(kind == "minute", F.col("rows"))).alias("minutes"),
-        F.sum(F.when(kind == "send", F.col("spans"))).alias("spanning_keys"),
-        F.max(F.when(kind == "send", F.col("latest"))).alias("latest_send_ms"),
-    ).first()
-    assert totals is not None
-    return BatchSummary(*(int(totals[name] or 0) for name in BatchSummary._fields))
-
-
-def minutes_from_partials(reduced: DataFrame, bucket_upper_ms: Sequence[int]) -> DataFrame:
-    """The batch's ``send_latency_minutes`` rows (``minute_statistics``'s columns): the partitions' partials
-    of each (broker, producer group, minute) added up."""
-    from pyspark.sql import functions as F
-
-    partials = reduced.where(F.col("kind") == "minute")
-    totals = partials.groupBy("broker", "producer_group", "minute_start_ms").agg(
-        F.sum("sends").alias("sends"),
-        F.sum("errors").alias("errors"),
-        F.sum("latency_sum_ms").alias("latency_sum_ms"),
-        F.max("latency_max_ms").alias("latency_max_ms"),
-        F.array(*[F.sum(F.col("bucket_counts")[i]) for i in range(len(bucket_upper_ms))]).alias("bucket_counts"),
-    )
-    return totals.select(
+    return reduced.where(F.col("kind") == "minute").select(
         "broker", "producer_group", F.timestamp_millis("minute_start_ms").alias("minute_start"), "sends", "errors",
         "latency_sum_ms", "latency_max_ms",
         F.array(*[F.lit(int(u)).cast("bigint") for u in bucket_upper_ms]).alias("bucket_upper_ms"), "bucket_counts",

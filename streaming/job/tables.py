@@ -117,11 +117,11 @@ TABLES: dict[str, TableSpec] = {
             "broker STRING, producer_group STRING, minute_start TIMESTAMP, sends BIGINT, errors BIGINT, "
             "latency_sum_ms BIGINT, latency_max_ms BIGINT, bucket_upper_ms ARRAY<BIGINT>, "
             "bucket_counts ARRAY<BIGINT>, batch_id BIGINT",
-            "Per-minute send statistics per broker and producer group, as partial aggregates: one row per "
-            "micro-batch that saw sends of that minute (a late send adds a row to its minute). For totals, sum "
-            "sends, errors, latency_sum_ms and bucket_counts (element-wise) and take the max of latency_max_ms "
-            "per (broker, producer_group, minute_start), as `send_reduce.sum_minutes` does. Buckets are the "
-            "fault table's latencyMax thresholds (cumulative counts, Prometheus style).",
+            "Per-minute send statistics per broker and producer group, as partial aggregates: a row per "
+            "micro-batch and Kafka partition that saw sends of that minute (a late send adds a row to its minute). "
+            "For totals, sum sends, errors, latency_sum_ms and bucket_counts (element-wise) and take the max of "
+            "latency_max_ms per (broker, producer_group, minute_start), as `send_reduce.sum_minutes` does. "
+            "Buckets are the fault table's latencyMax thresholds (cumulative counts, Prometheus style).",
         ),
         TableSpec(
             "dead_letters", "history",

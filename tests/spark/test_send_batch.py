@@ -1,7 +1,7 @@
 """The one-pass JVM reduction of a send batch (``SendBatchReducer``) against the Spark SQL reference rules.
 
 Records go through the job's own ``classify`` and ``send_batch``; the one-pass path (``reduce_in_partitions``,
-``summarize``, ``minutes_from_partials``, ``kept_sends``) must give exactly the rows the SQL rules
+``summarize``, ``minute_partials`` as ``sum_minutes`` reads them, ``kept_sends``) must give exactly the rows the SQL rules
 (``reduce_for_fault_windows``, ``minute_statistics``, ``dead_letter_columns``) give over the whole batch, both
 when each producer's sends are in one partition (the contract's keying) and when they are spread over all.
 """
@@ -20,10 +20,11 @@ from streaming.job.send_query import FaultTableRule, latency_floor_column, send_
 from streaming.job.send_reduce import (
     FAULT_UPDATE_COLUMNS,
     kept_sends,
+    minute_partials,
     minute_statistics,
-    minutes_from_partials,
     reduce_for_fault_windows,
     reduce_in_partitions,
+    sum_minutes,
     summarize,
 )
 
@@ -87,6 +88,10 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         assert got_sends == expected_sends
         assert summary.kept_sends >= len(expected_sends) > 27  # every pair's first and last, and notable sends
         assert summary.latest_send_ms == valid.agg(F.max("event_time_ms")).first()[0]  # a pair's last is kept
+        kept = reduced.where(F.col("kind") == "send")
+        spanning = kept.groupBy("producer_id", "broker").agg(F.countDistinct("spark_partition").alias("n"))
+        assert summary.spanning_keys == spanning.where(F.col("n") > 1).count()
+        assert summary.kept_sends == kept.count()
         if keyed:
             assert summary.spanning_keys == 0
         else:
@@ -97,8 +102,9 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         minute_columns = ("broker", "producer_group", "minute_start", "sends", "errors", "latency_sum_ms",
                           "latency_max_ms", "bucket_upper_ms", "bucket_counts")  # fmt: skip
         expected_minutes = _rows(minute_statistics(valid, BUCKETS), minute_columns)
-        assert _rows(minutes_from_partials(reduced, BUCKETS), minute_columns) == expected_minutes
-        assert summary.minutes >= len(expected_minutes) == 3 * 2 * 4  # brokers x groups x minutes (BASE is 20 s in)
+        partials = minute_partials(reduced, BUCKETS)
+        assert _rows(sum_minutes(partials.withColumn("batch_id", F.lit(7))), minute_columns) == expected_minutes
+        assert summary.minutes == partials.count() > len(expected_minutes) == 3 * 2 * 4  # brokers x groups x minutes
 
         dead_columns = ("source", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "raw_value",
                         "reason", "detail")  # fmt: skip

@@ -3,16 +3,20 @@ package io.github.rrm.sends;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.functions;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.XXH64;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.sql.types.DataType;
@@ -43,7 +47,11 @@ import scala.reflect.ClassTag$;
  *       {@code spark_partition} and the caller re-reduces the keys seen in more than one;
  *   <li>{@code minute}: the partition's partial statistics per (broker, producer group, UTC minute): sends,
  *       errors (outcome other than OK), latency sum and maximum, and cumulative counts of sends with latency at
- *       or below each bucket bound. The caller adds up the partitions' partials.
+ *       or below each bucket bound. Readers add the partials up ({@code send_reduce.sum_minutes});
+ *   <li>{@code summary}: one per partition, what it left: {@code rejected_rows}, {@code kept_send_rows},
+ *       {@code minute_rows}, {@code latest_send_ms} (its newest kept send, 0 without one) and
+ *       {@code key_fingerprints}, a 64-bit hash of each (producer, broker) it kept sends of. {@link #summarize}
+ *       adds them up and finds the keys kept in more than one partition, without a shuffle.
  * </ul>
  *
  * <p>It reads and writes Spark's internal rows: the batch's strings stay UTF-8 bytes, and only the few values it
@@ -58,7 +66,9 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
           + "kafka_offset BIGINT, kafka_timestamp TIMESTAMP, raw_value STRING, reason STRING, detail STRING, "
           + "producer_id STRING, producer_group STRING, broker STRING, event_time_ms BIGINT, latency_ms BIGINT, "
           + "outcome STRING, client_version STRING, fault_table STRING, minute_start_ms BIGINT, sends BIGINT, "
-          + "errors BIGINT, latency_sum_ms BIGINT, latency_max_ms BIGINT, bucket_counts ARRAY<BIGINT>";
+          + "errors BIGINT, latency_sum_ms BIGINT, latency_max_ms BIGINT, bucket_counts ARRAY<BIGINT>, "
+          + "rejected_rows BIGINT, kept_send_rows BIGINT, minute_rows BIGINT, latest_send_ms BIGINT, "
+          + "key_fingerprints ARRAY<BIGINT>";
 
   private static final StructType OUTPUT = StructType.fromDDL(OUTPUT_DDL);
   private static final String[] REJECT_COLUMNS = {
@@ -69,6 +79,9 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
   private static final UTF8String KIND_REJECT = UTF8String.fromString("reject");
   private static final UTF8String KIND_SEND = UTF8String.fromString("send");
   private static final UTF8String KIND_MINUTE = UTF8String.fromString("minute");
+  private static final UTF8String KIND_SUMMARY = UTF8String.fromString("summary");
+  /** Spark's own xxhash64 seed, so a fingerprint is {@code xxhash64(producer_id, broker)} in SQL. */
+  private static final long FINGERPRINT_SEED = 42L;
 
   private final long[] bucketUpperMs;
   private final int reason;
@@ -134,6 +147,7 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
     TaskContext task = TaskContext.get();
     int partition = task == null ? 0 : task.partitionId();
     List<InternalRow> out = new ArrayList<>();
+    long rejected = 0;
     Map<SendKey, KeySends> keys = new HashMap<>();
     Map<MinuteKey, long[]> minutes = new HashMap<>();
     // Few distinct groups, outcomes, versions and tables: keep one copy of each, not one per send. The input
@@ -143,6 +157,7 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
       InternalRow row = rows.next();
       if (!row.isNullAt(reason)) {
         out.add(reject(row, partition));
+        rejected++;
         continue;
       }
       UTF8String group = intern(interned, row.getUTF8String(producerGroup));
@@ -162,13 +177,82 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
           group, outcomeName, intern(interned, stringOrNull(row, clientVersion)),
           intern(interned, stringOrNull(row, faultTable)));
     }
+    int beforeSends = out.size();
+    long latestSendMs = 0L;
+    long[] fingerprints = new long[keys.size()];
+    int key = 0;
     for (Map.Entry<SendKey, KeySends> entry : keys.entrySet()) {
-      entry.getValue().emitKept(entry.getKey(), partition, out);
+      latestSendMs = Math.max(latestSendMs, entry.getValue().emitKept(entry.getKey(), partition, out));
+      fingerprints[key++] = fingerprint(entry.getKey());
     }
+    long keptSends = out.size() - beforeSends;
     for (Map.Entry<MinuteKey, long[]> entry : minutes.entrySet()) {
       out.add(minuteRow(entry.getKey(), entry.getValue(), partition));
     }
+    out.add(summaryRow(partition, new long[] {rejected, keptSends, minutes.size(), latestSendMs}, fingerprints));
     return out.iterator();
+  }
+
+  private static final int[] SUMMARY_COUNTS = {
+    OUTPUT.fieldIndex("rejected_rows"), OUTPUT.fieldIndex("kept_send_rows"), OUTPUT.fieldIndex("minute_rows"),
+    OUTPUT.fieldIndex("latest_send_ms"),
+  };
+  private static final int SUMMARY_FINGERPRINTS = OUTPUT.fieldIndex("key_fingerprints");
+
+  private static InternalRow summaryRow(int partition, long[] counts, long[] fingerprints) {
+    Object[] values = new Object[OUTPUT.length()];
+    values[0] = KIND_SUMMARY;
+    values[1] = partition;
+    for (int c = 0; c < SUMMARY_COUNTS.length; c++) {
+      values[SUMMARY_COUNTS[c]] = counts[c];
+    }
+    values[SUMMARY_FINGERPRINTS] = new GenericArrayData(fingerprints);
+    return new GenericInternalRow(values);
+  }
+
+  /** {@code xxhash64(producer_id, broker)} as Spark SQL computes it: equal keys, equal fingerprints. */
+  static long fingerprint(SendKey key) {
+    long hash = FINGERPRINT_SEED;
+    for (UTF8String part : new UTF8String[] {key.producerId(), key.broker()}) {
+      hash = XXH64.hashUnsafeBytes(part.getBaseObject(), part.getBaseOffset(), part.numBytes(), hash);
+    }
+    return hash;
+  }
+
+  /**
+   * What a reduction left of its batch, from the partitions' {@code summary} rows: {rejected rows, kept send
+   * rows, minute rows, keys with kept sends in more than one partition, the newest kept send's event time (0
+   * without one)}. Collecting those rows is the one job that computes a persisted reduction and fills its cache.
+   *
+   * <p>Keys are compared by fingerprint. Two different keys in two partitions with equal 64-bit hashes would
+   * count as one spanning key, and the caller would re-reduce them for nothing (the re-reduction groups by the
+   * keys themselves, so its rows are still exact); a key kept in two partitions is never missed.
+   */
+  public static long[] summarize(Dataset<Row> reduced) {
+    List<Row> rows =
+        reduced
+            .where(functions.col("kind").equalTo(KIND_SUMMARY.toString()))
+            .select("spark_partition", "rejected_rows", "kept_send_rows", "minute_rows", "latest_send_ms",
+                "key_fingerprints")
+            .collectAsList();
+    long[] totals = new long[5];
+    Map<Long, Integer> partitionOfKey = new HashMap<>();
+    Set<Long> spanning = new HashSet<>();
+    for (Row row : rows) {
+      totals[0] += row.getLong(1);
+      totals[1] += row.getLong(2);
+      totals[2] += row.getLong(3);
+      totals[4] = Math.max(totals[4], row.getLong(4));
+      int partition = row.getInt(0);
+      for (Long fingerprint : row.<Long>getList(5)) {
+        Integer seenIn = partitionOfKey.putIfAbsent(fingerprint, partition);
+        if (seenIn != null && seenIn != partition) {
+          spanning.add(fingerprint);
+        }
+      }
+    }
+    totals[3] = spanning.size();
+    return totals;
   }
 
   private InternalRow reject(InternalRow row, int partition) {
@@ -295,8 +379,11 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
       size++;
     }
 
-    /** Sorts this key's sends into replay order and emits those the fault-window replay needs. */
-    void emitKept(SendKey key, int partition, List<InternalRow> out) {
+    /**
+     * Sorts this key's sends into replay order and emits those the fault-window replay needs; returns the last
+     * one's event time (the newest: the last send is always kept).
+     */
+    long emitKept(SendKey key, int partition, List<InternalRow> out) {
       Integer[] order = new Integer[size];
       for (int i = 0; i < size; i++) {
         order[i] = i;
@@ -318,6 +405,7 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
           out.add(sendRow(key, i, partition));
         }
       }
+      return times[order[size - 1]];
     }
 
     private InternalRow sendRow(SendKey key, int i, int partition) {
