@@ -348,6 +348,7 @@ class ProducersConfig:
     rules: tuple[ProducerRule, ...] = _opt((ProducerRule("rocketmq-4", "*", "4.9"),))
     fault_tables: Mapping[str, FaultTableConfig] = _opt(factory=lambda: MappingProxyType({}))
     state_ttl_ms: int = _opt(3_600_000, low=1_000, high=30 * 86_400_000)
+    state_shards: int = _opt(8, low=1, high=4_096)
     send_latency_fault_enable: bool = _opt(False)
     start_detector_enable: bool = _opt(False)
 

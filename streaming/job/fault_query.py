@@ -1,11 +1,23 @@
 """The fault-window query: reduced send results -> one fault item per (producer, broker) -> Delta.
 
 Reads the internal ``_send_fault_updates`` table (written by ``send-ingest``, see ``send_query``) as a
-Delta stream, keyed by (producer, broker) in ``applyInPandasWithState``. Each key holds a one-item
-``FaultWindowTracker`` (``streaming.domain.faults``) with the producer's fault table and semantics. The
-key asks to be woken at its window's end (event-time timeout), so an EXPIRED episode is written at the
-exact end even when the producer sends nothing more; a pair idle for ``state_ttl_ms`` with no open
-window is evicted.
+Delta stream into ``applyInPandasWithState``, keyed by a **shard of producers**
+(``pmod(xxhash64(producer_id), shards)``, ``[producers] state_shards``), not by (producer, broker): every
+live pair has a row or two in every batch (``send_reduce`` keeps each pair's first and last send), and a
+state key costs ``applyInPandasWithState`` about 0.8 ms per batch in pandas and Arrow round trips before the
+function does anything -- most of the query's time with thousands of pairs. Inside a shard the state and
+the processing are per pair, as they were per key:
+
+* each pair holds a one-item ``FaultWindowTracker`` (``streaming.domain.faults``) with the producer's fault
+  table and semantics, and its producer group;
+* each pair has its own wake-up time -- its window's end, else its last send + ``state_ttl_ms`` -- and the
+  shard asks to be woken at the earliest (event-time timeout). When the watermark passes a pair's wake-up
+  time, the pair is advanced to the watermark: an EXPIRED episode is written at the window's exact end even
+  when the producer sends nothing more, and a pair idle for ``state_ttl_ms`` with no open window is evicted.
+  That is what a per-pair timeout did: Spark times a key out once the watermark is past its timestamp.
+
+The shard's state is one zlib-compressed JSON blob; only the pairs with sends or due are rebuilt as
+trackers in a call, the others travel as stored.
 
 Output rows ``(table, payload)`` go to ``fault_windows`` (history) and ``producer_broker_status_current``
 (MERGE); the sink then recomputes ``broker_status_current`` from the latter at the batch's event time.
@@ -20,6 +32,7 @@ then leave the item unreachable (the detector's later probes are not observed: t
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -28,109 +41,17 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 OUTPUT_SCHEMA = "table STRING, payload STRING"
-STATE_SCHEMA = "tracker STRING, producer_group STRING"
+STATE_SCHEMA = "blob BINARY"
+SNAPSHOT_SCHEMA_VERSION = 1
 
-
-def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped-def]
-    """``settings``: {"fault_tables": {name: mapping}, "default_fault_table": name, "state_ttl_ms": int,
-    "start_detector_enable": bool} (plain, picklable)."""
-
-    def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        import pandas as pd
-
-        from streaming.domain.faults import FaultWindowTracker, SendOutcome, SendResult, fault_table_from_config
-
-        producer_id, broker = str(key[0]), str(key[1])
-        watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
-        rows = _rows(frames)
-        tracker, group = None, ""
-        if state.exists:
-            stored, group = state.get
-            tracker = FaultWindowTracker.from_dict(json.loads(stored))
-        out: list[tuple[str, dict[str, Any]]] = []
-        detector = bool(settings.get("start_detector_enable", False))
-        if rows:
-            group = str(rows[-1].producer_group)
-            # NULL (None or NaN from pandas): the producer runs without sendLatencyFaultEnable.
-            tables = [r.fault_table for r in rows if isinstance(r.fault_table, str)]
-            if tables:
-                table_name = tables[-1]
-            else:  # no table in use: keep the one the item had, else any (no send of this batch uses it)
-                table_name = tracker.fault_table.name if tracker else str(settings["default_fault_table"])
-            if tracker is None or tracker.fault_table.name != table_name or tracker.detector_enabled != detector:
-                table = fault_table_from_config({"name": table_name, **settings["fault_tables"][table_name]})
-                tracker = FaultWindowTracker(
-                    table,
-                    detector_enabled=detector,
-                    clock_ms=None if tracker is None else tracker.clock_ms,
-                    items=({} if tracker is None else tracker.items),
-                )
-            sends = [
-                SendResult(
-                    producer_id,
-                    broker,
-                    r.event_time_ms,
-                    r.latency_ms,
-                    SendOutcome.parse(str(r.outcome)),
-                    fault_enabled=isinstance(r.fault_table, str),
-                )
-                for r in rows
-            ]
-            step = tracker.apply_all(sends)
-            tracker = step.tracker
-            episodes = list(step.episodes)
-            if step.late:
-                out.append(("late_sends", {"count": len(step.late)}))
-        else:
-            assert tracker is not None  # a timeout only fires for a key with state
-            step = tracker.advance(watermark_ms)
-            tracker, episodes = step.tracker, list(step.episodes)
-        for episode in episodes:
-            out.append(("fault_windows", {**episode.as_row(), "producer_group": group}))
-        tracked = tracker.get(producer_id, broker)
-        ttl_ms = int(settings["state_ttl_ms"])
-        idle = tracked is None or (tracked.window is None and tracked.last_event_ms + ttl_ms <= watermark_ms)
-        if idle:
-            state.remove()
-            out.append(
-                (
-                    "producer_broker_status_current",
-                    {"producer_id": producer_id, "broker": broker, "event_time_ms": watermark_ms, "_op": "delete"},
-                )
-            )
-        else:
-            state.update((json.dumps(tracker.to_dict(), separators=(",", ":")), group))
-            wake = tracked.window.window_end_ms if tracked.window else tracked.last_event_ms + ttl_ms
-            state.setTimeoutTimestamp(max(int(wake), watermark_ms + 1))
-            enabled = tracked.fault_enabled
-            if rows or episodes:
-                out.append(
-                    (
-                        "producer_broker_status_current",
-                        {
-                            "producer_id": producer_id,
-                            "producer_group": group,
-                            "broker": broker,
-                            "fault_table": tracker.fault_table.name if enabled else None,
-                            "unavailable_until_ms": tracked.avoids_at,
-                            "last_latency_ms": tracked.item.current_latency_ms if enabled else None,
-                            "last_send_ms": tracked.last_event_ms,
-                            "reachable": tracked.item.reachable if enabled else None,
-                            "event_time_ms": max([tracked.last_event_ms] + [e.event_time_ms for e in episodes]),
-                            "_op": "upsert",
-                        },
-                    )
-                )
-        yield pd.DataFrame(
-            {"table": [t for t, _ in out], "payload": [json.dumps(p, separators=(",", ":")) for _, p in out]}
-        )
-
-    return process
+Pair = tuple[str, str]  # (producer id, broker)
 
 
 class _Send(NamedTuple):
     """One reduced send as the state function reads it (a few of ``_send_fault_updates``'s columns)."""
 
+    producer_id: str
+    broker: str
     event_time_ms: int
     kafka_partition: int
     kafka_offset: int
@@ -140,21 +61,169 @@ class _Send(NamedTuple):
     fault_table: Any  # a table name, or None/NaN: the producer runs without sendLatencyFaultEnable
 
 
-def _rows(frames: Iterator[pd.DataFrame]) -> list[_Send]:
-    """The key's sends in replay order: event time, then Kafka partition and offset.
+class _Stored(NamedTuple):
+    """A pair's state inside its shard's blob."""
+
+    wake_ms: int  # the event-time timeout it asked for: handled once the watermark is past it
+    group: str
+    tracker: dict[str, Any]  # FaultWindowTracker.to_dict()
+
+
+def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped-def]
+    """``settings``: {"fault_tables": {name: mapping}, "default_fault_table": name, "state_ttl_ms": int,
+    "start_detector_enable": bool} (plain, picklable)."""
+
+    def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        import pandas as pd
+
+        watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
+        sends = _sends_by_pair(frames)
+        pairs = _load_state(state)
+        due = [pair for pair, stored in pairs.items() if pair not in sends and stored.wake_ms < watermark_ms]
+        out: list[tuple[str, dict[str, Any]]] = []
+        for pair in sorted([*sends, *due]):
+            stored = _process_pair(pair, sends.get(pair, []), pairs.get(pair), watermark_ms, settings, out)
+            if stored is None:
+                pairs.pop(pair, None)
+            else:
+                pairs[pair] = stored
+        if pairs:
+            _store_state(state, pairs)
+            state.setTimeoutTimestamp(max(min(stored.wake_ms for stored in pairs.values()), watermark_ms))
+        else:
+            state.remove()
+        yield pd.DataFrame({"table": [t for t, _ in out], "payload": [_encode(p) for _, p in out]})
+
+    return process
+
+
+def _process_pair(
+    pair: Pair,
+    rows: list[_Send],
+    stored: _Stored | None,
+    watermark_ms: int,
+    settings: Mapping[str, Any],
+    out: list[tuple[str, dict[str, Any]]],
+) -> _Stored | None:
+    """One pair's sends of the batch in replay order (none: its wake-up time passed), appended to ``out``
+    as output rows; its new state, None when it is evicted."""
+    from streaming.domain.faults import FaultWindowTracker, SendOutcome, SendResult, fault_table_from_config
+
+    producer_id, broker = pair
+    tracker, group = None, ""
+    if stored is not None:
+        tracker, group = FaultWindowTracker.from_dict(stored.tracker), stored.group
+    detector = bool(settings.get("start_detector_enable", False))
+    if rows:
+        group = str(rows[-1].producer_group)
+        # NULL (None or NaN from pandas): the producer runs without sendLatencyFaultEnable.
+        tables = [r.fault_table for r in rows if isinstance(r.fault_table, str)]
+        if tables:
+            table_name = tables[-1]
+        else:  # no table in use: keep the one the item had, else any (no send of this batch uses it)
+            table_name = tracker.fault_table.name if tracker else str(settings["default_fault_table"])
+        if tracker is None or tracker.fault_table.name != table_name or tracker.detector_enabled != detector:
+            table = fault_table_from_config({"name": table_name, **settings["fault_tables"][table_name]})
+            tracker = FaultWindowTracker(
+                table,
+                detector_enabled=detector,
+                clock_ms=None if tracker is None else tracker.clock_ms,
+                items=({} if tracker is None else tracker.items),
+            )
+        sends = [
+            SendResult(
+                producer_id,
+                broker,
+                r.event_time_ms,
+                r.latency_ms,
+                SendOutcome.parse(str(r.outcome)),
+                fault_enabled=isinstance(r.fault_table, str),
+            )
+            for r in rows
+        ]
+        step = tracker.apply_all(sends)
+        tracker = step.tracker
+        episodes = list(step.episodes)
+        if step.late:
+            out.append(("late_sends", {"count": len(step.late)}))
+    else:
+        assert tracker is not None  # only a stored pair is ever due
+        step = tracker.advance(watermark_ms)
+        tracker, episodes = step.tracker, list(step.episodes)
+    for episode in episodes:
+        out.append(("fault_windows", {**episode.as_row(), "producer_group": group}))
+    tracked = tracker.get(producer_id, broker)
+    ttl_ms = int(settings["state_ttl_ms"])
+    if tracked is None or (tracked.window is None and tracked.last_event_ms + ttl_ms <= watermark_ms):
+        out.append(
+            (
+                "producer_broker_status_current",
+                {"producer_id": producer_id, "broker": broker, "event_time_ms": watermark_ms, "_op": "delete"},
+            )
+        )
+        return None
+    if rows or episodes:
+        enabled = tracked.fault_enabled
+        out.append(
+            (
+                "producer_broker_status_current",
+                {
+                    "producer_id": producer_id,
+                    "producer_group": group,
+                    "broker": broker,
+                    "fault_table": tracker.fault_table.name if enabled else None,
+                    "unavailable_until_ms": tracked.avoids_at,
+                    "last_latency_ms": tracked.item.current_latency_ms if enabled else None,
+                    "last_send_ms": tracked.last_event_ms,
+                    "reachable": tracked.item.reachable if enabled else None,
+                    "event_time_ms": max([tracked.last_event_ms] + [e.event_time_ms for e in episodes]),
+                    "_op": "upsert",
+                },
+            )
+        )
+    wake_ms = tracked.window.window_end_ms if tracked.window else tracked.last_event_ms + ttl_ms
+    return _Stored(max(int(wake_ms), watermark_ms + 1), group, tracker.to_dict())
+
+
+def _sends_by_pair(frames: Iterator[pd.DataFrame]) -> dict[Pair, list[_Send]]:
+    """The shard's sends per pair, each pair's in replay order: event time, then Kafka partition and offset.
 
     Read column by column (``tolist``): a pandas row dict per send (``to_dict("records")``) cost about 3 ms
-    per key, most of the query's time with a few sends per (producer, broker) and batch."""
+    per 13 sends."""
     columns: list[list[Any]] = [[] for _ in _Send._fields]
     for frame in frames:
         for values, name in zip(columns, _Send._fields, strict=True):
             values.extend(frame[name].tolist())
-    rows = [
-        _Send(int(t), int(p), int(o), g, int(latency), outcome, table)
-        for t, p, o, g, latency, outcome, table in zip(*columns, strict=True)
-    ]
-    rows.sort(key=lambda r: (r.event_time_ms, r.kafka_partition, r.kafka_offset))
-    return rows
+    by_pair: dict[Pair, list[_Send]] = {}
+    for producer, broker, t, p, o, group, latency, outcome, table in zip(*columns, strict=True):
+        send = _Send(str(producer), str(broker), int(t), int(p), int(o), group, int(latency), outcome, table)
+        by_pair.setdefault((send.producer_id, send.broker), []).append(send)
+    for rows in by_pair.values():
+        rows.sort(key=lambda r: (r.event_time_ms, r.kafka_partition, r.kafka_offset))
+    return by_pair
+
+
+# One encoder for every payload and snapshot: ``json.dumps`` with separators builds a new encoder per call.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _load_state(state: Any) -> dict[Pair, _Stored]:
+    if not state.exists:
+        return {}
+    (blob,) = state.get
+    data = json.loads(zlib.decompress(bytes(blob)))
+    if data.get("schema_version") != SNAPSHOT_SCHEMA_VERSION:
+        raise ValueError(f"unsupported fault shard snapshot schema_version {data.get('schema_version')!r}")
+    return {(p, b): _Stored(int(wake), group, tracker) for p, b, wake, group, tracker in data["pairs"]}
+
+
+def _store_state(state: Any, pairs: Mapping[Pair, _Stored]) -> None:
+    snapshot = {
+        "schema_version": SNAPSHOT_SCHEMA_VERSION,
+        "pairs": [[p, b, s.wake_ms, s.group, s.tracker] for (p, b), s in sorted(pairs.items())],
+    }
+    # Level 1: the blob is rewritten every batch; higher levels cost more CPU than the bytes they save.
+    state.update((zlib.compress(_encode(snapshot).encode(), 1),))
 
 
 def fault_updates_stream(session: SparkSession, updates_path: str) -> DataFrame:
@@ -165,8 +234,9 @@ def fault_updates_stream(session: SparkSession, updates_path: str) -> DataFrame:
 
 
 def build_fault_stream(
-    session: SparkSession, updates_path: str, watermark_delay: str, settings: Mapping[str, Any]
+    session: SparkSession, updates_path: str, watermark_delay: str, settings: Mapping[str, Any], shards: int
 ) -> DataFrame:
+    """The query's stateful part: the reduced sends, keyed by shard of producers, through the fault items."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -174,7 +244,8 @@ def build_fault_stream(
         fault_updates_stream(session, updates_path)
         .withColumn("event_time", F.timestamp_millis("event_time_ms"))
         .withWatermark("event_time", watermark_delay)
+        .withColumn("shard", F.pmod(F.xxhash64("producer_id"), F.lit(shards)))
     )
-    return updates.groupBy("producer_id", "broker").applyInPandasWithState(
+    return updates.groupBy("shard").applyInPandasWithState(
         make_state_function(dict(settings)), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout
     )

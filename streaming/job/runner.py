@@ -211,6 +211,7 @@ class MonitorJob:
             c.ingest.watermark_delay,
             {"fault_tables": self.fault_tables(), "default_fault_table": c.producers.default_fault_table,
              "state_ttl_ms": c.producers.state_ttl_ms, "start_detector_enable": c.producers.start_detector_enable},
+            c.producers.state_shards,
         )
         checkpoint = self._checkpoint("fault-windows")
         app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix)

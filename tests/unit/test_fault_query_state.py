@@ -1,8 +1,9 @@
 """The fault-window query's state function without Spark: the settings it is given reach the tracker.
 
-``make_state_function`` is what ``applyInPandasWithState`` calls per (producer, broker); here it is called
+``make_state_function`` is what ``applyInPandasWithState`` calls per shard of producers; here it is called
 with a minimal stand-in for Spark's ``GroupState`` (the methods the function uses), so the effect of
-``[producers] start_detector_enable`` and of sends without a fault table is checked row by row.
+``[producers] start_detector_enable``, of sends without a fault table, and of several pairs sharing a shard
+(each with its own wake-up time) is checked row by row.
 """
 
 from __future__ import annotations
@@ -54,13 +55,16 @@ def settings(**producers: object) -> dict[str, object]:
             "state_ttl_ms": c.producers.state_ttl_ms, "start_detector_enable": c.producers.start_detector_enable}  # fmt: skip
 
 
-def run(process, state, sends):
+def run(process, state, sends, pair=("P", "b")):
+    """Call the function for shard 0 with ``sends`` of ``pair`` (none: the shard's timeout fired)."""
     frame = pd.DataFrame([
-        {"producer_id": "P", "producer_group": "PG", "broker": "b", "event_time_ms": t, "latency_ms": latency,
-         "outcome": outcome, "client_version": "5.3.3", "fault_table": table, "kafka_partition": 0, "kafka_offset": i}
+        {"producer_id": pair[0], "producer_group": "PG", "broker": pair[1], "event_time_ms": t,
+         "latency_ms": latency, "outcome": outcome, "client_version": "5.3.3", "fault_table": table,
+         "kafka_partition": 0, "kafka_offset": i}
         for i, (t, latency, outcome, table) in enumerate(sends)
-    ])  # fmt: skip
-    out = pd.concat(list(process(("P", "b"), iter([frame]), state)))
+    ], columns=["producer_id", "producer_group", "broker", "event_time_ms", "latency_ms", "outcome", "client_version",
+                "fault_table", "kafka_partition", "kafka_offset"])  # fmt: skip
+    out = pd.concat(list(process((0,), iter([frame] if sends else []), state)))
     return [(t, json.loads(p)) for t, p in zip(out["table"], out["payload"], strict=True)]
 
 
@@ -96,3 +100,34 @@ def test_sends_without_a_fault_table_keep_the_pair_known_and_avoid_nothing():
     rows = run(process, state, [(3_000, 5, "BROKER_ERROR", "rocketmq-5")])
     assert [(t, p.get("status")) for t, p in rows][0] == ("fault_windows", "OPENED")
     assert status(rows)["unavailable_until_ms"] == 13_000
+
+
+def test_pairs_of_one_shard_keep_their_own_windows_wake_ups_and_eviction():
+    process = make_state_function(settings(state_ttl_ms=600_000))
+    state = FakeState(watermark_ms=0)
+    # P/b: a slow send opens a window until 1_000 + 30_000 (rocketmq-4: 550 ms and up -> 30 s); Q/b: fast.
+    run(process, state, [(1_000, 600, "OK", "rocketmq-4")], pair=("P", "b"))
+    run(process, state, [(2_000, 5, "OK", "rocketmq-4")], pair=("Q", "b"))
+    assert state.timeout_ms == 31_000  # the earliest wake-up: P/b's window end, not Q/b's TTL (602_000)
+
+    # The watermark reaches the window's end exactly: Spark would not time the key out yet.
+    state.watermark_ms = 31_000
+    assert run(process, state, []) == []
+    # Past it: P/b's window expires at its end, Q/b (due at 602_000) is not touched.
+    state.watermark_ms = 31_001
+    rows = run(process, state, [])
+    assert [(t, p.get("producer_id"), p.get("status"), p.get("event_time_ms")) for t, p in rows] == [
+        ("fault_windows", "P", "EXPIRED", 31_000),
+        ("producer_broker_status_current", "P", None, 31_000),
+    ]
+    assert state.timeout_ms == 601_000  # P/b's TTL (last send 1_000), before Q/b's
+
+    # P/b idles out; Q/b sends again and stays; then Q/b idles out and the shard's state is gone.
+    state.watermark_ms = 601_001
+    rows = run(process, state, [(601_001, 5, "OK", "rocketmq-4")], pair=("Q", "b"))
+    assert sorted((p["producer_id"], p["_op"]) for t, p in rows if t == "producer_broker_status_current") == [
+        ("P", "delete"), ("Q", "upsert")]  # fmt: skip
+    assert state.exists and state.timeout_ms == 1_201_001
+    state.watermark_ms = 1_201_002
+    rows = run(process, state, [])
+    assert [(p["producer_id"], p["_op"]) for _, p in rows] == [("Q", "delete")] and not state.exists
