@@ -1,0 +1,183 @@
+"""Benchmark (not a test): the fault-windows query's stateful stage, keyed by shard of producers vs by pair.
+
+Run: ``.venv/bin/python -m bench.bench_fault_windows [--producers 200 --brokers 8 --sends 13 --batches 5]``
+-> prints a table and writes ``bench/results/fault_windows.json``.
+
+Each micro-batch holds ``sends`` reduced sends (``_send_fault_updates`` rows, every other one slow enough to open
+or move a window) for each of ``producers x brokers`` pairs: every live pair has rows in every batch, as
+send-ingest keeps each pair's first and last send. The batches are appended one Delta commit at a time and each
+is read by an ``availableNow`` run of the query on one checkpoint, into a no-op sink (the Delta sink's cost does
+not depend on the keying). Side by side in one Spark session, in turn per batch:
+
+* ``monitor``: ``fault_query.build_fault_stream``, the job's query (state keyed by ``[producers] state_shards``);
+* ``per_pair``: the same state function keyed by (producer, broker), as the query was keyed before shards;
+* ``floor_per_shard`` / ``floor_per_pair``: a state function that reads its rows, keeps one value and emits
+  nothing, keyed each way: what ``applyInPandasWithState`` costs before the function does any work.
+
+``sustained`` leaves out the first batch (JIT, Python workers importing pandas and the domain, every pair new).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "fault_windows.json"
+BASE = 1_700_000_000_000
+BATCH_SPAN_MS = 2_500_000  # a batch's sends span about 30 min of event time; windows end inside the next
+
+
+def batch_rows(batch: int, producers: int, brokers: int, sends: int) -> list[tuple]:
+    rng = random.Random(batch)
+    t0 = BASE + batch * BATCH_SPAN_MS
+    rows = []
+    for p in range(producers):
+        for b in range(brokers):
+            for j in range(sends):
+                latency = rng.randint(600, 4000) if j % 2 else rng.randint(1, 40)
+                time_ms = t0 + j * 150_000 + rng.randrange(100)
+                offset = batch * 1_000_000 + len(rows)
+                rows.append((f"10.1.{p // 250}.{p % 250}@9#1", "PG", f"broker-{b}", time_ms, latency, "OK", "V4_9_8",
+                             "rocketmq-4", 0, offset, batch))  # fmt: skip
+    return rows
+
+
+def _noop_state_function(state_value):  # type: ignore[no-untyped-def]
+    def process(key, frames, state):  # type: ignore[no-untyped-def]
+        import pandas as pd
+
+        for _ in frames:
+            pass
+        state.update(state_value)
+        yield pd.DataFrame({"table": [], "payload": []})
+
+    return process
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--producers", type=int, default=200)
+    parser.add_argument("--brokers", type=int, default=8)
+    parser.add_argument("--sends", type=int, default=13, help="reduced sends per pair and batch")
+    parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from streaming.config import load_config
+    from streaming.job import fault_query
+    from streaming.job.runner import MonitorJob
+    from streaming.job.send_query import FAULT_UPDATES_DDL
+    from streaming.job.spark_session import SparkSettings, build_spark_session
+
+    work = Path(tempfile.mkdtemp(prefix="rrm-bench-faults-"))
+    try:
+        spark = build_spark_session(SparkSettings(app_name="rrm-bench-faults", checkpoint_root=str(work)))
+        config = load_config(None, env={"RRM__PRODUCERS__SEND_LATENCY_FAULT_ENABLE": "true"})
+        job = MonitorJob(config, available_now=True)
+        p = config.producers
+        settings = {"fault_tables": job.fault_tables(), "default_fault_table": p.default_fault_table,
+                    "state_ttl_ms": p.state_ttl_ms, "start_detector_enable": p.start_detector_enable}  # fmt: skip
+        updates = str(work / "_send_fault_updates")
+        state_function = fault_query.make_state_function(settings)
+
+        def keyed_by_pair(function):  # type: ignore[no-untyped-def]
+            def build():  # type: ignore[no-untyped-def]
+                stream = (
+                    fault_query.fault_updates_stream(spark, updates)
+                    .withColumn("event_time", F.timestamp_millis("event_time_ms"))
+                    .withWatermark("event_time", config.ingest.watermark_delay)
+                )
+                return stream.groupBy("producer_id", "broker").applyInPandasWithState(
+                    function, fault_query.OUTPUT_SCHEMA, fault_query.STATE_SCHEMA, "append",
+                    GroupStateTimeout.EventTimeTimeout,
+                )  # fmt: skip
+
+            return build
+
+        def keyed_by_shard(function):  # type: ignore[no-untyped-def]
+            def build():  # type: ignore[no-untyped-def]
+                if function is state_function:
+                    return fault_query.build_fault_stream(spark, updates, config.ingest.watermark_delay, settings,
+                                                          p.state_shards)  # fmt: skip
+                # The same input and keys as the job's query, with the no-op function.
+                plan = (
+                    fault_query.fault_updates_stream(spark, updates)
+                    .withColumn("event_time", F.timestamp_millis("event_time_ms"))
+                    .withWatermark("event_time", config.ingest.watermark_delay)
+                    .withColumn("shard", F.pmod(F.xxhash64("producer_id"), F.lit(p.state_shards)))
+                )
+                return plan.groupBy("shard").applyInPandasWithState(
+                    function, fault_query.OUTPUT_SCHEMA, fault_query.STATE_SCHEMA, "append",
+                    GroupStateTimeout.EventTimeTimeout,
+                )  # fmt: skip
+
+            return build
+
+        noop = _noop_state_function((b"x",))
+        variants = {
+            "monitor": keyed_by_shard(state_function),
+            "per_pair": keyed_by_pair(state_function),
+            "floor_per_shard": keyed_by_shard(noop),
+            "floor_per_pair": keyed_by_pair(noop),
+        }
+        progress: dict[str, list[dict]] = {name: [] for name in variants}
+        spark.createDataFrame([], FAULT_UPDATES_DDL).write.format("delta").save(updates)
+        for batch in range(args.batches):
+            rows = batch_rows(batch, args.producers, args.brokers, args.sends)
+            frame = spark.createDataFrame(rows, FAULT_UPDATES_DDL).coalesce(2)
+            frame.write.format("delta").mode("append").save(updates)
+            for name, build in variants.items():
+                query = (
+                    build().writeStream.format("noop").option("checkpointLocation", str(work / "ckpt" / name))
+                    .trigger(availableNow=True).start()
+                )  # fmt: skip
+                query.awaitTermination()
+                progress[name] += [q for q in query.recentProgress if q["numInputRows"] > 0]
+
+        results = {}
+        for name, batches in progress.items():
+            later = batches[1:]
+            figures = {
+                "batches": len(batches),
+                "rows_per_batch": statistics.median(b["numInputRows"] for b in batches),
+                "batch_ms": [b["durationMs"]["triggerExecution"] for b in batches],
+            }
+            if later:
+                figures["sustained_median_batch_ms"] = statistics.median(
+                    b["durationMs"]["triggerExecution"] for b in later
+                )
+                figures["sustained_median_state_updates_ms"] = statistics.median(
+                    b["stateOperators"][0]["allUpdatesTimeMs"] for b in later
+                )
+            results[name] = figures
+        reference = results["per_pair"].get("sustained_median_batch_ms")
+        for name, figures in results.items():
+            line = f"{name:16} median sustained batch {figures.get('sustained_median_batch_ms')} ms"
+            if reference and figures.get("sustained_median_batch_ms"):
+                figures["speedup_vs_per_pair"] = round(reference / figures["sustained_median_batch_ms"], 2)
+                line += f" (x{figures['speedup_vs_per_pair']} vs per_pair)"
+            print(line + f", batches {figures['batch_ms']}")
+        args.results.parent.mkdir(parents=True, exist_ok=True)
+        args.results.write_text(json.dumps({
+            "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "input": {"producers": args.producers, "brokers": args.brokers, "sends_per_pair": args.sends,
+                      "batches": args.batches, "state_shards": p.state_shards},
+            "results": results,
+        }, indent=2) + "\n")  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
