@@ -82,6 +82,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _m("kafka_offsets_behind", "gauge", ("query",), "", "Offsets behind the latest, summed over partitions."),
     _m("dead_letters_total", "counter", ("query", "reason"), "",
        "Rejected input records by query and dead-letter reason (docs/events.md)."),
+    _m("fault_updates_trimmed_rows_total", "counter", (), "",
+       "Rows send-ingest deleted from its internal _send_fault_updates table: those older than [delta] "
+       "fault_updates_retention_hours before the newest kept send, every fault_updates_trim_every_batches."),
     _m("late_events_total", "counter", ("query", "reason"), "",
        "Late input by reason: watermark (rows older than the watermark, dropped by Spark), late_send (sends "
        "older than their fault item's clock, ignored)."),

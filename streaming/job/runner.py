@@ -202,6 +202,7 @@ class MonitorJob:
                 c.delta.fault_updates_trim_every_batches,
                 self._checkpoint("fault-windows"),
             ),
+            on_trimmed=lambda rows: self.metrics.inc("rmqmon_fault_updates_trimmed_rows_total", (), rows),
         )
         if self.available_now:
             self.queries["send-ingest"].awaitTermination()  # the fault query reads what it wrote

@@ -22,7 +22,7 @@ fraction of the sends) while the state that needs RocketMQ's semantics stays in 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -207,7 +207,9 @@ def start_send_ingest(
     available_now: bool = False,
     fault_enable_default: bool = False,
     trim: FaultUpdatesTrim | None = None,
+    on_trimmed: Callable[[int], None] | None = None,
 ) -> StreamingQuery:
+    """Start send-ingest (see the module docstring); ``on_trimmed`` hears how many rows each trim deleted."""
     classified = classify(kafka_stream(session, ingest), contracts, ingest)
     updates_path = str(tables.root / FAULT_UPDATES_TABLE)
 
@@ -250,6 +252,8 @@ def start_send_ingest(
             if trim is not None and summary.kept_sends and trim.due(batch_id):
                 cutoff_ms = trim.cutoff_ms(summary.latest_send_ms)
                 deleted = trim_fault_updates(batch.sparkSession, updates_path, cutoff_ms, app_id, batch_id)
+                if deleted is not None and on_trimmed is not None:
+                    on_trimmed(deleted)
                 if deleted is not None:
                     log.info("send-ingest batch %d: %d rows of %s older than %d ms deleted",
                              batch_id, deleted, FAULT_UPDATES_TABLE, cutoff_ms)  # fmt: skip
