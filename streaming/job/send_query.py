@@ -252,9 +252,9 @@ def start_send_ingest(
             if trim is not None and summary.kept_sends and trim.due(batch_id):
                 cutoff_ms = trim.cutoff_ms(summary.latest_send_ms)
                 deleted = trim_fault_updates(batch.sparkSession, updates_path, cutoff_ms, app_id, batch_id)
-                if deleted is not None and on_trimmed is not None:
-                    on_trimmed(deleted)
                 if deleted is not None:
+                    if on_trimmed is not None:
+                        on_trimmed(deleted)
                     log.info("send-ingest batch %d: %d rows of %s older than %d ms deleted",
                              batch_id, deleted, FAULT_UPDATES_TABLE, cutoff_ms)  # fmt: skip
         finally:

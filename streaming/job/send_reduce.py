@@ -23,8 +23,8 @@ The per-minute latency statistics are computed here too, entirely in the JVM, as
 are and summed by readers (``sum_minutes``): adding them up in the batch would cost a shuffle for nothing.
 
 The job does both in one pass per Spark partition (``reduce_in_partitions``, the JVM class
-``SendBatchReducer``): no shuffle and no sort of the batch, and only about 2 % of it is left to cache; one
-small collect of each partition's summary row (``summarize``) computes it. That is exact because the
+``SendBatchReducer``): no shuffle and no sort of the batch, and only about 2 % of it is left to cache; the
+job that runs it is the collect of each partition's summary row (``summarize``). That is exact because the
 contract keys send results by ``producer_id``, so a producer's sends of a batch are in one partition; pairs
 seen in several partitions anyway are reduced again over the batch (``kept_sends``).
 ``reduce_for_fault_windows`` and ``minute_statistics`` are the same rules in Spark SQL: the reference the
