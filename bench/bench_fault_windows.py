@@ -88,7 +88,6 @@ def main() -> None:
         settings = {"fault_tables": job.fault_tables(), "default_fault_table": p.default_fault_table,
                     "state_ttl_ms": p.state_ttl_ms, "start_detector_enable": p.start_detector_enable}  # fmt: skip
         updates = str(work / "_send_fault_updates")
-        state_function = fault_query.make_state_function(settings)
 
         def keyed_by_pair(function):  # type: ignore[no-untyped-def]
             def build():  # type: ignore[no-untyped-def]
@@ -106,27 +105,16 @@ def main() -> None:
 
         def keyed_by_shard(function):  # type: ignore[no-untyped-def]
             def build():  # type: ignore[no-untyped-def]
-                if function is state_function:
-                    return fault_query.build_fault_stream(spark, updates, config.ingest.watermark_delay, settings,
-                                                          p.state_shards)  # fmt: skip
-                # The same input and keys as the job's query, with the no-op function.
-                plan = (
-                    fault_query.fault_updates_stream(spark, updates)
-                    .withColumn("event_time", F.timestamp_millis("event_time_ms"))
-                    .withWatermark("event_time", config.ingest.watermark_delay)
-                    .withColumn("shard", F.pmod(F.xxhash64("producer_id"), F.lit(p.state_shards)))
+                return fault_query.build_fault_stream(
+                    spark, updates, config.ingest.watermark_delay, settings, p.state_shards, function
                 )
-                return plan.groupBy("shard").applyInPandasWithState(
-                    function, fault_query.OUTPUT_SCHEMA, fault_query.STATE_SCHEMA, "append",
-                    GroupStateTimeout.EventTimeTimeout,
-                )  # fmt: skip
 
             return build
 
         noop = _noop_state_function((b"x",))
         variants = {
-            "monitor": keyed_by_shard(state_function),
-            "per_pair": keyed_by_pair(state_function),
+            "monitor": keyed_by_shard(None),  # the job's own state function
+            "per_pair": keyed_by_pair(fault_query.make_state_function(settings)),
             "floor_per_shard": keyed_by_shard(noop),
             "floor_per_pair": keyed_by_pair(noop),
         }

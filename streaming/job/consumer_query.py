@@ -32,11 +32,11 @@ from __future__ import annotations
 
 import gc
 import json
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from streaming.job import state_blob
 from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 DEAD_LETTER_SHARD = -1
 OUTPUT_SCHEMA = "table STRING, payload STRING"
-STATE_SCHEMA = "blob BINARY"
+STATE_SCHEMA = state_blob.SCHEMA
 ROUTE_EVENT = "topic_route"
 CHANNEL_EVENT = "consumer_channel"
 # The channel event's fields the engine reads, passed as columns ``c_<field>`` (see ``shard_input``).
@@ -83,18 +83,6 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     )  # fmt: skip
 
 
-def _load_state(state: Any) -> dict[str, Any] | None:
-    if not state.exists:
-        return None
-    (blob,) = state.get
-    return json.loads(zlib.decompress(bytes(blob)))
-
-
-def _store_state(state: Any, value: dict[str, Any]) -> None:
-    # Level 1: the blob is rewritten every batch; higher levels cost more CPU than the bytes they save.
-    state.update((zlib.compress(_encode(value).encode(), 1),))
-
-
 def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped-def]
     """The function given to ``applyInPandasWithState``; ``settings`` is plain data (picklable)."""
 
@@ -113,7 +101,7 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
             return ["dead_letters"] * len(payloads), payloads
         columns = _columns(frames)  # read even when the state timed out (then without rows)
         watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
-        engine = ShardEngine.restore(_load_state(state), settings)
+        engine = ShardEngine.restore(state_blob.load(state), settings)
         if state.hasTimedOut:
             records = engine.advance(watermark_ms)
         else:
@@ -121,11 +109,11 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
         if engine.is_empty():
             state.remove()
         else:
-            _store_state(state, engine.snapshot())
+            state_blob.store(state, engine.snapshot())
             next_wakeup_ms = engine.next_wakeup_ms()
             if next_wakeup_ms is not None:
                 state.setTimeoutTimestamp(max(next_wakeup_ms, watermark_ms + 1))
-        return [t for t, _ in records], [_encode(p) for _, p in records]
+        return [t for t, _ in records], [state_blob.encode(p) for _, p in records]
 
     return process
 
@@ -146,10 +134,6 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-# One encoder for every payload: ``json.dumps`` with separators builds a new encoder per call.
-_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 # The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
@@ -203,7 +187,7 @@ def _events(columns: Mapping[str, list[Any]]) -> list[Any]:
 def _dead_letters(columns: Mapping[str, list[Any]]) -> list[str]:
     rows = zip(*(columns.get(c, []) for c in _DEAD_LETTER_COLUMNS), strict=True)
     return [
-        _encode(
+        state_blob.encode(
             {
                 "source": event_type or "consumer",
                 "kafka_topic": topic,

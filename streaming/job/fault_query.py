@@ -31,17 +31,17 @@ then leave the item unreachable (the detector's later probes are not observed: t
 
 from __future__ import annotations
 
-import json
-import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from streaming.job import state_blob
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
 OUTPUT_SCHEMA = "table STRING, payload STRING"
-STATE_SCHEMA = "blob BINARY"
+STATE_SCHEMA = state_blob.SCHEMA
 SNAPSHOT_SCHEMA_VERSION = 1
 
 Pair = tuple[str, str]  # (producer id, broker)
@@ -92,7 +92,7 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
             state.setTimeoutTimestamp(max(min(stored.wake_ms for stored in pairs.values()), watermark_ms))
         else:
             state.remove()
-        yield pd.DataFrame({"table": [t for t, _ in out], "payload": [_encode(p) for _, p in out]})
+        yield pd.DataFrame({"table": [t for t, _ in out], "payload": [state_blob.encode(p) for _, p in out]})
 
     return process
 
@@ -203,15 +203,10 @@ def _sends_by_pair(frames: Iterator[pd.DataFrame]) -> dict[Pair, list[_Send]]:
     return by_pair
 
 
-# One encoder for every payload and snapshot: ``json.dumps`` with separators builds a new encoder per call.
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
 def _load_state(state: Any) -> dict[Pair, _Stored]:
-    if not state.exists:
+    data = state_blob.load(state)
+    if data is None:
         return {}
-    (blob,) = state.get
-    data = json.loads(zlib.decompress(bytes(blob)))
     if data.get("schema_version") != SNAPSHOT_SCHEMA_VERSION:
         raise ValueError(f"unsupported fault shard snapshot schema_version {data.get('schema_version')!r}")
     return {(p, b): _Stored(int(wake), group, tracker) for p, b, wake, group, tracker in data["pairs"]}
@@ -222,8 +217,7 @@ def _store_state(state: Any, pairs: Mapping[Pair, _Stored]) -> None:
         "schema_version": SNAPSHOT_SCHEMA_VERSION,
         "pairs": [[p, b, s.wake_ms, s.group, s.tracker] for (p, b), s in sorted(pairs.items())],
     }
-    # Level 1: the blob is rewritten every batch; higher levels cost more CPU than the bytes they save.
-    state.update((zlib.compress(_encode(snapshot).encode(), 1),))
+    state_blob.store(state, snapshot)
 
 
 def fault_updates_stream(session: SparkSession, updates_path: str) -> DataFrame:
@@ -234,9 +228,16 @@ def fault_updates_stream(session: SparkSession, updates_path: str) -> DataFrame:
 
 
 def build_fault_stream(
-    session: SparkSession, updates_path: str, watermark_delay: str, settings: Mapping[str, Any], shards: int
+    session: SparkSession,
+    updates_path: str,
+    watermark_delay: str,
+    settings: Mapping[str, Any],
+    shards: int,
+    state_function: Callable[..., Iterator[pd.DataFrame]] | None = None,
 ) -> DataFrame:
-    """The query's stateful part: the reduced sends, keyed by shard of producers, through the fault items."""
+    """The query's stateful part: the reduced sends, keyed by shard of producers, through the fault items.
+
+    ``state_function`` replaces ``make_state_function``'s; the benchmark passes one that does nothing."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -247,5 +248,9 @@ def build_fault_stream(
         .withColumn("shard", F.pmod(F.xxhash64("producer_id"), F.lit(shards)))
     )
     return updates.groupBy("shard").applyInPandasWithState(
-        make_state_function(dict(settings)), OUTPUT_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.EventTimeTimeout
+        state_function or make_state_function(dict(settings)),
+        OUTPUT_SCHEMA,
+        STATE_SCHEMA,
+        "append",
+        GroupStateTimeout.EventTimeTimeout,
     )
