@@ -13,7 +13,9 @@ Run: ``.venv/bin/python -m bench.bench_job [--sends 2000000] [--groups 1000 --me
   ``groups x members`` consumers heartbeating every 30 s to two brokers vs the same baseline. Target:
   >= 40 %. With ``--stateful-floor`` the same query also runs with a state function that does nothing
   (``stateful_floor``): what Kafka, ingest, sharding, ``applyInPandasWithState`` and the sink cost without
-  any engine work, i.e. the best ratio the heartbeat path could reach on this machine.
+  any engine work, i.e. the best ratio the heartbeat path could reach on this machine; and once more with
+  only one record in ``THINNED_EVERY`` reaching that function (``stateful_floor_thinned``): if that costs
+  about the same, the floor is the operator's fixed price per batch, not the rows it carries to Python.
 
 Both sides read every record with ``availableNow`` and the same ``maxOffsetsPerTrigger`` (by default the
 job's own default, so the batches are the size the job runs); the rate is input rows / summed batch time
@@ -233,7 +235,8 @@ def main() -> None:
         action="store_true",
         help="also run the heartbeat query with a state function that does nothing (same Kafka source, ingest, "
         "sharding, state store and sink), between the path and the second baseline: the part of the ratio no "
-        "engine code can win back",
+        "engine code can win back; then again with all but 1 record in THINNED_EVERY dropped before the operator "
+        "(what the operator costs per batch whatever it carries)",
     )
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
     args = parser.parse_args()
@@ -311,9 +314,10 @@ def main() -> None:
             baseline(*reads)
             first = timed(clock, baseline, *reads)
             ours = timed(clock, run_path, job, runner, warm_rows)
-            floor = None
+            floor = thinned_floor = None
             if path == "heartbeat" and args.stateful_floor:
                 floor = timed(clock, run_stateful_floor, job, warm_rows)
+                thinned_floor = timed(clock, run_stateful_floor, job, warm_rows, True)
             second = timed(clock, baseline, *reads)
             reference = (first["events_per_s"] + second["events_per_s"]) / 2
             cpu_reference = (first["cpu_s"] + second["cpu_s"]) / 2
@@ -343,6 +347,15 @@ def main() -> None:
                     line += (
                         f"\n{'':12} no-op state function: sustained {floor_rate:>6.0f} ev/s (median batch "
                         f"{floor['sustained']['median_batch_ms']} ms) | ratio {floor_rate / sustained_reference:.2f}"
+                    )
+                if thinned_floor is not None and "sustained" in thinned_floor:
+                    thin_rate = thinned_floor["sustained"]["events_per_s"]
+                    results[path]["stateful_floor_thinned"] = thinned_floor
+                    results[path]["stateful_floor_thinned_sustained_ratio"] = round(thin_rate / sustained_reference, 3)
+                    line += (
+                        f"\n{'':12} the same, 1 record in {THINNED_EVERY} reaching it: sustained {thin_rate:>6.0f} "
+                        f"ev/s (median batch {thinned_floor['sustained']['median_batch_ms']} ms) | ratio "
+                        f"{thin_rate / sustained_reference:.2f}"
                     )
             print(line)
         args.results.parent.mkdir(parents=True, exist_ok=True)
@@ -414,10 +427,28 @@ def _noop_state_function():  # type: ignore[no-untyped-def]
     return process
 
 
-def run_stateful_floor(job, warm_rows: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    """The heartbeat query as the job builds it, with ``_noop_state_function`` in place of the engine."""
-    job._start_consumer_query("consumer-floor", _noop_state_function())
-    query = job.queries["consumer-floor"]
+THINNED_EVERY = 5000  # the thinned floor lets through the records whose Kafka offset is a multiple of this
+
+
+def run_stateful_floor(job, warm_rows: int, thinned: bool = False) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """The heartbeat query as the job builds it, with ``_noop_state_function`` in place of the engine; with
+    ``thinned``, the rows are dropped before the stateful operator but for one in ``THINNED_EVERY`` (the
+    query still reads, classifies and shards every record, and counts them all as input)."""
+    from unittest import mock
+
+    from pyspark.sql import functions as F
+
+    from streaming.job import consumer_query
+
+    job_shard_input = consumer_query.shard_input
+
+    def thinned_shard_input(classified, shards):  # type: ignore[no-untyped-def]
+        return job_shard_input(classified, shards).where(F.col("kafka_offset") % THINNED_EVERY == 0)
+
+    name = "consumer-floor-thinned" if thinned else "consumer-floor"
+    with mock.patch.object(consumer_query, "shard_input", thinned_shard_input if thinned else job_shard_input):
+        job._start_consumer_query(name, _noop_state_function())
+    query = job.queries[name]
     query.awaitTermination()
     return measure(query, warm_rows)
 

@@ -210,15 +210,20 @@ def start_send_ingest(
     on_trimmed: Callable[[int], None] | None = None,
 ) -> StreamingQuery:
     """Start send-ingest (see the module docstring); ``on_trimmed`` hears how many rows each trim deleted."""
-    classified = classify(kafka_stream(session, ingest), contracts, ingest)
+    # The send columns are projected in the stream, not in each micro-batch: the query plans its projection
+    # with the rest of the batch, where building it in ``write_batch`` cost every batch tens of milliseconds of
+    # Python and plan analysis before the first job could start.
+    records_stream = send_batch(
+        classify(kafka_stream(session, ingest), contracts, ingest),
+        table_rules, default_table, fault_enable_default, latency_floors_ms,
+    )  # fmt: skip
     updates_path = str(tables.root / FAULT_UPDATES_TABLE)
 
-    def write_batch(batch: DataFrame, batch_id: int) -> None:
+    def write_batch(records: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         from streaming.job.delta_sink import append_idempotent
 
-        records = send_batch(batch, table_rules, default_table, fault_enable_default, latency_floors_ms)
         # One pass in the JVM reads the Kafka records, classifies them and leaves only the rejects, the sends
         # the fault-window replay needs and the minute partials (about 2 % of a batch), cached: every write
         # below reads the cache, and the records are not read again unless a producer's sends span partitions.
@@ -251,7 +256,7 @@ def start_send_ingest(
             run_concurrently(writes)
             if trim is not None and summary.kept_sends and trim.due(batch_id):
                 cutoff_ms = trim.cutoff_ms(summary.latest_send_ms)
-                deleted = trim_fault_updates(batch.sparkSession, updates_path, cutoff_ms, app_id, batch_id)
+                deleted = trim_fault_updates(records.sparkSession, updates_path, cutoff_ms, app_id, batch_id)
                 if deleted is not None:
                     if on_trimmed is not None:
                         on_trimmed(deleted)
@@ -260,7 +265,7 @@ def start_send_ingest(
         finally:
             reduced.unpersist()
 
-    writer = classified.writeStream.queryName("send-ingest").foreachBatch(write_batch)
+    writer = records_stream.writeStream.queryName("send-ingest").foreachBatch(write_batch)
     writer = writer.option("checkpointLocation", checkpoint)
     if available_now:
         writer = writer.trigger(availableNow=True)
