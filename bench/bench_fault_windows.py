@@ -49,18 +49,6 @@ def batch_rows(batch: int, producers: int, brokers: int, sends: int) -> list[tup
     return rows
 
 
-def _noop_state_function(state_value):  # type: ignore[no-untyped-def]
-    def process(key, frames, state):  # type: ignore[no-untyped-def]
-        import pandas as pd
-
-        for _ in frames:
-            pass
-        state.update(state_value)
-        yield pd.DataFrame({"table": [], "payload": []})
-
-    return process
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--producers", type=int, default=200)
@@ -73,6 +61,7 @@ def main() -> None:
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
+    from bench.bench_job import noop_state_function
     from streaming.config import load_config
     from streaming.job import fault_query
     from streaming.job.runner import MonitorJob
@@ -111,7 +100,7 @@ def main() -> None:
 
             return build
 
-        noop = _noop_state_function((b"x",))
+        noop = noop_state_function()
         variants = {
             "monitor": keyed_by_shard(None),  # the job's own state function
             "per_pair": keyed_by_pair(fault_query.make_state_function(settings)),

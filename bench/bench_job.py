@@ -409,7 +409,7 @@ def run_path(job, which: str, warm_rows: int) -> dict[str, float]:  # type: igno
     return measure(query, warm_rows)
 
 
-def _noop_state_function():  # type: ignore[no-untyped-def]
+def noop_state_function():  # type: ignore[no-untyped-def]
     """A state function that reads its rows, keeps one byte of state, asks for no timeout, emits nothing."""
 
     def process(key, frames, state):  # type: ignore[no-untyped-def]
@@ -427,9 +427,10 @@ THINNED_EVERY = 5000  # the thinned floor lets through the records whose Kafka o
 
 
 def run_stateful_floor(job, warm_rows: int, thinned: bool = False) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    """The heartbeat query as the job builds it, with ``_noop_state_function`` in place of the engine; with
+    """The heartbeat query as the job builds it, with ``noop_state_function`` in place of the engine; with
     ``thinned``, the rows are dropped before the stateful operator but for one in ``THINNED_EVERY`` (the
     query still reads, classifies and shards every record, and counts them all as input)."""
+    from contextlib import nullcontext
     from unittest import mock
 
     from pyspark.sql import functions as F
@@ -442,8 +443,8 @@ def run_stateful_floor(job, warm_rows: int, thinned: bool = False) -> dict[str, 
         return job_shard_input(classified, shards).where(F.col("kafka_offset") % THINNED_EVERY == 0)
 
     name = "consumer-floor-thinned" if thinned else "consumer-floor"
-    with mock.patch.object(consumer_query, "shard_input", thinned_shard_input if thinned else job_shard_input):
-        job._start_consumer_query(name, _noop_state_function())
+    with mock.patch.object(consumer_query, "shard_input", thinned_shard_input) if thinned else nullcontext():
+        job._start_consumer_query(name, noop_state_function())
     query = job.queries[name]
     query.awaitTermination()
     return measure(query, warm_rows)
