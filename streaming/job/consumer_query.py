@@ -137,7 +137,7 @@ def _collector_paused() -> Iterator[None]:
 
 
 # The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
-_EVENT_COLUMNS = ("event_time_ms", "kafka_topic", "kafka_partition", "kafka_offset", "raw_value",
+_EVENT_COLUMNS = ("event_time_ms", "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "raw_value",
                   *(f"c_{f}" for f in CHANNEL_FIELDS), "c_subscriptions")  # fmt: skip
 _DEAD_LETTER_COLUMNS = ("event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
                         "raw_value", "reason", "detail")  # fmt: skip
@@ -152,18 +152,29 @@ def _columns(frames: Iterator[pd.DataFrame], names: tuple[str, ...] = _EVENT_COL
     return columns
 
 
-def _events(columns: Mapping[str, list[Any]]) -> list[Any]:
-    """The shard's events in the order the engine applies them: event time, then Kafka coordinates.
+# Events of the same millisecond apply routes first, then channel events, then reported assignments (and any
+# other type): the world a client sees, its members, then what they report. A report about a group must follow
+# the group's first channel event to be compared with anything, whatever the configured topics are called.
+_SAME_TIME_RANK = {ROUTE_EVENT: 0, CHANNEL_EVENT: 1}
+_LAST_RANK = 2
 
-    Kafka coordinates break ties so that a replay applies them in the same order. Channel events are
-    built from their typed columns (``shard_input``); each distinct subscription list is parsed once.
+
+def _events(columns: Mapping[str, list[Any]]) -> list[Any]:
+    """The shard's events in the order the engine applies them: event time, then event type, then Kafka
+    coordinates.
+
+    The type orders events of the same millisecond (``_SAME_TIME_RANK``) and Kafka coordinates break the
+    remaining ties, so that a replay applies them in the same order. Channel events are built from their
+    typed columns (``shard_input``); each distinct subscription list is parsed once.
     """
     from streaming.domain.membership import ChannelEvent, subscriptions_from_json
 
     if not columns:
         return []
     times = columns["event_time_ms"]
-    keys = list(zip(times, columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"], strict=True))
+    ranks = [_SAME_TIME_RANK.get(event_type, _LAST_RANK) for event_type in columns["event_type"]]
+    keys = list(zip(times, ranks, columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"],
+                    strict=True))  # fmt: skip
     raw_values = columns["raw_value"]
     fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
     subscriptions = columns["c_subscriptions"]

@@ -13,9 +13,12 @@ from datetime import UTC, datetime
 
 from streaming.contract.events import DEFAULT_TOPICS
 from streaming.domain.membership import ChannelEvent
-from streaming.job.consumer_query import DEAD_LETTER_SHARD, _columns, _events, shard_input
+from streaming.job.consumer_query import _EVENT_COLUMNS, DEAD_LETTER_SHARD, _columns, _events, shard_input
 from streaming.job.ingest import IngestSettings, classify, contracts_for
 from tests.support.event_corpus import GOOD, KAFKA_TS, MORE_GOOD
+
+# The order the engine applies events of one millisecond in: routes, channel events, reported assignments.
+TYPE_RANK = {"topic_route": 0, "consumer_channel": 1, "reported_assignment": 2}
 
 
 def _generated() -> list[dict]:
@@ -54,7 +57,8 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
             assert len(rows_of_shard) == 1  # the channel event without its required fields
             continue
         got = _events(_columns(iter([rows_of_shard.reset_index(drop=True)])))
-        by_offset = rows_of_shard.sort_values(["event_time_ms", "kafka_topic", "kafka_partition", "kafka_offset"])
+        ranked = rows_of_shard.assign(rank=rows_of_shard["event_type"].map(TYPE_RANK))
+        by_offset = ranked.sort_values(["event_time_ms", "rank", "kafka_topic", "kafka_partition", "kafka_offset"])
         expected = []
         for offset in by_offset["kafka_offset"]:
             event = json.loads(values[offset])
@@ -63,3 +67,26 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
         assert all(type(g) is type(e) for g, e in zip(got, expected, strict=True))
         seen += sum(isinstance(g, ChannelEvent) for g in got)
     assert seen == len(channel_values) + 40
+
+
+
+def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called():
+    """A report published on a topic whose name sorts first still follows its group's first heartbeat."""
+    channel = dict(GOOD["consumer_channel"], event_time=KAFKA_TS)
+    route = dict(GOOD["topic_route"], event_time=KAFKA_TS)
+    report = dict(GOOD["reported_assignment"], event_time=KAFKA_TS, group=channel["group"], client_id="r1")
+    other_report = dict(report, client_id="r2")
+    earlier_report = dict(report, event_time=KAFKA_TS - 1, client_id="r0")
+    # (event, topic, partition, offset): the topic names sort reports < routes < channels, against the rank.
+    published = [(channel, "c-channels", 0, 7), (other_report, "a-reports", 1, 2), (route, "b-routes", 0, 1),
+                 (report, "a-reports", 0, 3), (earlier_report, "a-reports", 0, 9)]  # fmt: skip
+    columns: dict[str, list] = {name: [] for name in _EVENT_COLUMNS}
+    for event, topic, partition, offset in published:
+        row = dict.fromkeys(_EVENT_COLUMNS)
+        row.update(event_time_ms=event["event_time"], event_type=event["type"], kafka_topic=topic,
+                   kafka_partition=partition, kafka_offset=offset, raw_value=json.dumps(event))  # fmt: skip
+        for name in _EVENT_COLUMNS:
+            columns[name].append(row[name])
+
+    # time first, then route, channel, reports; the two reports of one topic in Kafka order (partition 0 first)
+    assert _events(columns) == [earlier_report, route, channel, report, other_report]
