@@ -1,0 +1,231 @@
+"""Benchmark (not a test): does the job stay steady over hours of fleet time? Memory, batch time, disk.
+
+Run: ``.venv/bin/python -m bench.bench_soak [--duration 1800 --groups 50 --speed 20 --sample 10]``
+-> prints a table and writes ``bench/results/soak.json``.
+
+It runs the README's demo (``rebalance-monitor demo --no-live``: the local broker, the simulator's ``mixed``
+scenario plus ``--groups`` healthy groups, the real job with its three queries) for ``--duration`` wall seconds,
+which at ``--speed`` 20 is ten hours of fleet time per half hour: channels expire, fault windows open and close,
+Delta tables checkpoint and compact, state is evicted. Every ``--sample`` seconds it records
+
+* the resident memory of each process of the run: the driver's Python, the Spark JVM, the Python workers and the
+  Kafka broker (from ``/proc``);
+* the job's own metrics from its Prometheus endpoint: each query's last batch duration, state rows and state
+  memory, and how far it is behind Kafka;
+* the bytes on disk and the files in the Delta tables' data and logs, and in the checkpoints.
+
+The report compares an early window (after ``--warmup`` seconds) with the last one, series by series: a job
+that leaks or slows down shows a ratio that keeps growing with ``--duration``. Memory figures are resident set
+sizes: the JVM's includes its heap as it has grown so far, not its live objects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).parent / "results" / "soak.json"
+QUERY_METRICS = ("rmqmon_batch_duration_seconds", "rmqmon_state_rows", "rmqmon_state_memory_bytes",
+                 "rmqmon_kafka_offsets_behind")  # fmt: skip
+# Series that only grow: reported as their rate in each window.
+COUNTERS = ("rmqmon_input_rows_total", "delta_data_bytes", "delta_data_files", "delta_log_files", "checkpoint_files")
+METRICS_URL = re.compile(r"metrics on (http://127\.0\.0\.1:\d+/metrics)")
+RUN_DIR = re.compile(r"Delta tables : (\S+)/delta")
+
+
+def process_tree(root_pid: int) -> dict[int, str]:
+    """The pids under ``root_pid`` (itself included), each with its command line."""
+    parents: dict[int, int] = {}
+    commands: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # the process ended while we looked
+            continue
+        parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    tree, frontier = {root_pid}, [root_pid]
+    while frontier:
+        pid = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == pid]
+        tree.update(children)
+        frontier += children
+    return {pid: commands.get(pid, "") for pid in tree}
+
+
+def role(command: str) -> str:
+    if "kafka.Kafka" in command:
+        return "kafka_broker"
+    if "java" in command.split(" ", 1)[0] or "SparkSubmit" in command:
+        return "spark_jvm"
+    if "pyspark.daemon" in command or "pyspark.worker" in command:
+        return "python_workers"
+    if "rebalance-monitor" in command or "streaming.cli" in command:
+        return "driver_python"
+    return "other"
+
+
+def rss_by_role(root_pid: int) -> dict[str, int]:
+    """Resident bytes summed per role (see ``role``)."""
+    totals: dict[str, int] = {}
+    for pid, command in process_tree(root_pid).items():
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.MULTILINE)
+        if match and role(command) != "other":  # e.g. a short-lived shell
+            totals[role(command)] = totals.get(role(command), 0) + int(match.group(1)) * 1024
+    return totals
+
+
+def job_metrics(url: str) -> dict[str, float]:
+    """``<metric>{query}`` -> value for ``QUERY_METRICS``, plus rows read per query (a counter)."""
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 (a local http URL we printed)
+        text = response.read().decode()
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in QUERY_METRICS or sample.name == "rmqmon_input_rows_total":
+                values[f"{sample.name}{{{sample.labels.get('query', '')}}}"] = sample.value
+    return values
+
+
+def disk_usage(run_dir: Path) -> dict[str, int]:
+    """Bytes and file counts of the Delta tables' data files, their logs and the checkpoints."""
+    usage = {"delta_data_bytes": 0, "delta_data_files": 0, "delta_log_files": 0, "checkpoint_bytes": 0,
+             "checkpoint_files": 0}  # fmt: skip
+    for path in run_dir.rglob("*"):
+        try:
+            if not path.is_file():
+                continue
+            size = path.stat().st_size
+        except OSError:
+            continue
+        parts = path.relative_to(run_dir).parts
+        if parts[0] == "checkpoints":
+            usage["checkpoint_bytes"] += size
+            usage["checkpoint_files"] += 1
+        elif "_delta_log" in parts:
+            usage["delta_log_files"] += 1
+        elif parts[0] == "delta" and path.suffix == ".parquet":
+            usage["delta_data_bytes"] += size
+            usage["delta_data_files"] += 1
+    return usage
+
+
+def sample(demo_pid: int, url: str) -> dict[str, float]:
+    """One sample: memory per role, the job's metrics and the newest demo run's disk usage."""
+    values: dict[str, float] = {f"rss_bytes{{{k}}}": v for k, v in rss_by_role(demo_pid).items()}
+    try:
+        values.update(job_metrics(url))
+    except OSError as error:
+        print(f"metrics not read: {error}", flush=True)
+    newest_run = max((ROOT / ".run" / "demo").iterdir())
+    values.update({k: float(v) for k, v in disk_usage(newest_run).items()})
+    return values
+
+
+def window_median(samples: list[dict], key: str, start_s: float, end_s: float) -> float | None:
+    values = [s["values"][key] for s in samples if start_s <= s["t_s"] < end_s and key in s["values"]]
+    return statistics.median(values) if values else None
+
+
+def window_rate(samples: list[dict], key: str, start_s: float, end_s: float) -> float | None:
+    """A counter's increase per second over the samples of the window."""
+    points = [(s["t_s"], s["values"][key]) for s in samples if start_s <= s["t_s"] < end_s and key in s["values"]]
+    if len(points) < 2 or points[-1][0] == points[0][0]:
+        return None
+    return round((points[-1][1] - points[0][1]) / (points[-1][0] - points[0][0]), 3)
+
+
+def summarize(samples: list[dict], warmup_s: float, window_s: float) -> dict[str, dict]:
+    """Per series: the median of the early window (from ``warmup_s``) and of the last window, and their ratio.
+    Counters (``COUNTERS``) become their rate per second in each window."""
+    end_s = samples[-1]["t_s"] + 1e-9
+    keys = sorted({k for s in samples for k in s["values"]})
+    report = {}
+    for key in keys:
+        measure = window_rate if key.startswith(COUNTERS) else window_median
+        name = f"{key} per s" if key.startswith(COUNTERS) else key
+        early = measure(samples, key, warmup_s, warmup_s + window_s)
+        late = measure(samples, key, end_s - window_s, end_s)
+        ratio = late / early if early and late is not None else None
+        report[name] = {"early": early, "late": late, "late_over_early": None if ratio is None else round(ratio, 3)}
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--duration", type=float, default=1800, help="wall seconds of the demo (default 1800)")
+    parser.add_argument("--groups", type=int, default=50, help="healthy groups beside the scenario's (default 50)")
+    parser.add_argument("--speed", type=float, default=20, help="fleet seconds per wall second (default 20)")
+    parser.add_argument("--sample", type=float, default=10, help="seconds between samples (default 10)")
+    parser.add_argument("--warmup", type=float, default=300, help="seconds before the early window (default 300)")
+    parser.add_argument("--window", type=float, default=300, help="seconds per compared window (default 300)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
+    args = parser.parse_args()
+
+    command = [str(ROOT / ".venv" / "bin" / "rebalance-monitor"), "demo", "--no-live", "--duration",
+               str(args.duration), "--groups", str(args.groups), "--speed", str(args.speed)]  # fmt: skip
+    log_path = args.results.with_suffix(".log")
+    url = None
+    samples: list[dict] = []
+    started = next_sample = 0.0
+    with log_path.open("w") as log:
+        demo = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            while demo.poll() is None:
+                time.sleep(0.5)
+                if url is None:
+                    url = (m.group(1) if (m := METRICS_URL.search(log_path.read_text())) else None)
+                    if url is None:
+                        continue
+                    started = next_sample = time.monotonic()
+                    print(f"monitor up, sampling {url} every {args.sample:.0f} s", flush=True)
+                if time.monotonic() >= next_sample:
+                    samples.append({"t_s": round(time.monotonic() - started, 1), "values": sample(demo.pid, url)})
+                    next_sample += args.sample
+        except KeyboardInterrupt:
+            os.killpg(demo.pid, signal.SIGINT)
+            demo.wait()
+    text = log_path.read_text()
+    run_dir = (m.group(1) if (m := RUN_DIR.search(text)) else None)
+    if demo.returncode != 0 or len(samples) < 3:
+        sys.exit(f"the demo ended with {demo.returncode} after {len(samples)} samples; its output is in {log_path}")
+
+    report = summarize(samples, args.warmup, args.window)
+    print(f"{'series':<62} {'early':>14} {'late':>14} {'late/early':>10}")
+    for key, row in report.items():
+        early, late = row["early"], row["late"]
+        print(f"{key:<62} {early if early is not None else '-':>14} {late if late is not None else '-':>14} "
+              f"{row['late_over_early'] if row['late_over_early'] is not None else '-':>10}")  # fmt: skip
+    result = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "input": {"duration_s": args.duration, "groups": args.groups, "speed": args.speed, "sample_s": args.sample,
+                  "warmup_s": args.warmup, "window_s": args.window, "run_dir": run_dir},  # fmt: skip
+        "summary": report,
+        "samples": samples,
+    }
+    args.results.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.results} (demo output: {log_path})")
+
+
+if __name__ == "__main__":
+    main()
