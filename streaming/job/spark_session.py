@@ -44,6 +44,7 @@ class SparkSettings:
     extra_conf: Mapping[str, str] = field(default_factory=dict)
 
 
+LOCAL_LOG_STORE = "io.github.rrm.delta.LocalListingLogStore"
 CHECKPOINT_FILE_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 FILESYSTEM_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
@@ -91,6 +92,13 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         # rethrows instead when DELTA_TESTING is in the environment, which would stop the query over a
         # housekeeping step; pinned so the job behaves the same wherever it runs.
         "spark.databricks.delta.postCommitHook.throwOnError": "false",
+        # Every Delta commit lists the table's _delta_log, which holds every commit of the log retention
+        # (30 days by default: hundreds of thousands of files for a table written every few seconds). Delta's
+        # default store for local paths builds a Hadoop FileStatus per file for that, about 14 us each: an
+        # exactly-once append took 1.7 s with 100,000 expired files in the log and 4.8 s with 300,000, against
+        # 0.22 s with none. This one (Delta's own HDFSLogStore, writes included) stats only the files from the
+        # last checkpoint on: 0.27 s and 0.38 s. Other schemes keep Delta's stores.
+        "spark.delta.logStore.file.impl": LOCAL_LOG_STORE,
     }
     # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; Spark's generated code for the
     # ingest rules (one CASE per contract rule) is larger, so it ran interpreted: classifying a record
