@@ -367,6 +367,7 @@ class DeltaConfig:
     checkpoint_interval: int = _opt(10, low=1, high=1_000)
     auto_compact: bool = _opt(True)
     deleted_file_retention_hours: int = _opt(168, low=1, high=87_600)
+    log_retention_hours: int = _opt(168, low=24, high=87_600)
     fault_updates_retention_hours: int = _opt(24, low=1, high=87_600)
     fault_updates_trim_every_batches: int = _opt(100, low=1, high=1_000_000)
 
@@ -629,6 +630,14 @@ def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
             b.problem("membership.channel_expiry_ms",
                       f"must exceed membership.heartbeat_interval_ms ({m.heartbeat_interval_ms}), got "
                       f"{m.channel_expiry_ms}: every channel would expire between two heartbeats")  # fmt: skip
+
+    delta = config.delta
+    if not b.is_invalid("delta.log_retention_hours", "delta.deleted_file_retention_hours"):
+        if delta.log_retention_hours < delta.deleted_file_retention_hours:
+            b.problem("delta.log_retention_hours",
+                      f"must be at least delta.deleted_file_retention_hours ({delta.deleted_file_retention_hours}), "
+                      f"got {delta.log_retention_hours}: Delta refuses to create a table that forgets its commits "
+                      "before the files they removed")  # fmt: skip
 
     allocation = config.allocation
     if not b.is_invalid("allocation.default_strategy") and _needs(allocation.default_strategy):

@@ -23,13 +23,16 @@ class DeltaTables:
     """Paths of the monitor's tables under one root, created on demand from the catalogue."""
 
     def __init__(self, session: SparkSession, root: str | Path, checkpoint_interval: int = 10,
-                 auto_compact: bool = True, deleted_file_retention_hours: int = 168) -> None:  # fmt: skip
+                 auto_compact: bool = True, deleted_file_retention_hours: int = 168,
+                 log_retention_hours: int = 168) -> None:  # fmt: skip
         self.session = session
         self.root = Path(root)
-        # Set when a table is created ([delta] checkpoint_interval, auto_compact, deleted_file_retention_hours).
+        # Set when a table is created ([delta] checkpoint_interval, auto_compact, deleted_file_retention_hours,
+        # log_retention_hours).
         self.checkpoint_interval = checkpoint_interval
         self.auto_compact = auto_compact
         self.deleted_file_retention_hours = deleted_file_retention_hours
+        self.log_retention_hours = log_retention_hours
 
     def path(self, name: str) -> str:
         if name not in TABLES:
@@ -44,6 +47,8 @@ class DeltaTables:
             "delta.autoOptimize.autoCompact": str(self.auto_compact).lower(),
             # What VACUUM (``rebalance-monitor maintain``) keeps; Delta 4 ignores a RETAIN argument other than 0.
             "delta.deletedFileRetentionDuration": f"interval {self.deleted_file_retention_hours} hours",
+            # Every commit adds two log files and lists the log; Delta's default keeps them for 30 days.
+            "delta.logRetentionDuration": f"interval {self.log_retention_hours} hours",
         }
         if kind == "current":
             properties["delta.enableChangeDataFeed"] = "true"

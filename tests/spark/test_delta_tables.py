@@ -5,8 +5,9 @@ from __future__ import annotations
 from streaming.job.sinks import DeltaTables
 
 
-def test_tables_carry_the_checkpoint_interval_and_current_tables_a_change_feed(spark, tmp_path):
-    tables = DeltaTables(spark, tmp_path, checkpoint_interval=7)
+def test_tables_carry_the_checkpoint_interval_and_log_retention_and_current_tables_a_change_feed(spark, tmp_path):
+    tables = DeltaTables(spark, tmp_path, checkpoint_interval=7, deleted_file_retention_hours=24,
+                         log_retention_hours=48)  # fmt: skip
     tables.ensure_all(["dead_letters", "current_assignment"])
 
     def properties(name: str) -> dict[str, str]:
@@ -16,6 +17,9 @@ def test_tables_carry_the_checkpoint_interval_and_current_tables_a_change_feed(s
     assert "delta.enableChangeDataFeed" not in properties("dead_letters")  # history: append-only, no feed
     assert properties("current_assignment")["delta.checkpointInterval"] == "7"
     assert properties("current_assignment")["delta.enableChangeDataFeed"] == "true"
+    assert {properties(name)["delta.logRetentionDuration"] for name in ("dead_letters", "current_assignment")} == {
+        "interval 48 hours"
+    }
 
 
 def test_concurrent_writes_all_run_and_the_first_failure_reaches_the_caller(spark, tmp_path):

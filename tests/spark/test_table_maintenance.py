@@ -79,6 +79,7 @@ def test_new_tables_ask_the_writer_to_compact_including_the_internal_one(spark, 
         assert properties["delta.autoOptimize.autoCompact"] == "true"
         assert properties["delta.checkpointInterval"] == "10"
         assert properties["delta.deletedFileRetentionDuration"] == "interval 168 hours"
+        assert properties["delta.logRetentionDuration"] == "interval 168 hours"
 
 
 @pytest.mark.parametrize("auto_compact", [True, False])

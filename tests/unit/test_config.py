@@ -182,6 +182,8 @@ CASES = [
     (51, '[kafka.options]\n"linger.ms" = [1]', 'kafka.options."linger.ms": expected a string, number or boolean, got [1] (an array)'),
     (52, '[spark.conf]\n"executor.memory" = "4g"', 'spark.conf."executor.memory": Spark configuration keys start with "spark."'),
     (53, '[spark.conf]\n"spark.sql.shuffle.partitions" = 8', 'spark.conf."spark.sql.shuffle.partitions": not allowed: set [spark] shuffle_partitions instead'),
+    (54, "[delta]\nlog_retention_hours = 48", "delta.log_retention_hours: must be at least delta.deleted_file_retention_hours (168), got 48"),
+    (55, "[delta]\nlog_retention_hours = 23\ndeleted_file_retention_hours = 1", "delta.log_retention_hours: must be between 24 and 87600, got 23"),
 ]  # fmt: skip
 
 
