@@ -44,6 +44,14 @@ class SparkSettings:
     extra_conf: Mapping[str, str] = field(default_factory=dict)
 
 
+# Loggers whose warnings report routine work of Delta's, once per MERGE, that an operator can do nothing
+# about: raised to ERROR so that the job's log keeps to what needs attention.
+QUIETED_LOGGERS = {
+    # Delta materializes every MERGE's source with localCheckpoint and unpersists it afterwards, and each
+    # unpersist warns "RDD n was locally checkpointed, its lineage has been truncated and cannot be
+    # recomputed after unpersisting" (two lines per consumer batch with changes in the demo).
+    "org.apache.spark.rdd.MapPartitionsRDD": "ERROR",
+}
 LOCAL_LOG_STORE = "io.github.rrm.delta.LocalListingLogStore"
 CHECKPOINT_FILE_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 FILESYSTEM_CHECKPOINT_FILE_MANAGER = (
@@ -140,4 +148,10 @@ def build_spark_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    for logger, level in QUIETED_LOGGERS.items():
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            logger, jvm.org.apache.logging.log4j.Level.toLevel(level)
+        )
     return session

@@ -52,3 +52,13 @@ def test_the_test_session_checkpoints_as_the_job_does_locally(spark):  # type: i
     from streaming.job.spark_session import CHECKPOINT_FILE_MANAGER_KEY, FILESYSTEM_CHECKPOINT_FILE_MANAGER
 
     assert spark.conf.get(CHECKPOINT_FILE_MANAGER_KEY) == FILESYSTEM_CHECKPOINT_FILE_MANAGER
+
+
+def test_routine_delta_warnings_are_quieted_and_the_rest_still_warn(spark):  # type: ignore[no-untyped-def]
+    from streaming.job.spark_session import QUIETED_LOGGERS
+
+    log_manager = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager
+    for logger, level in QUIETED_LOGGERS.items():
+        assert log_manager.getLogger(logger).getLevel().toString() == level
+    assert log_manager.getRootLogger().getLevel().toString() == "WARN"
+    assert log_manager.getLogger("org.apache.spark.scheduler.DAGScheduler").getLevel().toString() == "WARN"
