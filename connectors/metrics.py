@@ -87,7 +87,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
        "fault_updates_retention_hours before the newest kept send, every fault_updates_trim_every_batches."),
     _m("late_events_total", "counter", ("query", "reason"), "",
        "Late input by reason: watermark (rows older than the watermark, dropped by Spark), late_send (sends "
-       "older than their fault item's clock, ignored)."),
+       "older than their fault item's clock, ignored), stale_route (topic routes older than the route applied, "
+       "ignored)."),
     _m("label_values_dropped_total", "counter", ("metric",), "",
        "Updates not exported because the metric already has label_value_cap distinct groups (or brokers)."),
     _m("up", "gauge", (), "", "1 while the job's queries are running."),

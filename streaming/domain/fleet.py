@@ -15,7 +15,12 @@ Per event:
 * ``topic_route``: the topic's readable queues (``perm & 4``, ids ``0..read_queue_nums-1``) replace the
   previous ones when they differ; every group of the shard that subscribes the topic is re-analysed.
 * ``reported_assignment``: the client's own non-dropped queues are stored; a difference from what was
-  stored re-analyses the group (expected-vs-reported comparison), without a new generation.
+  stored re-analyses the group (expected-vs-reported comparison), without a new generation. A report for
+  a group that no broker of the shard knows has nothing to be compared with: it becomes an
+  ``ignored_events`` record (reason ``UNKNOWN_GROUP``, with the ``origin`` the caller attached to the
+  event), which the job writes as a dead letter.
+
+Routes older than the topic's applied route are ignored as stale and counted in a ``late_events`` record.
 
 At the end of a batch (and when the state's timeout fires) the expiry scan runs up to the watermark.
 Each re-analysed group whose membership or routes changed gets a new *generation*: a ``group_snapshots``
@@ -55,6 +60,11 @@ SCHEMA_VERSION = 1
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 Record = tuple[str, dict[str, Any]]
+# The key under which a caller may attach where an event came from (e.g. its Kafka coordinates and raw
+# value); the engine only hands it back in ``ignored_events`` records.
+ORIGIN_KEY = "_origin"
+UNKNOWN_GROUP = "UNKNOWN_GROUP"  # the reason of a report the engine cannot compare with anything
+STALE_ROUTE = "stale_route"  # the late-event reason of a route older than the applied one
 # Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
 NOT_REBALANCES = frozenset({"REPORTED_ASSIGNMENT", "STORM_WINDOW", "FLAPPING_WINDOW", "CONVERGENCE_GRACE"})
 # Findings that compare what clients report with what they compute: held while clients converge.
@@ -249,9 +259,9 @@ class ShardEngine:
             if kind == "consumer_channel":
                 self._apply_channel(ms.ChannelEvent.from_json(event), records, dirty)
             elif kind == "topic_route":
-                self._apply_route(event, dirty)
+                self._apply_route(event, records, dirty)
             elif kind == "reported_assignment":
-                self._apply_report(event, dirty)
+                self._apply_report(event, records, dirty)
         records += self._expire_all(watermark_ms, dirty)
         self._due_windows(watermark_ms, dirty)
         records += self._analyse(dirty)
@@ -333,11 +343,15 @@ class ShardEngine:
             self._mark(dirty, event.group, change.event_time_ms, change.change)
             self._count_member_change(state, change)
 
-    def _apply_route(self, event: Mapping[str, Any], dirty: dict[str, tuple[int, set[str]]]) -> None:
+    def _apply_route(self, event: Mapping[str, Any], records: list[Record],
+                     dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
         topic, time_ms = event["topic"], int(event["event_time"])
         current = self.routes.get(topic)
         if current is not None and time_ms < current["event_time_ms"]:
-            return  # an older route than the one applied: ignore
+            # Older than the route applied: what the name server said then no longer holds. (Every shard of
+            # the job receives every route and so finds the same routes stale; the job counts one shard's.)
+            records.append(("late_events", {"reason": STALE_ROUTE, "topic": topic, "event_time_ms": time_ms}))
+            return
         queues = [[mq.broker_name, mq.queue_id] for mq in readable_queues(event)]
         self.routes[topic] = {"event_time_ms": time_ms, "queues": queues}
         if current is not None and current["queues"] == queues:
@@ -346,11 +360,21 @@ class ShardEngine:
             if topic in _subscribed_topics(state.membership):
                 self._mark(dirty, group, time_ms, "ROUTE_CHANGED")
 
-    def _apply_report(self, event: Mapping[str, Any], dirty: dict[str, tuple[int, set[str]]]) -> None:
+    def _apply_report(self, event: Mapping[str, Any], records: list[Record],
+                      dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
         group = event["group"]
         state = self.groups.get(group)
-        if state is None:
-            return  # a report from a group no broker knows: nothing to compare with yet
+        if state is None or state.membership.is_empty:
+            # No broker has reported a channel of the group (yet, or any more): there is no membership to
+            # compute an expected assignment from. The collector reports again, so a report that merely
+            # overtook the group's first heartbeat is followed by one that counts.
+            queues = sum(1 for q in event.get("queues") or () if not q.get("dropped"))
+            records.append(("ignored_events", {
+                "event_type": "reported_assignment", "reason": UNKNOWN_GROUP, "origin": event.get(ORIGIN_KEY),
+                "detail": f"group {group} is known to no broker at {int(event['event_time'])}: the report of "
+                          f"{event['client_id']} ({queues} queues of {event['topic']}) has nothing to compare with",
+            }))  # fmt: skip
+            return
         key = f"{event['client_id']}\x00{event['topic']}"
         queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
         if state.reported.get(key) != queues:

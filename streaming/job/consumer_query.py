@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE
 from streaming.job import state_blob
 from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
 
@@ -58,7 +59,8 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
 
     A valid channel event (almost all the traffic) travels as its typed fields from ingest -- scalar
     columns, its subscriptions as one JSON string -- and without its raw value: Python then neither
-    parses each event's JSON nor receives it. Other events (rare) and dead letters keep the raw value.
+    parses each event's JSON nor receives it. Other events (rare) and dead letters keep the raw value and
+    the Kafka timestamp, which a dead letter of the engine's (``fleet.UNKNOWN_GROUP``) needs.
     """
     from pyspark.sql import functions as F
 
@@ -79,7 +81,7 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
         *[F.when(typed, channel[f]).alias(f"c_{f}") for f in CHANNEL_FIELDS],
         F.when(typed, F.to_json(channel["subscriptions"])).alias("c_subscriptions"),
         "reason", "detail", "kafka_topic", "kafka_partition", "kafka_offset",
-        F.when(~valid, F.col("kafka_timestamp")).alias("kafka_timestamp"),  # only dead letters keep it
+        F.when(~typed, F.col("kafka_timestamp")).alias("kafka_timestamp"),  # like the raw value
     )  # fmt: skip
 
 
@@ -113,9 +115,28 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
             next_wakeup_ms = engine.next_wakeup_ms()
             if next_wakeup_ms is not None:
                 state.setTimeoutTimestamp(max(next_wakeup_ms, watermark_ms + 1))
+        records = _as_job_rows(records, shard)
         return [t for t, _ in records], [state_blob.encode(p) for _, p in records]
 
     return process
+
+
+def _as_job_rows(records: list[tuple[str, dict[str, Any]]], shard: int) -> list[tuple[str, dict[str, Any]]]:
+    """The engine's records as the sink takes them: an ignored event becomes a dead letter built from the
+    origin ``_events`` attached to it, and stale routes are counted by shard 0 only (every shard receives every
+    route, so every shard finds the same ones stale)."""
+    rows = []
+    for table, row in records:
+        if table == "ignored_events":
+            topic, partition, offset, timestamp, raw_value = row["origin"]
+            row = {"source": row["event_type"], "kafka_topic": topic, "kafka_partition": int(partition),
+                   "kafka_offset": int(offset), "kafka_timestamp": _timestamp_text(timestamp),
+                   "raw_value": raw_value, "reason": row["reason"], "detail": row["detail"]}  # fmt: skip
+            table = "dead_letters"
+        elif table == "late_events" and row["reason"] == STALE_ROUTE and shard != 0:
+            continue
+        rows.append((table, row))
+    return rows
 
 
 @contextmanager
@@ -137,8 +158,8 @@ def _collector_paused() -> Iterator[None]:
 
 
 # The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
-_EVENT_COLUMNS = ("event_time_ms", "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "raw_value",
-                  *(f"c_{f}" for f in CHANNEL_FIELDS), "c_subscriptions")  # fmt: skip
+_EVENT_COLUMNS = ("event_time_ms", "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
+                  "raw_value", *(f"c_{f}" for f in CHANNEL_FIELDS), "c_subscriptions")  # fmt: skip
 _DEAD_LETTER_COLUMNS = ("event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
                         "raw_value", "reason", "detail")  # fmt: skip
 
@@ -175,7 +196,7 @@ def _events(columns: Mapping[str, list[Any]]) -> list[Any]:
     ranks = [_SAME_TIME_RANK.get(event_type, _LAST_RANK) for event_type in columns["event_type"]]
     keys = list(zip(times, ranks, columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"],
                     strict=True))  # fmt: skip
-    raw_values = columns["raw_value"]
+    raw_values, timestamps = columns["raw_value"], columns["kafka_timestamp"]
     fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
     subscriptions = columns["c_subscriptions"]
     parsed: dict[str | None, Any] = {None: ()}
@@ -183,7 +204,9 @@ def _events(columns: Mapping[str, list[Any]]) -> list[Any]:
     for i in sorted(range(len(keys)), key=keys.__getitem__):
         raw = raw_values[i]
         if raw is not None:
-            events.append(json.loads(raw))
+            event = json.loads(raw)
+            event[ORIGIN_KEY] = (keys[i][2], keys[i][3], keys[i][4], timestamps[i], raw)
+            events.append(event)
             continue
         text = subscriptions[i]
         subs = parsed.get(text)
@@ -195,6 +218,12 @@ def _events(columns: Mapping[str, list[Any]]) -> list[Any]:
     return events
 
 
+def _timestamp_text(timestamp: Any) -> str | None:
+    """A Kafka timestamp as pandas hands it over, as text the sink parses (None for NULL, which pandas
+    hands over as ``NaT`` in a column that has any timestamp)."""
+    return None if timestamp is None or timestamp != timestamp else str(timestamp)  # NaT != NaT
+
+
 def _dead_letters(columns: Mapping[str, list[Any]]) -> list[str]:
     rows = zip(*(columns.get(c, []) for c in _DEAD_LETTER_COLUMNS), strict=True)
     return [
@@ -204,7 +233,7 @@ def _dead_letters(columns: Mapping[str, list[Any]]) -> list[str]:
                 "kafka_topic": topic,
                 "kafka_partition": int(partition),
                 "kafka_offset": int(offset),
-                "kafka_timestamp": None if timestamp is None else str(timestamp),
+                "kafka_timestamp": _timestamp_text(timestamp),
                 "raw_value": raw_value,
                 "reason": reason,
                 "detail": detail,

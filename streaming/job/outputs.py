@@ -61,8 +61,8 @@ def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id
     )
 
 
-# The consumer rows the driver's metrics are computed from (one per analysed group, one per dead letter).
-_METRIC_TABLES = ("group_metrics", "dead_letters")
+# The consumer rows the driver's metrics are computed from (one per analysed group, dead letter or late event).
+_METRIC_TABLES = ("group_metrics", "dead_letters", "late_events")
 
 
 def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
@@ -208,10 +208,14 @@ def refresh_broker_status(
 
 
 def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[str, Any]]]) -> None:
-    """Per-group gauges from the engine's ``group_metrics`` summaries; dead letters counted by reason."""
+    """Per-group gauges from the engine's ``group_metrics`` summaries; dead letters and late events counted by
+    reason."""
     for table, row in records:
         if table == "dead_letters":
             metrics.inc("rmqmon_dead_letters_total", ("consumer", str(row.get("reason"))))
+            continue
+        if table == "late_events":
+            metrics.inc("rmqmon_late_events_total", ("consumer", str(row["reason"])))
             continue
         group = row["group"]
         if row.get("removed"):

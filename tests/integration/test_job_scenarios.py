@@ -12,8 +12,9 @@ import time
 import pytest
 
 from streaming.contract.events import DEFAULT_TOPICS, REASONS, Rejection, validate_event
+from streaming.domain.fleet import UNKNOWN_GROUP
 from tests.support.event_corpus import BAD
-from tests.support.events import BASE, hb, route
+from tests.support.events import BASE, hb, report, route
 from tests.support.events import channel_event as ev
 from tests.support.job import job_config, publish, read, run_available
 
@@ -35,6 +36,8 @@ def run1_events():
     # Diverging views: broker-b never saw c2.
     events += alive("G-div", "10.4.0.1:1", "c1") + alive("G-div", "10.4.0.2:1", "c2")
     events += alive("G-div", "10.4.0.1:2", "c1", broker="broker-b")
+    # A report from a group of which no broker knows a channel: nothing to compare it with.
+    events.append(report(90_000, "ghost", [("broker-a", 0), ("broker-a", 1)], "G-ghost"))
     return events
 
 
@@ -106,7 +109,7 @@ def test_brokers_that_disagree_produce_a_diverging_view_anomaly(outcome):
 
 
 def test_every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_job_goes_on(outcome):
-    letters = outcome["dead_letters"]
+    letters = [r for r in outcome["dead_letters"] if r["reason"] != UNKNOWN_GROUP]
     got = sorted((r["kafka_topic"].split(".", 1)[1], r["reason"]) for r in letters)
     want = sorted((DEFAULT_TOPICS[t], reason) for t, _, reason in bad_input())
     assert got == want
@@ -114,3 +117,15 @@ def test_every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_job_go
     assert all(r["raw_value"] is not None and r["kafka_offset"] >= 0 and r["detail"] for r in letters)
     # valid events published after the bad ones were processed
     assert any(r["group"] == "G-div" for r in outcome["group_snapshots"])
+
+
+def test_a_report_for_a_group_no_broker_knows_is_a_dead_letter_with_its_kafka_coordinates(outcome):
+    ghosts = [r for r in outcome["dead_letters"] if r["reason"] == UNKNOWN_GROUP]
+    assert len(ghosts) == 1
+    ghost = ghosts[0]
+    assert ghost["source"] == "reported_assignment"
+    assert ghost["kafka_topic"].endswith("." + DEFAULT_TOPICS["reported_assignment"]) and ghost["kafka_offset"] >= 0
+    assert ghost["kafka_timestamp"] is not None
+    assert json.loads(ghost["raw_value"])["group"] == "G-ghost"
+    assert "G-ghost" in ghost["detail"] and "ghost" in ghost["detail"] and "2 queues" in ghost["detail"]
+    assert not any(r["group"] == "G-ghost" for r in outcome["group_snapshots"])

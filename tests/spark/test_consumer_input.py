@@ -12,8 +12,16 @@ import json
 from datetime import UTC, datetime
 
 from streaming.contract.events import DEFAULT_TOPICS
+from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE, UNKNOWN_GROUP, ShardEngine
 from streaming.domain.membership import ChannelEvent
-from streaming.job.consumer_query import _EVENT_COLUMNS, DEAD_LETTER_SHARD, _columns, _events, shard_input
+from streaming.job.consumer_query import (
+    _EVENT_COLUMNS,
+    DEAD_LETTER_SHARD,
+    _as_job_rows,
+    _columns,
+    _events,
+    shard_input,
+)
 from streaming.job.ingest import IngestSettings, classify, contracts_for
 from tests.support.event_corpus import GOOD, KAFKA_TS, MORE_GOOD
 
@@ -57,6 +65,7 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
             assert len(rows_of_shard) == 1  # the channel event without its required fields
             continue
         got = _events(_columns(iter([rows_of_shard.reset_index(drop=True)])))
+        origins = [g.pop(ORIGIN_KEY) if isinstance(g, dict) else None for g in got]
         ranked = rows_of_shard.assign(rank=rows_of_shard["event_type"].map(TYPE_RANK))
         by_offset = ranked.sort_values(["event_time_ms", "rank", "kafka_topic", "kafka_partition", "kafka_offset"])
         expected = []
@@ -65,6 +74,10 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
             expected.append(ChannelEvent.from_json(event) if event["type"] == "consumer_channel" else event)
         assert got == expected
         assert all(type(g) is type(e) for g, e in zip(got, expected, strict=True))
+        # events that travel as JSON carry where they came from, for a dead letter of the engine's
+        raw = [(origin, offset) for origin, offset in zip(origins, by_offset["kafka_offset"], strict=True) if origin]
+        assert raw and all(o[:3] == (topic, offset % 2, offset) and o[3] == ts.replace(tzinfo=None)
+                           and o[4] == values[offset] for o, offset in raw)  # fmt: skip
         seen += sum(isinstance(g, ChannelEvent) for g in got)
     assert seen == len(channel_values) + 40
 
@@ -89,4 +102,51 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
             columns[name].append(row[name])
 
     # time first, then route, channel, reports; the two reports of one topic in Kafka order (partition 0 first)
-    assert _events(columns) == [earlier_report, route, channel, report, other_report]
+    events = _events(columns)
+    origins = [event.pop(ORIGIN_KEY) for event in events]
+    assert events == [earlier_report, route, channel, report, other_report]
+    assert [origin[:3] for origin in origins] == [("a-reports", 0, 9), ("b-routes", 0, 1), ("c-channels", 0, 7),
+                                                  ("a-reports", 0, 3), ("a-reports", 1, 2)]  # fmt: skip
+
+
+def _raw_columns(published) -> dict[str, list]:  # type: ignore[no-untyped-def]
+    """The function's columns for events that travel as raw JSON: (event, topic, partition, offset, timestamp)."""
+    columns: dict[str, list] = {name: [] for name in _EVENT_COLUMNS}
+    for event, topic, partition, offset, timestamp in published:
+        row = dict.fromkeys(_EVENT_COLUMNS)
+        row.update(event_time_ms=event["event_time"], event_type=event["type"], kafka_topic=topic,
+                   kafka_partition=partition, kafka_offset=offset, kafka_timestamp=timestamp,
+                   raw_value=json.dumps(event))  # fmt: skip
+        for name in _EVENT_COLUMNS:
+            columns[name].append(row[name])
+    return columns
+
+
+def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_event_count():
+    """A report for a group no broker knows becomes a dead letter with the record's Kafka coordinates and raw
+    value; a stale route is counted by shard 0 only, since every shard receives every route."""
+    import pandas as pd
+
+    kafka_ts = pd.Timestamp("2026-11-24 10:00:00.125")
+    ghost = dict(GOOD["reported_assignment"], event_time=KAFKA_TS, group="nobody-knows-me")
+    newer_route = dict(GOOD["topic_route"], event_time=KAFKA_TS)
+    older_route = dict(GOOD["topic_route"], event_time=KAFKA_TS - 1)
+    columns = _raw_columns([(ghost, "rmq.reports", 2, 41, kafka_ts), (newer_route, "rmq.routes", 0, 5, kafka_ts)])
+    late = _raw_columns([(older_route, "rmq.routes", 0, 6, kafka_ts)])
+
+    for shard in (0, 1):
+        engine = ShardEngine.restore(None, {})
+        records = engine.apply(_events(columns), KAFKA_TS - 60_000)
+        records += engine.apply(_events(late), KAFKA_TS - 60_000)
+        rows = _as_job_rows(records, shard)
+        assert not [t for t, _ in rows if t == "ignored_events"]
+        letters = [r for t, r in rows if t == "dead_letters"]
+        assert letters == [{
+            "source": "reported_assignment", "kafka_topic": "rmq.reports", "kafka_partition": 2, "kafka_offset": 41,
+            "kafka_timestamp": str(kafka_ts), "raw_value": json.dumps(ghost), "reason": UNKNOWN_GROUP,
+            "detail": letters[0]["detail"],
+        }]  # fmt: skip
+        assert "nobody-knows-me" in letters[0]["detail"] and ghost["client_id"] in letters[0]["detail"]
+        stale = [r for t, r in rows if t == "late_events"]
+        assert stale == ([{"reason": STALE_ROUTE, "topic": older_route["topic"], "event_time_ms": KAFKA_TS - 1}]
+                         if shard == 0 else [])  # fmt: skip

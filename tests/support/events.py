@@ -19,3 +19,10 @@ def channel_event(kind, t, channel, cid, group="G", broker="broker-a"):  # type:
 def route(t, topic="T", brokers=(("broker-a", 4), ("broker-b", 4))):  # type: ignore[no-untyped-def]
     return {"type": "topic_route", "schema_version": 1, "event_time": BASE + t, "topic": topic,
             "brokers": [{"broker": b, "read_queue_nums": n, "write_queue_nums": n, "perm": 6} for b, n in brokers]}  # fmt: skip
+
+
+def report(t, cid, queues, group="G", topic="T"):  # type: ignore[no-untyped-def]
+    """A client's reported assignment: ``queues`` as (broker, queue id) pairs, none dropped."""
+    return {"type": "reported_assignment", "schema_version": 1, "event_time": BASE + t, "group": group,
+            "client_id": cid, "topic": topic,
+            "queues": [{"broker": b, "queue_id": q, "dropped": False} for b, q in queues]}  # fmt: skip

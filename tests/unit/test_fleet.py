@@ -319,3 +319,42 @@ def test_the_job_hands_every_anomaly_membership_and_machine_room_option_to_the_e
     assert settings.group_rules == (GroupRule("orders-*", "MACHINE_ROOM_NEARBY-AVG", machine_room_regex="^(idc[0-9]+)-"),)
     engine = ShardEngine.restore(None, settings)
     assert (engine.flapping.window_ms, engine.flapping.threshold, engine.flapping.coalesce_ms) == (120_000, 5, 250)
+
+
+# -- input the engine cannot use: handed back, never dropped silently ------------------------------------------
+
+
+def test_a_report_for_a_group_no_broker_knows_is_handed_back_with_its_origin_and_changes_nothing():
+    engine = ShardEngine.restore(None, GRACE)
+    engine.apply([route(0)], 0)
+    before = engine.snapshot()
+    ghost = dict(report(5_000, "c9", A[:2], group="ghosts"), _origin=("reports", 3, 17))
+    out = engine.apply([ghost], 0)
+    assert out == [("ignored_events", {
+        "event_type": "reported_assignment", "reason": "UNKNOWN_GROUP", "origin": ("reports", 3, 17),
+        "detail": "group ghosts is known to no broker at 5000: the report of c9 (2 queues of T) has nothing to "
+                  "compare with",
+    })]  # fmt: skip
+    assert engine.snapshot() == before
+
+
+def test_a_report_after_the_group_emptied_is_handed_back_and_one_while_it_lives_is_not():
+    engine = ShardEngine.restore(None, GRACE)
+    out = engine.apply([route(0), hb(0, "a:1", "c1"), report(1_000, "c1", A + B)], 0)
+    assert not rows(out, "ignored_events")
+    # the last member leaves; a report after that, in the same batch or the next, has nothing to compare with
+    out = engine.apply([ev("UNREGISTER", 2_000, "a:1", "c1"), report(3_000, "c1", A + B)], 0)
+    out += engine.apply([report(4_000, "c1", A + B)], 0)
+    assert "G" not in engine.groups
+    assert [r["reason"] for r in rows(out, "ignored_events")] == ["UNKNOWN_GROUP", "UNKNOWN_GROUP"]
+
+
+def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing():
+    engine = ShardEngine.restore(None, {})
+    engine.apply([route(10_000), hb(10_000, "a:1", "c1")], 0)
+    before = engine.snapshot()
+    out = engine.apply([route(5_000, brokers=(("broker-a", 1),))], 0)
+    assert out == [("late_events", {"reason": "stale_route", "topic": "T", "event_time_ms": 5_000})]
+    assert engine.snapshot() == before
+    # the same route again, at its own time, is not late: it changes nothing and says nothing
+    assert engine.apply([route(10_000)], 0) == []
