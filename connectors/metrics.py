@@ -64,6 +64,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
        "Producers whose fault item makes the broker unavailable now."),
     _m("broker_producers_avoiding_ratio", "gauge", ("broker",), "ratio",
        "Avoiding producers / producers that sent to it."),
+    _m("broker_producers_seen", "gauge", ("broker",), "",
+       "Producers with a fault item for the broker: those that sent to it and were not evicted (state_ttl)."),
     _m("broker_isolated", "gauge", ("broker",), "", "1 when at least one producer currently avoids the broker."),
     _m("broker_avoided_until_timestamp_seconds", "gauge", ("broker",), "seconds", "End of the latest fault window."),
     _m("broker_isolation_episodes_total", "counter", ("broker",), "", "Fault windows opened against the broker."),
@@ -77,7 +79,10 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _m("batch_duration_seconds", "gauge", ("query",), "seconds", "Duration of the last micro-batch."),
     _m("last_batch_timestamp_seconds", "gauge", ("query",), "seconds", "Wall time the last micro-batch finished."),
     _m("watermark_timestamp_seconds", "gauge", ("query",), "seconds", "Current event-time watermark."),
-    _m("state_rows", "gauge", ("query",), "", "Rows in the query's state store."),
+    _m("state_rows", "gauge", ("query",), "",
+       "Keys in the query's state store: shards for the stateful queries, whose state is keyed by shard of groups "
+       "(consumer) or of producers (fault-windows), not groups or producers (see rmqmon_group_members and "
+       "rmqmon_broker_producers_seen)."),
     _m("state_memory_bytes", "gauge", ("query",), "bytes", "Memory used by the query's state store."),
     _m("kafka_offsets_behind", "gauge", ("query",), "", "Offsets behind the latest, summed over partitions."),
     _m("dead_letters_total", "counter", ("query", "reason"), "",

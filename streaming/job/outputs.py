@@ -200,6 +200,7 @@ def refresh_broker_status(
             metrics.inc("rmqmon_broker_isolation_episodes_total", labels, 0)  # an explicit zero for known brokers
             metrics.set_gauge("rmqmon_broker_producers_avoiding", labels, r["producers_avoiding"])
             metrics.set_gauge("rmqmon_broker_producers_avoiding_ratio", labels, r["avoiding_ratio"])
+            metrics.set_gauge("rmqmon_broker_producers_seen", labels, r["producers_seen"])
             metrics.set_gauge("rmqmon_broker_isolated", labels, 1.0 if r["isolated"] else 0.0)
             if r["avoided_until_ms"] is not None:
                 metrics.set_gauge("rmqmon_broker_avoided_until_timestamp_seconds", labels, r["avoided_until_ms"] / 1000)

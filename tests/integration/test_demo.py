@@ -54,5 +54,7 @@ def test_demo_reports_the_mixed_scenarios_anomalies(spark):
         r'rmqmon_group_queues\{consumer_group="ledger-containers",state="orphaned",topic="payments"\} [1-9]', last
     )
     assert re.search(r'rmqmon_broker_producers_avoiding\{broker="broker-b"\} [1-9]', "\n".join(scraped))
+    producers_seen = re.search(r'rmqmon_broker_producers_seen\{broker="broker-b"\} (\S+)', last)
+    assert producers_seen and float(producers_seen.group(1)) >= 2  # the scenario's producers that send to broker-b
     windows = spark.read.format("delta").load(str(delta / "fault_windows")).where("broker = 'broker-b'").count()
     assert windows > 0
