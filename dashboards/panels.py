@@ -171,8 +171,10 @@ def broker_faults() -> dict[str, object]:
         "Brokers as producers see them: latency fault isolation, avoidance, send latency by fault-table level.", [
         Panel("Isolated", "1 while at least one producer's latency fault item makes the broker unavailable.",
               "bool", ((f"max by (broker) (rmqmon_broker_isolated{{{B}}})", "{{broker}}"),), "state-timeline", 24, 6),
-        Panel("Producers avoiding", "Producers whose fault item makes the broker unavailable now.", "none",
-              ((f"sum by (broker) (rmqmon_broker_producers_avoiding{{{B}}})", "{{broker}}"),)),
+        Panel("Producers avoiding", "Producers whose fault item makes the broker unavailable now, beside the "
+              "producers that have a fault item for it (they sent to it and were not evicted).", "none",
+              ((f"sum by (broker) (rmqmon_broker_producers_avoiding{{{B}}})", "{{broker}} avoiding"),
+               (f"sum by (broker) (rmqmon_broker_producers_seen{{{B}}})", "{{broker}} seen"))),
         Panel("Fraction of producers avoiding", "Avoiding producers / producers that sent to the broker.",
               "percentunit", ((f"max by (broker) (rmqmon_broker_producers_avoiding_ratio{{{B}}})", "{{broker}}"),)),
         Panel("Send latency heatmap", "Sends per second by latency bucket; buckets are the fault table's "
