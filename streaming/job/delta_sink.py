@@ -55,26 +55,33 @@ def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int) -
     return bool(jvm.io.github.rrm.delta.IdempotentDeltaAppend.append(frame._jdf, path, app_id, int(batch_id)))
 
 
+def isolated_session(session: SparkSession) -> SparkSession:
+    """A clone of ``session``: the same SparkContext, settings, cache and temporary views, and settings of its
+    own from then on (what Spark does for each streaming query and micro-batch)."""
+    from pyspark.sql import SparkSession
+
+    return SparkSession(session.sparkContext, session._jsparkSession.cloneSession())
+
+
 def merge_idempotent(
     session: SparkSession,
     app_id: str,
     batch_id: int,
-    statement: Callable[[], None],
+    statement: Callable[[SparkSession], None],
 ) -> None:
     """Run a MERGE (or UPDATE/DELETE) once per (app_id, batch_id) via the session's txn settings.
 
-    ``session`` must be the micro-batch's own session (``batch_df.sparkSession``): each streaming query runs
-    on a clone, so its settings are its own. On the shared driver session, concurrent queries overwrite and
-    unset each other's txn ids between ``set`` and the MERGE, and a replayed batch's MERGE is then applied
-    a second time (the crash test caught exactly that in ``send_latency_minutes``).
+    The settings go on a clone of ``session`` (``isolated_session``) made for this one statement, and
+    ``statement`` must run on the session it is given. A session's settings are shared by every thread that
+    uses it: on the driver's session, concurrent queries overwrote and unset each other's txn ids between
+    ``set`` and the MERGE, and a replayed batch's MERGE was then applied a second time (the crash test caught
+    exactly that in ``send_latency_minutes``); on the micro-batch's session, two MERGEs of one batch could
+    only run one after the other. With a clone each, they run together.
     """
-    session.conf.set(_TXN_APP_ID, app_id)
-    session.conf.set(_TXN_VERSION, str(batch_id))
-    try:
-        statement()
-    finally:
-        session.conf.unset(_TXN_APP_ID)
-        session.conf.unset(_TXN_VERSION)
+    own = isolated_session(session)
+    own.conf.set(_TXN_APP_ID, app_id)
+    own.conf.set(_TXN_VERSION, str(batch_id))
+    statement(own)
 
 
 def ensure_table(session: SparkSession, path: str, schema_ddl: str, partition_by: tuple[str, ...] = (),

@@ -84,24 +84,27 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
                 frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 return lambda: tables.append(table, frame, app_id, batch_id)
 
-            def merges() -> None:
-                # In sequence: both set the txn ids on the micro-batch's session (see merge_idempotent).
-                if "current_assignment" in present:
-                    _merge_latest_rows(tables, batch, "current_assignment", app_id, batch_id)
-                if "anomaly_episodes" in present:
-                    episodes = _rows(batch, "anomaly_episodes")
-                    current = _latest_per_key(episodes, ("episode_id",)).withColumn(
-                        "batch_id", F.lit(batch_id).cast("bigint")
-                    )
-                    tables.merge_upsert(
-                        "anomalies_current",
-                        current.withColumn("_op", F.col("status")),
-                        app_id,
-                        batch_id,
-                        delete_condition="s._op = 'CLOSED'",
-                    )
+            def assignment() -> None:
+                _merge_latest_rows(tables, batch, "current_assignment", app_id, batch_id)
 
-            run_concurrently([append(table) for table in HISTORY_OUTPUTS if table in present] + [merges])
+            def anomalies() -> None:
+                episodes = _rows(batch, "anomaly_episodes")
+                current = _latest_per_key(episodes, ("episode_id",)).withColumn(
+                    "batch_id", F.lit(batch_id).cast("bigint")
+                )
+                tables.merge_upsert(
+                    "anomalies_current",
+                    current.withColumn("_op", F.col("status")),
+                    app_id,
+                    batch_id,
+                    delete_condition="s._op = 'CLOSED'",
+                )
+
+            # All at once: each MERGE carries its txn ids in a session of its own (see merge_idempotent).
+            writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
+            writes += [assignment] if "current_assignment" in present else []
+            writes += [anomalies] if "anomaly_episodes" in present else []
+            run_concurrently(writes)
             if metrics is not None:
                 apply_consumer_metrics(metrics, [(r["table"], json.loads(p)) for r in summary for p in r["payloads"]])
         finally:
@@ -142,8 +145,8 @@ def fault_sink(
                     refresh_broker_status(tables, batch.sparkSession, app_id, batch_id, now_ms, metrics)
 
                 writes.append(statuses)
-            # The history append beside the MERGEs: it carries its txn ids as writer options, the MERGEs
-            # theirs in the session (see merge_idempotent), so neither disturbs the other.
+            # The history append beside the MERGEs: it carries its txn ids as writer options, each MERGE
+            # theirs in a session of its own (see merge_idempotent), so none disturbs another.
             run_concurrently(writes)
             if metrics is not None:
                 windows = batch.where(F.col("table").isin("fault_windows", "late_sends")).collect()
@@ -164,7 +167,8 @@ def refresh_broker_status(
 ) -> None:
     """Recompute ``broker_status_current`` from every producer's item at event time ``now_ms``.
 
-    ``session`` is the micro-batch's own (see ``merge_idempotent``). The per-broker rows are computed once
+    ``session`` is the micro-batch's own (its MERGE's clone inherits its settings; see ``merge_idempotent``).
+    The per-broker rows are computed once
     and collected (one row per broker), and the MERGE reads them from the driver: given the aggregation
     itself as its source, MERGE would scan and aggregate every producer's item again for each of its passes.
     """

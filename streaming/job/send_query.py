@@ -105,8 +105,8 @@ def trim_fault_updates(session: SparkSession, path: str, cutoff_ms: int, app_id:
 
     deleted: list[int] = []
 
-    def delete() -> None:
-        result = session.sql(f"DELETE FROM {sql_path(path)} WHERE event_time_ms < {int(cutoff_ms)}").first()
+    def delete(own: SparkSession) -> None:
+        result = own.sql(f"DELETE FROM {sql_path(path)} WHERE event_time_ms < {int(cutoff_ms)}").first()
         deleted.append(int(result[0]) if result is not None and result[0] is not None else 0)
 
     try:

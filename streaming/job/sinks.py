@@ -72,12 +72,12 @@ class DeltaTables:
         from delta.tables import DeltaTable
 
         spec = TABLES[name]
-        session = frame.sparkSession  # the query's own session: see merge_idempotent
-        target = DeltaTable.forPath(session, self.path(name))
         on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in spec.key)
         values = {f"`{c}`": f"s.`{c}`" for c in column_names(name)}
 
-        def statement() -> None:
+        def statement(session: SparkSession) -> None:
+            # The MERGE runs on ``session``, which carries its txn ids; the source may come from another session.
+            target = DeltaTable.forPath(session, self.path(name))
             merge = target.alias("t").merge(frame.alias("s"), on)
             if delete_condition:
                 merge = merge.whenMatchedDelete(condition=delete_condition)
@@ -87,7 +87,7 @@ class DeltaTables:
                 merge = merge.whenMatchedUpdate(set=values).whenNotMatchedInsert(values=values)
             merge.execute()
 
-        merge_idempotent(session, f"{app_id}:{name}", batch_id, statement)
+        merge_idempotent(frame.sparkSession, f"{app_id}:{name}", batch_id, statement)
 
 
 def run_concurrently(writes: list[Callable[[], None]]) -> None:

@@ -58,3 +58,43 @@ def test_concurrent_writes_all_run_and_the_first_failure_reaches_the_caller(spar
     assert tables.read("dead_letters").count() == 1
     assert spark.sql(f"DESCRIBE HISTORY delta.`{tables.path('membership_changes')}`").count() == 2
     assert seen_properties == ["batch-7", "batch-7"]
+
+
+def test_merges_of_one_batch_run_together_each_once_and_leave_the_callers_session_without_txn_ids(spark, tmp_path):
+    """Each MERGE sets its txn ids on a session of its own, so a batch's MERGEs can run at the same time, and
+    the replay of the batch (same app id and batch id) changes neither table."""
+    from streaming.job.sinks import run_concurrently
+    from streaming.job.tables import column_names
+
+    tables = DeltaTables(spark, tmp_path)
+    tables.ensure_all(["current_assignment", "broker_status_current"])
+    schema = {name: tables.read(name).select(*column_names(name)).schema for name in
+              ("current_assignment", "broker_status_current")}  # fmt: skip
+
+    def assignment(batch: int, client: str) -> None:
+        row = ("G", "T", client, [("broker-a", 0)], 1, batch, 1_000 * batch, batch)
+        tables.merge_upsert("current_assignment", spark.createDataFrame([row], schema["current_assignment"]),
+                            "app", batch)  # fmt: skip
+
+    def status(batch: int, avoiding: int) -> None:
+        row = ("broker-a", avoiding, 4, avoiding / 4, None, avoiding > 0, 1_000 * batch, batch)
+        tables.merge_upsert("broker_status_current", spark.createDataFrame([row], schema["broker_status_current"]),
+                            "app", batch)  # fmt: skip
+
+    run_concurrently([lambda: assignment(1, "c1"), lambda: status(1, 2)])
+    run_concurrently([lambda: assignment(1, "c-replayed"), lambda: status(1, 3)])  # the replay of batch 1
+    run_concurrently([lambda: assignment(2, "c2"), lambda: status(2, 0)])
+
+    clients = sorted(r["client_id"] for r in tables.read("current_assignment").collect())
+    assert clients == ["c1", "c2"]
+    assert [(r["producers_avoiding"], r["batch_id"]) for r in tables.read("broker_status_current").collect()] == [
+        (0, 2)
+    ]
+    # each table's commits carry its own app id, once per batch
+    for name in ("current_assignment", "broker_status_current"):
+        log = spark.read.json(f"{tables.path(name)}/_delta_log/*.json").where("txn IS NOT NULL")
+        assert sorted((r["txn"]["appId"], r["txn"]["version"]) for r in log.collect()) == [
+            (f"app:{name}", 1), (f"app:{name}", 2)
+        ]
+    assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None
+    assert spark.conf.get("spark.databricks.delta.write.txnVersion", None) is None

@@ -1,0 +1,150 @@
+"""Benchmark (not a test): the consumer query's Delta sink with its MERGEs run together vs one after the other.
+
+Run: ``.venv/bin/python -m bench.bench_consumer_sink [--groups 50 --members 4 --changing 5 --batches 16]``
+-> prints a table and writes ``bench/results/consumer_sink.json``.
+
+A consumer micro-batch that carries changes writes up to five history tables (appends) and two current tables
+(``current_assignment`` and ``anomalies_current``, by MERGE). Each MERGE is exactly once through Delta's session
+settings, so the two used to run one after the other on the micro-batch's session; now each runs on a clone of
+it (``delta_sink.merge_idempotent``) and the sink starts all seven writes at once. This measures the sink alone
+(``outputs.consumer_sink``) on the rows the real engine emits, side by side in one Spark session, in turn per
+batch, each variant writing its own tables:
+
+* ``monitor``: the sink as the job runs it;
+* ``merges_in_sequence``: the same sink with its two MERGEs run one after the other in one thread, beside the
+  appends, as before.
+
+The batches come from ``ShardEngine``: ``groups`` groups of ``members`` consumers on one topic join in the first
+batch; then in every batch ``changing`` groups each gain a member that reuses a client ID (a duplicate: episodes
+open) or lose it again (they close), so every table gets rows in every batch. ``sustained`` leaves out the first
+two batches (the join, JIT warm-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results" / "consumer_sink.json"
+BASE = 1_700_000_000_000
+MERGES = ("assignment", "anomalies")  # the names of the sink's MERGE writes (outputs.consumer_sink)
+
+
+def _channel(t: int, kind: str, group: str, channel: str, client_id: str) -> dict[str, Any]:
+    event = {"type": "consumer_channel", "schema_version": 1, "event_time": t, "broker": "broker-a", "kind": kind,
+             "channel": channel, "client_id": client_id, "group": group}  # fmt: skip
+    if kind == "HEARTBEAT":
+        event["subscriptions"] = [{"topic": "orders", "expression": "*", "sub_version": 1}]
+    return event
+
+
+def engine_batches(groups: int, members: int, changing: int, batches: int) -> list[list[tuple[str, str]]]:
+    """Each batch's ``(table, payload)`` rows, as the consumer query's state function emits them."""
+    from streaming.domain.fleet import ShardEngine
+    from streaming.job.state_blob import encode
+
+    engine = ShardEngine.restore(None, {})
+    route = {"type": "topic_route", "schema_version": 1, "event_time": BASE, "topic": "orders",
+             "brokers": [{"broker": b, "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}
+                         for b in ("broker-a", "broker-b")]}  # fmt: skip
+    out = []
+    for batch in range(batches):
+        t = BASE + batch * 1_000  # within the channel expiry: nobody expires
+        if batch == 0:
+            events = [route] + [_channel(t, "HEARTBEAT", f"g{g}", f"10.0.{g}.{m}:1", f"10.0.{g}.{m}@1")
+                                for g in range(groups) for m in range(members)]  # fmt: skip
+        else:
+            # the duplicate joins in odd batches and leaves in even ones, in a different set of groups each time
+            first = ((batch - 1) // 2 * changing) % groups
+            kind = "HEARTBEAT" if batch % 2 else "UNREGISTER"
+            events = [_channel(t, kind, f"g{g % groups}", f"10.9.{g % groups}.0:1", f"10.0.{g % groups}.0@1")
+                      for g in range(first, first + changing)]  # fmt: skip
+        out.append([(table, encode(row)) for table, row in engine.apply(events, t - 60_000)])
+    return out
+
+
+def in_sequence(run_concurrently: Callable[[list[Callable[[], None]]], None]):  # type: ignore[no-untyped-def]
+    """``run_concurrently`` with the sink's MERGE writes run one after the other in one of its threads."""
+
+    def run(writes: list[Callable[[], None]]) -> None:
+        merges = [w for w in writes if getattr(w, "__name__", "") in MERGES]
+        others = [w for w in writes if w not in merges]
+        if merges:
+            others.append(lambda: [merge() for merge in merges])
+        run_concurrently(others)
+
+    return run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--groups", type=int, default=50)
+    parser.add_argument("--members", type=int, default=4)
+    parser.add_argument("--changing", type=int, default=5, help="groups with a change per batch")
+    parser.add_argument("--batches", type=int, default=16)
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
+    args = parser.parse_args()
+
+    from streaming.job import outputs
+    from streaming.job.consumer_query import OUTPUT_SCHEMA
+    from streaming.job.sinks import DeltaTables, run_concurrently
+    from streaming.job.spark_session import build_spark_session
+
+    rows = engine_batches(args.groups, args.members, args.changing, args.batches)
+    spark = build_spark_session()
+    root = Path(tempfile.mkdtemp(prefix="bench-consumer-sink-"))
+    variants = {"monitor": run_concurrently, "merges_in_sequence": in_sequence(run_concurrently)}
+    sinks = {}
+    for name in variants:
+        tables = DeltaTables(spark, root / name)
+        tables.ensure_all()
+        sinks[name] = outputs.consumer_sink(tables, f"bench-{name}", None)
+    seconds: dict[str, list[float]] = {name: [] for name in variants}
+    try:
+        for batch_id, batch_rows in enumerate(rows):
+            frame = spark.createDataFrame(batch_rows, OUTPUT_SCHEMA)
+            # alternate which variant goes first, so neither always runs right after the other's writes
+            order = list(variants) if batch_id % 2 == 0 else list(reversed(variants))
+            for name in order:
+                outputs.run_concurrently = variants[name]
+                start = time.perf_counter()
+                sinks[name](frame, batch_id)
+                seconds[name].append(time.perf_counter() - start)
+            tables_written = sorted({t for t, _ in batch_rows})
+            print(f"batch {batch_id:3} rows {len(batch_rows):5} " +
+                  " ".join(f"{n} {seconds[n][-1]:6.2f} s" for n in variants) + f"  {tables_written}")  # fmt: skip
+    finally:
+        outputs.run_concurrently = run_concurrently
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    results: dict[str, Any] = {}
+    for name, values in seconds.items():
+        sustained = values[2:]
+        results[name] = {"batch_s": [round(v, 3) for v in values],
+                         "sustained_median_s": round(statistics.median(sustained), 3),
+                         "sustained_mean_s": round(statistics.mean(sustained), 3)}  # fmt: skip
+    ratio = results["merges_in_sequence"]["sustained_median_s"] / results["monitor"]["sustained_median_s"]
+    results["in_sequence_over_monitor"] = round(ratio, 2)
+    print(f"sustained median: monitor {results['monitor']['sustained_median_s']} s, merges in sequence "
+          f"{results['merges_in_sequence']['sustained_median_s']} s (ratio {ratio:.2f})")
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps({
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "input": vars(args) | {"results": str(args.results), "rows_per_batch": [len(r) for r in rows]},
+        "results": results,
+    }, indent=2) + "\n")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
