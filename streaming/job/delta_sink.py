@@ -57,7 +57,7 @@ def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int) -
 
 def isolated_session(session: SparkSession) -> SparkSession:
     """A clone of ``session``: the same SparkContext, settings, cache and temporary views, and settings of its
-    own from then on (what Spark does for each streaming query and micro-batch)."""
+    own from then on (as Spark gives each streaming query a clone of the session that started it)."""
     from pyspark.sql import SparkSession
 
     return SparkSession(session.sparkContext, session._jsparkSession.cloneSession())
