@@ -77,6 +77,8 @@ def in_sequence(run_concurrently: Callable[[list[Callable[[], None]]], None]):  
 
     def run(writes: list[Callable[[], None]]) -> None:
         merges = [w for w in writes if getattr(w, "__name__", "") in MERGES]
+        if not merges:  # every batch here writes current_assignment: the sink's writes were renamed
+            raise RuntimeError(f"no MERGE write among {[getattr(w, '__name__', w) for w in writes]}")
         others = [w for w in writes if w not in merges]
         if merges:
             others.append(lambda: [merge() for merge in merges])

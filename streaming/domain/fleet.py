@@ -364,19 +364,19 @@ class ShardEngine:
                       dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
         group = event["group"]
         state = self.groups.get(group)
+        queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
         if state is None or state.membership.is_empty:
             # No broker has reported a channel of the group (yet, or any more): there is no membership to
             # compute an expected assignment from. The collector reports again, so a report that merely
             # overtook the group's first heartbeat is followed by one that counts.
-            queues = sum(1 for q in event.get("queues") or () if not q.get("dropped"))
             records.append(("ignored_events", {
                 "event_type": "reported_assignment", "reason": UNKNOWN_GROUP, "origin": event.get(ORIGIN_KEY),
                 "detail": f"group {group} is known to no broker at {int(event['event_time'])}: the report of "
-                          f"{event['client_id']} ({queues} queues of {event['topic']}) has nothing to compare with",
+                          f"{event['client_id']} ({len(queues)} queues of {event['topic']}) has nothing to "
+                          "compare with",
             }))  # fmt: skip
             return
         key = f"{event['client_id']}\x00{event['topic']}"
-        queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
         if state.reported.get(key) != queues:
             state.reported[key] = queues
             self._mark(dirty, group, int(event["event_time"]), "REPORTED_ASSIGNMENT")

@@ -168,9 +168,9 @@ def refresh_broker_status(
     """Recompute ``broker_status_current`` from every producer's item at event time ``now_ms``.
 
     ``session`` is the micro-batch's own (its MERGE's clone inherits its settings; see ``merge_idempotent``).
-    The per-broker rows are computed once
-    and collected (one row per broker), and the MERGE reads them from the driver: given the aggregation
-    itself as its source, MERGE would scan and aggregate every producer's item again for each of its passes.
+    The per-broker rows are computed once and collected (one row per broker), and the MERGE reads them from
+    the driver: given the aggregation itself as its source, MERGE would scan and aggregate every producer's
+    item again for each of its passes.
     """
     from pyspark.sql import functions as F
 

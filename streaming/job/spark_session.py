@@ -103,9 +103,9 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         # Every Delta commit lists the table's _delta_log, which holds every commit of the log retention
         # (30 days by default: hundreds of thousands of files for a table written every few seconds). Delta's
         # default store for local paths builds a Hadoop FileStatus per file for that, about 14 us each: an
-        # exactly-once append took 1.7 s with 100,000 expired files in the log and 4.8 s with 300,000, against
-        # 0.22 s with none. This one (Delta's own HDFSLogStore, writes included) stats only the files from the
-        # last checkpoint on: 0.27 s and 0.38 s. Other schemes keep Delta's stores.
+        # exactly-once append took 1.6 s with 100,000 expired files in the log and 4.8 s with 300,000, against
+        # 0.21 s with none. This one (Delta's own HDFSLogStore, writes included) stats only the files from the
+        # last checkpoint on: 0.26 s and 0.35 s (bench_delta_log). Other schemes keep Delta's stores.
         "spark.delta.logStore.file.impl": LOCAL_LOG_STORE,
     }
     # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; Spark's generated code for the

@@ -21,11 +21,11 @@ import org.apache.hadoop.fs.RawLocalFileSystem;
  *
  * <p>Why: every snapshot update lists the table's {@code _delta_log} from the last checkpoint on, and Delta's
  * listing ({@code fs.listStatus} of the whole directory, then a filter by name) builds a Hadoop
- * {@code FileStatus}, two system calls and a qualified {@code Path}, for every file in it: about 24 us per file.
- * A log keeps every commit's JSON and checksum for {@code delta.logRetentionDuration}; a table the job appends
- * to every 10 s holds about 100,000 of them after 6 days, and each exactly-once append then took 2.6 s instead
- * of 0.22 s (7.7 s at 300,000). Listing the names (about 0.5 us each) and stating the few dozen from the
- * checkpoint on keeps a commit's cost flat however long the log is.
+ * {@code FileStatus}, two system calls and a qualified {@code Path}, for every file in it. A log keeps every
+ * commit's JSON and checksum for {@code delta.logRetentionDuration}, so a table the job appends to every 10 s
+ * holds about 100,000 of them after 6 days, and each exactly-once append grows slower with them (the figures are
+ * in {@code spark_session.py} and {@code bench/results/delta_log.json}). Listing the names (about 0.5 us each)
+ * and stating the few dozen from the checkpoint on keeps a commit's cost flat however long the log is.
  *
  * <p>The listing is otherwise Delta's: the files whose names sort at or after {@code path}'s name, sorted by
  * name, as the file system reports them; a missing directory is a {@link FileNotFoundException}; the
