@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from connectors import jvm_artifacts
 
@@ -269,13 +270,14 @@ class LocalKafkaBroker:
         raise KafkaBrokerError(f"Kafka broker not ready after {timeout_s:.0f}s ({last_error})")
 
 
-def create_topics(bootstrap_servers: str, topics: Iterable[str], partitions: int = 1) -> None:
-    """Create topics that do not exist yet (kafka-python's admin client)."""
+def create_topics(bootstrap_servers: str, topics: Iterable[str], partitions: int = 1, **client_options: Any) -> None:
+    """Create topics that do not exist yet (kafka-python's admin client; ``client_options`` such as security
+    settings go to it), with replication factor 1: for single-broker test setups."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **client_options)
     try:
         existing = set(admin.list_topics())
         wanted = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing]

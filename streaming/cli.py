@@ -139,6 +139,20 @@ EPILOG_DEMO = """examples:
   rebalance-monitor demo --speed 60 --no-live     # plain log lines instead of the live view
 """
 
+EPILOG_SIMULATE = """examples:
+  rebalance-monitor simulate --config conf/monitor.toml --scenario crash          # into the config's Kafka topics
+  rebalance-monitor simulate --bootstrap-servers 127.0.0.1:9092 --speed 20 --start 2026-11-21T00:00 --duration 600
+  rebalance-monitor simulate --scenario duplicate-ids --fleet-seconds 300 --output events.jsonl
+  rebalance-monitor simulate --bootstrap-servers 127.0.0.1:9092 --create-topics --groups 200  # a local test broker
+  rebalance-monitor simulate --config conf/monitor.toml --producer-option security_protocol=SSL \\
+      --producer-option ssl_cafile=/etc/kafka/ca.pem
+Without the job: a monitor running elsewhere reads the topics. Kafka options of the config ([kafka.options])
+are Java client options and are not passed on; give the producer's own (kafka-python names) with
+--producer-option. Into Kafka, fleet time never runs further ahead of the wall clock than the config's
+[ingest] max_future_skew_ms allows (the monitor would dead-letter those events): with --speed above 1, start
+in the past. What the monitor should report for the scenario is printed first.
+"""
+
 EPILOG_QUERY = """examples:
   rebalance-monitor query assignment --delta-root .run/delta --group orders-consumers --at 2026-11-21T14:03:00
   rebalance-monitor query assignment --delta-root .run/delta --group orders-consumers --table-version 12
@@ -184,6 +198,83 @@ def _demo(args: argparse.Namespace) -> int:
             sends_per_second=args.send_rate,
         )
     )
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from streaming.simulate import MissingTopics, SimulateSettings, run_to_file, run_to_kafka
+
+    if args.output is not None and args.fleet_seconds is None:
+        raise UsageError("--output needs --fleet-seconds: how much fleet time to write")
+    kafka_only = args.config or args.bootstrap_servers or args.producer_option or args.create_topics
+    if args.output is not None and kafka_only:
+        raise UsageError("--output writes a file; --config, --bootstrap-servers, --producer-option and "
+                         "--create-topics are for Kafka")  # fmt: skip
+    config = None
+    if args.output is None:
+        from streaming.config import load_config
+
+        config = load_config(args.config)  # a ConfigError is one line per problem and exit code 2 (main)
+    settings = SimulateSettings(
+        scenario=args.scenario,
+        seed=args.seed,
+        namespace=args.namespace,
+        extra_groups=args.groups,
+        clients_per_group=args.clients,
+        queues_per_broker=args.queues,
+        sends_per_second=args.send_rate,
+        start_ms=_time_option("--start", args.start),
+        speed=args.speed,
+        fleet_seconds=args.fleet_seconds,
+        duration_s=args.duration,
+        max_future_skew_ms=config.ingest.max_future_skew_ms if config else 0,
+    )
+
+    def say(line: str) -> None:
+        print(f"[simulate] {line}", file=sys.stderr if args.output == "-" else sys.stdout, flush=True)
+
+    if args.output is not None:
+        return run_to_file(settings, args.output, say)
+    assert config is not None
+    options = _producer_options(args.producer_option)
+    topics = {t: getattr(config.kafka.topics, t) for t in ("consumer_channel", "reported_assignment",
+                                                           "topic_route", "send_result")}  # fmt: skip
+    bootstrap = args.bootstrap_servers or config.kafka.bootstrap_servers
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        return run_to_kafka(settings, bootstrap, topics, options, say, stop, create_missing_topics=args.create_topics)
+    except MissingTopics as error:
+        raise NotFound(str(error)) from None
+    except KeyboardInterrupt:
+        stop.set()
+        return 130
+    except Exception as error:  # kafka-python: no broker reachable, bad security settings
+        if type(error).__module__.startswith("kafka"):
+            detail = type(error).__name__ + ("" if str(error) in ("", type(error).__name__) else f": {error}")
+            raise NotFound(f"cannot publish to Kafka at {bootstrap} ({detail})") from None
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _producer_options(pairs: list[str]) -> dict[str, object]:
+    """``KEY=VALUE`` pairs for kafka-python's producer; numbers and true/false become ints and bools."""
+    from kafka import KafkaProducer
+
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--producer-option {pair!r}: expected KEY=VALUE")
+        if key not in KafkaProducer.DEFAULT_CONFIG:
+            raise UsageError(f"--producer-option {key!r} is not a kafka-python producer option "
+                             "(they use underscores, e.g. security_protocol)")  # fmt: skip
+        lowered = value.lower()
+        options[key] = int(value) if value.isdigit() else lowered == "true" if lowered in ("true", "false") else value
+    return options
 
 
 def _time_option(name: str, text: str | None) -> int | None:
@@ -477,29 +568,48 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the job is not running: compact every table")  # fmt: skip
     maintain.set_defaults(handler=_maintain)
 
-    from connectors.simulator import SCENARIOS
-
     demo = commands.add_parser(
         "demo",
         help="local broker + simulated fleet + the monitor, with a live view",
         epilog=EPILOG_DEMO,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    demo.add_argument("--scenario", choices=SCENARIOS, default="mixed", help="what the fleet does (default mixed)")
+    _fleet_arguments(demo)
     demo.add_argument("--duration", type=_positive(float), default=None, help="stop after this many seconds")
     demo.add_argument("--speed", type=_positive(float), default=20.0,
                       help="simulated seconds per wall second (default 20)")  # fmt: skip
-    demo.add_argument("--seed", type=int, default=1, help="same seed, same fleet and events (default 1)")
     demo.add_argument("--metrics-port", type=_positive(int), default=9464,
                       help="Prometheus endpoint port (default 9464; a free one if taken)")  # fmt: skip
     demo.add_argument("--no-live", action="store_true", help="plain log lines instead of the in-place view")
-    demo.add_argument("--groups", type=_positive(int, zero=True), default=0,
-                      help="extra healthy consumer groups, for load (default 0)")  # fmt: skip
-    demo.add_argument("--clients", type=_positive(int), default=4, help="members per extra group (default 4)")
-    demo.add_argument("--queues", type=_positive(int), default=4, help="queues per topic and broker (default 4)")
-    demo.add_argument("--send-rate", type=_positive(float, zero=True), default=None,
-                      help="sends per second per producer (default 0.8)")  # fmt: skip
     demo.set_defaults(handler=_demo)
+
+    simulate = commands.add_parser(
+        "simulate",
+        help="a simulated fleet's events into Kafka (for a monitor running elsewhere) or a JSON-lines file",
+        description="Publish a simulated RocketMQ fleet (heartbeats, routes, send results) to the Kafka topics "
+        "a monitor's configuration names, or write its events to a file, without running the job.",
+        epilog=EPILOG_SIMULATE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _fleet_arguments(simulate)
+    simulate.add_argument("--namespace", default="", help="prefix for every group, topic, broker and producer group")
+    simulate.add_argument("--config", help="TOML file (see conf/monitor.toml): Kafka bootstrap servers and topics")
+    simulate.add_argument("--bootstrap-servers", help="Kafka to publish to (default: the config's)")
+    simulate.add_argument("--producer-option", action="append", default=[], metavar="KEY=VALUE",
+                          help="a kafka-python producer option, e.g. security_protocol=SASL_SSL "
+                          "(repeatable)")  # fmt: skip
+    simulate.add_argument("--create-topics", action="store_true",
+                          help="create missing topics (2 partitions, replication factor 1: for test "
+                          "clusters)")  # fmt: skip
+    simulate.add_argument("--output", metavar="FILE", help="write JSON lines here instead (- for standard output)")
+    simulate.add_argument("--start", help="fleet time of the first event: epoch ms or ISO-8601 (default now)")
+    simulate.add_argument("--speed", type=_positive(float), default=1.0,
+                          help="fleet seconds per wall second, into Kafka (default 1)")  # fmt: skip
+    simulate.add_argument("--fleet-seconds", type=_positive(float), default=None,
+                          help="stop after this much fleet time (required with --output)")  # fmt: skip
+    simulate.add_argument("--duration", type=_positive(float), default=None,
+                          help="stop after this many wall seconds (default: SIGTERM or Ctrl-C)")  # fmt: skip
+    simulate.set_defaults(handler=_simulate)
 
     query = commands.add_parser(
         "query",
@@ -547,6 +657,20 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument("--json", action="store_true", help="JSON instead of a table")
     allocate.set_defaults(handler=_allocate)
     return parser
+
+
+def _fleet_arguments(parser: argparse.ArgumentParser) -> None:
+    """The simulated fleet's options, shared by ``demo`` and ``simulate``."""
+    from connectors.simulator import SCENARIOS
+
+    parser.add_argument("--scenario", choices=SCENARIOS, default="mixed", help="what the fleet does (default mixed)")
+    parser.add_argument("--seed", type=int, default=1, help="same seed, same fleet and events (default 1)")
+    parser.add_argument("--groups", type=_positive(int, zero=True), default=0,
+                        help="extra healthy consumer groups, for load (default 0)")  # fmt: skip
+    parser.add_argument("--clients", type=_positive(int), default=4, help="members per extra group (default 4)")
+    parser.add_argument("--queues", type=_positive(int), default=4, help="queues per topic and broker (default 4)")
+    parser.add_argument("--send-rate", type=_positive(float, zero=True), default=None,
+                        help="sends per second per producer (default 0.8)")  # fmt: skip
 
 
 def _positive(kind: type, zero: bool = False):  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ import pytest
 
 from streaming.cli import build_parser, main
 
-COMMANDS = ["run", "demo", "query", "allocate", "maintain", "kafka", "smoke"]
+COMMANDS = ["run", "demo", "simulate", "query", "allocate", "maintain", "kafka", "smoke"]
 ROOT = Path(__file__).parents[2]
 
 

@@ -1,0 +1,100 @@
+"""``rebalance-monitor simulate`` into a real Kafka broker: the topics of the config, the contract's keys,
+exactly the events the file mode writes for the same arguments, the future-skew cap, and clear failures.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+
+from connectors.emitter import KEY_FIELD
+from connectors.kafka_broker import create_topics, free_port
+from streaming.cli import main
+
+TYPES = ("consumer_channel", "reported_assignment", "topic_route", "send_result")
+
+
+def config_file(tmp_path, bootstrap: str, max_future_skew_ms: int = 300_000) -> tuple[str, dict[str, str]]:
+    run = uuid.uuid4().hex[:8]
+    topics = {t: f"sim-{run}.{t}" for t in TYPES}
+    text = f'[kafka]\nbootstrap_servers = "{bootstrap}"\n[kafka.topics]\n'
+    text += "".join(f'{t} = "{name}"\n' for t, name in topics.items())
+    text += f"[ingest]\nmax_future_skew_ms = {max_future_skew_ms}\n"
+    path = tmp_path / f"{run}.toml"
+    path.write_text(text)
+    return str(path), topics
+
+
+def read_topics(bootstrap: str, topics: dict[str, str]) -> list[tuple[str, str | None, dict]]:
+    """Every record of the topics as (topic, key, event)."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        *topics.values(), bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=3000
+    )
+    try:
+        return [(r.topic, r.key.decode() if r.key else None, json.loads(r.value)) for r in consumer]
+    finally:
+        consumer.close()
+
+
+def test_kafka_holds_exactly_the_events_of_the_file_mode_on_the_config_s_topics_with_contract_keys(
+    kafka_broker, tmp_path, capsys
+):
+    config, topics = config_file(tmp_path, kafka_broker.bootstrap_servers)
+    create_topics(kafka_broker.bootstrap_servers, topics.values(), partitions=2)
+    start = str(int(time.time() * 1000) - 3_600_000)  # an hour ago: fleet time may run fast up to now
+    args = ["--scenario", "slow-broker", "--start", start, "--fleet-seconds", "240", "--seed", "5"]
+    assert main(["simulate", "--config", config, "--speed", "1000", *args]) == 0
+    out = capsys.readouterr().out
+    assert "expect: broker broker-b avoided by producers" in out and "stopped:" in out
+    assert main(["simulate", "--output", str(tmp_path / "same.jsonl"), *args]) == 0
+    expected = [json.loads(line) for line in (tmp_path / "same.jsonl").read_text().splitlines()]
+
+    records = read_topics(kafka_broker.bootstrap_servers, topics)
+    as_published = Counter(
+        (topic, key, json.dumps(event, sort_keys=True)) for topic, key, event in records
+    )
+    as_written = Counter(
+        (topics[e["type"]], str(e[KEY_FIELD[e["type"]]]), json.dumps(e, sort_keys=True)) for e in expected
+    )
+    assert as_published == as_written
+    assert {topic for topic, _, _ in records} == {topics["consumer_channel"], topics["topic_route"],
+                                                 topics["send_result"]}  # fmt: skip
+
+
+def test_fleet_time_never_runs_past_the_monitor_s_future_skew_limit(kafka_broker, tmp_path, capsys):
+    config, topics = config_file(tmp_path, kafka_broker.bootstrap_servers, max_future_skew_ms=90_000)
+    create_topics(kafka_broker.bootstrap_servers, topics.values())
+    began = int(time.time() * 1000)
+    assert main(["simulate", "--config", config, "--scenario", "steady", "--speed", "1000", "--duration", "3"]) == 0
+    ended = int(time.time() * 1000)
+    out = capsys.readouterr().out
+    times = [event["event_time"] for _, _, event in read_topics(kafka_broker.bootstrap_servers, topics)]
+    # At 1,000x the fleet would be ~50 min ahead after 3 s; the cap holds it 60 s inside the 90 s limit. The
+    # simulator stamps a tick's sends up to 5 s into the tick, hence that slack.
+    assert min(times) >= began
+    assert max(times) < ended + 90_000 - 60_000 + 5_000
+    assert max(times) >= began + 20_000  # it did run ahead, up to the cap
+    assert "future-skew limit" in out
+
+
+def test_missing_topics_and_an_unreachable_broker_are_one_clear_line(kafka_broker, tmp_path, capsys):
+    config, topics = config_file(tmp_path, kafka_broker.bootstrap_servers)
+    assert main(["simulate", "--config", config, "--fleet-seconds", "10"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "do not exist" in err and topics["send_result"] in err and len(err.splitlines()) == 1
+
+    # --create-topics creates them, and the run goes through
+    assert main(["simulate", "--config", config, "--fleet-seconds", "10", "--create-topics",
+                 "--start", str(int(time.time() * 1000) - 60_000), "--speed", "100"]) == 0  # fmt: skip
+    assert read_topics(kafka_broker.bootstrap_servers, topics)
+
+    nobody = f"127.0.0.1:{free_port()}"
+    code = main(["simulate", "--bootstrap-servers", nobody, "--fleet-seconds", "10",
+                 "--producer-option", "request_timeout_ms=2000"])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 1
+    assert "cannot publish to Kafka" in err and len(err.splitlines()) == 1, err
