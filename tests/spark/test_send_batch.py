@@ -113,3 +113,34 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         assert _rows(dead_letter_columns(reduced.where(F.col("kind") == "reject")), dead_columns) == expected_dead
     finally:
         reduced.unpersist()
+
+
+def test_client_line_rules_choose_the_table_per_send_reading_the_version_once(spark):
+    from streaming.domain.versions import ClientLine
+
+    versions = ["V4_9_8", "4.9.8", "5.3.3", "V5_1_4", "409", "441", "unknown", "V"]
+    rows = []
+    for offset, version in enumerate(versions):
+        event = {"type": "send_result", "schema_version": 1, "event_time": BASE, "producer_id": f"p{offset}",
+                 "producer_group": "PG", "topic": "T", "broker": "b", "queue_id": 0, "latency_ms": 600,
+                 "outcome": "OK", "client_version": version}  # fmt: skip
+        rows.append((json.dumps(event).encode(), "sends", 0, offset, datetime.fromtimestamp(BASE / 1000, tz=UTC)))
+    frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
+    classified = classify(frame, contracts_for(("send_result",)), IngestSettings("unused:9092", {"sends": "send_result"}))
+    rules = [FaultTableRule("rocketmq-4", "*", "4.9")]
+    batch = send_batch(classified, rules, "rocketmq-5", True, FLOORS)
+    got = {r["producer_id"]: r["fault_table"] for r in batch.where(F.col("reason").isNull()).collect()}
+    expected = {}
+    for offset, version in enumerate(versions):
+        try:
+            line = ClientLine.parse(version)
+        except ValueError:
+            line = None
+        expected[f"p{offset}"] = "rocketmq-4" if line is ClientLine.V4_9 else "rocketmq-5"
+    assert got == expected
+    # The version's regex is evaluated in a projection of its own, not inlined into the rules' nested CASE,
+    # where code generation cannot share it between its four uses.
+    plan = batch._jdf.queryExecution().optimizedPlan().toString()
+    fault_table_line = next(line for line in plan.splitlines() if " AS fault_table#" in line)
+    assert "regexp_extract" not in fault_table_line
+    assert "regexp_extract" in plan
