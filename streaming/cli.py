@@ -201,6 +201,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    import dataclasses
     import signal
     import threading
 
@@ -239,8 +240,7 @@ def _simulate(args: argparse.Namespace) -> int:
         return run_to_file(settings, args.output, say)
     assert config is not None
     options = _producer_options(args.producer_option)
-    topics = {t: getattr(config.kafka.topics, t) for t in ("consumer_channel", "reported_assignment",
-                                                           "topic_route", "send_result")}  # fmt: skip
+    topics = dataclasses.asdict(config.kafka.topics)  # event type -> Kafka topic
     bootstrap = args.bootstrap_servers or config.kafka.bootstrap_servers
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())

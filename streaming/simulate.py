@@ -19,7 +19,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,17 +44,11 @@ class SimulateSettings:
     progress_every_s: float = 15.0
 
 
-@dataclass
-class SimulateOutcome:
-    events: int = 0
-    failed: int = 0
-    errors: list[str] = field(default_factory=list)
-    first_ms: int = 0
-    last_ms: int = 0  # fleet time reached (exclusive)
-
-
-def build_simulation(settings: SimulateSettings, start_ms: int) -> Any:
+def build_simulation(settings: SimulateSettings) -> Any:
+    """The scenario's ``Simulation``, from ``settings.start_ms`` (default: now)."""
     from connectors.simulator import Simulation, build_scenario
+
+    start_ms = settings.start_ms if settings.start_ms is not None else int(time.time() * 1000)
 
     scenario = build_scenario(
         settings.scenario,
@@ -87,11 +81,12 @@ def what_to_expect(scenario: Any) -> list[str]:
     return lines
 
 
-def write_events(simulation: Any, until_ms: int, out: IO[str]) -> SimulateOutcome:
-    """Every event of ``simulation`` before ``until_ms`` as JSON lines, each validated against the contract."""
+def write_events(simulation: Any, until_ms: int, out: IO[str]) -> int:
+    """Every event of ``simulation`` before ``until_ms`` as JSON lines, each validated against the contract;
+    how many."""
     from streaming.contract.events import Rejection, validate_event
 
-    outcome = SimulateOutcome(first_ms=simulation.cursor_ms)
+    written = 0
     while simulation.cursor_ms < until_ms:
         for event in simulation.events_until(min(simulation.cursor_ms + CHUNK_MS, until_ms)):
             line = json.dumps(event, separators=(",", ":"))
@@ -100,9 +95,8 @@ def write_events(simulation: Any, until_ms: int, out: IO[str]) -> SimulateOutcom
             if isinstance(verdict, Rejection):
                 raise ValueError(f"the simulator made an invalid event ({verdict.reason}: {verdict.detail})")
             out.write(line + "\n")
-            outcome.events += 1
-    outcome.last_ms = simulation.cursor_ms
-    return outcome
+            written += 1
+    return written
 
 
 def publish(
@@ -111,20 +105,17 @@ def publish(
     settings: SimulateSettings,
     stop: threading.Event,
     say: Callable[[str], None],
-    wall_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-    monotonic: Callable[[], float] = time.monotonic,
-) -> SimulateOutcome:
+) -> None:
     """Emit the fleet's events paced as the module docstring says, until ``stop``, ``duration_s`` of wall time
-    or ``fleet_seconds`` of fleet time; a delivery report after every step."""
-    outcome = SimulateOutcome(first_ms=simulation.cursor_ms)
-    began = last = monotonic()
+    or ``fleet_seconds`` of fleet time; deliveries are awaited after every step (``emitter.report``)."""
+    began = last = time.monotonic()
     last_line = began
     virtual = float(simulation.cursor_ms)
     end_ms = None if settings.fleet_seconds is None else simulation.start_ms + int(settings.fleet_seconds * 1000)
     capped = False
     for _ in _steps(stop):
-        now = monotonic()
-        limit = wall_ms() + settings.max_future_skew_ms - SKEW_MARGIN_MS
+        now = time.monotonic()
+        limit = int(time.time() * 1000) + settings.max_future_skew_ms - SKEW_MARGIN_MS
         ahead = virtual + (now - last) * settings.speed * 1000
         if ahead > limit and not capped:
             capped = True
@@ -135,16 +126,13 @@ def publish(
         last = now
         emitter.emit_all(simulation.events_until(int(virtual)))
         report = emitter.flush()
-        outcome.events, outcome.failed, outcome.errors = report.sent + report.failed, report.failed, report.errors
-        outcome.last_ms = simulation.cursor_ms
         if now - last_line >= settings.progress_every_s:
             last_line = now
-            say(progress_line(outcome, simulation.start_ms))
+            say(progress_line(report, simulation))
         if end_ms is not None and simulation.cursor_ms >= end_ms:
             break
         if settings.duration_s is not None and now - began >= settings.duration_s:
             break
-    return outcome
 
 
 def _steps(stop: threading.Event, interval_s: float = 1.0) -> Iterator[None]:
@@ -154,10 +142,12 @@ def _steps(stop: threading.Event, interval_s: float = 1.0) -> Iterator[None]:
         yield
 
 
-def progress_line(outcome: SimulateOutcome, start_ms: int) -> str:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(outcome.last_ms / 1000))
-    failed = f", {outcome.failed} failed" if outcome.failed else ""
-    return f"{outcome.events} events{failed}; fleet time {(outcome.last_ms - start_ms) // 1000} s, at {stamp}"
+def progress_line(report: Any, simulation: Any) -> str:
+    """Events handed to Kafka (a ``DeliveryReport``) and the fleet time reached."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(simulation.cursor_ms / 1000))
+    failed = f", {report.failed} failed" if report.failed else ""
+    fleet_s = (simulation.cursor_ms - simulation.start_ms) // 1000
+    return f"{report.sent + report.failed} events{failed}; fleet time {fleet_s} s, at {stamp}"
 
 
 def run_to_file(settings: SimulateSettings, path: str, say: Callable[[str], None]) -> int:
@@ -165,18 +155,17 @@ def run_to_file(settings: SimulateSettings, path: str, say: Callable[[str], None
     import sys
 
     assert settings.fleet_seconds is not None  # the CLI requires it with --output
-    start_ms = settings.start_ms if settings.start_ms is not None else int(time.time() * 1000)
-    simulation = build_simulation(settings, start_ms)
-    until_ms = start_ms + int(settings.fleet_seconds * 1000)
+    simulation = build_simulation(settings)
+    until_ms = simulation.start_ms + int(settings.fleet_seconds * 1000)
     if path == "-":
-        outcome = write_events(simulation, until_ms, sys.stdout)
+        write_events(simulation, until_ms, sys.stdout)
         sys.stdout.flush()
     else:
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("w", encoding="utf-8") as out:
-            outcome = write_events(simulation, until_ms, out)
-        say(f"{outcome.events} events of {settings.fleet_seconds:g} s of fleet time written to {target}")
+            written = write_events(simulation, until_ms, out)
+        say(f"{written} events of {settings.fleet_seconds:g} s of fleet time written to {target}")
     for line in what_to_expect(simulation.scenario):
         say(line)
     return 0
@@ -223,20 +212,18 @@ def run_to_kafka(
 
     check_topics(bootstrap_servers, sorted(set(topics.values())), producer_options, create_missing_topics)
     stop = stop or threading.Event()
-    start_ms = settings.start_ms if settings.start_ms is not None else int(time.time() * 1000)
-    simulation = build_simulation(settings, start_ms)
+    simulation = build_simulation(settings)
     for line in what_to_expect(simulation.scenario):
         say(line)
     say(f"publishing to {bootstrap_servers}: " + ", ".join(f"{t} -> {name}" for t, name in sorted(topics.items())))
     emitter = EventEmitter(bootstrap_servers, topics, **producer_options)
     try:
-        outcome = publish(simulation, emitter, settings, stop, say)
+        publish(simulation, emitter, settings, stop, say)
     finally:
         emitter.close()  # flushes what the last step left
     report = emitter.report
-    outcome.events, outcome.failed, outcome.errors = report.sent + report.failed, report.failed, report.errors
-    say("stopped: " + progress_line(outcome, start_ms))
-    if outcome.failed:
-        say(f"{outcome.failed} event(s) were not delivered, e.g. {outcome.errors[-1]}")
+    say("stopped: " + progress_line(report, simulation))
+    if report.failed:
+        say(f"{report.failed} event(s) were not delivered, e.g. {report.errors[-1]}")
         return 1
     return 0
