@@ -11,6 +11,10 @@ from __future__ import annotations
 import enum
 import re
 
+# The leading number of a reported version, after blanks and any "V"s (Java's regex reads it alike).
+VERSION_NUMBER_PATTERN = r"^\s*[Vv]*([0-9]+)"
+_VERSION_NUMBER = re.compile(VERSION_NUMBER_PATTERN, re.ASCII)
+
 
 class ClientLine(enum.Enum):
     """A RocketMQ client line with one set of semantics."""
@@ -21,20 +25,22 @@ class ClientLine(enum.Enum):
     @classmethod
     def parse(cls, text: str | None, default: ClientLine | None = None) -> ClientLine:
         """Map a reported version (``"V4_9_8"``, ``"4.9.8"``, ``"5.3.3"``, ``"5"``, an MQVersion ordinal
-        such as ``"409"``) to its line; ``default`` (else ``V5``) when it cannot be read."""
+        such as ``"409"``) to its line; ``default`` (else ``V5``) when it cannot be read.
+
+        The reading is the leading number after any blanks and ``V``s: 100 and up is an ordinal (no
+        release has such a major version; V5_0_0 is 413), 5 and up is 5.x, 4 is 4.9. The send path
+        reads versions in Spark SQL the same way (``send_query.client_line_column``), with the same
+        ASCII-only pattern, so both always agree.
+        """
         fallback = default or cls.V5
-        if not text:
-            return fallback
-        value = text.strip().upper().lstrip("V").replace("_", ".")
-        if value.isdigit() and len(value) >= 3:
-            # MQVersion.Version ordinal: V5_0_0 is 413 (section 7.1 of the semantics reference).
-            return cls.V5 if int(value) >= 413 else cls.V4_9
-        match = re.match(r"(\d+)(?:\.(\d+))?", value)
+        match = _VERSION_NUMBER.match(text or "")
         if not match:
             return fallback
-        major = int(match.group(1))
-        if major >= 5:
+        number = int(match.group(1))
+        if number >= 100:
+            return cls.V5 if number >= 413 else cls.V4_9
+        if number >= 5:
             return cls.V5
-        if major == 4:
+        if number == 4:
             return cls.V4_9
         return fallback

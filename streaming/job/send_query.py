@@ -128,15 +128,19 @@ class FaultTableRule:
 
 
 def client_line_column() -> Column:
-    """The client line ("4.9" or "5") of each send's ``client_version``, NULL for free text."""
+    """The client line ("4.9" or "5") of each send's ``client_version``, NULL where ``ClientLine.parse`` cannot
+    read one (it falls back to a default there; here no client-line rule matches)."""
     from pyspark.sql import functions as F
 
-    # Same reading as ClientLine.parse: "V4_9_8"/"4.9.8" -> 4.9, "5.3.3" -> 5, an MQVersion ordinal such as
-    # "409" -> 4.9 (V5_0_0 is 413); free text -> NULL (no client-line rule matches), never a failed query.
-    major = "try_cast(regexp_extract(client_version, '^[Vv]?([0-9]+)', 1) AS INT)"
-    return F.expr(
-        f"CASE WHEN {major} IS NULL THEN NULL WHEN {major} >= 100 THEN IF({major} >= 413, '5', '4.9') "
-        f"WHEN {major} >= 5 THEN '5' ELSE '4.9' END"
+    from streaming.domain.versions import VERSION_NUMBER_PATTERN
+
+    # ClientLine.parse's reading, with its pattern: one regex per send (the leading number), compared as a
+    # DOUBLE, which reads any run of digits where an INT would overflow. Free text gives NULL, never a failure.
+    number = F.regexp_extract(F.col("client_version"), VERSION_NUMBER_PATTERN, 1).try_cast("double")
+    return (
+        F.when(number >= 100, F.when(number >= 413, "5").otherwise("4.9"))  # an MQVersion ordinal
+        .when(number >= 5, "5")
+        .when(number == 4, "4.9")
     )
 
 

@@ -118,7 +118,9 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
 def test_client_line_rules_choose_the_table_per_send_reading_the_version_once(spark):
     from streaming.domain.versions import ClientLine
 
-    versions = ["V4_9_8", "4.9.8", "5.3.3", "V5_1_4", "409", "441", "unknown", "V"]
+    # Real clients' forms, then texts only a broken collector sends: both readings must agree on every one.
+    versions = ["V4_9_8", "4.9.8", "5.3.3", "V5_1_4", "409", "441", "unknown", "V", " v4_9_8 ", "VV4", "3.0",
+                "0409", "100.1", "412abc", "99999999999999999999999", "\t5", "", "4", "5", "v99"]  # fmt: skip
     rows = []
     for offset, version in enumerate(versions):
         event = {"type": "send_result", "schema_version": 1, "event_time": BASE, "producer_id": f"p{offset}",
@@ -127,17 +129,17 @@ def test_client_line_rules_choose_the_table_per_send_reading_the_version_once(sp
         rows.append((json.dumps(event).encode(), "sends", 0, offset, datetime.fromtimestamp(BASE / 1000, tz=UTC)))
     frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
     classified = classify(frame, contracts_for(("send_result",)), IngestSettings("unused:9092", {"sends": "send_result"}))
-    rules = [FaultTableRule("rocketmq-4", "*", "4.9")]
-    batch = send_batch(classified, rules, "rocketmq-5", True, FLOORS)
+    # A table per line and a third one for a version no line rule reads, which ClientLine.parse shows by
+    # answering with whichever default it is given.
+    rules = [FaultTableRule("rocketmq-4", "*", "4.9"), FaultTableRule("rocketmq-5", "*", "5")]
+    batch = send_batch(classified, rules, "unread", True, FLOORS | {"unread": 550})
     got = {r["producer_id"]: r["fault_table"] for r in batch.where(F.col("reason").isNull()).collect()}
     expected = {}
     for offset, version in enumerate(versions):
-        try:
-            line = ClientLine.parse(version)
-        except ValueError:
-            line = None
-        expected[f"p{offset}"] = "rocketmq-4" if line is ClientLine.V4_9 else "rocketmq-5"
+        line, other = ClientLine.parse(version, ClientLine.V4_9), ClientLine.parse(version, ClientLine.V5)
+        expected[f"p{offset}"] = "unread" if line is not other else {"4.9": "rocketmq-4", "5": "rocketmq-5"}[line.value]
     assert got == expected
+    assert set(got.values()) == {"rocketmq-4", "rocketmq-5", "unread"}
     # The version's regex is evaluated in a projection of its own, not inlined into the rules' nested CASE,
     # where code generation cannot share it between its four uses.
     plan = batch._jdf.queryExecution().optimizedPlan().toString()
