@@ -410,11 +410,15 @@ def run_path(job, which: str, warm_rows: int) -> dict[str, float]:  # type: igno
 
 
 def noop_state_function():  # type: ignore[no-untyped-def]
-    """A state function that reads its rows, keeps one byte of state, asks for no timeout, emits nothing."""
+    """A state function that reads its rows, keeps one byte of state, asks for no timeout, emits nothing; it
+    freezes its worker's imported heap as the job's functions do (``python_worker``)."""
 
     def process(key, frames, state):  # type: ignore[no-untyped-def]
         import pandas as pd
 
+        from streaming.job.python_worker import freeze_imported_heap
+
+        freeze_imported_heap()
         for _ in frames:
             pass
         state.update((b"x",))

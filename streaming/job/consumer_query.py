@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE
 from streaming.job import state_blob
 from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
+from streaming.job.python_worker import freeze_imported_heap
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,6 +92,7 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
     def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         import pandas as pd
 
+        freeze_imported_heap()
         with _collector_paused():
             tables, payloads = _process(int(key[0]), frames, state)
         yield pd.DataFrame({"table": tables, "payload": payloads})

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streaming.job import state_blob
+from streaming.job.python_worker import freeze_imported_heap
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -76,6 +77,7 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
     def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         import pandas as pd
 
+        freeze_imported_heap()
         watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
         sends = _sends_by_pair(frames)
         pairs = _load_state(state)

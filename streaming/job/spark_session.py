@@ -107,6 +107,12 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         # 0.21 s with none. This one (Delta's own HDFSLogStore, writes included) stats only the files from the
         # last checkpoint on: 0.26 s and 0.35 s (bench_delta_log). Other schemes keep Delta's stores.
         "spark.delta.logStore.file.impl": LOCAL_LOG_STORE,
+        # The JVM talks to its Python workers over a Unix domain socket instead of loopback TCP. Over TCP a
+        # runner that sends little (a stateful operator's timeout pass, a shard with a few rows) waited about
+        # 40 ms for the small segments of its header, command and data to be acknowledged (Nagle's algorithm
+        # against delayed ACKs); a stateful operator runs two runners per partition and batch. Measured on a
+        # no-op applyInPandasWithState, one partition: 45 ms per empty runner over TCP, 3-8 ms over the socket.
+        "spark.python.unix.domain.socket.enabled": "true",
     }
     # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; Spark's generated code for the
     # ingest rules (one CASE per contract rule) is larger, so it ran interpreted: classifying a record
