@@ -146,9 +146,11 @@ EPILOG_SIMULATE = """examples:
   rebalance-monitor simulate --bootstrap-servers 127.0.0.1:9092 --create-topics --groups 200  # a local test broker
   rebalance-monitor simulate --config conf/monitor.toml --producer-option security_protocol=SSL \\
       --producer-option ssl_cafile=/etc/kafka/ca.pem
-Without the job: a monitor running elsewhere reads the topics. Kafka options of the config ([kafka.options])
-are Java client options and are not passed on; give the producer's own (kafka-python names) with
---producer-option. Into Kafka, fleet time never runs further ahead of the wall clock than the config's
+Without the job: a monitor running elsewhere reads the topics. The config's [kafka.options] (Java client
+names) are carried over to the producer where kafka-python can follow them: security.protocol, SASL PLAIN or
+SCRAM credentials in sasl.jaas.config, PEM trust and key stores, host-name checking, timeouts; JKS or PKCS12
+stores and Kerberos or OAuth logins are refused with the --producer-option to give instead (kafka-python
+names; they override the config's). Into Kafka, fleet time never runs further ahead of the wall clock than the config's
 [ingest] max_future_skew_ms allows (the monitor would dead-letter those events): with --speed above 1, start
 in the past. What the monitor should report for the scenario is printed first.
 """
@@ -239,7 +241,16 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.output is not None:
         return run_to_file(settings, args.output, say)
     assert config is not None
-    options = _producer_options(args.producer_option)
+    from connectors.kafka_options import UntranslatableOption, producer_options
+
+    try:
+        translated = producer_options(config.kafka.options)
+    except UntranslatableOption as error:
+        raise UsageError(str(error)) from None
+    if translated.not_used:
+        say(f"[kafka.options] not used for publishing (they tune the monitor's consumer): "
+            f"{', '.join(sorted(translated.not_used))}")  # fmt: skip
+    options = {**translated.options, **_producer_options(args.producer_option)}  # the command line wins
     topics = dataclasses.asdict(config.kafka.topics)  # event type -> Kafka topic
     bootstrap = args.bootstrap_servers or config.kafka.bootstrap_servers
     stop = threading.Event()

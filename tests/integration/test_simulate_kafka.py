@@ -98,3 +98,25 @@ def test_missing_topics_and_an_unreachable_broker_are_one_clear_line(kafka_broke
     err = capsys.readouterr().err.strip()
     assert code == 1
     assert "cannot publish to Kafka" in err and len(err.splitlines()) == 1, err
+
+
+def test_the_config_s_kafka_options_reach_the_producer_and_the_command_line_wins(kafka_broker, tmp_path, capsys):
+    """The broker's listener is PLAINTEXT: a config that asks for SASL cannot publish, which shows that its
+    [kafka.options] reach kafka-python; --producer-option security_protocol=PLAINTEXT overrides it."""
+    config, topics = config_file(tmp_path, kafka_broker.bootstrap_servers)
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username=\\"u\\" password=\\"p\\";'
+    with open(config, "a") as extra:
+        extra.write(f'[kafka.options]\n"security.protocol" = "SASL_PLAINTEXT"\n"sasl.mechanism" = "PLAIN"\n'
+                    f'"sasl.jaas.config" = "{jaas}"\n"request.timeout.ms" = "3000"\n"fetch.max.bytes" = "1048576"\n')  # fmt: skip
+    create_topics(kafka_broker.bootstrap_servers, topics.values(), partitions=1)
+    run = ["simulate", "--config", config, "--fleet-seconds", "10", "--start", str(int(time.time() * 1000) - 60_000),
+           "--speed", "100"]  # fmt: skip
+
+    assert main(run) == 1
+    captured = capsys.readouterr()
+    assert "cannot publish to Kafka" in captured.err and len(captured.err.strip().splitlines()) == 1, captured.err
+    assert "not used for publishing (they tune the monitor's consumer): fetch.max.bytes" in captured.out
+    assert read_topics(kafka_broker.bootstrap_servers, topics) == []
+
+    assert main([*run, "--producer-option", "security_protocol=PLAINTEXT"]) == 0
+    assert read_topics(kafka_broker.bootstrap_servers, topics)
