@@ -1,0 +1,152 @@
+"""Benchmark (not a test): what a stateful Python operator costs per micro-batch before it does any work, with the
+job's Python worker settings and with Spark's defaults.
+
+Run: ``.venv/bin/python -m bench.bench_python_runner [--rounds 3 --batches 12 --partitions 4]``
+-> prints a table and writes ``bench/results/python_runner.json``.
+
+The query is the smallest stateful one: a file source of ``--batches`` JSON files of 8 records, one file per
+micro-batch, a watermark, ``applyInPandasWithState`` keyed by the record's key with an event-time timeout, a
+state function that reads its rows, keeps one value and emits one row, into a no-op sink. Spark runs two
+Python runners per partition and batch there (the batch's rows, then the timeout pass), whatever the state
+function does. Two variants, each in a process of its own (the socket setting is fixed per SparkContext), in
+turn for ``--rounds`` rounds:
+
+* ``job``: the session factory's settings (``spark.python.unix.domain.socket.enabled``) and a state function
+  that freezes its worker's imported heap first (``streaming.job.python_worker``), as the job's do;
+* ``spark_defaults``: the same with loopback TCP between the JVM and its workers, and no freeze.
+
+Reported per variant: the median batch time, and Spark's summed state-operator times (``allUpdatesTimeMs``:
+the runners of the batch's rows; ``allRemovalsTimeMs``: the timeout pass) over the batches after the first
+three (JIT, workers starting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "python_runner.json"
+VARIANTS = ("job", "spark_defaults")
+WARM_BATCHES = 3
+BASE = 1_700_000_000_000
+
+
+def run_variant(variant: str, batches: int, partitions: int) -> dict[str, float]:
+    """One variant in this process: the query over ``batches`` files; medians of the sustained batches."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from streaming.job.spark_session import SparkSettings, build_spark_session
+
+    work = Path(tempfile.mkdtemp(prefix="rrm-bench-runner-"))
+    extra = {"spark.python.unix.domain.socket.enabled": "false"} if variant == "spark_defaults" else {}
+    spark = build_spark_session(SparkSettings(app_name=f"rrm-bench-runner-{variant}", shuffle_partitions=partitions,
+                                              checkpoint_root=str(work), extra_conf=extra))  # fmt: skip
+    try:
+        source = work / "in"
+        source.mkdir()
+        for batch in range(batches):
+            lines = [json.dumps({"k": key, "t": BASE + batch * 60_000 + key}) for key in range(8)]
+            (source / f"{batch:05d}.json").write_text("\n".join(lines) + "\n")
+        freeze = variant == "job"
+
+        def state_function(key, frames, state):  # type: ignore[no-untyped-def]
+            if freeze:
+                from streaming.job.python_worker import freeze_imported_heap
+
+                freeze_imported_heap()
+            for _ in frames:
+                pass
+            if state.hasTimedOut:
+                state.remove()
+            else:
+                state.update((1,))
+                state.setTimeoutTimestamp(state.getCurrentWatermarkMs() + 10**9)
+            yield pd.DataFrame({"k": [key[0]]})
+
+        records = spark.readStream.schema("k INT, t BIGINT").option("maxFilesPerTrigger", 1).json(str(source))
+        records = records.withColumn("ts", F.timestamp_millis("t")).withWatermark("ts", "2 minutes")
+        out = records.groupBy("k").applyInPandasWithState(
+            state_function, "k INT", "n INT", "append", GroupStateTimeout.EventTimeTimeout
+        )
+        query = (out.writeStream.format("noop").option("checkpointLocation", str(work / "checkpoint"))
+                 .trigger(availableNow=True).start())  # fmt: skip
+        query.awaitTermination()
+        progress = [p for p in query.recentProgress if p["numInputRows"] > 0][WARM_BATCHES:]
+        operators = [p["stateOperators"][0] for p in progress]
+        return {
+            "batches": len(progress),
+            "median_batch_ms": statistics.median(p["durationMs"]["triggerExecution"] for p in progress),
+            "median_updates_ms": statistics.median(op["allUpdatesTimeMs"] for op in operators),
+            "median_timeout_pass_ms": statistics.median(op["allRemovalsTimeMs"] for op in operators),
+        }
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--partitions", type=int, default=4, help="shuffle partitions (the job's default is 4)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
+    parser.add_argument("--variant", choices=VARIANTS, help=argparse.SUPPRESS)  # one run, in a child process
+    args = parser.parse_args()
+    if args.batches <= WARM_BATCHES:
+        parser.error(f"--batches must exceed the {WARM_BATCHES} warm-up batches")
+    if args.variant:
+        print(json.dumps(run_variant(args.variant, args.batches, args.partitions)))
+        return
+
+    runs: dict[str, list[dict[str, float]]] = {variant: [] for variant in VARIANTS}
+    for _ in range(args.rounds):
+        for variant in VARIANTS:
+            child = subprocess.run(
+                [sys.executable, "-m", "bench.bench_python_runner", "--variant", variant,
+                 "--batches", str(args.batches), "--partitions", str(args.partitions)],
+                cwd=Path(__file__).parent.parent, capture_output=True, text=True, env=os.environ.copy(),
+            )  # fmt: skip
+            if child.returncode != 0:
+                raise SystemExit(f"{variant} failed:\n{child.stderr[-3000:]}")
+            runs[variant].append(json.loads(child.stdout.strip().splitlines()[-1]))
+
+    results: dict[str, dict[str, object]] = {}
+    for variant, variant_runs in runs.items():
+        results[variant] = {
+            "runs": variant_runs,
+            **{f"{name}_median": statistics.median(r[name] for r in variant_runs)
+               for name in ("median_batch_ms", "median_updates_ms", "median_timeout_pass_ms")},
+        }  # fmt: skip
+    job, default = results["job"], results["spark_defaults"]
+    ratio = round(float(default["median_batch_ms_median"]) / float(job["median_batch_ms_median"]), 2)  # type: ignore[arg-type]
+    report = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "input": {"rounds": args.rounds, "batches": args.batches, "records_per_batch": 8,
+                  "partitions": args.partitions},  # fmt: skip
+        "results": results,
+        "speedup_of_job_settings": ratio,
+    }
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(report, indent=2) + "\n")
+    for variant in VARIANTS:
+        r = results[variant]
+        print(f"{variant:15} batch {r['median_batch_ms_median']:7.1f} ms"
+              f" | rows' runners {r['median_updates_ms_median']:6.1f} ms"
+              f" | timeout pass {r['median_timeout_pass_ms_median']:6.1f} ms")  # fmt: skip
+    print(f"spark_defaults / job batch time: {ratio}")
+
+
+if __name__ == "__main__":
+    main()
