@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
@@ -23,6 +24,7 @@ import org.apache.spark.sql.catalyst.plans.logical.Project;
 import org.apache.spark.sql.execution.LogicalRDD;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.util.Utils;
 import scala.Function1;
 import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
@@ -34,10 +36,18 @@ import scala.jdk.javaapi.CollectionConverters;
  * Written into the ingest projection, it kept that projection out of whole-stage codegen, so every task
  * generated the Java source of the whole walk again before reading its first record, although valid records
  * (nearly all) skip the walk: on the heartbeat topic its mere presence cost about twice what parsing does.
- * Here the same SQL is analyzed and optimized once, on the driver, into expression trees that travel with this
- * function; on an executor they are evaluated by an interpreted projection, built once per deserialized
- * instance and only when a record actually needs a verdict. The ingest projection is left with one function
- * call in place of the walk.
+ * Here the same SQL is analyzed and optimized once, on the driver, into expression trees that reach executors as
+ * a broadcast variable, once per executor; on an executor they are evaluated by an interpreted projection,
+ * built once per deserialized instance and only when a record actually needs a verdict. The ingest projection
+ * is left with one function call in place of the walk.
+ *
+ * <p>Why a broadcast: the trees serialize to several hundred kilobytes, and a function's fields travel in the
+ * task binary of every stage whose lineage holds the ingest projection (all of a batch's writes, which read
+ * the stateful operator's output), so every stage of every batch serialized them again, every task
+ * deserialized them, and Spark warned of a task binary over 1 MB four times per consumer batch. Each instance
+ * still evaluates a copy of its own (a serialization round trip of the broadcast value, made only when a
+ * verdict is needed): the trees hold mutable state (lambda variables), and concurrent tasks of an executor
+ * share a broadcast value.
  *
  * <p>{@code register(spark, name, inputDdl, outputNames, outputSqls)}: the function takes one struct shaped
  * as {@code inputDdl} and returns a struct of STRING fields {@code outputNames}; each output is the SQL at the
@@ -47,11 +57,11 @@ public final class RuleVerdict implements UDF1<Row, Row> {
   private static final long serialVersionUID = 1L;
 
   private final StructType input;
-  private final List<List<Expression>> stages; // bound to the previous stage's output, in order
+  private final Broadcast<List<List<Expression>>> stages; // bound to the previous stage's output, in order
   private transient Function1<Object, Object> toCatalyst;
   private transient List<MutableProjection> projections;
 
-  private RuleVerdict(StructType input, List<List<Expression>> stages) {
+  private RuleVerdict(StructType input, Broadcast<List<List<Expression>>> stages) {
     this.input = input;
     this.stages = stages;
   }
@@ -76,7 +86,9 @@ public final class RuleVerdict implements UDF1<Row, Row> {
       outputs[i] = quote(outputNames[i]);
     }
     frame = frame.selectExpr(outputs);
-    spark.udf().register(name, new RuleVerdict(input, stagesOf(frame.queryExecution().optimizedPlan())), output);
+    Broadcast<List<List<Expression>>> stages =
+        context.broadcast(stagesOf(frame.queryExecution().optimizedPlan()));
+    spark.udf().register(name, new RuleVerdict(input, stages), output);
   }
 
   private static String quote(String name) {
@@ -110,7 +122,9 @@ public final class RuleVerdict implements UDF1<Row, Row> {
     if (projections == null) {
       toCatalyst = CatalystTypeConverters$.MODULE$.createToCatalystConverter(input);
       projections = new ArrayList<>();
-      for (List<Expression> stage : stages) {
+      // This instance's own copy of the trees (see the class comment).
+      List<List<Expression>> own = Utils.deserialize(Utils.serialize(stages.value()));
+      for (List<Expression> stage : own) {
         MutableProjection projection =
             InterpretedMutableProjection.createProjection(CollectionConverters.asScala(stage).toSeq());
         projection.initialize(0); // deterministic expressions only; the call is required before use
