@@ -170,3 +170,37 @@ def test_the_rule_walk_runs_in_its_jvm_function_only(spark):
     one, none = gateway.new_array(jvm.String, 1), gateway.new_array(jvm.String, 0)
     with pytest.raises(IllegalArgumentException, match="one SQL expression per output name"):
         jvm.io.github.rrm.ingest.RuleVerdict.register(spark._jsparkSession, "f", "a INT", one, none)
+
+
+def test_the_rule_trees_travel_as_a_broadcast_not_in_every_task(spark):
+    """The consumer topics' ingest plan, Java-serialized as a stage's task binary carries it, stays small: the
+    walk's expression trees (several hundred kilobytes; the plan was 599 KB with them) reach executors as a
+    broadcast. Every stage whose lineage holds the plan (each of a batch's writes) carried them before, and
+    Spark warned of a task binary over 1 MB. Many concurrent tasks still give every record its own verdict."""
+    consumer_types = ("consumer_channel", "reported_assignment", "topic_route")
+    settings = IngestSettings("unused:9092", {DEFAULT_TOPICS[t]: t for t in consumer_types})
+    ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
+    good = json.dumps(GOOD["consumer_channel"])
+    bad = [json.dumps({**GOOD["consumer_channel"], "subscriptions": [{"topic": ""}]}),
+           json.dumps({**GOOD["topic_route"],
+                       "brokers": [{"broker": "broker-a", "read_queue_nums": -1, "write_queue_nums": 4, "perm": 6}]})]  # fmt: skip
+    values = [bad[i % 2] if i % 3 else good for i in range(600)]
+    topics = [DEFAULT_TOPICS["topic_route"] if value == bad[1] else DEFAULT_TOPICS["consumer_channel"] for value in values]
+    records = spark.createDataFrame(
+        [(value.encode(), topic, 0, i, ts) for i, (value, topic) in enumerate(zip(values, topics, strict=True))],
+        "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
+    ).repartition(12)
+    classified = classify(records, contracts_for(consumer_types), settings)
+
+    jvm = spark.sparkContext._jvm
+    plan_bytes = len(jvm.org.apache.spark.util.Utils.serialize(classified._jdf.queryExecution().executedPlan()))
+    assert plan_bytes < 256 * 1024, plan_bytes
+
+    expected = {}
+    for value, topic in {(v, t) for v, t in zip(values, topics, strict=True)}:
+        default_type = next(t for t in consumer_types if DEFAULT_TOPICS[t] == topic)
+        verdict = validate_event(value, KAFKA_TS, default_type=default_type)
+        expected[value] = (verdict.reason, verdict.detail) if isinstance(verdict, Rejection) else (None, None)
+    assert {v: e for v, e in expected.items() if e[0] is not None}.keys() == set(bad)
+    got = {r.kafka_offset: (r.reason, r.detail) for r in classified.collect()}
+    assert got == {i: expected[value] for i, value in enumerate(values)}
