@@ -61,12 +61,12 @@ def producer_options(java_options: Mapping[str, str]) -> ProducerOptions:
             out["ssl_check_hostname"] = value.strip().lower() == "https"
         elif key in ("ssl.truststore.location", "ssl.keystore.location"):
             store = key.split(".")[1]  # truststore | keystore
+            option = "ssl_cafile" if store == "truststore" else "ssl_certfile"
             kind = java_options.get(f"ssl.{store}.type", "JKS").upper()
             if kind != "PEM":
-                option = "ssl_cafile" if store == "truststore" else "ssl_certfile"
                 raise UntranslatableOption(f"[kafka.options] {key}: kafka-python reads PEM files only, not {kind}; "
                                            f"convert it and pass --producer-option {option}=FILE")  # fmt: skip
-            out["ssl_cafile" if store == "truststore" else "ssl_certfile"] = value
+            out[option] = value
         elif key in ("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "ssl.keystore.password"):
             continue  # read with the store's location above; a PEM file needs no store password
         else:

@@ -45,9 +45,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * task binary of every stage whose lineage holds the ingest projection (all of a batch's writes, which read
  * the stateful operator's output), so every stage of every batch serialized them again, every task
  * deserialized them, and Spark warned of a task binary over 1 MB four times per consumer batch. Each instance
- * still evaluates a copy of its own (a serialization round trip of the broadcast value, made only when a
- * verdict is needed): the trees hold mutable state (lambda variables), and concurrent tasks of an executor
- * share a broadcast value.
+ * still evaluates a copy of its own, deserialized from the broadcast bytes only when a verdict is needed: the
+ * trees hold mutable state (lambda variables), and concurrent tasks of an executor share a broadcast value.
  *
  * <p>{@code register(spark, name, inputDdl, outputNames, outputSqls)}: the function takes one struct shaped
  * as {@code inputDdl} and returns a struct of STRING fields {@code outputNames}; each output is the SQL at the
@@ -57,11 +56,12 @@ public final class RuleVerdict implements UDF1<Row, Row> {
   private static final long serialVersionUID = 1L;
 
   private final StructType input;
-  private final Broadcast<List<List<Expression>>> stages; // bound to the previous stage's output, in order
+  // The Java-serialized stages (each bound to the previous stage's output, in order): deserialized per instance.
+  private final Broadcast<byte[]> stages;
   private transient Function1<Object, Object> toCatalyst;
   private transient List<MutableProjection> projections;
 
-  private RuleVerdict(StructType input, Broadcast<List<List<Expression>>> stages) {
+  private RuleVerdict(StructType input, Broadcast<byte[]> stages) {
     this.input = input;
     this.stages = stages;
   }
@@ -86,8 +86,7 @@ public final class RuleVerdict implements UDF1<Row, Row> {
       outputs[i] = quote(outputNames[i]);
     }
     frame = frame.selectExpr(outputs);
-    Broadcast<List<List<Expression>>> stages =
-        context.broadcast(stagesOf(frame.queryExecution().optimizedPlan()));
+    Broadcast<byte[]> stages = context.broadcast(Utils.serialize(stagesOf(frame.queryExecution().optimizedPlan())));
     spark.udf().register(name, new RuleVerdict(input, stages), output);
   }
 
@@ -123,7 +122,7 @@ public final class RuleVerdict implements UDF1<Row, Row> {
       toCatalyst = CatalystTypeConverters$.MODULE$.createToCatalystConverter(input);
       projections = new ArrayList<>();
       // This instance's own copy of the trees (see the class comment).
-      List<List<Expression>> own = Utils.deserialize(Utils.serialize(stages.value()));
+      List<List<Expression>> own = Utils.deserialize(stages.value());
       for (List<Expression> stage : own) {
         MutableProjection projection =
             InterpretedMutableProjection.createProjection(CollectionConverters.asScala(stage).toSeq());
