@@ -42,14 +42,33 @@ def sql_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
-def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int) -> bool:
+# A write task per this many rows of a frame whose size is known (``append_idempotent``'s ``rows``).
+ROWS_PER_WRITE_TASK = 250_000
+
+
+def write_tasks(rows: int, rows_per_task: int = ROWS_PER_WRITE_TASK) -> int:
+    """How many tasks (so files) an append of ``rows`` rows takes: one per ``rows_per_task``, at least one."""
+    return max(1, -(-int(rows) // rows_per_task))
+
+
+def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int, rows: int | None = None,
+                      rows_per_task: int = ROWS_PER_WRITE_TASK) -> bool:  # fmt: skip
     """Append ``frame`` to the Delta table at ``path`` once per (app_id, batch_id); False when the table had
     already committed that batch (or a later one) for ``app_id`` and nothing was written.
 
     The append is Delta's own (``txnAppId``/``txnVersion``, as ``frame.write`` with those options), through
     ``io.github.rrm.delta.IdempotentDeltaAppend``, which reads the committed version from the table's checksum
     file instead of replaying the log on every append (see that class).
+
+    ``rows``, the frame's row count when the caller knows it, bounds the write to ``write_tasks(rows)`` tasks
+    (a coalesce, so the frame should be cheap to read: a persisted batch, or rows after a shuffle). Without
+    it Delta writes a file per partition of the frame, and the job's frames are a micro-batch's few result
+    rows spread over every Kafka or shuffle partition: a send-ingest batch of a 16-partition topic added 16
+    files to each of its two tables, each written by a task of its own (with its own writer and statistics
+    set-up), so the batch took 3.7-3.9 s against 2.8 s coalesced, and auto compaction ran 16 times as often.
     """
+    if rows is not None:
+        frame = frame.coalesce(write_tasks(rows, rows_per_task))
     jvm = frame.sparkSession.sparkContext._jvm
     assert jvm is not None
     return bool(jvm.io.github.rrm.delta.IdempotentDeltaAppend.append(frame._jdf, path, app_id, int(batch_id)))

@@ -82,7 +82,7 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
 
             def append(table: str) -> Callable[[], None]:
                 frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                return lambda: tables.append(table, frame, app_id, batch_id)
+                return lambda: tables.append(table, frame, app_id, batch_id, present[table])
 
             def assignment() -> None:
                 _merge_latest_rows(tables, batch, "current_assignment", app_id, batch_id)
@@ -134,7 +134,8 @@ def fault_sink(
             writes = []
             if "fault_windows" in present:
                 frame = _rows(batch, "fault_windows").withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                writes.append(lambda: tables.append("fault_windows", frame, app_id, batch_id))
+                rows = present["fault_windows"]
+                writes.append(lambda: tables.append("fault_windows", frame, app_id, batch_id, rows))
             if "producer_broker_status_current" in present:
                 latest = [r["latest_ms"] for r in summary if r["table"] != "late_sends" and r["latest_ms"] is not None]
 

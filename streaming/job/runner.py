@@ -30,6 +30,7 @@ from streaming.job.progress import ProgressBoard, ProgressListener
 from streaming.job.sinks import DeltaTables
 
 QUERY_NAMES = ("consumer", "send-ingest", "fault-windows")
+DAG_SCHEDULER_LOGGER = "org.apache.spark.scheduler.DAGScheduler"
 
 
 @dataclass
@@ -279,18 +280,24 @@ class MonitorJob:
             progress = query.lastProgress
             return -1 if progress is None else int(progress["batchId"])
 
+        from streaming.job.spark_session import logger_levels
+
         deadline = time.monotonic() + grace_s
         hurry = hurry or threading.Event()
-        for query in self.queries.values():
-            try:
-                running = last_batch(query)  # the batch in progress, if any, reports a higher id when done
-                while (query.isActive and query.status["isTriggerActive"] and last_batch(query) == running
-                       and time.monotonic() < deadline):  # fmt: skip
-                    if hurry.wait(0.05):
-                        break
-                query.stop()
-            except Exception:  # noqa: BLE001 - stopping must go on for the others
-                pass
+        # ``stop()`` cancels the query's job group; a query stopped between batches, as here, has no job
+        # running, and the DAGScheduler then warned "Failed to cancel job group ... Cannot find active jobs
+        # for it", twice per query: noise at every clean stop. Its warnings are off while the queries stop.
+        with logger_levels(self.session, {DAG_SCHEDULER_LOGGER: "ERROR"}):
+            for query in self.queries.values():
+                try:
+                    running = last_batch(query)  # the batch in progress, if any, reports a higher id when done
+                    while (query.isActive and query.status["isTriggerActive"] and last_batch(query) == running
+                           and time.monotonic() < deadline):  # fmt: skip
+                        if hurry.wait(0.05):
+                            break
+                    query.stop()
+                except Exception:  # noqa: BLE001 - stopping must go on for the others
+                    pass
 
     def run(self, duration_s: float | None = None, on_tick: Any = None) -> int:
         """Run until SIGTERM/Ctrl-C (or ``duration_s``); returns the process exit code. The queries then
@@ -332,13 +339,13 @@ class _SendMetricsTables:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._tables, name)
 
-    def append(self, table: str, frame: Any, app_id: str, batch_id: int) -> None:
+    def append(self, table: str, frame: Any, app_id: str, batch_id: int, rows: int | None = None) -> None:
         if table == "dead_letters":
             for row in frame.groupBy("reason").count().collect():
                 self._metrics.inc("rmqmon_dead_letters_total", ("send-ingest", str(row["reason"])), row["count"])
         elif table == "send_latency_minutes":
             self._observe_minutes(frame)
-        self._tables.append(table, frame, app_id, batch_id)
+        self._tables.append(table, frame, app_id, batch_id, rows)
 
     def _observe_minutes(self, frame: Any) -> None:
         per_broker: dict[str, tuple[list[int], list[int], int, int]] = {}

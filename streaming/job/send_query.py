@@ -253,11 +253,11 @@ def start_send_ingest(
             writes = []
             if summary.rejected:
                 dead = dead_letter_columns(reduced.where(F.col("kind") == "reject"), batch_id)
-                writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id))
+                writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id, summary.rejected))
             if summary.minutes:  # ingest accepts only send results here (see runner)
                 minutes = minute_partials(reduced, bucket_upper_ms)
                 minutes = minutes.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                writes.append(lambda: tables.append("send_latency_minutes", minutes, app_id, batch_id))
+                writes.append(lambda: tables.append("send_latency_minutes", minutes, app_id, batch_id, summary.minutes))
                 if summary.spanning_keys:
                     log.warning(
                         "send-ingest batch %d: %d (producer, broker) pairs have sends in several partitions "
@@ -268,9 +268,9 @@ def start_send_ingest(
                     reduced, records.where(F.col("reason").isNull()), latency_floor_column(latency_floors_ms),
                     respan=bool(summary.spanning_keys),
                 ).withColumn("batch_id", F.lit(batch_id).cast("bigint"))  # fmt: skip
-                writes.append(
-                    lambda: append_idempotent(updates, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id)
-                )
+                writes.append(lambda: append_idempotent(
+                    updates, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id, summary.kept_sends,
+                ))  # fmt: skip
             run_concurrently(writes)
             if trim is not None and summary.kept_sends and trim.due(batch_id):
                 cutoff_ms = trim.cutoff_ms(summary.latest_send_ms)

@@ -63,8 +63,9 @@ class DeltaTables:
         return self.session.read.format("delta").load(self.path(name))
 
     # -- writes ------------------------------------------------------------------------------------
-    def append(self, name: str, frame: DataFrame, app_id: str, batch_id: int) -> None:
-        append_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id)
+    def append(self, name: str, frame: DataFrame, app_id: str, batch_id: int, rows: int | None = None) -> None:
+        """Append exactly once; ``rows``, when known, keeps a small frame to one file (``append_idempotent``)."""
+        append_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id, rows)
 
     def merge_upsert(self, name: str, frame: DataFrame, app_id: str, batch_id: int,
                      delete_condition: str | None = None) -> None:  # fmt: skip

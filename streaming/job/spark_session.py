@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -154,10 +155,28 @@ def build_spark_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    set_logger_levels(session, QUIETED_LOGGERS)
+    return session
+
+
+def set_logger_levels(session: SparkSession, levels: Mapping[str, str]) -> dict[str, str]:
+    """Set JVM loggers' levels (log4j names, e.g. "ERROR"); returns their previous effective levels."""
     jvm = session.sparkContext._jvm
     assert jvm is not None
-    for logger, level in QUIETED_LOGGERS.items():
-        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-            logger, jvm.org.apache.logging.log4j.Level.toLevel(level)
-        )
-    return session
+    log4j = jvm.org.apache.logging.log4j
+    previous = {}
+    for logger, level in levels.items():
+        previous[logger] = str(log4j.LogManager.getLogger(logger).getLevel().name())
+        log4j.core.config.Configurator.setLevel(logger, log4j.Level.toLevel(level))
+    return previous
+
+
+@contextmanager
+def logger_levels(session: SparkSession | None, levels: Mapping[str, str]) -> Iterator[None]:
+    """``set_logger_levels`` for the duration of a block, then the previous levels again."""
+    previous = set_logger_levels(session, levels) if session is not None else {}
+    try:
+        yield
+    finally:
+        if session is not None and previous:
+            set_logger_levels(session, previous)

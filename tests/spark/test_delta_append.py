@@ -1,6 +1,7 @@
 """The exactly-once append (``append_idempotent`` through ``IdempotentDeltaAppend``): a replayed batch is
 skipped whether the table's checksum lists its transactions (the fast path) or not (Delta's log replay), the
-commit carries Delta's own ``txn`` action, and Delta's schema enforcement still applies."""
+commit carries Delta's own ``txn`` action, Delta's schema enforcement still applies, and a frame whose row
+count is given is written as one file per ``rows_per_task`` rows, whatever its partitioning."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.job.delta_sink import append_idempotent, ensure_table
+from streaming.job.delta_sink import ROWS_PER_WRITE_TASK, append_idempotent, ensure_table, write_tasks
 from streaming.job.sinks import DeltaTables
 
 DDL = "seq INT, kind STRING, batch_id BIGINT"
@@ -41,6 +42,16 @@ def committed_txns(path: str) -> list[tuple[str, int]]:
             if "txn" in action:
                 txns.append((action["txn"]["appId"], action["txn"]["version"]))
     return txns
+
+
+def files_added_by(path: str, app_id: str, version: int) -> int:
+    """How many data files the commit carrying the txn (``app_id``, ``version``) added (auto compaction may
+    commit in between, so commits are found by their txn, not their number)."""
+    for commit in sorted(Path(path, "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        if any(a.get("txn") == {**a.get("txn", {}), "appId": app_id, "version": version} for a in actions):
+            return sum(1 for a in actions if "add" in a)
+    raise AssertionError(f"no commit of ({app_id}, {version}) in {path}")
 
 
 def rows_per_batch(spark, path: str) -> dict[int, int]:
@@ -87,3 +98,24 @@ def test_delta_still_enforces_the_table_schema(spark, table):
     # The failed attempt committed nothing, so the batch is still to be written.
     assert append_idempotent(batch(spark, 0), table, "app-1", 0) is True
     assert rows_per_batch(spark, table) == {0: 2}
+
+
+@pytest.mark.parametrize(("rows", "tasks"), [(0, 1), (1, 1), (ROWS_PER_WRITE_TASK, 1), (ROWS_PER_WRITE_TASK + 1, 2)])
+def test_write_tasks_are_one_per_rows_per_task_and_at_least_one(rows, tasks):
+    assert write_tasks(rows) == tasks
+
+
+def test_a_frame_of_known_size_is_written_by_as_few_tasks_as_its_rows_need(spark, table):
+    def spread(batch_id: int):  # ten rows over eight partitions, none of them empty, as a micro-batch's results are
+        rows = spark.sparkContext.parallelize([(i, f"k{i}", batch_id) for i in range(10)], 8)
+        frame = spark.createDataFrame(rows, DDL)
+        assert frame.rdd.getNumPartitions() == 8 and min(frame.rdd.glom().map(len).collect()) > 0
+        return frame
+
+    assert append_idempotent(spread(0), table, "app-1", 0)  # size unknown: a file per partition, as Delta does
+    assert append_idempotent(spread(1), table, "app-1", 1, rows=10)
+    assert append_idempotent(spread(2), table, "app-1", 2, rows=10, rows_per_task=4)
+
+    assert [files_added_by(table, "app-1", b) for b in range(3)] == [8, 1, 3]
+    assert rows_per_batch(spark, table) == {0: 10, 1: 10, 2: 10}  # every row written once, in any layout
+    assert append_idempotent(spread(2), table, "app-1", 2, rows=10) is False  # and a replay still skipped

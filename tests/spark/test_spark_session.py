@@ -64,6 +64,22 @@ def test_routine_delta_warnings_are_quieted_and_the_rest_still_warn(spark):  # t
     assert log_manager.getLogger("org.apache.spark.scheduler.DAGScheduler").getLevel().toString() == "WARN"
 
 
+def test_logger_levels_hold_for_a_block_only(spark):  # type: ignore[no-untyped-def]
+    from streaming.job.runner import DAG_SCHEDULER_LOGGER
+    from streaming.job.spark_session import logger_levels
+
+    log_manager = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager
+
+    def level() -> str:
+        return log_manager.getLogger(DAG_SCHEDULER_LOGGER).getLevel().toString()
+
+    assert level() == "WARN"
+    with pytest.raises(RuntimeError), logger_levels(spark, {DAG_SCHEDULER_LOGGER: "ERROR"}):
+        assert level() == "ERROR"
+        raise RuntimeError("a failing stop")
+    assert level() == "WARN"  # restored, even after a failure
+
+
 def test_python_workers_reach_the_jvm_over_a_unix_domain_socket(spark):  # type: ignore[no-untyped-def]
     """A worker's sockets, read from /proc inside the worker: its connection to the JVM is a Unix domain socket
     (over loopback TCP, a stateful operator's runner waited ~40 ms per partition and batch)."""
