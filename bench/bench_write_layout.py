@@ -1,0 +1,104 @@
+"""Benchmark (not a test): send-ingest on a send-result topic of many partitions, its appends written as one
+file per table and batch (the job: ``append_idempotent`` with the batch's row counts) against one file per
+partition (Delta's default layout, what the job did before), in turn.
+
+Run: ``.venv/bin/python -m bench.bench_write_layout [--partitions 16 --sends 2000000 --rounds 3]``
+-> prints a line per run and writes ``bench/results/write_layout.json``.
+
+Each run is a new checkpoint and new tables of its own on the same topic, ``availableNow``, batches of the job's
+default 500,000 sends; one unreported run first warms the JVM up. Reported per layout: the median of the runs'
+sustained median batch times (each run's first batch left out), and the data files each run's tables gathered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "write_layout.json"
+TOPIC = "bench.sends"
+LAYOUTS = ("one_file_per_batch", "file_per_partition")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--sends", type=int, default=2_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    from bench.bench_job import measure, produce, sends
+    from connectors.kafka_broker import LocalKafkaBroker, create_topics
+    from streaming.job import delta_sink
+    from streaming.job.ingest import IngestSettings, contracts_for
+    from streaming.job.send_query import FAULT_UPDATES_TABLE, ensure_fault_updates_table, start_send_ingest
+    from streaming.job.sinks import DeltaTables
+    from streaming.job.spark_session import SparkSettings, build_spark_session
+
+    job_write_tasks = delta_sink.write_tasks
+
+    def partition_layout(_rows: int, _rows_per_task: int = 0) -> int:
+        return 1 << 30  # a coalesce to more partitions than the frame has leaves it as it is
+
+    floors = {"rocketmq-4": 550}
+    buckets = [50, 100, 550, 1000, 2000, 3000, 15000]
+    batch_ms: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
+    files: dict[str, list[dict[str, int]]] = {layout: [] for layout in LAYOUTS}
+    with tempfile.TemporaryDirectory(prefix="rrm-bench-layout-") as work:
+        broker = LocalKafkaBroker(Path(work) / "kafka")
+        info = broker.start()
+        try:
+            create_topics(info.bootstrap_servers, [TOPIC], partitions=args.partitions)
+            produce(info.bootstrap_servers, TOPIC, sends(args.sends))
+            spark = build_spark_session(SparkSettings(app_name="rrm-bench-write-layout", checkpoint_root=work))
+            ingest = IngestSettings(info.bootstrap_servers, {TOPIC: "send_result"}, max_offsets_per_trigger=500_000)
+            for round_ in range(-1, args.rounds):  # round -1 warms the JVM up and is not reported
+                for layout in LAYOUTS if round_ >= 0 else LAYOUTS[:1]:
+                    delta_sink.write_tasks = job_write_tasks if layout == LAYOUTS[0] else partition_layout
+                    root = Path(work) / f"{layout}-{round_}"
+                    tables = DeltaTables(spark, root / "delta")
+                    tables.ensure_all(["send_latency_minutes", "dead_letters"])
+                    ensure_fault_updates_table(spark, tables)
+                    query = start_send_ingest(
+                        spark, tables, ingest, contracts_for(("send_result",)), [], "rocketmq-4", floors, buckets,
+                        str(root / "checkpoint"), "bench", None, available_now=True, fault_enable_default=True,
+                    )  # fmt: skip
+                    query.awaitTermination()
+                    median = measure(query, 1)["sustained"]["median_batch_ms"]
+                    counts = {t: len(list((root / "delta" / t).glob("*.parquet")))
+                              for t in ("send_latency_minutes", FAULT_UPDATES_TABLE)}  # fmt: skip
+                    if round_ < 0:
+                        continue
+                    batch_ms[layout].append(median)
+                    files[layout].append(counts)
+                    print(f"round {round_} {layout:20} sustained median batch {median:.0f} ms, files {counts}",
+                          flush=True)  # fmt: skip
+        finally:
+            delta_sink.write_tasks = job_write_tasks
+            broker.stop()
+
+    medians = {layout: statistics.median(values) for layout, values in batch_ms.items()}
+    ratio = medians[LAYOUTS[1]] / medians[LAYOUTS[0]]
+    print(f"one file per batch {medians[LAYOUTS[0]]:.0f} ms vs a file per partition {medians[LAYOUTS[1]]:.0f} ms: "
+          f"{ratio:.2f}x")  # fmt: skip
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps({
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "input": {"sends": args.sends, "partitions": args.partitions, "rounds": args.rounds,
+                  "max_offsets_per_trigger": 500_000},
+        "results": {layout: {"median_batch_ms": medians[layout], "runs_ms": batch_ms[layout],
+                             "data_files": files[layout]} for layout in LAYOUTS},
+        "speedup": round(ratio, 2),
+    }, indent=2) + "\n")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
