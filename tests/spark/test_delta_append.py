@@ -49,7 +49,7 @@ def files_added_by(path: str, app_id: str, version: int) -> int:
     commit in between, so commits are found by their txn, not their number)."""
     for commit in sorted(Path(path, "_delta_log").glob("*.json")):
         actions = [json.loads(line) for line in commit.read_text().splitlines()]
-        if any(a.get("txn") == {**a.get("txn", {}), "appId": app_id, "version": version} for a in actions):
+        if any(a.get("txn", {}).get("appId") == app_id and a["txn"]["version"] == version for a in actions):
             return sum(1 for a in actions if "add" in a)
     raise AssertionError(f"no commit of ({app_id}, {version}) in {path}")
 
