@@ -91,7 +91,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
        "Rows send-ingest deleted from its internal _send_fault_updates table: those older than [delta] "
        "fault_updates_retention_hours before the newest kept send, every fault_updates_trim_every_batches."),
     _m("late_events_total", "counter", ("query", "reason"), "",
-       "Late input by reason: watermark (rows older than the watermark, dropped by Spark), late_send (sends "
+       "Late input by reason: watermark (events at or before the watermark, not applied), late_send (sends "
        "older than their fault item's clock, ignored), stale_route (topic routes older than the route applied, "
        "ignored)."),
     _m("label_values_dropped_total", "counter", ("metric",), "",

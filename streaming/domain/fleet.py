@@ -13,12 +13,21 @@ Per event:
   the event (``membership``); every change is a ``membership_changes`` row and marks the group for
   re-analysis.
 * ``topic_route``: the topic's readable queues (``perm & 4``, ids ``0..read_queue_nums-1``) replace the
-  previous ones when they differ; every group of the shard that subscribes the topic is re-analysed.
+  previous ones when they differ; every group of the shard that subscribes the topic (through a channel
+  still registered at the route's time) is re-analysed.
 * ``reported_assignment``: the client's own non-dropped queues are stored; a difference from what was
   stored re-analyses the group (expected-vs-reported comparison), without a new generation. A report for
   a group that no broker of the shard knows has nothing to be compared with: it becomes an
   ``ignored_events`` record (reason ``UNKNOWN_GROUP``, with the ``origin`` the caller attached to the
   event), which the job writes as a dead letter.
+* ``HeartbeatRun``: a channel's identical heartbeats of the batch, as the job's JVM stage groups them. The
+  caller asks ``steady_runs`` which of them may be applied as two events (``run_events``: the first heartbeat
+  held until the last, and the last) instead of one per heartbeat; the answer is exact, not a sample.
+
+A route reads the subscriptions as of its own time (channels silent for more than the expiry do not count,
+scanned or not), so the groups it re-analyses never depend on where the engine happened to run its lazy
+scans. (A report needs no such care: a group is empty only when its last channel is gone, and a channel in the
+middle of a run is not.)
 
 Routes older than the topic's applied route are ignored as stale and counted in a ``late_events`` record.
 
@@ -34,9 +43,9 @@ change) during which a difference between reported and expected assignments open
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import membership as ms
 from .allocation import AllocationStrategy, MachineRoomResolver, RegexResolver, SplitResolver, strategy_from_name
@@ -197,6 +206,27 @@ class GroupState:
                    data.get("converge_by_ms"))  # fmt: skip
 
 
+class HeartbeatRun(NamedTuple):
+    """A channel's identical heartbeats of one batch: ``event`` is the first, ``times`` every one's event time
+    in the order they apply (``times[0]`` is the event's own)."""
+
+    event: ms.ChannelEvent
+    times: tuple[int, ...]
+
+
+def run_events(run: HeartbeatRun, steady: bool) -> list[tuple[int, ms.ChannelEvent]]:
+    """The events that apply a run, each with the index (into ``run.times``) of the heartbeat it stands at:
+    for a steady run (``ShardEngine.steady_runs``) the first heartbeat held until the last, then the last;
+    otherwise every heartbeat."""
+    event, times = run.event, run.times
+    if steady:
+        return [(0, event._replace(held_until_ms=times[-1])), (len(times) - 1, event._replace(event_time_ms=times[-1]))]
+    return [(i, event if i == 0 else event._replace(event_time_ms=t)) for i, t in enumerate(times)]
+
+
+_MIXED_VIEW = object()  # a broker view whose channel events of the batch are not all alike heartbeats
+
+
 def _queue_key(mq: MessageQueue) -> str:
     return f"{mq.broker_name}/{mq.queue_id}"
 
@@ -247,6 +277,61 @@ class ShardEngine:
         return min(known) if known else None
 
     # -- processing ----------------------------------------------------------------------------------
+    def steady_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]) -> list[bool]:
+        """For each run of the batch: may it be applied as ``run_events(run, True)`` with exactly the effect of
+        applying every one of its heartbeats? ``others`` are the batch's other channel events.
+
+        Applied one by one, every heartbeat after the first must be a steady refresh (``membership._refresh``)
+        whose only effect is the channel's last update, and no scan between two of them may find the channel
+        silent. That holds when:
+
+        * no gap between two of the run's heartbeats exceeds the expiry;
+        * the first heartbeat is applied: the channel has no removal and no update later than it;
+        * nothing else of the batch is about the channel, and every channel event of its broker view in the
+          batch is a heartbeat with the same subscriptions, so the view's subscription table keeps its topics.
+
+        The expiry scans the skipped heartbeats would have run come with the group's next event (at the latest
+        the run's last heartbeat) and report the same changes in the same order (``membership.expire``), and
+        routes read the subscriptions as of their own time, so skipping them changes nothing.
+        """
+        events_per_channel: dict[tuple[str, str, str], int] = {}
+        view_subscriptions: dict[tuple[str, str], object] = {}
+
+        def note(event: ms.ChannelEvent) -> None:
+            channel = (event.group, event.broker, event.channel)
+            events_per_channel[channel] = events_per_channel.get(channel, 0) + 1
+            view = (event.group, event.broker)
+            subscriptions = event.subscriptions if event.kind == "HEARTBEAT" else _MIXED_VIEW
+            seen = view_subscriptions.setdefault(view, subscriptions)
+            if seen is not _MIXED_VIEW and seen != subscriptions:
+                view_subscriptions[view] = _MIXED_VIEW
+
+        for run in runs:
+            note(run.event)
+        for event in others:
+            note(event)
+        expiry_ms = self.settings.expiry_ms
+        return [self._is_steady(run, expiry_ms, events_per_channel, view_subscriptions) for run in runs]
+
+    def _is_steady(self, run: HeartbeatRun, expiry_ms: int, events_per_channel: Mapping[tuple[str, str, str], int],
+                   view_subscriptions: Mapping[tuple[str, str], object]) -> bool:  # fmt: skip
+        event, times = run.event, run.times
+        if len(times) < 2 or events_per_channel[(event.group, event.broker, event.channel)] != 1:
+            return False
+        if view_subscriptions[(event.group, event.broker)] is _MIXED_VIEW:
+            return False
+        if any(later - earlier > expiry_ms for earlier, later in zip(times, times[1:], strict=False)):
+            return False
+        state = self.groups.get(event.group)
+        view = state.membership.views.get(event.broker) if state is not None else None
+        if view is None:
+            return True
+        removed_at = view.removed_at_ms.get(event.channel)
+        if removed_at is not None and event.event_time_ms < removed_at:
+            return False
+        existing = view.channels.get(event.channel)
+        return existing is None or event.event_time_ms >= existing.last_update_ms
+
     def apply(self, events: Iterable[Mapping[str, Any] | ms.ChannelEvent], watermark_ms: int) -> list[Record]:
         """Apply events (JSON objects, or channel events the caller already parsed) in the given order."""
         records: list[Record] = []
@@ -357,7 +442,7 @@ class ShardEngine:
         if current is not None and current["queues"] == queues:
             return
         for group, state in self.groups.items():
-            if topic in _subscribed_topics(state.membership):
+            if topic in _subscribed_topics(state.membership, time_ms, self.settings.expiry_ms):
                 self._mark(dirty, group, time_ms, "ROUTE_CHANGED")
 
     def _apply_report(self, event: Mapping[str, Any], records: list[Record],
@@ -479,8 +564,11 @@ class ShardEngine:
         return records
 
 
-def _subscribed_topics(membership: ms.GroupMembership) -> set[str]:
-    return {t for v in membership.views.values() for ch in v.channels.values() for t, _ in ch.topics}
+def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: int) -> set[str]:
+    """The topics the group's channels registered at ``now_ms`` subscribe (the membership as of then)."""
+    return {t for v in membership.views.values() for ch in v.channels.values() if ms.is_live(ch, now_ms, expiry_ms)
+            for t, _ in ch.topics}  # fmt: skip
+
 
 
 def _mq(topic: str, key: str) -> MessageQueue:

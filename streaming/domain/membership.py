@@ -22,6 +22,11 @@ Out-of-order input: an event older than the channel's last update does not refre
 than the channel's removal does not bring it back (the removal time is kept as a tombstone until it is
 ``expiry_ms`` old), so a replay in another order cannot resurrect a consumer that left.
 
+A *held* heartbeat (``ChannelEvent.held_until_ms``) stands for a run of identical heartbeats of its channel,
+none more than ``expiry_ms`` after the one before: applied at its own time, it leaves the channel updated at
+the run's last time, so no scan inside the run finds it silent. ``fleet.ShardEngine.steady_runs`` says
+when a run may be applied that way (its heartbeats after the first must all be steady refreshes).
+
 Besides the broker's own data, each channel keeps what its client reported (its own subscriptions,
 client version, allocation strategy): the analysis needs them to find inconsistent subscriptions.
 """
@@ -63,6 +68,8 @@ class ChannelEvent(NamedTuple):
     client_version: str | None = None
     subscriptions: tuple[Subscription, ...] = ()
     allocate_strategy: str | None = None
+    # Set on the first heartbeat of a steady run: the run's last time (see the module docstring).
+    held_until_ms: int | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ChannelEvent:
@@ -151,13 +158,30 @@ def apply_event(membership: GroupMembership, event: ChannelEvent,
     if event.kind == "HEARTBEAT":
         refreshed = _refresh(view, event)
         if refreshed is not None:
-            return GroupMembership(membership.group, {**membership.views, event.broker: refreshed}), []
+            return GroupMembership(membership.group, {**membership.views, event.broker: _held(refreshed, event)}), []
         view, changes = _heartbeat(membership.group, view, event)
+        view = _held(view, event)
     elif event.kind in REMOVAL_KINDS:
         view, changes = _remove(membership.group, view, event)
     else:
         return membership, []
     return _with_view(membership, event.broker, view, event.event_time_ms, expiry_ms), changes
+
+
+def _held(view: BrokerView, event: ChannelEvent) -> BrokerView:
+    """The view after a held heartbeat: its channel last updated at the end of the run it stands for."""
+    if event.held_until_ms is None:
+        return view
+    channel = view.channels.get(event.channel)
+    if channel is None or channel.last_update_ms != event.event_time_ms:
+        return view  # the heartbeat was not applied (stale input): neither is the run
+    return BrokerView({**view.channels, event.channel: channel._replace(last_update_ms=event.held_until_ms)},
+                      view.subscriptions, view.removed_at_ms)  # fmt: skip
+
+
+def is_live(channel: Channel, now_ms: int, expiry_ms: int = DEFAULT_EXPIRY_MS) -> bool:
+    """The channel is still registered at ``now_ms``: the scan (rule 3) would not remove it yet."""
+    return now_ms - channel.last_update_ms <= expiry_ms
 
 
 def _refresh(view: BrokerView, event: ChannelEvent) -> BrokerView | None:
@@ -262,7 +286,7 @@ def expire(membership: GroupMembership, now_ms: int,
     result = membership
     for broker in sorted(membership.views):
         view = result.views[broker]
-        stale = sorted(c for c, ch in view.channels.items() if now_ms - ch.last_update_ms > expiry_ms)
+        stale = sorted(c for c, ch in view.channels.items() if not is_live(ch, now_ms, expiry_ms))
         if not stale and not view.removed_at_ms:
             continue
         channels = dict(view.channels)
@@ -274,6 +298,9 @@ def expire(membership: GroupMembership, now_ms: int,
             changes.append(MembershipChange(expired_at, membership.group, broker, "EXPIRED", "SCAN", gone.client_id,
                                             channel, False))  # fmt: skip
         result = _with_view(result, broker, BrokerView(channels, view.subscriptions, removed_at), now_ms, expiry_ms)
+    # In time order: one scan then reports what several earlier scans would have, in the same order (the
+    # flapping detector's coalescing depends on it), so how often the engine scans never shows.
+    changes.sort(key=lambda c: (c.event_time_ms, c.broker, c.channel))
     return result, changes
 
 

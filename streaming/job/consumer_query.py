@@ -21,6 +21,16 @@ Design (the README's "How it works" places it among the three queries):
   from ingest, not as JSON to parse again; the shard's state is one zlib-compressed JSON blob whose
   membership is stored by column (``membership.snapshot``). A steady heartbeat costs the Python side
   about 25 us of CPU, state included (a round of 40,000 in about 1 s over 8 shards; it was 70 us).
+* Before the operator, the JVM folds each channel's identical heartbeats of a Spark partition into one row
+  with every heartbeat's time and offset (``heartbeat_runs``): a batch of a fleet catching up holds a dozen
+  heartbeats per channel, and only one row each crosses to Python. There the engine decides per run whether
+  two events stand exactly for all of them (``fleet.ShardEngine.steady_runs``) or every heartbeat applies.
+* Late input: an event at or before the watermark the operator sees (``GroupState.getCurrentWatermarkMs``,
+  the batch's watermark) is counted as a ``late_events`` record (reason ``watermark``) and not applied. The
+  check is made here, per heartbeat of a run, rather than by Spark: Spark drops rows older than the
+  *previous* batch's watermark, which a state function cannot know, and a run's row stands for heartbeats of
+  several times. So the operator's event-time column is NULL on every row (``_without_spark_late_filter``);
+  the watermark itself is computed before that, from every row's real time.
 * The function emits rows ``(table, payload)`` -- payload is JSON in the shape of the Delta table -- and
   the ``foreachBatch`` sink fans them out into the tables, exactly once.
 
@@ -30,14 +40,17 @@ so this module is only the Spark adapter: rows in, state (de)serialisation, rows
 
 from __future__ import annotations
 
+import bisect
 import gc
 import json
+import operator
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE
-from streaming.job import state_blob
+from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE, ShardEngine
+from streaming.job import heartbeat_runs, state_blob
+from streaming.job.heartbeat_runs import RUN_OFFSETS, RUN_TIMES
 from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
 from streaming.job.python_worker import freeze_imported_heap
 
@@ -109,7 +122,9 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
         if state.hasTimedOut:
             records = engine.advance(watermark_ms)
         else:
-            records = engine.apply(_events(columns), watermark_ms)
+            events, late = _events(columns, engine, watermark_ms)
+            records = engine.apply(events, watermark_ms)
+            records += [("late_events", {"reason": "watermark", "event_type": t, "count": n}) for t, n in late.items()]
         if engine.is_empty():
             state.remove()
         else:
@@ -125,8 +140,8 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
 
 def _as_job_rows(records: list[tuple[str, dict[str, Any]]], shard: int) -> list[tuple[str, dict[str, Any]]]:
     """The engine's records as the sink takes them: an ignored event becomes a dead letter built from the
-    origin ``_events`` attached to it, and stale routes are counted by shard 0 only (every shard receives every
-    route, so every shard finds the same ones stale)."""
+    origin ``_events`` attached to it, and stale or late routes are counted by shard 0 only (every shard
+    receives every route, so every shard finds the same ones stale or late)."""
     rows = []
     for table, row in records:
         if table == "ignored_events":
@@ -135,10 +150,15 @@ def _as_job_rows(records: list[tuple[str, dict[str, Any]]], shard: int) -> list[
                    "kafka_offset": int(offset), "kafka_timestamp": _timestamp_text(timestamp),
                    "raw_value": raw_value, "reason": row["reason"], "detail": row["detail"]}  # fmt: skip
             table = "dead_letters"
-        elif table == "late_events" and row["reason"] == STALE_ROUTE and shard != 0:
+        elif table == "late_events" and shard != 0 and _about_routes(row):
             continue
         rows.append((table, row))
     return rows
+
+
+def _about_routes(late: Mapping[str, Any]) -> bool:
+    """A late-event record about topic routes, which every shard receives (so shard 0 alone counts them)."""
+    return late["reason"] == STALE_ROUTE or late.get("event_type") == ROUTE_EVENT
 
 
 @contextmanager
@@ -167,11 +187,16 @@ _DEAD_LETTER_COLUMNS = ("event_type", "kafka_topic", "kafka_partition", "kafka_o
 
 
 def _columns(frames: Iterator[pd.DataFrame], names: tuple[str, ...] = _EVENT_COLUMNS) -> dict[str, list[Any]]:
-    """The key's rows as Python lists per column (iterating lists is far cheaper than row dicts)."""
+    """The key's rows as Python lists per column (iterating lists is far cheaper than row dicts); a heartbeat
+    run's times and offsets as lists of ints (None on other rows). The run columns are absent when the input
+    was not folded into runs (``build_consumer_stream(..., fold_heartbeats=False)``)."""
     columns: dict[str, list[Any]] = {}
     for frame in frames:
         for name in names:
             columns.setdefault(name, []).extend(frame[name].tolist())
+        for name in (RUN_TIMES, RUN_OFFSETS):
+            if name in frame:
+                columns.setdefault(name, []).extend(None if a is None else a.tolist() for a in frame[name].tolist())
     return columns
 
 
@@ -182,42 +207,80 @@ _SAME_TIME_RANK = {ROUTE_EVENT: 0, CHANNEL_EVENT: 1}
 _LAST_RANK = 2
 
 
-def _events(columns: Mapping[str, list[Any]]) -> list[Any]:
-    """The shard's events in the order the engine applies them: event time, then event type, then Kafka
-    coordinates.
+def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
+            watermark_ms: int) -> tuple[list[Any], dict[str, int]]:  # fmt: skip
+    """The shard's events in the order the engine applies them, and how many of each type were late.
 
-    The type orders events of the same millisecond (``_SAME_TIME_RANK``) and Kafka coordinates break the
-    remaining ties, so that a replay applies them in the same order. Channel events are built from their
-    typed columns (``shard_input``); each distinct subscription list is parsed once.
+    Order: event time, then event type, then Kafka coordinates. The type orders events of the same millisecond
+    (``_SAME_TIME_RANK``) and Kafka coordinates break the remaining ties, so that a replay applies them in the
+    same order. Channel events are built from their typed columns (``shard_input``); each distinct subscription
+    list is parsed once. A heartbeat run (``heartbeat_runs``) applies as ``fleet.run_events`` says, each event
+    at the time and offset of the heartbeat it stands at, so it sorts exactly where that heartbeat would.
+    An event (or a run's heartbeat) at or before ``watermark_ms`` is late: counted, not applied.
     """
+    from streaming.domain.fleet import HeartbeatRun, run_events
     from streaming.domain.membership import ChannelEvent, subscriptions_from_json
 
+    late: dict[str, int] = {}
     if not columns:
-        return []
-    times = columns["event_time_ms"]
-    ranks = [_SAME_TIME_RANK.get(event_type, _LAST_RANK) for event_type in columns["event_type"]]
-    keys = list(zip(times, ranks, columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"],
-                    strict=True))  # fmt: skip
+        return [], late
+    times, event_types = columns["event_time_ms"], columns["event_type"]
+    topics, partitions, offsets = columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"]
     raw_values, timestamps = columns["raw_value"], columns["kafka_timestamp"]
     fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
     subscriptions = columns["c_subscriptions"]
+    run_times = columns.get(RUN_TIMES) or [None] * len(times)
+    run_offsets = columns.get(RUN_OFFSETS) or [None] * len(times)
     parsed: dict[str | None, Any] = {None: ()}
-    events: list[Any] = []
-    for i in sorted(range(len(keys)), key=keys.__getitem__):
+    keyed: list[tuple[tuple[Any, ...], Any]] = []
+    runs: list[HeartbeatRun] = []
+    run_places: list[tuple[str, int, list[int]]] = []  # per run: its Kafka topic, partition and offsets
+    others: list[ChannelEvent] = []  # channel events outside runs: the runs' context (``steady_runs``)
+    for i, event_type in enumerate(event_types):
+        occurrences = run_times[i]
+        if occurrences is None:  # one event
+            time_ms = times[i]
+            if time_ms <= watermark_ms:
+                late[event_type] = late.get(event_type, 0) + 1
+                continue
+        else:  # a run: its late heartbeats come first
+            first = bisect.bisect_right(occurrences, watermark_ms)
+            if first:
+                late[event_type] = late.get(event_type, 0) + first
+                if first == len(occurrences):
+                    continue
+                occurrences = occurrences[first:]
+            time_ms = occurrences[0]
+        key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i])
         raw = raw_values[i]
         if raw is not None:
             event = json.loads(raw)
-            event[ORIGIN_KEY] = (keys[i][2], keys[i][3], keys[i][4], timestamps[i], raw)
-            events.append(event)
+            event[ORIGIN_KEY] = (topics[i], partitions[i], offsets[i], timestamps[i], raw)
+            keyed.append(((*key, offsets[i]), event))
+            if event_type == CHANNEL_EVENT:
+                others.append(ChannelEvent.from_json(event))
             continue
         text = subscriptions[i]
         subs = parsed.get(text)
         if subs is None:
             subs = parsed[text] = subscriptions_from_json(json.loads(text))
         broker, kind, channel, client_id, group, model, consume, version, strategy = (f[i] for f in fields)
-        events.append(ChannelEvent.from_fields(times[i], broker, kind, channel, client_id, group, model, consume,
-                                               version, subs, strategy))  # fmt: skip
-    return events
+        channel_event = ChannelEvent.from_fields(time_ms, broker, kind, channel, client_id, group, model, consume,
+                                                 version, subs, strategy)  # fmt: skip
+        if occurrences is None:
+            keyed.append(((*key, offsets[i]), channel_event))
+            others.append(channel_event)
+        else:
+            runs.append(HeartbeatRun(channel_event, tuple(occurrences)))
+            run_offset = run_offsets[i]
+            run_places.append((topics[i], partitions[i], run_offset[len(run_offset) - len(occurrences):]))
+    channel_rank = _SAME_TIME_RANK[CHANNEL_EVENT]
+    for run, steady, (topic, partition, run_offset) in zip(runs, engine.steady_runs(runs, others), run_places,
+                                                           strict=True):  # fmt: skip
+        for index, event in run_events(run, steady):
+            keyed.append(((run.times[index], channel_rank, topic, partition, run_offset[index]), event))
+    keyed.sort(key=operator.itemgetter(0))
+    return [event for _, event in keyed], late
 
 
 def _timestamp_text(timestamp: Any) -> str | None:
@@ -245,6 +308,22 @@ def _dead_letters(columns: Mapping[str, list[Any]]) -> list[str]:
     ]
 
 
+def _without_spark_late_filter(watermarked: DataFrame) -> DataFrame:
+    """The watermarked rows with a NULL event time that still carries the watermark's column metadata.
+
+    An event-time timeout needs such a column in the operator's input, and Spark drops the rows whose value in
+    it is older than the previous batch's watermark. NULL is never older, so every row reaches the state
+    function, which applies the batch's own watermark per event and per heartbeat of a run (see the module
+    docstring). The watermark is computed upstream, by ``withWatermark``, from the real times."""
+    from pyspark.sql import functions as F
+
+    metadata = watermarked.schema["event_time"].metadata
+    return watermarked.select(
+        *[F.col(c) for c in watermarked.columns if c != "event_time"],
+        F.lit(None).cast("timestamp").alias("event_time", metadata=metadata),
+    )
+
+
 def build_consumer_stream(
     session: SparkSession,
     ingest: IngestSettings,
@@ -253,15 +332,20 @@ def build_consumer_stream(
     watermark_delay: str,
     engine_settings: Mapping[str, Any],
     state_function: Callable[..., Iterator[pd.DataFrame]] | None = None,
+    fold_heartbeats: bool = True,
 ) -> DataFrame:
-    """Kafka -> classify -> shard -> stateful engine -> (table, payload) rows.
+    """Kafka -> classify -> shard -> heartbeat runs -> stateful engine -> (table, payload) rows.
 
     ``state_function`` replaces the engine (``make_state_function``); the benchmark passes one that does
-    nothing, to measure what the query costs around the engine."""
+    nothing, to measure what the query costs around the engine. ``fold_heartbeats=False`` leaves every
+    heartbeat a row of its own (the engine's answer is the same; the benchmark compares the two)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     classified = classify(kafka_stream(session, ingest), contracts, ingest)
-    sharded = shard_input(classified, shards).withWatermark("event_time", watermark_delay)
+    sharded = shard_input(classified, shards)
+    if fold_heartbeats:
+        sharded = heartbeat_runs.compress(sharded)
+    sharded = _without_spark_late_filter(sharded.withWatermark("event_time", watermark_delay))
     return sharded.groupBy("shard").applyInPandasWithState(
         state_function or make_state_function(dict(engine_settings)),
         OUTPUT_SCHEMA,

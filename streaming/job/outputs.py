@@ -220,8 +220,8 @@ def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[
         if table == "dead_letters":
             metrics.inc("rmqmon_dead_letters_total", ("consumer", str(row.get("reason"))))
             continue
-        if table == "late_events":
-            metrics.inc("rmqmon_late_events_total", ("consumer", str(row["reason"])))
+        if table == "late_events":  # one record per late event, or a count of them (``count``)
+            metrics.inc("rmqmon_late_events_total", ("consumer", str(row["reason"])), row.get("count", 1))
             continue
         group = row["group"]
         if row.get("removed"):

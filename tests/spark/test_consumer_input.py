@@ -45,6 +45,13 @@ def _generated() -> list[dict]:
     return events
 
 
+def _applied(columns, engine=None):  # type: ignore[no-untyped-def]
+    """The events the state function hands the engine for these columns (none late: watermark 0)."""
+    events, late = _events(columns, engine or ShardEngine.restore(None, {}), 0)
+    assert not late
+    return events
+
+
 def test_channel_events_from_typed_columns_equal_their_json(spark):
     types = ("consumer_channel", "reported_assignment", "topic_route")
     channel_values = [json.dumps(GOOD["consumer_channel"])] + [e for e in MORE_GOOD if '"consumer_channel"' in e]
@@ -64,7 +71,7 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
         if shard == DEAD_LETTER_SHARD:
             assert len(rows_of_shard) == 1  # the channel event without its required fields
             continue
-        got = _events(_columns(iter([rows_of_shard.reset_index(drop=True)])))
+        got = _applied(_columns(iter([rows_of_shard.reset_index(drop=True)])))
         origins = [g.pop(ORIGIN_KEY) if isinstance(g, dict) else None for g in got]
         ranked = rows_of_shard.assign(rank=rows_of_shard["event_type"].map(TYPE_RANK))
         by_offset = ranked.sort_values(["event_time_ms", "rank", "kafka_topic", "kafka_partition", "kafka_offset"])
@@ -102,7 +109,7 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
             columns[name].append(row[name])
 
     # time first, then route, channel, reports; the two reports of one topic in Kafka order (partition 0 first)
-    events = _events(columns)
+    events = _applied(columns)
     origins = [event.pop(ORIGIN_KEY) for event in events]
     assert events == [earlier_report, route, channel, report, other_report]
     assert [origin[:3] for origin in origins] == [("a-reports", 0, 9), ("b-routes", 0, 1), ("c-channels", 0, 7),
@@ -136,8 +143,8 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
 
     for shard in (0, 1):
         engine = ShardEngine.restore(None, {})
-        records = engine.apply(_events(columns), KAFKA_TS - 60_000)
-        records += engine.apply(_events(late), KAFKA_TS - 60_000)
+        records = engine.apply(_applied(columns, engine), KAFKA_TS - 60_000)
+        records += engine.apply(_applied(late, engine), KAFKA_TS - 60_000)
         rows = _as_job_rows(records, shard)
         assert not [t for t, _ in rows if t == "ignored_events"]
         letters = [r for t, r in rows if t == "dead_letters"]

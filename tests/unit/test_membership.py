@@ -124,3 +124,17 @@ events = st.lists(
 def test_snapshot_round_trip(sequence):
     m, _ = apply_all(GroupMembership("G"), sorted(sequence, key=lambda e: e.event_time_ms))
     assert restore(snapshot(m)) == m
+
+
+def test_a_held_heartbeat_keeps_its_channel_alive_to_the_run_s_end_only_if_it_applied():
+    """``held_until_ms``: applied, the channel is last updated at the run's end (no scan inside the run finds it
+    silent); ignored as stale input (older than the channel's update or removal), it holds nothing."""
+    m, _ = apply_event(GroupMembership("G"), hb(0, held_until_ms=300_000))
+    assert m.views["b1"].channels["10.0.0.1:5000"].last_update_ms == 300_000
+    assert expire(m, 400_000)[1] == [] and next_expiry_ms(m) == 420_001
+    newer, _ = apply_event(GroupMembership("G"), hb(50_000))
+    stale, changes = apply_event(newer, hb(10_000, held_until_ms=300_000))
+    assert changes == [] and stale.views["b1"].channels["10.0.0.1:5000"].last_update_ms == 50_000
+    removed, _ = apply_event(newer, ev("UNREGISTER", 60_000))
+    behind, changes = apply_event(removed, hb(55_000, held_until_ms=300_000))
+    assert changes == [] and "10.0.0.1:5000" not in behind.views["b1"].channels
