@@ -21,8 +21,10 @@ Per event:
   ``ignored_events`` record (reason ``UNKNOWN_GROUP``, with the ``origin`` the caller attached to the
   event), which the job writes as a dead letter.
 * ``HeartbeatRun``: a channel's identical heartbeats of the batch, as the job's JVM stage groups them. The
-  caller asks ``steady_runs`` which of them may be applied as two events (``run_events``: the first heartbeat
-  held until the last, and the last) instead of one per heartbeat; the answer is exact, not a sample.
+  caller hands them to ``apply_runs`` before ``apply``: a run that only refreshes a channel the shard knows
+  is applied there and then, another steady run becomes its first heartbeat held until its last, and any
+  other run every one of its heartbeats; each group's latest steady heartbeat is applied as well, so the
+  group's expiry scan reaches that time. The result is exact, not a sample (``steady_runs``).
 
 A route reads the subscriptions as of its own time (channels silent for more than the expiry do not count,
 scanned or not), so the groups it re-analyses never depend on where the engine happened to run its lazy
@@ -214,14 +216,13 @@ class HeartbeatRun(NamedTuple):
     times: tuple[int, ...]
 
 
-def run_events(run: HeartbeatRun, steady: bool) -> list[tuple[int, ms.ChannelEvent]]:
-    """The events that apply a run, each with the index (into ``run.times``) of the heartbeat it stands at:
-    for a steady run (``ShardEngine.steady_runs``) the first heartbeat held until the last, then the last;
-    otherwise every heartbeat."""
-    event, times = run.event, run.times
-    if steady:
-        return [(0, event._replace(held_until_ms=times[-1])), (len(times) - 1, event._replace(event_time_ms=times[-1]))]
-    return [(i, event if i == 0 else event._replace(event_time_ms=t)) for i, t in enumerate(times)]
+RunEvents = list[tuple[int, ms.ChannelEvent]]
+"""Events that apply (part of) a heartbeat run, each with the index into ``HeartbeatRun.times`` of the heartbeat
+it stands at, so the caller can put it where that heartbeat would go."""
+
+
+def _every_heartbeat(run: HeartbeatRun) -> RunEvents:
+    return [(i, run.event if i == 0 else run.event._replace(event_time_ms=t)) for i, t in enumerate(run.times)]
 
 
 _MIXED_VIEW = object()  # a broker view whose channel events of the batch are not all alike heartbeats
@@ -277,9 +278,61 @@ class ShardEngine:
         return min(known) if known else None
 
     # -- processing ----------------------------------------------------------------------------------
+    def apply_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]) -> list[RunEvents]:
+        """Take the batch's heartbeat runs (``others``: its other channel events) before ``apply``: apply what
+        needs no place among the batch's events, and return, per run, the events that still apply it.
+
+        * A steady run (``steady_runs``) whose first heartbeat ``repeats`` what the shard holds for its channel,
+          within the expiry of the channel's last update: the channel is last updated at the run's end, now.
+          Applied in its place, every heartbeat of the run would have done only that, and nothing of the batch
+          before the run's end could tell the difference (no scan finds the channel silent, a route finds it
+          subscribed either way).
+        * Another steady run: its first heartbeat, held until its last (``ChannelEvent.held_until_ms``).
+        * Any other run: every heartbeat.
+
+        Besides, each group's latest heartbeat of a steady run is applied: the scan before it reports, in time
+        order, what the scans before the skipped heartbeats would have (``membership.expire``), and prunes the
+        removals they would have pruned.
+        """
+        if not runs:
+            return []  # a batch of a fleet the job keeps up with: a heartbeat per channel, no runs
+        steady = self.steady_runs(runs, others)
+        plans: list[RunEvents] = []
+        refreshes: dict[tuple[str, str], dict[str, int]] = {}
+        latest: dict[str, int] = {}  # group -> the steady run ending last
+        for i, (run, is_steady) in enumerate(zip(runs, steady, strict=True)):
+            if not is_steady:
+                plans.append(_every_heartbeat(run))
+                continue
+            event, last_ms = run.event, run.times[-1]
+            if event.group not in latest or last_ms > runs[latest[event.group]].times[-1]:
+                latest[event.group] = i
+            if self._refreshes_only(event):
+                refreshes.setdefault((event.group, event.broker), {})[event.channel] = last_ms
+                plans.append([])
+            else:
+                plans.append([(0, event._replace(held_until_ms=last_ms))])
+        for (group, broker), last_updates in refreshes.items():
+            state = self.groups[group]
+            state.membership = ms.refreshed(state.membership, broker, last_updates)
+        for i in latest.values():
+            run = runs[i]
+            plans[i].append((len(run.times) - 1, run.event._replace(event_time_ms=run.times[-1])))
+        return plans
+
+    def _refreshes_only(self, event: ms.ChannelEvent) -> bool:
+        """The shard holds the heartbeat's channel, not silent by the heartbeat's time, and it ``repeats`` it."""
+        state = self.groups.get(event.group)
+        view = state.membership.views.get(event.broker) if state is not None else None
+        existing = view.channels.get(event.channel) if view is not None else None
+        if existing is None or not ms.is_live(existing, event.event_time_ms, self.settings.expiry_ms):
+            return False
+        return ms.repeats(view, existing, event)
+
     def steady_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]) -> list[bool]:
-        """For each run of the batch: may it be applied as ``run_events(run, True)`` with exactly the effect of
-        applying every one of its heartbeats? ``others`` are the batch's other channel events.
+        """For each run of the batch: may it be applied as its first heartbeat held until its last, followed
+        (at the latest) by a scan at its last, with exactly the effect of applying every one of its heartbeats?
+        ``others`` are the batch's other channel events.
 
         Applied one by one, every heartbeat after the first must be a steady refresh (``membership._refresh``)
         whose only effect is the channel's last update, and no scan between two of them may find the channel

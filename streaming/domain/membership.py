@@ -184,41 +184,57 @@ def is_live(channel: Channel, now_ms: int, expiry_ms: int = DEFAULT_EXPIRY_MS) -
     return now_ms - channel.last_update_ms <= expiry_ms
 
 
-def _refresh(view: BrokerView, event: ChannelEvent) -> BrokerView | None:
-    """The view after a *steady* heartbeat, or None when ``_heartbeat`` must decide.
-
-    Most heartbeats repeat what the channel already said; for them ``_heartbeat`` would only move the
-    channel's last update, so this answers the same without building the subscription table anew. Steady
-    means: the channel is known, this heartbeat is not older than its last update, the client id, version,
-    strategy, message model and reported topics are the ones stored, and the table would not change (the
-    same topics, no higher ``sub_version``). A view with tombstones is left to the full path, which prunes
-    them. ``tests/unit/test_membership_refresh.py`` checks both paths agree on random event sequences.
-    """
-    existing = view.channels.get(event.channel)
+def repeats(view: BrokerView, existing: Channel, event: ChannelEvent) -> bool:
+    """The heartbeat says again what the view holds for its channel (``existing``): it is not older than the
+    channel's last update, the client id, version, strategy, message model and reported topics are the ones
+    stored, and the view's subscription table would not change (the same topics, no higher ``sub_version``).
+    Applied, it would only move the channel's last update."""
     if (
-        existing is None
-        or view.removed_at_ms
-        or event.event_time_ms < existing.last_update_ms
+        event.event_time_ms < existing.last_update_ms
         or existing.client_id != event.client_id
         or existing.client_version != event.client_version
         or existing.allocate_strategy != event.allocate_strategy
         or existing.message_model != event.message_model
     ):
-        return None
+        return False
     table = view.subscriptions
     incoming = {s.topic: s for s in event.subscriptions}
     if incoming.keys() != table.keys():
-        return None
+        return False
     for topic, subscription in incoming.items():
         if subscription.sub_version > table[topic].sub_version:
-            return None
-    if tuple(sorted([(s.topic, s.expression) for s in event.subscriptions])) != existing.topics:
+            return False
+    return tuple(sorted([(s.topic, s.expression) for s in event.subscriptions])) == existing.topics
+
+
+def refreshed(membership: GroupMembership, broker: str, last_updates: Mapping[str, int]) -> GroupMembership:
+    """The membership with these channels of ``broker``'s view last updated at the given times: what steady
+    heartbeats (``repeats``) up to then do, applied at once (``fleet.ShardEngine.apply_runs``)."""
+    view = membership.views[broker]
+    channels = dict(view.channels)
+    for name, last_update_ms in last_updates.items():
+        channels[name] = channels[name]._replace(last_update_ms=last_update_ms)
+    views = {**membership.views, broker: BrokerView(channels, view.subscriptions, view.removed_at_ms)}
+    return GroupMembership(membership.group, views)
+
+
+def _refresh(view: BrokerView, event: ChannelEvent) -> BrokerView | None:
+    """The view after a *steady* heartbeat, or None when ``_heartbeat`` must decide.
+
+    Most heartbeats repeat what the channel already said; for them ``_heartbeat`` would only move the
+    channel's last update, so this answers the same without building the subscription table anew. Steady
+    means: the channel is known and the heartbeat ``repeats`` it. A view with tombstones is left to the full
+    path, which prunes them. ``tests/unit/test_membership_refresh.py`` checks both paths agree on random event
+    sequences.
+    """
+    existing = view.channels.get(event.channel)
+    if existing is None or view.removed_at_ms or not repeats(view, existing, event):
         return None
     channels = dict(view.channels)
     channels[event.channel] = Channel(existing.channel, existing.client_id, event.event_time_ms,
                                       existing.client_version, existing.allocate_strategy, existing.message_model,
                                       existing.topics)  # fmt: skip
-    return BrokerView(channels, table, view.removed_at_ms)
+    return BrokerView(channels, view.subscriptions, view.removed_at_ms)
 
 
 def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerView, list[MembershipChange]]:

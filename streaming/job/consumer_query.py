@@ -23,8 +23,9 @@ Design (the README's "How it works" places it among the three queries):
   about 25 us of CPU, state included (a round of 40,000 in about 1 s over 8 shards; it was 70 us).
 * Before the operator, the JVM folds each channel's identical heartbeats of a Spark partition into one row
   with every heartbeat's time and offset (``heartbeat_runs``): a batch of a fleet catching up holds a dozen
-  heartbeats per channel, and only one row each crosses to Python. There the engine decides per run whether
-  two events stand exactly for all of them (``fleet.ShardEngine.steady_runs``) or every heartbeat applies.
+  heartbeats per channel, and only one row each crosses to Python. There the engine takes them before the
+  batch's events (``fleet.ShardEngine.apply_runs``): a run that only refreshes a channel it knows costs a
+  dictionary update, and the answer is exactly that of applying every heartbeat.
 * Late input: an event at or before the watermark the operator sees (``GroupState.getCurrentWatermarkMs``,
   the batch's watermark) is counted as a ``late_events`` record (reason ``watermark``) and not applied. The
   check is made here, per heartbeat of a run, rather than by Spark: Spark drops rows older than the
@@ -50,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE, ShardEngine
 from streaming.job import heartbeat_runs, state_blob
-from streaming.job.heartbeat_runs import RUN_OFFSETS, RUN_TIMES
+from streaming.job.heartbeat_runs import RUN, unpack_run
 from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
 from streaming.job.python_worker import freeze_imported_heap
 
@@ -187,16 +188,13 @@ _DEAD_LETTER_COLUMNS = ("event_type", "kafka_topic", "kafka_partition", "kafka_o
 
 
 def _columns(frames: Iterator[pd.DataFrame], names: tuple[str, ...] = _EVENT_COLUMNS) -> dict[str, list[Any]]:
-    """The key's rows as Python lists per column (iterating lists is far cheaper than row dicts); a heartbeat
-    run's times and offsets as lists of ints (None on other rows). The run columns are absent when the input
-    was not folded into runs (``build_consumer_stream(..., fold_heartbeats=False)``)."""
+    """The key's rows as Python lists per column (iterating lists is far cheaper than row dicts), with the packed
+    heartbeat runs (``heartbeat_runs.RUN``) when the input has them (``build_consumer_stream(...,
+    fold_heartbeats=False)`` leaves them out)."""
     columns: dict[str, list[Any]] = {}
     for frame in frames:
-        for name in names:
+        for name in (*names, RUN) if RUN in frame else names:
             columns.setdefault(name, []).extend(frame[name].tolist())
-        for name in (RUN_TIMES, RUN_OFFSETS):
-            if name in frame:
-                columns.setdefault(name, []).extend(None if a is None else a.tolist() for a in frame[name].tolist())
     return columns
 
 
@@ -214,11 +212,11 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
     Order: event time, then event type, then Kafka coordinates. The type orders events of the same millisecond
     (``_SAME_TIME_RANK``) and Kafka coordinates break the remaining ties, so that a replay applies them in the
     same order. Channel events are built from their typed columns (``shard_input``); each distinct subscription
-    list is parsed once. A heartbeat run (``heartbeat_runs``) applies as ``fleet.run_events`` says, each event
-    at the time and offset of the heartbeat it stands at, so it sorts exactly where that heartbeat would.
+    list is parsed once. Heartbeat runs (``heartbeat_runs``) go to ``engine.apply_runs`` first; the events it
+    leaves to apply stand at the time and offset of a heartbeat each, so they sort exactly where it would.
     An event (or a run's heartbeat) at or before ``watermark_ms`` is late: counted, not applied.
     """
-    from streaming.domain.fleet import HeartbeatRun, run_events
+    from streaming.domain.fleet import HeartbeatRun
     from streaming.domain.membership import ChannelEvent, subscriptions_from_json
 
     late: dict[str, int] = {}
@@ -229,27 +227,28 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
     raw_values, timestamps = columns["raw_value"], columns["kafka_timestamp"]
     fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
     subscriptions = columns["c_subscriptions"]
-    run_times = columns.get(RUN_TIMES) or [None] * len(times)
-    run_offsets = columns.get(RUN_OFFSETS) or [None] * len(times)
+    packed_runs = columns.get(RUN) or [None] * len(times)
     parsed: dict[str | None, Any] = {None: ()}
     keyed: list[tuple[tuple[Any, ...], Any]] = []
     runs: list[HeartbeatRun] = []
-    run_places: list[tuple[str, int, list[int]]] = []  # per run: its Kafka topic, partition and offsets
-    others: list[ChannelEvent] = []  # channel events outside runs: the runs' context (``steady_runs``)
+    run_places: list[tuple[str, int, tuple[int, ...]]] = []  # per run: its Kafka topic, partition and offsets
+    others: list[ChannelEvent] = []  # channel events outside runs: the runs' context (``apply_runs``)
     for i, event_type in enumerate(event_types):
-        occurrences = run_times[i]
-        if occurrences is None:  # one event
+        packed = packed_runs[i]
+        if packed is None:  # one event
+            occurrences = None
             time_ms = times[i]
             if time_ms <= watermark_ms:
                 late[event_type] = late.get(event_type, 0) + 1
                 continue
         else:  # a run: its late heartbeats come first
+            occurrences, run_offsets = unpack_run(packed)
             first = bisect.bisect_right(occurrences, watermark_ms)
             if first:
                 late[event_type] = late.get(event_type, 0) + first
                 if first == len(occurrences):
                     continue
-                occurrences = occurrences[first:]
+                occurrences, run_offsets = occurrences[first:], run_offsets[first:]
             time_ms = occurrences[0]
         key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i])
         raw = raw_values[i]
@@ -271,13 +270,12 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
             keyed.append(((*key, offsets[i]), channel_event))
             others.append(channel_event)
         else:
-            runs.append(HeartbeatRun(channel_event, tuple(occurrences)))
-            run_offset = run_offsets[i]
-            run_places.append((topics[i], partitions[i], run_offset[len(run_offset) - len(occurrences):]))
+            runs.append(HeartbeatRun(channel_event, occurrences))
+            run_places.append((topics[i], partitions[i], run_offsets))
     channel_rank = _SAME_TIME_RANK[CHANNEL_EVENT]
-    for run, steady, (topic, partition, run_offset) in zip(runs, engine.steady_runs(runs, others), run_places,
-                                                           strict=True):  # fmt: skip
-        for index, event in run_events(run, steady):
+    for run, plan, (topic, partition, run_offset) in zip(runs, engine.apply_runs(runs, others), run_places,
+                                                         strict=True):  # fmt: skip
+        for index, event in plan:
             keyed.append(((run.times[index], channel_rank, topic, partition, run_offset[index]), event))
     keyed.sort(key=operator.itemgetter(0))
     return [event for _, event in keyed], late

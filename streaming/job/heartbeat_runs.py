@@ -6,20 +6,27 @@ replaces the typed heartbeats of a Spark partition -- ``reason`` and ``raw_value
 ``consumer_channel``, ``c_kind`` ``HEARTBEAT`` -- by one row per key (shard, the channel's fields, Kafka topic
 and partition; NULL equal to NULL): the key's first heartbeat in (``event_time_ms``, ``kafka_offset``) order,
 with ``event_time`` set to the key's latest event time (a watermark downstream sees the same maximum), and
-every heartbeat's time and offset in ``RUN_TIMES`` / ``RUN_OFFSETS`` (sorted together by time, then offset;
-duplicates kept). Every other row passes through unchanged, with both arrays NULL. The output has the input's
-columns in their order, then the two arrays.
+every heartbeat's time and offset in ``RUN``, packed (``unpack_run``) -- unless the key was seen once: then its
+row stays as it was. Every other row passes through unchanged. The output has the input's columns in their
+order, then ``RUN`` (NULL but for runs).
 """
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-RUN_TIMES = "run_times"
-RUN_OFFSETS = "run_offsets"
+RUN = "run"
+
+
+def unpack_run(packed: bytes) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A run's heartbeats as (event times, Kafka offsets), sorted by time then offset: ``RUN`` holds them as
+    little-endian int64 pairs (one bytes object per run crosses Arrow to pandas far cheaper than two arrays)."""
+    values = struct.unpack(f"<{len(packed) // 8}q", packed)
+    return values[0::2], values[1::2]
 
 
 def compress(sharded: DataFrame) -> DataFrame:

@@ -15,7 +15,10 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streaming.job.heartbeat_runs import RUN_OFFSETS, RUN_TIMES, compress
+from streaming.job.heartbeat_runs import RUN, compress, unpack_run
+
+# A run's heartbeats, unpacked from ``RUN`` by ``comparable``.
+RUN_TIMES, RUN_OFFSETS = "run_times", "run_offsets"
 
 # consumer_query.shard_input's output, column for column.
 SHARD_INPUT_DDL = (
@@ -102,11 +105,16 @@ def as_frame(spark, rows: list[dict]) -> DataFrame:  # type: ignore[no-untyped-d
 
 
 def comparable(frame: DataFrame) -> list[dict]:
-    """The rows with timestamps as epoch microseconds (independent of the Python process's time zone)."""
-    return [
-        r.asDict()
-        for r in frame.select(*[F.unix_micros(c).alias(c) if c in TIMESTAMPS else c for c in frame.columns]).collect()
-    ]
+    """The rows with timestamps as epoch microseconds (independent of the Python process's time zone), and the
+    packed run as its times and offsets (``RUN_TIMES``, ``RUN_OFFSETS``: lists, or None without a run)."""
+    rows = []
+    for r in frame.select(*[F.unix_micros(c).alias(c) if c in TIMESTAMPS else c for c in frame.columns]).collect():
+        row = r.asDict()
+        packed = row.pop(RUN)
+        run = unpack_run(bytes(packed)) if packed is not None else None
+        row[RUN_TIMES], row[RUN_OFFSETS] = (list(run[0]), list(run[1])) if run else (None, None)
+        rows.append(row)
+    return rows
 
 
 def is_typed_heartbeat(row: dict) -> bool:
@@ -116,7 +124,8 @@ def is_typed_heartbeat(row: dict) -> bool:
 
 def expected_output(rows: list[dict]) -> tuple[list[dict], list[dict]]:
     """(pass-through rows, runs) in comparable form, for input whose keys each lie in one Spark partition (a run
-    is per partition; the key includes the Kafka partition, so one Spark partition per Kafka partition will do)."""
+    is per partition; the key includes the Kafka partition, so one Spark partition per Kafka partition will do).
+    A key seen once is among the runs as the row it was, with NULL arrays."""
     passed, runs = [], {}
     for row in rows:
         micros = {c: None if row[c] is None else row[c] * 1000 for c in TIMESTAMPS}
@@ -127,6 +136,9 @@ def expected_output(rows: list[dict]) -> tuple[list[dict], list[dict]]:
             runs.setdefault(tuple(row[c] for c in KEY), []).append(row)
     expected = []
     for members in runs.values():
+        if len(members) == 1:
+            expected.append({**members[0], RUN_TIMES: None, RUN_OFFSETS: None})
+            continue
         ordered = sorted(members, key=lambda r: (r["event_time_ms"], r["kafka_offset"]))
         expected.append({**ordered[0], "event_time": max(r["event_time_ms"] for r in members) * 1000,
                          RUN_TIMES: [r["event_time_ms"] for r in ordered],
@@ -147,16 +159,16 @@ def test_heartbeats_fold_into_one_row_per_run(spark, layout: Callable[[DataFrame
     rows = batch_rows()
     frame = layout(as_frame(spark, rows))
     out = compress(frame)
-    assert out.columns == [*COLUMNS, RUN_TIMES, RUN_OFFSETS]
-    assert [f.dataType.simpleString() for f in out.schema.fields[-2:]] == ["array<bigint>", "array<bigint>"]
+    assert out.columns == [*COLUMNS, RUN]
+    assert out.schema.fields[-1].dataType.simpleString() == "binary"
 
     got = comparable(out)
     passed, runs = expected_output(rows)
     got_passed = [r for r in got if r[RUN_TIMES] is None]
     got_runs = [r for r in got if r[RUN_TIMES] is not None]
-    assert canonical(got_passed) == canonical(passed)  # unchanged, NULL arrays
-    assert canonical(got_runs) == canonical(runs)
-    assert len(got_runs) == 11
+    assert canonical(got) == canonical(passed + runs)  # pass-through rows and heartbeats seen once unchanged
+    assert len(got_runs) == len([r for r in runs if r[RUN_TIMES] is not None]) == 4  # A, A in partition 1, B, C
+    assert len(got_passed) == len(passed) + len(runs) - 4
     assert sum(len(r[RUN_TIMES]) for r in got_runs) + len(got_passed) == len(rows) == frame.count()
     assert all(len(r[RUN_TIMES]) == len(r[RUN_OFFSETS]) for r in got_runs)
 
@@ -177,12 +189,12 @@ def test_heartbeats_fold_into_one_row_per_run(spark, layout: Callable[[DataFrame
     assert run_c[RUN_OFFSETS] == [31, 32, 30] and run_c["c_broker"] is None and run_c["c_subscriptions"] is None
     assert run_c["event_time"] == (T0 + 800) * 1000
     # Fields that would read alike when concatenated are different keys.
-    assert {(r["c_channel"], r["c_client_id"], r["shard"]) for r in got_runs if r["kafka_offset"] in (33, 34, 35)} == {
+    assert {(r["c_channel"], r["c_client_id"], r["shard"]) for r in got if r["kafka_offset"] in (33, 34, 35)} == {
         ("x|y", "z", 1),
         ("x", "y|z", 1),
         ("x", "y|z", 2),
     }
-    assert sorted(r["c_client_id"] for r in got_runs if r["c_channel"] == "h") == ["Aa", "BB"]
+    assert sorted(r["c_client_id"] for r in got if r["c_channel"] == "h") == ["Aa", "BB"]
 
 
 def test_one_partition_emits_pass_through_rows_first_then_runs_in_first_seen_order(spark):

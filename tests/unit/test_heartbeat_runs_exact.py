@@ -2,8 +2,9 @@
 
 The JVM stage (``heartbeat_runs``, tested against this contract in ``tests/spark/test_heartbeat_runs.py``)
 folds each channel's identical heartbeats of a Spark partition into one row carrying every heartbeat's time
-and offset; the state function (``consumer_query._events``) then applies a run as two events when
-``ShardEngine.steady_runs`` allows it, else heartbeat by heartbeat, and counts late heartbeats one by one.
+and offset; the state function (``consumer_query._events``) counts late heartbeats one by one and hands the
+runs to ``ShardEngine.apply_runs``, which takes a run that only refreshes a known channel at once, holds another
+steady run from its first heartbeat to its last, and leaves the rest to apply heartbeat by heartbeat.
 
 Proven on random shards: two groups on two brokers whose channels repeat heartbeats at gaps inside and past the
 expiry, change their subscriptions or client ids, leave, arrive out of order (behind a removal or a later
@@ -16,6 +17,7 @@ counts and the engine's state must equal those of the same batch given one row p
 from __future__ import annotations
 
 import json
+import struct
 import zlib
 from collections import Counter
 
@@ -24,7 +26,7 @@ from hypothesis import strategies as st
 
 from streaming.domain.fleet import ShardEngine
 from streaming.job.consumer_query import _EVENT_COLUMNS, _events
-from streaming.job.heartbeat_runs import RUN_OFFSETS, RUN_TIMES
+from streaming.job.heartbeat_runs import RUN
 
 EXPIRY_MS = 120_000
 DELAY_MS = 60_000
@@ -112,22 +114,25 @@ def rows_of(batch, first_offsets):
 
 
 def as_runs(rows, fold):
-    """What the JVM stage hands on: with ``fold``, each partition's identical typed heartbeats as one row."""
+    """What the JVM stage hands on: with ``fold``, each partition's identical typed heartbeats as one row (a
+    heartbeat seen once as it was); without, every row as it was (the job without heartbeat runs)."""
     out, runs = [], {}
     for row in rows:
         heartbeat = row["raw_value"] is None and row["c_kind"] == "HEARTBEAT"
         if not (fold and heartbeat):
-            out.append(dict(row, **{RUN_TIMES: [row["event_time_ms"]] if heartbeat else None,
-                                    RUN_OFFSETS: [row["kafka_offset"]] if heartbeat else None}))  # fmt: skip
+            out.append(dict(row, **{RUN: None}))
             continue
         key = tuple(row[c] for c in _EVENT_COLUMNS if c.startswith("c_")) + (row["kafka_partition"],)
         runs.setdefault(key, []).append(row)
     for members in runs.values():
+        if len(members) == 1:
+            out.append(dict(members[0], **{RUN: None}))
+            continue
         members.sort(key=lambda r: (r["event_time_ms"], r["kafka_offset"]))
-        out.append(dict(members[0], **{RUN_TIMES: [r["event_time_ms"] for r in members],
-                                       RUN_OFFSETS: [r["kafka_offset"] for r in members]}))  # fmt: skip
+        pairs = [v for r in members for v in (r["event_time_ms"], r["kafka_offset"])]
+        out.append(dict(members[0], **{RUN: struct.pack(f"<{len(pairs)}q", *pairs)}))
     out.reverse()  # the order of rows reaching the function must not matter
-    return {name: [r[name] for r in out] for name in (*_EVENT_COLUMNS, RUN_TIMES, RUN_OFFSETS)}
+    return {name: [r[name] for r in out] for name in (*_EVENT_COLUMNS, RUN)}
 
 
 def run_shard(batches, fold):
@@ -161,13 +166,15 @@ def test_runs_give_every_batch_the_answer_of_one_row_per_heartbeat(steps, cuts):
         assert got[4] <= expected[4]  # never more events to apply than heartbeats
 
 
-def test_a_steady_fleet_applies_two_events_per_channel_and_batch():
-    """Not only exact: a batch of a dozen rounds of a healthy group applies two events per channel."""
-    beats = [(("beats", "G1", b, c, 0, "", 12, 30_000), 0, 0, "keyed") for b in ("b1", "b2") for c in range(3)]
-    batches = [published(beats)]
+def test_a_steady_group_costs_one_event_per_batch_once_known():
+    """Not only exact: a batch of a dozen rounds of a new group applies a held heartbeat per channel and one
+    heartbeat at the end; the next batch (the channels known) applies that one heartbeat only."""
+    rounds = [[(("beats", "G1", b, c, 0, "", 12, 30_000), start, 0, "keyed") for b in ("b1", "b2") for c in range(3)]
+              for start in (0, 360_000)]  # fmt: skip
+    batches = [published(steps) for steps in rounds]
     folded, plain = run_shard(batches, fold=True), run_shard(batches, fold=False)
-    assert folded[0][:4] == plain[0][:4]
-    assert (folded[0][4], plain[0][4]) == (2 * 6, 12 * 6)
+    assert [t[:4] for t in folded] == [t[:4] for t in plain]
+    assert [t[4] for t in folded] == [6 + 1, 1] and [t[4] for t in plain] == [72, 72]
 
 
 def beats(group, broker, channel, at, count=1, spacing=30_000, subscriptions=0):
@@ -197,6 +204,22 @@ CASES = {  # name: (batches, whether a run is held)
     # Two channels expire inside a run, the one on the later broker first: reported in time order either way.
     "two expiries inside a run": ([
         [beats("G1", "b2", 1, 0), beats("G1", "b1", 2, 20_000), beats("G1", "b1", 0, 100_000, count=11)],
+    ], True),
+    # A known channel's run that does not only refresh it: a new client id on the channel (a join), a higher
+    # sub_version (the table changes). Held, not taken as refreshes.
+    "run of a new client on a known channel": ([
+        [beats("G1", "b1", 0, 0)],
+        [(("beats", "G1", "b1", 0, 0, "x", 4, 30_000), 30_000, 0, "keyed")],
+    ], True),
+    "run raising the sub_version": ([
+        [beats("G1", "b1", 0, 0)],
+        [beats("G1", "b1", 0, 30_000, count=4, subscriptions=2)],
+    ], True),
+    # Two runs of a group end at different times; a channel on the other broker expires between the ends: the
+    # group's scan must reach the later end within the batch.
+    "runs ending apart, an expiry between": ([
+        [beats("G1", "b2", 1, 0), beats("G1", "b1", 0, 0), beats("G1", "b1", 2, 0)],
+        [beats("G1", "b1", 0, 10_000, count=4), beats("G1", "b1", 2, 10_000, count=7)],
     ], True),
 }
 
