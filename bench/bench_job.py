@@ -12,7 +12,7 @@ Run: ``.venv/bin/python -m bench.bench_job [--sends 2000000] [--groups 1000 --me
 * heartbeat path: the ``consumer`` query (classify, shard, heartbeat runs in the JVM, stateful engine in
   Python, Delta sinks) on ``groups x members`` consumers heartbeating every 30 s to two brokers vs the same
   baseline. Target: >= 40 %. ``--without-runs`` adds the same query with every heartbeat a row of its own
-  (``build_consumer_stream(fold_heartbeats=False)``, the job before heartbeat runs). With
+  (``heartbeat_runs.compress`` patched out: the job before heartbeat runs). With
   ``--stateful-floor`` the same query also runs with a state function that does nothing
   (``stateful_floor``): what Kafka, ingest, sharding, ``applyInPandasWithState`` and the sink cost without
   any engine work, i.e. the best ratio the heartbeat path could reach on this machine; and once more with

@@ -189,8 +189,8 @@ _DEAD_LETTER_COLUMNS = ("event_type", "kafka_topic", "kafka_partition", "kafka_o
 
 def _columns(frames: Iterator[pd.DataFrame], names: tuple[str, ...] = _EVENT_COLUMNS) -> dict[str, list[Any]]:
     """The key's rows as Python lists per column (iterating lists is far cheaper than row dicts), with the packed
-    heartbeat runs (``heartbeat_runs.RUN``) when the input has them (``build_consumer_stream(...,
-    fold_heartbeats=False)`` leaves them out)."""
+    heartbeat runs (``heartbeat_runs.RUN``) when the input has them (the benchmark's query without runs has
+    not)."""
     columns: dict[str, list[Any]] = {}
     for frame in frames:
         for name in (*names, RUN) if RUN in frame else names:
@@ -330,19 +330,15 @@ def build_consumer_stream(
     watermark_delay: str,
     engine_settings: Mapping[str, Any],
     state_function: Callable[..., Iterator[pd.DataFrame]] | None = None,
-    fold_heartbeats: bool = True,
 ) -> DataFrame:
     """Kafka -> classify -> shard -> heartbeat runs -> stateful engine -> (table, payload) rows.
 
     ``state_function`` replaces the engine (``make_state_function``); the benchmark passes one that does
-    nothing, to measure what the query costs around the engine. ``fold_heartbeats=False`` leaves every
-    heartbeat a row of its own (the engine's answer is the same; the benchmark compares the two)."""
+    nothing, to measure what the query costs around the engine."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     classified = classify(kafka_stream(session, ingest), contracts, ingest)
-    sharded = shard_input(classified, shards)
-    if fold_heartbeats:
-        sharded = heartbeat_runs.compress(sharded)
+    sharded = heartbeat_runs.compress(shard_input(classified, shards))
     sharded = _without_spark_late_filter(sharded.withWatermark("event_time", watermark_delay))
     return sharded.groupBy("shard").applyInPandasWithState(
         state_function or make_state_function(dict(engine_settings)),
