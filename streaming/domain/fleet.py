@@ -623,7 +623,6 @@ def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: i
             for t, _ in ch.topics}  # fmt: skip
 
 
-
 def _mq(topic: str, key: str) -> MessageQueue:
     broker, _, queue_id = key.rpartition("/")
     return MessageQueue(topic, broker, int(queue_id))

@@ -175,8 +175,15 @@ def _held(view: BrokerView, event: ChannelEvent) -> BrokerView:
     channel = view.channels.get(event.channel)
     if channel is None or channel.last_update_ms != event.event_time_ms:
         return view  # the heartbeat was not applied (stale input): neither is the run
-    return BrokerView({**view.channels, event.channel: channel._replace(last_update_ms=event.held_until_ms)},
-                      view.subscriptions, view.removed_at_ms)  # fmt: skip
+    return _last_updated(view, {event.channel: event.held_until_ms})
+
+
+def _last_updated(view: BrokerView, last_updates: Mapping[str, int]) -> BrokerView:
+    """The view with these (present) channels last updated at the given times, nothing else changed."""
+    channels = dict(view.channels)
+    for name, last_update_ms in last_updates.items():
+        channels[name] = channels[name]._replace(last_update_ms=last_update_ms)
+    return BrokerView(channels, view.subscriptions, view.removed_at_ms)
 
 
 def is_live(channel: Channel, now_ms: int, expiry_ms: int = DEFAULT_EXPIRY_MS) -> bool:
@@ -210,11 +217,7 @@ def repeats(view: BrokerView, existing: Channel, event: ChannelEvent) -> bool:
 def refreshed(membership: GroupMembership, broker: str, last_updates: Mapping[str, int]) -> GroupMembership:
     """The membership with these channels of ``broker``'s view last updated at the given times: what steady
     heartbeats (``repeats``) up to then do, applied at once (``fleet.ShardEngine.apply_runs``)."""
-    view = membership.views[broker]
-    channels = dict(view.channels)
-    for name, last_update_ms in last_updates.items():
-        channels[name] = channels[name]._replace(last_update_ms=last_update_ms)
-    views = {**membership.views, broker: BrokerView(channels, view.subscriptions, view.removed_at_ms)}
+    views = {**membership.views, broker: _last_updated(membership.views[broker], last_updates)}
     return GroupMembership(membership.group, views)
 
 

@@ -86,10 +86,8 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
   private final int kafkaOffset;
 
   private HeartbeatRuns(StructType input) {
-    for (String extra : new String[] {RUN}) {
-      if (Arrays.asList(input.fieldNames()).contains(extra)) {
-        throw new IllegalArgumentException("the input already has a column " + extra);
-      }
+    if (Arrays.asList(input.fieldNames()).contains(RUN)) {
+      throw new IllegalArgumentException("the input already has a column " + RUN);
     }
     width = input.length();
     key = new int[KEY_COLUMNS.length];
@@ -140,6 +138,15 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
     return new Folding(rows);
   }
 
+  /** The row's values with room for {@link #RUN} after them (left NULL). */
+  private Object[] widened(Row row) {
+    Object[] values = new Object[width + 1];
+    for (int i = 0; i < width; i++) {
+      values[i] = row.get(i);
+    }
+    return values;
+  }
+
   private boolean isTypedHeartbeat(Row row) {
     return row.isNullAt(reason) && row.isNullAt(rawValue) && CHANNEL_EVENT.equals(row.get(eventType))
         && HEARTBEAT.equals(row.get(kind)) && !row.isNullAt(eventTimeMs) && !row.isNullAt(kafkaOffset);
@@ -170,7 +177,7 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
       while (pending == null && input.hasNext()) {
         Row row = input.next();
         if (!isTypedHeartbeat(row)) {
-          next = passThrough(row);
+          next = new GenericRow(widened(row));
           return true;
         }
         fold(row);
@@ -207,14 +214,6 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
       } else {
         run.add(row, time, offset);
       }
-    }
-
-    private Row passThrough(Row row) {
-      Object[] values = new Object[width + 1];
-      for (int i = 0; i < width; i++) {
-        values[i] = row.get(i);
-      }
-      return new GenericRow(values);
     }
   }
 
@@ -300,10 +299,7 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
     }
 
     Row toRow() {
-      Object[] values = new Object[width + 1];
-      for (int i = 0; i < width; i++) {
-        values[i] = head.get(i);
-      }
+      Object[] values = widened(head);
       if (size == 1) {
         return new GenericRow(values); // a heartbeat seen once is no run: the row it was, NULL run
       }
