@@ -22,7 +22,8 @@ Spark 4.2's ``try_parse_json``/``variant_get``), because the job is what accepts
 a number written without exponent and with a zero fraction (``1.0``) is an integer, one with an exponent
 (``1e3``) is a double and not an integer, integers longer than 38 digits are doubles; duplicate keys and
 ``NaN``/``Infinity`` literals are not JSON; text after a complete top-level object or array is ignored;
-invalid UTF-8 becomes U+FFFD; JSON ``null`` in a field counts as an absent field.
+invalid UTF-8 becomes U+FFFD; an unpaired surrogate escape (``"\\ud800"``) anywhere in the value is not JSON;
+JSON ``null`` in a field counts as an absent field.
 """
 
 from __future__ import annotations
@@ -250,7 +251,24 @@ def _parse(data: bytes) -> tuple[bool, Any]:
         return False, None
     if not isinstance(value, dict | list | str) and _TOKEN_CHARS.match(text, end):
         return False, None
+    if _holds_lone_surrogate(value):
+        return False, None
     return True, value
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # json pairs escaped surrogates into one code point
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    """Whether a string or key of the parsed value holds an unpaired surrogate (``"\\ud800"``), which
+    Spark's parser refuses."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(_holds_lone_surrogate(k) or _holds_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_lone_surrogate(v) for v in value)
+    return False
 
 
 def _java_double(value: float) -> str:

@@ -18,9 +18,10 @@ The last check compares with the record's Kafka timestamp rather than the wall c
 classifies every record exactly as the first run did.
 
 Walking that list for every record is what made ingest ten times slower than parsing, so valid records
-take a fast path first: one strict parse in the JVM into the contract's typed fields (``StrictEvents``,
-registered by ``register_strict_events``) and value checks in SQL (``validation.fast_path``). Only the rest
-are parsed into a variant and walk the rules, and only rejects build a detail. Valid records leave with
+take a fast path first: one strict parse in the JVM into the contract's typed fields, with the contract's
+value checks on them (``StrictEvents``, registered by ``register_strict_events``, its checks described by
+``validation.fast_path``). Only the rest are parsed into a variant and walk the rules, and only rejects
+build a detail. Valid records leave with
 their typed fields in ``e_<event type>`` (``typed_column``), so no later step extracts them again.
 
 The walk itself is one JVM function call in the plan (``RuleVerdict``, registered by
@@ -32,17 +33,12 @@ classifying cost three to four times parsing; with the function, about twice).
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streaming.job.validation import (
-    compile_rules,
-    cross_field_rules,
-    fast_accept_sql,
-    fast_path,
-    first_violation_sql,
-)
+from streaming.job.validation import compile_rules, cross_field_rules, fast_path, first_violation_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -94,21 +90,19 @@ def register_strict_events(session: SparkSession, contracts: Mapping[str, EventC
     """Register the JVM fast path (``StrictEvents``) for ``contracts``; its SQL function name, or None.
 
     The function takes ``(raw_value, topic default type)`` and returns ``(event_type, e_<type>...)``
-    typed by ``validation.fast_path``, or NULL when the record is not plainly of its type. The name carries
-    a hash of the types so sessions with different contracts never share one.
+    typed by ``validation.fast_path``, or NULL when the record is not plainly a valid event of its type
+    (its value checks included). The name carries a hash of the types and checks, so sessions with
+    different contracts never share one.
     """
-    structs = {}
-    for event_type, contract in contracts.items():
-        fast = fast_path(contract.schema)
-        if fast is not None:
-            structs[event_type] = fast.struct_ddl
-    if not structs:
+    paths = {t: fast for t, contract in contracts.items() if (fast := fast_path(contract.schema, t)) is not None}
+    if not paths:
         return None
-    ddl = "event_type STRING, " + ", ".join(f"`{typed_column(t)}` {d}" for t, d in structs.items())
-    name = "rrm_strict_events_" + hashlib.sha256(ddl.encode()).hexdigest()[:12]
+    ddl = "event_type STRING, " + ", ".join(f"`{typed_column(t)}` {fast.struct_ddl}" for t, fast in paths.items())
+    checks = json.dumps({t: fast.checks for t, fast in paths.items()}, sort_keys=True)
+    name = "rrm_strict_events_" + hashlib.sha256(f"{ddl}\0{checks}".encode()).hexdigest()[:12]
     jvm = session.sparkContext._jvm
     assert jvm is not None
-    jvm.io.github.rrm.ingest.StrictEvents.register(session._jsparkSession, name, ddl)
+    jvm.io.github.rrm.ingest.StrictEvents.register(session._jsparkSession, name, ddl, checks)
     return name
 
 
@@ -131,18 +125,16 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         F.octet_length("value").alias("raw_bytes"),
     )
 
-    # The fast path (see validation.fast_path): one strict JVM parse into typed fields, then the value checks
-    # in SQL. Only records it does not take are parsed into a variant and walk the rules; only rejects
-    # compute a detail.
+    # The fast path (see validation.fast_path): one strict JVM parse into typed fields and their value checks.
+    # Only records it does not take are parsed into a variant and walk the rules; only rejects compute a
+    # detail.
     strict = register_strict_events(records.sparkSession, contracts)
     fast_accepts, fast_times = [], []
     for event_type, contract in contracts.items():
-        fast = fast_path(contract.schema)
-        if fast is None or strict is None:
+        if strict is None or fast_path(contract.schema, event_type) is None:
             continue
         typed = f"_strict.`{typed_column(event_type)}`"
-        accept = fast_accept_sql(event_type, fast, typed)
-        fast_accepts.append(f"(_strict.event_type = {_sql_string(event_type)} AND {accept})")
+        fast_accepts.append(f"(_strict.event_type = {_sql_string(event_type)} AND {typed} IS NOT NULL)")
         fast_times.append(f"{typed}.event_time")
     if fast_accepts:
         base = base.withColumn(

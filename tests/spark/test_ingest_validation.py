@@ -34,7 +34,7 @@ def _fast_taken(spark, raws: list[tuple[str, str]]) -> list[tuple[bool, dict | N
     """For each (raw, default type): whether the fast path takes it, its typed struct there, and the typed
     struct the rules path extracts from the variant (``try_variant_get``) -- what the job would use."""
     from streaming.job.ingest import register_strict_events, typed_column
-    from streaming.job.validation import fast_accept_sql, fast_path
+    from streaming.job.validation import fast_path
 
     contracts = contracts_for()
     name = register_strict_events(spark, contracts)
@@ -42,11 +42,10 @@ def _fast_taken(spark, raws: list[tuple[str, str]]) -> list[tuple[bool, dict | N
     frame = frame.selectExpr("i", "pair.raw AS raw", "pair.t AS t", f"{name}(pair.raw, pair.t) AS s")
     taken, fast_typed, rule_typed = [], [], []
     for event_type, contract in contracts.items():
-        fast = fast_path(contract.schema)
+        fast = fast_path(contract.schema, event_type)
         assert fast is not None, event_type
         typed = f"s.`{typed_column(event_type)}`"
-        accept = fast_accept_sql(event_type, fast, typed)
-        taken.append(f"(s.event_type = '{event_type}' AND coalesce({accept}, FALSE))")
+        taken.append(f"(s.event_type = '{event_type}' AND {typed} IS NOT NULL)")
         fast_typed.append(f"to_json({typed})")
         rule_typed.append(
             f"CASE WHEN coalesce(try_variant_get(try_parse_json(raw), '$.type', 'string'), t) = '{event_type}' "
@@ -84,7 +83,9 @@ def _mutations(rng: random.Random, event: dict) -> str:
     """One random edit of a valid event, as raw JSON text: retyped, nulled, dropped or extra fields, numbers
     Spark reads differently from Python, duplicate keys, escapes, trailing text, edits inside arrays."""
     odd_values = [None, True, False, 0, -1, 1.0, 1.5, 1e3, 2**63, -(2**63), 10**40, "", "x", "1", " ", "\u00e9",
-                  "\ud83d\ude00", [], [None], [1], {}, {"a": 1}, "OK", "HEARTBEAT", 1_700_000_000_000]  # fmt: skip
+                  "\ud83d\ude00", "\ud800", "a\udc00", [], [None], [1], {}, {"a": 1}, "OK", "HEARTBEAT",
+                  1_700_000_000_000, 999_999_999_999, 10**12, 9_999_999_999_999, 10**13, "a" * 255, "a" * 256,
+                  "10.0.0.1:1", "[fe80::1]:40000", "SEND_OK", "CLUSTERING"]  # fmt: skip
     event = json.loads(json.dumps(event))
     target = event
     arrays = [k for k, v in event.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
@@ -124,7 +125,8 @@ def test_fast_path_never_disagrees_with_the_rules_on_random_edits(spark):
         expected = validate_event(raw, KAFKA_TS, default_type=default_type)
         if taken:
             taken_count += 1
-            assert not isinstance(expected, Rejection), (raw, expected)
+            # FUTURE_TIMESTAMP is checked beside the fast path, against the Kafka timestamp (see ingest.classify).
+            assert not isinstance(expected, Rejection) or expected.reason == "FUTURE_TIMESTAMP", (raw, expected)
             assert fast == rules, raw
     # The edits leave many events valid; the fast path must take a good share of them to be of any use.
     assert taken_count > 200

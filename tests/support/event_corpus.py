@@ -71,6 +71,7 @@ def _with(event_type: str, **changes: object) -> str:
 BAD = [
     ("x" * 70_000, "OVERSIZED", "larger than max_event_bytes"),
     ("{not json", "NOT_JSON", "malformed"),
+    (_with("consumer_channel", client_id="10.0.0.5@1\ud800"), "NOT_JSON", "an unpaired surrogate escape"),
     ("[1, 2, 3]", "NOT_AN_OBJECT", "an array"),
     (json.dumps({"type": "banana", "schema_version": 1}), "UNKNOWN_TYPE", "unknown type"),
     (_with("send_result", schema_version=9), "UNKNOWN_SCHEMA_VERSION", "future version"),

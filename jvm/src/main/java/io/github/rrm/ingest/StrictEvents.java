@@ -20,23 +20,27 @@ import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 
 /**
- * The ingest fast path: one strict JSON parse per Kafka record into the contract's typed fields.
+ * The ingest fast path: one strict JSON parse per Kafka record into the contract's typed fields, and the
+ * contract's value checks on them.
  *
  * <p>{@code call(value, topicDefaultType)} returns {@code (event_type, e_<type1>, e_<type2>, ...)} with only
- * the event's own typed struct set, or NULL when the record is not plainly well-typed. NULL is not a verdict:
- * the job then walks its SQL rules (streaming/job/validation.py), which name the dead-letter reason. So this
- * class only has to be <em>stricter</em> than those rules, never more lenient, and its typed values must
- * equal what {@code try_variant_get(parse_json(value), '$', struct)} gives for the records it accepts:
+ * the event's own typed struct set, or NULL when the record is not plainly valid. NULL is not a verdict: the
+ * job then walks its SQL rules (streaming/job/validation.py), which name the dead-letter reason. So this class
+ * only has to be <em>stricter</em> than those rules, never more lenient, and its typed values must equal what
+ * {@code try_variant_get(parse_json(value), '$', struct)} gives for the records it accepts:
  *
  * <ul>
  *   <li>the value must parse with Jackson and duplicate keys rejected (Spark's parse_json rejects them too);
  *   <li>it must be an object whose {@code type} is a string naming a contract type, or, without {@code type},
  *       whose topic names one;
  *   <li>every field present must be declared by the type's struct, at every depth (unknown fields fall back);
- *   <li>a STRING field must be a JSON string, a BIGINT field a JSON integer that fits a long (no {@code 1.0},
- *       no exponent: Spark reads those differently), a BOOLEAN field true or false; arrays must not hold null;
- *   <li>JSON null is a NULL field, as in Spark; whether a NULL is allowed is checked afterwards in SQL, with
- *       every value constraint (required fields, enums, ranges, lengths, patterns).
+ *   <li>a STRING field must be a JSON string without unpaired surrogates (Spark would store {@code ?} for
+ *       one, which the checks below would not see), a BIGINT field a JSON integer that fits a long (no
+ *       {@code 1.0}, no exponent: Spark reads those differently), a BOOLEAN field true or false; arrays must
+ *       not hold null;
+ *   <li>JSON null is a NULL field, as in Spark;
+ *   <li>the typed event must meet its type's value checks ({@link ValueChecks}: required fields, enums,
+ *       ranges, lengths, patterns, cross-field rules), compiled once from the description the job passes.
  * </ul>
  *
  * <p>Text after the top-level object is ignored, as Spark's parse_json ignores it.
@@ -52,9 +56,13 @@ public final class StrictEvents implements UDF2<String, String, Row> {
 
   private final String[] types;
   private final StructType[] structs;
+  private final ValueChecks[] checks;
 
-  /** {@code returnType}: {@code event_type STRING} then one {@code e_<type> STRUCT<...>} per event type. */
-  public StrictEvents(StructType returnType) {
+  /**
+   * {@code returnType}: {@code event_type STRING} then one {@code e_<type> STRUCT<...>} per event type;
+   * {@code checksJson}: a JSON object with each type's value checks (see {@link ValueChecks}) by type name.
+   */
+  public StrictEvents(StructType returnType, String checksJson) {
     StructField[] fields = returnType.fields();
     if (fields.length < 2 || !fields[0].name().equals("event_type")) {
       throw new IllegalArgumentException("expected (event_type, e_<type>...), got " + returnType.simpleString());
@@ -68,12 +76,25 @@ public final class StrictEvents implements UDF2<String, String, Row> {
       types[i - 1] = fields[i].name().substring(2);
       structs[i - 1] = (StructType) fields[i].dataType();
     }
+    JsonNode described;
+    try {
+      described = MAPPER.readTree(checksJson);
+    } catch (Exception error) {
+      throw new IllegalArgumentException("checks are not JSON: " + error.getMessage(), error);
+    }
+    checks = new ValueChecks[types.length];
+    for (int i = 0; i < types.length; i++) {
+      if (!described.has(types[i])) {
+        throw new IllegalArgumentException("no checks for event type " + types[i]);
+      }
+      checks[i] = ValueChecks.compile(described.get(types[i]), structs[i], types[i]);
+    }
   }
 
-  /** Registers the UDF as {@code name} in {@code spark}'s function registry; {@code returnDdl} as above. */
-  public static void register(SparkSession spark, String name, String returnDdl) {
+  /** Registers the UDF as {@code name} in {@code spark}'s function registry; the arguments as above. */
+  public static void register(SparkSession spark, String name, String returnDdl, String checksJson) {
     StructType returnType = StructType.fromDDL(returnDdl);
-    spark.udf().register(name, new StrictEvents(returnType), returnType);
+    spark.udf().register(name, new StrictEvents(returnType, checksJson), returnType);
   }
 
   @Override
@@ -104,7 +125,7 @@ public final class StrictEvents implements UDF2<String, String, Row> {
       return null;
     }
     Object typed = convert(root, structs[index]);
-    if (typed == INVALID) {
+    if (typed == INVALID || !checks[index].accepts(typed)) {
       return null;
     }
     Object[] out = new Object[types.length + 1];
@@ -130,7 +151,7 @@ public final class StrictEvents implements UDF2<String, String, Row> {
       return null;
     }
     if (type instanceof StringType) {
-      return node.isTextual() ? node.textValue() : INVALID;
+      return node.isTextual() && pairsAllSurrogates(node.textValue()) ? node.textValue() : INVALID;
     }
     if (type instanceof LongType) {
       // IntNode/LongNode only: BigIntegerNode does not fit, DoubleNode/DecimalNode (1.0, 1e3) fall back.
@@ -174,6 +195,18 @@ public final class StrictEvents implements UDF2<String, String, Row> {
       return RowFactory.create(values);
     }
     return INVALID; // a type the fast path does not model (e.g. DOUBLE): the rules decide
+  }
+
+  private static boolean pairsAllSurrogates(String text) {
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (Character.isHighSurrogate(c) && i + 1 < text.length() && Character.isLowSurrogate(text.charAt(i + 1))) {
+        i++;
+      } else if (Character.isSurrogate(c)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private static boolean declaresAll(JsonNode node, StructType struct) {
