@@ -69,6 +69,12 @@ def _fast_taken(spark, raws: list[tuple[str, str]]) -> list[tuple[bool, dict | N
 def test_fast_path_takes_the_plain_good_events_and_never_a_bad_one(spark):
     """The fast path is sound (no bad event passes it) and useful (the everyday events take it)."""
     cases = [(json.dumps(event), event_type) for event_type, event in GOOD.items()]
+    # The JVM reads an event as its topic's default type until a "type" field names another: the type last,
+    # under another topic's default, or no topic default at all, reads again with the named type.
+    others = {t: next(o for o in sorted(GOOD) if o != t) for t in GOOD}
+    for event_type, event in GOOD.items():
+        type_last = {**{k: v for k, v in event.items() if k != "type"}, "type": event["type"]}
+        cases += [(json.dumps(type_last), others[event_type]), (json.dumps(type_last), None)]
     # FUTURE_TIMESTAMP compares with the Kafka timestamp, beside the fast path (see ingest.classify).
     bad = [(raw, "send_result") for raw, reason, _ in BAD if reason != "FUTURE_TIMESTAMP"]
     results = _fast_taken(spark, cases + bad)

@@ -1,12 +1,17 @@
 package io.github.rrm.ingest;
 
 import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.IOException;
+import java.io.Serializable;
 import java.util.ArrayList;
-import java.util.Iterator;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.SparkSession;
@@ -51,11 +56,12 @@ public final class StrictEvents implements UDF2<String, String, Row> {
   /** Marks a value that is not plainly of its declared type (NULL is a legitimate field value). */
   private static final Object INVALID = new Object();
 
-  private static final ObjectMapper MAPPER =
-      new ObjectMapper(JsonFactory.builder().enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION).build());
+  /** Duplicate keys rejected at every depth, as Spark's parse_json rejects them. */
+  private static final JsonFactory FACTORY =
+      JsonFactory.builder().enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION).build();
 
   private final String[] types;
-  private final StructType[] structs;
+  private final Shape[] shapes;
   private final ValueChecks[] checks;
 
   /**
@@ -68,17 +74,19 @@ public final class StrictEvents implements UDF2<String, String, Row> {
       throw new IllegalArgumentException("expected (event_type, e_<type>...), got " + returnType.simpleString());
     }
     types = new String[fields.length - 1];
-    structs = new StructType[fields.length - 1];
+    shapes = new Shape[fields.length - 1];
+    StructType[] structs = new StructType[fields.length - 1];
     for (int i = 1; i < fields.length; i++) {
       if (!fields[i].name().startsWith("e_") || !(fields[i].dataType() instanceof StructType)) {
         throw new IllegalArgumentException("field " + fields[i].name() + " is not e_<type> STRUCT<...>");
       }
       types[i - 1] = fields[i].name().substring(2);
       structs[i - 1] = (StructType) fields[i].dataType();
+      shapes[i - 1] = new Shape(structs[i - 1]);
     }
     JsonNode described;
     try {
-      described = MAPPER.readTree(checksJson);
+      described = new ObjectMapper().readTree(checksJson);
     } catch (Exception error) {
       throw new IllegalArgumentException("checks are not JSON: " + error.getMessage(), error);
     }
@@ -102,36 +110,101 @@ public final class StrictEvents implements UDF2<String, String, Row> {
     if (value == null) {
       return null;
     }
-    JsonNode root;
-    try {
-      root = MAPPER.readTree(value);
-    } catch (Exception notPlainJson) {
-      return null;
-    }
-    if (root == null || !root.isObject()) {
-      return null;
-    }
-    JsonNode typeNode = root.get("type");
-    String type;
-    if (typeNode == null || typeNode.isNull()) {
-      type = topicDefaultType;
-    } else if (typeNode.isTextual()) {
-      type = typeNode.textValue();
-    } else {
-      return null;
-    }
-    int index = indexOf(type);
+    // Read as the topic's default type until a "type" field says otherwise: events carry their type first, or
+    // none, so one pass almost always suffices.
+    return read(value, topicDefaultType, indexOf(topicDefaultType), false);
+  }
+
+  /**
+   * The event of {@code value} read with the struct of {@code types[index]}, a guess unless {@code settled}: on a
+   * {@code type} field naming another type, or a field the guess does not take, read again with the type the
+   * event names. {@code index} -1: find that type first (a pass over the top-level fields).
+   */
+  private Row read(String value, String topicDefaultType, int index, boolean settled) {
     if (index < 0) {
+      String declared = declaredType(value);
+      if (declared == null) {
+        return null;
+      }
+      index = indexOf(declared.isEmpty() ? topicDefaultType : declared);
+      if (index < 0) {
+        return null;
+      }
+      settled = true;
+    }
+    Shape shape = shapes[index];
+    Object[] values = new Object[shape.fields.length];
+    String declared = null;
+    try (JsonParser parser = FACTORY.createParser(value)) {
+      if (parser.nextToken() != JsonToken.START_OBJECT) {
+        return null;
+      }
+      JsonToken token = parser.nextToken();
+      for (; token == JsonToken.FIELD_NAME; token = parser.nextToken()) {
+        String name = parser.currentName();
+        JsonToken valueToken = parser.nextToken();
+        if (name.equals("type") && valueToken == JsonToken.VALUE_STRING) {
+          declared = parser.getText();
+          int named = indexOf(declared);
+          if (named != index) {
+            return named < 0 || settled ? null : read(value, topicDefaultType, named, true);
+          }
+        }
+        Integer field = shape.fieldIndex.get(name);
+        Object converted = field == null ? INVALID : convert(parser, valueToken, shape.fields[field]);
+        if (converted == INVALID) {
+          // Not of the guessed type; of the type its "type" field names, perhaps, which may come later.
+          return settled ? null : read(value, topicDefaultType, -1, false);
+        }
+        values[field] = converted;
+      }
+      if (token != JsonToken.END_OBJECT) {
+        return null;
+      }
+    } catch (IOException notPlainJson) { // malformed, or a duplicate key
       return null;
     }
-    Object typed = convert(root, structs[index]);
-    if (typed == INVALID || !checks[index].accepts(typed)) {
+    String type = declared != null ? declared : topicDefaultType;
+    if (indexOf(type) != index) {
+      return null;
+    }
+    Row typed = RowFactory.create(values);
+    if (!checks[index].accepts(typed)) {
       return null;
     }
     Object[] out = new Object[types.length + 1];
     out[0] = type;
     out[index + 1] = typed;
     return RowFactory.create(out);
+  }
+
+  /**
+   * The top-level {@code type} string of {@code value}, "" when it has none (absent or JSON null), or null when it
+   * is not an object, not JSON, or its {@code type} is not a string.
+   */
+  private static String declaredType(String value) {
+    try (JsonParser parser = FACTORY.createParser(value)) {
+      if (parser.nextToken() != JsonToken.START_OBJECT) {
+        return null;
+      }
+      String declared = "";
+      JsonToken token = parser.nextToken();
+      for (; token == JsonToken.FIELD_NAME; token = parser.nextToken()) {
+        String name = parser.currentName();
+        JsonToken valueToken = parser.nextToken();
+        if (name.equals("type")) {
+          if (valueToken == JsonToken.VALUE_STRING) {
+            declared = parser.getText();
+          } else if (valueToken != JsonToken.VALUE_NULL) {
+            return null;
+          }
+        }
+        parser.skipChildren();
+      }
+      return token == JsonToken.END_OBJECT ? declared : null;
+    } catch (IOException notPlainJson) {
+      return null;
+    }
   }
 
   private int indexOf(String type) {
@@ -146,55 +219,65 @@ public final class StrictEvents implements UDF2<String, String, Row> {
     return -1;
   }
 
-  private static Object convert(JsonNode node, DataType type) {
-    if (node == null || node.isNull()) {
+  /** The value at {@code token} (the parser positioned on it) as {@code shape}'s Java value, or INVALID. */
+  private static Object convert(JsonParser parser, JsonToken token, Shape shape) throws IOException {
+    if (token == JsonToken.VALUE_NULL) {
       return null;
     }
-    if (type instanceof StringType) {
-      return node.isTextual() && pairsAllSurrogates(node.textValue()) ? node.textValue() : INVALID;
-    }
-    if (type instanceof LongType) {
-      // IntNode/LongNode only: BigIntegerNode does not fit, DoubleNode/DecimalNode (1.0, 1e3) fall back.
-      return node.isInt() || node.isLong() ? (Object) node.longValue() : INVALID;
-    }
-    if (type instanceof BooleanType) {
-      return node.isBoolean() ? (Object) node.booleanValue() : INVALID;
-    }
-    if (type instanceof ArrayType) {
-      if (!node.isArray()) {
-        return INVALID;
-      }
-      DataType element = ((ArrayType) type).elementType();
-      List<Object> items = new ArrayList<>(node.size());
-      for (JsonNode item : node) {
-        Object converted = item.isNull() ? INVALID : convert(item, element);
-        if (converted == INVALID) {
+    switch (shape.kind) {
+      case STRING:
+        if (token != JsonToken.VALUE_STRING) {
           return INVALID;
         }
-        items.add(converted);
-      }
-      return items;
-    }
-    if (type instanceof StructType) {
-      if (!node.isObject()) {
-        return INVALID;
-      }
-      StructType struct = (StructType) type;
-      StructField[] fields = struct.fields();
-      if (node.size() > fields.length || !declaresAll(node, struct)) {
-        return INVALID;
-      }
-      Object[] values = new Object[fields.length];
-      for (int i = 0; i < fields.length; i++) {
-        Object converted = convert(node.get(fields[i].name()), fields[i].dataType());
-        if (converted == INVALID) {
+        String text = parser.getText();
+        return pairsAllSurrogates(text) ? text : INVALID;
+      case LONG: {
+        // INT or LONG only: BIG_INTEGER does not fit, floats (1.0, 1e3) fall back (Spark reads them differently).
+        if (token != JsonToken.VALUE_NUMBER_INT) {
           return INVALID;
         }
-        values[i] = converted;
+        JsonParser.NumberType number = parser.getNumberType();
+        return number == JsonParser.NumberType.INT || number == JsonParser.NumberType.LONG
+            ? (Object) parser.getLongValue() : INVALID;
       }
-      return RowFactory.create(values);
+      case BOOLEAN:
+        return token == JsonToken.VALUE_TRUE ? Boolean.TRUE : token == JsonToken.VALUE_FALSE ? Boolean.FALSE : INVALID;
+      case ARRAY: {
+        if (token != JsonToken.START_ARRAY) {
+          return INVALID;
+        }
+        List<Object> items = new ArrayList<>();
+        for (JsonToken item = parser.nextToken(); item != JsonToken.END_ARRAY; item = parser.nextToken()) {
+          Object converted = item == null || item == JsonToken.VALUE_NULL ? INVALID : convert(parser, item, shape.element);
+          if (converted == INVALID) {
+            return INVALID;
+          }
+          items.add(converted);
+        }
+        return items;
+      }
+      case STRUCT: {
+        if (token != JsonToken.START_OBJECT) {
+          return INVALID;
+        }
+        Object[] values = new Object[shape.fields.length];
+        JsonToken next = parser.nextToken();
+        for (; next == JsonToken.FIELD_NAME; next = parser.nextToken()) {
+          Integer field = shape.fieldIndex.get(parser.currentName());
+          if (field == null) {
+            return INVALID;
+          }
+          Object converted = convert(parser, parser.nextToken(), shape.fields[field]);
+          if (converted == INVALID) {
+            return INVALID;
+          }
+          values[field] = converted;
+        }
+        return next == JsonToken.END_OBJECT ? RowFactory.create(values) : INVALID;
+      }
+      default:
+        return INVALID; // a type the fast path does not model (e.g. DOUBLE): the rules decide
     }
-    return INVALID; // a type the fast path does not model (e.g. DOUBLE): the rules decide
   }
 
   private static boolean pairsAllSurrogates(String text) {
@@ -209,12 +292,44 @@ public final class StrictEvents implements UDF2<String, String, Row> {
     return true;
   }
 
-  private static boolean declaresAll(JsonNode node, StructType struct) {
-    for (Iterator<String> names = node.fieldNames(); names.hasNext(); ) {
-      if (struct.getFieldIndex(names.next()).isEmpty()) {
-        return false;
+  /** A Spark type as the reader needs it: which JSON value it takes, and a struct's fields by name. */
+  private static final class Shape implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    enum Kind { STRING, LONG, BOOLEAN, ARRAY, STRUCT, OTHER }
+
+    final Kind kind;
+    final Shape element; // ARRAY
+    final Shape[] fields; // STRUCT, in the struct's order
+    final Map<String, Integer> fieldIndex; // STRUCT
+
+    Shape(DataType type) {
+      Shape elementShape = null;
+      Shape[] fieldShapes = new Shape[0];
+      Map<String, Integer> index = new HashMap<>();
+      if (type instanceof StringType) {
+        kind = Kind.STRING;
+      } else if (type instanceof LongType) {
+        kind = Kind.LONG;
+      } else if (type instanceof BooleanType) {
+        kind = Kind.BOOLEAN;
+      } else if (type instanceof ArrayType) {
+        kind = Kind.ARRAY;
+        elementShape = new Shape(((ArrayType) type).elementType());
+      } else if (type instanceof StructType) {
+        kind = Kind.STRUCT;
+        StructField[] structFields = ((StructType) type).fields();
+        fieldShapes = new Shape[structFields.length];
+        for (int i = 0; i < structFields.length; i++) {
+          fieldShapes[i] = new Shape(structFields[i].dataType());
+          index.put(structFields[i].name(), i);
+        }
+      } else {
+        kind = Kind.OTHER;
       }
+      element = elementShape;
+      fields = fieldShapes;
+      fieldIndex = index;
     }
-    return true;
   }
 }
