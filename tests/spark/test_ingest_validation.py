@@ -212,3 +212,30 @@ def test_the_rule_trees_travel_as_a_broadcast_not_in_every_task(spark):
     assert {v: e for v, e in expected.items() if e[0] is not None}.keys() == set(bad)
     got = {r.kafka_offset: (r.reason, r.detail) for r in classified.collect()}
     assert got == {i: expected[value] for i, value in enumerate(values)}
+
+
+def test_the_contract_case_table_classifies_as_the_python_validator_and_valid_cases_take_the_fast_path(spark):
+    """Every case of the contract's table (lengths in code points, patterns to the end of input, nested bounds,
+    the cross-field rule, the skew boundary) gets the job's verdict the contract's validator gives, and every
+    accepted case is taken by the JVM fast path (its value checks included), typed as the rules type it."""
+    from tests.unit.test_contract import CASES, NOW
+
+    raws = [raw for _, raw, _, _ in CASES]
+    ts = datetime.fromtimestamp(NOW / 1000, tz=UTC)
+    records = spark.createDataFrame(
+        # A topic without a default type, as the table's validator has none (case 16).
+        [(None if raw is None else raw.encode(), "cases.without-default", 0, i, ts) for i, raw in enumerate(raws)],
+        "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
+    )
+    settings = IngestSettings("unused:9092", {DEFAULT_TOPICS["send_result"]: "send_result"})
+    got = {r.kafka_offset: r.reason for r in classify(records, contracts_for(), settings).collect()}
+    for i, (number, _, reason, why) in enumerate(CASES):
+        assert got[i] == reason, f"case {number} ({why}): {got[i]}"
+    # Left to the rules by design (StrictEvents): numbers written 1.0, and unknown fields.
+    left_to_the_rules = {21, 27, 40}
+    accepted = [(number, raw) for number, raw, reason, _ in CASES if reason is None]
+    results = _fast_taken(spark, [(raw, None) for _, raw in accepted])
+    for (number, raw), (taken, fast, rules) in zip(accepted, results, strict=True):
+        assert taken == (number not in left_to_the_rules), (number, raw[:160])
+        if taken:
+            assert fast == rules, (number, raw[:160])
