@@ -89,7 +89,7 @@ def _sql_string(value: str) -> str:
 def register_strict_events(session: SparkSession, contracts: Mapping[str, EventContract]) -> str | None:
     """Register the JVM fast path (``StrictEvents``) for ``contracts``; its SQL function name, or None.
 
-    The function takes ``(raw_value, topic default type)`` and returns ``(event_type, e_<type>...)``
+    The function takes ``(the record's value bytes, topic default type)`` and returns ``(event_type, e_<type>...)``
     typed by ``validation.fast_path``, or NULL when the record is not plainly a valid event of its type
     (its value checks included). The name carries a hash of the types and checks, so sessions with
     different contracts never share one.
@@ -123,6 +123,7 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         F.col("timestamp").alias("kafka_timestamp"),
         F.col("value").cast("string").alias("raw_value"),
         F.octet_length("value").alias("raw_bytes"),
+        F.col("value").alias("_value"),  # the bytes, for the fast path (StrictEvents reads UTF-8 itself)
     )
 
     # The fast path (see validation.fast_path): one strict JVM parse into typed fields and their value checks.
@@ -138,7 +139,7 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         fast_times.append(f"{typed}.event_time")
     if fast_accepts:
         base = base.withColumn(
-            "_strict", F.expr(f"CASE WHEN raw_bytes <= {max_bytes} THEN {strict}(raw_value, {topic_default}) END")
+            "_strict", F.expr(f"CASE WHEN raw_bytes <= {max_bytes} THEN {strict}(_value, {topic_default}) END")
         )
         fast_time = f"coalesce({', '.join(fast_times)})"
         fast_valid = (
@@ -221,7 +222,7 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         base.withColumn("_verdict", F.expr(f"CASE WHEN _fast THEN NULL ELSE {verdict}(named_struct({inputs})) END"))
         .withColumn("reason", F.col("_verdict.reason"))
         .withColumn("detail", F.col("_verdict.detail"))
-        .drop("_strict", "_fast", "_verdict")
+        .drop("_value", "_strict", "_fast", "_verdict")
     )
 
 

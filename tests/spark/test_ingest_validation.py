@@ -39,7 +39,7 @@ def _fast_taken(spark, raws: list[tuple[str, str]]) -> list[tuple[bool, dict | N
     contracts = contracts_for()
     name = register_strict_events(spark, contracts)
     frame = spark.createDataFrame(list(enumerate(raws)), "i INT, pair STRUCT<raw: STRING, t: STRING>")
-    frame = frame.selectExpr("i", "pair.raw AS raw", "pair.t AS t", f"{name}(pair.raw, pair.t) AS s")
+    frame = frame.selectExpr("i", "pair.raw AS raw", "pair.t AS t", f"{name}(encode(pair.raw, 'UTF-8'), pair.t) AS s")
     taken, fast_typed, rule_typed = [], [], []
     for event_type, contract in contracts.items():
         fast = fast_path(contract.schema, event_type)
@@ -239,3 +239,37 @@ def test_the_contract_case_table_classifies_as_the_python_validator_and_valid_ca
         assert taken == (number not in left_to_the_rules), (number, raw[:160])
         if taken:
             assert fast == rules, (number, raw[:160])
+
+
+def test_bytes_the_fast_path_leaves_to_the_rules_get_the_python_validators_verdict_and_fields(spark):
+    """StrictEvents reads the record's bytes as UTF-8 itself, so bytes Spark reads differently go to the rules:
+    invalid UTF-8 (Spark reads U+FFFD), UTF-8-encoded surrogates, a byte order mark, a NUL before the JSON. Each
+    gets the contract validator's verdict, and a valid one the fields the validator reads."""
+    good = json.dumps(GOOD["consumer_channel"]).encode()
+    with_client = lambda raw: good.replace(b'"client_id": "', b'"client_id": "' + raw, 1)  # noqa: E731
+    values = [
+        with_client(b"\xff"),  # not UTF-8 at all
+        with_client(b"\xed\xa0\x80"),  # a surrogate, encoded
+        with_client(b"\xc0\x80"),  # an overlong NUL
+        with_client("\u00e9\U0001f600".encode()),  # plain multi-byte UTF-8: the fast path takes it
+        b"\xef\xbb\xbf" + good,  # a byte order mark
+        b"\x00" + good,
+        good,
+    ]
+    ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
+    records = spark.createDataFrame(
+        [(value, DEFAULT_TOPICS["consumer_channel"], 0, i, ts) for i, value in enumerate(values)],
+        "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
+    )
+    settings = IngestSettings("unused:9092", {DEFAULT_TOPICS["consumer_channel"]: "consumer_channel"})
+    rows = classify(records, contracts_for(), settings).collect()
+    got = {r.kafka_offset: (r.reason, r.e_consumer_channel.client_id if r.e_consumer_channel else None) for r in rows}
+    for i, value in enumerate(values):
+        expected = validate_event(value, KAFKA_TS, default_type="consumer_channel")
+        if isinstance(expected, Rejection):
+            assert got[i] == (expected.reason, None), (value[:60], got[i], expected)
+        elif i in (1, 2):  # Java replaces an invalid sequence by fewer U+FFFD than Python: compare the verdict
+            assert got[i][0] is None and got[i][1].endswith("10.0.0.7@1#123") and "\ufffd" in got[i][1]
+        else:
+            assert got[i] == (None, expected.payload["client_id"]), (value[:60], got[i])
+    assert got[0][1] == "\ufffd10.0.0.7@1#123"  # valid, read as Spark reads it

@@ -3,7 +3,6 @@ package io.github.rrm.ingest;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
-import com.fasterxml.jackson.core.StreamReadFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
@@ -23,6 +22,7 @@ import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
 
 /**
  * The ingest fast path: one strict JSON parse per Kafka record into the contract's typed fields, and the
@@ -35,7 +35,8 @@ import org.apache.spark.sql.types.StructType;
  * {@code try_variant_get(parse_json(value), '$', struct)} gives for the records it accepts:
  *
  * <ul>
- *   <li>the value must parse with Jackson and duplicate keys rejected (Spark's parse_json rejects them too);
+ *   <li>the value must be valid UTF-8 and parse with Jackson, duplicate keys rejected (Spark's parse_json rejects
+ *       them too);
  *   <li>it must be an object whose {@code type} is a string naming a contract type, or, without {@code type},
  *       whose topic names one;
  *   <li>every field present must be declared by the type's struct, at every depth (unknown fields fall back);
@@ -50,15 +51,18 @@ import org.apache.spark.sql.types.StructType;
  *
  * <p>Text after the top-level object is ignored, as Spark's parse_json ignores it.
  */
-public final class StrictEvents implements UDF2<String, String, Row> {
+public final class StrictEvents implements UDF2<byte[], String, Row> {
   private static final long serialVersionUID = 1L;
 
   /** Marks a value that is not plainly of its declared type (NULL is a legitimate field value). */
   private static final Object INVALID = new Object();
 
-  /** Duplicate keys rejected at every depth, as Spark's parse_json rejects them. */
-  private static final JsonFactory FACTORY =
-      JsonFactory.builder().enable(StreamReadFeature.STRICT_DUPLICATE_DETECTION).build();
+  /**
+   * Reads bytes as UTF-8 (see {@link #call}). Duplicate keys are found by the reader itself: a record with an
+   * undeclared field is not taken anyway, and a declared field seen twice in one object is refused (Spark's
+   * parse_json refuses duplicate keys), which costs a flag per field instead of Jackson's set of names.
+   */
+  private static final JsonFactory FACTORY = JsonFactory.builder().build();
 
   private final String[] types;
   private final Shape[] shapes;
@@ -105,9 +109,15 @@ public final class StrictEvents implements UDF2<String, String, Row> {
     spark.udf().register(name, new StrictEvents(returnType, checksJson), returnType);
   }
 
+  /**
+   * {@code value}: the Kafka record's bytes, read as UTF-8 by Jackson's byte parser (no string decoded first). Only
+   * valid UTF-8 is read (Spark reads invalid sequences as U+FFFD: the rules decide those), and only bytes that
+   * start as JSON text in UTF-8 does (no byte order mark, no NUL among the first four bytes, from which Jackson
+   * would guess another encoding).
+   */
   @Override
-  public Row call(String value, String topicDefaultType) {
-    if (value == null) {
+  public Row call(byte[] value, String topicDefaultType) {
+    if (value == null || !plainUtf8(value)) {
       return null;
     }
     // Read as the topic's default type until a "type" field says otherwise: events carry their type first, or
@@ -120,7 +130,7 @@ public final class StrictEvents implements UDF2<String, String, Row> {
    * {@code type} field naming another type, or a field the guess does not take, read again with the type the
    * event names. {@code index} -1: find that type first (a pass over the top-level fields).
    */
-  private Row read(String value, String topicDefaultType, int index, boolean settled) {
+  private Row read(byte[] value, String topicDefaultType, int index, boolean settled) {
     if (index < 0) {
       String declared = declaredType(value);
       if (declared == null) {
@@ -134,6 +144,7 @@ public final class StrictEvents implements UDF2<String, String, Row> {
     }
     Shape shape = shapes[index];
     Object[] values = new Object[shape.fields.length];
+    boolean[] seen = new boolean[shape.fields.length];
     String declared = null;
     try (JsonParser parser = FACTORY.createParser(value)) {
       if (parser.nextToken() != JsonToken.START_OBJECT) {
@@ -151,12 +162,16 @@ public final class StrictEvents implements UDF2<String, String, Row> {
           }
         }
         Integer field = shape.fieldIndex.get(name);
+        if (field != null && seen[field]) {
+          return null; // a duplicate key: not JSON for Spark
+        }
         Object converted = field == null ? INVALID : convert(parser, valueToken, shape.fields[field]);
         if (converted == INVALID) {
           // Not of the guessed type; of the type its "type" field names, perhaps, which may come later.
           return settled ? null : read(value, topicDefaultType, -1, false);
         }
         values[field] = converted;
+        seen[field] = true;
       }
       if (token != JsonToken.END_OBJECT) {
         return null;
@@ -182,7 +197,7 @@ public final class StrictEvents implements UDF2<String, String, Row> {
    * The top-level {@code type} string of {@code value}, "" when it has none (absent or JSON null), or null when it
    * is not an object, not JSON, or its {@code type} is not a string.
    */
-  private static String declaredType(String value) {
+  private static String declaredType(byte[] value) {
     try (JsonParser parser = FACTORY.createParser(value)) {
       if (parser.nextToken() != JsonToken.START_OBJECT) {
         return null;
@@ -261,23 +276,38 @@ public final class StrictEvents implements UDF2<String, String, Row> {
           return INVALID;
         }
         Object[] values = new Object[shape.fields.length];
+        boolean[] seen = new boolean[shape.fields.length];
         JsonToken next = parser.nextToken();
         for (; next == JsonToken.FIELD_NAME; next = parser.nextToken()) {
           Integer field = shape.fieldIndex.get(parser.currentName());
-          if (field == null) {
-            return INVALID;
+          if (field == null || seen[field]) {
+            return INVALID; // undeclared, or a duplicate key
           }
           Object converted = convert(parser, parser.nextToken(), shape.fields[field]);
           if (converted == INVALID) {
             return INVALID;
           }
           values[field] = converted;
+          seen[field] = true;
         }
         return next == JsonToken.END_OBJECT ? RowFactory.create(values) : INVALID;
       }
       default:
         return INVALID; // a type the fast path does not model (e.g. DOUBLE): the rules decide
     }
+  }
+
+  /** Valid UTF-8 that Jackson reads as UTF-8: see {@link #call}. */
+  private static boolean plainUtf8(byte[] value) {
+    if (value.length == 0 || value[0] == (byte) 0xEF) { // 0xEF: a byte order mark (EF BB BF) or no JSON text
+      return false;
+    }
+    for (int i = 0; i < Math.min(4, value.length); i++) {
+      if (value[i] == 0) {
+        return false;
+      }
+    }
+    return UTF8String.fromBytes(value).isValid();
   }
 
   private static boolean pairsAllSurrogates(String text) {
