@@ -429,12 +429,14 @@ class ShardEngine:
             pruned = self.storms.prune(state.rebalances_ms, watermark_ms)
             if pruned != state.rebalances_ms:
                 state.rebalances_ms = pruned
-                due(group, "STORM_WINDOW")
+                if _slide_matters(state, "REBALANCE_STORM", self.storms.finding(group, pruned)):
+                    due(group, "STORM_WINDOW")
             if state.member_changes:
                 changes = self.flapping.prune(state.member_changes, watermark_ms)
                 if changes != state.member_changes:
                     state.member_changes = changes
-                    due(group, "FLAPPING_WINDOW")
+                    if _slide_matters(state, "FLAPPING_MEMBERS", self.flapping.finding(group, changes, watermark_ms)):
+                        due(group, "FLAPPING_WINDOW")
             if state.reported and state.converge_by_ms is not None and state.converge_by_ms <= watermark_ms:
                 due(group, "CONVERGENCE_GRACE")
 
@@ -693,3 +695,13 @@ def _metrics_row(analysis: Analysis, state: GroupState, removed: bool) -> dict[s
 
 
 __all__ = ["EngineSettings", "Finding", "GroupRule", "ShardEngine", "readable_queues", "DomainError"]
+
+
+def _slide_matters(state: GroupState, kind: str, finding_now: Finding | None) -> bool:
+    """Whether a storm or flapping window that slid by the watermark can change the group's analysis: only
+    when the window still finds the anomaly (its details move) or its episode is open (it may close). Otherwise
+    the group is not analysed for the slide: nothing else of it changed since its last analysis (every change
+    marks it), so the analysis would find what the last one found and emit no transition, only the group's
+    metrics row again (the same values). A fleet with some churn slid every changed group's windows five and
+    ten minutes after each change, re-running the allocation of all its members for nothing."""
+    return finding_now is not None or any(key[2] == kind for key in state.episodes)

@@ -128,6 +128,24 @@ def test_storm_opens_when_rebalances_exceed_the_threshold():
     assert any(r["anomaly"] == "REBALANCE_STORM" and r["status"] == "OPENED" for r in rows(out, "anomaly_episodes"))
 
 
+def test_a_window_that_slides_re_analyses_a_group_only_when_an_anomaly_can_change():
+    """Storm and flapping windows slide past a group's changes: a group with no such anomaly found or open is
+    not analysed again for it (its analysis would repeat the last one, metrics row included), while a storm
+    still found, or an open storm episode, is re-judged (and closes once the window empties)."""
+    join = [route(0), hb(0, "10.0.0.1:1", "c1"), hb(0, "10.0.0.2:1", "c2")]
+    quiet = {"storm_threshold": 3, "storm_window_ms": 60_000, "flapping_window_ms": 120_000}
+    later = [hb(200_000, "10.0.0.1:1", "c1"), hb(200_000, "10.0.0.2:1", "c2")]  # both windows slid by then
+    out, _ = run([(join, 0), (later, 190_000)], {**quiet, "expiry_ms": 3_600_000})
+    first_batch = len(run([(join, 0)], {**quiet, "expiry_ms": 3_600_000})[0])
+    assert out[first_batch:] == []  # no membership change, no anomaly: nothing analysed, nothing emitted
+
+    stormy = [route(0)] + [hb(i * 1_000, f"10.0.0.{i}:1", f"c{i}") for i in range(6)]
+    out, _ = run([(stormy, 0), ([hb(200_000, "10.0.0.0:1", "c0")], 190_000)], {**quiet, "expiry_ms": 3_600_000})
+    storm = [(r["status"], r["event_time_ms"]) for r in rows(out, "anomaly_episodes")
+             if r["anomaly"] == "REBALANCE_STORM"]  # fmt: skip
+    assert storm[0][0] == "OPENED" and storm[-1] == ("CLOSED", 190_000)
+
+
 def test_a_group_that_empties_and_returns_continues_its_generations():
     out, _ = run([
         ([route(0), hb(0, "a:1", "c1")], 0),
