@@ -625,6 +625,16 @@ def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: i
             for t, _ in ch.topics}  # fmt: skip
 
 
+def _slide_matters(state: GroupState, kind: str, finding_now: Finding | None) -> bool:
+    """Whether a storm or flapping window that slid by the watermark can change the group's analysis: only
+    when the window still finds the anomaly (its details move) or its episode is open (it may close). Otherwise
+    the group is not analysed for the slide: nothing else of it changed since its last analysis (every change
+    marks it), so the analysis would find what the last one found and emit no transition, only the group's
+    metrics row again (the same values). A fleet with some churn slid every changed group's windows five and
+    ten minutes after each change, re-running the allocation of all its members for nothing."""
+    return finding_now is not None or any(key[2] == kind for key in state.episodes)
+
+
 def _mq(topic: str, key: str) -> MessageQueue:
     broker, _, queue_id = key.rpartition("/")
     return MessageQueue(topic, broker, int(queue_id))
@@ -696,12 +706,3 @@ def _metrics_row(analysis: Analysis, state: GroupState, removed: bool) -> dict[s
 
 __all__ = ["EngineSettings", "Finding", "GroupRule", "ShardEngine", "readable_queues", "DomainError"]
 
-
-def _slide_matters(state: GroupState, kind: str, finding_now: Finding | None) -> bool:
-    """Whether a storm or flapping window that slid by the watermark can change the group's analysis: only
-    when the window still finds the anomaly (its details move) or its episode is open (it may close). Otherwise
-    the group is not analysed for the slide: nothing else of it changed since its last analysis (every change
-    marks it), so the analysis would find what the last one found and emit no transition, only the group's
-    metrics row again (the same values). A fleet with some churn slid every changed group's windows five and
-    ten minutes after each change, re-running the allocation of all its members for nothing."""
-    return finding_now is not None or any(key[2] == kind for key in state.episodes)

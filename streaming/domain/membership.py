@@ -233,11 +233,7 @@ def _refresh(view: BrokerView, event: ChannelEvent) -> BrokerView | None:
     existing = view.channels.get(event.channel)
     if existing is None or view.removed_at_ms or not repeats(view, existing, event):
         return None
-    channels = dict(view.channels)
-    channels[event.channel] = Channel(existing.channel, existing.client_id, event.event_time_ms,
-                                      existing.client_version, existing.allocate_strategy, existing.message_model,
-                                      existing.topics)  # fmt: skip
-    return BrokerView(channels, view.subscriptions, view.removed_at_ms)
+    return _last_updated(view, {event.channel: event.event_time_ms})
 
 
 def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerView, list[MembershipChange]]:

@@ -21,8 +21,8 @@ Walking that list for every record is what made ingest ten times slower than par
 take a fast path first: one strict parse in the JVM into the contract's typed fields, with the contract's
 value checks on them (``StrictEvents``, registered by ``register_strict_events``, its checks described by
 ``validation.fast_path``). Only the rest are parsed into a variant and walk the rules, and only rejects
-build a detail. Valid records leave with
-their typed fields in ``e_<event type>`` (``typed_column``), so no later step extracts them again.
+build a detail. Valid records leave with their typed fields in ``e_<event type>`` (``typed_column``), so no
+later step extracts them again.
 
 The walk itself is one JVM function call in the plan (``RuleVerdict``, registered by
 ``register_rule_verdict``), made only for records off the fast path: inline, its SQL kept the whole ingest
@@ -130,9 +130,10 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
     # Only records it does not take are parsed into a variant and walk the rules; only rejects compute a
     # detail.
     strict = register_strict_events(records.sparkSession, contracts)
+    fast_paths = {t: fast_path(contract.schema, t) for t, contract in contracts.items()}
     fast_accepts, fast_times = [], []
-    for event_type, contract in contracts.items():
-        if strict is None or fast_path(contract.schema, event_type) is None:
+    for event_type in contracts:
+        if strict is None or fast_paths[event_type] is None:
             continue
         typed = f"_strict.`{typed_column(event_type)}`"
         fast_accepts.append(f"(_strict.event_type = {_sql_string(event_type)} AND {typed} IS NOT NULL)")
@@ -193,7 +194,7 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
             f"concat('schema_version ', coalesce(try_variant_get(v, '$.schema_version', 'string'), '<none>'), "
             f"' of {event_type} is not one of [{versions}]') ELSE {detail_sql} END"
         )
-        fast = fast_path(contract.schema)
+        fast = fast_paths[event_type]
         typed = typed_column(event_type)
         if fast is None:
             base = base.withColumn(typed, F.lit(None))

@@ -161,22 +161,15 @@ public final class StrictEvents implements UDF2<byte[], String, Row> {
             return named < 0 || settled ? null : read(value, topicDefaultType, named, true);
           }
         }
-        Integer field = shape.fieldIndex.get(name);
-        if (field != null && seen[field]) {
-          return null; // a duplicate key: not JSON for Spark
-        }
-        Object converted = field == null ? INVALID : convert(parser, valueToken, shape.fields[field]);
-        if (converted == INVALID) {
+        if (!readField(parser, name, valueToken, shape, values, seen)) {
           // Not of the guessed type; of the type its "type" field names, perhaps, which may come later.
           return settled ? null : read(value, topicDefaultType, -1, false);
         }
-        values[field] = converted;
-        seen[field] = true;
       }
       if (token != JsonToken.END_OBJECT) {
         return null;
       }
-    } catch (IOException notPlainJson) { // malformed, or a duplicate key
+    } catch (IOException notPlainJson) {
       return null;
     }
     String type = declared != null ? declared : topicDefaultType;
@@ -279,22 +272,35 @@ public final class StrictEvents implements UDF2<byte[], String, Row> {
         boolean[] seen = new boolean[shape.fields.length];
         JsonToken next = parser.nextToken();
         for (; next == JsonToken.FIELD_NAME; next = parser.nextToken()) {
-          Integer field = shape.fieldIndex.get(parser.currentName());
-          if (field == null || seen[field]) {
-            return INVALID; // undeclared, or a duplicate key
-          }
-          Object converted = convert(parser, parser.nextToken(), shape.fields[field]);
-          if (converted == INVALID) {
+          if (!readField(parser, parser.currentName(), parser.nextToken(), shape, values, seen)) {
             return INVALID;
           }
-          values[field] = converted;
-          seen[field] = true;
         }
         return next == JsonToken.END_OBJECT ? RowFactory.create(values) : INVALID;
       }
       default:
         return INVALID; // a type the fast path does not model (e.g. DOUBLE): the rules decide
     }
+  }
+
+  /**
+   * Reads the value of field {@code name} of a {@code shape} object (the parser on its {@code token}) into
+   * {@code values}; false when the field is undeclared, seen before in the object (a duplicate key, which Spark's
+   * parse_json refuses), or its value is not plainly of the declared type.
+   */
+  private static boolean readField(JsonParser parser, String name, JsonToken token, Shape shape, Object[] values,
+      boolean[] seen) throws IOException {
+    Integer field = shape.fieldIndex.get(name);
+    if (field == null || seen[field]) {
+      return false;
+    }
+    Object converted = convert(parser, token, shape.fields[field]);
+    if (converted == INVALID) {
+      return false;
+    }
+    values[field] = converted;
+    seen[field] = true;
+    return true;
   }
 
   /** Valid UTF-8 that Jackson reads as UTF-8: see {@link #call}. */
