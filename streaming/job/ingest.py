@@ -86,6 +86,16 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def strict_events_spec(contracts: Mapping[str, EventContract]) -> tuple[str, str] | None:
+    """What ``StrictEvents`` is built from for ``contracts``: its return type's DDL and its value checks as JSON
+    (None when no type has a fast path). ``send_reduce.reduce_kafka_batch`` builds its own reader from them."""
+    paths = {t: fast for t, contract in contracts.items() if (fast := fast_path(contract.schema, t)) is not None}
+    if not paths:
+        return None
+    ddl = "event_type STRING, " + ", ".join(f"`{typed_column(t)}` {fast.struct_ddl}" for t, fast in paths.items())
+    return ddl, json.dumps({t: fast.checks for t, fast in paths.items()}, sort_keys=True)
+
+
 def register_strict_events(session: SparkSession, contracts: Mapping[str, EventContract]) -> str | None:
     """Register the JVM fast path (``StrictEvents``) for ``contracts``; its SQL function name, or None.
 
@@ -94,11 +104,10 @@ def register_strict_events(session: SparkSession, contracts: Mapping[str, EventC
     (its value checks included). The name carries a hash of the types and checks, so sessions with
     different contracts never share one.
     """
-    paths = {t: fast for t, contract in contracts.items() if (fast := fast_path(contract.schema, t)) is not None}
-    if not paths:
+    spec = strict_events_spec(contracts)
+    if spec is None:
         return None
-    ddl = "event_type STRING, " + ", ".join(f"`{typed_column(t)}` {fast.struct_ddl}" for t, fast in paths.items())
-    checks = json.dumps({t: fast.checks for t, fast in paths.items()}, sort_keys=True)
+    ddl, checks = spec
     name = "rrm_strict_events_" + hashlib.sha256(f"{ddl}\0{checks}".encode()).hexdigest()[:12]
     jvm = session.sparkContext._jvm
     assert jvm is not None

@@ -2,9 +2,13 @@
 
 Two queries, chained through an internal Delta table (exactly once end to end):
 
-1. ``send-ingest`` reads the send-result topic, classifies records in the JVM (``ingest.classify``) and,
-   per micro-batch in ``foreachBatch``, reduces them in one JVM pass per partition (``send_reduce``, no
-   shuffle, about 2 % of the batch left and cached), then appends dead letters; the batch's per-minute
+1. ``send-ingest`` reads the send-result topic and, per micro-batch in ``foreachBatch``, reads, checks and
+   reduces its records in one JVM pass per partition (``send_reduce.reduce_kafka_batch``: the ingest fast
+   path's reader and checks, then the reduction; no shuffle, about 2 % of the batch left and cached). The
+   records the fast path does not take are classified by the rules (``ingest.classify``): rejects, almost
+   always; should a valid send be among them, the batch is classified and reduced again the classic way
+   (``send_batch``, ``send_reduce.reduce_in_partitions``), so it joins its pair's replay in its place. Then it
+   appends dead letters; the batch's per-minute
    latency statistics to ``send_latency_minutes`` (each partition's partial aggregates, summed by readers: an
    append costs one small commit where an additive MERGE read and rewrote the table's recent files on every
    batch); and
@@ -33,6 +37,7 @@ from streaming.job.ingest import (
     classify,
     dead_letter_columns,
     kafka_stream,
+    strict_events_spec,
     typed_column,
 )
 from streaming.job.send_reduce import (
@@ -40,7 +45,9 @@ from streaming.job.send_reduce import (
     minute_partials,
     notable_send,
     reduce_in_partitions,
+    reduce_kafka_batch,
     summarize,
+    unsure_records,
 )
 from streaming.job.sinks import DeltaTables, run_concurrently
 
@@ -170,6 +177,15 @@ def fault_table_in_use(rules: Sequence[FaultTableRule], default_table: str, faul
     return F.when(enabled, fault_table_column(rules, default_table, line))
 
 
+def fault_table_template(session: SparkSession, rules: Sequence[FaultTableRule], default_table: str,
+                         fault_enable_default: bool) -> DataFrame:  # fmt: skip
+    """``fault_table_in_use`` as a one-column projection over (producer_group, client_version,
+    send_latency_fault_enable): ``KafkaSendReducer`` evaluates this very expression, once per distinct triple."""
+    columns = "producer_group STRING, client_version STRING, send_latency_fault_enable BOOLEAN"
+    inputs = session.createDataFrame([], columns)
+    return inputs.select(fault_table_in_use(rules, default_table, fault_enable_default).alias("fault_table"))
+
+
 def latency_floor_column(floors_ms: Mapping[str, int]) -> Column:
     """Per fault table, the smallest latency with a positive not-available duration."""
     from pyspark.sql import functions as F
@@ -228,35 +244,53 @@ def start_send_ingest(
     on_trimmed: Callable[[int], None] | None = None,
 ) -> StreamingQuery:
     """Start send-ingest (see the module docstring); ``on_trimmed`` hears how many rows each trim deleted."""
-    # The send columns are projected in the stream, not in each micro-batch: the query plans its projection
-    # with the rest of the batch, where building it in ``write_batch`` cost every batch tens of milliseconds of
-    # Python and plan analysis before the first job could start.
-    records_stream = send_batch(
-        classify(kafka_stream(session, ingest), contracts, ingest),
-        table_rules, default_table, fault_enable_default, latency_floors_ms,
-    )  # fmt: skip
+    strict_spec = strict_events_spec(contracts)
+    if strict_spec is None or set(contracts) != {"send_result"}:
+        raise ValueError("send-ingest reads send results only, with the contract's fast path")
+    template = fault_table_template(session, table_rules, default_table, fault_enable_default)
     updates_path = str(tables.root / FAULT_UPDATES_TABLE)
+
+    def judged(kafka: DataFrame) -> DataFrame:
+        """Kafka records classified by the rules, with the send path's columns (``send_batch``)."""
+        return send_batch(classify(kafka, contracts, ingest), table_rules, default_table, fault_enable_default,
+                          latency_floors_ms)  # fmt: skip
 
     def write_batch(records: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
 
         from streaming.job.delta_sink import append_idempotent
 
-        # One pass in the JVM reads the Kafka records, classifies them and leaves only the rejects, the sends
-        # the fault-window replay needs and the minute partials (about 2 % of a batch), cached: every write
-        # below reads the cache, and the records are not read again unless a producer's sends span partitions.
-        reduced = reduce_in_partitions(records, bucket_upper_ms).persist()
+        # One pass in the JVM reads the Kafka records, takes those the ingest fast path takes and reduces them,
+        # leaving only the records for the rules, the sends the fault-window replay needs and the minute
+        # partials (about 2 % of a batch), cached: every write below reads the cache, and the records are not
+        # read again unless some need the rules or a producer's sends span partitions.
+        reduced = reduce_kafka_batch(records, strict_spec, ingest, template, latency_floors_ms, bucket_upper_ms,
+                                     batch_id).persist()  # fmt: skip
+        rejects, spare = None, None
         try:
             # One small pass over the cache says which writes the batch has; an empty append would still cost
             # a commit, and a replay of the batch skips the same ones.
             summary = summarize(reduced)
+            if summary.unsure:
+                # Almost always rejects. A valid send among them (one the fast path leaves to the rules) belongs
+                # in its key's replay order, so then the batch is classified and reduced again as a whole.
+                spare = judged(unsure_records(reduced)).persist()
+                if spare.where(F.col("reason").isNull()).limit(1).count():
+                    log.info("send-ingest batch %d: a valid send off the fast path; classifying the whole batch",
+                             batch_id)  # fmt: skip
+                    reduced.unpersist()
+                    reduced = reduce_in_partitions(judged(records), bucket_upper_ms, batch_id).persist()
+                    summary = summarize(reduced)
+                    rejects = reduced.where(F.col("kind") == "reject")
+                else:
+                    rejects = spare
+                    summary = summary._replace(rejected=summary.unsure)
             writes = []
             if summary.rejected:
-                dead = dead_letter_columns(reduced.where(F.col("kind") == "reject"), batch_id)
+                dead = dead_letter_columns(rejects, batch_id)
                 writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id, summary.rejected))
             if summary.minutes:  # ingest accepts only send results here (see runner)
                 minutes = minute_partials(reduced, bucket_upper_ms)
-                minutes = minutes.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 writes.append(lambda: tables.append("send_latency_minutes", minutes, app_id, batch_id, summary.minutes))
                 if summary.spanning_keys:
                     log.warning(
@@ -264,10 +298,13 @@ def start_send_ingest(
                         "(is the send-result topic keyed by producer_id?); reducing them again over the batch",
                         batch_id, summary.spanning_keys,
                     )  # fmt: skip
+                # Only a re-reduction reads the classified batch: planning ``classify`` costs a few tenths of a
+                # second of Python and analysis, which a batch keyed as the contract says never pays.
+                valid = judged(records).where(F.col("reason").isNull()) if summary.spanning_keys else None
                 updates = kept_sends(
-                    reduced, records.where(F.col("reason").isNull()), latency_floor_column(latency_floors_ms),
-                    respan=bool(summary.spanning_keys),
-                ).withColumn("batch_id", F.lit(batch_id).cast("bigint"))  # fmt: skip
+                    reduced, valid, latency_floor_column(latency_floors_ms), respan=bool(summary.spanning_keys),
+                    batch_id=batch_id,
+                )  # fmt: skip
                 writes.append(lambda: append_idempotent(
                     updates, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id, summary.kept_sends,
                 ))  # fmt: skip
@@ -282,7 +319,10 @@ def start_send_ingest(
                              batch_id, deleted, FAULT_UPDATES_TABLE, cutoff_ms)  # fmt: skip
         finally:
             reduced.unpersist()
+            if spare is not None:
+                spare.unpersist()
 
+    records_stream = kafka_stream(session, ingest)
     writer = records_stream.writeStream.queryName("send-ingest").foreachBatch(write_batch)
     writer = writer.option("checkpointLocation", checkpoint)
     if available_now:

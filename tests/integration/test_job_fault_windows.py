@@ -66,6 +66,23 @@ def test_fault_windows_for_both_tables(kafka_broker, spark, tmp_path):
     assert sum(r["errors"] for r in minutes) == 2
 
 
+def test_sends_only_the_rules_take_join_the_replay_in_their_place(kafka_broker, spark, tmp_path):
+    # PR's sends carry a field the contract does not declare: valid, but off the ingest fast path, so
+    # send-ingest's one pass leaves them to the rules and the batch is reduced again the classic way.
+    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "rules-only")
+    events = []
+    for i, (lat, out) in enumerate(SENDS):
+        events += [send(i, "P4", "V4_9_8", lat, out), {**send(i, "PR", "V4_9_8", lat, out), "trace": "t-1"}]
+    events.append({**send(0, "PX", "V4_9_8", 5, "OK"), "latency_ms": -1})  # and a reject, dead-lettered
+    publish(kafka_broker.bootstrap_servers, events, topics)
+    run_available(spark, config)
+    got = sorted((r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+                 for r in read(spark, config, "fault_windows"))  # fmt: skip
+    assert got == sorted(expected_windows(ROCKETMQ_4, "P4") + expected_windows(ROCKETMQ_4, "PR"))
+    assert sum(r["sends"] for r in read(spark, config, "send_latency_minutes")) == 2 * len(SENDS)
+    assert [r["reason"] for r in read(spark, config, "dead_letters")] == ["NEGATIVE_LATENCY"]
+
+
 def test_producers_without_send_latency_fault_enable_avoid_nothing(kafka_broker, spark, tmp_path):
     # PX says it runs without the feature; PN says nothing, so [producers] send_latency_fault_enable decides
     # (false, RocketMQ's default, in the first run; true in the second); PY runs with it.

@@ -79,13 +79,14 @@ def _rows(frame, columns):  # type: ignore[no-untyped-def]
 def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, keyed):
     records = _batch(spark, _records(seed=11, count=3000), keyed)
     floor = latency_floor_column(FLOORS)
-    reduced = reduce_in_partitions(records, BUCKETS).persist()
+    reduced = reduce_in_partitions(records, BUCKETS, 7).persist()
     try:
         summary = summarize(reduced)
         valid = records.where(F.col("reason").isNull())
         expected_sends = _rows(reduce_for_fault_windows(valid, floor), FAULT_UPDATE_COLUMNS)
-        got_sends = _rows(kept_sends(reduced, valid, floor, respan=bool(summary.spanning_keys)), FAULT_UPDATE_COLUMNS)
-        assert got_sends == expected_sends
+        updates = kept_sends(reduced, valid, floor, respan=bool(summary.spanning_keys), batch_id=7)
+        assert _rows(updates, FAULT_UPDATE_COLUMNS) == expected_sends
+        assert {row["batch_id"] for row in updates.collect()} == {7}  # re-reduced rows too
         assert summary.kept_sends >= len(expected_sends) > 27  # every pair's first and last, and notable sends
         assert summary.latest_send_ms == valid.agg(F.max("event_time_ms")).first()[0]  # a pair's last is kept
         kept = reduced.where(F.col("kind") == "send")
@@ -97,13 +98,14 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         else:
             assert summary.spanning_keys > 0
             # without the re-reduction, the per-partition rows differ from the batch's (the test can tell)
-            assert _rows(kept_sends(reduced, valid, floor, respan=False), FAULT_UPDATE_COLUMNS) != expected_sends
+            assert _rows(kept_sends(reduced, valid, floor, respan=False, batch_id=7), FAULT_UPDATE_COLUMNS) != expected_sends
 
         minute_columns = ("broker", "producer_group", "minute_start", "sends", "errors", "latency_sum_ms",
                           "latency_max_ms", "bucket_upper_ms", "bucket_counts")  # fmt: skip
         expected_minutes = _rows(minute_statistics(valid, BUCKETS), minute_columns)
         partials = minute_partials(reduced, BUCKETS)
-        assert _rows(sum_minutes(partials.withColumn("batch_id", F.lit(7))), minute_columns) == expected_minutes
+        assert {row["batch_id"] for row in partials.collect()} == {7}
+        assert _rows(sum_minutes(partials), minute_columns) == expected_minutes
         assert summary.minutes == partials.count() > len(expected_minutes) == 3 * 2 * 4  # brokers x groups x minutes
 
         dead_columns = ("source", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "raw_value",
@@ -146,3 +148,83 @@ def test_client_line_rules_choose_the_table_per_send_reading_the_version_once(sp
     fault_table_line = next(line for line in plan.splitlines() if " AS fault_table#" in line)
     assert "regexp_extract" not in fault_table_line
     assert "regexp_extract" in plan
+
+
+def _kafka_records(seed: int) -> list[tuple[bytes | None, str, int, int, datetime | None]]:
+    """``_records``, plus records the one-pass reader must leave to the rules: too large, from the future, no
+    value or timestamp, another event type, and valid sends the fast path does not take (``1.0``, an unknown
+    field), which only the rules accept."""
+    rows: list[tuple[bytes | None, str, int, int, datetime | None]] = list(_records(seed, 2000))
+    stamp = datetime.fromtimestamp(BASE / 1000 + 3600, tz=UTC)
+    event = {"type": "send_result", "schema_version": 1, "event_time": BASE, "producer_id": "10.0.0.1@1#1",
+             "producer_group": "PG-billing", "topic": "T", "broker": "broker-0", "queue_id": 1, "latency_ms": 900,
+             "outcome": "OK", "client_version": "V4_9_8"}  # fmt: skip
+    odd = [
+        json.dumps({**event, "producer_group": "x" * 70_000}).encode(),  # OVERSIZED
+        json.dumps({**event, "event_time": BASE + 3600_000 + 300_001}).encode(),  # FUTURE_TIMESTAMP
+        None,
+        json.dumps({"type": "topic_route", "schema_version": 1, "event_time": BASE}).encode(),
+        json.dumps({**event, "schema_version": 1.0}).encode(),  # valid, for the rules only
+        json.dumps({**event, "extra": {"any": [1]}}).encode(),  # valid, for the rules only
+    ]
+    offset = len(rows)
+    for value in odd:
+        rows.append((value, "sends", 1, offset, stamp))
+        offset += 1
+    rows.append((json.dumps(event).encode(), "sends", 1, offset, None))  # no Kafka timestamp: valid, for the rules
+    return rows
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed-by-producer", "spread-over-partitions"])
+@pytest.mark.parametrize("rules_only", [False, True], ids=["rejects-only", "with-valid-sends-for-the-rules"])
+def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, keyed, rules_only):
+    from streaming.job.ingest import strict_events_spec
+    from streaming.job.send_query import fault_table_template
+    from streaming.job.send_reduce import reduce_kafka_batch, unsure_records
+
+    rows = _kafka_records(seed=5)
+    if not rules_only:
+        rows = [row for row in rows if row[4] is not None
+                and (row[0] is None or b'"extra"' not in row[0] and b'"schema_version": 1.0' not in row[0])]
+    frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
+    frame = (frame.repartition(4, "partition") if keyed else frame.repartition(4)).persist()
+    contracts = contracts_for(("send_result",))
+    settings = IngestSettings("unused:9092", {"sends": "send_result"})
+    rules = [FaultTableRule("rocketmq-5", "PG5*"), FaultTableRule("rocketmq-5", "*", "5")]
+    classified = send_batch(classify(frame, contracts, settings), rules, "rocketmq-4", True, FLOORS)
+    classic = reduce_in_partitions(classified, BUCKETS, 3).persist()
+    one_pass = reduce_kafka_batch(
+        frame, strict_events_spec(contracts), settings, fault_table_template(spark, rules, "rocketmq-4", True),
+        FLOORS, BUCKETS, 3,
+    ).persist()  # fmt: skip
+    try:
+        expected, got = summarize(classic), summarize(one_pass)
+        assert got.rejected == 0 and expected.unsure == 0
+        judged = send_batch(classify(unsure_records(one_pass), contracts, settings), rules, "rocketmq-4", True, FLOORS)
+        valid_for_rules = judged.where(F.col("reason").isNull()).count()
+        assert valid_for_rules == (3 if rules_only else 0)
+        # Left to the rules: exactly the rejects, and the valid sends the fast path does not take.
+        assert got.unsure == expected.rejected + valid_for_rules
+        dead_columns = ("source", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "raw_value",
+                        "reason", "detail")  # fmt: skip
+        assert _rows(dead_letter_columns(judged), dead_columns) == _rows(dead_letter_columns(classified), dead_columns)
+        assert {r["reason"] for r in dead_letter_columns(judged).collect()} >= {
+            "OVERSIZED", "FUTURE_TIMESTAMP", "NOT_JSON", "UNKNOWN_TYPE", "NEGATIVE_LATENCY"}
+        if rules_only:
+            return  # the job reduces such a batch the classic way (send_query.write_batch)
+        assert (got.kept_sends, got.minutes, got.spanning_keys, got.latest_send_ms) == (
+            expected.kept_sends, expected.minutes, expected.spanning_keys, expected.latest_send_ms)
+        send_columns = ("spark_partition", *FAULT_UPDATE_COLUMNS)
+        assert _rows(one_pass.where(F.col("kind") == "send"), send_columns) == _rows(
+            classic.where(F.col("kind") == "send"), send_columns)
+        tables = {r["fault_table"] for r in one_pass.where(F.col("kind") == "send").collect()}
+        assert tables == {"rocketmq-4", "rocketmq-5", None}  # both rules, and producer 4 without fault tolerance
+        minute_columns = ("spark_partition", "broker", "producer_group", "minute_start", "sends", "errors",
+                          "latency_sum_ms", "latency_max_ms", "bucket_upper_ms", "bucket_counts")  # fmt: skip
+        partials = minute_partials(one_pass, BUCKETS).withColumn("spark_partition", F.lit(0))
+        reference = minute_partials(classic, BUCKETS).withColumn("spark_partition", F.lit(0))
+        assert _rows(partials, minute_columns) == _rows(reference, minute_columns)
+    finally:
+        classic.unpersist()
+        one_pass.unpersist()
+        frame.unpersist()

@@ -22,6 +22,7 @@ import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
@@ -313,7 +314,26 @@ public final class StrictEvents implements UDF2<byte[], String, Row> {
         return false;
       }
     }
-    return UTF8String.fromBytes(value).isValid();
+    return ascii(value) || UTF8String.fromBytes(value).isValid();
+  }
+
+  /**
+   * Whether every byte is below 0x80, eight at a time: ASCII is valid UTF-8, and almost every event is ASCII.
+   * Spark's {@code isValid} walks the bytes one by one and took an eighth of the send path's pass.
+   */
+  private static boolean ascii(byte[] value) {
+    int i = 0;
+    for (; i + 8 <= value.length; i += 8) {
+      if ((Platform.getLong(value, Platform.BYTE_ARRAY_OFFSET + i) & 0x8080808080808080L) != 0) {
+        return false;
+      }
+    }
+    for (; i < value.length; i++) {
+      if (value[i] < 0) {
+        return false;
+      }
+    }
+    return true;
   }
 
   private static boolean pairsAllSurrogates(String text) {

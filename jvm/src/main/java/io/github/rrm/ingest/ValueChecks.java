@@ -8,6 +8,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.regex.Pattern;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.types.ArrayType;
@@ -130,6 +131,30 @@ final class ValueChecks implements Serializable {
     return (Integer) index.get();
   }
 
+  /**
+   * {@code pattern.matcher(text).find()}, remembered for texts that matched: patterned fields (groups, topics)
+   * take few distinct values, and the regex cost more than the lookup. A set, never a verdict cache for texts
+   * that did not match, bounded by clearing it when it fills.
+   */
+  private boolean matchesPattern(String text) {
+    Set<String> seen = matched;
+    if (seen.contains(text)) {
+      return true;
+    }
+    if (!pattern.matcher(text).find()) {
+      return false;
+    }
+    if (seen.size() >= MATCHED_LIMIT) {
+      seen.clear();
+    }
+    seen.add(text);
+    return true;
+  }
+
+  private static final int MATCHED_LIMIT = 4096;
+  // Concurrent: one reader's checks may be shared by the tasks of an executor.
+  private final Set<String> matched = ConcurrentHashMap.newKeySet();
+
   /** Whether the non-null {@code value} meets every check (see the class comment). */
   boolean accepts(Object value) {
     if (allowed != null || minLength >= 0 || maxLength >= 0 || pattern != null) {
@@ -146,7 +171,7 @@ final class ValueChecks implements Serializable {
           return false;
         }
       }
-      if (pattern != null && !pattern.matcher(text).find()) {
+      if (pattern != null && !matchesPattern(text)) {
         return false;
       }
     }
