@@ -266,7 +266,7 @@ def start_send_ingest(
         # read again unless some need the rules or a producer's sends span partitions.
         reduced = reduce_kafka_batch(records, strict_spec, ingest, template, latency_floors_ms, bucket_upper_ms,
                                      batch_id).persist()  # fmt: skip
-        rejects, spare = None, None
+        rejects, unsure_judged = None, None
         try:
             # One small pass over the cache says which writes the batch has; an empty append would still cost
             # a commit, and a replay of the batch skips the same ones.
@@ -274,8 +274,8 @@ def start_send_ingest(
             if summary.unsure:
                 # Almost always rejects. A valid send among them (one the fast path leaves to the rules) belongs
                 # in its key's replay order, so then the batch is classified and reduced again as a whole.
-                spare = judged(unsure_records(reduced)).persist()
-                if spare.where(F.col("reason").isNull()).limit(1).count():
+                unsure_judged = judged(unsure_records(reduced)).persist()
+                if unsure_judged.where(F.col("reason").isNull()).limit(1).count():
                     log.info("send-ingest batch %d: a valid send off the fast path; classifying the whole batch",
                              batch_id)  # fmt: skip
                     reduced.unpersist()
@@ -283,7 +283,7 @@ def start_send_ingest(
                     summary = summarize(reduced)
                     rejects = reduced.where(F.col("kind") == "reject")
                 else:
-                    rejects = spare
+                    rejects = unsure_judged
                     summary = summary._replace(rejected=summary.unsure)
             writes = []
             if summary.rejected:
@@ -319,8 +319,8 @@ def start_send_ingest(
                              batch_id, deleted, FAULT_UPDATES_TABLE, cutoff_ms)  # fmt: skip
         finally:
             reduced.unpersist()
-            if spare is not None:
-                spare.unpersist()
+            if unsure_judged is not None:
+                unsure_judged.unpersist()
 
     records_stream = kafka_stream(session, ingest)
     writer = records_stream.writeStream.queryName("send-ingest").foreachBatch(write_batch)
