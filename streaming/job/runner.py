@@ -344,12 +344,20 @@ class _SendMetricsTables:
         return getattr(self._tables, name)
 
     def append(self, table: str, frame: Any, app_id: str, batch_id: int, rows: int | None = None) -> None:
+        from streaming.job.sinks import run_concurrently
+
+        # Counting reads the frame (a small job on the batch's cache) while the append writes it: neither
+        # waits for the other, where counting first held every such append back by its job.
+        writes = [lambda: self._tables.append(table, frame, app_id, batch_id, rows)]
         if table == "dead_letters":
-            for row in frame.groupBy("reason").count().collect():
-                self._metrics.inc("rmqmon_dead_letters_total", ("send-ingest", str(row["reason"])), row["count"])
+            writes.append(lambda: self._count_dead_letters(frame))
         elif table == "send_latency_minutes":
-            self._observe_minutes(frame)
-        self._tables.append(table, frame, app_id, batch_id, rows)
+            writes.append(lambda: self._observe_minutes(frame))
+        run_concurrently(writes)
+
+    def _count_dead_letters(self, frame: Any) -> None:
+        for row in frame.groupBy("reason").count().collect():
+            self._metrics.inc("rmqmon_dead_letters_total", ("send-ingest", str(row["reason"])), row["count"])
 
     def _observe_minutes(self, frame: Any) -> None:
         per_broker: dict[str, tuple[list[int], list[int], int, int]] = {}
