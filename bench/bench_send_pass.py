@@ -66,7 +66,7 @@ def main() -> None:
     records.count()
     contracts = contracts_for(("send_result",))
     ingest = IngestSettings("unused:9092", {"bench.sends": "send_result"})
-    template = fault_table_template(spark, [], "rocketmq-4", True)
+    template = fault_table_template(spark, [], "rocketmq-4", True, FLOORS)
     spec = strict_events_spec(contracts)
     assert spec is not None
 
@@ -79,7 +79,7 @@ def main() -> None:
         summarize(reduce_in_partitions(batch, BUCKETS, 1))
 
     def one_pass() -> None:
-        summarize(reduce_kafka_batch(records, spec, ingest, template, FLOORS, BUCKETS, 1))
+        summarize(reduce_kafka_batch(records, spec, ingest, template, BUCKETS, 1))
 
     sides = (("from_json", parse_only), ("classify, then reduce", classify_then_reduce),
              ("one pass from Kafka rows", one_pass))  # fmt: skip

@@ -178,21 +178,25 @@ def fault_table_in_use(rules: Sequence[FaultTableRule], default_table: str, faul
 
 
 def fault_table_template(session: SparkSession, rules: Sequence[FaultTableRule], default_table: str,
-                         fault_enable_default: bool) -> DataFrame:  # fmt: skip
-    """``fault_table_in_use`` as a one-column projection over (producer_group, client_version,
-    send_latency_fault_enable): ``KafkaSendReducer`` evaluates this very expression, once per distinct triple."""
+                         fault_enable_default: bool, floors_ms: Mapping[str, int]) -> DataFrame:  # fmt: skip
+    """``fault_table_in_use`` and its ``latency_floor_column`` projected over (producer_group, client_version,
+    send_latency_fault_enable): ``KafkaSendReducer`` evaluates these very expressions, once per distinct triple."""
     columns = "producer_group STRING, client_version STRING, send_latency_fault_enable BOOLEAN"
-    inputs = session.createDataFrame([], columns)
-    return inputs.select(fault_table_in_use(rules, default_table, fault_enable_default).alias("fault_table"))
+    table = fault_table_in_use(rules, default_table, fault_enable_default)
+    return session.createDataFrame([], columns).select(
+        table.alias("fault_table"), latency_floor_column(floors_ms, table).cast("bigint").alias("latency_floor_ms")
+    )
 
 
-def latency_floor_column(floors_ms: Mapping[str, int]) -> Column:
-    """Per fault table, the smallest latency with a positive not-available duration."""
+def latency_floor_column(floors_ms: Mapping[str, int], table: Column | None = None) -> Column:
+    """Per fault table (the column ``fault_table``, or ``table``), the smallest latency with a positive
+    not-available duration."""
     from pyspark.sql import functions as F
 
+    table = F.col("fault_table") if table is None else table
     expr = F.lit(min(floors_ms.values()))
-    for table, floor in floors_ms.items():
-        expr = F.when(F.col("fault_table") == table, F.lit(int(floor))).otherwise(expr)
+    for name, floor in floors_ms.items():
+        expr = F.when(table == name, F.lit(int(floor))).otherwise(expr)
     return expr
 
 
@@ -247,7 +251,7 @@ def start_send_ingest(
     strict_spec = strict_events_spec(contracts)
     if strict_spec is None or set(contracts) != {"send_result"}:
         raise ValueError("send-ingest reads send results only, with the contract's fast path")
-    template = fault_table_template(session, table_rules, default_table, fault_enable_default)
+    template = fault_table_template(session, table_rules, default_table, fault_enable_default, latency_floors_ms)
     updates_path = str(tables.root / FAULT_UPDATES_TABLE)
 
     def judged(kafka: DataFrame) -> DataFrame:
@@ -264,8 +268,7 @@ def start_send_ingest(
         # leaving only the records for the rules, the sends the fault-window replay needs and the minute
         # partials (about 2 % of a batch), cached: every write below reads the cache, and the records are not
         # read again unless some need the rules or a producer's sends span partitions.
-        reduced = reduce_kafka_batch(records, strict_spec, ingest, template, latency_floors_ms, bucket_upper_ms,
-                                     batch_id).persist()  # fmt: skip
+        reduced = reduce_kafka_batch(records, strict_spec, ingest, template, bucket_upper_ms, batch_id).persist()
         rejects, unsure_judged = None, None
         try:
             # One small pass over the cache says which writes the batch has; an empty append would still cost

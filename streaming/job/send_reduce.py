@@ -37,7 +37,7 @@ tests hold the one-pass version to, and that re-reduction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
@@ -161,8 +161,8 @@ def reduce_in_partitions(records: DataFrame, bucket_upper_ms: Sequence[int], bat
 
 
 def reduce_kafka_batch(kafka: DataFrame, strict_spec: tuple[str, str], ingest: IngestSettings,
-                       fault_table_template: DataFrame, latency_floors_ms: Mapping[str, int],
-                       bucket_upper_ms: Sequence[int], batch_id: int) -> DataFrame:  # fmt: skip
+                       fault_table_template: DataFrame, bucket_upper_ms: Sequence[int],
+                       batch_id: int) -> DataFrame:  # fmt: skip
     """``reduce_in_partitions`` straight from a micro-batch of Kafka records (``KafkaSendReducer``): each record
     the ingest fast path takes is read, given its fault table and reduced in the same JVM pass, without a row of
     classified columns per send in between; every other record is a row of kind ``unsure`` (its Kafka columns,
@@ -176,8 +176,7 @@ def reduce_kafka_batch(kafka: DataFrame, strict_spec: tuple[str, str], ingest: I
     ddl, checks = strict_spec
     reduced = jvm.io.github.rrm.sends.KafkaSendReducer.reduce(
         kafka._jdf, ddl, checks, dict(ingest.topics), int(ingest.max_event_bytes), int(ingest.max_future_skew_ms),
-        fault_table_template._jdf, {table: int(floor) for table, floor in latency_floors_ms.items()},
-        [int(upper) for upper in bucket_upper_ms], int(batch_id),
+        fault_table_template._jdf, [int(upper) for upper in bucket_upper_ms], int(batch_id),
     )  # fmt: skip
     return DataFrame(reduced, session)
 

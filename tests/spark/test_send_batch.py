@@ -194,8 +194,8 @@ def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, 
     classified = send_batch(classify(frame, contracts, settings), rules, "rocketmq-4", True, FLOORS)
     classic = reduce_in_partitions(classified, BUCKETS, 3).persist()
     one_pass = reduce_kafka_batch(
-        frame, strict_events_spec(contracts), settings, fault_table_template(spark, rules, "rocketmq-4", True),
-        FLOORS, BUCKETS, 3,
+        frame, strict_events_spec(contracts), settings,
+        fault_table_template(spark, rules, "rocketmq-4", True, FLOORS), BUCKETS, 3,
     ).persist()  # fmt: skip
     try:
         expected, got = summarize(classic), summarize(one_pass)

@@ -5,7 +5,6 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.Objects;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
@@ -40,9 +39,10 @@ import scala.reflect.ClassTag$;
  * {@code 1.0} for a number) would have to join the reduction in its place, so then the caller reduces the whole
  * batch again the classic way ({@link SendBatchReducer} over {@code send_query.send_batch}).
  *
- * <p>The fault table of a send is the value of the job's own SQL expression ({@code
- * send_query.fault_table_in_use}), bound to (producer group, client version, send_latency_fault_enable) and
- * evaluated once per distinct triple in a partition: the same answer as the SQL, by construction.
+ * <p>The fault table of a send and its latency floor are the values of the job's own SQL expressions ({@code
+ * send_query.fault_table_in_use}, {@code latency_floor_column}), bound to (producer group, client version,
+ * send_latency_fault_enable) and evaluated once per distinct triple in a partition: the same answers as the SQL,
+ * by construction.
  */
 public final class KafkaSendReducer implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
   private static final long serialVersionUID = 1L;
@@ -71,8 +71,6 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
   private final Seq<Expression> faultTableExpression;
   private final Seq<Attribute> faultTableInputs;
   private final int[] faultTableSlots;  // per template input, its place in FAULT_TABLE_INPUTS
-  private final Map<String, Long> latencyFloorsMs;
-  private final long defaultFloorMs;
   private final long[] bucketUpperMs;
   private final long batchId;
   private final int value;
@@ -83,7 +81,7 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
 
   private KafkaSendReducer(StructType kafka, StrictEvents strict, StructType strictType,
       Map<String, String> topicDefaults, int maxEventBytes, long maxFutureSkewMs, Dataset<Row> faultTableTemplate,
-      Map<String, Long> latencyFloorsMs, long[] bucketUpperMs, long batchId) {
+      long[] bucketUpperMs, long batchId) {
     this.strict = strict;
     this.batchId = batchId;
     typedIndex = strictType.fieldIndex("e_" + SEND_RESULT);
@@ -102,8 +100,8 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
     this.maxEventBytes = maxEventBytes;
     this.maxFutureSkewMs = maxFutureSkewMs;
     LogicalPlan plan = faultTableTemplate.queryExecution().analyzed();
-    if (!(plan instanceof Project project) || project.projectList().size() != 1) {
-      throw new IllegalArgumentException("the fault-table template is not one projected column: " + plan);
+    if (!(plan instanceof Project project) || project.projectList().size() != 2) {
+      throw new IllegalArgumentException("the fault-table template is not (table, floor) projected: " + plan);
     }
     @SuppressWarnings("unchecked")
     Seq<Expression> projected = (Seq<Expression>) (Seq<?>) project.projectList();
@@ -118,8 +116,6 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
             + String.join(", ", FAULT_TABLE_INPUTS));
       }
     }
-    this.latencyFloorsMs = new HashMap<>(latencyFloorsMs);
-    this.defaultFloorMs = latencyFloorsMs.values().stream().mapToLong(Long::longValue).min().orElse(Long.MAX_VALUE);
     this.bucketUpperMs = bucketUpperMs.clone();
     value = kafka.fieldIndex("value");
     topic = kafka.fieldIndex("topic");
@@ -131,24 +127,21 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
   /**
    * The reduced batch ({@link SendBatchReducer#OUTPUT_DDL}) of {@code kafka}, a micro-batch as the Kafka source
    * gives it. {@code strictType}/{@code checksJson}: the fast path's {@link StrictEvents} for the send path's
-   * contract; {@code topicDefaults}: each topic's default event type; {@code faultTableTemplate}: a one-column
-   * projection of the fault-table expression over {@code (producer_group, client_version,
-   * send_latency_fault_enable)}; {@code latencyFloorsMs}: per fault table, the smallest latency with a positive
-   * not-available duration (a table not named takes the smallest of them, as {@code latency_floor_column} does);
-   * {@code batchId} fills every row's {@code batch_id}.
+   * contract; {@code topicDefaults}: each topic's default event type; {@code faultTableTemplate}: the fault
+   * table in use and its latency floor (the smallest latency with a positive not-available duration) projected
+   * over {@code (producer_group, client_version, send_latency_fault_enable)}; {@code batchId} fills every row's
+   * {@code batch_id}.
    */
   public static Dataset<Row> reduce(Dataset<Row> kafka, String strictDdl, String checksJson,
       Map<String, String> topicDefaults, int maxEventBytes, long maxFutureSkewMs, Dataset<Row> faultTableTemplate,
-      Map<String, ? extends Number> latencyFloorsMs, List<? extends Number> bucketUpperMs, long batchId) {
+      List<? extends Number> bucketUpperMs, long batchId) {
     StructType strictType = StructType.fromDDL(strictDdl);
     long[] bounds = new long[bucketUpperMs.size()];
     for (int i = 0; i < bounds.length; i++) {
       bounds[i] = bucketUpperMs.get(i).longValue();
     }
-    Map<String, Long> floors = new HashMap<>();
-    latencyFloorsMs.forEach((table, floor) -> floors.put(table, floor.longValue()));
     KafkaSendReducer reducer = new KafkaSendReducer(kafka.schema(), new StrictEvents(strictType, checksJson),
-        strictType, topicDefaults, maxEventBytes, maxFutureSkewMs, faultTableTemplate, floors, bounds, batchId);
+        strictType, topicDefaults, maxEventBytes, maxFutureSkewMs, faultTableTemplate, bounds, batchId);
     org.apache.spark.sql.classic.Dataset<Row> classic = (org.apache.spark.sql.classic.Dataset<Row>) kafka;
     ClassTag<InternalRow> tag = ClassTag$.MODULE$.apply(InternalRow.class);
     RDD<InternalRow> reduced = JavaRDD.fromRDD(classic.queryExecution().toRdd(), tag).mapPartitions(reducer).rdd();
@@ -173,15 +166,14 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
       String group = typed.getString(producerGroupField);
       String version = typed.isNullAt(clientVersionField) ? null : typed.getString(clientVersionField);
       Boolean faultEnable = typed.isNullAt(faultEnableField) ? null : typed.getBoolean(faultEnableField);
-      UTF8String table = faultTables.of(group, version, faultEnable);
+      FaultTable table = faultTables.of(group, version, faultEnable);
       UTF8String outcome = utf8(utf8, typed.getString(outcomeField));
       long latencyMs = typed.getLong(latencyField);
-      boolean notable = table != null
-          && (!OK.equals(outcome) || latencyMs >= latencyFloorsMs.getOrDefault(table.toString(), defaultFloorMs));
+      boolean notable = table.name != null && (!OK.equals(outcome) || latencyMs >= table.floorMs);
       reduction.addSend(utf8(utf8, typed.getString(producerIdField)), utf8(utf8, group),
           utf8(utf8, typed.getString(brokerField)), typed.getLong(eventTimeField), record.getInt(partition),
-          record.getLong(offset), latencyMs, outcome, version == null ? null : utf8(utf8, version), table, notable,
-          true);
+          record.getLong(offset), latencyMs, outcome, version == null ? null : utf8(utf8, version), table.name,
+          notable, true);
       if (utf8.size() > STRING_CACHE_LIMIT) {
         utf8.clear();
       }
@@ -247,15 +239,18 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
     return new GenericInternalRow(values);
   }
 
+  /** A fault table in use, {@code name} null for none (no sendLatencyFaultEnable), and its latency floor. */
+  private record FaultTable(UTF8String name, long floorMs) {}
+
   /** A partition's fault table per (producer group, client version, send_latency_fault_enable). */
   private final class FaultTables {
-    private final Map<List<Object>, UTF8String> known = new HashMap<>();
+    private final Map<List<Object>, FaultTable> known = new HashMap<>();
     private UnsafeProjection projection;
 
-    UTF8String of(String group, String version, Boolean faultEnable) {
+    FaultTable of(String group, String version, Boolean faultEnable) {
       List<Object> key = java.util.Arrays.asList(group, version, faultEnable);
-      UTF8String table = known.get(key);
-      if (table == null && !known.containsKey(key)) {
+      FaultTable table = known.get(key);
+      if (table == null) {
         if (projection == null) {  // generated in the task: a projection is not serializable
           projection = UnsafeProjection$.MODULE$.create(faultTableExpression, faultTableInputs);
         }
@@ -268,15 +263,10 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
           inputs[i] = named[faultTableSlots[i]];
         }
         InternalRow result = projection.apply(new GenericInternalRow(inputs));
-        table = result.isNullAt(0) ? null : result.getUTF8String(0).clone();
+        table = new FaultTable(result.isNullAt(0) ? null : result.getUTF8String(0).clone(), result.getLong(1));
         known.put(key, table);
       }
       return table;
     }
-  }
-
-  @Override
-  public String toString() {
-    return "KafkaSendReducer(" + Objects.toString(topicDefaults) + ")";
   }
 }
