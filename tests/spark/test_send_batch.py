@@ -228,3 +228,39 @@ def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, 
         classic.unpersist()
         one_pass.unpersist()
         frame.unpersist()
+
+
+def test_a_micro_batch_frame_is_read_in_place_with_the_same_result(spark):
+    """A Python ``foreachBatch`` hands over a micro-batch as a ``LogicalRDD`` over the rows that were read;
+    ``reduce_kafka_batch`` reads that RDD's rows directly instead of planning the frame (which copies each row
+    first). The reduction must be the same row for row, unsure records and their bytes included."""
+    from pyspark.sql import DataFrame
+
+    from streaming.job.ingest import strict_events_spec
+    from streaming.job.send_query import fault_table_template
+    from streaming.job.send_reduce import reduce_kafka_batch
+
+    rows = _kafka_records(seed=9)
+    frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
+    frame = frame.repartition(3, "partition").persist()
+    jframe = frame._jdf
+    micro_batch = DataFrame(
+        spark._jsparkSession.internalCreateDataFrame(jframe.queryExecution().toRdd(), jframe.schema(), False), spark
+    )
+    assert micro_batch._jdf.queryExecution().analyzed().nodeName() == "LogicalRDD"
+    planned = micro_batch.select("*")  # the same rows, through a plan that is not a bare LogicalRDD
+    assert planned._jdf.queryExecution().analyzed().nodeName() != "LogicalRDD"
+    contracts = contracts_for(("send_result",))
+    settings = IngestSettings("unused:9092", {"sends": "send_result"})
+    template = fault_table_template(spark, RULES, "rocketmq-4", True, FLOORS)
+    try:
+        reduced = [
+            reduce_kafka_batch(source, strict_events_spec(contracts), settings, template, BUCKETS, 4)
+            for source in (micro_batch, planned)
+        ]
+        kinds = {row["kind"] for row in reduced[0].collect()}
+        assert {"send", "minute", "unsure", "summary"} <= kinds
+        # Every column of every row (nullable ones included, so compared as text).
+        assert sorted(map(repr, reduced[0].collect())) == sorted(map(repr, reduced[1].collect()))
+    finally:
+        frame.unpersist()
