@@ -97,8 +97,12 @@ def main() -> None:
     def one_pass_copied_first() -> None:
         summarize(reduce_kafka_batch(copied_first, spec, ingest, template, BUCKETS, 1))
 
-    sides = (("from_json", parse_only), ("classify, then reduce", classify_then_reduce),
-             ("one pass from Kafka rows", one_pass), ("one pass, rows copied first", one_pass_copied_first))  # fmt: skip
+    sides = (
+        ("from_json", parse_only),
+        ("classify, then reduce", classify_then_reduce),
+        ("one pass from Kafka rows", one_pass),
+        ("one pass, rows copied first", one_pass_copied_first),
+    )
     print(f"{args.sends} sends, median of {args.times} runs per side and round")
     for round_ in range(args.rounds):
         for name, run in sides:
