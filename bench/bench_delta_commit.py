@@ -1,8 +1,10 @@
 """Benchmark (not a test): the fixed price of one exactly-once Delta append, as the job's sinks pay it.
 
-Run: ``.venv/bin/python -m bench.bench_delta_commit [--commits 12] [--conf KEY=VALUE ...]`` -> prints CPU and
-wall seconds per append of a one-row frame to ``send_latency_minutes`` (txnAppId/txnVersion, the session the job uses),
-and the Spark stages of one such append.
+Run: ``.venv/bin/python -m bench.bench_delta_commit [--commits 12] [--checkpoint-interval N] [--conf KEY=VALUE ...]``
+-> prints CPU and wall seconds per append of a one-row frame to ``send_latency_minutes`` (txnAppId/txnVersion, the
+session the job uses): the median, and the mean and the slowest, which carry the Delta checkpoint the table writes
+every ``--checkpoint-interval`` commits (the table's ``delta.checkpointInterval``, by default the job's
+``[delta] append_checkpoint_interval``; run ``--commits`` past it to see one); and the Spark stages of one append.
 
 Why it matters: every micro-batch of the job ends in a few such appends, and their cost does not depend on
 the batch's size, so it bounds how close a path can come to the parse-only baseline at a given
@@ -21,6 +23,8 @@ from datetime import datetime
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--commits", type=int, default=12)
+    parser.add_argument("--checkpoint-interval", type=int, default=None,
+                        help="delta.checkpointInterval of the table (default: the job's append_checkpoint_interval)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra Spark setting to try, e.g. spark.databricks.delta.snapshotPartitions=1")
     args = parser.parse_args()
@@ -37,6 +41,8 @@ def main() -> None:
     clock = cpu_clock(spark)
     with tempfile.TemporaryDirectory(prefix="rrm-bench-delta-") as root:
         tables = DeltaTables(spark, root)
+        if args.checkpoint_interval is not None:
+            tables.append_checkpoint_interval = args.checkpoint_interval
         tables.ensure_all(["send_latency_minutes"])
         row = ("b", "PG", datetime(2026, 1, 1), 1, 0, 5, 5, [50], [1])
         ddl = TABLES["send_latency_minutes"].schema_ddl.replace(", batch_id BIGINT", "")
@@ -60,6 +66,8 @@ def main() -> None:
         steady_cpu, steady_wall = cpu[2:], wall[2:]  # the first appends also warm the JIT up
         median_cpu, median_wall = statistics.median(steady_cpu), statistics.median(steady_wall)
     print(f"one-row append: median {median_cpu:.2f} CPU s, {median_wall:.2f} s wall")
+    print(f"  mean {statistics.mean(steady_cpu):.2f} CPU s, {statistics.mean(steady_wall):.2f} s wall; slowest "
+          f"{max(steady_wall):.2f} s wall (appends 3-{args.commits})")
     print("stages of one append:\n  " + "\n  ".join(stages))
 
 

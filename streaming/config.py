@@ -365,6 +365,7 @@ class MetricsConfig:
 class DeltaConfig:
     app_id_prefix: str = _opt("rrm", check=_matches(_IDENTIFIER, "1-64 letters, digits, '.', '_' or '-'"))
     checkpoint_interval: int = _opt(10, low=1, high=1_000)
+    append_checkpoint_interval: int = _opt(100, low=1, high=1_000)
     auto_compact: bool = _opt(True)
     deleted_file_retention_hours: int = _opt(168, low=1, high=87_600)
     log_retention_hours: int = _opt(168, low=24, high=87_600)

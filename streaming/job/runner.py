@@ -69,7 +69,7 @@ class MonitorJob:
         self.session.streams.addListener(ProgressListener(self.board))
         self.tables = DeltaTables(
             self.session, Path(c.paths.delta_root).resolve(), c.delta.checkpoint_interval, c.delta.auto_compact,
-            c.delta.deleted_file_retention_hours, c.delta.log_retention_hours,
+            c.delta.deleted_file_retention_hours, c.delta.log_retention_hours, c.delta.append_checkpoint_interval,
         )
         self.tables.ensure_all()
         if c.metrics.enabled and self._server is None:

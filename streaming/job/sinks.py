@@ -24,12 +24,13 @@ class DeltaTables:
 
     def __init__(self, session: SparkSession, root: str | Path, checkpoint_interval: int = 10,
                  auto_compact: bool = True, deleted_file_retention_hours: int = 168,
-                 log_retention_hours: int = 168) -> None:  # fmt: skip
+                 log_retention_hours: int = 168, append_checkpoint_interval: int = 100) -> None:  # fmt: skip
         self.session = session
         self.root = Path(root)
-        # Set when a table is created ([delta] checkpoint_interval, auto_compact, deleted_file_retention_hours,
-        # log_retention_hours).
+        # Set when a table is created ([delta] checkpoint_interval for current tables, append_checkpoint_interval
+        # for the append-only ones, auto_compact, deleted_file_retention_hours, log_retention_hours).
         self.checkpoint_interval = checkpoint_interval
+        self.append_checkpoint_interval = append_checkpoint_interval
         self.auto_compact = auto_compact
         self.deleted_file_retention_hours = deleted_file_retention_hours
         self.log_retention_hours = log_retention_hours
@@ -43,7 +44,10 @@ class DeltaTables:
         """Table properties for a new table of ``kind`` ("history", "current" or "internal")."""
         # Every micro-batch adds a file or two per table: the writer compacts them once they pile up.
         properties = {
-            "delta.checkpointInterval": str(self.checkpoint_interval),
+            # MERGE replays the log from the last checkpoint; an append does not (it reads the checksum).
+            "delta.checkpointInterval": str(
+                self.checkpoint_interval if kind == "current" else self.append_checkpoint_interval
+            ),
             "delta.autoOptimize.autoCompact": str(self.auto_compact).lower(),
             # What VACUUM (``rebalance-monitor maintain``) keeps; Delta 4 ignores a RETAIN argument other than 0.
             "delta.deletedFileRetentionDuration": f"interval {self.deleted_file_retention_hours} hours",
