@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 
 import pytest
 
@@ -51,12 +52,18 @@ def outcome(kafka_broker, spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("scenarios")
     config, topics = job_config(kafka_broker.bootstrap_servers, root, "scen")
     publish(kafka_broker.bootstrap_servers, [(t, raw.encode()) for t, raw, _ in bad_input()] + run1_events(), topics)
-    run_available(spark, config)
+    jobs = [run_available(spark, config)]
     publish(kafka_broker.bootstrap_servers, run2_events(), topics)
-    run_available(spark, config)  # restarted from the checkpoints
-    return {
-        t: read(spark, config, t) for t in ("membership_changes", "group_snapshots", "anomaly_episodes", "dead_letters")
-    }
+    jobs.append(run_available(spark, config))  # restarted from the checkpoints
+    tables = ("membership_changes", "group_snapshots", "anomaly_episodes", "dead_letters")
+    outcome: dict = {t: read(spark, config, t) for t in tables}
+    # rmqmon_dead_letters_total as each run's metrics counted it, summed over both runs
+    counted: Counter = Counter()
+    for job in jobs:
+        for labels, value in job.metrics.counters.get("rmqmon_dead_letters_total", {}).items():
+            counted[labels] += value
+    outcome["dead_letters_counted"] = counted
+    return outcome
 
 
 def bad_input():
@@ -117,6 +124,17 @@ def test_every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_job_go
     assert all(r["raw_value"] is not None and r["kafka_offset"] >= 0 and r["detail"] for r in letters)
     # valid events published after the bad ones were processed
     assert any(r["group"] == "G-div" for r in outcome["group_snapshots"])
+
+
+def test_every_dead_letter_is_counted_under_the_query_that_wrote_it_and_its_reason(outcome):
+    # The send-result topic is send-ingest's (its JVM pass, then the rules for what the pass left); every other
+    # topic is the consumer query's.
+    def query(letter: dict) -> str:
+        return "send-ingest" if letter["kafka_topic"].split(".", 1)[1] == DEFAULT_TOPICS["send_result"] else "consumer"
+
+    want = Counter((query(r), r["reason"]) for r in outcome["dead_letters"])
+    assert {q for q, _ in want} == {"send-ingest", "consumer"}
+    assert outcome["dead_letters_counted"] == want
 
 
 def test_a_report_for_a_group_no_broker_knows_is_a_dead_letter_with_its_kafka_coordinates(outcome):
