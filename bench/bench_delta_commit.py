@@ -19,11 +19,13 @@ import tempfile
 import time
 from datetime import datetime
 
+from streaming.config import DeltaConfig
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--commits", type=int, default=12)
-    parser.add_argument("--checkpoint-interval", type=int, default=None,
+    parser.add_argument("--checkpoint-interval", type=int, default=DeltaConfig().append_checkpoint_interval,
                         help="delta.checkpointInterval of the table (default: the job's append_checkpoint_interval)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="an extra Spark setting to try, e.g. spark.databricks.delta.snapshotPartitions=1")
@@ -40,9 +42,7 @@ def main() -> None:
     spark = build_spark_session(SparkSettings(app_name="rrm-bench-delta-commit", extra_conf=extra))
     clock = cpu_clock(spark)
     with tempfile.TemporaryDirectory(prefix="rrm-bench-delta-") as root:
-        tables = DeltaTables(spark, root)
-        if args.checkpoint_interval is not None:
-            tables.append_checkpoint_interval = args.checkpoint_interval
+        tables = DeltaTables(spark, root, append_checkpoint_interval=args.checkpoint_interval)
         tables.ensure_all(["send_latency_minutes"])
         row = ("b", "PG", datetime(2026, 1, 1), 1, 0, 5, 5, [50], [1])
         ddl = TABLES["send_latency_minutes"].schema_ddl.replace(", batch_id BIGINT", "")

@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--times", type=int, default=5, help="measured runs per side and round")
     args = parser.parse_args()
 
+    from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
     from bench.bench_job import sends
@@ -83,8 +84,6 @@ def main() -> None:
         summarize(reduce_in_partitions(batch, BUCKETS, 1))
 
     # A micro-batch as foreachBatch gives it: a LogicalRDD over the rows of the plan that read them.
-    from pyspark.sql import DataFrame
-
     cached = records._jdf
     batch = DataFrame(spark._jsparkSession.internalCreateDataFrame(cached.queryExecution().toRdd(), cached.schema(),
                                                                   False), spark)  # fmt: skip

@@ -26,9 +26,9 @@ The job does both in one pass per Spark partition (``reduce_in_partitions``, the
 ``SendBatchReducer``): no shuffle and no sort of the batch, and only about 2 % of it is left to cache; the
 job that runs it is the collect of each partition's summary row (``summarize``). ``reduce_kafka_batch``
 (``KafkaSendReducer``) runs the same reduction straight from the Kafka records, reading each with the ingest
-fast path in the same pass: on 500,000 sends 0.76-0.78 s, against 1.29-1.57 s for ``classify`` and
-``send_batch`` then ``reduce_in_partitions``, and 1.07-1.10 s for ``from_json`` alone
-(``bench/bench_send_pass.py``). That is exact because the
+fast path in the same pass: on 500,000 sends 0.63-0.65 s, against 1.08-1.18 s for ``classify`` and
+``send_batch`` then ``reduce_in_partitions``, and 1.01-1.06 s for ``from_json`` alone
+(``bench/bench_send_pass.py``, 2026-11-25). That is exact because the
 contract keys send results by ``producer_id``, so a producer's sends of a batch are in one partition; pairs
 seen in several partitions anyway are reduced again over the batch (``kept_sends``).
 ``reduce_for_fault_windows`` and ``minute_statistics`` are the same rules in Spark SQL: the reference the
