@@ -20,6 +20,13 @@ EPILOG_KAFKA = """examples:
   rebalance-monitor kafka stop
 """
 
+EPILOG_ROCKETMQ = """examples:
+  rebalance-monitor rocketmq start              # name server + broker-a + broker-b (5.3.3), print addresses
+  rebalance-monitor rocketmq start --line 4.9   # the same on RocketMQ 4.9.7 (.run/rocketmq/4.9)
+  rebalance-monitor rocketmq status
+  rebalance-monitor rocketmq stop
+"""
+
 EPILOG_SMOKE = """examples:
   rebalance-monitor smoke                  # 20 JSON events through Kafka and Spark into Delta
   rebalance-monitor smoke --count 100 --keep-broker
@@ -39,6 +46,29 @@ def _kafka(args: argparse.Namespace) -> int:
         info = broker.info()
         print(f"running: pid {info.pid}, {info.bootstrap_servers}" if info else "not running")
         return 0 if info else 3
+    return 0
+
+
+def _rocketmq(args: argparse.Namespace) -> int:
+    from localenv.rocketmq_cluster import LocalRocketMQCluster
+
+    cluster = LocalRocketMQCluster(args.line, args.home, namesrv_port=args.namesrv_port)
+    if args.action == "start":
+        print(f"starting RocketMQ {args.line} (name server, broker-a, broker-b) in {cluster.home} ...", flush=True)
+        info = cluster.start()
+        print(f"RocketMQ cluster running: name server {info.namesrv_addr} (pid {info.namesrv.pid}), "
+              + ", ".join(f"{name} {info.broker_addr(name)} (pid {p.pid})" for name, p in info.brokers.items()))
+    elif args.action == "stop":
+        print("RocketMQ cluster stopped" if cluster.stop() else "no RocketMQ cluster was running")
+    else:
+        info = cluster.info()
+        if info is None:
+            print("not running")
+            return 3
+        running = cluster.running_brokers()
+        print(f"running: name server {info.namesrv_addr} (pid {info.namesrv.pid}), "
+              + ", ".join(f"{name} {info.broker_addr(name)} {'up' if name in running else 'DOWN'}"
+                          for name in info.brokers))  # fmt: skip
     return 0
 
 
@@ -547,6 +577,20 @@ def build_parser() -> argparse.ArgumentParser:
     kafka.add_argument("action", choices=["start", "stop", "status"])
     kafka.add_argument("--home", default=str(PROJECT_ROOT / ".run" / "kafka"), help="broker data directory")
     kafka.set_defaults(handler=_kafka)
+
+    rocketmq = commands.add_parser(
+        "rocketmq",
+        help="start/stop/status of the local RocketMQ cluster (name server and two brokers)",
+        epilog=EPILOG_ROCKETMQ,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rocketmq.add_argument("action", choices=["start", "stop", "status"])
+    rocketmq.add_argument("--line", choices=["5", "4.9"], default="5",
+                          help="broker line: 5 (5.3.3, default) or 4.9 (4.9.7)")  # fmt: skip
+    rocketmq.add_argument("--home", default=None, help="data and logs (default .run/rocketmq/<line>)")
+    rocketmq.add_argument("--namesrv-port", type=int, default=None,
+                          help="name server port on 127.0.0.1 (default: a free one)")  # fmt: skip
+    rocketmq.set_defaults(handler=_rocketmq)
 
     run = commands.add_parser(
         "run", help="run the monitor job", epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter
