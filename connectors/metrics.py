@@ -96,6 +96,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
        "ignored)."),
     _m("label_values_dropped_total", "counter", ("metric",), "",
        "Updates not exported because the metric already has label_value_cap distinct groups (or brokers)."),
+    _m("query_restarts_total", "counter", ("query",), "",
+       "Restarts of a failed query from its checkpoint ([supervision]; the job's log says why it failed)."),
     _m("up", "gauge", (), "", "1 while the job's queries are running."),
     _m("build_info", "gauge", ("version", "spark_version"), "", "Build metadata (value 1)."),
 )  # fmt: skip
