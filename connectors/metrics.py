@@ -44,7 +44,10 @@ GT = ("consumer_group", "topic")
 CATALOGUE: tuple[MetricSpec, ...] = (
     # consumer groups
     _m("group_members", "gauge", ("consumer_group",), "", "Distinct client IDs in the group's merged broker view."),
-    _m("group_channels", "gauge", ("consumer_group",), "", "Channels (connections) of the group across brokers."),
+    _m("group_channels", "gauge", ("consumer_group",), "",
+       "Entries of cidAll: the group's channels (connections) on the broker its clients read the member list "
+       "from, one per channel, so a client ID on two channels counts twice; members connected to two brokers "
+       "count once."),
     _m("group_generation", "gauge", ("consumer_group",), "", "Current generation number of the group."),
     _m("group_duplicate_client_ids", "gauge", ("consumer_group",), "",
        "Client IDs held by more than one channel (the same ID on several connections)."),
