@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from streaming.contract.events import EVENT_TYPES
 from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE, ShardEngine
 from streaming.job import heartbeat_runs, state_blob
 from streaming.job.heartbeat_runs import RUN, unpack_run
@@ -88,11 +89,20 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
         .otherwise(F.array(F.pmod(F.hash(group), F.lit(shards))))
     )
     typed = valid & (F.col("event_type") == CHANNEL_EVENT) & channel.isNotNull()
+    # Any other valid event reaches Python as JSON of the fields validation proved (``typed_json``), never as
+    # its raw value: that is the dead letter's, should the engine refuse the event. A raw value may hold what
+    # Spark's reader ignores and Python's would not (text after the object), or fields no step should read.
+    fields_json = F.lit(None).cast("string")
+    for event_type in EVENT_TYPES:
+        column = typed_column(event_type)
+        if column in classified.columns:
+            fields_json = F.when(valid & (F.col("event_type") == event_type), F.to_json(column)).otherwise(fields_json)
     return classified.select(
         F.explode(shard).alias("shard"),
         F.when(valid, F.timestamp_millis(F.col("event_time_ms"))).alias("event_time"),
         "event_type", "event_time_ms",
         F.when(~typed, F.col("raw_value")).alias("raw_value"),
+        F.when(~typed, fields_json).alias("typed_json"),
         *[F.when(typed, channel[f]).alias(f"c_{f}") for f in CHANNEL_FIELDS],
         F.when(typed, F.to_json(channel["subscriptions"])).alias("c_subscriptions"),
         "reason", "detail", "kafka_topic", "kafka_partition", "kafka_offset",
@@ -182,7 +192,7 @@ def _collector_paused() -> Iterator[None]:
 
 # The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
 _EVENT_COLUMNS = ("event_time_ms", "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
-                  "raw_value", *(f"c_{f}" for f in CHANNEL_FIELDS), "c_subscriptions")  # fmt: skip
+                  "raw_value", "typed_json", *(f"c_{f}" for f in CHANNEL_FIELDS), "c_subscriptions")  # fmt: skip
 _DEAD_LETTER_COLUMNS = ("event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
                         "raw_value", "reason", "detail")  # fmt: skip
 
@@ -224,7 +234,7 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
         return [], late
     times, event_types = columns["event_time_ms"], columns["event_type"]
     topics, partitions, offsets = columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"]
-    raw_values, timestamps = columns["raw_value"], columns["kafka_timestamp"]
+    raw_values, typed_jsons, timestamps = columns["raw_value"], columns["typed_json"], columns["kafka_timestamp"]
     fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
     subscriptions = columns["c_subscriptions"]
     packed_runs = columns.get(RUN) or [None] * len(times)
@@ -253,7 +263,7 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
         key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i])
         raw = raw_values[i]
         if raw is not None:
-            event = json.loads(raw)
+            event = json.loads(typed_jsons[i])
             event[ORIGIN_KEY] = (topics[i], partitions[i], offsets[i], timestamps[i], raw)
             keyed.append(((*key, offsets[i]), event))
             if event_type == CHANNEL_EVENT:
