@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 class MonitorJob:
     config: MonitorConfig
     available_now: bool = False  # process what is in Kafka now, then stop (tests, backfills)
+    # Tests only, never set from configuration: consumer events holding it make processing raise (``poison``).
+    poison_marker: str | None = None
     metrics: MetricsState = field(default_factory=MetricsState)
     board: ProgressBoard = field(default_factory=ProgressBoard)
     session: Any = None
@@ -158,6 +160,7 @@ class MonitorJob:
             self.config.ingest.watermark_delay,
             self.engine_settings(),
             state_function,
+            self.poison_marker,
         )
         checkpoint = self._checkpoint(name)
         app_id = checkpoint_app_id(checkpoint, self.config.delta.app_id_prefix)

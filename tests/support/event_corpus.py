@@ -119,6 +119,20 @@ BAD = [
         "items whose field types differ",
     ),
     (_with("consumer_channel", subscriptions=...), "MISSING_FIELD", "a heartbeat without subscriptions"),
+    # Integers past a bound by far: beyond an INT, beyond a BIGINT, and just past 2^63 - 1 (a double rounds
+    # that bound up to 2^63).
+    (_with("send_result", queue_id=2**40), "INVALID_VALUE", "a queue id beyond an INT"),
+    (_with("send_result", queue_id=2**63), "INVALID_VALUE", "a queue id beyond a BIGINT"),
+    (
+        _with("consumer_channel", subscriptions=[{"topic": "T", "sub_version": 2**63}]),
+        "INVALID_VALUE",
+        "a sub_version of exactly 2^63",
+    ),
+    (
+        _with("reported_assignment", queues=[{"broker": "b", "queue_id": -(2**63) - 1}]),
+        "INVALID_VALUE",
+        "a queue id below a BIGINT",
+    ),
 ]
 
 # Valid events beyond GOOD's one per type: shapes the fast path does not model (unknown fields, decimals
@@ -132,4 +146,8 @@ MORE_GOOD = [
     _with("consumer_channel", subscriptions=[{"topic": "T"}, {"topic": "U", "expression": None, "sub_version": 2}]),
     _with("topic_route", brokers=[_ROUTE_BROKER, dict(_ROUTE_BROKER, broker="b2", machine_room="az1")]),
     _with("reported_assignment", queues=[]),
+    _with("consumer_channel", subscriptions=[{"topic": "T", "sub_version": 2**63 - 1}]),
+    # Text after the object is ignored (Spark reads the first JSON value).
+    _with("reported_assignment") + ' {"trailing": true}',
+    _with("topic_route") + " trailing text",
 ]
