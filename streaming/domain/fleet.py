@@ -13,7 +13,7 @@ Per event:
   the event (``membership``); every change is a ``membership_changes`` row and marks the group for
   re-analysis.
 * ``consumer_connections``: one broker's poll of the group replaces that broker's view at its time
-  (``membership.apply_poll``): changes as for a channel event, plus a ``broker_views`` row (the view's
+  (``membership.apply_poll``): changes as for a channel event, plus a ``broker_views_current`` row (the view's
   status, last poll and channels) and, when the status changes, a ``broker_view_changes`` row. A poll older
   than the view's last is a ``late_events`` record (reason ``stale_poll``); a poll without connections of a
   group the shard does not know changes nothing. A polled view is never scanned for expiry: without a poll
@@ -520,7 +520,7 @@ class ShardEngine:
             records.append(("late_events", {"reason": STALE_POLL, "event_type": "consumer_connections",
                                             "group": poll.group, "broker": poll.broker, "event_time_ms": now_ms}))
         else:
-            records.append(("broker_views", _view_row(status)))
+            records.append(("broker_views_current", _view_row(status)))
             if previous is None or previous.poll is None or previous.poll.stale:
                 records.append(_view_change_row(status))
         for change in expired + changes:
@@ -664,7 +664,7 @@ class ShardEngine:
             records += [("current_assignment", _delete_assignment(group, topic, c, state, time_ms)) for c in clients]
         for broker, view in sorted(state.membership.views.items()):
             if view.poll is not None:  # the group is gone from every broker: so is its polled view
-                records.append(("broker_views", {"group": group, "broker": broker, "event_time_ms": time_ms,
+                records.append(("broker_views_current", {"group": group, "broker": broker, "event_time_ms": time_ms,
                                                  "_op": "delete"}))  # fmt: skip
         records.append(("group_metrics", {"group": group, "removed": True, "event_time_ms": time_ms}))
         return records
@@ -712,7 +712,7 @@ def _view_row(status: ms.ViewStatus) -> dict[str, Any]:
 
 
 def _stale_rows(status: ms.ViewStatus) -> list[Record]:
-    return [("broker_views", _view_row(status)), _view_change_row(status)]
+    return [("broker_views_current", _view_row(status)), _view_change_row(status)]
 
 
 def _view_change_row(status: ms.ViewStatus) -> Record:

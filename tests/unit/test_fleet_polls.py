@@ -49,7 +49,7 @@ def test_a_view_whose_polls_stop_turns_stale_without_removal_or_orphaned_queues_
     changes = rows(out_stale, "broker_view_changes")
     assert [(r["broker"], r["status"], r["event_time_ms"]) for r in changes] == [
         ("broker-a", "FRESH", 1_000), ("broker-b", "FRESH", 1_000), ("broker-b", "STALE", 1_000 + STALE_AFTER + 1)]
-    current = {r["broker"]: r for r in rows(out_stale, "broker_views")}  # the last row per broker wins
+    current = {r["broker"]: r for r in rows(out_stale, "broker_views_current")}  # the last row per broker wins
     assert current["broker-b"]["status"] == "STALE" and current["broker-b"]["channels"] == 2
     assert current["broker-b"]["stale_since_ms"] == 1_000 + STALE_AFTER + 1
     assert current["broker-a"]["status"] == "FRESH" and current["broker-a"]["polled_at_ms"] == 211_000
@@ -82,7 +82,7 @@ def test_an_empty_poll_of_an_unknown_group_keeps_nothing_and_a_group_that_emptie
     out, snapshot = run([([poll(1_000, [])], 1_000)])
     assert out == [] and not snapshot["groups"]
     out, snapshot = run([([route(0), poll(1_000, [C1])], 1_000), ([poll(2_000, [])], 2_000)])
-    assert rows(out, "broker_views")[-1] == {"group": "G", "broker": "broker-a", "event_time_ms": 2_000, "_op": "delete"}
+    assert rows(out, "broker_views_current")[-1] == {"group": "G", "broker": "broker-a", "event_time_ms": 2_000, "_op": "delete"}
     assert not snapshot["groups"]
 
 
