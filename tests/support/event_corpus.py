@@ -22,6 +22,22 @@ GOOD = {
         "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
         "allocate_strategy": "AVG",
     },
+    "consumer_connections": {
+        "type": "consumer_connections",
+        "schema_version": 1,
+        "event_time": KAFKA_TS,
+        "broker": "broker-a",
+        "group": "G",
+        "stale_after_ms": 30_000,
+        "collector": "collect-1",
+        "message_model": "CLUSTERING",
+        "consume_type": "CONSUME_PASSIVELY",
+        "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
+        "connections": [
+            {"channel": "10.0.0.7:51234", "client_id": "10.0.0.7@1#123", "language": "JAVA", "client_version": "479",
+             "allocate_strategy": "AVG", "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}]},
+        ],
+    },
     "reported_assignment": {
         "type": "reported_assignment",
         "schema_version": 1,
@@ -133,6 +149,12 @@ BAD = [
         "INVALID_VALUE",
         "a queue id below a BIGINT",
     ),
+    (_with("consumer_connections", connections=...), "MISSING_FIELD", "a poll without its connection list"),
+    (_with("consumer_connections", stale_after_ms=10), "INVALID_VALUE", "a poll stale after 10 ms"),
+    (_with("consumer_connections", connections=[{"channel": "10.0.0.7:1"}]), "MISSING_FIELD", "a connection without id"),
+    (_with("consumer_connections", connections=[{"channel": "nowhere", "client_id": "c"}]), "INVALID_VALUE",
+     "a connection's channel without port"),
+    (_with("consumer_connections", consume_type="CONSUME_SOMEHOW"), "INVALID_VALUE", "an unknown consume type"),
 ]
 
 # Valid events beyond GOOD's one per type: shapes the fast path does not model (unknown fields, decimals
@@ -150,4 +172,6 @@ MORE_GOOD = [
     # Text after the object is ignored (Spark reads the first JSON value).
     _with("reported_assignment") + ' {"trailing": true}',
     _with("topic_route") + " trailing text",
+    _with("consumer_connections", connections=[], collector=..., message_model=None),
+    _with("consumer_connections", connections=[{"channel": "10.0.0.8:1", "client_id": "c", "subscriptions": None}]),
 ]
