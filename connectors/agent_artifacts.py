@@ -52,7 +52,8 @@ def agent() -> AgentBuild:
     target = cache_dir() / "jars" / "agent" / _digest(sources, AGENT_MODULE)
     if not ((target / ".complete").exists() and _local_repository_jar().exists()):
         _build_agent(target)
-    return AgentBuild(next(target.glob("rocketmq-rebalance-agent-*.jar")), tuple(sorted((target / "lib").glob("*.jar"))))
+    libraries = tuple(sorted((target / "lib").glob("*.jar")))
+    return AgentBuild(next(target.glob("rocketmq-rebalance-agent-*.jar")), libraries)
 
 
 def _build_agent(target: Path) -> None:

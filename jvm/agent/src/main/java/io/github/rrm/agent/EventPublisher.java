@@ -48,7 +48,7 @@ final class EventPublisher implements AutoCloseable {
         this.config = config;
         this.counters = counters;
         this.buffer = new ArrayBlockingQueue<ProducerRecord<String, String>>(config.bufferCapacity());
-        this.kafka = new KafkaProducer<String, String>(kafkaProperties(config));
+        this.kafka = newKafkaProducer(config);
         this.sender = new Thread(new Runnable() {
             @Override
             public void run() {
@@ -59,13 +59,27 @@ final class EventPublisher implements AutoCloseable {
         this.sender.start();
     }
 
+    /**
+     * Kafka loads classes through the thread's context class loader, which in an application server or a
+     * plugin host may not see the agent's jars: the producer is built with the agent's own loader.
+     */
+    private static Producer<String, String> newKafkaProducer(AgentConfig config) {
+        Thread thread = Thread.currentThread();
+        ClassLoader previous = thread.getContextClassLoader();
+        thread.setContextClassLoader(EventPublisher.class.getClassLoader());
+        try {
+            return new KafkaProducer<String, String>(kafkaProperties(config), new StringSerializer(),
+                new StringSerializer());
+        } finally {
+            thread.setContextClassLoader(previous);
+        }
+    }
+
     /** The agent's Kafka producer settings: small, bounded waits; any {@code rrm.agent.kafka.*} overrides. */
     static Properties kafkaProperties(AgentConfig config) {
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
         p.put(ProducerConfig.CLIENT_ID_CONFIG, "rocketmq-rebalance-agent");
-        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
-        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         p.put(ProducerConfig.ACKS_CONFIG, "1");
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
         p.put(ProducerConfig.LINGER_MS_CONFIG, "20");
