@@ -80,13 +80,14 @@ final class ConsumerMain {
         }, "held-queues-watcher");
         watcher.setDaemon(true);
         watcher.start();
-        TestClient.awaitTermination(new Runnable() {
+        TestClient.awaitTermination(new java.util.concurrent.Callable<String>() {
             @Override
-            public void run() {
+            public String call() {
                 consumer.shutdown();
                 if (agent != null) {
-                    agent.close(2000);
+                    agent.close(5000);
                 }
+                return "{\"kind\":\"stopped\"" + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}";
             }
         });
     }

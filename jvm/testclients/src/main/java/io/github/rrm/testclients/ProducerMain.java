@@ -105,14 +105,18 @@ final class ProducerMain {
         watcher.setDaemon(true);
         watcher.start();
         final Thread senderThread = sender;
-        TestClient.awaitTermination(new Runnable() {
+        TestClient.awaitTermination(new java.util.concurrent.Callable<String>() {
             @Override
-            public void run() {
+            public String call() throws Exception {
                 senderThread.interrupt();
+                senderThread.join(5000);
                 producer.shutdown();
                 if (agent != null) {
-                    agent.close(2000);
+                    agent.close(5000);
                 }
+                return "{\"kind\":\"stopped\",\"sends_ok\":" + ok.get() + ",\"sends_failed\":" + failed.get()
+                    + ",\"unexpected\":" + unexpected.get()
+                    + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}";
             }
         });
     }

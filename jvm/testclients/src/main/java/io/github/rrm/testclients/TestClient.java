@@ -26,14 +26,17 @@ public final class TestClient {
         }
     }
 
-    /** Block until SIGTERM (the shutdown hook then stops the client). */
-    static void awaitTermination(final Runnable stop) throws InterruptedException {
+    /** Block until SIGTERM; the shutdown hook then stops the client and prints the {@code stopped} line it returns. */
+    static void awaitTermination(final java.util.concurrent.Callable<String> stop) throws InterruptedException {
         final Object done = new Object();
         Runtime.getRuntime().addShutdownHook(new Thread(new Runnable() {
             @Override
             public void run() {
-                stop.run();
-                Out.line("{\"kind\":\"stopped\"}");
+                try {
+                    Out.line(stop.call());
+                } catch (Exception e) {
+                    Out.line("{\"kind\":\"stopped\",\"error\":" + Out.quote(e.toString()) + "}");
+                }
             }
         }));
         synchronized (done) {
