@@ -418,7 +418,7 @@ class ShardEngine:
         self._due_windows(watermark_ms, dirty)
         records += self._analyse(dirty)
         self._forget_retired(watermark_ms)
-        return records
+        return _without_superseded_views(records)
 
     def _forget_retired(self, now_ms: int) -> None:
         horizon = now_ms - RETIRED_GENERATION_TTL_MS
@@ -430,7 +430,7 @@ class ShardEngine:
         records = self._expire_all(watermark_ms, dirty)
         self._forget_retired(watermark_ms)
         self._due_windows(watermark_ms, dirty)
-        return records + self._analyse(dirty)
+        return _without_superseded_views(records + self._analyse(dirty))
 
     def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[str]]]) -> None:
         """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
@@ -668,6 +668,16 @@ class ShardEngine:
                                                  "_op": "delete"}))  # fmt: skip
         records.append(("group_metrics", {"group": group, "removed": True, "event_time_ms": time_ms}))
         return records
+
+
+def _without_superseded_views(records: list[Record]) -> list[Record]:
+    """The records without the ``broker_views_current`` upserts of groups gone by the end of the call: their
+    delete (at the time of the poll that emptied the group, like that poll's upsert) is the row that holds."""
+    gone = {row["group"] for table, row in records if table == "broker_views_current" and row["_op"] == "delete"}
+    if not gone:
+        return records
+    return [(table, row) for table, row in records
+            if not (table == "broker_views_current" and row["_op"] == "upsert" and row["group"] in gone)]  # fmt: skip
 
 
 def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: int) -> set[str]:
