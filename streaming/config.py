@@ -693,8 +693,8 @@ def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
     collector = config.collector
     if not b.is_invalid("collector.access_key", "collector.secret_key"):
         if bool(collector.access_key) != bool(collector.secret_key):
-            b.problem("collector.secret_key" if collector.access_key else "collector.access_key",
-                      "access_key and secret_key go together: set both for an ACL-enabled cluster, or neither")  # fmt: skip
+            missing = "collector.secret_key" if collector.access_key else "collector.access_key"
+            b.problem(missing, "access_key and secret_key go together: set both for an ACL cluster, or neither")
     if not b.is_invalid("collector.stale_after_ms", "collector.poll_interval_ms"):
         if 0 < collector.stale_after_ms <= collector.poll_interval_ms:
             b.problem("collector.stale_after_ms",
