@@ -4,8 +4,10 @@ and the clients themselves say; then bad input (a frozen client, a broker stoppe
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,13 +85,15 @@ def fleet(request, rocketmq_clusters, kafka_broker, tmp_path_factory) -> Iterato
             consumers.append(ConsumerProcess(line, cluster.namesrv_addr, group, [topic, missing], instance=instance,
                                              client_ip="10.9.9.9", strategy=strategy))  # fmt: skip
         collector.start()
+        for consumer in consumers:
+            assert consumer.client_id  # all three started in parallel
         collector.wait_polling()
         records = KafkaRecords(kafka_broker.bootstrap_servers, kafka_topics.values())
         yield Fleet(line, cluster, collector, records, group, empty, topic, missing, consumers[:2], consumers[2])
     finally:
         collector.stop()
-        for consumer in consumers:
-            consumer.stop()
+        with ThreadPoolExecutor(len(consumers) or 1) as stopping:
+            list(stopping.map(ConsumerProcess.stop, consumers))
         if records is not None:
             records.close()
 
@@ -156,8 +160,6 @@ def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say
 
     for record in fleet.records.poll():
         if record["type"] in ("topic_route", "reported_assignment"):
-            import json
-
             outcome = validate_event(json.dumps(record).encode(), now_ms=int(time.time() * 1000))
             assert not isinstance(outcome, Rejection), (record, outcome)
     metrics = fleet.collector.metrics()
