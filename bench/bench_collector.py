@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import tempfile
 import threading
@@ -181,6 +182,7 @@ def main() -> None:
             generator.stop()
         cluster.stop()
         kafka.stop()
+        shutil.rmtree(work, ignore_errors=True)
     warm = [c for c in cycles if c["by_call"].get("consumer_connections")][-3:]
     collector = {"cycle_s": statistics.mean(c["cycle_s"] for c in warm), "rpcs": warm[-1]["rpcs"],
                  "by_call": warm[-1]["by_call"], "cycles": cycles,
