@@ -35,6 +35,7 @@ from streaming.config import load_config
 RESULTS = Path(__file__).parent / "results" / "collector.json"
 TOPIC = "bench-collector-topic"
 CYCLES = 6
+CHUNK = 100
 _CYCLE = re.compile(r"cycle (?P<n>\d+) took (?P<ms>\d+) ms; \{(?P<counters>.*)\}")
 _RPC = re.compile(r'rmqcol_rpc_total\{call="(?P<call>\w+)"\}=(?P<n>\d+)')
 
@@ -57,7 +58,11 @@ class HeartbeatGenerator:
             instance = Manager.getInstance().getOrCreateMQClientInstance(config)
             instance.start()
             self.instances.append(instance)
-        self.heartbeats = [self._heartbeat(instance.getClientId(), groups) for instance in self.instances]
+        # A broker registers a new group's subscription group and retry topic on its first heartbeat: chunks of
+        # CHUNK groups keep each heartbeat's work within its timeout.
+        chunks = [groups[i : i + CHUNK] for i in range(0, len(groups), CHUNK)]
+        self.heartbeats = [[self._heartbeat(instance.getClientId(), chunk) for chunk in chunks]
+                           for instance in self.instances]  # fmt: skip
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     @staticmethod
@@ -82,9 +87,16 @@ class HeartbeatGenerator:
         return heartbeat
 
     def send(self) -> None:
-        for instance, heartbeat in zip(self.instances, self.heartbeats, strict=True):
+        for instance, heartbeats in zip(self.instances, self.heartbeats, strict=True):
             for broker in self.brokers:
-                instance.getMQClientAPIImpl().sendHeartbeat(broker, heartbeat, 30_000)
+                for heartbeat in heartbeats:
+                    for attempt in range(5):  # a busy broker may answer late; it registered the groups anyway
+                        try:
+                            instance.getMQClientAPIImpl().sendHeartbeat(broker, heartbeat, 30_000)
+                            break
+                        except Exception:  # noqa: BLE001 - a remoting timeout: send it again
+                            if attempt == 4:
+                                raise
 
     def _run(self) -> None:
         while not self.stopping.wait(30):
@@ -166,6 +178,7 @@ def main() -> None:
         generator = HeartbeatGenerator(info.namesrv_addr, [info.broker_addr(b) for b in info.brokers], groups,
                                        args.channels)  # fmt: skip
         generator.start()
+        print(f"{args.groups} groups x {args.channels} channels registered on both brokers", flush=True)
         for broker in info.brokers:
             seen = len(cluster.connections(groups[-1], broker))
             if seen != args.channels:
