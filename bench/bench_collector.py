@@ -167,8 +167,8 @@ def main() -> None:
     kafka, cluster = LocalKafkaBroker(work / "kafka"), LocalRocketMQCluster("5", work / "rocketmq")
     generator = None
     try:
-        bootstrap = kafka.start().bootstrap_servers
-        info = cluster.start()
+        bootstrap = kafka.start(timeout_s=300).bootstrap_servers
+        info = cluster.start(timeout_s=300)
         cluster.create_topic(TOPIC, 4)
         create_topics(bootstrap, ["rocketmq.consumer-channels", "rocketmq.reported-assignments",
                                   "rocketmq.topic-routes"])  # fmt: skip
