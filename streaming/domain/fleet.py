@@ -616,15 +616,26 @@ class ShardEngine:
     def _mq_all(self) -> dict[str, list[MessageQueue]]:
         return {t: [MessageQueue(t, b, int(q)) for b, q in r["queues"]] for t, r in self.routes.items()}
 
-    def _analyse_group(self, group: str, state: GroupState, time_ms: int, triggers: list[str],
-                       rebalance: bool) -> list[Record]:  # fmt: skip
+    def group_metrics(self, now_ms: int) -> list[Record]:
+        """Every group's ``group_metrics`` record as its last analysis emitted it, changing nothing: what a
+        restarted job exports before the shard's next batch. Every change of a group's membership, routes,
+        reports or episodes re-analysed it, so analysing the state again finds the same values, and no queue
+        has moved since (``moved`` is 0)."""
+        return [("group_metrics", _metrics_row(self._analysis(group, state, now_ms), state, removed=False))
+                for group, state in sorted(self.groups.items())]  # fmt: skip
+
+    def _analysis(self, group: str, state: GroupState, time_ms: int) -> Analysis:
         previous = {t: {_mq(t, k): tuple(v) for k, v in owners.items()} for t, owners in state.owners.items()}
         reported = {}
         for key, queues in state.reported.items():
             client, topic = key.split("\x00", 1)
             reported[(client, topic)] = frozenset(MessageQueue(topic, b, int(q)) for b, q in queues)
-        analysis = analyze_group(state.membership, self._mq_all(), self.settings.strategy_factory(group), time_ms,
-                                 previous, reported)  # fmt: skip
+        return analyze_group(state.membership, self._mq_all(), self.settings.strategy_factory(group), time_ms,
+                             previous, reported)  # fmt: skip
+
+    def _analyse_group(self, group: str, state: GroupState, time_ms: int, triggers: list[str],
+                       rebalance: bool) -> list[Record]:  # fmt: skip
+        analysis = self._analysis(group, state, time_ms)
         if rebalance:
             state.generation += 1
             for change_ms in sorted(self._change_times.pop(group, [])):

@@ -74,6 +74,15 @@ def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int, r
     return bool(jvm.io.github.rrm.delta.IdempotentDeltaAppend.append(frame._jdf, path, app_id, int(batch_id)))
 
 
+def align_auto_compaction_count(session: SparkSession, path: str) -> None:
+    """Set the file count Delta's auto compaction decides on to the table's real one, before a write that is not
+    ``append_idempotent`` (which does it itself): Delta counts in the driver's memory only the files this process
+    added and removed, and after a restart compacted at every commit (``io.github.rrm.delta.AutoCompactionCount``)."""
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    jvm.io.github.rrm.delta.AutoCompactionCount.align(session._jsparkSession, path)
+
+
 def isolated_session(session: SparkSession) -> SparkSession:
     """A clone of ``session``: the same SparkContext, settings, cache and temporary views, and settings of its
     own from then on (as Spark gives each streaming query a clone of the session that started it)."""

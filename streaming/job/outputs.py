@@ -2,7 +2,9 @@
 
 The batch DataFrame is persisted once (so the stateful operator is never recomputed), each table's rows are
 parsed from JSON with the table's schema and written exactly once (see ``sinks``), and the small
-per-group / per-broker summaries are applied to the driver's ``MetricsState``.
+per-group / per-broker summaries are applied to the driver's ``MetricsState``: the consumer's as soon as the
+stateful stage has produced them, before the Delta writes, so an alert never waits for the MERGEs (a metric
+may lead its table by the batch's writes; a failed write fails the query, which replays the batch).
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
                 .collect()
             )
             present = {r["table"]: r["n"] for r in summary}
+            if metrics is not None:  # the alert path first: the state's changes, before the Delta writes
+                apply_consumer_metrics(metrics, [(r["table"], json.loads(p)) for r in summary for p in r["payloads"]])
 
             def append(table: str) -> Callable[[], None]:
                 frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
@@ -112,8 +116,6 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             writes += [anomalies] if "anomaly_episodes" in present else []
             writes += [views] if "broker_views_current" in present else []
             run_concurrently(writes)
-            if metrics is not None:
-                apply_consumer_metrics(metrics, [(r["table"], json.loads(p)) for r in summary for p in r["payloads"]])
         finally:
             batch.unpersist()
 
@@ -206,19 +208,31 @@ def refresh_broker_status(
     status = session.createDataFrame(rows, TABLES["broker_status_current"].schema_ddl)
     tables.merge_upsert("broker_status_current", status, app_id, batch_id)
     if metrics is not None:
-        # brokers no producer item mentions are gone (from the producer metrics; polled views keep their own)
-        metrics.retain("broker", [r["broker"] for r in rows], names=PRODUCER_BROKER_METRICS)
-        for r in rows:
-            labels = (r["broker"],)
-            metrics.inc("rmqmon_broker_isolation_episodes_total", labels, 0)  # an explicit zero for known brokers
-            metrics.set_gauge("rmqmon_broker_producers_avoiding", labels, r["producers_avoiding"])
-            metrics.set_gauge("rmqmon_broker_producers_avoiding_ratio", labels, r["avoiding_ratio"])
-            metrics.set_gauge("rmqmon_broker_producers_seen", labels, r["producers_seen"])
-            metrics.set_gauge("rmqmon_broker_isolated", labels, 1.0 if r["isolated"] else 0.0)
-            if r["avoided_until_ms"] is not None:
-                metrics.set_gauge("rmqmon_broker_avoided_until_timestamp_seconds", labels, r["avoided_until_ms"] / 1000)
-        all_down = items.groupBy("producer_id").agg(F.min(F.col("unavailable_until_ms") > F.lit(now_ms)).alias("down"))
-        metrics.set_gauge("rmqmon_producers_all_brokers_unavailable", (), float(all_down.where("down").count()))
+        apply_broker_metrics(metrics, [r.asDict() for r in rows], producers_all_down(items, now_ms))
+
+
+def producers_all_down(items: DataFrame, now_ms: int) -> int:
+    """Producers whose fault item makes every broker they know unavailable at event time ``now_ms``."""
+    from pyspark.sql import functions as F
+
+    all_down = items.groupBy("producer_id").agg(F.min(F.col("unavailable_until_ms") > F.lit(now_ms)).alias("down"))
+    return all_down.where("down").count()
+
+
+def apply_broker_metrics(metrics: MetricsState, rows: list[dict[str, Any]], all_down: int) -> None:
+    """Per-broker gauges from ``broker_status_current`` rows (every broker a producer item mentions)."""
+    # brokers no producer item mentions are gone (from the producer metrics; polled views keep their own)
+    metrics.retain("broker", [r["broker"] for r in rows], names=PRODUCER_BROKER_METRICS)
+    for r in rows:
+        labels = (r["broker"],)
+        metrics.inc("rmqmon_broker_isolation_episodes_total", labels, 0)  # an explicit zero for known brokers
+        metrics.set_gauge("rmqmon_broker_producers_avoiding", labels, r["producers_avoiding"])
+        metrics.set_gauge("rmqmon_broker_producers_avoiding_ratio", labels, r["avoiding_ratio"])
+        metrics.set_gauge("rmqmon_broker_producers_seen", labels, r["producers_seen"])
+        metrics.set_gauge("rmqmon_broker_isolated", labels, 1.0 if r["isolated"] else 0.0)
+        if r["avoided_until_ms"] is not None:
+            metrics.set_gauge("rmqmon_broker_avoided_until_timestamp_seconds", labels, r["avoided_until_ms"] / 1000)
+    metrics.set_gauge("rmqmon_producers_all_brokers_unavailable", (), float(all_down))
 
 
 # The per-broker metrics computed from producers' fault items (``refresh_broker_status``).

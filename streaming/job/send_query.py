@@ -108,11 +108,12 @@ def trim_fault_updates(session: SparkSession, path: str, cutoff_ms: int, app_id:
         ConcurrentDeleteReadException,
     )
 
-    from streaming.job.delta_sink import merge_idempotent, sql_path
+    from streaming.job.delta_sink import align_auto_compaction_count, merge_idempotent, sql_path
 
     deleted: list[int] = []
 
     def delete(own: SparkSession) -> None:
+        align_auto_compaction_count(own, path)
         result = own.sql(f"DELETE FROM {sql_path(path)} WHERE event_time_ms < {int(cutoff_ms)}").first()
         deleted.append(int(result[0]) if result is not None and result[0] is not None else 0)
 

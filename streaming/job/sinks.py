@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streaming.job.delta_sink import append_idempotent, ensure_table, merge_idempotent
+from streaming.job.delta_sink import align_auto_compaction_count, append_idempotent, ensure_table, merge_idempotent
 from streaming.job.tables import TABLES, column_names
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ class DeltaTables:
 
         def statement(session: SparkSession) -> None:
             # The MERGE runs on ``session``, which carries its txn ids; the source may come from another session.
+            align_auto_compaction_count(session, self.path(name))
             target = DeltaTable.forPath(session, self.path(name))
             merge = target.alias("t").merge(frame.alias("s"), on)
             if delete_condition:

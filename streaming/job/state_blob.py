@@ -22,6 +22,11 @@ def load(state: Any) -> Any | None:
     if not state.exists:
         return None
     (blob,) = state.get
+    return decode(blob)
+
+
+def decode(blob: bytes | bytearray) -> Any:
+    """A stored document from its blob (as ``GroupState`` or Spark's state data source hands it over)."""
     return json.loads(zlib.decompress(bytes(blob)))
 
 

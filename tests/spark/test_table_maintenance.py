@@ -239,3 +239,43 @@ def test_a_stream_reading_the_internal_table_sees_no_row_twice_after_compaction_
 
     assert rows(spark, copy) == rows(spark, internal)  # each row once: the compaction commit is not new data
     assert len(rows(spark, copy)) == 4
+
+
+def test_after_a_restart_an_append_only_table_is_compacted_only_once_it_has_the_threshold_of_files(spark, tmp_path):
+    # Delta decides on auto compaction from file counts its driver keeps in memory; a restarted driver has none,
+    # and compacted at every append from the first compaction on. The restart here is a new driver process.
+    import subprocess
+    import sys
+
+    from tests.support.dead_letter_writer import MIN_NUM_FILES, append_batches
+
+    threshold = 4
+    tables = DeltaTables(spark, tmp_path, auto_compact=True)
+    spark.conf.set(MIN_NUM_FILES, str(threshold))
+    try:
+        append_batches(spark, str(tmp_path), 0, threshold + 1)  # compacted at 4 files, then one more: 2 files
+    finally:
+        spark.conf.unset(MIN_NUM_FILES)
+    path = tables.path("dead_letters")
+    restart_version = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg({"version": "max"}).first()[0]
+    assert files_in_table(spark, path) == 2
+    restarted = subprocess.run(
+        [sys.executable, "-m", "tests.support.dead_letter_writer", str(tmp_path), str(threshold + 1), "6", str(threshold)],
+        cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert restarted.returncode == 0, restarted.stderr[-3000:]
+
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where(f"version > {restart_version}").orderBy("version")
+    files, compacted_at = 2, []
+    for commit in history.collect():
+        metrics = commit["operationMetrics"]
+        if commit["operation"] == "WRITE":
+            files += int(metrics["numFiles"])
+        else:
+            assert commit["operation"] == "OPTIMIZE"
+            compacted_at.append(files)
+            files += int(metrics["numAddedFiles"]) - int(metrics["numRemovedFiles"])
+    # 2 files + 6 appends: compacted when the 2nd append makes 4, and again when the 5th does, never before.
+    assert compacted_at == [threshold, threshold]
+    assert files == files_in_table(spark, path) == 2
+    assert len(rows(spark, path)) == threshold + 1 + 6

@@ -385,3 +385,26 @@ def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing(
     assert engine.snapshot() == before
     # the same route again, at its own time, is not late: it changes nothing and says nothing
     assert engine.apply([route(10_000)], 0) == []
+
+
+def test_group_metrics_of_a_restored_shard_are_what_each_group_last_emitted_with_nothing_moved():
+    dup = [hb(1_000, "10.1.0.1:1", "172.17.0.1@1", group="G-dup"), hb(1_000, "10.1.0.2:1", "172.17.0.1@1", group="G-dup"),
+           hb(1_000, "10.1.0.3:1", "c3", group="G-dup")]  # fmt: skip
+    moving = [hb(1_000, f"10.2.0.{i}:1", f"c{i}", group="G-move") for i in range(3)]
+    later = [ev("UNREGISTER", 5_000, "10.2.0.2:1", "c2", group="G-move"), report(6_000, "c3", [("broker-a", 0)], group="G-dup")]
+    out, snapshot = run([([route(0), *dup, *moving], 0), (later, 0)])
+    last = {r["group"]: r for r in rows(out, "group_metrics")}
+    assert last["G-move"]["topics"]["T"]["moved"] > 0  # the unregister moved queues; a restored shard moved none
+    engine = ShardEngine.restore(json.loads(json.dumps(snapshot)), {})
+    restored = {r["group"]: r for r in rows(engine.group_metrics(9_000), "group_metrics")}
+
+    def without_time_and_moves(row):
+        topics = {t: {k: v for k, v in values.items() if k != "moved"} for t, values in row["topics"].items()}
+        return {**{k: v for k, v in row.items() if k != "event_time_ms"}, "topics": topics}
+
+    assert {g: without_time_and_moves(r) for g, r in restored.items()} == {
+        g: without_time_and_moves(r) for g, r in last.items()
+    }
+    assert all(t["moved"] == 0 for r in restored.values() for t in r["topics"].values())
+    assert restored["G-dup"]["duplicate_client_ids"] == 1 and restored["G-dup"]["open_anomalies"]["DUPLICATE_CLIENT_ID"] == 1
+    assert engine.snapshot() == snapshot  # reading the metrics changed nothing

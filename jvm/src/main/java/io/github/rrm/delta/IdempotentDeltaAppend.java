@@ -41,7 +41,8 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>Everything else is Delta's own append path ({@code WriteIntoDelta}, the command behind
  * {@code df.write.format("delta").mode("append")}): schema enforcement, the {@code SetTransaction} action,
- * the commit, its conflict checks and post-commit hooks. The app id is registered as read by the transaction,
+ * the commit, its conflict checks and post-commit hooks (auto compaction counting the table's real files, see
+ * {@link AutoCompactionCount}). The app id is registered as read by the transaction,
  * as {@code txnVersion} does, so a concurrent commit of the same app id still fails this one.
  */
 public final class IdempotentDeltaAppend {
@@ -70,6 +71,7 @@ public final class IdempotentDeltaAppend {
       if (committedVersion(txn, appId) >= version) {
         return false;
       }
+      AutoCompactionCount.align(spark, txn.snapshot()); // so the commit's auto compaction counts truly
       WriteIntoDelta write =
           new WriteIntoDelta(
               log,
