@@ -40,7 +40,7 @@ DAG_SCHEDULER_LOGGER = "org.apache.spark.scheduler.DAGScheduler"
 class MonitorJob:
     config: MonitorConfig
     available_now: bool = False  # process what is in Kafka now, then stop (tests, backfills)
-    # Tests only, never set from configuration: consumer events holding it make processing raise (``poison``).
+    # Tests only, never set from configuration: records holding it make processing raise (``poison``).
     poison_marker: str | None = None
     metrics: MetricsState = field(default_factory=MetricsState)
     board: ProgressBoard = field(default_factory=ProgressBoard)
@@ -210,6 +210,7 @@ class MonitorJob:
                 self._checkpoint("fault-windows"),
             ),
             on_trimmed=lambda rows: self.metrics.inc("rmqmon_fault_updates_trimmed_rows_total", (), rows),
+            poison_marker=self.poison_marker,
         )
         if self.available_now:
             self.queries["send-ingest"].awaitTermination()  # the fault query reads what it wrote
