@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 class MonitorJob:
     config: MonitorConfig
     available_now: bool = False  # process what is in Kafka now, then stop (tests, backfills)
-    # Tests only, never set from configuration: consumer events holding it make processing raise (``poison``).
+    # Tests only, never set from configuration: records holding it make processing raise (``poison``).
     poison_marker: str | None = None
     metrics: MetricsState = field(default_factory=MetricsState)
     board: ProgressBoard = field(default_factory=ProgressBoard)
@@ -233,6 +233,7 @@ class MonitorJob:
                 self._checkpoint("fault-windows"),
             ),
             on_trimmed=lambda rows: self.metrics.inc("rmqmon_fault_updates_trimmed_rows_total", (), rows),
+            poison_marker=self.poison_marker,
         )
 
     def _start_fault_windows(self) -> None:

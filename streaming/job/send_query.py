@@ -25,6 +25,7 @@ fraction of the sends) while the state that needs RocketMQ's semantics stays in 
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from streaming.job.ingest import (
     strict_events_spec,
     typed_column,
 )
+from streaming.job.poison import PROCESSING_ERROR, error_summary, isolate
 from streaming.job.send_reduce import (
     kept_sends,
     minute_partials,
@@ -247,8 +249,13 @@ def start_send_ingest(
     fault_enable_default: bool = False,
     trim: FaultUpdatesTrim | None = None,
     on_trimmed: Callable[[int], None] | None = None,
+    poison_marker: str | None = None,
 ) -> StreamingQuery:
-    """Start send-ingest (see the module docstring); ``on_trimmed`` hears how many rows each trim deleted."""
+    """Start send-ingest (see the module docstring); ``on_trimmed`` hears how many rows each trim deleted.
+
+    A batch whose preparation fails because of some of its records is prepared again without them, and they
+    are dead-lettered as ``PROCESSING_ERROR`` (``poison``); ``poison_marker``, for tests only, makes the rules
+    fail on records holding it."""
     strict_spec = strict_events_spec(contracts)
     if strict_spec is None or set(contracts) != {"send_result"}:
         raise ValueError("send-ingest reads send results only, with the contract's fast path")
@@ -257,10 +264,19 @@ def start_send_ingest(
 
     def judged(kafka: DataFrame) -> DataFrame:
         """Kafka records classified by the rules, with the send path's columns (``send_batch``)."""
-        return send_batch(classify(kafka, contracts, ingest), table_rules, default_table, fault_enable_default,
-                          latency_floors_ms)  # fmt: skip
+        from pyspark.sql import functions as F
 
-    def write_batch(records: DataFrame, batch_id: int) -> None:
+        classified = classify(kafka, contracts, ingest)
+        if poison_marker is not None:  # tests only: processing fails on records holding the marker
+            marked = F.col("raw_value").contains(poison_marker)
+            message = F.lit(f"test poison marker '{poison_marker}' in a send")
+            reason = F.when(marked, F.raise_error(message)).otherwise(F.col("reason"))
+            classified = classified.withColumn("reason", reason)
+        return send_batch(classified, table_rules, default_table, fault_enable_default, latency_floors_ms)
+
+    def prepare(records: DataFrame, batch_id: int, refused: DataFrame | None = None) -> _PreparedBatch:
+        """Everything of the batch before its writes: read, checked, reduced and cached, so that a failure of the
+        batch's data shows here, before anything is written; ``refused``: dead letters to add."""
         from pyspark.sql import functions as F
 
         from streaming.job.delta_sink import append_idempotent
@@ -270,29 +286,35 @@ def start_send_ingest(
         # partials (about 2 % of a batch), cached: every write below reads the cache, and the records are not
         # read again unless some need the rules or a producer's sends span partitions.
         reduced = reduce_kafka_batch(records, strict_spec, ingest, template, bucket_upper_ms, batch_id).persist()
-        rejects, unsure_judged = None, None
+        cached = [reduced]
         try:
             # One small pass over the cache says which writes the batch has; an empty append would still cost
             # a commit, and a replay of the batch skips the same ones.
             summary = summarize(reduced)
+            rejects = None
             if summary.unsure:
                 # Almost always rejects. A valid send among them (one the fast path leaves to the rules) belongs
                 # in its key's replay order, so then the batch is classified and reduced again as a whole.
                 unsure_judged = judged(unsure_records(reduced)).persist()
+                cached.append(unsure_judged)
                 if unsure_judged.where(F.col("reason").isNull()).limit(1).count():
                     log.info("send-ingest batch %d: a valid send off the fast path; classifying the whole batch",
                              batch_id)  # fmt: skip
                     reduced.unpersist()
                     reduced = reduce_in_partitions(judged(records), bucket_upper_ms, batch_id).persist()
+                    cached.append(reduced)
                     summary = summarize(reduced)
                     rejects = reduced.where(F.col("kind") == "reject")
                 else:
+                    unsure_judged.count()  # every unsure record judged now, not in a write
                     rejects = unsure_judged
                     summary = summary._replace(rejected=summary.unsure)
             writes = []
-            if summary.rejected:
-                dead = dead_letter_columns(rejects, batch_id)
-                writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id, summary.rejected))
+            dead_rows = summary.rejected + (refused.count() if refused is not None else 0)
+            if dead_rows:
+                dead = dead_letter_columns(rejects, batch_id) if rejects is not None else None
+                dead = refused if dead is None else (dead if refused is None else dead.unionByName(refused))
+                writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id, dead_rows))
             if summary.minutes:  # ingest accepts only send results here (see runner)
                 minutes = minute_partials(reduced, bucket_upper_ms)
                 writes.append(lambda: tables.append("send_latency_minutes", minutes, app_id, batch_id, summary.minutes))
@@ -312,9 +334,60 @@ def start_send_ingest(
                 writes.append(lambda: append_idempotent(
                     updates, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id, summary.kept_sends,
                 ))  # fmt: skip
-            run_concurrently(writes)
-            if trim is not None and summary.kept_sends and trim.due(batch_id):
-                cutoff_ms = trim.cutoff_ms(summary.latest_send_ms)
+            return _PreparedBatch(writes, summary.kept_sends, summary.latest_send_ms, tuple(cached))
+        except BaseException:
+            for frame in cached:
+                frame.unpersist()
+            raise
+
+    def without_poison(records: DataFrame, batch_id: int, error: Exception) -> _PreparedBatch:
+        """The batch prepared without the records its preparation fails on, and those as dead letters
+        (``PROCESSING_ERROR``; see ``poison.isolate`` and docs/design/poison-pills.md)."""
+        # The records held apart from Kafka first: should Kafka be gone, this fails, and it is not the data.
+        held = records.localCheckpoint(eager=True)
+        everything = sorted((int(r[0]), int(r[1])) for r in held.select("partition", "offset").collect())
+
+        def part(items: Sequence[tuple[int, int]]) -> DataFrame:
+            # ``items`` is a prefix of what is still kept: those up to its last, but the ones set aside before.
+            if not items:
+                return held.limit(0)
+            last = items[-1]
+            upto = bisect.bisect_right(everything, last)
+            gone = set(everything[:upto]) - set(items) if upto != len(items) else set()
+            condition = f"(partition < {last[0]} OR (partition = {last[0]} AND offset <= {last[1]}))"
+            if gone:
+                condition += " AND NOT (" + " OR ".join(f"(partition = {p} AND offset = {o})" for p, o in gone) + ")"
+            return held.where(condition)
+
+        def attempt(items: Sequence[tuple[int, int]]) -> None:
+            prepared = prepare(part(items), batch_id)
+            for frame in prepared.cached:
+                frame.unpersist()
+
+        log.warning("send-ingest batch %d failed before its writes (%s); looking for the records it fails on",
+                    batch_id, error_summary(error))  # fmt: skip
+        _, refused = isolate(everything, attempt)
+        if not refused:  # it went through this time: not the data
+            raise error
+        details = {item.item: item.detail for item in refused}
+        for (partition, offset), detail in details.items():
+            log.error("send-ingest batch %d: processing fails on partition %d offset %d, dead-lettered as %s: %s",
+                      batch_id, partition, offset, PROCESSING_ERROR, detail)  # fmt: skip
+        culprits = " OR ".join(f"(partition = {p} AND offset = {o})" for p, o in details)
+        letters = refused_letters(held.where(culprits), details, batch_id)
+        return prepare(held.where(f"NOT ({culprits})"), batch_id, letters)
+
+    def write_batch(records: DataFrame, batch_id: int) -> None:
+        try:
+            prepared = prepare(records, batch_id)
+        except _NOT_ABOUT_DATA:
+            raise
+        except Exception as error:  # noqa: BLE001 - told apart by without_poison: data, or raised again
+            prepared = without_poison(records, batch_id, error)
+        try:
+            run_concurrently(prepared.writes)
+            if trim is not None and prepared.kept_sends and trim.due(batch_id):
+                cutoff_ms = trim.cutoff_ms(prepared.latest_send_ms)
                 deleted = trim_fault_updates(records.sparkSession, updates_path, cutoff_ms, app_id, batch_id)
                 if deleted is not None:
                     if on_trimmed is not None:
@@ -322,9 +395,8 @@ def start_send_ingest(
                     log.info("send-ingest batch %d: %d rows of %s older than %d ms deleted",
                              batch_id, deleted, FAULT_UPDATES_TABLE, cutoff_ms)  # fmt: skip
         finally:
-            reduced.unpersist()
-            if unsure_judged is not None:
-                unsure_judged.unpersist()
+            for frame in prepared.cached:
+                frame.unpersist()
 
     records_stream = kafka_stream(session, ingest)
     writer = records_stream.writeStream.queryName("send-ingest").foreachBatch(write_batch)
@@ -334,6 +406,37 @@ def start_send_ingest(
     elif trigger_interval:
         writer = writer.trigger(processingTime=trigger_interval)
     return writer.start()
+
+
+@dataclass(frozen=True)
+class _PreparedBatch:
+    """A send-ingest batch ready to write: its writes, what the trim needs, and the frames to release after."""
+
+    writes: list[Callable[[], None]]
+    kept_sends: int
+    latest_send_ms: int | None
+    cached: tuple[DataFrame, ...]
+
+
+# Failures that say nothing about a batch's records (``poison``): raised without a search.
+_NOT_ABOUT_DATA: tuple[type[BaseException], ...] = (MemoryError,)
+
+
+def refused_letters(records: DataFrame, details: Mapping[tuple[int, int], str], batch_id: int) -> DataFrame:
+    """``dead_letters`` rows (``PROCESSING_ERROR``) for Kafka ``records``; ``details`` by (partition, offset)."""
+    from pyspark.sql import functions as F
+
+    detail = F.lit(None).cast("string")
+    for (partition, offset), text in details.items():
+        detail = F.when((F.col("partition") == partition) & (F.col("offset") == offset), F.lit(text)).otherwise(detail)
+    return records.select(
+        F.lit("send_result").alias("source"), F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.substring(F.col("value").cast("string"), 1, 65_536).alias("raw_value"),
+        F.lit(PROCESSING_ERROR).alias("reason"), detail.alias("detail"),
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+    )  # fmt: skip
 
 
 def ensure_fault_updates_table(session: SparkSession, tables: DeltaTables) -> str:

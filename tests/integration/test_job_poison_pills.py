@@ -1,8 +1,9 @@
 """A batch that processing cannot take, for a reason the validator did not foresee, through the real job.
 
-The test-only hook ``MonitorJob.poison_marker`` makes the consumer engine raise on events holding a marker.
-The job must dead-letter exactly those records as ``PROCESSING_ERROR``, apply the rest of their batch, count
-them, keep running, and leave identical tables when the batch is replayed after a crash.
+The test-only hook ``MonitorJob.poison_marker`` makes the consumer engine raise on events holding a marker,
+and send-ingest's rules on sends holding it. The job must dead-letter exactly those records as
+``PROCESSING_ERROR``, apply the rest of their batch, count them, keep running, and leave identical tables when
+the batches are replayed after a crash.
 """
 
 from __future__ import annotations
@@ -14,12 +15,18 @@ from pathlib import Path
 import pytest
 
 from streaming.job.poison import PROCESSING_ERROR
-from tests.support.events import hb, report, route
+from tests.support.events import BASE, hb, report, route
 from tests.support.job import job_config, publish, read
 
 MARKER = "POISON-7"
 TABLES = ("membership_changes", "group_snapshots", "expected_assignments", "current_assignment",
-          "anomaly_episodes", "anomalies_current", "dead_letters")  # fmt: skip
+          "anomaly_episodes", "anomalies_current", "dead_letters", "send_latency_minutes")  # fmt: skip
+
+
+def send(t, producer, latency_ms, **extra):  # type: ignore[no-untyped-def]
+    return {"type": "send_result", "schema_version": 1, "event_time": BASE + t, "producer_id": producer,
+            "producer_group": "PG", "topic": "T", "broker": "broker-a", "queue_id": 0, "latency_ms": latency_ms,
+            "outcome": "OK", **extra}  # fmt: skip
 
 
 def events():
@@ -29,6 +36,9 @@ def events():
     published.append(hb(60_000, "10.5.0.3:1", f"c3-{MARKER}", "G-p"))  # a typed channel event
     published.append(report(90_000, f"r-{MARKER}", [("broker-a", 0)], "G-p"))  # an event that travels as JSON
     published.append(report(90_000, "c1", [("broker-a", 0), ("broker-a", 1)], "G-p"))
+    published += [send(t, "P1", 10) for t in range(0, 60_000, 10_000)]
+    published.append(send(30_000, "P2", 20, note=MARKER))  # an unknown field: off the fast path, to the rules
+    published.append(send(40_000, "P3", 30, note="plain"))  # valid, off the fast path too
     return published
 
 
@@ -54,10 +64,11 @@ def outcome(kafka_broker, spark, tmp_path_factory):
     first = tables(spark, config)
     counted = dict(job.metrics.counters.get("rmqmon_dead_letters_total", {}))
     # A crash after the batch's writes and before its commit: the restart replays the batch.
-    commits = Path(config.paths.checkpoint_root).resolve() / "consumer" / "commits"
-    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    for name in (str(last), f".{last}.crc"):
-        (commits / name).unlink(missing_ok=True)
+    for query in ("consumer", "send-ingest"):
+        commits = Path(config.paths.checkpoint_root).resolve() / query / "commits"
+        last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+        for name in (str(last), f".{last}.crc"):
+            (commits / name).unlink(missing_ok=True)
     replayed = run(config, MARKER)
     return {"first": first, "replayed": tables(spark, config), "counted": counted, "replay_batches": replayed}
 
@@ -65,8 +76,12 @@ def outcome(kafka_broker, spark, tmp_path_factory):
 def test_the_records_processing_cannot_take_are_dead_lettered_with_the_error(outcome):
     letters = [json.loads(r) for r in outcome["first"]["dead_letters"]]
     assert sorted((r["source"], r["reason"]) for r in letters) == [
-        ("consumer_channel", PROCESSING_ERROR), ("reported_assignment", PROCESSING_ERROR)]  # fmt: skip
-    for letter in letters:
+        ("consumer_channel", PROCESSING_ERROR), ("reported_assignment", PROCESSING_ERROR),
+        ("send_result", PROCESSING_ERROR)]  # fmt: skip
+    sent = next(r for r in letters if r["source"] == "send_result")
+    assert f"test poison marker '{MARKER}' in a send" in sent["detail"]
+    assert json.loads(sent["raw_value"])["producer_id"] == "P2" and sent["kafka_timestamp"] is not None
+    for letter in (r for r in letters if r["source"] != "send_result"):
         assert letter["detail"] == f"ValueError: test poison marker '{MARKER}' in an event"
         assert MARKER in letter["raw_value"] and letter["kafka_offset"] >= 0
     channel = next(r for r in letters if r["source"] == "consumer_channel")
@@ -78,10 +93,13 @@ def test_the_rest_of_the_batch_is_applied(outcome):
     assert members == {"c1", "c2"}
     assignments = [json.loads(r) for r in outcome["first"]["current_assignment"]]
     assert {a["client_id"] for a in assignments if a["group"] == "G-p"} == {"c1", "c2"}
+    minutes = [json.loads(r) for r in outcome["first"]["send_latency_minutes"]]
+    assert sum(m["sends"] for m in minutes) == 7  # P1's six and P3's; not P2's
 
 
 def test_they_are_counted_like_every_dead_letter(outcome):
-    assert Counter(outcome["counted"]) == Counter({("consumer", PROCESSING_ERROR): 2})
+    assert Counter(outcome["counted"]) == Counter({("consumer", PROCESSING_ERROR): 2,
+                                                   ("send-ingest", PROCESSING_ERROR): 1})  # fmt: skip
 
 
 def test_a_replay_of_the_batch_leaves_identical_tables(outcome):
