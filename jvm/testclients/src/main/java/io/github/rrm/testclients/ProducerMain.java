@@ -112,7 +112,7 @@ final class ProducerMain {
                 senderThread.join(5000);
                 producer.shutdown();
                 if (agent != null) {
-                    agent.close(5000);
+                    agent.close(8000);
                 }
                 return "{\"kind\":\"stopped\",\"sends_ok\":" + ok.get() + ",\"sends_failed\":" + failed.get()
                     + ",\"unexpected\":" + unexpected.get()
