@@ -15,9 +15,11 @@ test: setup
 	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 lint: setup
-	$(PY) -m ruff check streaming connectors dashboards tests bench
+	$(PY) -m ruff check streaming connectors localenv dashboards tests bench
 	.venv/bin/lint-imports
 
 clean:
 	-$(PY) -m streaming.cli kafka stop
+	-$(PY) -m streaming.cli rocketmq stop --line 5
+	-$(PY) -m streaming.cli rocketmq stop --line 4.9
 	rm -rf .run

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-PROFILES = ("spark", "kafka", "rocketmq-4", "rocketmq-5")
+PROFILES = ("spark", "kafka", "rocketmq-4", "rocketmq-5", "rocketmq-server-5", "rocketmq-server-4.9", "collector")
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 # Maven's transfer lines (batch mode, not quiet): "Downloaded from central: https://.../x-1.0.jar (12 kB at 3 MB/s)"
 _DOWNLOADED = re.compile(r"Downloaded from [^:]+: (?P<url>\S+)(?: \((?P<size>[\d.,]+ [kMG]?B))?")
@@ -183,6 +183,45 @@ def ingest_jar() -> Path:
     return target
 
 
+COLLECTOR_SOURCES = PROJECT_ROOT / "jvm" / "collector" / "src" / "main" / "java"
+
+
+def collector_jar() -> Path:
+    """The compiled collector classes (``jvm/collector``: the ``collect`` cycle and the local cluster's admin
+    commands), built with ``javac`` against the ``collector`` profile on first use and whenever a source changes."""
+    sources = sorted(COLLECTOR_SOURCES.rglob("*.java"))
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.relative_to(COLLECTOR_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
+    target = cache_dir() / "jars" / "project" / f"rrm-collector-{digest.hexdigest()[:16]}.jar"
+    if target.exists():
+        return target
+    for tool in ("javac", "jar"):
+        if not shutil.which(tool):
+            raise ArtifactError(f"'{tool}' (JDK 17) is not on PATH; it compiles the project's JVM classes")
+    classpath = os.pathsep.join(map(str, jars("collector")))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as build:
+        compiled = subprocess.run(
+            ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", classpath, "-d", f"{build}/classes",
+             *map(str, sources)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        if compiled.returncode != 0:
+            raise ArtifactError("javac failed on jvm/collector: " + compiled.stderr.strip()[-2000:])
+        staging = Path(build) / target.name
+        subprocess.run(["jar", "cf", str(staging), "-C", f"{build}/classes", "."], check=True)
+        for stale in target.parent.glob("rrm-collector-*.jar"):
+            stale.unlink(missing_ok=True)
+        staging.rename(target)
+    return target
+
+
+def collector_classpath() -> str:
+    """The collector's classpath: its compiled classes, then the ``collector`` profile's jars."""
+    return os.pathsep.join([str(collector_jar()), str(jar_dir("collector") / "*")])
+
+
 def main() -> None:
     """``python -m connectors.jvm_artifacts [profile ...]``: resolve the given (default: all) profiles."""
     import sys
@@ -192,6 +231,7 @@ def main() -> None:
         print(f"{profile}: {len(list(path.glob('*.jar')))} jars in {path}")
     if not sys.argv[1:]:
         print(f"project classes: {ingest_jar()}")
+        print(f"collector classes: {collector_jar()}")
 
 
 if __name__ == "__main__":

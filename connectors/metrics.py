@@ -44,7 +44,10 @@ GT = ("consumer_group", "topic")
 CATALOGUE: tuple[MetricSpec, ...] = (
     # consumer groups
     _m("group_members", "gauge", ("consumer_group",), "", "Distinct client IDs in the group's merged broker view."),
-    _m("group_channels", "gauge", ("consumer_group",), "", "Channels (connections) of the group across brokers."),
+    _m("group_channels", "gauge", ("consumer_group",), "",
+       "Entries of cidAll: the group's channels (connections) on the broker its clients read the member list "
+       "from, one per channel, so a client ID on two channels counts twice; members connected to two brokers "
+       "count once."),
     _m("group_generation", "gauge", ("consumer_group",), "", "Current generation number of the group."),
     _m("group_duplicate_client_ids", "gauge", ("consumer_group",), "",
        "Client IDs held by more than one channel (the same ID on several connections)."),
@@ -72,6 +75,13 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _m("broker_send_latency_seconds", "histogram", ("broker",), "seconds",
        "Send latency; buckets are the fault table's latencyMax thresholds."),
     _m("producers_all_brokers_unavailable", "gauge", (), "", "Producers for which every known broker is unavailable."),
+    # brokers (polled consumer views)
+    _m("broker_polled_group_views", "gauge", ("broker",), "",
+       "Group views of the broker fed by a collector's polls (consumer_connections)."),
+    _m("broker_stale_group_views", "gauge", ("broker",), "",
+       "Polled group views of the broker without a poll within their stale_after_ms: kept as last seen."),
+    _m("broker_last_poll_timestamp_seconds", "gauge", ("broker",), "seconds",
+       "Event time of the broker's latest poll of any group."),
     # the job itself
     _m("input_rows_total", "counter", ("query",), "", "Rows read by each streaming query (completed micro-batches)."),
     _m("processed_rows_per_second", "gauge", ("query",), "",
@@ -93,9 +103,11 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _m("late_events_total", "counter", ("query", "reason"), "",
        "Late input by reason: watermark (events at or before the watermark, not applied), late_send (sends "
        "older than their fault item's clock, ignored), stale_route (topic routes older than the route applied, "
-       "ignored)."),
+       "ignored), stale_poll (polls older than their view's last poll, ignored)."),
     _m("label_values_dropped_total", "counter", ("metric",), "",
        "Updates not exported because the metric already has label_value_cap distinct groups (or brokers)."),
+    _m("query_restarts_total", "counter", ("query",), "",
+       "Restarts of a failed query from its checkpoint ([supervision]; the job's log says why it failed)."),
     _m("up", "gauge", (), "", "1 while the job's queries are running."),
     _m("build_info", "gauge", ("version", "spark_version"), "", "Build metadata (value 1)."),
 )  # fmt: skip
@@ -207,13 +219,15 @@ class MetricsState:
                     del table[labels]
                     self._index.get(name, {}).get(labels[0], set()).discard(labels)
 
-    def retain(self, label_name: str, values: Iterable[str]) -> None:
-        """Drop the series of every ``label_name`` value (first label) not in ``values``: brokers that are gone."""
+    def retain(self, label_name: str, values: Iterable[str], names: Iterable[str] | None = None) -> None:
+        """Drop the series of every ``label_name`` value (first label) not in ``values``: brokers that are gone
+        (from the metrics ``names`` only, when given: each source of broker metrics knows its own brokers)."""
         keep = set(values)
+        only = None if names is None else set(names)
         with self.lock:
             for name, table in self._tables():
                 spec = BY_NAME.get(name)
-                if spec is None or not spec.labels or spec.labels[0] != label_name:
+                if spec is None or not spec.labels or spec.labels[0] != label_name or (only and name not in only):
                     continue
                 for value in [v for v in self._index.get(name, {}) if v not in keep]:
                     self._drop_value(name, table, value)
@@ -257,6 +271,12 @@ class MonitorCollector(Collector):
     def __init__(self, state: MetricsState) -> None:
         self.state = state
 
+    def describe(self) -> Iterator[Metric]:
+        """The catalogue's families without samples: the registry learns every name the collector may export,
+        so a scrape can ask for some (``/metrics?name[]=rmqmon_group_members``) and get only those."""
+        for spec in CATALOGUE:
+            yield _family(spec)
+
     def collect(self) -> Iterator[Metric]:
         with self.state.lock:
             gauges = {k: dict(v) for k, v in self.state.gauges.items()}
@@ -264,26 +284,26 @@ class MonitorCollector(Collector):
             histograms = {k: dict(v) for k, v in self.state.histograms.items()}
             dropped = dict(self.state.dropped)
         for spec in CATALOGUE:
+            family = _family(spec)
             if spec.name == PREFIX + "label_values_dropped_total":
-                family = CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
                 for metric, value in sorted(dropped.items()):
                     family.add_metric([metric], value)
-                yield family
             elif spec.type == "counter":
-                family = CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
                 for labels, value in sorted(counters.get(spec.name, {}).items()):
                     family.add_metric(list(labels), value)
-                yield family
             elif spec.type == "histogram":
-                hist = HistogramMetricFamily(spec.name, spec.help, labels=list(spec.labels))
                 for labels, (buckets, total) in sorted(histograms.get(spec.name, {}).items()):
-                    hist.add_metric(list(labels), buckets, total)
-                yield hist
+                    family.add_metric(list(labels), buckets, total)
             else:
-                family = GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
                 for labels, value in sorted(gauges.get(spec.name, {}).items()):
                     family.add_metric(list(labels), value)
-                yield family
+            yield family
+
+
+def _family(spec: MetricSpec) -> Any:
+    """An empty family of the spec's type (the collector adds the samples)."""
+    kind = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}.get(spec.type, GaugeMetricFamily)
+    return kind(spec.name, spec.help, labels=list(spec.labels))
 
 
 def new_registry(state: MetricsState) -> CollectorRegistry:

@@ -145,6 +145,16 @@ ALERTS: tuple[Alert, ...] = (
         _slug(f"{PREFIX}DivergingBrokerViews"),
     ),
     Alert(
+        f"{PREFIX}BrokerViewStale",
+        "max by (broker) (rmqmon_broker_stale_group_views) > 0",
+        "2m", "warning",
+        "The monitor's polled view of broker {{ $labels.broker }} is stale.",
+        "{{ printf \"%.0f\" $value }} group view(s) of broker {{ $labels.broker }} had no poll of its connection "
+        "list within their stale_after_ms: the collector is down or cannot reach the broker. The monitor keeps "
+        "those members as last seen (no removal, no orphaned-queue episode) and cannot see changes there.",
+        _slug(f"{PREFIX}BrokerViewStale"),
+    ),
+    Alert(
         f"{PREFIX}Stale",
         "time() - max by (query) (rmqmon_last_batch_timestamp_seconds) > 300",
         "5m", "critical",
@@ -153,6 +163,16 @@ ALERTS: tuple[Alert, ...] = (
         "or no events reach its Kafka topics (every consumer heartbeats every 30 s, so silence is itself a fault). "
         "The monitor's other alerts cannot be trusted meanwhile.",
         _slug(f"{PREFIX}Stale"),
+    ),
+    Alert(
+        f"{PREFIX}QueryRestarting",
+        "sum by (query) (increase(rmqmon_query_restarts_total[15m])) >= 3",
+        "5m", "warning",
+        "The monitor's {{ $labels.query }} query keeps failing and restarting.",
+        "Query {{ $labels.query }} was restarted from its checkpoint {{ printf \"%.0f\" $value }} times in 15 "
+        "minutes: something it depends on (Kafka, the Delta storage) fails again and again. Nothing is lost, "
+        "but its output lags while it waits; after [supervision] max_consecutive_failures the job exits.",
+        _slug(f"{PREFIX}QueryRestarting"),
     ),
     Alert(
         f"{PREFIX}Down",
@@ -273,11 +293,22 @@ CASES: tuple[Case, ...] = (
          "10m", (({"consumer_group": "risk"}, 1),)),
     Case(f"{PREFIX}DivergingBrokerViews", "views diverging for one heartbeat round do not fire",
          {f'rmqmon_group_views_diverging{{{J},consumer_group="risk"}}': "1x4 0x56"}, "10m"),
+    Case(f"{PREFIX}BrokerViewStale", "a broker's views stale for 5 minutes fire",
+         {f'rmqmon_broker_stale_group_views{{{J},broker="broker-b"}}': "0 0 12x40",
+          f'rmqmon_broker_stale_group_views{{{J},broker="broker-a"}}': "0x42"},
+         "6m", (({"broker": "broker-b"}, 12),)),
+    Case(f"{PREFIX}BrokerViewStale", "a poll late for one minute, then fresh again: silent",
+         {f'rmqmon_broker_stale_group_views{{{J},broker="broker-b"}}': "0 0 5x4 0x36"}, "6m"),
     Case(f"{PREFIX}Stale", "no batch since the start: fires after 5 + 5 minutes",
          {f'rmqmon_last_batch_timestamp_seconds{{{J},query="consumer"}}': "0x80"},
          "15m", (({"query": "consumer"}, 900),)),
     Case(f"{PREFIX}Stale", "batches every 15 s: silent",
          {f'rmqmon_last_batch_timestamp_seconds{{{J},query="consumer"}}': "0+15x80"}, "15m"),
+    Case(f"{PREFIX}QueryRestarting", "a restart every 2.5 minutes fires",
+         {f'rmqmon_query_restarts_total{{{J},query="send-ingest"}}': "0+0.1x120"},
+         "25m", (({"query": "send-ingest"}, 6),)),
+    Case(f"{PREFIX}QueryRestarting", "one restart (a Kafka blip) is silent",
+         {f'rmqmon_query_restarts_total{{{J},query="send-ingest"}}': "0x40 1x80"}, "25m"),
     Case(f"{PREFIX}Down", "a failed scrape for 3 minutes fires",
          {f"up{{{J}}}": "0x20", f"rmqmon_up{{{J}}}": "1x20"},
          "3m", (({"job": MONITOR_JOB, "instance": "127.0.0.1:9464"}, 0),)),

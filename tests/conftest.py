@@ -7,7 +7,7 @@ component that cannot start is an error, never a skip.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ TIER_BY_FOLDER = {
     "spark": "spark",
     "integration": "integration",
     "observability": "observability",
+    "rocketmq": "rocketmq",
 }
 
 
@@ -40,6 +41,37 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield info
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def rocketmq_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], object]]:
+    """``get(line)``: the session's local RocketMQ cluster of line ``"5"`` or ``"4.9"`` (name server, broker-a,
+    broker-b on free 127.0.0.1 ports, with the test-speed options), started on first use, stopped by PID at
+    session end."""
+    from localenv.rocketmq_cluster import TEST_SPEED, LocalRocketMQCluster
+
+    clusters: dict[str, LocalRocketMQCluster] = {}
+
+    def get(line: str) -> LocalRocketMQCluster:
+        if line not in clusters:
+            cluster = LocalRocketMQCluster(line, tmp_path_factory.mktemp(f"rocketmq-{line}"), test_speed=TEST_SPEED,
+                                           stop_grace_s=5.0)  # fmt: skip
+            clusters[line] = cluster
+            cluster.start()
+        return clusters[line]
+
+    try:
+        yield get
+    finally:
+        for cluster in clusters.values():
+            cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def rocketmq_cluster(request: pytest.FixtureRequest, rocketmq_clusters: Callable[[str], object]) -> object:
+    """The local RocketMQ cluster of the line given by indirect parametrisation (default ``"5"``):
+    ``@pytest.mark.parametrize("rocketmq_cluster", ["5", "4.9"], indirect=True)``."""
+    return rocketmq_clusters(getattr(request, "param", "5"))
 
 
 @pytest.fixture(scope="session")

@@ -43,26 +43,32 @@ from typing import Any
 # -- event types, Kafka topics and keys -----------------------------------------------------------------
 
 CONSUMER_CHANNEL = "consumer_channel"
+CONSUMER_CONNECTIONS = "consumer_connections"
 REPORTED_ASSIGNMENT = "reported_assignment"
 TOPIC_ROUTE = "topic_route"
 SEND_RESULT = "send_result"
-EVENT_TYPES = (CONSUMER_CHANNEL, REPORTED_ASSIGNMENT, TOPIC_ROUTE, SEND_RESULT)
+EVENT_TYPES = (CONSUMER_CHANNEL, CONSUMER_CONNECTIONS, REPORTED_ASSIGNMENT, TOPIC_ROUTE, SEND_RESULT)
 
 # The schema versions the job accepts per type; anything else is dead-lettered as UNKNOWN_SCHEMA_VERSION.
 SUPPORTED_VERSIONS: Mapping[str, tuple[int, ...]] = {event_type: (1,) for event_type in EVENT_TYPES}
 
 # One topic per type by default, so each type can have its own retention (routes: compacted) and partitions;
-# the required ``type`` field still lets several types share a topic.
+# the required ``type`` field still lets several types share a topic. A broker's poll of a group shares the
+# channel events' topic and key, so one group's polls and heartbeats stay in order in one partition.
 DEFAULT_TOPICS: Mapping[str, str] = {
     CONSUMER_CHANNEL: "rocketmq.consumer-channels",
+    CONSUMER_CONNECTIONS: "rocketmq.consumer-channels",
     REPORTED_ASSIGNMENT: "rocketmq.reported-assignments",
     TOPIC_ROUTE: "rocketmq.topic-routes",
     SEND_RESULT: "rocketmq.send-results",
 }
+# The ``[kafka.topics]`` option that names each type's topic in the job's configuration.
+TOPIC_OPTIONS: Mapping[str, str] = {**{t: t for t in EVENT_TYPES}, CONSUMER_CONNECTIONS: CONSUMER_CHANNEL}
 # The field whose value is the Kafka record key: it keeps one group's (topic's, producer's) events in one
 # partition, in order.
 KEY_FIELDS: Mapping[str, str] = {
     CONSUMER_CHANNEL: "group",
+    CONSUMER_CONNECTIONS: "group",
     REPORTED_ASSIGNMENT: "group",
     TOPIC_ROUTE: "topic",
     SEND_RESULT: "producer_id",
@@ -388,8 +394,13 @@ def _not_in_enum(allowed: frozenset[str], value: Any) -> bool:
     return text is not None and text not in allowed  # NULL IN (...) is not a violation in SQL
 
 
-def _out_of_bound(bound: float, broken: Callable[[float, float], bool], value: Any) -> bool:
-    return _is_number(value) and broken(float(value), bound)  # the job compares as double, so do we
+def _out_of_bound(bound: int | float, broken: Callable[[Any, Any], bool], value: Any) -> bool:
+    # As the job: an integer against an integer bound exactly, any other number as a double.
+    if not _is_number(value):
+        return False
+    if _is_integer(value) and _is_integer(bound):
+        return broken(value, bound)
+    return broken(float(value), float(bound))
 
 
 def _too_short(minimum: int, value: Any) -> bool:
@@ -420,7 +431,7 @@ def _any_item(check: Check, value: Any) -> bool:
     return isinstance(value, list) and any(map(check, value))
 
 
-_BOUNDS: tuple[tuple[str, Callable[[float, float], bool]], ...] = (
+_BOUNDS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
     ("minimum", operator.lt),
     ("maximum", operator.gt),
     ("exclusiveMinimum", operator.le),
@@ -455,7 +466,7 @@ def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, st
     for keyword, broken in _BOUNDS:
         if keyword in node:
             yield Rule(reason(keyword, Reason.INVALID_VALUE), f"{label} must be {keyword} {node[keyword]}",
-                       partial(_out_of_bound, float(node[keyword]), broken))  # fmt: skip
+                       partial(_out_of_bound, node[keyword], broken))  # fmt: skip
     if "minLength" in node:
         yield Rule(reason("minLength", Reason.INVALID_VALUE),
                    f"{label} must have at least {node['minLength']} characters",

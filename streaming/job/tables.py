@@ -1,12 +1,11 @@
 """The catalogue of Delta tables the monitor writes: one place for names, schemas, keys and meaning.
 
-``docs/tables.md`` is rendered from this catalogue (``python -m streaming.job.tables``), and the job
-creates every table from it at start, so code, docs and storage agree. History tables are append-only
-(one row per fact, idempotent per micro-batch through ``txnAppId``/``txnVersion``); current-state tables
-are maintained by MERGE on their key (idempotent through the session's txn settings).
-
-Times are epoch milliseconds in ``*_ms`` columns (exact, as the events carry them) plus a UTC timestamp
-column where people query by time. ``batch_id`` is the micro-batch that wrote the row.
+``docs/tables.md`` is rendered from it (``python -m streaming.job.tables``), the job creates every table
+from it at start and the readers (``connectors.delta_reader``) name their views after it, so code, docs
+and storage agree. History tables are append-only (one row per fact, idempotent per micro-batch through
+``txnAppId``/``txnVersion``); current-state tables are MERGEd on their key (idempotent through the
+session's txn settings). Times are epoch milliseconds in ``*_ms`` columns (exact, as the events carry
+them) plus a UTC timestamp column where people query by time; ``batch_id`` is the writing micro-batch.
 """
 
 from __future__ import annotations
@@ -36,8 +35,9 @@ TABLES: dict[str, TableSpec] = {
             "topics_added ARRAY<STRING>, topics_removed ARRAY<STRING>, batch_id BIGINT",
             "Every change of a group's membership as one broker saw it: JOIN (new channel), LEAVE "
             "(UNREGISTER/close/exception/idle), EXPIRED (silent past the channel expiry; RocketMQ sends no "
-            "CHANGE for it), SUBSCRIPTION_CHANGED (topic added or removed). notifies_clients says whether "
-            "the broker would send NOTIFY_CONSUMER_IDS_CHANGED.",
+            "CHANGE for it), VANISHED (missing from a poll of the broker's connection list, reason POLL; how "
+            "it left is unknown, notifies_clients false), SUBSCRIPTION_CHANGED (topic added or removed). "
+            "notifies_clients says whether the broker would send NOTIFY_CONSUMER_IDS_CHANGED.",
         ),
         TableSpec(
             "group_snapshots", "history",
@@ -47,7 +47,9 @@ TABLES: dict[str, TableSpec] = {
             "details STRING, batch_id BIGINT",
             "One row per generation of a group: the merged membership after a membership or route change. "
             "generation increases by one per change; cid_all is sorted as RebalanceImpl sorts it, "
-            "duplicates kept; details is JSON (per-broker views, per-topic summary).",
+            "duplicates kept; details is JSON (per-broker views, per-topic summary, allocation, stale_views). "
+            "strategy is BROADCAST (BROADCASTING) or BROKER (CONSUME_POP) for a group without client-side "
+            "allocation, which has no expected assignment.",
         ),
         TableSpec(
             "expected_assignments", "history",
@@ -81,6 +83,23 @@ TABLES: dict[str, TableSpec] = {
             "batch_id BIGINT",
             "Open anomaly episodes; a closed episode's row is deleted.",
             key=("episode_id",),
+        ),
+        TableSpec(
+            "broker_views_current", "current",
+            "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
+            "stale_since_ms BIGINT, channels INT, collector STRING, event_time_ms BIGINT, batch_id BIGINT",
+            "Each broker view of a group fed by a collector's polls (consumer_connections): FRESH while polls "
+            "arrive, STALE from stale_since_ms when none came within stale_after_ms of the last (polled_at_ms). "
+            "A stale view keeps its channels as last seen: no removal, no queue anomaly. Rows of a group gone "
+            "from every broker are deleted. Heartbeat-fed views have no row.",
+            key=("group", "broker"),
+        ),
+        TableSpec(
+            "broker_view_changes", "history",
+            "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
+            "channels INT, collector STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
+            "Status changes of polled broker views: FRESH at a view's first poll and when polls resume after "
+            "STALE, STALE at the first event time without a newer poll (polled_at_ms + stale_after_ms + 1).",
         ),
         TableSpec(
             "fault_windows", "history",
@@ -151,8 +170,13 @@ def column_names(name: str) -> list[str]:
     return [entry.split(" ", 1)[0] for entry in split_columns(TABLES[name].schema_ddl)]
 
 
+QUERY_GUIDE_HEADING = "## Querying the tables"
+
+
 def render_markdown() -> str:
-    lines = ["# Delta tables", "", "Generated from `streaming/job/tables.py` (`python -m streaming.job.tables`).", ""]
+    """The catalogue part of ``docs/tables.md`` (the query guide after it is written by hand)."""
+    lines = ["# Delta tables", "", "Generated from `streaming/job/tables.py` (`python -m streaming.job.tables`), "
+             f"except the last section, {QUERY_GUIDE_HEADING[3:]!r}, which is written by hand.", ""]  # fmt: skip
     for spec in TABLES.values():
         lines += [f"## `{spec.name}` ({spec.kind})", "", spec.description, ""]
         if spec.key:
@@ -165,5 +189,15 @@ def render_markdown() -> str:
     return "\n".join(lines)
 
 
+def rewrite_doc(path: str) -> None:
+    """Regenerate the catalogue part of the doc at ``path``, keeping its query guide."""
+    from pathlib import Path
+
+    doc = Path(path)
+    text = doc.read_text() if doc.exists() else ""
+    guide = text[text.index(QUERY_GUIDE_HEADING) :] if QUERY_GUIDE_HEADING in text else ""
+    doc.write_text(render_markdown() + ("\n" + guide if guide else ""))
+
+
 if __name__ == "__main__":
-    print(render_markdown())
+    rewrite_doc("docs/tables.md")

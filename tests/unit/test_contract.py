@@ -127,6 +127,15 @@ CASES = [
     # time
     (58, w(SEND, event_time=NOW + 300_000), None, "exactly the allowed skew"),
     (59, w(SEND, event_time=NOW + 300_001), "FUTURE_TIMESTAMP", "beyond the allowed skew"),
+    # integer bounds compare exactly, whatever the integer's size
+    (60, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 2**63 - 1}]), None, "the largest sub_version"),
+    (61, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 2**63}]), "INVALID_VALUE",
+     "2^63 is past the maximum, though a double rounds the maximum to it"),
+    (62, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 10**37}]), "INVALID_VALUE", "a 38-digit integer"),
+    (63, w(SEND, queue_id=2**31), "INVALID_VALUE", "beyond an INT"),
+    (64, w(SEND, queue_id=2**63 - 1), "INVALID_VALUE", "the largest BIGINT"),
+    (65, w(REPORT) + ' {"more": 1}', None, "a report followed by another object: only the first counts"),
+    (66, w(ROUTE) + "]", None, "a route followed by stray text"),
 ]  # fmt: skip
 
 
@@ -274,3 +283,18 @@ def test_contract_and_config_import_without_spark_or_kafka():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'kafka', 'delta', 'pandas')]; "
             "assert not bad, bad")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_a_poll_is_keyed_by_group_on_the_channel_events_topic_and_its_bad_shapes_are_named():
+    from tests.support.event_corpus import BAD, GOOD, KAFKA_TS, MORE_GOOD
+
+    poll = validate_event(json.dumps(GOOD["consumer_connections"]), KAFKA_TS)
+    assert isinstance(poll, ValidEvent) and poll.key == "G"
+    assert poll.default_topic == DEFAULT_TOPICS["consumer_channel"]
+    for raw in (r for r in MORE_GOOD if '"consumer_connections"' in r):
+        assert isinstance(validate_event(raw, KAFKA_TS), ValidEvent), raw
+    bad_polls = [(raw, reason) for raw, reason, _ in BAD if '"consumer_connections"' in raw]
+    assert len(bad_polls) == 5
+    for raw, reason in bad_polls:
+        assert validate_event(raw, KAFKA_TS).reason == reason, raw  # type: ignore[union-attr]
+        assert not is_valid_by_jsonschema(json.loads(raw))

@@ -1,0 +1,135 @@
+package io.github.rrm.collector;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import org.apache.rocketmq.common.MixAll;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
+import org.apache.rocketmq.remoting.protocol.route.BrokerData;
+import org.apache.rocketmq.remoting.protocol.route.QueueData;
+import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+
+/**
+ * Small administration commands for a cluster the project runs itself, through RocketMQ's own admin client.
+ *
+ * <p>{@code wait-brokers NAMESRV BROKERS TIMEOUT_MS}: until every named broker (comma-separated) has a master in
+ * cluster info. {@code create-topic NAMESRV TOPIC QUEUES BROKERS TIMEOUT_MS}: the topic with QUEUES read and write
+ * queues on each named broker's master, then until its route lists every one of them. {@code cluster NAMESRV}:
+ * the brokers of cluster info (name to master address). {@code route NAMESRV TOPIC}: the topic's queues per broker.
+ * Each prints one JSON line on success and exits 0; on failure it prints the reason
+ * to stderr and exits 1.
+ */
+public final class ClusterAdmin {
+  private ClusterAdmin() {}
+
+  public static void main(String[] args) throws Exception {
+    if (args.length < 2) {
+      System.err.println("usage: ClusterAdmin wait-brokers|create-topic|cluster NAMESRV ...");
+      System.exit(2);
+    }
+    DefaultMQAdminExt admin = new DefaultMQAdminExt(5000);
+    admin.setNamesrvAddr(args[1]);
+    admin.setInstanceName("rrm-cluster-admin-" + ProcessHandle.current().pid());
+    admin.start();
+    int code = 0;
+    try {
+      switch (args[0]) {
+        case "wait-brokers" -> {
+          Map<String, String> masters = waitForMasters(admin, List.of(args[2].split(",")), Long.parseLong(args[3]));
+          System.out.println(Json.object(new TreeMap<>(masters)));
+        }
+        case "create-topic" -> {
+          List<String> brokers = List.of(args[4].split(","));
+          long deadline = System.currentTimeMillis() + Long.parseLong(args[5]);
+          Map<String, String> masters = waitForMasters(admin, brokers, Long.parseLong(args[5]));
+          int queues = Integer.parseInt(args[3]);
+          for (String broker : brokers) {
+            TopicConfig config = new TopicConfig(args[2], queues, queues, 6);
+            admin.createAndUpdateTopicConfig(masters.get(broker), config);
+          }
+          waitForRoute(admin, args[2], brokers, queues, deadline);
+          System.out.println(Json.object(Map.of("topic", args[2], "queues", queues, "brokers", brokers)));
+        }
+        case "cluster" -> System.out.println(Json.object(new TreeMap<>(masters(admin.examineBrokerClusterInfo()))));
+        case "route" -> {
+          Map<String, Object> brokers = new TreeMap<>();
+          for (QueueData queue : admin.examineTopicRouteInfo(args[2]).getQueueDatas()) {
+            brokers.put(queue.getBrokerName(), Map.of("read_queue_nums", queue.getReadQueueNums(),
+                "write_queue_nums", queue.getWriteQueueNums(), "perm", queue.getPerm()));
+          }
+          System.out.println(Json.object(brokers));
+        }
+        default -> {
+          System.err.println("unknown command " + args[0]);
+          code = 2;
+        }
+      }
+    } catch (Exception e) {
+      System.err.println(e.getMessage() == null ? e.toString() : e.getMessage().split("\n")[0]);
+      code = 1;
+    } finally {
+      admin.shutdown();
+    }
+    System.exit(code);
+  }
+
+  /** Broker name to master address, for every broker of every cluster that has a master. */
+  static Map<String, String> masters(ClusterInfo info) {
+    Map<String, String> result = new TreeMap<>();
+    for (BrokerData data : info.getBrokerAddrTable().values()) {
+      String master = data.getBrokerAddrs().get(MixAll.MASTER_ID);
+      if (master != null) {
+        result.put(data.getBrokerName(), master);
+      }
+    }
+    return result;
+  }
+
+  private static Map<String, String> waitForMasters(DefaultMQAdminExt admin, List<String> brokers, long timeoutMs)
+      throws InterruptedException {
+    long deadline = System.currentTimeMillis() + timeoutMs;
+    String last = "no answer yet";
+    while (System.currentTimeMillis() < deadline) {
+      try {
+        Map<String, String> masters = masters(admin.examineBrokerClusterInfo());
+        if (masters.keySet().containsAll(brokers)) {
+          return masters;
+        }
+        last = "registered: " + masters.keySet();
+      } catch (Exception e) {
+        last = e.toString();
+      }
+      Thread.sleep(200);
+    }
+    throw new IllegalStateException("brokers " + brokers + " not in cluster info after " + timeoutMs + " ms (" + last + ")");
+  }
+
+  private static void waitForRoute(DefaultMQAdminExt admin, String topic, List<String> brokers, int queues, long deadline)
+      throws InterruptedException {
+    String last = "no route yet";
+    while (System.currentTimeMillis() < deadline) {
+      try {
+        TopicRouteData route = admin.examineTopicRouteInfo(topic);
+        TreeSet<String> ready = new TreeSet<>();
+        for (QueueData queue : route.getQueueDatas()) {
+          if (queue.getReadQueueNums() == queues && queue.getWriteQueueNums() == queues) {
+            ready.add(queue.getBrokerName());
+          }
+        }
+        if (ready.containsAll(brokers)) {
+          return;
+        }
+        last = "routable on " + ready;
+      } catch (Exception e) {
+        last = e.toString();
+      }
+      Thread.sleep(100);
+    }
+    List<String> wanted = new ArrayList<>(brokers);
+    throw new IllegalStateException("topic " + topic + " not routable on " + wanted + " in time (" + last + ")");
+  }
+}
