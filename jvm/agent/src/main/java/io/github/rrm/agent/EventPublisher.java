@@ -88,7 +88,7 @@ final class EventPublisher implements AutoCloseable {
         p.put(ProducerConfig.LINGER_MS_CONFIG, "20");
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
         p.put(ProducerConfig.BUFFER_MEMORY_CONFIG, String.valueOf(8L * 1024 * 1024));
-        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "1000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "5000");
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "15000");
         p.put(ProducerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "2000");
