@@ -40,11 +40,12 @@ final class ProducerMain {
         final AtomicLong ok = new AtomicLong();
         final AtomicLong failed = new AtomicLong();
         final AtomicLong unexpected = new AtomicLong();
+        final java.util.concurrent.atomic.AtomicBoolean sending = new java.util.concurrent.atomic.AtomicBoolean(true);
         Thread sender = new Thread(new Runnable() {
             @Override
             public void run() {
                 long next = System.nanoTime();
-                while (!Thread.currentThread().isInterrupted()) {
+                while (sending.get()) {
                     try {
                         SendResult result = producer.send(new Message(topic, "probe".getBytes("UTF-8")));
                         if (result != null) {
@@ -108,8 +109,8 @@ final class ProducerMain {
         TestClient.awaitTermination(new java.util.concurrent.Callable<String>() {
             @Override
             public String call() throws Exception {
-                senderThread.interrupt();
-                senderThread.join(5000);
+                sending.set(false);  // the current send finishes; no interrupt reaches the client
+                senderThread.join(10000);
                 producer.shutdown();
                 if (agent != null) {
                     agent.close(8000);
