@@ -51,15 +51,15 @@ final class ProducerMain {
                         if (result != null) {
                             ok.incrementAndGet();
                         }
-                    } catch (org.apache.rocketmq.client.exception.MQClientException
-                             | org.apache.rocketmq.client.exception.MQBrokerException
-                             | org.apache.rocketmq.remoting.exception.RemotingException e) {
-                        failed.incrementAndGet();  // RocketMQ's own failure after its retries
                     } catch (InterruptedException e) {
                         return;
                     } catch (Throwable t) {
-                        unexpected.incrementAndGet();  // anything else would come from the agent
-                        Out.line("{\"kind\":\"unexpected\",\"error\":" + Out.quote(t.toString()) + "}");
+                        if (fromAgent(t)) {
+                            unexpected.incrementAndGet();  // the agent must never throw into the application
+                            Out.line("{\"kind\":\"unexpected\",\"error\":" + Out.quote(t.toString()) + "}");
+                        } else {
+                            failed.incrementAndGet();  // RocketMQ's own failure (after its retries, or a slow name server)
+                        }
                     }
                     next += intervalNanos;
                     long wait = next - System.nanoTime();
@@ -120,6 +120,18 @@ final class ProducerMain {
                     + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}";
             }
         });
+    }
+
+    /** Whether the agent's code is anywhere in the throwable's stack traces (its own or a cause's). */
+    static boolean fromAgent(Throwable t) {
+        for (Throwable e = t; e != null; e = e.getCause() == e ? null : e.getCause()) {
+            for (StackTraceElement frame : e.getStackTrace()) {
+                if (frame.getClassName().startsWith("io.github.rrm.agent.")) {
+                    return true;
+                }
+            }
+        }
+        return false;
     }
 
     /**
