@@ -280,7 +280,8 @@ def create_topics(bootstrap_servers: str, topics: Iterable[str], partitions: int
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **client_options)
     try:
         existing = set(admin.list_topics())
-        wanted = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing]
+        wanted = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in dict.fromkeys(topics)
+                  if t not in existing]
         if wanted:
             try:
                 admin.create_topics(wanted)

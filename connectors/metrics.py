@@ -72,6 +72,13 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _m("broker_send_latency_seconds", "histogram", ("broker",), "seconds",
        "Send latency; buckets are the fault table's latencyMax thresholds."),
     _m("producers_all_brokers_unavailable", "gauge", (), "", "Producers for which every known broker is unavailable."),
+    # brokers (polled consumer views)
+    _m("broker_polled_group_views", "gauge", ("broker",), "",
+       "Group views of the broker fed by a collector's polls (consumer_connections)."),
+    _m("broker_stale_group_views", "gauge", ("broker",), "",
+       "Polled group views of the broker without a poll within their stale_after_ms: kept as last seen."),
+    _m("broker_last_poll_timestamp_seconds", "gauge", ("broker",), "seconds",
+       "Event time of the broker's latest poll of any group."),
     # the job itself
     _m("input_rows_total", "counter", ("query",), "", "Rows read by each streaming query (completed micro-batches)."),
     _m("processed_rows_per_second", "gauge", ("query",), "",
@@ -93,7 +100,7 @@ CATALOGUE: tuple[MetricSpec, ...] = (
     _m("late_events_total", "counter", ("query", "reason"), "",
        "Late input by reason: watermark (events at or before the watermark, not applied), late_send (sends "
        "older than their fault item's clock, ignored), stale_route (topic routes older than the route applied, "
-       "ignored)."),
+       "ignored), stale_poll (polls older than their view's last poll, ignored)."),
     _m("label_values_dropped_total", "counter", ("metric",), "",
        "Updates not exported because the metric already has label_value_cap distinct groups (or brokers)."),
     _m("up", "gauge", (), "", "1 while the job's queries are running."),
@@ -207,13 +214,15 @@ class MetricsState:
                     del table[labels]
                     self._index.get(name, {}).get(labels[0], set()).discard(labels)
 
-    def retain(self, label_name: str, values: Iterable[str]) -> None:
-        """Drop the series of every ``label_name`` value (first label) not in ``values``: brokers that are gone."""
+    def retain(self, label_name: str, values: Iterable[str], names: Iterable[str] | None = None) -> None:
+        """Drop the series of every ``label_name`` value (first label) not in ``values``: brokers that are gone
+        (from the metrics ``names`` only, when given: each source of broker metrics knows its own brokers)."""
         keep = set(values)
+        only = None if names is None else set(names)
         with self.lock:
             for name, table in self._tables():
                 spec = BY_NAME.get(name)
-                if spec is None or not spec.labels or spec.labels[0] != label_name:
+                if spec is None or not spec.labels or spec.labels[0] != label_name or (only and name not in only):
                     continue
                 for value in [v for v in self._index.get(name, {}) if v not in keep]:
                     self._drop_value(name, table, value)

@@ -145,6 +145,16 @@ ALERTS: tuple[Alert, ...] = (
         _slug(f"{PREFIX}DivergingBrokerViews"),
     ),
     Alert(
+        f"{PREFIX}BrokerViewStale",
+        "max by (broker) (rmqmon_broker_stale_group_views) > 0",
+        "2m", "warning",
+        "The monitor's polled view of broker {{ $labels.broker }} is stale.",
+        "{{ printf \"%.0f\" $value }} group view(s) of broker {{ $labels.broker }} had no poll of its connection "
+        "list within their stale_after_ms: the collector is down or cannot reach the broker. The monitor keeps "
+        "those members as last seen (no removal, no orphaned-queue episode) and cannot see changes there.",
+        _slug(f"{PREFIX}BrokerViewStale"),
+    ),
+    Alert(
         f"{PREFIX}Stale",
         "time() - max by (query) (rmqmon_last_batch_timestamp_seconds) > 300",
         "5m", "critical",
@@ -273,6 +283,12 @@ CASES: tuple[Case, ...] = (
          "10m", (({"consumer_group": "risk"}, 1),)),
     Case(f"{PREFIX}DivergingBrokerViews", "views diverging for one heartbeat round do not fire",
          {f'rmqmon_group_views_diverging{{{J},consumer_group="risk"}}': "1x4 0x56"}, "10m"),
+    Case(f"{PREFIX}BrokerViewStale", "a broker's views stale for 5 minutes fire",
+         {f'rmqmon_broker_stale_group_views{{{J},broker="broker-b"}}': "0 0 12x40",
+          f'rmqmon_broker_stale_group_views{{{J},broker="broker-a"}}': "0x42"},
+         "6m", (({"broker": "broker-b"}, 12),)),
+    Case(f"{PREFIX}BrokerViewStale", "a poll late for one minute, then fresh again: silent",
+         {f'rmqmon_broker_stale_group_views{{{J},broker="broker-b"}}': "0 0 5x4 0x36"}, "6m"),
     Case(f"{PREFIX}Stale", "no batch since the start: fires after 5 + 5 minutes",
          {f'rmqmon_last_batch_timestamp_seconds{{{J},query="consumer"}}': "0x80"},
          "15m", (({"query": "consumer"}, 900),)),

@@ -114,7 +114,7 @@ def run_demo(settings: DemoSettings) -> int:
     from connectors.kafka_broker import LocalKafkaBroker, create_topics, free_port, port_is_open
     from connectors.simulator import Simulation, build_scenario
     from streaming.config import load_config
-    from streaming.contract.events import DEFAULT_TOPICS
+    from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
     from streaming.job.runner import MonitorJob
     from streaming.job.spark_session import set_logger_levels
 
@@ -146,7 +146,7 @@ def run_demo(settings: DemoSettings) -> int:
     port = settings.metrics_port if not port_is_open(settings.metrics_port) else free_port()
     env = {
         "RRM__KAFKA__BOOTSTRAP_SERVERS": info.bootstrap_servers,
-        **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items()},
+        **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items() if TOPIC_OPTIONS[t] == t},
         "RRM__PATHS__DELTA_ROOT": str(run_dir / "delta"),
         "RRM__PATHS__CHECKPOINT_ROOT": str(run_dir / "checkpoints"),
         "RRM__SPARK__TRIGGER_INTERVAL": '"3 seconds"',

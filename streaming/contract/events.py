@@ -43,26 +43,32 @@ from typing import Any
 # -- event types, Kafka topics and keys -----------------------------------------------------------------
 
 CONSUMER_CHANNEL = "consumer_channel"
+CONSUMER_CONNECTIONS = "consumer_connections"
 REPORTED_ASSIGNMENT = "reported_assignment"
 TOPIC_ROUTE = "topic_route"
 SEND_RESULT = "send_result"
-EVENT_TYPES = (CONSUMER_CHANNEL, REPORTED_ASSIGNMENT, TOPIC_ROUTE, SEND_RESULT)
+EVENT_TYPES = (CONSUMER_CHANNEL, CONSUMER_CONNECTIONS, REPORTED_ASSIGNMENT, TOPIC_ROUTE, SEND_RESULT)
 
 # The schema versions the job accepts per type; anything else is dead-lettered as UNKNOWN_SCHEMA_VERSION.
 SUPPORTED_VERSIONS: Mapping[str, tuple[int, ...]] = {event_type: (1,) for event_type in EVENT_TYPES}
 
 # One topic per type by default, so each type can have its own retention (routes: compacted) and partitions;
-# the required ``type`` field still lets several types share a topic.
+# the required ``type`` field still lets several types share a topic. A broker's poll of a group shares the
+# channel events' topic and key, so one group's polls and heartbeats stay in order in one partition.
 DEFAULT_TOPICS: Mapping[str, str] = {
     CONSUMER_CHANNEL: "rocketmq.consumer-channels",
+    CONSUMER_CONNECTIONS: "rocketmq.consumer-channels",
     REPORTED_ASSIGNMENT: "rocketmq.reported-assignments",
     TOPIC_ROUTE: "rocketmq.topic-routes",
     SEND_RESULT: "rocketmq.send-results",
 }
+# The ``[kafka.topics]`` option that names each type's topic in the job's configuration.
+TOPIC_OPTIONS: Mapping[str, str] = {**{t: t for t in EVENT_TYPES}, CONSUMER_CONNECTIONS: CONSUMER_CHANNEL}
 # The field whose value is the Kafka record key: it keeps one group's (topic's, producer's) events in one
 # partition, in order.
 KEY_FIELDS: Mapping[str, str] = {
     CONSUMER_CHANNEL: "group",
+    CONSUMER_CONNECTIONS: "group",
     REPORTED_ASSIGNMENT: "group",
     TOPIC_ROUTE: "topic",
     SEND_RESULT: "producer_id",

@@ -13,6 +13,12 @@ every view's cidAll when they differ.
 Who consumes a topic: every channel is in cidAll, but only clients that subscribe the topic rebalance
 it (semantics 5.3). A share computed for a non-subscriber is therefore never pulled: those queues are
 orphaned, and the non-subscribers are named in an INCONSISTENT_SUBSCRIPTION finding.
+
+Who allocates: only CLUSTERING clients that rebalance themselves. A BROADCASTING group takes every queue on
+every client, and a POP group (5.x POP-mode push consumers, 5.x gRPC clients through the proxy) is served by
+the broker (semantics 3.5, 3.6): such a group gets no expected assignment and no per-topic findings, only its
+allocation mode (``Analysis.allocation``). Stale polled views (``membership.fresh_views``) take no part
+while a fresh view has channels: they hold what the broker last showed, not what it shows now.
 """
 
 from __future__ import annotations
@@ -25,8 +31,13 @@ from .allocation import AllocationStrategy, GroupAllocation, allocate_group
 from .episodes import Finding
 from .errors import DomainError
 from .javacompat import java_sort_key
-from .membership import BrokerView, GroupMembership, cid_all, views_with_channels
+from .membership import BrokerView, Channel, GroupMembership, cid_all, fresh_views
 from .queues import MessageQueue, sorted_client_ids
+
+# How a group's queues are allocated (``allocation_mode``).
+CLIENT_SIDE = "CLIENT"  # every CLUSTERING client computes its share with the group's strategy
+BROADCAST = "BROADCAST"  # every client consumes every queue (BROADCASTING)
+BROKER_SIDE = "BROKER"  # the broker hands out queues (CONSUME_POP: POP-mode push and gRPC clients)
 
 StrategyFactory = Callable[[str | None, str | None], AllocationStrategy]
 """(strategy name reported by clients or None, client version or None) -> strategy."""
@@ -68,6 +79,8 @@ class Analysis:
     views: Mapping[str, tuple[str, ...]]  # broker -> sorted cidAll
     topics: Mapping[str, TopicAnalysis]
     findings: tuple[Finding, ...] = field(default_factory=tuple)
+    allocation: str = CLIENT_SIDE
+    stale_views: tuple[str, ...] = ()  # brokers whose polled view is stale (left out while a fresh one has channels)
 
     @property
     def members(self) -> int:
@@ -82,8 +95,23 @@ class Analysis:
         return len(set(self.views.values())) > 1
 
 
+def allocation_mode(channels: Sequence[Channel]) -> str:
+    """The group's allocation as most of its channels say (ties: the mode without client-side allocation, so an
+    undecided group raises no queue anomaly); a channel without client-side allocation is BROADCASTING or POP."""
+    modes = Counter(_channel_mode(ch) for ch in channels)
+    if not modes:
+        return CLIENT_SIDE
+    return min(modes, key=lambda m: (-modes[m], m == CLIENT_SIDE, m))
+
+
+def _channel_mode(channel: Channel) -> str:
+    if channel.message_model == "BROADCASTING":
+        return BROADCAST
+    return BROKER_SIDE if channel.consume_type == "CONSUME_POP" else CLIENT_SIDE
+
+
 def primary_view(membership: GroupMembership) -> tuple[str | None, BrokerView | None]:
-    views = views_with_channels(membership)
+    views = fresh_views(membership)
     if not views:
         return None, None
     broker = min(views, key=lambda b: (-len(views[b].channels), java_sort_key(b)))
@@ -105,10 +133,11 @@ def analyze_group(
     """Analyse the group at event time ``now_ms`` (see the module docstring for the rules)."""
     group = membership.group
     broker, view = primary_view(membership)
-    views = {b: tuple(sorted_client_ids(cid_all(v))) for b, v in views_with_channels(membership).items()}
+    views = {b: tuple(sorted_client_ids(cid_all(v))) for b, v in fresh_views(membership).items()}
+    stale = tuple(sorted(b for b, v in membership.views.items() if v.channels and b not in views))
     findings: list[Finding] = []
     if view is None:
-        return Analysis(group, now_ms, None, (), {}, {}, {}, ())
+        return Analysis(group, now_ms, None, (), {}, {}, {}, (), CLIENT_SIDE, stale)
     channels = sorted(view.channels.values(), key=lambda c: c.channel)
     cids = tuple(sorted_client_ids(cid_all(view)))
     channels_by_client: dict[str, list[str]] = {}
@@ -126,9 +155,12 @@ def analyze_group(
     reported_strategy = min(strategies, key=lambda s: (-strategies[s], s)) if strategies else None
     version = min(versions, key=lambda s: (-versions[s], s)) if versions else None
     multiplicity = Counter(cids)
+    mode = allocation_mode(channels)
 
     topic_results: dict[str, TopicAnalysis] = {}
     subscribed_topics = sorted(set().union(*topics_by_client.values()) if topics_by_client else set())
+    if mode != CLIENT_SIDE:
+        subscribed_topics = []  # no client computes a share: nothing to expect, nothing orphaned or doubled
     for topic in subscribed_topics:
         mq_all = mq_all_by_topic.get(topic)
         if not mq_all:
@@ -196,6 +228,8 @@ def analyze_group(
         views,
         topic_results,
         tuple(sorted(findings, key=lambda f: (f.topic, f.anomaly))),
+        mode,
+        stale,
     )
 
 
@@ -323,6 +357,7 @@ def strategy_error_kinds(analysis: Analysis) -> dict[str, list[str]]:
 __all__ = [
     "Analysis",
     "TopicAnalysis",
+    "allocation_mode",
     "analyze_group",
     "owners_by_topic",
     "primary_view",

@@ -12,6 +12,13 @@ Per event:
 * ``consumer_channel``: the group's membership runs the expiry scan up to the event's time, then applies
   the event (``membership``); every change is a ``membership_changes`` row and marks the group for
   re-analysis.
+* ``consumer_connections``: one broker's poll of the group replaces that broker's view at its time
+  (``membership.apply_poll``): changes as for a channel event, plus a ``broker_views_current`` row (the view's
+  status, last poll and channels) and, when the status changes, a ``broker_view_changes`` row. A poll older
+  than the view's last is a ``late_events`` record (reason ``stale_poll``); a poll without connections of a
+  group the shard does not know changes nothing. A polled view is never scanned for expiry: without a poll
+  newer than its ``stale_after_ms`` it turns STALE (``membership.mark_stale``), before any later poll of the
+  group and at each watermark, its channels kept; STALE is a status, not a membership change.
 * ``topic_route``: the topic's readable queues (``perm & 4``, ids ``0..read_queue_nums-1``) replace the
   previous ones when they differ; every group of the shard that subscribes the topic (through a channel
   still registered at the route's time) is re-analysed.
@@ -51,7 +58,7 @@ from typing import Any, NamedTuple
 
 from . import membership as ms
 from .allocation import AllocationStrategy, MachineRoomResolver, RegexResolver, SplitResolver, strategy_from_name
-from .analysis import Analysis, analyze_group, owners_by_topic
+from .analysis import CLIENT_SIDE, Analysis, analyze_group, owners_by_topic
 from .episodes import (
     Episode,
     Finding,
@@ -76,11 +83,12 @@ Record = tuple[str, dict[str, Any]]
 ORIGIN_KEY = "_origin"
 UNKNOWN_GROUP = "UNKNOWN_GROUP"  # the reason of a report the engine cannot compare with anything
 STALE_ROUTE = "stale_route"  # the late-event reason of a route older than the applied one
+STALE_POLL = "stale_poll"  # the late-event reason of a poll older than its view's last poll
 # Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
 NOT_REBALANCES = frozenset({"REPORTED_ASSIGNMENT", "STORM_WINDOW", "FLAPPING_WINDOW", "CONVERGENCE_GRACE"})
 # Findings that compare what clients report with what they compute: held while clients converge.
 CONVERGING_KINDS = ("ASSIGNMENT_MISMATCH",)
-_MEMBER_DIRECTION = {"JOIN": "JOIN", "LEAVE": "LEAVE", "EXPIRED": "LEAVE"}
+_MEMBER_DIRECTION = {"JOIN": "JOIN", "LEAVE": "LEAVE", "EXPIRED": "LEAVE", "VANISHED": "LEAVE"}
 
 
 @dataclass(frozen=True)
@@ -271,6 +279,7 @@ class ShardEngine:
 
     def next_wakeup_ms(self) -> int | None:
         times = [ms.next_expiry_ms(s.membership, self.settings.expiry_ms) for s in self.groups.values()]
+        times += [ms.next_stale_ms(s.membership) for s in self.groups.values()]
         times += [t + self.settings.storm_window_ms + 1 for s in self.groups.values() for t in s.rebalances_ms[:1]]
         times += [self.flapping.next_expiry_ms(s.member_changes) for s in self.groups.values() if s.member_changes]
         times += [s.converge_by_ms for s in self.groups.values() if s.reported and s.converge_by_ms is not None]
@@ -393,9 +402,14 @@ class ShardEngine:
             if isinstance(event, ms.ChannelEvent):
                 self._apply_channel(event, records, dirty)
                 continue
+            if isinstance(event, ms.ConnectionPoll):
+                self._apply_poll(event, records, dirty)
+                continue
             kind = event.get("type")
             if kind == "consumer_channel":
                 self._apply_channel(ms.ChannelEvent.from_json(event), records, dirty)
+            elif kind == "consumer_connections":
+                self._apply_poll(ms.ConnectionPoll.from_json(event), records, dirty)
             elif kind == "topic_route":
                 self._apply_route(event, records, dirty)
             elif kind == "reported_assignment":
@@ -483,6 +497,37 @@ class ShardEngine:
             self._mark(dirty, event.group, change.event_time_ms, change.change)
             self._count_member_change(state, change)
 
+    def _apply_poll(self, poll: ms.ConnectionPoll, records: list[Record],
+                    dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+        state = self.groups.get(poll.group)
+        if state is None:
+            if not poll.connections:
+                return  # no broker knows a client of the group: nothing to keep
+            retired = self.retired.pop(poll.group, [0, 0])
+            state = GroupState(ms.GroupMembership(poll.group), generation=int(retired[0]))
+            if len(retired) > 2:
+                state.member_changes = self.flapping.prune(retired[2], poll.event_time_ms)
+        now_ms, expiry_ms = poll.event_time_ms, self.settings.expiry_ms
+        membership, statuses = ms.mark_stale(state.membership, now_ms)
+        membership, expired = ms.expire(membership, now_ms, expiry_ms)
+        previous = membership.views.get(poll.broker)
+        membership, changes, status = ms.apply_poll(membership, poll, expiry_ms)
+        state.membership = membership
+        state.expiry_bound_ms = None
+        self.groups[poll.group] = state
+        records += [row for s in statuses for row in _stale_rows(s)]
+        if status is None:
+            records.append(("late_events", {"reason": STALE_POLL, "event_type": "consumer_connections",
+                                            "group": poll.group, "broker": poll.broker, "event_time_ms": now_ms}))
+        else:
+            records.append(("broker_views_current", _view_row(status)))
+            if previous is None or previous.poll is None or previous.poll.stale:
+                records.append(_view_change_row(status))
+        for change in expired + changes:
+            records.append(("membership_changes", _change_row(change)))
+            self._mark(dirty, poll.group, change.event_time_ms, change.change)
+            self._count_member_change(state, change)
+
     def _apply_route(self, event: Mapping[str, Any], records: list[Record],
                      dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
         topic, time_ms = event["topic"], int(event["event_time"])
@@ -525,7 +570,9 @@ class ShardEngine:
         records: list[Record] = []
         for group in sorted(self.groups):
             state = self.groups[group]
-            membership, changes = ms.expire(state.membership, now_ms, self.settings.expiry_ms)
+            membership, statuses = ms.mark_stale(state.membership, now_ms)
+            records += [row for s in statuses for row in _stale_rows(s)]
+            membership, changes = ms.expire(membership, now_ms, self.settings.expiry_ms)
             state.membership = membership
             state.expiry_bound_ms = None
             for change in changes:
@@ -615,14 +662,18 @@ class ShardEngine:
         records: list[Record] = [_transition_row(t, state.generation) for t in close_all(state.episodes, time_ms)]
         for topic, clients in state.assigned.items():
             records += [("current_assignment", _delete_assignment(group, topic, c, state, time_ms)) for c in clients]
+        for broker, view in sorted(state.membership.views.items()):
+            if view.poll is not None:  # the group is gone from every broker: so is its polled view
+                records.append(("broker_views_current", {"group": group, "broker": broker, "event_time_ms": time_ms,
+                                                 "_op": "delete"}))  # fmt: skip
         records.append(("group_metrics", {"group": group, "removed": True, "event_time_ms": time_ms}))
         return records
 
 
 def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: int) -> set[str]:
     """The topics the group's channels registered at ``now_ms`` subscribe (the membership as of then)."""
-    return {t for v in membership.views.values() for ch in v.channels.values() if ms.is_live(ch, now_ms, expiry_ms)
-            for t, _ in ch.topics}  # fmt: skip
+    return {t for v in membership.views.values() for ch in v.channels.values()
+            if ms.is_registered(v, ch, now_ms, expiry_ms) for t, _ in ch.topics}  # fmt: skip
 
 
 def _slide_matters(state: GroupState, kind: str, finding_now: Finding | None) -> bool:
@@ -652,6 +703,24 @@ def _change_row(change: ms.MembershipChange) -> dict[str, Any]:
             "topics_added": list(change.topics_added), "topics_removed": list(change.topics_removed)}  # fmt: skip
 
 
+def _view_row(status: ms.ViewStatus) -> dict[str, Any]:
+    return {"group": status.group, "broker": status.broker, "status": status.status,
+            "polled_at_ms": status.polled_at_ms, "stale_after_ms": status.stale_after_ms,
+            "stale_since_ms": status.event_time_ms if status.status == "STALE" else None,
+            "channels": status.channels, "collector": status.collector, "event_time_ms": status.event_time_ms,
+            "_op": "upsert"}  # fmt: skip
+
+
+def _stale_rows(status: ms.ViewStatus) -> list[Record]:
+    return [("broker_views_current", _view_row(status)), _view_change_row(status)]
+
+
+def _view_change_row(status: ms.ViewStatus) -> Record:
+    """A polled view's status change (first poll, STALE, FRESH again); the current row follows it."""
+    row = _view_row(status)
+    return ("broker_view_changes", {k: v for k, v in row.items() if k not in ("_op", "stale_since_ms")})
+
+
 def _transition_row(transition: Transition, generation: int) -> Record:
     e = transition.episode
     row = {"episode_id": e.episode_id, "group": e.group, "topic": e.topic, "anomaly": e.anomaly,
@@ -674,13 +743,17 @@ def _snapshot_row(analysis: Analysis, state: GroupState, time_ms: int, triggers:
                        "skew_queues": r.skew_queues, "errors": sorted({str(e) for e in r.allocation.errors.values()})}
                    for t, r in analysis.topics.items()},
         "duplicate_client_ids": {c: list(v) for c, v in analysis.duplicate_client_ids.items()},
+        "allocation": analysis.allocation,
+        "stale_views": list(analysis.stale_views),
     }  # fmt: skip
     versions = sorted({ch.client_version or "" for v in state.membership.views.values() for ch in v.channels.values()})
     return {
         "group": analysis.group, "generation": state.generation, "event_time_ms": time_ms, "triggers": triggers,
         "members": analysis.members, "channels": len(analysis.cid_all), "brokers": sorted(analysis.views),
         "cid_all": list(analysis.cid_all), "topics": sorted(analysis.topics),
-        "strategy": ",".join(strategies), "client_line": ",".join(v for v in versions if v),
+        # A group without client-side allocation has no strategy: its allocation mode (BROADCAST, BROKER) says so.
+        "strategy": ",".join(strategies) if analysis.allocation == CLIENT_SIDE else analysis.allocation,
+        "client_line": ",".join(v for v in versions if v),
         "views_diverge": analysis.views_diverge,
         "anomalies": sorted({e.anomaly for e in state.episodes.values()}),
         "details": json.dumps(details, sort_keys=True, separators=(",", ":")),

@@ -28,7 +28,13 @@ the run's last time, so no scan inside the run finds it silent. ``fleet.ShardEng
 when a run may be applied that way (its heartbeats after the first must all be steady refreshes).
 
 Besides the broker's own data, each channel keeps what its client reported (its own subscriptions,
-client version, allocation strategy): the analysis needs them to find inconsistent subscriptions.
+client version, allocation strategy, message model, consume type): the analysis needs them.
+
+A view may instead be fed by a collector's polls of the broker's connection list (``ConnectionPoll``,
+``apply_poll``): each poll replaces the view as a whole at its time (unlisted channels VANISHED), the
+view is never scanned for expiry (the broker's own expiry shows in its next poll), and without a newer
+poll within ``stale_after_ms`` it turns STALE, its channels kept as last seen (``mark_stale``).
+``docs/design/snapshot-views.md`` explains why.
 """
 
 from __future__ import annotations
@@ -101,6 +107,45 @@ def subscriptions_from_json(items: Iterable[Mapping[str, Any]] | None) -> tuple[
     )
 
 
+class Connection(NamedTuple):
+    """One channel of a poll (a ``connections`` item of the ``consumer_connections`` event)."""
+
+    channel: str
+    client_id: str
+    client_version: str | None = None
+    allocate_strategy: str | None = None
+    # The client's own subscriptions from its running info; None: unknown (the broker's table stands in).
+    subscriptions: tuple[Subscription, ...] | None = None
+    language: str | None = None
+
+
+class ConnectionPoll(NamedTuple):
+    """One broker's whole view of one group at poll time (the ``consumer_connections`` event)."""
+
+    event_time_ms: int
+    broker: str
+    group: str
+    stale_after_ms: int
+    subscriptions: tuple[Subscription, ...]
+    connections: tuple[Connection, ...]
+    message_model: str = "CLUSTERING"
+    consume_type: str = "CONSUME_PASSIVELY"
+    collector: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ConnectionPoll:
+        connections = tuple(
+            Connection(str(c["channel"]), str(c["client_id"]), c.get("client_version"), c.get("allocate_strategy"),
+                       None if c.get("subscriptions") is None else subscriptions_from_json(c["subscriptions"]),
+                       c.get("language"))
+            for c in data.get("connections") or ()
+        )  # fmt: skip
+        return cls(int(data["event_time"]), str(data["broker"]), str(data["group"]), int(data["stale_after_ms"]),
+                   subscriptions_from_json(data.get("subscriptions")), connections,
+                   str(data.get("message_model") or "CLUSTERING"), str(data.get("consume_type") or "CONSUME_PASSIVELY"),
+                   data.get("collector"))  # fmt: skip
+
+
 class Channel(NamedTuple):
     channel: str
     client_id: str
@@ -109,6 +154,21 @@ class Channel(NamedTuple):
     allocate_strategy: str | None = None
     message_model: str = "CLUSTERING"
     topics: tuple[tuple[str, str], ...] = ()  # (topic, expression) as this client reported them
+    consume_type: str = "CONSUME_PASSIVELY"
+
+
+class PollState(NamedTuple):
+    """What a view fed by polls knows about them: the last poll's time, when it counts as stale, whether it is."""
+
+    polled_at_ms: int
+    stale_after_ms: int
+    stale: bool = False
+    collector: str | None = None
+
+    @property
+    def stale_at_ms(self) -> int:
+        """The first event time at which the view is stale without a newer poll."""
+        return self.polled_at_ms + self.stale_after_ms + 1
 
 
 @dataclass(frozen=True)
@@ -116,6 +176,7 @@ class BrokerView:
     channels: Mapping[str, Channel] = field(default_factory=dict)
     subscriptions: Mapping[str, Subscription] = field(default_factory=dict)
     removed_at_ms: Mapping[str, int] = field(default_factory=dict)  # channel -> removal time (tombstones)
+    poll: PollState | None = None  # None: fed by heartbeats (channel events)
 
 
 @dataclass(frozen=True)
@@ -132,8 +193,8 @@ class MembershipChange(NamedTuple):
     event_time_ms: int
     group: str
     broker: str
-    change: str  # JOIN | LEAVE | EXPIRED | SUBSCRIPTION_CHANGED
-    reason: str  # the input kind, or SCAN for expiry
+    change: str  # JOIN | LEAVE | EXPIRED | VANISHED | SUBSCRIPTION_CHANGED
+    reason: str  # the input kind, SCAN for expiry, POLL for a poll
     client_id: str
     channel: str
     notifies_clients: bool
@@ -183,7 +244,7 @@ def _last_updated(view: BrokerView, last_updates: Mapping[str, int]) -> BrokerVi
     channels = dict(view.channels)
     for name, last_update_ms in last_updates.items():
         channels[name] = channels[name]._replace(last_update_ms=last_update_ms)
-    return BrokerView(channels, view.subscriptions, view.removed_at_ms)
+    return BrokerView(channels, view.subscriptions, view.removed_at_ms, view.poll)
 
 
 def is_live(channel: Channel, now_ms: int, expiry_ms: int = DEFAULT_EXPIRY_MS) -> bool:
@@ -202,6 +263,7 @@ def repeats(view: BrokerView, existing: Channel, event: ChannelEvent) -> bool:
         or existing.client_version != event.client_version
         or existing.allocate_strategy != event.allocate_strategy
         or existing.message_model != event.message_model
+        or existing.consume_type != event.consume_type
     ):
         return False
     table = view.subscriptions
@@ -245,7 +307,8 @@ def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[Broke
         return view, []  # out of order: a newer heartbeat of this channel was applied already
     reported = tuple(sorted((s.topic, s.expression) for s in event.subscriptions))
     channels[event.channel] = Channel(event.channel, event.client_id, event.event_time_ms, event.client_version,
-                                      event.allocate_strategy, event.message_model, reported)  # fmt: skip
+                                      event.allocate_strategy, event.message_model, reported,
+                                      event.consume_type)  # fmt: skip
     if existing is None or existing.client_id != event.client_id:
         changes.append(MembershipChange(event.event_time_ms, group, event.broker, "JOIN", "HEARTBEAT",
                                         event.client_id, event.channel, notifies))  # fmt: skip
@@ -264,7 +327,7 @@ def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[Broke
         changes.append(MembershipChange(event.event_time_ms, group, event.broker, "SUBSCRIPTION_CHANGED", "HEARTBEAT",
                                         event.client_id, event.channel, notifies, added, removed))  # fmt: skip
     removed_at = {k: v for k, v in view.removed_at_ms.items() if k != event.channel}
-    return BrokerView(channels, table, removed_at), changes
+    return BrokerView(channels, table, removed_at, view.poll), changes
 
 
 def _remove(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerView, list[MembershipChange]]:
@@ -277,7 +340,7 @@ def _remove(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerVi
     removed_at = {**view.removed_at_ms, event.channel: event.event_time_ms}
     change = MembershipChange(event.event_time_ms, group, event.broker, "LEAVE", event.kind, existing.client_id,
                               event.channel, _notifies(existing.message_model, existing.client_version))  # fmt: skip
-    return BrokerView(channels, view.subscriptions, removed_at), [change]
+    return BrokerView(channels, view.subscriptions, removed_at, view.poll), [change]
 
 
 def _with_view(membership: GroupMembership, broker: str, view: BrokerView, now_ms: int,
@@ -285,10 +348,11 @@ def _with_view(membership: GroupMembership, broker: str, view: BrokerView, now_m
     views = dict(membership.views)
     tombstones = {k: v for k, v in view.removed_at_ms.items() if v > now_ms - expiry_ms}
     if view.channels:
-        views[broker] = BrokerView(view.channels, view.subscriptions, tombstones)
-    elif tombstones:
-        # Rule 4: no channel left, so the broker forgets the table; only tombstones remain, to reject stale input.
-        views[broker] = BrokerView({}, {}, tombstones)
+        views[broker] = BrokerView(view.channels, view.subscriptions, tombstones, view.poll)
+    elif tombstones or view.poll is not None:
+        # Rule 4: no channel left, so the broker forgets the table; only tombstones remain, to reject stale input
+        # (and a polled view's poll state, so that it can still turn stale).
+        views[broker] = BrokerView({}, {}, tombstones, view.poll)
     else:
         views.pop(broker, None)
     return GroupMembership(membership.group, views)
@@ -301,7 +365,10 @@ def expire(membership: GroupMembership, now_ms: int,
     result = membership
     for broker in sorted(membership.views):
         view = result.views[broker]
-        stale = sorted(c for c, ch in view.channels.items() if not is_live(ch, now_ms, expiry_ms))
+        # A polled view is never scanned: the broker's own expiry shows as the channel's absence from a poll.
+        stale = [] if view.poll is not None else sorted(
+            c for c, ch in view.channels.items() if not is_live(ch, now_ms, expiry_ms)
+        )  # fmt: skip
         if not stale and not view.removed_at_ms:
             continue
         channels = dict(view.channels)
@@ -312,7 +379,8 @@ def expire(membership: GroupMembership, now_ms: int,
             removed_at[channel] = expired_at
             changes.append(MembershipChange(expired_at, membership.group, broker, "EXPIRED", "SCAN", gone.client_id,
                                             channel, False))  # fmt: skip
-        result = _with_view(result, broker, BrokerView(channels, view.subscriptions, removed_at), now_ms, expiry_ms)
+        result = _with_view(result, broker, BrokerView(channels, view.subscriptions, removed_at, view.poll), now_ms,
+                            expiry_ms)  # fmt: skip
     # In time order: one scan then reports what several earlier scans would have, in the same order (the
     # flapping detector's coalescing depends on it), so how often the engine scans never shows.
     changes.sort(key=lambda c: (c.event_time_ms, c.broker, c.channel))
@@ -321,9 +389,116 @@ def expire(membership: GroupMembership, now_ms: int,
 
 def next_expiry_ms(membership: GroupMembership, expiry_ms: int = DEFAULT_EXPIRY_MS) -> int | None:
     """The earliest event time at which ``expire`` would remove a channel or a tombstone."""
-    times = [ch.last_update_ms + expiry_ms + 1 for v in membership.views.values() for ch in v.channels.values()]
+    times = [ch.last_update_ms + expiry_ms + 1 for v in membership.views.values() if v.poll is None
+             for ch in v.channels.values()]  # fmt: skip
     times += [t + expiry_ms for v in membership.views.values() for t in v.removed_at_ms.values()]
     return min(times) if times else None
+
+
+class ViewStatus(NamedTuple):
+    """A polled view's state after a poll (FRESH) or when its polls stopped (STALE), at ``event_time_ms``."""
+
+    event_time_ms: int
+    group: str
+    broker: str
+    status: str  # FRESH | STALE
+    polled_at_ms: int
+    stale_after_ms: int
+    channels: int
+    collector: str | None
+
+
+PollOutcome = tuple[GroupMembership, list[MembershipChange], ViewStatus | None]
+
+
+def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int = DEFAULT_EXPIRY_MS) -> PollOutcome:
+    """The broker's view of the group replaced by its poll: listed channels are registered (a new one JOINs) or
+    refreshed, the view's other channels VANISHED at the poll's time, the group's table is the poll's. A poll
+    older than the view's last poll changes nothing (status None): replaying polls in another order gives the
+    same view."""
+    view = membership.views.get(poll.broker) or BrokerView()
+    if view.poll is not None and poll.event_time_ms < view.poll.polled_at_ms:
+        return membership, [], None
+    now, group = poll.event_time_ms, membership.group
+    changes: list[MembershipChange] = []
+    table_topics = tuple(sorted((s.topic, s.expression) for s in poll.subscriptions))
+    previous_table = tuple(sorted((s.topic, s.expression) for s in view.subscriptions.values()))
+    channels: dict[str, Channel] = {}
+    for c in poll.connections:
+        tombstone = view.removed_at_ms.get(c.channel)
+        if tombstone is not None and now < tombstone:
+            continue  # removed after this poll was taken: must not come back
+        existing = view.channels.get(c.channel)
+        same_client = existing is not None and existing.client_id == c.client_id
+        if c.subscriptions is not None:
+            topics = tuple(sorted((s.topic, s.expression) for s in c.subscriptions))
+        elif same_client and existing.topics != previous_table:  # type: ignore[union-attr]
+            topics = existing.topics  # type: ignore[union-attr]  # the client's own, from an earlier poll
+        else:
+            topics = table_topics  # unknown: the broker's table for the group stands in
+        channels[c.channel] = Channel(c.channel, c.client_id, now, c.client_version, c.allocate_strategy,
+                                      poll.message_model, topics, poll.consume_type)  # fmt: skip
+        if not same_client:
+            changes.append(MembershipChange(now, group, poll.broker, "JOIN", "POLL", c.client_id, c.channel,
+                                            _notifies(poll.message_model, c.client_version)))  # fmt: skip
+    removed_at = dict(view.removed_at_ms)
+    for name, existing in sorted(view.channels.items()):
+        if name in channels:
+            continue
+        if existing.last_update_ms > now:
+            channels[name] = existing  # registered by a heartbeat after the poll was taken
+            continue
+        removed_at[name] = now
+        # How it left (expiry, close, unregister) does not show in a poll: whether clients were told is unknown.
+        changes.append(MembershipChange(now, group, poll.broker, "VANISHED", "POLL", existing.client_id, name, False))
+    for name in channels:
+        removed_at.pop(name, None)
+    incoming = {s.topic: s for s in poll.subscriptions}
+    added = tuple(sorted(t for t in incoming if t not in view.subscriptions))
+    removed = tuple(sorted(t for t in view.subscriptions if t not in incoming))
+    if added or removed:
+        changes.append(MembershipChange(now, group, poll.broker, "SUBSCRIPTION_CHANGED", "POLL", "", "",
+                                        _notifies(poll.message_model, None), added, removed))  # fmt: skip
+    state = PollState(now, poll.stale_after_ms, False, poll.collector)
+    result = _with_view(membership, poll.broker, BrokerView(channels, incoming, removed_at, state), now, expiry_ms)
+    status = ViewStatus(now, group, poll.broker, "FRESH", now, poll.stale_after_ms, len(channels), poll.collector)
+    return result, changes, status
+
+
+def mark_stale(membership: GroupMembership, now_ms: int) -> tuple[GroupMembership, list[ViewStatus]]:
+    """Polled views without a poll newer than their ``stale_after_ms`` by ``now_ms`` turn STALE: their channels
+    stay as last seen (no removal), only the status changes, at the first time it holds."""
+    statuses: list[ViewStatus] = []
+    views = dict(membership.views)
+    for broker, view in sorted(membership.views.items()):
+        poll = view.poll
+        if poll is None or poll.stale or now_ms < poll.stale_at_ms:
+            continue
+        views[broker] = BrokerView(view.channels, view.subscriptions, view.removed_at_ms, poll._replace(stale=True))
+        statuses.append(ViewStatus(poll.stale_at_ms, membership.group, broker, "STALE", poll.polled_at_ms,
+                                   poll.stale_after_ms, len(view.channels), poll.collector))  # fmt: skip
+    if not statuses:
+        return membership, []
+    return GroupMembership(membership.group, views), statuses
+
+
+def next_stale_ms(membership: GroupMembership) -> int | None:
+    """The earliest event time at which ``mark_stale`` would find a fresh polled view stale."""
+    times = [v.poll.stale_at_ms for v in membership.views.values() if v.poll is not None and not v.poll.stale]
+    return min(times) if times else None
+
+
+def is_registered(view: BrokerView, channel: Channel, now_ms: int, expiry_ms: int = DEFAULT_EXPIRY_MS) -> bool:
+    """The channel counts as registered at ``now_ms``: always in a polled view (its polls say), else ``is_live``."""
+    return view.poll is not None or is_live(channel, now_ms, expiry_ms)
+
+
+def fresh_views(membership: GroupMembership) -> dict[str, BrokerView]:
+    """The views with channels that are not stale; when every view with channels is stale, all of them (the last
+    seen state is then the best there is)."""
+    views = views_with_channels(membership)
+    fresh = {b: v for b, v in views.items() if v.poll is None or not v.poll.stale}
+    return fresh or views
 
 
 def cid_all(view: BrokerView) -> list[str]:
@@ -355,10 +530,12 @@ def snapshot(membership: GroupMembership) -> dict[str, Any]:
             "client_versions": [c.client_version for c in channels],
             "allocate_strategies": [c.allocate_strategy for c in channels],
             "message_models": [c.message_model for c in channels],
+            "consume_types": [c.consume_type for c in channels],
             "topics": [topic_lists[c.topics] for c in channels],  # an index into topic_lists
             "topic_lists": [[list(t) for t in topics] for topics in topic_lists],
             "subscriptions": [[s.topic, s.expression, s.sub_version] for s in view.subscriptions.values()],
             "removed_at_ms": dict(view.removed_at_ms),
+            "poll": None if view.poll is None else list(view.poll),
         }
     return {"schema_version": SCHEMA_VERSION, "group": membership.group, "views": views}
 
@@ -370,12 +547,17 @@ def restore(data: Mapping[str, Any]) -> GroupMembership:
     for broker, view in data["views"].items():
         topic_lists = [tuple((t[0], t[1]) for t in topics) for topics in view["topic_lists"]]
         names = view["channels"]
+        consume_types = view.get("consume_types") or ["CONSUME_PASSIVELY"] * len(names)
         channels = dict(zip(names, map(
             Channel, names, view["client_ids"], map(int, view["last_update_ms"]), view["client_versions"],
             view["allocate_strategies"], view["message_models"], [topic_lists[i] for i in view["topics"]],
+            consume_types,
         ), strict=True))  # fmt: skip
         subscriptions = {s[0]: Subscription(s[0], s[1], int(s[2])) for s in view["subscriptions"]}
-        views[broker] = BrokerView(channels, subscriptions, {k: int(v) for k, v in view["removed_at_ms"].items()})
+        poll = view.get("poll")
+        views[broker] = BrokerView(channels, subscriptions, {k: int(v) for k, v in view["removed_at_ms"].items()},
+                                   None if poll is None else PollState(int(poll[0]), int(poll[1]), bool(poll[2]),
+                                                                       poll[3]))  # fmt: skip
     return GroupMembership(data["group"], views)
 
 

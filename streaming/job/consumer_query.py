@@ -2,8 +2,9 @@
 
 Design (the README's "How it works" places it among the three queries):
 
-* One Kafka source subscribes the three consumer-side topics (one watermark). ``ingest.classify`` runs in
-  the JVM; dead letters and valid events continue in the same plan.
+* One Kafka source subscribes the three consumer-side topics (one watermark); brokers' polls
+  (``consumer_connections``) share the channel events' topic and reach the engine as their JSON.
+  ``ingest.classify`` runs in the JVM; dead letters and valid events continue in the same plan.
 * The stateful operator is ``applyInPandasWithState`` keyed by a **shard of groups**
   (``pmod(hash(group), shards)``), not by the group itself: a topic route must reach every group that
   subscribes the topic, and a route event knows its topic, not its groups. Route events are therefore
@@ -64,6 +65,7 @@ OUTPUT_SCHEMA = "table STRING, payload STRING"
 STATE_SCHEMA = state_blob.SCHEMA
 ROUTE_EVENT = "topic_route"
 CHANNEL_EVENT = "consumer_channel"
+POLL_EVENT = "consumer_connections"
 # The channel event's fields the engine reads, passed as columns ``c_<field>`` (see ``shard_input``).
 CHANNEL_FIELDS = ("broker", "kind", "channel", "client_id", "group", "message_model", "consume_type",
                   "client_version", "allocate_strategy")  # fmt: skip
@@ -81,7 +83,8 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
 
     valid = F.col("reason").isNull()
     channel = F.col(typed_column(CHANNEL_EVENT))
-    group = F.coalesce(channel["group"], F.col(f"{typed_column('reported_assignment')}.group"))
+    group = F.coalesce(channel["group"], F.col(f"{typed_column('reported_assignment')}.group"),
+                       F.col(f"{typed_column(POLL_EVENT)}.group"))
     shard = (
         F.when(~valid, F.array(F.lit(DEAD_LETTER_SHARD)))
         .when(F.col("event_type") == ROUTE_EVENT, F.sequence(F.lit(0), F.lit(shards - 1)))
@@ -201,7 +204,7 @@ def _columns(frames: Iterator[pd.DataFrame], names: tuple[str, ...] = _EVENT_COL
 # Events of the same millisecond apply routes first, then channel events, then reported assignments (and any
 # other type): the world a client sees, its members, then what they report. A report about a group must follow
 # the group's first channel event to be compared with anything, whatever the configured topics are called.
-_SAME_TIME_RANK = {ROUTE_EVENT: 0, CHANNEL_EVENT: 1}
+_SAME_TIME_RANK = {ROUTE_EVENT: 0, CHANNEL_EVENT: 1, POLL_EVENT: 1}
 _LAST_RANK = 2
 
 
@@ -258,6 +261,9 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
             keyed.append(((*key, offsets[i]), event))
             if event_type == CHANNEL_EVENT:
                 others.append(ChannelEvent.from_json(event))
+            elif event_type == POLL_EVENT:
+                # A poll replaces its broker's view: no heartbeat run of that view may skip its place.
+                others.append(ChannelEvent(time_ms, str(event["broker"]), "POLL", "", "", str(event["group"])))
             continue
         text = subscriptions[i]
         subs = parsed.get(text)

@@ -26,6 +26,7 @@ HISTORY_OUTPUTS = (
     "anomaly_episodes",
     "dead_letters",
     "fault_windows",
+    "broker_view_changes",
 )
 
 
@@ -87,6 +88,11 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             def assignment() -> None:
                 _merge_latest_rows(tables, batch, "current_assignment", app_id, batch_id)
 
+            def views() -> None:
+                _merge_latest_rows(tables, batch, "broker_views_current", app_id, batch_id)
+                if metrics is not None:
+                    refresh_view_metrics(tables, metrics)
+
             def anomalies() -> None:
                 episodes = _rows(batch, "anomaly_episodes")
                 current = _latest_per_key(episodes, ("episode_id",)).withColumn(
@@ -104,6 +110,7 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
             writes += [assignment] if "current_assignment" in present else []
             writes += [anomalies] if "anomaly_episodes" in present else []
+            writes += [views] if "broker_views_current" in present else []
             run_concurrently(writes)
             if metrics is not None:
                 apply_consumer_metrics(metrics, [(r["table"], json.loads(p)) for r in summary for p in r["payloads"]])
@@ -199,7 +206,8 @@ def refresh_broker_status(
     status = session.createDataFrame(rows, TABLES["broker_status_current"].schema_ddl)
     tables.merge_upsert("broker_status_current", status, app_id, batch_id)
     if metrics is not None:
-        metrics.retain("broker", [r["broker"] for r in rows])  # brokers no producer item mentions are gone
+        # brokers no producer item mentions are gone (from the producer metrics; polled views keep their own)
+        metrics.retain("broker", [r["broker"] for r in rows], names=PRODUCER_BROKER_METRICS)
         for r in rows:
             labels = (r["broker"],)
             metrics.inc("rmqmon_broker_isolation_episodes_total", labels, 0)  # an explicit zero for known brokers
@@ -211,6 +219,35 @@ def refresh_broker_status(
                 metrics.set_gauge("rmqmon_broker_avoided_until_timestamp_seconds", labels, r["avoided_until_ms"] / 1000)
         all_down = items.groupBy("producer_id").agg(F.min(F.col("unavailable_until_ms") > F.lit(now_ms)).alias("down"))
         metrics.set_gauge("rmqmon_producers_all_brokers_unavailable", (), float(all_down.where("down").count()))
+
+
+# The per-broker metrics computed from producers' fault items (``refresh_broker_status``).
+PRODUCER_BROKER_METRICS = ("rmqmon_broker_isolation_episodes_total", "rmqmon_broker_producers_avoiding",
+                           "rmqmon_broker_producers_avoiding_ratio", "rmqmon_broker_producers_seen",
+                           "rmqmon_broker_isolated", "rmqmon_broker_avoided_until_timestamp_seconds",
+                           "rmqmon_broker_send_latency_seconds")  # fmt: skip
+VIEW_METRICS = ("rmqmon_broker_polled_group_views", "rmqmon_broker_stale_group_views",
+                "rmqmon_broker_last_poll_timestamp_seconds")  # fmt: skip
+
+
+def refresh_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """Per broker, from ``broker_views_current`` (every shard's polled views): the group views polls feed, how
+    many are stale, and the latest poll's event time."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        tables.read("broker_views_current")
+        .groupBy("broker")
+        .agg(F.count("*").alias("views"), F.sum(F.when(F.col("status") == "STALE", 1).otherwise(0)).alias("stale"),
+             F.max("polled_at_ms").alias("last_poll_ms"))
+        .collect()
+    )  # fmt: skip
+    metrics.retain("broker", [r["broker"] for r in rows], names=VIEW_METRICS)
+    for r in rows:
+        labels = (r["broker"],)
+        metrics.set_gauge("rmqmon_broker_polled_group_views", labels, r["views"])
+        metrics.set_gauge("rmqmon_broker_stale_group_views", labels, r["stale"])
+        metrics.set_gauge("rmqmon_broker_last_poll_timestamp_seconds", labels, r["last_poll_ms"] / 1000)
 
 
 def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[str, Any]]]) -> None:

@@ -144,7 +144,7 @@ class MonitorJob:
         stream = build_consumer_stream(
             self.session,
             self._ingest_settings(types),
-            contracts_for(types),
+            contracts_for((*types, "consumer_connections")),  # polls ride on the channel events' topic
             self.config.membership.shards,
             self.config.ingest.watermark_delay,
             self.engine_settings(),

@@ -36,8 +36,9 @@ TABLES: dict[str, TableSpec] = {
             "topics_added ARRAY<STRING>, topics_removed ARRAY<STRING>, batch_id BIGINT",
             "Every change of a group's membership as one broker saw it: JOIN (new channel), LEAVE "
             "(UNREGISTER/close/exception/idle), EXPIRED (silent past the channel expiry; RocketMQ sends no "
-            "CHANGE for it), SUBSCRIPTION_CHANGED (topic added or removed). notifies_clients says whether "
-            "the broker would send NOTIFY_CONSUMER_IDS_CHANGED.",
+            "CHANGE for it), VANISHED (missing from a poll of the broker's connection list, reason POLL; how "
+            "it left is unknown, notifies_clients false), SUBSCRIPTION_CHANGED (topic added or removed). "
+            "notifies_clients says whether the broker would send NOTIFY_CONSUMER_IDS_CHANGED.",
         ),
         TableSpec(
             "group_snapshots", "history",
@@ -47,7 +48,9 @@ TABLES: dict[str, TableSpec] = {
             "details STRING, batch_id BIGINT",
             "One row per generation of a group: the merged membership after a membership or route change. "
             "generation increases by one per change; cid_all is sorted as RebalanceImpl sorts it, "
-            "duplicates kept; details is JSON (per-broker views, per-topic summary).",
+            "duplicates kept; details is JSON (per-broker views, per-topic summary, allocation, stale_views). "
+            "strategy is BROADCAST (BROADCASTING) or BROKER (CONSUME_POP) for a group without client-side "
+            "allocation, which has no expected assignment.",
         ),
         TableSpec(
             "expected_assignments", "history",
@@ -81,6 +84,23 @@ TABLES: dict[str, TableSpec] = {
             "batch_id BIGINT",
             "Open anomaly episodes; a closed episode's row is deleted.",
             key=("episode_id",),
+        ),
+        TableSpec(
+            "broker_views_current", "current",
+            "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
+            "stale_since_ms BIGINT, channels INT, collector STRING, event_time_ms BIGINT, batch_id BIGINT",
+            "Each broker view of a group fed by a collector's polls (consumer_connections): FRESH while polls "
+            "arrive, STALE from stale_since_ms when none came within stale_after_ms of the last (polled_at_ms). "
+            "A stale view keeps its channels as last seen: no removal, no queue anomaly. Rows of a group gone "
+            "from every broker are deleted. Heartbeat-fed views have no row.",
+            key=("group", "broker"),
+        ),
+        TableSpec(
+            "broker_view_changes", "history",
+            "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
+            "channels INT, collector STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
+            "Status changes of polled broker views: FRESH at a view's first poll and when polls resume after "
+            "STALE, STALE at the first event time without a newer poll (polled_at_ms + stale_after_ms + 1).",
         ),
         TableSpec(
             "fault_windows", "history",

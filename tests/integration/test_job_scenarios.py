@@ -78,7 +78,7 @@ def bad_input():
         value = raw
         if '"event_time": 1700003600000' in raw:  # the future one: relative to the Kafka timestamp stamped now
             value = json.dumps(dict(json.loads(raw), event_time=now + 24 * 3600 * 1000))
-        known = ("consumer_channel", "send_result", "topic_route", "reported_assignment")
+        known = ("consumer_channel", "consumer_connections", "send_result", "topic_route", "reported_assignment")
         for topic_type in [event_type] if event_type in known else ["consumer_channel", "send_result"]:
             expected = validate_event(value, now, default_type=topic_type)
             assert isinstance(expected, Rejection), value[:100]

@@ -137,7 +137,7 @@ def test_fast_path_never_disagrees_with_the_rules_on_random_edits(spark):
     # The edits leave many events valid; the fast path must take a good share of them to be of any use.
     assert taken_count > 200
     ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
-    topic_of = {t: DEFAULT_TOPICS[t] for t in GOOD}
+    topic_of = {t: f"{DEFAULT_TOPICS[t]}.{t}" for t in GOOD}  # a topic per type: each its own default type
     records = spark.createDataFrame(
         [(raw.encode(), topic_of[t], 0, i, ts) for i, (raw, t) in enumerate(raws)],
         "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",

@@ -22,6 +22,22 @@ GOOD = {
         "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
         "allocate_strategy": "AVG",
     },
+    "consumer_connections": {
+        "type": "consumer_connections",
+        "schema_version": 1,
+        "event_time": KAFKA_TS,
+        "broker": "broker-a",
+        "group": "G",
+        "stale_after_ms": 30_000,
+        "collector": "collect-1",
+        "message_model": "CLUSTERING",
+        "consume_type": "CONSUME_PASSIVELY",
+        "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
+        "connections": [
+            {"channel": "10.0.0.7:51234", "client_id": "10.0.0.7@1#123", "language": "JAVA", "client_version": "479",
+             "allocate_strategy": "AVG", "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}]},
+        ],
+    },
     "reported_assignment": {
         "type": "reported_assignment",
         "schema_version": 1,
@@ -119,6 +135,12 @@ BAD = [
         "items whose field types differ",
     ),
     (_with("consumer_channel", subscriptions=...), "MISSING_FIELD", "a heartbeat without subscriptions"),
+    (_with("consumer_connections", connections=...), "MISSING_FIELD", "a poll without its connection list"),
+    (_with("consumer_connections", stale_after_ms=10), "INVALID_VALUE", "a poll stale after 10 ms"),
+    (_with("consumer_connections", connections=[{"channel": "10.0.0.7:1"}]), "MISSING_FIELD", "a connection without id"),
+    (_with("consumer_connections", connections=[{"channel": "nowhere", "client_id": "c"}]), "INVALID_VALUE",
+     "a connection's channel without port"),
+    (_with("consumer_connections", consume_type="CONSUME_SOMEHOW"), "INVALID_VALUE", "an unknown consume type"),
 ]
 
 # Valid events beyond GOOD's one per type: shapes the fast path does not model (unknown fields, decimals
@@ -132,4 +154,6 @@ MORE_GOOD = [
     _with("consumer_channel", subscriptions=[{"topic": "T"}, {"topic": "U", "expression": None, "sub_version": 2}]),
     _with("topic_route", brokers=[_ROUTE_BROKER, dict(_ROUTE_BROKER, broker="b2", machine_room="az1")]),
     _with("reported_assignment", queues=[]),
+    _with("consumer_connections", connections=[], collector=..., message_model=None),
+    _with("consumer_connections", connections=[{"channel": "10.0.0.8:1", "client_id": "c", "subscriptions": None}]),
 ]

@@ -9,7 +9,7 @@ from typing import Any
 
 from connectors.kafka_broker import create_topics
 from streaming.config import load_config
-from streaming.contract.events import DEFAULT_TOPICS
+from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
 from streaming.job.runner import MonitorJob
 
 
@@ -40,7 +40,7 @@ def job_config(bootstrap: str, root: Path, prefix: str, **env: str):
         "RRM__METRICS__ENABLED": "false",
         "RRM__MEMBERSHIP__SHARDS": "2",
         "RRM__INGEST__WATERMARK_DELAY": '"0 seconds"',
-        **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items()},
+        **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items() if TOPIC_OPTIONS[t] == t},
         **env,
     }
     return load_config(None, env=base), topics

@@ -274,3 +274,18 @@ def test_contract_and_config_import_without_spark_or_kafka():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'kafka', 'delta', 'pandas')]; "
             "assert not bad, bad")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_a_poll_is_keyed_by_group_on_the_channel_events_topic_and_its_bad_shapes_are_named():
+    from tests.support.event_corpus import BAD, GOOD, KAFKA_TS, MORE_GOOD
+
+    poll = validate_event(json.dumps(GOOD["consumer_connections"]), KAFKA_TS)
+    assert isinstance(poll, ValidEvent) and poll.key == "G"
+    assert poll.default_topic == DEFAULT_TOPICS["consumer_channel"]
+    for raw in (r for r in MORE_GOOD if '"consumer_connections"' in r):
+        assert isinstance(validate_event(raw, KAFKA_TS), ValidEvent), raw
+    bad_polls = [(raw, reason) for raw, reason, _ in BAD if '"consumer_connections"' in raw]
+    assert len(bad_polls) == 5
+    for raw, reason in bad_polls:
+        assert validate_event(raw, KAFKA_TS).reason == reason, raw  # type: ignore[union-attr]
+        assert not is_valid_by_jsonschema(json.loads(raw))
