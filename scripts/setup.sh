@@ -3,7 +3,9 @@
 #   1. a virtualenv in .venv with the locked Python dependencies (constraints.txt) and the project;
 #   2. the JVM jar sets of jvm/pom.xml from Maven Central into .cache/jars (Spark connectors,
 #      the Kafka broker, the RocketMQ 4.9.8 and 5.3.3 clients, the 5.3.3 and 4.9.7 name server and
-#      broker, the admin client for the collector) and the project's compiled Java classes.
+#      broker, the admin client for the collector) and the project's compiled Java classes;
+#   3. the client agent (jvm/agent, into the local Maven repository and .cache/jars/agent) and the
+#      RocketMQ test clients compiled against both client lines.
 # A second run is quick: each step is skipped when its inputs have not changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +31,9 @@ fi
 
 echo "setup: JVM artifacts"
 .venv/bin/python -m connectors.jvm_artifacts
+
+echo "setup: client agent and RocketMQ test clients"
+.venv/bin/python -m connectors.agent_artifacts
 
 echo "setup: observability tools (promtool, prometheus, dashboard-linter)"
 bash scripts/install_observability_tools.sh

@@ -1,0 +1,174 @@
+package io.github.rrm.agent;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Hands events to Kafka without ever making the caller wait: {@link #offer} puts an event into a bounded
+ * buffer or, when the buffer is full, drops and counts it. One daemon thread drains the buffer into a Kafka
+ * producer, counts what Kafka acknowledges or loses, and logs the counters periodically. Whatever Kafka does
+ * (slow, down, misconfigured), only this thread waits.
+ */
+final class EventPublisher implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(EventPublisher.class);
+    private static final int DRAIN_BATCH = 512;
+
+    private final AgentConfig config;
+    private final AgentCounters counters;
+    private final ArrayBlockingQueue<ProducerRecord<String, String>> buffer;
+    private final Producer<String, String> kafka;
+    private final Thread sender;
+    private volatile boolean running = true;
+    private final Callback acknowledged = new Callback() {
+        @Override
+        public void onCompletion(RecordMetadata metadata, Exception error) {
+            if (error == null) {
+                counters.published.incrementAndGet();
+            } else {
+                counters.droppedKafkaError.incrementAndGet();
+            }
+        }
+    };
+
+    EventPublisher(AgentConfig config, AgentCounters counters) {
+        this.config = config;
+        this.counters = counters;
+        this.buffer = new ArrayBlockingQueue<ProducerRecord<String, String>>(config.bufferCapacity());
+        this.kafka = newKafkaProducer(config);
+        this.sender = new Thread(new Runnable() {
+            @Override
+            public void run() {
+                drainUntilClosed();
+            }
+        }, "rrm-agent-publisher");
+        this.sender.setDaemon(true);
+        this.sender.start();
+    }
+
+    /**
+     * Kafka loads classes through the thread's context class loader, which in an application server or a
+     * plugin host may not see the agent's jars: the producer is built with the agent's own loader.
+     */
+    private static Producer<String, String> newKafkaProducer(AgentConfig config) {
+        Thread thread = Thread.currentThread();
+        ClassLoader previous = thread.getContextClassLoader();
+        thread.setContextClassLoader(EventPublisher.class.getClassLoader());
+        try {
+            return new KafkaProducer<String, String>(kafkaProperties(config), new StringSerializer(),
+                new StringSerializer());
+        } finally {
+            thread.setContextClassLoader(previous);
+        }
+    }
+
+    /** The agent's Kafka producer settings: small, bounded waits; any {@code rrm.agent.kafka.*} overrides. */
+    static Properties kafkaProperties(AgentConfig config) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, config.bootstrapServers());
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, "rocketmq-rebalance-agent");
+        p.put(ProducerConfig.ACKS_CONFIG, "1");
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "20");
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
+        p.put(ProducerConfig.BUFFER_MEMORY_CONFIG, String.valueOf(8L * 1024 * 1024));
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "1000");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "15000");
+        p.put(ProducerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "2000");
+        for (Map.Entry<String, String> e : config.kafkaProperties().entrySet()) {
+            p.put(e.getKey(), e.getValue());
+        }
+        return p;
+    }
+
+    /** Queue one event for Kafka; never blocks. False (and counted) when the buffer is full or closed. */
+    boolean offer(String topic, String key, String json) {
+        if (running && buffer.offer(new ProducerRecord<String, String>(topic, key, json))) {
+            counters.enqueued.incrementAndGet();
+            return true;
+        }
+        counters.droppedBufferFull.incrementAndGet();
+        return false;
+    }
+
+    private void drainUntilClosed() {
+        List<ProducerRecord<String, String>> batch = new ArrayList<ProducerRecord<String, String>>(DRAIN_BATCH);
+        long nextLog = System.currentTimeMillis() + config.logIntervalMs();
+        while (running || !buffer.isEmpty()) {
+            try {
+                ProducerRecord<String, String> first = buffer.poll(200, TimeUnit.MILLISECONDS);
+                if (first != null) {
+                    batch.add(first);
+                    buffer.drainTo(batch, DRAIN_BATCH - 1);
+                    for (ProducerRecord<String, String> record : batch) {
+                        send(record);
+                    }
+                    batch.clear();
+                }
+            } catch (InterruptedException e) {
+                if (!running) {
+                    break;
+                }
+            } catch (Throwable t) {
+                counters.agentErrors.incrementAndGet();
+            }
+            long now = System.currentTimeMillis();
+            if (now >= nextLog) {
+                LOG.info("{}", counters);
+                nextLog = now + config.logIntervalMs();
+            }
+        }
+    }
+
+    private void send(ProducerRecord<String, String> record) {
+        try {
+            kafka.send(record, acknowledged);
+        } catch (Throwable t) {  // e.g. the buffer memory stayed full for max.block.ms
+            counters.droppedKafkaError.incrementAndGet();
+        }
+    }
+
+    /** Stop accepting, give Kafka up to {@code timeoutMs} for what is buffered, then close the producer. */
+    void close(long timeoutMs) {
+        running = false;
+        try {
+            sender.join(Math.max(1, timeoutMs / 2));
+            if (sender.isAlive()) {
+                sender.interrupt();
+                sender.join(1000);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        int left = buffer.size();
+        if (left > 0) {
+            buffer.clear();
+            counters.droppedBufferFull.addAndGet(left);
+        }
+        try {
+            kafka.close(java.time.Duration.ofMillis(Math.max(1, timeoutMs / 2)));
+        } catch (Throwable t) {
+            counters.agentErrors.incrementAndGet();
+        }
+        LOG.info("closed: {}", counters);
+    }
+
+    @Override
+    public void close() {
+        close(5000);
+    }
+}

@@ -1,0 +1,148 @@
+package io.github.rrm.testclients;
+
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+import io.github.rrm.agent.RebalanceAgent;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.message.Message;
+
+/**
+ * A producer that sends SYNC messages at a steady rate and prints its own latency-fault items: the entries of
+ * its {@code MQFaultStrategy}'s {@code LatencyFaultToleranceImpl.faultItemTable}, read by reflection, with the
+ * tolerance's own {@code isAvailable} answer at the sampling time. A {@code faults} line is printed whenever an
+ * item changes and every second; it also carries the send counts and, with the agent, its counters. Options:
+ * namesrv, group, topic, instance-name, fault-enable, rate (sends/s), send-timeout-ms, agent (true: register
+ * the agent's hook, configured by -Drrm.agent.*).
+ */
+final class ProducerMain {
+    private ProducerMain() {
+    }
+
+    static void run(Options o) throws Exception {
+        final DefaultMQProducer producer = new DefaultMQProducer(o.require("group"));
+        producer.setNamesrvAddr(o.require("namesrv"));
+        producer.setInstanceName(o.get("instance-name", "test-producer"));
+        producer.setSendLatencyFaultEnable(o.getBoolean("fault-enable", false));
+        producer.setSendMsgTimeout((int) o.getLong("send-timeout-ms", 3000));
+        final RebalanceAgent agent = o.getBoolean("agent", false) ? RebalanceAgent.fromSystemProperties() : null;
+        if (agent != null) {
+            agent.register(producer);
+        }
+        producer.start();
+        final String clientId = producer.getDefaultMQProducerImpl().getMqClientFactory().getClientId();
+        Out.line("{\"kind\":\"started\",\"client_id\":" + Out.quote(clientId) + ",\"pid\":" + ConsumerMain.pid()
+            + ",\"fault_enable\":" + producer.isSendLatencyFaultEnable() + "}");
+        final String topic = o.require("topic");
+        final long intervalNanos = 1000000000L / Math.max(1, o.getLong("rate", 20));
+        final AtomicLong ok = new AtomicLong();
+        final AtomicLong failed = new AtomicLong();
+        final AtomicLong unexpected = new AtomicLong();
+        Thread sender = new Thread(new Runnable() {
+            @Override
+            public void run() {
+                long next = System.nanoTime();
+                while (!Thread.currentThread().isInterrupted()) {
+                    try {
+                        SendResult result = producer.send(new Message(topic, "probe".getBytes("UTF-8")));
+                        if (result != null) {
+                            ok.incrementAndGet();
+                        }
+                    } catch (org.apache.rocketmq.client.exception.MQClientException
+                             | org.apache.rocketmq.client.exception.MQBrokerException
+                             | org.apache.rocketmq.remoting.exception.RemotingException e) {
+                        failed.incrementAndGet();  // RocketMQ's own failure after its retries
+                    } catch (InterruptedException e) {
+                        return;
+                    } catch (Throwable t) {
+                        unexpected.incrementAndGet();  // anything else would come from the agent
+                        Out.line("{\"kind\":\"unexpected\",\"error\":" + Out.quote(t.toString()) + "}");
+                    }
+                    next += intervalNanos;
+                    long wait = next - System.nanoTime();
+                    if (wait > 0) {
+                        try {
+                            Thread.sleep(wait / 1000000L, (int) (wait % 1000000L));
+                        } catch (InterruptedException e) {
+                            return;
+                        }
+                    } else {
+                        next = System.nanoTime();
+                    }
+                }
+            }
+        }, "steady-sender");
+        sender.setDaemon(true);
+        sender.start();
+        final Object tolerance = Reflect.field(Reflect.field(producer.getDefaultMQProducerImpl(), "mqFaultStrategy"),
+            "latencyFaultTolerance");
+        Thread watcher = new Thread(new Runnable() {
+            @Override
+            public void run() {
+                String last = null;
+                long lastPrinted = 0;
+                while (true) {
+                    long now = System.currentTimeMillis();
+                    String items = items(tolerance, now);
+                    if (!items.equals(last) || now - lastPrinted >= 1000) {
+                        Out.line("{\"kind\":\"faults\",\"time\":" + now + ",\"client_id\":" + Out.quote(clientId)
+                            + ",\"items\":" + items + ",\"sends_ok\":" + ok.get() + ",\"sends_failed\":" + failed.get()
+                            + ",\"unexpected\":" + unexpected.get()
+                            + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}");
+                        last = items;
+                        lastPrinted = now;
+                    }
+                    try {
+                        Thread.sleep(20);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+            }
+        }, "fault-items-watcher");
+        watcher.setDaemon(true);
+        watcher.start();
+        final Thread senderThread = sender;
+        TestClient.awaitTermination(new java.util.concurrent.Callable<String>() {
+            @Override
+            public String call() throws Exception {
+                senderThread.interrupt();
+                senderThread.join(5000);
+                producer.shutdown();
+                if (agent != null) {
+                    agent.close(5000);
+                }
+                return "{\"kind\":\"stopped\",\"sends_ok\":" + ok.get() + ",\"sends_failed\":" + failed.get()
+                    + ",\"unexpected\":" + unexpected.get()
+                    + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}";
+            }
+        });
+    }
+
+    /**
+     * The fault items, sorted by broker: name, currentLatency, startTimestamp (the time the broker is available
+     * again), and the tolerance's isAvailable at {@code now}; 5.x items also have reachableFlag.
+     */
+    static String items(Object tolerance, long now) {
+        Map<?, ?> table = (Map<?, ?>) Reflect.field(tolerance, "faultItemTable");
+        TreeMap<String, String> byBroker = new TreeMap<String, String>();
+        for (Object item : table.values()) {
+            String name = (String) Reflect.field(item, "name");
+            StringBuilder out = new StringBuilder("{\"broker\":").append(Out.quote(name))
+                .append(",\"current_latency\":").append(Reflect.field(item, "currentLatency"))
+                .append(",\"start_timestamp\":").append(Reflect.field(item, "startTimestamp"))
+                .append(",\"available\":").append(Reflect.call(tolerance, "isAvailable", name));
+            if (Reflect.hasField(item, "reachableFlag")) {
+                out.append(",\"reachable\":").append(Reflect.field(item, "reachableFlag"));
+            }
+            byBroker.put(name, out.append('}').toString());
+        }
+        StringBuilder out = new StringBuilder("[");
+        for (String item : byBroker.values()) {
+            out.append(out.length() > 1 ? "," : "").append(item);
+        }
+        return out.append(']').toString();
+    }
+}

@@ -1,0 +1,181 @@
+"""Real producers with the client agent's hook, judged by their own latency-fault items.
+
+Producers of both client lines run in their own JVMs (the project's test clients) against the local cluster
+and print what their ``MQFaultStrategy``'s fault tolerance holds, read by reflection inside the producer.
+While broker-b is frozen (SIGSTOP) their sends to it time out; the hook publishes every attempt to Kafka, the
+monitor's real job turns them into fault windows, and the windows must say what the producers' own items
+say: the same ends, starts where the producer first showed the item, and the same availability at every
+moment the producer was sampled.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from connectors.kafka_broker import LocalKafkaBroker, create_topics
+from tests.support.job import job_config, read, run_available
+from tests.support.rocketmq_client import ClientProcess
+
+FROZEN_BROKER = "broker-b"
+FREEZE_S = 8.0
+# The producer and the hook read the clock at different instants of the same attempt (the hook's after-call,
+# then sendDefaultImpl's updateFaultItem), so an end may differ by a few milliseconds; allow for a busy machine.
+SAME_INSTANT_MS = 200
+# The producer's items are sampled every 20 ms: a new item shows within one sample, or a few on a busy machine.
+SAMPLED_WITHIN_MS = 1000
+
+
+def producer(line: str, name: str, namesrv: str, topic: str, tmp_path: Path, agent: dict[str, str], *,
+             fault_enable: bool) -> ClientProcess:  # fmt: skip
+    return ClientProcess(line, "producer", tmp_path / name, agent=agent, namesrv=namesrv, group=f"{name}_group",
+                         topic=topic, instance_name=name, fault_enable=fault_enable, rate=20)  # fmt: skip
+
+
+def frozen(cluster, broker: str, seconds: float) -> None:
+    """Freeze one broker with SIGSTOP (a long GC pause or a hung host), then let it go on."""
+    pid = cluster.info().brokers[broker].pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def monitor_intervals(windows: list[dict]) -> dict[str, list[tuple[int, int]]]:
+    """Broker -> the monitor's unavailable intervals [start, end) of one producer, with each window's last end."""
+    last: dict[tuple[str, int], dict] = {}
+    for row in sorted(windows, key=lambda r: (r["event_time_ms"], r["batch_id"])):
+        last[(row["broker"], row["window_start_ms"])] = row
+    intervals: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for (broker, start), row in sorted(last.items()):
+        end = row["event_time_ms"] if row["status"] == "CLOSED_EARLY" else row["window_end_ms"]
+        intervals[broker].append((start, end))
+    return intervals
+
+
+def producer_items(client: ClientProcess) -> dict[str, list[tuple[int, int, bool]]]:
+    """Broker -> (sample time, startTimestamp, isAvailable) of every sample the producer printed."""
+    samples: dict[str, list[tuple[int, int, bool]]] = defaultdict(list)
+    for line in client.of_kind("faults"):
+        for item in line["items"]:
+            samples[item["broker"]].append((line["time"], item["start_timestamp"], item["available"]))
+    return samples
+
+
+def assert_windows_match_the_producer(client: ClientProcess, windows: list[dict]) -> int:
+    """The monitor's windows of one producer against its own items; returns the number of samples compared."""
+    intervals = monitor_intervals(windows)
+    samples = producer_items(client)
+    assert set(intervals) <= set(samples), "the monitor has windows for a broker the producer has no item for"
+    compared = 0
+    for broker, broker_samples in samples.items():
+        ends = [end for _, end in intervals.get(broker, [])]
+        # Ends: every isolation the producer held is a window end of the monitor, and the other way round.
+        held = {}
+        for time_ms, start_timestamp, _ in broker_samples:
+            if start_timestamp > time_ms:
+                held.setdefault(start_timestamp, time_ms)  # the first sample that showed it
+        for end, first_seen in held.items():
+            assert any(abs(end - e) <= SAME_INSTANT_MS for e in ends), (broker, end, ends)
+            (start,) = [s for s, e in intervals[broker] if abs(end - e) <= SAME_INSTANT_MS]
+            assert start - SAME_INSTANT_MS <= first_seen <= start + SAMPLED_WITHIN_MS, (broker, start, first_seen)
+        for end in ends:
+            assert any(abs(end - h) <= SAME_INSTANT_MS for h in held), (broker, end, sorted(held))
+        # Availability at every sample away from a boundary: the producer's isAvailable, the monitor's windows.
+        boundaries = [t for interval in intervals.get(broker, []) for t in interval]
+        for time_ms, _, available in broker_samples:
+            if any(abs(time_ms - b) <= SAMPLED_WITHIN_MS for b in boundaries):
+                continue
+            in_window = any(start <= time_ms < end for start, end in intervals.get(broker, []))
+            assert available == (not in_window), (broker, time_ms, intervals.get(broker))
+            compared += 1
+    return compared
+
+
+def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, kafka_broker, spark, tmp_path):
+    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "agent-producers")
+    rocketmq_cluster.create_topic("agent_sends", 4)
+    agent = {"bootstrap.servers": kafka_broker.bootstrap_servers, "topic.send.results": topics["send_result"]}
+    namesrv = rocketmq_cluster.namesrv_addr
+    clients = {
+        "p49": producer("4.9", "p49", namesrv, "agent_sends", tmp_path, agent, fault_enable=True),
+        "p5": producer("5", "p5", namesrv, "agent_sends", tmp_path, agent, fault_enable=True),
+        "p5_off": producer("5", "p5_off", namesrv, "agent_sends", tmp_path, agent, fault_enable=False),
+    }
+    try:
+        for client in clients.values():
+            client.start()
+        for client in clients.values():
+            client.wait_for(lambda line: line["kind"] == "faults" and line["sends_ok"] >= 20, 60)
+        frozen(rocketmq_cluster, FROZEN_BROKER, FREEZE_S)
+        # After the freeze the 5.x producer's 10 s isolation ends and it sends to broker-b again.
+        p5 = clients["p5"]
+        p5.wait_for(lambda line: line["kind"] == "faults" and any(
+            i["broker"] == FROZEN_BROKER and i["available"] and i["start_timestamp"] > 0 for i in line["items"]), 60)
+        time.sleep(3)
+    finally:
+        for client in clients.values():
+            client.stop()
+    stopped = {name: client.last("stopped") for name, client in clients.items()}
+    for name, line in stopped.items():
+        assert line is not None and line["unexpected"] == 0, (name, line)
+        assert line["agent"]["dropped"] == 0 and line["agent"]["published"] == line["agent"]["send_attempts"], line
+
+    run_available(spark, config)
+    windows = read(spark, config, "fault_windows")
+    by_producer = defaultdict(list)
+    for row in windows:
+        by_producer[row["producer_id"]].append(row)
+    ids = {name: client.client_id for name, client in clients.items()}
+    for name in ("p49", "p5"):
+        mine = by_producer[ids[name]]
+        assert any(r["broker"] == FROZEN_BROKER and r["status"] == "OPENED" for r in mine), (name, mine)
+        assert any(not available for _, _, available in producer_items(clients[name])[FROZEN_BROKER])
+        assert assert_windows_match_the_producer(clients[name], mine) > 0
+    assert {r["fault_table"] for r in by_producer[ids["p49"]]} == {"rocketmq-4"}
+    assert {r["fault_table"] for r in by_producer[ids["p5"]]} == {"rocketmq-5"}
+
+    # Without sendLatencyFaultEnable: latency statistics of every attempt, timeouts included, but no isolation,
+    # in the producer (no fault item ever) and in the monitor (no window).
+    assert all(line["items"] == [] for line in clients["p5_off"].of_kind("faults"))
+    assert by_producer[ids["p5_off"]] == []
+    minutes = [r for r in read(spark, config, "send_latency_minutes") if r["producer_group"] == "p5_off_group"]
+    assert sum(r["sends"] for r in minutes) == stopped["p5_off"]["agent"]["send_attempts"]
+    assert sum(r["errors"] for r in minutes if r["broker"] == FROZEN_BROKER) >= 1
+    status = [r for r in read(spark, config, "producer_broker_status_current") if r["producer_id"] == ids["p5_off"]]
+    assert status and all(r["fault_table"] is None and r["unavailable_until_ms"] is None for r in status)
+
+
+def test_with_kafka_stopped_sends_succeed_and_the_hook_drops_and_counts(rocketmq_cluster, tmp_path):
+    kafka = LocalKafkaBroker(tmp_path / "kafka")
+    bootstrap = kafka.start().bootstrap_servers
+    create_topics(bootstrap, ["agent.down"])
+    agent = {"bootstrap.servers": bootstrap, "topic.send.results": "agent.down", "buffer.capacity": "20",
+             "kafka.delivery.timeout.ms": "3000", "kafka.request.timeout.ms": "2000"}  # fmt: skip
+    rocketmq_cluster.create_topic("agent_kafka_down", 4)
+    namesrv = rocketmq_cluster.namesrv_addr
+    clients = [producer(line, f"down{line.replace('.', '')}", namesrv, "agent_kafka_down", tmp_path, agent,
+                        fault_enable=True) for line in ("4.9", "5")]  # fmt: skip
+    try:
+        for client in clients:
+            client.start()
+        before = [client.wait_for(lambda line: line["kind"] == "faults" and line["agent"]["published"] >= 20, 60)
+                  for client in clients]  # fmt: skip
+        assert all(line["agent"]["dropped"] == 0 for line in before)
+        kafka.stop()
+        after = [client.wait_for(lambda line, b=b: line["kind"] == "faults" and line["agent"]["dropped"] >= 100
+                                 and line["sends_ok"] >= b["sends_ok"] + 100, 90)
+                 for client, b in zip(clients, before, strict=True)]  # fmt: skip
+    finally:
+        for client in clients:
+            client.stop()
+        kafka.stop()
+    for client, line in zip(clients, after, strict=True):
+        assert line["sends_failed"] == 0 and line["unexpected"] == 0, line  # the application saw only successes
+        assert line["agent"]["agent_errors"] == 0
+        assert line["agent"]["published"] < line["agent"]["send_attempts"]
+        assert client.last("stopped")["unexpected"] == 0
