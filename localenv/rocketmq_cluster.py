@@ -180,6 +180,14 @@ class LocalRocketMQCluster:
         """The topic's route as the name server answers it: broker name to its queue numbers and permission."""
         return self.admin("route", self.namesrv_addr, topic)
 
+    def create_group(self, group: str, brokers: tuple[str, ...] = BROKER_NAMES) -> None:
+        """Create a subscription group on each broker (a group the brokers know without any consumer)."""
+        self.admin("create-group", self.namesrv_addr, group, ",".join(brokers))
+
+    def connections(self, group: str, broker: str) -> list[dict]:
+        """The broker's connection list of ``group`` as the admin client reads it (empty: not online)."""
+        return self.admin("connections", self.namesrv_addr, group, self.broker_addr(broker))["connections"]
+
     def running_brokers(self) -> list[str]:
         info = self.info()
         return [] if info is None else [n for n, p in info.brokers.items() if pid_alive(p.pid)]

@@ -27,6 +27,12 @@ EPILOG_ROCKETMQ = """examples:
   rebalance-monitor rocketmq stop
 """
 
+EPILOG_COLLECT = """examples:
+  rebalance-monitor collect --config my-monitor.toml       # [collector] and [kafka] of the file; Ctrl-C stops
+  RRM__COLLECTOR__NAMESRV_ADDR="10.0.0.1:9876;10.0.0.2:9876" rebalance-monitor collect --config my-monitor.toml
+  rebalance-monitor collect --config my-monitor.toml --cycles 1   # one poll cycle, then exit
+"""
+
 EPILOG_SMOKE = """examples:
   rebalance-monitor smoke                  # 20 JSON events through Kafka and Spark into Delta
   rebalance-monitor smoke --count 100 --keep-broker
@@ -70,6 +76,19 @@ def _rocketmq(args: argparse.Namespace) -> int:
               + ", ".join(f"{name} {info.broker_addr(name)} {'up' if name in running else 'DOWN'}"
                           for name in info.brokers))  # fmt: skip
     return 0
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from connectors.rocketmq_collector import supervise
+    from streaming.config import load_config
+
+    config = load_config(args.config)
+    c = config.collector
+    print(f"collecting from name server {c.namesrv_addr} every {c.poll_interval_ms} ms into Kafka "
+          f"{config.kafka.bootstrap_servers}" + (f"; metrics on http://{c.metrics_host}:{c.metrics_port}/metrics"
+                                                 if c.metrics_port else ""), flush=True)  # fmt: skip
+    return supervise(config, Path(args.work_dir), lambda line: print(line, file=sys.stderr, flush=True),
+                     max_cycles=args.cycles)  # fmt: skip
 
 
 def _smoke(args: argparse.Namespace) -> int:
@@ -591,6 +610,21 @@ def build_parser() -> argparse.ArgumentParser:
     rocketmq.add_argument("--namesrv-port", type=int, default=None,
                           help="name server port on 127.0.0.1 (default: a free one)")  # fmt: skip
     rocketmq.set_defaults(handler=_rocketmq)
+
+    collect = commands.add_parser(
+        "collect",
+        help="poll a real RocketMQ cluster through its admin client and publish the events to Kafka",
+        description="Watch a RocketMQ cluster through RocketMQ's admin client: every group's connections on every "
+        "master broker, the routes of the topics they subscribe and each client's running info, published as "
+        "contract events to the monitor's Kafka topics (docs/collector.md).",
+        epilog=EPILOG_COLLECT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    collect.add_argument("--config", help="TOML file (see conf/monitor.toml): [collector], [kafka]")
+    collect.add_argument("--cycles", type=_positive(int), default=0, help="stop after this many poll cycles")
+    collect.add_argument("--work-dir", default=str(PROJECT_ROOT / ".run" / "collector"),
+                         help="the admin client's own log directory (default .run/collector)")  # fmt: skip
+    collect.set_defaults(handler=_collect)
 
     run = commands.add_parser(
         "run", help="run the monitor job", epilog=EPILOG_RUN, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -373,6 +373,36 @@ class DeltaConfig:
     fault_updates_trim_every_batches: int = _opt(100, low=1, high=1_000_000)
 
 
+_NAMESRV = re.compile(r"^\s*[A-Za-z0-9._-]+:[0-9]{1,5}(?:\s*;\s*[A-Za-z0-9._-]+:[0-9]{1,5})*\s*$")
+
+
+@dataclass(frozen=True)
+class CollectorConfig:
+    """``rebalance-monitor collect``: the RocketMQ cluster it watches and how often (docs/collector.md)."""
+
+    namesrv_addr: str = _opt("127.0.0.1:9876", check=_matches(_NAMESRV, "host:port[;host:port...]"))
+    collector_id: str = _opt("")
+    poll_interval_ms: int = _opt(10_000, low=500, high=3_600_000)
+    stale_after_ms: int = _opt(0, low=0, high=86_400_000)
+    running_info_interval_ms: int = _opt(60_000, low=0, high=86_400_000)
+    route_republish_interval_ms: int = _opt(300_000, low=0, high=86_400_000)
+    admin_timeout_ms: int = _opt(3_000, low=100, high=60_000)
+    concurrency: int = _opt(8, low=1, high=256)
+    include_groups: tuple[str, ...] = _opt(("*",), item_check=_not_blank)
+    exclude_groups: tuple[str, ...] = _opt((), item_check=_not_blank)
+    access_key: str = _opt("")
+    secret_key: str = _opt("")
+    metrics_host: str = _opt("127.0.0.1", check=_not_blank)
+    metrics_port: int = _opt(9465, low=0, high=65_535)
+    summary_interval_ms: int = _opt(60_000, low=1_000, high=86_400_000)
+    heap: str = _opt("256m", check=_matches(_MEMORY, 'a JVM memory size such as "256m"'))
+
+    @property
+    def effective_stale_after_ms(self) -> int:
+        """``stale_after_ms``, or three poll intervals when it is 0."""
+        return self.stale_after_ms or 3 * self.poll_interval_ms
+
+
 @dataclass(frozen=True)
 class MonitorConfig:
     kafka: KafkaConfig = _sub(KafkaConfig)
@@ -385,6 +415,7 @@ class MonitorConfig:
     producers: ProducersConfig = _sub(ProducersConfig)
     metrics: MetricsConfig = _sub(MetricsConfig)
     delta: DeltaConfig = _sub(DeltaConfig)
+    collector: CollectorConfig = _sub(CollectorConfig)
 
     def fault_tables(self) -> dict[str, FaultTableConfig]:
         """Every fault table by name: the presets ``rocketmq-4``/``rocketmq-5`` and the custom ones."""
@@ -658,6 +689,17 @@ def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
             b.problem(f"{where}.group", f"{json.dumps(rule.group)} repeats allocation.groups[{seen_groups[rule.group]}]"
                                         ", which matches first: this rule is never used")  # fmt: skip
         seen_groups.setdefault(rule.group, i)
+
+    collector = config.collector
+    if not b.is_invalid("collector.access_key", "collector.secret_key"):
+        if bool(collector.access_key) != bool(collector.secret_key):
+            missing = "collector.secret_key" if collector.access_key else "collector.access_key"
+            b.problem(missing, "access_key and secret_key go together: set both for an ACL cluster, or neither")
+    if not b.is_invalid("collector.stale_after_ms", "collector.poll_interval_ms"):
+        if 0 < collector.stale_after_ms <= collector.poll_interval_ms:
+            b.problem("collector.stale_after_ms",
+                      f"must exceed collector.poll_interval_ms ({collector.poll_interval_ms}), got "
+                      f"{collector.stale_after_ms}: every view would go stale between two polls")  # fmt: skip
 
     producers = config.producers
     known = config.fault_tables()

@@ -7,7 +7,11 @@ import java.util.TreeMap;
 import java.util.TreeSet;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
+import org.apache.rocketmq.remoting.protocol.body.Connection;
+import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.remoting.protocol.route.BrokerData;
 import org.apache.rocketmq.remoting.protocol.route.QueueData;
 import org.apache.rocketmq.remoting.protocol.route.TopicRouteData;
@@ -19,7 +23,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * <p>{@code wait-brokers NAMESRV BROKERS TIMEOUT_MS}: until every named broker (comma-separated) has a master in
  * cluster info. {@code create-topic NAMESRV TOPIC QUEUES BROKERS TIMEOUT_MS}: the topic with QUEUES read and write
  * queues on each named broker's master, then until its route lists every one of them. {@code cluster NAMESRV}:
- * the brokers of cluster info (name to master address). {@code route NAMESRV TOPIC}: the topic's queues per broker.
+ * the brokers of cluster info (name to master address). {@code create-group NAMESRV GROUP BROKERS}: a subscription
+ * group on each named broker. {@code connections NAMESRV GROUP BROKER_ADDR}: that broker's connections of the group. {@code route NAMESRV TOPIC}: the topic's queues per broker.
  * Each prints one JSON line on success and exits 0; on failure it prints the reason
  * to stderr and exits 1.
  */
@@ -55,6 +60,28 @@ public final class ClusterAdmin {
           System.out.println(Json.object(Map.of("topic", args[2], "queues", queues, "brokers", brokers)));
         }
         case "cluster" -> System.out.println(Json.object(new TreeMap<>(masters(admin.examineBrokerClusterInfo()))));
+        case "create-group" -> {
+          Map<String, String> masters = waitForMasters(admin, List.of(args[3].split(",")), 30_000);
+          for (String broker : args[3].split(",")) {
+            SubscriptionGroupConfig group = new SubscriptionGroupConfig();
+            group.setGroupName(args[2]);
+            admin.createAndUpdateSubscriptionGroupConfig(masters.get(broker), group);
+          }
+          System.out.println(Json.object(Map.of("group", args[2])));
+        }
+        case "connections" -> {
+          List<Map<String, Object>> items = new ArrayList<>();
+          try {
+            for (Connection c : admin.examineConsumerConnectionInfo(args[2], args[3]).getConnectionSet()) {
+              items.add(Map.of("client_id", c.getClientId(), "channel", c.getClientAddr(), "version", c.getVersion()));
+            }
+          } catch (MQBrokerException e) {
+            if (e.getResponseCode() != ResponseCode.CONSUMER_NOT_ONLINE) {
+              throw e;
+            }
+          }
+          System.out.println(Json.object(Map.of("connections", items)));
+        }
         case "route" -> {
           Map<String, Object> brokers = new TreeMap<>();
           for (QueueData queue : admin.examineTopicRouteInfo(args[2]).getQueueDatas()) {

@@ -1,0 +1,111 @@
+package io.github.rrm.collector;
+
+import com.sun.net.httpserver.HttpServer;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+
+/**
+ * The collector's counters and gauges, served in Prometheus' text format on {@code /metrics} and summarised in the
+ * log. A series is a metric name and one label pair at most (kind, type, call): few enough to stay bounded.
+ */
+final class Counters {
+  private static final Map<String, String> HELP = Map.of(
+      "rmqcol_problems_total", "Bad input from the cluster or Kafka, by kind; each also gives a log line",
+      "rmqcol_events_published_total", "Events handed to Kafka and acknowledged, by type",
+      "rmqcol_events_unpublished_total", "Events Kafka did not take (unreachable, buffer full), by type",
+      "rmqcol_rpc_total", "Admin calls made, by call",
+      "rmqcol_cycles_total", "Poll cycles completed",
+      "rmqcol_cycle_seconds", "Duration of the last poll cycle",
+      "rmqcol_last_cycle_timestamp_seconds", "When the last poll cycle ended (epoch seconds)",
+      "rmqcol_brokers", "Master brokers in the last cluster info",
+      "rmqcol_groups", "Groups polled in the last cycle",
+      "rmqcol_channels", "Connections seen in the last cycle, over all brokers");
+
+  private final ConcurrentSkipListMap<String, ConcurrentHashMap<String, LongAdder>> counters =
+      new ConcurrentSkipListMap<>();
+  private final ConcurrentSkipListMap<String, AtomicLong> gauges = new ConcurrentSkipListMap<>();
+  private HttpServer server;
+
+  void add(String metric, String label, String value) {
+    counters.computeIfAbsent(metric, m -> new ConcurrentHashMap<>())
+        .computeIfAbsent(label == null ? "" : label + "=\"" + value + "\"", k -> new LongAdder())
+        .increment();
+  }
+
+  void inc(String metric) {
+    add(metric, null, null);
+  }
+
+  void problem(String kind) {
+    add("rmqcol_problems_total", "kind", kind);
+  }
+
+  void rpc(String call) {
+    add("rmqcol_rpc_total", "call", call);
+  }
+
+  /** Gauges hold longs; seconds are kept in milliseconds and printed as seconds when the name ends so. */
+  void gauge(String metric, long value) {
+    gauges.computeIfAbsent(metric, m -> new AtomicLong()).set(value);
+  }
+
+  long total(String metric) {
+    Map<String, LongAdder> series = counters.get(metric);
+    return series == null ? 0 : series.values().stream().mapToLong(LongAdder::sum).sum();
+  }
+
+  /** Every counter series, e.g. {@code rmqcol_problems_total{kind="broker_unreachable"}} to its value. */
+  Map<String, Long> snapshot() {
+    Map<String, Long> result = new TreeMap<>();
+    counters.forEach((metric, series) -> series.forEach((labels, adder) ->
+        result.put(labels.isEmpty() ? metric : metric + "{" + labels + "}", adder.sum())));
+    return result;
+  }
+
+  String prometheusText() {
+    StringBuilder out = new StringBuilder();
+    counters.forEach((metric, series) -> {
+      out.append("# HELP ").append(metric).append(' ').append(HELP.getOrDefault(metric, metric)).append('\n');
+      out.append("# TYPE ").append(metric).append(" counter\n");
+      new TreeMap<>(series).forEach((labels, adder) -> out.append(metric)
+          .append(labels.isEmpty() ? "" : "{" + labels + "}").append(' ').append(adder.sum()).append('\n'));
+    });
+    gauges.forEach((metric, value) -> {
+      out.append("# HELP ").append(metric).append(' ').append(HELP.getOrDefault(metric, metric)).append('\n');
+      out.append("# TYPE ").append(metric).append(" gauge\n");
+      out.append(metric).append(' ');
+      out.append(metric.endsWith("_seconds") ? String.valueOf(value.get() / 1000.0) : String.valueOf(value.get()));
+      out.append('\n');
+    });
+    return out.toString();
+  }
+
+  /** Serve {@code /metrics} on host:port (port 0: a free one); returns the port bound. */
+  int serve(String host, int port) throws IOException {
+    server = HttpServer.create(new InetSocketAddress(host, port), 16);
+    server.createContext("/metrics", exchange -> {
+      byte[] body = prometheusText().getBytes(StandardCharsets.UTF_8);
+      exchange.getResponseHeaders().set("Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+      exchange.sendResponseHeaders(200, body.length);
+      try (OutputStream stream = exchange.getResponseBody()) {
+        stream.write(body);
+      }
+    });
+    server.start();
+    return server.getAddress().getPort();
+  }
+
+  void close() {
+    if (server != null) {
+      server.stop(0);
+    }
+  }
+}

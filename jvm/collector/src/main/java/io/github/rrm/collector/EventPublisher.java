@@ -1,0 +1,72 @@
+package io.github.rrm.collector;
+
+import java.nio.charset.StandardCharsets;
+import java.util.Properties;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * Publishes events to Kafka (idempotent, acks=all, bounded buffer and blocking time). Kafka being down never
+ * stops the collector: a send that fails is logged and counted, and for a back-off period after a send could
+ * not even be buffered the following events are counted as unpublished without blocking the cycle again.
+ */
+final class EventPublisher implements AutoCloseable {
+  private final KafkaProducer<byte[], byte[]> producer;
+  private final Counters counters;
+  private final Log log;
+  private final long backoffMs;
+  private volatile long unavailableUntil;
+
+  EventPublisher(Properties options, Counters counters, Log log, long backoffMs) {
+    Properties props = new Properties();
+    props.setProperty(ProducerConfig.LINGER_MS_CONFIG, "20");
+    props.setProperty(ProducerConfig.BUFFER_MEMORY_CONFIG, String.valueOf(16 * 1024 * 1024));
+    props.setProperty(ProducerConfig.MAX_BLOCK_MS_CONFIG, "2000");
+    props.setProperty(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
+    props.putAll(options);
+    props.setProperty(ProducerConfig.ACKS_CONFIG, "all");
+    props.setProperty(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+    props.setProperty(ProducerConfig.CLIENT_ID_CONFIG, props.getProperty(ProducerConfig.CLIENT_ID_CONFIG, "rrm-collector"));
+    producer = new KafkaProducer<>(props, new ByteArraySerializer(), new ByteArraySerializer());
+    this.counters = counters;
+    this.log = log;
+    this.backoffMs = backoffMs;
+  }
+
+  void publish(String topic, String type, String key, String json) {
+    if (System.currentTimeMillis() < unavailableUntil) {
+      counters.add("rmqcol_events_unpublished_total", "type", type);
+      return;
+    }
+    ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(topic, key.getBytes(StandardCharsets.UTF_8),
+        json.getBytes(StandardCharsets.UTF_8));
+    try {
+      producer.send(record, (metadata, error) -> {
+        if (error == null) {
+          counters.add("rmqcol_events_published_total", "type", type);
+        } else {
+          counters.add("rmqcol_events_unpublished_total", "type", type);
+          counters.problem("kafka_send_failed");
+          log.warnEvery("kafka", "Kafka did not take a " + type + " event for topic " + topic + ": " + error);
+        }
+      });
+    } catch (RuntimeException error) {
+      unavailableUntil = System.currentTimeMillis() + backoffMs;
+      counters.add("rmqcol_events_unpublished_total", "type", type);
+      counters.problem("kafka_unavailable");
+      log.warnEvery("kafka", "Kafka unavailable (" + error + "); events of the next " + backoffMs
+          + " ms are counted as unpublished");
+    }
+  }
+
+  void flush() {
+    producer.flush();
+  }
+
+  @Override
+  public void close() {
+    producer.close(java.time.Duration.ofSeconds(5));
+  }
+}

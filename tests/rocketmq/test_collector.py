@@ -1,0 +1,207 @@
+"""``collect`` against a real local cluster: real consumers in their own JVMs (two sharing one client id), the
+collector's JVM publishing to the project's Kafka broker, and every record checked against what the admin API
+and the clients themselves say; then bad input (a frozen client, a broker stopped) that it counts and survives."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from connectors.kafka_broker import create_topics, free_port
+from connectors.rocketmq_collector import CollectorProcess
+from localenv.rocketmq_cluster import LocalRocketMQCluster
+from streaming.config import load_config
+from streaming.contract.events import Rejection, validate_event
+from tests.support.kafka_records import KafkaRecords
+from tests.support.rocketmq_consumer import ConsumerProcess
+
+POLL_MS = 2_000
+
+
+@dataclass
+class Fleet:
+    line: str
+    cluster: LocalRocketMQCluster
+    collector: CollectorProcess
+    records: KafkaRecords
+    group: str
+    empty_group: str
+    topic: str
+    missing_topic: str
+    duplicates: list[ConsumerProcess]
+    solo: ConsumerProcess
+
+    def latest(self, kind: str, **fields: Any) -> dict[str, Any] | None:
+        for record in reversed(self.records.poll()):
+            if record["type"] == kind and all(record.get(k) == v for k, v in fields.items()):
+                return record
+        return None
+
+    def counter(self, name: str) -> float:
+        return self.collector.metrics().get(name, 0.0)
+
+
+def wait_for(what: str, condition: Callable[[], Any], timeout_s: float = 120.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.5)
+    raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
+
+
+@pytest.fixture(scope="module", params=["5", "4.9"])
+def fleet(request, rocketmq_clusters, kafka_broker, tmp_path_factory) -> Iterator[Fleet]:
+    line = request.param
+    cluster: LocalRocketMQCluster = rocketmq_clusters(line)
+    prefix = "col" + line.replace(".", "")
+    topic, missing, group, empty = f"{prefix}-orders", f"{prefix}-missing", f"{prefix}-g", f"{prefix}-empty"
+    cluster.create_topic(topic, 4)
+    cluster.create_group(empty)
+    kafka_topics = {kind: f"{prefix}.{kind}" for kind in ("consumer_channel", "reported_assignment", "topic_route")}
+    create_topics(kafka_broker.bootstrap_servers, kafka_topics.values())
+    config = load_config(env={
+        "RRM__KAFKA__BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers,
+        **{f"RRM__KAFKA__TOPICS__{kind.upper()}": name for kind, name in kafka_topics.items()},
+        "RRM__COLLECTOR__NAMESRV_ADDR": cluster.namesrv_addr,
+        "RRM__COLLECTOR__COLLECTOR_ID": f"test-{prefix}",
+        "RRM__COLLECTOR__POLL_INTERVAL_MS": str(POLL_MS),
+        "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": str(POLL_MS),
+        "RRM__COLLECTOR__ADMIN_TIMEOUT_MS": "2000",
+        "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}-*"]',
+    })  # fmt: skip
+    consumers: list[ConsumerProcess] = []
+    collector = CollectorProcess(config, tmp_path_factory.mktemp(f"collector-{prefix}"), metrics_port=free_port())
+    records = None
+    try:
+        for instance, strategy in (("dup", "AVG"), ("dup", "AVG"), ("solo", "AVG_BY_CIRCLE")):
+            consumers.append(ConsumerProcess(line, cluster.namesrv_addr, group, [topic, missing], instance=instance,
+                                             client_ip="10.9.9.9", strategy=strategy))  # fmt: skip
+        collector.start()
+        collector.wait_polling()
+        records = KafkaRecords(kafka_broker.bootstrap_servers, kafka_topics.values())
+        yield Fleet(line, cluster, collector, records, group, empty, topic, missing, consumers[:2], consumers[2])
+    finally:
+        collector.stop()
+        for consumer in consumers:
+            consumer.stop()
+        if records is not None:
+            records.close()
+
+
+def _complete_view(fleet: Fleet, broker: str) -> dict[str, Any] | None:
+    """The broker's latest poll of the group once it shows all three channels with their running info."""
+    event = fleet.latest("consumer_connections", group=fleet.group, broker=broker)
+    if event is None or len(event["connections"]) != 3:
+        return None
+    return event if all("allocate_strategy" in c for c in event["connections"]) else None
+
+
+def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say(fleet: Fleet):
+    dup_id, solo_id = fleet.duplicates[0].client_id, fleet.solo.client_id
+    assert fleet.duplicates[1].client_id == dup_id != solo_id
+
+    for broker in ("broker-a", "broker-b"):
+        wait_for(f"{broker}'s view of {fleet.group} with running info", lambda b=broker: _complete_view(fleet, b))
+
+        def same_as_admin(b: str = broker) -> dict[str, Any] | None:
+            admin = {(c["client_id"], c["channel"], str(c["version"])) for c in fleet.cluster.connections(fleet.group, b)}
+            asked = int(time.time() * 1000)
+            wait_for("a poll after the admin read", lambda: (e := fleet.latest("consumer_connections", group=fleet.group,
+                                                                              broker=b)) and e["event_time"] > asked)
+            event = fleet.latest("consumer_connections", group=fleet.group, broker=b)
+            published = {(c["client_id"], c["channel"], c["client_version"]) for c in event["connections"]}
+            return event if published == admin else None
+
+        event = wait_for(f"{broker}'s published connections equal the admin API's", same_as_admin, 60)
+        by_client: dict[str, list[dict[str, Any]]] = {}
+        for connection in event["connections"]:
+            by_client.setdefault(connection["client_id"], []).append(connection)
+        assert len(by_client[dup_id]) == 2 and len({c["channel"] for c in by_client[dup_id]}) == 2
+        assert len(by_client[solo_id]) == 1
+        assert {c["allocate_strategy"] for c in by_client[dup_id]} == {"AVG"}
+        assert by_client[solo_id][0]["allocate_strategy"] == "AVG_BY_CIRCLE"
+        assert {c["language"] for c in event["connections"]} == {"JAVA"}
+        subscribed = {fleet.topic, fleet.missing_topic, f"%RETRY%{fleet.group}"}
+        assert {s["topic"] for s in event["subscriptions"]} == subscribed
+        assert all({s["topic"] for s in c["subscriptions"]} == subscribed for c in event["connections"])
+        assert (event["message_model"], event["consume_type"]) == ("CLUSTERING", "CONSUME_PASSIVELY")
+        assert (event["stale_after_ms"], event["collector"]) == (3 * POLL_MS, f"test-col{fleet.line.replace('.', '')}")
+
+    def reported_equals_client(client_id: str, holders: list[ConsumerProcess]) -> bool:
+        event = fleet.latest("reported_assignment", group=fleet.group, client_id=client_id, topic=fleet.topic)
+        if event is None:
+            return False
+        reported = {(fleet.topic, q["broker"], q["queue_id"]) for q in event["queues"]}
+        return any(reported == {q for q in h.queues() if q[0] == fleet.topic} for h in holders)
+
+    wait_for("the solo client's reported queues equal its own", lambda: reported_equals_client(solo_id, [fleet.solo]))
+    # Running info reaches the first channel with the id: one of the two duplicates, whichever it is.
+    wait_for("the duplicate id's reported queues equal one holder's", lambda: reported_equals_client(dup_id, fleet.duplicates))
+
+    for broker in ("broker-a", "broker-b"):
+        empty = wait_for("the empty group's poll", lambda b=broker: fleet.latest("consumer_connections",
+                                                                                   group=fleet.empty_group, broker=b))
+        assert (empty["connections"], empty["subscriptions"]) == ([], [])
+    route = fleet.latest("topic_route", topic=fleet.topic)
+    assert {b["broker"]: {k: b[k] for k in ("read_queue_nums", "write_queue_nums", "perm")} for b in route["brokers"]} \
+        == fleet.cluster.route(fleet.topic)
+    assert all(b["has_master"] for b in route["brokers"])
+    assert fleet.latest("topic_route", topic=fleet.missing_topic)["brokers"] == []
+
+    for record in fleet.records.poll():
+        if record["type"] in ("topic_route", "reported_assignment"):
+            import json
+
+            outcome = validate_event(json.dumps(record).encode(), now_ms=int(time.time() * 1000))
+            assert not isinstance(outcome, Rejection), (record, outcome)
+    metrics = fleet.collector.metrics()
+    assert metrics['rmqcol_problems_total{kind="group_not_online"}'] >= 2
+    assert metrics['rmqcol_problems_total{kind="topic_without_route"}'] >= 1
+    assert "group " + fleet.empty_group + " has no connection on broker-a" in fleet.collector.log_text()
+    assert "topic " + fleet.missing_topic + " has no route" in fleet.collector.log_text()
+
+
+@pytest.mark.parametrize("fleet", ["4.9"], indirect=True)
+def test_a_frozen_client_and_a_stopped_broker_are_counted_and_the_collector_goes_on(fleet: Fleet):
+    def failures() -> float:
+        return (fleet.counter('rmqcol_problems_total{kind="running_info_timeout"}')
+                + fleet.counter('rmqcol_problems_total{kind="running_info_failed"}'))  # fmt: skip
+
+    before = failures()
+    fleet.solo.freeze()
+    try:
+        wait_for("a failed running-info call of the frozen client", lambda: failures() > before, 60)
+        cycles = fleet.counter("rmqcol_cycles_total")
+        wait_for("two more cycles", lambda: fleet.counter("rmqcol_cycles_total") >= cycles + 2, 60)
+    finally:
+        fleet.solo.thaw()
+    assert fleet.collector.running()
+    assert f"running info of client {fleet.solo.client_id} (group {fleet.group})" in fleet.collector.log_text()
+
+    def broker_problems() -> float:
+        return (fleet.counter('rmqcol_problems_total{kind="broker_left"}')
+                + fleet.counter('rmqcol_problems_total{kind="broker_unreachable"}'))  # fmt: skip
+
+    before = broker_problems()
+    fleet.cluster.stop_broker("broker-b")
+    stopped_at = int(time.time() * 1000)
+    try:
+        wait_for("broker-b counted as gone", lambda: broker_problems() > before, 60)
+        wait_for("broker-a still polled", lambda: (e := fleet.latest("consumer_connections", group=fleet.group,
+                                                                    broker="broker-a")) and e["event_time"] > stopped_at + POLL_MS)
+        cycles = fleet.counter("rmqcol_cycles_total")
+        wait_for("two more cycles", lambda: fleet.counter("rmqcol_cycles_total") >= cycles + 2, 60)
+        last_b = fleet.latest("consumer_connections", group=fleet.group, broker="broker-b")
+        assert last_b["event_time"] <= stopped_at + 2 * POLL_MS  # nothing published for it once it was gone
+    finally:
+        fleet.cluster.start_broker("broker-b")
+    restarted_at = int(time.time() * 1000)
+    wait_for("broker-b polled again", lambda: (e := fleet.latest("consumer_connections", group=fleet.group,
+                                                                 broker="broker-b")) and e["event_time"] > restarted_at)
+    assert fleet.collector.running()
