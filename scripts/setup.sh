@@ -3,7 +3,7 @@
 #   1. a virtualenv in .venv with the locked Python dependencies (constraints.txt) and the project;
 #   2. the JVM jar sets of jvm/pom.xml from Maven Central into .cache/jars (Spark connectors,
 #      the Kafka broker, the RocketMQ 4.9.8 and 5.3.3 clients, the 5.3.3 and 4.9.7 name server and
-#      broker, the admin client for the collector) and the project's compiled Java classes.
+#      broker, the admin client for the collector) and the project's compiled Java classes;
 #   3. the client agent (jvm/agent, into the local Maven repository and .cache/jars/agent) and the
 #      RocketMQ test clients compiled against both client lines.
 # A second run is quick: each step is skipped when its inputs have not changed.

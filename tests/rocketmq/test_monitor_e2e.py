@@ -1,0 +1,260 @@
+"""The monitor end to end on a real cluster, judged by the real clients.
+
+Real push consumers (one JVM each, client lines 4.9.8 and 5.3.3) consume from the local cluster; the collector
+polls the brokers' connection lists into the project's Kafka; the monitor's real job reads them into Delta.
+What each client holds (its own process-queue table, printed by the client) is the expected answer: the
+monitor's expected assignment must equal it client by client, its orphaned queues must be exactly the queues
+no client holds, and departures and outages must show as the brokers saw them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.job import read, run_available
+from tests.support.rocketmq_e2e import (
+    Fleet,
+    PollLog,
+    all_queues,
+    e2e_config,
+    expected_by_client,
+    held,
+    holdings,
+    real_by_client,
+    start_collector,
+    wait_converged,
+)
+
+pytestmark = pytest.mark.rocketmq
+
+BROKERS = ("broker-a", "broker-b")
+STRATEGIES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH")
+REMOVALS = ("LEAVE", "EXPIRED", "VANISHED")
+
+
+class Run:
+    """One test's cluster, consumers, collector and job tables (its own Kafka topics and groups)."""
+
+    def __init__(self, cluster, bootstrap: str, root: Path, prefix: str) -> None:
+        self.cluster, self.prefix, self.root = cluster, prefix, root
+        self.config, self.topics = e2e_config(bootstrap, root, prefix, cluster.namesrv_addr)
+        self.fleet = Fleet(cluster.namesrv_addr, root / "clients")
+        self.polls = PollLog(bootstrap, self.topics["consumer_connections"])
+        self.collector = start_collector(self.config, root / "collector")
+        self.topic = f"{prefix}_topic"
+        cluster.create_topic(self.topic, 4)
+        self.queues = all_queues(cluster.route(self.topic))
+
+    def group(self, name: str) -> str:
+        return f"{self.prefix}_{name}"
+
+    def settle(self, groups: dict[str, list], brokers=BROKERS) -> dict[str, tuple]:
+        """Wait until every group's clients hold steady and the collector has polled them since, strategies
+        included; each group's holdings."""
+        settled = {g: wait_converged(clients, self.topic) for g, clients in groups.items()}
+        self.polls.wait(groups, brokers, after_ms=int(time.time() * 1000))
+        return settled
+
+    def process(self, spark) -> None:
+        run_available(spark, self.config)
+
+    def read(self, spark, table: str, group: str | None = None) -> list[dict]:
+        rows = read(spark, self.config, table)
+        return rows if group is None else [r for r in rows if r["group"] == group]
+
+    def close(self) -> None:
+        self.fleet.stop()
+        self.collector.stop()
+        self.polls.close()
+
+
+@pytest.fixture
+def monitor_run(kafka_broker, rocketmq_clusters, tmp_path) -> Iterator:
+    runs: list[Run] = []
+
+    def make(line: str, prefix: str) -> Run:
+        runs.append(Run(rocketmq_clusters(line), kafka_broker.bootstrap_servers, tmp_path / prefix, prefix))
+        return runs[-1]
+
+    try:
+        yield make
+    finally:
+        for run in runs:
+            run.close()
+
+
+def assert_expected_is_held(run: Run, spark, group: str, clients: list, settled: tuple) -> None:
+    """The monitor's current expected assignment of ``group`` equals, client by client, what the clients hold
+    (and held all along since they settled)."""
+    assert holdings(clients, run.topic) == settled, f"{group}: a client's queues changed while the job ran"
+    expected = expected_by_client(run.read(spark, "current_assignment", group), group, run.topic)
+    assert expected == real_by_client(clients, run.topic), group
+
+
+def episodes(run: Run, spark, group: str, anomaly: str) -> list[dict]:
+    return [r for r in run.read(spark, "anomaly_episodes", group) if r["anomaly"] == anomaly]
+
+
+@pytest.mark.parametrize("line", ["5", "4.9"])
+def test_expected_assignment_is_what_each_real_client_holds(monitor_run, spark, line):
+    """Every strategy with three clients of one line, on the cluster of the same line; on 5.x also a
+    BROADCASTING group, on 4.9.7 also a group mixing a 4.9.8 and a 5.3.3 client."""
+    run = monitor_run(line, f"assign{line.replace('.', '')}")
+    specs = [(line, run.group(s.lower()), run.topic, f"{s.lower()}-{i}", {"strategy": s})
+             for s in STRATEGIES for i in range(3)]  # fmt: skip
+    if line == "5":
+        specs += [(line, run.group("broadcast"), run.topic, f"broadcast-{i}", {"model": "BROADCASTING"})
+                  for i in range(2)]  # fmt: skip
+    else:
+        specs += [(client_line, run.group("mixed"), run.topic, f"mixed-{client_line}", {})
+                  for client_line in ("4.9", "5")]  # fmt: skip
+    clients = run.fleet.consumers(specs)
+    groups: dict[str, list] = {}
+    for (_, group, *_), client in zip(specs, clients, strict=True):
+        groups.setdefault(group, []).append(client)
+    settled = run.settle(groups)
+    run.process(spark)
+
+    clustering = {g: c for g, c in groups.items() if not g.endswith("_broadcast")}
+    for group, group_clients in clustering.items():
+        # The real clients between them hold every queue exactly once: the groups are healthy.
+        assert sorted(q for c in group_clients for q in held(c, run.topic)) == sorted(run.queues), group
+        assert_expected_is_held(run, spark, group, group_clients, settled[group])
+    versions = {c["client_version"] for p in run.polls.of(run.group("mixed")) for c in p["connections"]}
+    assert line == "5" or len(versions) == 2, "the mixed group's clients are not of both lines"
+
+    if line == "5":
+        group = run.group("broadcast")
+        assert all(held(c, run.topic) == run.queues for c in groups[group]), "broadcasting clients hold all"
+        snapshots = run.read(spark, "group_snapshots", group)
+        assert snapshots and {r["strategy"] for r in snapshots} == {"BROADCAST"}
+        assert run.read(spark, "current_assignment", group) == []
+        assert episodes(run, spark, group, "ORPHANED_QUEUES") == []
+        assert episodes(run, spark, group, "DOUBLE_OWNED_QUEUES") == []
+
+
+def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(monitor_run, spark):
+    """Two consumers with one client id (same instance name and client IP, separate JVMs) and a third: the
+    duplicates compute the same share, so the queues of the share nobody computes are held by nobody."""
+    run = monitor_run("5", "dup")
+    group = run.group("avg")
+    clients = run.fleet.consumers([("5", group, run.topic, name, {"client_ip": ip})
+                                   for name, ip in (("twin", "192.0.2.7"), ("twin", "192.0.2.7"), ("other", None))])
+    assert clients[0].client_id == clients[1].client_id != clients[2].client_id
+    settled = run.settle({group: clients})
+    run.process(spark)
+
+    unheld = run.queues - {q for c in clients for q in held(c, run.topic)}
+    assert unheld, "the real clients left no queue unheld: the scenario did not happen"
+    assert episodes(run, spark, group, "DUPLICATE_CLIENT_ID"), "no DUPLICATE_CLIENT_ID episode"
+    open_anomalies = {r["anomaly"] for r in run.read(spark, "anomalies_current", group)}
+    assert {"DUPLICATE_CLIENT_ID", "ORPHANED_QUEUES"} <= open_anomalies
+    orphaned = [r for r in run.read(spark, "anomalies_current", group) if r["anomaly"] == "ORPHANED_QUEUES"]
+    assert [r["topic"] for r in orphaned] == [run.topic]
+    named = {(q["broker"], q["queue_id"]) for q in json.loads(orphaned[0]["details"])["queues"]}
+    assert named == unheld
+    assert_expected_is_held(run, spark, group, clients, settled[group])
+
+
+def test_departures_are_the_membership_changes_the_survivors_rebalance_on(monitor_run, spark):
+    """SIGKILL and SIGTERM: the brokers drop the clients at once, the survivors rebalance. SIGSTOP: the client
+    stays in the brokers' lists until the broker expires it (the tier's 15 s channel expiry on 5.x), and in the
+    monitor's membership exactly as long."""
+    run = monitor_run("5", "leave")
+    departing, frozen_group = run.group("departing"), run.group("frozen")
+    clients = run.fleet.consumers([("5", departing, run.topic, f"departing-{i}", {}) for i in range(4)]
+                                  + [("5", frozen_group, run.topic, f"frozen-{i}", {}) for i in range(3)])
+    departing_clients, frozen_clients = clients[:4], clients[4:]
+    run.settle({departing: departing_clients, frozen_group: frozen_clients})
+
+    killed, terminated, frozen = departing_clients[0], departing_clients[1], frozen_clients[0]
+    frozen_at = int(time.time() * 1000)
+    frozen.freeze()
+    killed.kill()
+    terminated.terminate()
+    terminated.wait_exit(60)
+    survivors = {departing: departing_clients[2:], frozen_group: frozen_clients[1:]}
+    # The brokers drop the frozen client only when its channel expires; wait for each broker's list without it.
+    gone_at = {}
+    deadline = time.monotonic() + 180
+    while len(gone_at) < len(BROKERS) and time.monotonic() < deadline:
+        for poll in run.polls.of(frozen_group):
+            listed = {c["client_id"] for c in poll["connections"]}
+            if poll["event_time"] > frozen_at and frozen.client_id not in listed:
+                gone_at.setdefault(poll["broker"], poll["event_time"])
+        time.sleep(1.0)
+    assert set(gone_at) == set(BROKERS), "the brokers never expired the frozen client"
+    settled = run.settle(survivors)
+    run.process(spark)
+
+    for group, group_clients in survivors.items():
+        assert_expected_is_held(run, spark, group, group_clients, settled[group])
+        assert {q for c in group_clients for q in held(c, run.topic)} == run.queues, f"{group}: survivors"
+    changes = run.read(spark, "membership_changes")
+    for client in (killed, terminated):
+        removed = {r["broker"] for r in changes if r["client_id"] == client.client_id and r["change"] in REMOVALS}
+        assert removed == set(BROKERS), f"{client.client_id} was not removed from every broker's view"
+    for client in departing_clients[2:] + frozen_clients[1:]:
+        assert not [r for r in changes if r["client_id"] == client.client_id and r["change"] in REMOVALS]
+    # The frozen client left each broker's view at the poll that first missed it, not before.
+    frozen_removals = {r["broker"]: r["event_time_ms"] for r in changes
+                       if r["client_id"] == frozen.client_id and r["change"] in REMOVALS}  # fmt: skip
+    assert frozen_removals == gone_at
+    for snapshot in run.read(spark, "group_snapshots", frozen_group):
+        if frozen_at <= snapshot["event_time_ms"] < min(gone_at.values()):
+            assert frozen.client_id in snapshot["cid_all"], snapshot
+    latest = max(run.read(spark, "group_snapshots", frozen_group), key=lambda r: r["generation"])
+    assert frozen.client_id not in latest["cid_all"]
+
+
+def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, spark):
+    """The collector stopped for longer than the channel expiry: the views go stale, nobody is removed, no
+    queue is orphaned, and they resume when it is back. A broker stopped under a running collector: its view
+    goes stale while the other broker's keeps being polled."""
+    run = monitor_run("5", "outage")
+    group = run.group("avg")
+    clients = run.fleet.consumers([("5", group, run.topic, f"outage-{i}", {}) for i in range(3)])
+    run.settle({group: clients})
+
+    run.collector.stop()
+    last_poll = max(p["event_time"] for p in run.polls.of(group))
+    expiry_ms = max(run.config.membership.channel_expiry_ms, run.config.collector.effective_stale_after_ms)
+    while time.time() * 1000 < last_poll + expiry_ms + 5000:
+        time.sleep(1.0)
+    run.collector = start_collector(run.config, run.root / "collector-again")
+    settled = run.settle({group: clients})
+    run.process(spark)
+
+    changes = run.read(spark, "broker_view_changes", group)
+    for broker in BROKERS:
+        statuses = [r["status"] for r in sorted(changes, key=lambda r: r["event_time_ms"]) if r["broker"] == broker]
+        assert statuses[-2:] == ["STALE", "FRESH"], f"{broker}: {statuses}"
+        stale = [r for r in changes if r["broker"] == broker and r["status"] == "STALE"]
+        assert all(r["polled_at_ms"] <= last_poll for r in stale)
+    assert [r for r in run.read(spark, "membership_changes", group) if r["change"] in REMOVALS] == []
+    assert episodes(run, spark, group, "ORPHANED_QUEUES") == []
+    assert {r["status"] for r in run.read(spark, "broker_views_current", group)} == {"FRESH"}
+    assert_expected_is_held(run, spark, group, clients, settled[group])
+
+    stopped_at = int(time.time() * 1000)
+    run.cluster.stop_broker("broker-b")
+    try:
+        # broker-a's view keeps being polled past the point where broker-b's must be stale.
+        wait_from = stopped_at + run.config.collector.effective_stale_after_ms + 2000
+        deadline = time.monotonic() + 120
+        while not any(p["event_time"] > wait_from for p in run.polls.of(group, "broker-a")):
+            assert time.monotonic() < deadline, "the collector stopped polling broker-a"
+            time.sleep(1.0)
+        assert run.collector.running()
+        run.process(spark)
+        views = {r["broker"]: r for r in run.read(spark, "broker_views_current", group)}
+        assert views["broker-b"]["status"] == "STALE" and views["broker-a"]["status"] == "FRESH"
+        assert views["broker-a"]["polled_at_ms"] > views["broker-b"]["stale_since_ms"]
+        assert run.collector.running()
+    finally:
+        run.cluster.start_broker("broker-b")

@@ -1,0 +1,167 @@
+"""End-to-end runs on a real cluster: real consumers, the collector, the project's Kafka and the monitor job.
+
+``Fleet`` starts push consumers (the project's test clients, one JVM each, with the tier's fast heartbeat and
+rebalance interval) and reads what each one holds from its own output; ``PollLog`` reads back the
+``consumer_connections`` polls the collector published, so a test can wait until the collector has seen a
+settled group before the job runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from connectors import agent_artifacts
+from connectors.rocketmq_collector import CollectorProcess
+from localenv.rocketmq_cluster import TEST_SPEED
+from tests.support.job import job_config
+from tests.support.rocketmq_client import ClientProcess
+
+Queue = tuple[str, int]
+CONVERGED_QUIET_S = 8.0  # four of the clients' 2 s rebalance intervals without a change
+
+
+def all_queues(route: dict[str, Any]) -> set[Queue]:
+    """Every queue of a topic as the cluster's route answers it (``LocalRocketMQCluster.route``)."""
+    return {(broker, q) for broker, counts in route.items() for q in range(counts["read_queue_nums"])}
+
+
+def e2e_config(bootstrap: str, root: Path, prefix: str, namesrv: str, **env: str):
+    """The job's and the collector's configuration for one test: its own topics, tables and groups."""
+    return job_config(bootstrap, root, prefix, **{
+        "RRM__COLLECTOR__NAMESRV_ADDR": f'"{namesrv}"',
+        "RRM__COLLECTOR__COLLECTOR_ID": f'"{prefix}"',
+        "RRM__COLLECTOR__POLL_INTERVAL_MS": "2000",
+        "RRM__COLLECTOR__STALE_AFTER_MS": "10000",
+        "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "5000",
+        "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}_*"]',
+        "RRM__COLLECTOR__METRICS_PORT": "0",
+        "RRM__MEMBERSHIP__HEARTBEAT_INTERVAL_MS": str(TEST_SPEED.client_heartbeat_interval_ms),
+        "RRM__MEMBERSHIP__CHANNEL_EXPIRY_MS": str(TEST_SPEED.channel_expired_timeout_ms),
+        **env,
+    })  # fmt: skip
+
+
+class Fleet:
+    """The real consumers of one test; stopped (SIGCONT, SIGTERM, then SIGKILL) by ``stop``."""
+
+    def __init__(self, namesrv: str, log_dir: Path) -> None:
+        self.namesrv, self.log_dir = namesrv, log_dir
+        self.clients: list[ClientProcess] = []
+
+    def consumer(self, line: str, group: str, topic: str, name: str, *, strategy: str = "AVG",
+                 model: str = "CLUSTERING", client_ip: str | None = None) -> ClientProcess:  # fmt: skip
+        """Start one push consumer of client line ``line`` with instance name ``name``."""
+        client = ClientProcess(line, "consumer", self.log_dir / name, jvm_properties=TEST_SPEED.client_jvm_properties(),
+                               namesrv=self.namesrv, group=group, topics=topic, strategy=strategy, model=model,
+                               instance_name=name, client_ip=client_ip,
+                               heartbeat_ms=TEST_SPEED.client_heartbeat_interval_ms)  # fmt: skip
+        self.clients.append(client)
+        return client.start()
+
+    def consumers(self, specs: Iterable[tuple[str, str, str, str, dict[str, Any]]]) -> list[ClientProcess]:
+        """Start several consumers at once: (line, group, topic, name, options) each; in the order given."""
+        specs = list(specs)
+        for line in sorted({spec[0] for spec in specs}):
+            agent_artifacts.client_classpath(line)  # builds the clients once, not once per thread
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            futures = [pool.submit(self.consumer, line, group, topic, name, **options)
+                       for line, group, topic, name, options in specs]  # fmt: skip
+            return [f.result() for f in futures]
+
+    def stop(self) -> None:
+        for client in self.clients:
+            client.stop()
+
+
+def held(client: ClientProcess, topic: str) -> frozenset[Queue]:
+    """The queues of ``topic`` the client holds now, as it printed them last."""
+    line = client.last("held")
+    return frozenset() if line is None else frozenset((b, q) for b, q in line["queues"].get(topic, []))
+
+
+def holdings(clients: Iterable[ClientProcess], topic: str) -> tuple[frozenset[Queue], ...]:
+    return tuple(held(c, topic) for c in clients)
+
+
+def wait_converged(clients: list[ClientProcess], topic: str, quiet_s: float = CONVERGED_QUIET_S,
+                   timeout_s: float = 240.0) -> tuple[frozenset[Queue], ...]:  # fmt: skip
+    """Wait until no client's held queues of ``topic`` changed for ``quiet_s``; their holdings then."""
+    deadline = time.monotonic() + timeout_s
+    last, since = holdings(clients, topic), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = holdings(clients, topic)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return now
+    raise AssertionError(f"the clients of {topic} did not settle in {timeout_s} s: {last}")
+
+
+class PollLog:
+    """The ``consumer_connections`` events in the job's Kafka topic, read as they come."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from kafka import KafkaConsumer
+
+        self._consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                       enable_auto_commit=False, group_id=None)  # fmt: skip
+        self.polls: list[dict[str, Any]] = []
+
+    def refresh(self) -> list[dict[str, Any]]:
+        while batch := self._consumer.poll(timeout_ms=1000):
+            for records in batch.values():
+                for record in records:
+                    event = json.loads(record.value)
+                    if event.get("type") == "consumer_connections":
+                        self.polls.append(event)
+        return self.polls
+
+    def of(self, group: str, broker: str | None = None) -> list[dict[str, Any]]:
+        return [p for p in self.refresh() if p["group"] == group and broker in (None, p["broker"])]
+
+    def wait(self, groups: Iterable[str], brokers: Iterable[str], after_ms: int, *, strategies: bool = True,
+             timeout_s: float = 120.0) -> None:  # fmt: skip
+        """Wait for a poll of every (group, broker) read after ``after_ms`` (epoch ms) that lists at least one
+        channel and, with ``strategies``, carries every listed client's strategy (from its running info)."""
+        pending = {(g, b) for g in groups for b in brokers}
+        deadline = time.monotonic() + timeout_s
+        while pending and time.monotonic() < deadline:
+            for poll in self.refresh():
+                key = (poll["group"], poll["broker"])
+                connections = poll["connections"]
+                if (key in pending and poll["event_time"] > after_ms and connections
+                        and (not strategies or all(c.get("allocate_strategy") for c in connections))):  # fmt: skip
+                    pending.discard(key)
+            if pending:
+                time.sleep(1.0)
+        assert not pending, f"no complete poll after {after_ms} for {sorted(pending)}"
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def start_collector(config, work_dir: Path) -> CollectorProcess:
+    collector = CollectorProcess(config, work_dir, metrics_port=0)
+    collector.start()
+    return collector
+
+
+def expected_by_client(rows: list[dict[str, Any]], group: str, topic: str) -> dict[str, frozenset[Queue]]:
+    """The monitor's current expected assignment of ``group`` and ``topic``, client by client."""
+    return {r["client_id"]: frozenset((q["broker"], q["queue_id"]) for q in r["queues"])
+            for r in rows if r["group"] == group and r["topic"] == topic}  # fmt: skip
+
+
+def real_by_client(clients: Iterable[ClientProcess], topic: str) -> dict[str, frozenset[Queue]]:
+    """What the real clients hold, client id by client id (clients sharing an id must hold the same)."""
+    found: dict[str, frozenset[Queue]] = {}
+    for client in clients:
+        queues = held(client, topic)
+        assert found.setdefault(client.client_id, queues) == queues, f"clients {client.client_id} hold differently"
+    return found
