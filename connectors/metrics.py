@@ -333,13 +333,7 @@ NOTES = """## When the series change
 * **Before the tables.** A consumer batch's group series are set as soon as the stateful stage has produced the
   batch's results, before the batch's Delta writes: an alert does not wait for the MERGEs. A metric may
   therefore lead `current_assignment`, `anomalies_current` and the history tables by the batch's writes (a few
-  seconds); should a write fail, the query stops and the batch is replayed, to the same values.
-* **Across a restart.** Before its first batch, a restarted job exports every group's and broker's series as it
-  left them: group gauges from the consumer query's state, broker gauges from `broker_status_current`, and
-  `rmqmon_group_rebalances_total`, `rmqmon_group_moved_queues_total`, `rmqmon_broker_isolation_episodes_total`
-  and `rmqmon_broker_send_latency_seconds` from the rows their queries' committed batches wrote, so a batch
-  replayed after the restart is counted once. The job's own series (dead letters, late events, batches) start
-  again from zero, like any process's counters (see `docs/design/restart-metrics.md`)."""
+  seconds); should a write fail, the query stops and the batch is replayed, to the same values."""
 
 
 if __name__ == "__main__":

@@ -69,7 +69,12 @@ _METRIC_TABLES = ("group_metrics", "dead_letters", "late_events")
 
 
 def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
+    # The last batch whose metrics were applied: a batch replayed in this process (its writes failed and the
+    # query was restarted) must not count its rebalances, dead letters and late events twice.
+    metered_through = -1
+
     def write(batch: DataFrame, batch_id: int) -> None:
+        nonlocal metered_through
         from pyspark.sql import functions as F
 
         batch = batch.persist()
@@ -82,8 +87,9 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
                 .collect()
             )
             present = {r["table"]: r["n"] for r in summary}
-            if metrics is not None:  # the alert path first: the state's changes, before the Delta writes
+            if metrics is not None and batch_id > metered_through:  # the alert path first, before the writes
                 apply_consumer_metrics(metrics, [(r["table"], json.loads(p)) for r in summary for p in r["payloads"]])
+                metered_through = batch_id
 
             def append(table: str) -> Callable[[], None]:
                 frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))

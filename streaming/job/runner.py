@@ -84,7 +84,6 @@ class MonitorJob:
             from streaming import __version__
 
             self.metrics.set_gauge("rmqmon_build_info", (__version__, pyspark.__version__), 1.0)
-        self.restore_metrics()
         self._start_consumer_query()
         self._start_send_queries()
         self.metrics.set_gauge("rmqmon_up", (), 1.0)
@@ -94,15 +93,6 @@ class MonitorJob:
         starters = {"consumer": self._start_consumer_query, "send-ingest": self._start_send_ingest,
                     "fault-windows": self._start_fault_windows}  # fmt: skip
         starters[name]()
-
-    def restore_metrics(self) -> None:
-        """Every group's and broker's series as the job left them, before the first batch (``metrics_restore``)."""
-        from streaming.job.metrics_restore import restore_metrics
-
-        assert self.tables is not None
-        checkpoints = {name: self._checkpoint(name) for name in QUERY_NAMES}
-        restore_metrics(self.session, self.tables, checkpoints, self.engine_settings(), self.metrics,
-                        int(time.time() * 1000))  # fmt: skip
 
     def _checkpoint(self, name: str) -> str:
         return str(Path(self.config.paths.checkpoint_root).resolve() / name)
