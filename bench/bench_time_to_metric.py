@@ -1,0 +1,130 @@
+"""Benchmark (not a test): how soon a consumer batch's changes reach the metrics, set before or after its writes.
+
+Run: ``.venv/bin/python -m bench.bench_time_to_metric [--groups 50 --members 4 --changing 5 --batches 16]``
+-> prints a table and writes ``bench/results/time_to_metric.json``.
+
+The consumer sink (``outputs.consumer_sink``) sets the group metrics as soon as the stateful stage's rows are
+collected, then writes the batch's history appends and MERGEs. This runs the real sink on the rows the real
+engine emits (``bench_consumer_sink.engine_batches``: in every batch some groups gain or lose a duplicate client
+ID), side by side in one Spark session, in turn per batch, each variant writing its own tables:
+
+* ``metrics_first``: the sink as the job runs it;
+* ``metrics_after_writes``: the same sink with the metrics held back until every write of the batch has ended,
+  as it ran before.
+
+Per batch it records the time from the sink's call to the metrics being set (``time_to_metric``) and to the
+sink's return, wall and the driver's CPU. ``sustained`` leaves out the first two batches (the join, warm-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench.bench_consumer_sink import engine_batches
+
+RESULTS = Path(__file__).parent / "results" / "time_to_metric.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--groups", type=int, default=50)
+    parser.add_argument("--members", type=int, default=4)
+    parser.add_argument("--changing", type=int, default=5, help="groups with a change per batch")
+    parser.add_argument("--batches", type=int, default=16)
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
+    args = parser.parse_args()
+
+    from connectors.metrics import MetricsState
+    from streaming.job import outputs
+    from streaming.job.consumer_query import OUTPUT_SCHEMA
+    from streaming.job.sinks import DeltaTables, run_concurrently
+    from streaming.job.spark_session import build_spark_session
+
+    apply_metrics = outputs.apply_consumer_metrics
+    set_at: list[float] = []
+
+    def timed_apply(metrics: Any, records: Any) -> None:
+        apply_metrics(metrics, records)
+        set_at.append(time.perf_counter())
+
+    held: list[Callable[[], None]] = []
+
+    def held_apply(metrics: Any, records: Any) -> None:
+        held.append(lambda: timed_apply(metrics, records))
+
+    def writes_then_metrics(writes: list[Callable[[], None]]) -> None:
+        run_concurrently(writes)
+        for apply in held:
+            apply()
+        held.clear()
+
+    variants = {
+        "metrics_first": (timed_apply, run_concurrently),
+        "metrics_after_writes": (held_apply, writes_then_metrics),
+    }
+    rows = engine_batches(args.groups, args.members, args.changing, args.batches)
+    spark = build_spark_session()
+    root = Path(tempfile.mkdtemp(prefix="bench-time-to-metric-"))
+    sinks = {}
+    for name in variants:
+        tables = DeltaTables(spark, root / name)
+        tables.ensure_all()
+        sinks[name] = outputs.consumer_sink(tables, f"bench-{name}", MetricsState())
+    measured: dict[str, dict[str, list[float]]] = {n: {"metric_s": [], "batch_s": [], "cpu_s": []} for n in variants}
+    try:
+        for batch_id, batch_rows in enumerate(rows):
+            frame = spark.createDataFrame(batch_rows, OUTPUT_SCHEMA)
+            order = list(variants) if batch_id % 2 == 0 else list(reversed(variants))
+            for name in order:
+                outputs.apply_consumer_metrics, outputs.run_concurrently = variants[name]
+                set_at.clear()
+                start, cpu = time.perf_counter(), time.process_time()
+                sinks[name](frame, batch_id)
+                m = measured[name]
+                m["batch_s"].append(time.perf_counter() - start)
+                m["cpu_s"].append(time.process_time() - cpu)
+                m["metric_s"].append(set_at[0] - start)
+            print(f"batch {batch_id:3} rows {len(batch_rows):5} " + " ".join(
+                f"{n}: metric {measured[n]['metric_s'][-1]:5.2f} s of {measured[n]['batch_s'][-1]:5.2f} s"
+                for n in variants))  # fmt: skip
+    finally:
+        outputs.apply_consumer_metrics, outputs.run_concurrently = apply_metrics, run_concurrently
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    results: dict[str, Any] = {}
+    for name, m in measured.items():
+        results[name] = {key: [round(v, 3) for v in values] for key, values in m.items()}
+        for key, values in m.items():
+            results[name][f"sustained_median_{key}"] = round(statistics.median(values[2:]), 3)
+    first, after = results["metrics_first"], results["metrics_after_writes"]
+    results["time_to_metric_first_over_after_writes"] = round(
+        first["sustained_median_metric_s"] / after["sustained_median_metric_s"], 3)  # fmt: skip
+    results["batch_wall_first_over_after_writes"] = round(
+        first["sustained_median_batch_s"] / after["sustained_median_batch_s"], 3)  # fmt: skip
+    results["driver_cpu_first_over_after_writes"] = round(
+        first["sustained_median_cpu_s"] / after["sustained_median_cpu_s"], 3)  # fmt: skip
+    print(f"sustained median time to metric: metrics first {first['sustained_median_metric_s']} s, after the writes "
+          f"{after['sustained_median_metric_s']} s (ratio {results['time_to_metric_first_over_after_writes']}); "
+          f"batch {first['sustained_median_batch_s']} vs {after['sustained_median_batch_s']} s")  # fmt: skip
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps({
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "input": vars(args) | {"results": str(args.results), "rows_per_batch": [len(r) for r in rows]},
+        "results": results,
+    }, indent=2) + "\n")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
