@@ -59,14 +59,14 @@ def main() -> None:
         kafka = LocalKafkaBroker(work / "kafka")
         cluster = None
         try:
-            bootstrap = kafka.start().bootstrap_servers
+            bootstrap = kafka.start(timeout_s=300).bootstrap_servers  # generous: a busy machine starts it slowly
             create_topics(bootstrap, ["bench.send-results"])
             namesrv = args.namesrv
             if namesrv is None:
                 from localenv.rocketmq_cluster import LocalRocketMQCluster
 
                 cluster = LocalRocketMQCluster(args.line, work / "rocketmq")
-                cluster.start()
+                cluster.start(timeout_s=300)
                 cluster.create_topic(args.topic, 4)
                 namesrv = cluster.namesrv_addr
             lines = run_bench(args.line, namesrv, args.topic, bootstrap, args, work)

@@ -25,13 +25,13 @@ def _records(bootstrap: str, topic: str, at_least: int, timeout_s: float) -> lis
         consumer.close()
 
 
-def read_events(bootstrap: str, topic: str, *, at_least: int = 1, timeout_s: float = 30.0) -> list[tuple[str, dict]]:
+def read_events(bootstrap: str, topic: str, *, at_least: int = 1, timeout_s: float = 90.0) -> list[tuple[str, dict]]:
     """Every record of ``topic`` as (key, event)."""
     return [(r.key.decode(), json.loads(r.value)) for r in _records(bootstrap, topic, at_least, timeout_s)]
 
 
 def read_records(
-    bootstrap: str, topic: str, *, at_least: int = 1, timeout_s: float = 30.0
+    bootstrap: str, topic: str, *, at_least: int = 1, timeout_s: float = 90.0
 ) -> list[tuple[dict[str, str], dict]]:
     """Every record of ``topic`` as (headers as name to UTF-8 text, event)."""
     return [({k: v.decode() for k, v in r.headers}, json.loads(r.value))

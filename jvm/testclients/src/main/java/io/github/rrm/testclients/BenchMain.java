@@ -60,6 +60,7 @@ final class BenchMain {
             + ",\"with_hook\":{\"sends_per_s\":" + String.format("%.1f", rate[1] / rounds) + ",\"p50_us\":"
             + percentile(all[1], 50) + ",\"p99_us\":" + percentile(all[1], 99) + ",\"cpu_ms\":" + cpuNanos[1] / 1000000L + "}"
             + ",\"agent\":" + agent.counters().toJson() + "}");
+        System.exit(0);  // the 5.x client leaves non-daemon scheduler threads behind after shutdown()
     }
 
     private static long processCpuNanos() {
