@@ -85,7 +85,8 @@ def test_a_table_with_every_claimed_reader_feature_reads_as_spark_reads(spark, t
     spark.sql(
         f"CREATE TABLE delta.`{path}` ({TABLES['expected_assignments'].schema_ddl}) USING delta TBLPROPERTIES ("
         "'delta.enableDeletionVectors' = 'true', 'delta.columnMapping.mode' = 'name', "
-        "'delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '2', 'delta.enableTypeWidening' = 'true')"
+        "'delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '2', 'delta.enableTypeWidening' = 'true', "
+        "'delta.feature.timestampNtz' = 'supported')"
     )
     for generation in range(4):
         spark.sql(
