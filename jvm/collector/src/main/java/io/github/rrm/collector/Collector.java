@@ -182,18 +182,24 @@ public final class Collector {
   // -- one cycle ------------------------------------------------------------------------------------------
 
   void cycle() throws InterruptedException {
-    Map<String, String> masters;
-    try {
-      counters.rpc("cluster_info");
-      masters = ClusterAdmin.masters(admin.examineBrokerClusterInfo());
-      log.end("namesrv", "name server " + config.namesrvAddr + " answers again");
-    } catch (InterruptedException e) {
-      throw e;
-    } catch (Exception e) {
-      counters.problem(isAclDenied(e) ? "acl_denied" : "nameserver_unreachable");
-      log.begin("namesrv", "cluster info from name server " + config.namesrvAddr + " failed, nothing polled: "
-          + brief(e));
-      return;
+    Map<String, String> masters = null;
+    for (int attempt = 1; masters == null; attempt++) {
+      try {
+        counters.rpc("cluster_info");
+        masters = ClusterAdmin.masters(admin.examineBrokerClusterInfo());
+        log.end("namesrv", "name server " + config.namesrvAddr + " answers again");
+      } catch (InterruptedException e) {
+        throw e;
+      } catch (Exception e) {
+        // A first call also opens the connection, whose set-up time comes off the call's timeout: ask again once.
+        if (attempt < 2 && !isAclDenied(e)) {
+          continue;
+        }
+        counters.problem(isAclDenied(e) ? "acl_denied" : "nameserver_unreachable");
+        log.begin("namesrv", "cluster info from name server " + config.namesrvAddr + " failed, nothing polled: "
+            + brief(e));
+        return;
+      }
     }
     trackBrokers(masters);
     counters.gauge("rmqcol_brokers", masters.size());
