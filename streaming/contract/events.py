@@ -210,14 +210,15 @@ def _parse_float(literal: str) -> int | float:
     if "e" in literal or "E" in literal:
         return float(literal)  # an exponent makes it a DOUBLE, never an integer
     value = Decimal(literal)
-    if value == value.to_integral_value():
-        whole = int(value)  # 1.0 and -0.0: DECIMAL(p,0), an integer for the job
-        return whole if len(str(abs(whole))) <= _MAX_INTEGER_DIGITS else float(literal)
-    normalized = value.normalize()
-    _, digits, exponent = normalized.as_tuple()
-    assert isinstance(exponent, int)
-    if max(len(digits), -exponent) > _MAX_INTEGER_DIGITS:
+    # Spark keeps the literal as a DECIMAL when its precision and scale, trailing zeros included, are at most
+    # 38 (``VariantBuilder.tryParseDecimal``); else it reads a DOUBLE: 12. and 37 zeros is not an integer.
+    _, written, scale = value.as_tuple()
+    assert isinstance(scale, int)
+    if len(written) > _MAX_INTEGER_DIGITS or -scale > _MAX_INTEGER_DIGITS:
         return float(literal)
+    if value == value.to_integral_value():
+        return int(value)  # 1.0 and -0.0: DECIMAL(p,0), an integer for the job
+    normalized = value.normalize()
     number = _Decimal(literal)
     number.text = format(normalized, "f")
     return number

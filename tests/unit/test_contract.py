@@ -136,6 +136,9 @@ CASES = [
     (64, w(SEND, queue_id=2**63 - 1), "INVALID_VALUE", "the largest BIGINT"),
     (65, w(REPORT) + ' {"more": 1}', None, "a report followed by another object: only the first counts"),
     (66, w(ROUTE) + "]", None, "a route followed by stray text"),
+    (67, w(SEND).replace('"latency_ms": 12', '"latency_ms": 12.' + "0" * 36), None, "38 digits: a DECIMAL, 12"),
+    (68, w(SEND).replace('"latency_ms": 12', '"latency_ms": 12.' + "0" * 37), "WRONG_TYPE",
+     "39 digits, trailing zeros included: Spark reads a double"),
 ]  # fmt: skip
 
 
