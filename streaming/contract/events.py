@@ -284,6 +284,9 @@ def _java_double(value: float) -> str:
         plain = format(shortest, "f")
         return sign + (plain if "." in plain else plain + ".0")
     _, digits, exponent = shortest.normalize().as_tuple()
+    if len(digits) == 1:
+        # Java writes at least two digits, and picks the two closest to the exact value: 4.9E-324, not 5.0E-324.
+        _, digits, exponent = Decimal(format(Decimal(abs(value)), ".1e")).as_tuple()
     assert isinstance(exponent, int)
     mantissa = "".join(map(str, digits))
     return f"{sign}{mantissa[0]}.{mantissa[1:] or '0'}E{exponent + len(mantissa) - 1}"

@@ -286,3 +286,13 @@ def test_contract_and_config_import_without_spark_or_kafka():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'kafka', 'delta', 'pandas')]; "
             "assert not bad, bad")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_doubles_in_details_are_written_as_java_writes_them():
+    """Spark prints a DOUBLE with Java's Double.toString: at least two digits, the two closest to the exact value
+    (the hostile-input differential test met 4.9E-324, which Python's shortest repr writes 5e-324)."""
+    raw = w(SEND).replace('"schema_version": 1', '"schema_version": 4.9e-324')
+    assert validate_event(raw, NOW) == Rejection("UNKNOWN_SCHEMA_VERSION",
+                                                 "schema_version 4.9E-324 of send_result is not one of [1]")  # fmt: skip
+    raw = w(SEND).replace('"schema_version": 1', '"schema_version": 1e23')
+    assert validate_event(raw, NOW).detail == "schema_version 1.0E23 of send_result is not one of [1]"
