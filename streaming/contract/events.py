@@ -216,14 +216,15 @@ def _parse_float(literal: str) -> int | float:
     if "e" in literal or "E" in literal:
         return float(literal)  # an exponent makes it a DOUBLE, never an integer
     value = Decimal(literal)
-    if value == value.to_integral_value():
-        whole = int(value)  # 1.0 and -0.0: DECIMAL(p,0), an integer for the job
-        return whole if len(str(abs(whole))) <= _MAX_INTEGER_DIGITS else float(literal)
-    normalized = value.normalize()
-    _, digits, exponent = normalized.as_tuple()
-    assert isinstance(exponent, int)
-    if max(len(digits), -exponent) > _MAX_INTEGER_DIGITS:
+    # Spark keeps the literal as a DECIMAL when its precision and scale, trailing zeros included, are at most
+    # 38 (``VariantBuilder.tryParseDecimal``); else it reads a DOUBLE: 12. and 37 zeros is not an integer.
+    _, written, scale = value.as_tuple()
+    assert isinstance(scale, int)
+    if len(written) > _MAX_INTEGER_DIGITS or -scale > _MAX_INTEGER_DIGITS:
         return float(literal)
+    if value == value.to_integral_value():
+        return int(value)  # 1.0 and -0.0: DECIMAL(p,0), an integer for the job
+    normalized = value.normalize()
     number = _Decimal(literal)
     number.text = format(normalized, "f")
     return number
@@ -289,6 +290,9 @@ def _java_double(value: float) -> str:
         plain = format(shortest, "f")
         return sign + (plain if "." in plain else plain + ".0")
     _, digits, exponent = shortest.normalize().as_tuple()
+    if len(digits) == 1:
+        # Java writes at least two digits, and picks the two closest to the exact value: 4.9E-324, not 5.0E-324.
+        _, digits, exponent = Decimal(format(Decimal(abs(value)), ".1e")).as_tuple()
     assert isinstance(exponent, int)
     mantissa = "".join(map(str, digits))
     return f"{sign}{mantissa[0]}.{mantissa[1:] or '0'}E{exponent + len(mantissa) - 1}"

@@ -136,6 +136,9 @@ CASES = [
     (64, w(SEND, queue_id=2**63 - 1), "INVALID_VALUE", "the largest BIGINT"),
     (65, w(REPORT) + ' {"more": 1}', None, "a report followed by another object: only the first counts"),
     (66, w(ROUTE) + "]", None, "a route followed by stray text"),
+    (67, w(SEND).replace('"latency_ms": 12', '"latency_ms": 12.' + "0" * 36), None, "38 digits: a DECIMAL, 12"),
+    (68, w(SEND).replace('"latency_ms": 12', '"latency_ms": 12.' + "0" * 37), "WRONG_TYPE",
+     "39 digits, trailing zeros included: Spark reads a double"),
 ]  # fmt: skip
 
 
@@ -298,3 +301,11 @@ def test_a_poll_is_keyed_by_group_on_the_channel_events_topic_and_its_bad_shapes
     for raw, reason in bad_polls:
         assert validate_event(raw, KAFKA_TS).reason == reason, raw  # type: ignore[union-attr]
         assert not is_valid_by_jsonschema(json.loads(raw))
+def test_doubles_in_details_are_written_as_java_writes_them():
+    """Spark prints a DOUBLE with Java's Double.toString: at least two digits, the two closest to the exact value
+    (the hostile-input differential test met 4.9E-324, which Python's shortest repr writes 5e-324)."""
+    raw = w(SEND).replace('"schema_version": 1', '"schema_version": 4.9e-324')
+    assert validate_event(raw, NOW) == Rejection("UNKNOWN_SCHEMA_VERSION",
+                                                 "schema_version 4.9E-324 of send_result is not one of [1]")  # fmt: skip
+    raw = w(SEND).replace('"schema_version": 1', '"schema_version": 1e23')
+    assert validate_event(raw, NOW).detail == "schema_version 1.0E23 of send_result is not one of [1]"
