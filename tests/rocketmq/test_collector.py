@@ -229,8 +229,11 @@ def test_collect_command_polls_the_configured_cycles_and_exits(rocketmq_clusters
     assert "cycle 3 took" in done.stderr
     records = KafkaRecords(kafka_broker.bootstrap_servers, [topic])
     try:
-        polls = wait_for("the empty group's polls of both brokers", lambda: len(
-            {r["broker"] for r in (p := [r for r in records.poll() if r["group"] == "cli-empty"])}) == 2 and p, 60)
+        def both_brokers() -> list[dict[str, Any]] | None:
+            polls = [r for r in records.poll() if r["group"] == "cli-empty"]
+            return polls if len({r["broker"] for r in polls}) == 2 else None
+
+        polls = wait_for("the empty group's polls of both brokers", both_brokers, 60)
     finally:
         records.close()
     # One poll per broker and cycle (a first cycle on a busy machine may find the name server slow, and skip).
