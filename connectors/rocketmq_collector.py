@@ -167,11 +167,12 @@ def supervise(config: MonitorConfig, work_dir: Path, say: Callable[[str], None],
     ``max_cycles``, until it has polled that often; restart it after a crash, waiting 1, 2, 4 ... s (at most
     ``max_backoff_s``). Returns the exit code."""
     stopping = False
+    collector: CollectorProcess | None = None
 
     def on_signal(signum: int, _frame: object) -> None:
         nonlocal stopping
         stopping = True
-        if collector.running():
+        if collector is not None and collector.running():
             os.kill(collector.pid, signal.SIGTERM)  # type: ignore[arg-type]
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}

@@ -265,19 +265,26 @@ class LocalRocketMQCluster:
         self.admin("create-topic", info.namesrv_addr, topic, str(queues), ",".join(brokers),
                    str(int(timeout_s * 1000)), timeout_s=timeout_s + 30)  # fmt: skip
 
-    def admin(self, *args: str, timeout_s: float = 60.0) -> dict:
-        """Run one ``ClusterAdmin`` command (RocketMQ's admin client in a short-lived JVM); its JSON answer."""
+    def admin(self, *args: str, timeout_s: float = 60.0, attempts: int = 3) -> dict:
+        """Run one ``ClusterAdmin`` command (RocketMQ's admin client in a short-lived JVM); its JSON answer.
+
+        Every command is idempotent, so one that fails (a broker answering late on a busy machine) is run again,
+        up to ``attempts`` times."""
         command = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
                    f"-Duser.home={self.home / 'admin'}", "-cp", jvm_artifacts.collector_classpath(),
                    "io.github.rrm.collector.ClusterAdmin", *args]  # fmt: skip
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired as error:
-            raise RocketMQClusterError(f"admin command {args[0]} did not finish in {timeout_s:.0f}s") from error
-        if result.returncode != 0:
-            reason = result.stderr.strip().splitlines()[-1:] or ["no output"]
-            raise RocketMQClusterError(f"admin command {args[0]} failed: {reason[0]}; logs in {self.home}")
-        return json.loads(result.stdout.strip().splitlines()[-1])
+        reason = "no attempt"
+        for _ in range(attempts):
+            try:
+                result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                reason = f"did not finish in {timeout_s:.0f}s"
+                continue
+            if result.returncode == 0:
+                return json.loads(result.stdout.strip().splitlines()[-1])
+            reason = (result.stderr.strip().splitlines()[-1:] or ["no output"])[0]
+        raise RocketMQClusterError(f"admin command {args[0]} failed {attempts} times, last: {reason}; logs in "
+                                   f"{self.home}")  # fmt: skip
 
     # -- helpers --------------------------------------------------------------------------------
     def _require(self) -> ClusterInfo:

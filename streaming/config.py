@@ -390,8 +390,8 @@ class CollectorConfig:
     concurrency: int = _opt(8, low=1, high=256)
     include_groups: tuple[str, ...] = _opt(("*",), item_check=_not_blank)
     exclude_groups: tuple[str, ...] = _opt((), item_check=_not_blank)
-    access_key: str = _opt("")
-    secret_key: str = _opt("")
+    access_key: str = field(default="", repr=False)  # secrets: never in a repr
+    secret_key: str = field(default="", repr=False)
     metrics_host: str = _opt("127.0.0.1", check=_not_blank)
     metrics_port: int = _opt(9465, low=0, high=65_535)
     summary_interval_ms: int = _opt(60_000, low=1_000, high=86_400_000)

@@ -4,8 +4,13 @@ and the clients themselves say; then bad input (a frozen client, a broker stoppe
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,13 +88,15 @@ def fleet(request, rocketmq_clusters, kafka_broker, tmp_path_factory) -> Iterato
             consumers.append(ConsumerProcess(line, cluster.namesrv_addr, group, [topic, missing], instance=instance,
                                              client_ip="10.9.9.9", strategy=strategy))  # fmt: skip
         collector.start()
+        for consumer in consumers:
+            assert consumer.client_id  # all three started in parallel
         collector.wait_polling()
         records = KafkaRecords(kafka_broker.bootstrap_servers, kafka_topics.values())
         yield Fleet(line, cluster, collector, records, group, empty, topic, missing, consumers[:2], consumers[2])
     finally:
         collector.stop()
-        for consumer in consumers:
-            consumer.stop()
+        with ThreadPoolExecutor(len(consumers) or 1) as stopping:
+            list(stopping.map(ConsumerProcess.stop, consumers))
         if records is not None:
             records.close()
 
@@ -156,8 +163,6 @@ def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say
 
     for record in fleet.records.poll():
         if record["type"] in ("topic_route", "reported_assignment"):
-            import json
-
             outcome = validate_event(json.dumps(record).encode(), now_ms=int(time.time() * 1000))
             assert not isinstance(outcome, Rejection), (record, outcome)
     metrics = fleet.collector.metrics()
@@ -205,3 +210,29 @@ def test_a_frozen_client_and_a_stopped_broker_are_counted_and_the_collector_goes
     wait_for("broker-b polled again", lambda: (e := fleet.latest("consumer_connections", group=fleet.group,
                                                                  broker="broker-b")) and e["event_time"] > restarted_at)
     assert fleet.collector.running()
+
+
+def test_collect_command_polls_the_configured_cycles_and_exits(rocketmq_clusters, kafka_broker, tmp_path):
+    cluster: LocalRocketMQCluster = rocketmq_clusters("4.9")
+    cluster.create_group("cli-empty")
+    topic = "cli.consumer-connections"
+    create_topics(kafka_broker.bootstrap_servers, [topic])
+    config = tmp_path / "monitor.toml"
+    config.write_text(f'[kafka]\nbootstrap_servers = "{kafka_broker.bootstrap_servers}"\n'
+                      f'[kafka.topics]\nconsumer_channel = "{topic}"\n'
+                      f'[collector]\nnamesrv_addr = "{cluster.namesrv_addr}"\ncollector_id = "cli"\n'
+                      'poll_interval_ms = 1000\nmetrics_port = 0\ninclude_groups = ["cli-*"]\n')  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "streaming.cli", "collect", "--config", str(config), "--cycles", "2",
+                           "--work-dir", str(tmp_path / "work")], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cycle 2 took" in done.stderr
+    records = KafkaRecords(kafka_broker.bootstrap_servers, [topic])
+    try:
+        polls = [r for r in records.poll() if r["group"] == "cli-empty"]
+    finally:
+        records.close()
+    # One poll per broker and cycle (a first cycle on a busy machine may find the name server slow, and skip).
+    assert {(r["broker"], r["collector"], len(r["connections"])) for r in polls} == {("broker-a", "cli", 0),
+                                                                                      ("broker-b", "cli", 0)}
+    assert len(polls) <= 4

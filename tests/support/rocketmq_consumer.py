@@ -96,13 +96,22 @@ class ConsumerProcess:
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                         stderr=subprocess.DEVNULL, cwd=Path(__file__).parents[2],
                                         env=dict(os.environ), start_new_session=True)  # fmt: skip
-        assert self.process.stdout is not None and self.process.stdin is not None
-        first = self.process.stdout.readline()
-        if not first:
-            raise RuntimeError(f"consumer of group {group} exited at start (code {self.process.wait()})")
-        self.client_id: str = json.loads(first)["client_id"]
+        self.group = group
+        self._client_id: str | None = None
+
+    @property
+    def client_id(self) -> str:
+        """The client's id, once it has started (waits for it: start several processes first, then ask)."""
+        if self._client_id is None:
+            assert self.process.stdout is not None
+            first = self.process.stdout.readline()
+            if not first:
+                raise RuntimeError(f"consumer of group {self.group} exited at start (code {self.process.wait()})")
+            self._client_id = json.loads(first)["client_id"]
+        return self._client_id
 
     def queues(self) -> set[tuple[str, str, int]]:
+        self.client_id  # noqa: B018 - the start line comes first
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write("queues\n")
         self.process.stdin.flush()

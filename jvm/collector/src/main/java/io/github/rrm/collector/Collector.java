@@ -144,6 +144,9 @@ public final class Collector {
       counters.gauge("rmqcol_cycle_seconds", end - start);
       counters.gauge("rmqcol_last_cycle_timestamp_seconds", end);
       cycles++;
+      if (config.maxCycles > 0) {
+        log.info("cycle " + cycles + " took " + (end - start) + " ms; " + counters.snapshot());
+      }
       if (end - lastSummary >= config.summaryIntervalMs) {
         lastSummary = end;
         log.info("summary: " + counters.snapshot());
@@ -394,6 +397,9 @@ public final class Collector {
     for (Map.Entry<String, String> entry : brokerOfClient.entrySet()) {
       ClientView view = clients.computeIfAbsent(entry.getKey(), k -> new ClientView());
       view.seenAt = now;
+      if (config.runningInfoIntervalMs == 0) {
+        continue;
+      }
       boolean due = view.askedAt == 0 || now - view.askedAt >= config.runningInfoIntervalMs;
       if (!due || (view.inFlight != null && !view.inFlight.isDone())) {
         continue;
