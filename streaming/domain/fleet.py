@@ -18,7 +18,9 @@ Per event:
   than the view's last is a ``late_events`` record (reason ``stale_poll``); a poll without connections of a
   group the shard does not know changes nothing. A polled view is never scanned for expiry: without a poll
   newer than its ``stale_after_ms`` it turns STALE (``membership.mark_stale``), before any later poll of the
-  group and at each watermark, its channels kept; STALE is a status, not a membership change.
+  group and at each watermark, its channels kept; STALE is a status, not a membership change: the group is
+  re-analysed (trigger VIEW_STALE, and VIEW_FRESH when polls resume) without a new generation, because the
+  analysis leaves stale views out while a fresh one has channels.
 * ``topic_route``: the topic's readable queues (``perm & 4``, ids ``0..read_queue_nums-1``) replace the
   previous ones when they differ; every group of the shard that subscribes the topic (through a channel
   still registered at the route's time) is re-analysed.
@@ -85,7 +87,9 @@ UNKNOWN_GROUP = "UNKNOWN_GROUP"  # the reason of a report the engine cannot comp
 STALE_ROUTE = "stale_route"  # the late-event reason of a route older than the applied one
 STALE_POLL = "stale_poll"  # the late-event reason of a poll older than its view's last poll
 # Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
-NOT_REBALANCES = frozenset({"REPORTED_ASSIGNMENT", "STORM_WINDOW", "FLAPPING_WINDOW", "CONVERGENCE_GRACE"})
+# A polled view turning stale or fresh again changes which views the analysis reads, not the membership.
+NOT_REBALANCES = frozenset({"REPORTED_ASSIGNMENT", "STORM_WINDOW", "FLAPPING_WINDOW", "CONVERGENCE_GRACE",
+                            "VIEW_STALE", "VIEW_FRESH"})
 # Findings that compare what clients report with what they compute: held while clients converge.
 CONVERGING_KINDS = ("ASSIGNMENT_MISMATCH",)
 _MEMBER_DIRECTION = {"JOIN": "JOIN", "LEAVE": "LEAVE", "EXPIRED": "LEAVE", "VANISHED": "LEAVE"}
@@ -418,7 +422,7 @@ class ShardEngine:
         self._due_windows(watermark_ms, dirty)
         records += self._analyse(dirty)
         self._forget_retired(watermark_ms)
-        return records
+        return _without_superseded_views(records)
 
     def _forget_retired(self, now_ms: int) -> None:
         horizon = now_ms - RETIRED_GENERATION_TTL_MS
@@ -430,7 +434,7 @@ class ShardEngine:
         records = self._expire_all(watermark_ms, dirty)
         self._forget_retired(watermark_ms)
         self._due_windows(watermark_ms, dirty)
-        return records + self._analyse(dirty)
+        return _without_superseded_views(records + self._analyse(dirty))
 
     def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[str]]]) -> None:
         """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
@@ -516,6 +520,8 @@ class ShardEngine:
         state.expiry_bound_ms = None
         self.groups[poll.group] = state
         records += [row for s in statuses for row in _stale_rows(s)]
+        for stale in statuses:
+            self._mark(dirty, poll.group, stale.event_time_ms, "VIEW_STALE")
         if status is None:
             records.append(("late_events", {"reason": STALE_POLL, "event_type": "consumer_connections",
                                             "group": poll.group, "broker": poll.broker, "event_time_ms": now_ms}))
@@ -523,6 +529,8 @@ class ShardEngine:
             records.append(("broker_views_current", _view_row(status)))
             if previous is None or previous.poll is None or previous.poll.stale:
                 records.append(_view_change_row(status))
+            if previous is not None and previous.poll is not None and previous.poll.stale:
+                self._mark(dirty, poll.group, now_ms, "VIEW_FRESH")
         for change in expired + changes:
             records.append(("membership_changes", _change_row(change)))
             self._mark(dirty, poll.group, change.event_time_ms, change.change)
@@ -572,6 +580,8 @@ class ShardEngine:
             state = self.groups[group]
             membership, statuses = ms.mark_stale(state.membership, now_ms)
             records += [row for s in statuses for row in _stale_rows(s)]
+            for stale in statuses:
+                self._mark(dirty, group, stale.event_time_ms, "VIEW_STALE")
             membership, changes = ms.expire(membership, now_ms, self.settings.expiry_ms)
             state.membership = membership
             state.expiry_bound_ms = None
@@ -668,6 +678,16 @@ class ShardEngine:
                                                  "_op": "delete"}))  # fmt: skip
         records.append(("group_metrics", {"group": group, "removed": True, "event_time_ms": time_ms}))
         return records
+
+
+def _without_superseded_views(records: list[Record]) -> list[Record]:
+    """The records without the ``broker_views_current`` upserts of groups gone by the end of the call: their
+    delete (at the time of the poll that emptied the group, like that poll's upsert) is the row that holds."""
+    gone = {row["group"] for table, row in records if table == "broker_views_current" and row["_op"] == "delete"}
+    if not gone:
+        return records
+    return [(table, row) for table, row in records
+            if not (table == "broker_views_current" and row["_op"] == "upsert" and row["group"] in gone)]  # fmt: skip
 
 
 def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: int) -> set[str]:

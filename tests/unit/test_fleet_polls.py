@@ -82,7 +82,9 @@ def test_an_empty_poll_of_an_unknown_group_keeps_nothing_and_a_group_that_emptie
     out, snapshot = run([([poll(1_000, [])], 1_000)])
     assert out == [] and not snapshot["groups"]
     out, snapshot = run([([route(0), poll(1_000, [C1])], 1_000), ([poll(2_000, [])], 2_000)])
-    assert rows(out, "broker_views_current")[-1] == {"group": "G", "broker": "broker-a", "event_time_ms": 2_000, "_op": "delete"}
+    views = rows(out, "broker_views_current")
+    assert views[-1] == {"group": "G", "broker": "broker-a", "event_time_ms": 2_000, "_op": "delete"}
+    assert [r["_op"] for r in views if r["event_time_ms"] == 2_000] == ["delete"]  # the emptying poll's upsert goes
     assert not snapshot["groups"]
 
 
@@ -117,3 +119,14 @@ def test_a_clustering_push_group_still_gets_its_assignment_from_either_source(so
     out, _ = run([([route(0), *source(1_000, "CLUSTERING", "CONSUME_PASSIVELY")], 1_000)])
     assert rows(out, "group_snapshots")[-1]["strategy"] == "AVG"
     assert sorted(r["client_id"] for r in rows(out, "expected_assignments")) == ["c1", "c2", "c3"]
+
+
+def test_diverging_views_close_while_one_is_stale_and_reopen_when_it_answers_the_same_again():
+    batches = [([route(0), *both(1_000, [C1, C2], [C1])], 1_000)]
+    batches += [([poll(t, [C1, C2], "broker-a")], t) for t in range(11_000, 61_001, 10_000)]
+    batches.append((both(71_000, [C1, C2], [C1]), 71_000))
+    out, _ = run(batches)
+    diverging = [(e["status"], e["event_time_ms"]) for e in rows(out, "anomaly_episodes")
+                 if e["anomaly"] == "DIVERGING_BROKER_VIEWS"]  # fmt: skip
+    assert diverging == [("OPENED", 1_000), ("CLOSED", 1_000 + STALE_AFTER + 1), ("OPENED", 71_000)]
+    assert [s["generation"] for s in rows(out, "group_snapshots")] == [1]  # staleness is no rebalance
