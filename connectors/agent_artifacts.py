@@ -11,9 +11,12 @@ sources, so an edit rebuilds them on next use and an unchanged tree is skipped i
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +43,22 @@ def _digest(paths: list[Path], root: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+UNUSED_AFTER_S = 86_400
+
+
+def _remove_unused(builds: Iterable[Path]) -> None:
+    """Delete builds of other sources not touched for a day. Not at once: checkouts of different sources may share
+    one cache, each using its own build, and a build deleted under another's running test would fail it."""
+    cutoff = time.time() - UNUSED_AFTER_S
+    for build in builds:
+        if build.name.startswith(".") or build.stat().st_mtime > cutoff:
+            continue
+        if build.is_dir():
+            shutil.rmtree(build, ignore_errors=True)
+        else:
+            build.unlink(missing_ok=True)
+
+
 def _local_repository_jar() -> Path:
     group, artifact, version = AGENT_COORDINATES
     return (Path.home() / ".m2" / "repository" / group.replace(".", "/") / artifact / version
@@ -52,6 +71,7 @@ def agent() -> AgentBuild:
     target = cache_dir() / "jars" / "agent" / _digest(sources, AGENT_MODULE)
     if not ((target / ".complete").exists() and _local_repository_jar().exists()):
         _build_agent(target)
+    os.utime(target)  # in use: not to be removed as unused
     libraries = tuple(sorted((target / "lib").glob("*.jar")))
     return AgentBuild(next(target.glob("rocketmq-rebalance-agent-*.jar")), libraries)
 
@@ -75,9 +95,7 @@ def _build_agent(target: Path) -> None:
         jar.rename(staging / jar.name)
     shutil.rmtree(staging / "build")
     (staging / ".complete").write_text("built by connectors.agent_artifacts\n")
-    for stale in target.parent.iterdir():
-        if stale.is_dir() and not stale.name.startswith("."):
-            shutil.rmtree(stale, ignore_errors=True)
+    _remove_unused(target.parent.iterdir())
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
 
@@ -90,6 +108,7 @@ def test_clients_jar(line: str) -> Path:
     key = _digest(sources, TEST_CLIENT_SOURCES) + build.jar.parent.name[:8]
     target = cache_dir() / "jars" / "testclients" / f"testclients-{profile}-{key}.jar"
     if target.exists():
+        os.utime(target)  # in use: not to be removed as unused
         return target
     for tool in ("javac", "jar"):
         if not shutil.which(tool):
@@ -106,8 +125,7 @@ def test_clients_jar(line: str) -> Path:
             raise ArtifactError("javac failed on jvm/testclients: " + compiled.stderr.strip()[-2000:])
         staging = Path(work) / target.name
         subprocess.run(["jar", "cf", str(staging), "-C", f"{work}/classes", "."], check=True)
-        for stale in target.parent.glob(f"testclients-{profile}-*.jar"):
-            stale.unlink()
+        _remove_unused(target.parent.glob(f"testclients-{profile}-*.jar"))
         staging.rename(target)
     return target
 

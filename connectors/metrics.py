@@ -44,7 +44,10 @@ GT = ("consumer_group", "topic")
 CATALOGUE: tuple[MetricSpec, ...] = (
     # consumer groups
     _m("group_members", "gauge", ("consumer_group",), "", "Distinct client IDs in the group's merged broker view."),
-    _m("group_channels", "gauge", ("consumer_group",), "", "Channels (connections) of the group across brokers."),
+    _m("group_channels", "gauge", ("consumer_group",), "",
+       "Entries of cidAll: the group's channels (connections) on the broker its clients read the member list "
+       "from, one per channel, so a client ID on two channels counts twice; members connected to two brokers "
+       "count once."),
     _m("group_generation", "gauge", ("consumer_group",), "", "Current generation number of the group."),
     _m("group_duplicate_client_ids", "gauge", ("consumer_group",), "",
        "Client IDs held by more than one channel (the same ID on several connections)."),
@@ -103,6 +106,8 @@ CATALOGUE: tuple[MetricSpec, ...] = (
        "ignored), stale_poll (polls older than their view's last poll, ignored)."),
     _m("label_values_dropped_total", "counter", ("metric",), "",
        "Updates not exported because the metric already has label_value_cap distinct groups (or brokers)."),
+    _m("query_restarts_total", "counter", ("query",), "",
+       "Restarts of a failed query from its checkpoint ([supervision]; the job's log says why it failed)."),
     _m("up", "gauge", (), "", "1 while the job's queries are running."),
     _m("build_info", "gauge", ("version", "spark_version"), "", "Build metadata (value 1)."),
 )  # fmt: skip
@@ -266,6 +271,12 @@ class MonitorCollector(Collector):
     def __init__(self, state: MetricsState) -> None:
         self.state = state
 
+    def describe(self) -> Iterator[Metric]:
+        """The catalogue's families without samples: the registry learns every name the collector may export,
+        so a scrape can ask for some (``/metrics?name[]=rmqmon_group_members``) and get only those."""
+        for spec in CATALOGUE:
+            yield _family(spec)
+
     def collect(self) -> Iterator[Metric]:
         with self.state.lock:
             gauges = {k: dict(v) for k, v in self.state.gauges.items()}
@@ -273,26 +284,26 @@ class MonitorCollector(Collector):
             histograms = {k: dict(v) for k, v in self.state.histograms.items()}
             dropped = dict(self.state.dropped)
         for spec in CATALOGUE:
+            family = _family(spec)
             if spec.name == PREFIX + "label_values_dropped_total":
-                family = CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
                 for metric, value in sorted(dropped.items()):
                     family.add_metric([metric], value)
-                yield family
             elif spec.type == "counter":
-                family = CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
                 for labels, value in sorted(counters.get(spec.name, {}).items()):
                     family.add_metric(list(labels), value)
-                yield family
             elif spec.type == "histogram":
-                hist = HistogramMetricFamily(spec.name, spec.help, labels=list(spec.labels))
                 for labels, (buckets, total) in sorted(histograms.get(spec.name, {}).items()):
-                    hist.add_metric(list(labels), buckets, total)
-                yield hist
+                    family.add_metric(list(labels), buckets, total)
             else:
-                family = GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
                 for labels, value in sorted(gauges.get(spec.name, {}).items()):
                     family.add_metric(list(labels), value)
-                yield family
+            yield family
+
+
+def _family(spec: MetricSpec) -> Any:
+    """An empty family of the spec's type (the collector adds the samples)."""
+    kind = {"counter": CounterMetricFamily, "histogram": HistogramMetricFamily}.get(spec.type, GaugeMetricFamily)
+    return kind(spec.name, spec.help, labels=list(spec.labels))
 
 
 def new_registry(state: MetricsState) -> CollectorRegistry:

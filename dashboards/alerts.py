@@ -165,6 +165,16 @@ ALERTS: tuple[Alert, ...] = (
         _slug(f"{PREFIX}Stale"),
     ),
     Alert(
+        f"{PREFIX}QueryRestarting",
+        "sum by (query) (increase(rmqmon_query_restarts_total[15m])) >= 3",
+        "5m", "warning",
+        "The monitor's {{ $labels.query }} query keeps failing and restarting.",
+        "Query {{ $labels.query }} was restarted from its checkpoint {{ printf \"%.0f\" $value }} times in 15 "
+        "minutes: something it depends on (Kafka, the Delta storage) fails again and again. Nothing is lost, "
+        "but its output lags while it waits; after [supervision] max_consecutive_failures the job exits.",
+        _slug(f"{PREFIX}QueryRestarting"),
+    ),
+    Alert(
         f"{PREFIX}Down",
         f'up{{job="{MONITOR_JOB}"}} == 0\nor\nrmqmon_up == 0\nor\nabsent(up{{job="{MONITOR_JOB}"}})',
         "2m", "critical",
@@ -294,6 +304,11 @@ CASES: tuple[Case, ...] = (
          "15m", (({"query": "consumer"}, 900),)),
     Case(f"{PREFIX}Stale", "batches every 15 s: silent",
          {f'rmqmon_last_batch_timestamp_seconds{{{J},query="consumer"}}': "0+15x80"}, "15m"),
+    Case(f"{PREFIX}QueryRestarting", "a restart every 2.5 minutes fires",
+         {f'rmqmon_query_restarts_total{{{J},query="send-ingest"}}': "0+0.1x120"},
+         "25m", (({"query": "send-ingest"}, 6),)),
+    Case(f"{PREFIX}QueryRestarting", "one restart (a Kafka blip) is silent",
+         {f'rmqmon_query_restarts_total{{{J},query="send-ingest"}}': "0x40 1x80"}, "25m"),
     Case(f"{PREFIX}Down", "a failed scrape for 3 minutes fires",
          {f"up{{{J}}}": "0x20", f"rmqmon_up{{{J}}}": "1x20"},
          "3m", (({"job": MONITOR_JOB, "instance": "127.0.0.1:9464"}, 0),)),

@@ -134,7 +134,7 @@ def group_drilldown() -> dict[str, object]:
         "One consumer group: members, owner states per topic, skew, rebalances and churn.", [
         Panel("Members", "Distinct client IDs in the group's merged broker view.", "none",
               ((f"max by (consumer_group) (rmqmon_group_members{{{G}}})", "{{consumer_group}}"),)),
-        Panel("Duplicate client IDs and channels", "Client IDs held by several connections, and connections.",
+        Panel("Duplicate client IDs and channels", "Client IDs held by several connections, and cidAll entries (channels on one broker).",
               "none", ((f"max by (consumer_group) (rmqmon_group_duplicate_client_ids{{{G}}})", "{{consumer_group}} duplicates"),
                        (f"max by (consumer_group) (rmqmon_group_channels{{{G}}})", "{{consumer_group}} channels"))),
         Panel("Queues by owner state", "Queues of each subscribed topic by owner state.", "none",

@@ -209,9 +209,14 @@ EPILOG_QUERY = """examples:
   rebalance-monitor query assignment --delta-root .run/delta --group orders-consumers --table-version 12
   rebalance-monitor query anomalies --delta-root .run/delta --since 2026-11-21T00:00 --until 2026-11-21T06:00
   rebalance-monitor query anomalies --delta-root .run/delta --group ledger-containers --json
+  rebalance-monitor query anomalies --delta-root .run/delta --table-time 2026-11-21T06:00  # as the tables were
   rebalance-monitor query faults --delta-root .run/delta --broker broker-b
+  rebalance-monitor query sql "SELECT anomaly, count(*) AS episodes FROM anomaly_episodes
+      WHERE status = 'OPENED' GROUP BY anomaly ORDER BY episodes DESC" --csv
+  rebalance-monitor query sql "SELECT count(*) FROM current_assignment" --table-version 3
 times are epoch milliseconds or ISO-8601 (UTC unless a zone is given); they are event times, except
---table-time, which is a Delta commit time (time travel over the current_assignment table).
+--table-time, which is a Delta commit time (time travel: each table as it was then). query sql runs DuckDB
+SQL (UTC session time zone) over the tables it names (see docs/tables.md); nothing here starts a JVM.
 """
 
 EPILOG_ALLOCATE = """examples:
@@ -367,23 +372,51 @@ def _spark(settings: object = None) -> tuple[object, bool]:
     return build_spark_session(settings or SparkSettings(master="local[1]", app_name="rrm-query")), True
 
 
-def _known(frame, column: str, value: str, what: str, root: Path) -> None:  # type: ignore[no-untyped-def]
-    from pyspark.sql import functions as F
+def _known(tables, table: str, column: str, value: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow.compute as pc
 
-    if frame.where(F.col(column) == value).limit(1).count():
+    names = sorted(n for n in pc.unique(tables.arrow(table, columns=[column])[column]).to_pylist() if n is not None)
+    if value in names:
         return
-    names = sorted(r[0] for r in frame.select(column).distinct().limit(1000).collect())
     shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    raise NotFound(f"no {what} {value!r} in {root} (known: {shown or 'none'})")
+    raise NotFound(f"no {what} {value!r} in {tables.root} (known: {shown or 'none'})")
 
 
 ASSIGNMENT_COLUMNS = ["group", "generation", "topic", "client_id", "queue_count", "queues", "event_time"]
 ANOMALY_COLUMNS = ["event_time", "status", "group", "topic", "anomaly", "severity", "summary"]
 FAULT_COLUMNS = ["event_time", "status", "broker", "producer_id", "window_start_ms", "window_end_ms",
                  "trigger_latency_ms", "level", "cause", "fault_table"]  # fmt: skip
+# Each query's table and its SQL over the view of that name ($-parameters; a NULL parameter filters nothing).
+# Each query's DuckDB SQL over the views of the tables it names ($-parameters; NULL filters nothing).
+QUERY_SQL = {
+    "assignment": """
+        SELECT * FROM expected_assignments
+        WHERE "group" = $group AND ($at IS NULL OR event_time_ms <= $at)
+        QUALIFY generation = max(generation) OVER ()
+        ORDER BY topic, client_id""",
+    "assignment-version": """
+        SELECT *, epoch_ms(event_time_ms) AS event_time FROM current_assignment
+        WHERE "group" = $group ORDER BY topic, client_id""",
+    "anomalies": """
+        SELECT * FROM anomaly_episodes
+        WHERE ($group IS NULL OR "group" = $group) AND ($kind IS NULL OR anomaly = $kind)
+          AND ($since IS NULL OR event_time_ms >= $since) AND ($until IS NULL OR event_time_ms <= $until)
+        ORDER BY event_time_ms, "group", topic, anomaly, status, episode_id""",
+    "faults": """
+        SELECT * FROM fault_windows
+        WHERE ($broker IS NULL OR broker = $broker)
+          AND ($since IS NULL OR event_time_ms >= $since) AND ($until IS NULL OR event_time_ms <= $until)
+        ORDER BY event_time_ms, broker, producer_id, status, window_start_ms""",
+    "group-at": """
+        SELECT * FROM group_snapshots WHERE "group" = $group AND ($at IS NULL OR event_time_ms <= $at)
+        ORDER BY generation DESC LIMIT 1""",
+    "group-assignments": """
+        SELECT * FROM expected_assignments WHERE "group" = $group AND generation = $generation""",
+}
 
 
 def _query(args: argparse.Namespace) -> int:
+    from connectors.delta_reader import MonitorTables, TableMissing, VersionMissing, rows
     from streaming.queries import emit
 
     at = _time_option("--at", args.at)
@@ -391,113 +424,79 @@ def _query(args: argparse.Namespace) -> int:
     table_time = _time_option("--table-time", args.table_time)
     if since is not None and until is not None and since > until:
         raise UsageError("--since is after --until")
+    if args.what == "sql":
+        if at is not None or since is not None or until is not None or args.group or args.broker or args.kind:
+            raise UsageError("query sql takes only its statement, --table-version, --table-time and the output format")
     if args.what == "assignment" and not args.group:
         raise UsageError("query assignment needs --group")
-    if args.what != "assignment" and (at is not None or args.table_version is not None or table_time is not None):
-        raise UsageError("--at, --table-version and --table-time are for query assignment")
+    if args.what in ("anomalies", "faults") and (at is not None or args.table_version is not None):
+        raise UsageError("--at and --table-version are for query assignment (and --table-version for query sql)")
     if args.table_version is not None and args.table_version < 0:
         raise UsageError("--table-version must be >= 0")
+    if args.table_version is not None and table_time is not None:
+        raise UsageError("give --table-version or --table-time, not both")
+    if args.csv and args.json:
+        raise UsageError("give --json or --csv, not both")
+    if args.csv and args.what != "sql":
+        raise UsageError("--csv is for query sql")
     needs = {"assignment": ("group_snapshots", "expected_assignments", "current_assignment"),
-             "anomalies": ("group_snapshots", "anomaly_episodes"), "faults": ("fault_windows",)}[args.what]  # fmt: skip
+             "anomalies": ("group_snapshots", "anomaly_episodes"), "faults": ("fault_windows",),
+             "sql": ()}[args.what]  # fmt: skip
     root = _tables_root(args.delta_root, *needs)
-    spark, owned = _spark()
+    tables = MonitorTables(root, as_of_ms=table_time)
+    if not tables.names():
+        raise UsageError(f"no monitor tables under {root}; pass --delta-root")
     try:
-        rows, columns = _query_rows(spark, args, root, at, since, until, table_time)
-    finally:
-        if owned:
-            spark.stop()  # type: ignore[attr-defined]
-    print(emit(rows, columns, args.json))
+        if args.what == "sql":
+            try:
+                result = tables.sql(args.statement, version=args.table_version)
+            except ValueError as error:
+                raise UsageError(f"query sql: {error}") from None
+            print(emit(rows(result), result.column_names, "json" if args.json else "csv" if args.csv else "table"))
+            return 0
+        found, columns = _query_rows(tables, args, at, since, until, table_time)
+    except (TableMissing, VersionMissing) as error:
+        raise NotFound(str(error)) from None
+    print(emit(rows(found), columns, "json" if args.json else "table"))
     return 0
 
 
-def _query_rows(spark, args, root, at, since, until, table_time):  # type: ignore[no-untyped-def]
-    from pyspark.sql import functions as F
-
-    def load(table: str, **options: str):  # type: ignore[no-untyped-def]
-        reader = spark.read.format("delta")
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        return reader.load(str(root / table))
-
+def _query_rows(tables, args, at, since, until, table_time):  # type: ignore[no-untyped-def]
     if args.group:
-        _known(load("group_snapshots"), "group", args.group, "consumer group", root)
+        _known(tables, "group_snapshots", "group", args.group, "consumer group")
     if args.what == "assignment":
         if args.table_version is not None or table_time is not None:  # Delta time travel
-            from datetime import UTC, datetime
-
-            option = (
-                {"versionAsOf": str(args.table_version)}
-                if args.table_version is not None
-                else {"timestampAsOf": datetime.fromtimestamp(table_time / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")}
-            )
-            try:
-                frame = load("current_assignment", **option)
-            except Exception as error:  # noqa: BLE001 - Delta says why (version or time out of range)
-                first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                raise NotFound(f"current_assignment has no such version: {first[:300]}") from None
-            frame = frame.where(F.col("group") == args.group)
-            frame = frame.withColumn("event_time", F.timestamp_millis("event_time_ms"))
-            rows = frame.orderBy("topic", "client_id").collect()
-            return [r.asDict(recursive=True) for r in rows], ASSIGNMENT_COLUMNS
-        history = load("expected_assignments").where(F.col("group") == args.group)
-        if at is not None:
-            history = history.where(F.col("event_time_ms") <= at)
-        last = history.agg(F.max("generation")).first()[0]
-        if last is None:
+            found = tables.sql(QUERY_SQL["assignment-version"], {"group": args.group}, args.table_version)
+            return found, ASSIGNMENT_COLUMNS
+        found = tables.sql(QUERY_SQL["assignment"], {"group": args.group, "at": at})
+        if not found.num_rows:
             raise NotFound(f"consumer group {args.group!r} has no assignment at or before {args.at}")
-        rows = history.where(F.col("generation") == last).orderBy("topic", "client_id").collect()
-        return [r.asDict(recursive=True) for r in rows], ASSIGNMENT_COLUMNS
+        return found, ASSIGNMENT_COLUMNS
     if args.what == "anomalies":
-        frame = load("anomaly_episodes")
-        if args.group:
-            frame = frame.where(F.col("group") == args.group)
-        if args.kind:
-            frame = frame.where(F.col("anomaly") == args.kind)
-        columns = ANOMALY_COLUMNS
-    else:
-        frame = load("fault_windows")
-        if args.broker:  # brokers producers sent to, with or without fault windows
-            status = root / "broker_status_current"
-            _known(load(status.name) if status.is_dir() else frame, "broker", args.broker, "broker", root)
-            frame = frame.where(F.col("broker") == args.broker)
-        columns = FAULT_COLUMNS
-    if since is not None:
-        frame = frame.where(F.col("event_time_ms") >= since)
-    if until is not None:
-        frame = frame.where(F.col("event_time_ms") <= until)
-    order = ["event_time_ms", "group", "topic", "anomaly"]
-    if args.what == "faults":
-        order = ["event_time_ms", "broker", "producer_id"]
-    return [r.asDict(recursive=True) for r in frame.orderBy(*order).collect()], columns
+        parameters = {"group": args.group, "kind": args.kind, "since": since, "until": until}
+        return tables.sql(QUERY_SQL["anomalies"], parameters), ANOMALY_COLUMNS
+    if args.broker:  # brokers producers sent to, with or without fault windows
+        known = "broker_status_current" if "broker_status_current" in tables.names() else "fault_windows"
+        _known(tables, known, "broker", args.broker, "broker")
+    parameters = {"broker": args.broker, "since": since, "until": until}
+    return tables.sql(QUERY_SQL["faults"], parameters), FAULT_COLUMNS
 
 
 def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
     """(topic, cidAll, queues, strategy, line, generation) of a group as the monitor recorded it."""
     import json
 
-    from pyspark.sql import functions as F
+    from connectors.delta_reader import MonitorTables, rows
 
     at = _time_option("--at", args.at)
-    root = _tables_root(args.delta_root, "group_snapshots", "expected_assignments")
-    spark, owned = _spark()
-    try:
-        snapshots = spark.read.format("delta").load(str(root / "group_snapshots"))  # type: ignore[attr-defined]
-        _known(snapshots, "group", args.group, "consumer group", root)
-        snapshots = snapshots.where(F.col("group") == args.group)
-        if at is not None:
-            snapshots = snapshots.where(F.col("event_time_ms") <= at)
-        snapshot = snapshots.orderBy(F.col("generation").desc()).first()
-        if snapshot is None:
-            raise NotFound(f"consumer group {args.group!r} has no generation at or before {args.at}")
-        assignments = (
-            spark.read.format("delta")
-            .load(str(root / "expected_assignments"))  # type: ignore[attr-defined]
-            .where((F.col("group") == args.group) & (F.col("generation") == snapshot["generation"]))
-            .collect()
-        )
-    finally:
-        if owned:
-            spark.stop()  # type: ignore[attr-defined]
+    tables = MonitorTables(_tables_root(args.delta_root, "group_snapshots", "expected_assignments"))
+    _known(tables, "group_snapshots", "group", args.group, "consumer group")
+    found = rows(tables.sql(QUERY_SQL["group-at"], {"group": args.group, "at": at}))
+    if not found:
+        raise NotFound(f"consumer group {args.group!r} has no generation at or before {args.at}")
+    snapshot = found[0]
+    parameters = {"group": args.group, "generation": snapshot["generation"]}
+    assignments = rows(tables.sql(QUERY_SQL["group-assignments"], parameters))
     details = json.loads(snapshot["details"])
     topics = [args.topic] if args.topic else list(snapshot["topics"])
     if args.topic and args.topic not in snapshot["topics"]:
@@ -702,24 +701,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     query = commands.add_parser(
         "query",
-        help="history: a group's assignment at a time, anomaly episodes, a broker's fault windows",
-        description="Read the monitor's Delta tables: a group's assignment at a point in time (history, or "
-        "Delta time travel over current_assignment), anomaly episodes in a time range, fault windows.",
+        help="history: a group's assignment at a time, anomaly episodes, fault windows, or any SQL",
+        description="Read the monitor's Delta tables (no JVM: delta-rs and DuckDB): a group's assignment at a "
+        "point in time (history, or Delta time travel over current_assignment), anomaly episodes in a time "
+        "range, fault windows, or ad-hoc SQL with every table a view by its name.",
         epilog=EPILOG_QUERY,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    query.add_argument("what", choices=["assignment", "anomalies", "faults"])
-    query.add_argument("--delta-root", default=".run/delta", help="where the tables are (default .run/delta)")
-    query.add_argument("--group", help="consumer group (required for assignment)")
-    query.add_argument("--broker", help="faults: only this broker")
-    query.add_argument("--kind", help="anomalies: only this kind, e.g. ORPHANED_QUEUES")
-    query.add_argument("--at", help="assignment: the last generation at or before this event time (default: latest)")
-    query.add_argument("--table-version", type=int, help="assignment: current_assignment as of this Delta version")
-    query.add_argument("--table-time", help="assignment: current_assignment as of this Delta commit time")
-    query.add_argument("--since", help="anomalies/faults: from this event time")
-    query.add_argument("--until", help="anomalies/faults: up to this event time")
-    query.add_argument("--json", action="store_true", help="JSON rows instead of a table")
-    query.set_defaults(handler=_query)
+    options = argparse.ArgumentParser(add_help=False)  # every kind takes them; _query says which apply
+    options.add_argument("--delta-root", default=".run/delta", help="where the tables are (default .run/delta)")
+    options.add_argument("--group", help="consumer group (required for assignment)")
+    options.add_argument("--broker", help="faults: only this broker")
+    options.add_argument("--kind", help="anomalies: only this kind, e.g. ORPHANED_QUEUES")
+    options.add_argument("--at", help="assignment: the last generation at or before this event time (default: latest)")
+    options.add_argument("--table-version", type=int,
+                         help="assignment: current_assignment as of this Delta version; sql: the one table it "
+                         "reads, as of this version")  # fmt: skip
+    options.add_argument("--table-time", help="every table as of its last commit at or before this time")
+    options.add_argument("--since", help="anomalies/faults: from this event time")
+    options.add_argument("--until", help="anomalies/faults: up to this event time")
+    options.add_argument("--json", action="store_true", help="JSON rows instead of a table")
+    options.add_argument("--csv", action="store_true", help="sql: CSV with a header instead of a table")
+    kinds = query.add_subparsers(dest="what", required=True, metavar="WHAT")
+    for kind, what in (("assignment", "a group's assignment at a time (history or Delta time travel)"),
+                       ("anomalies", "anomaly episodes"), ("faults", "producers' fault windows"),
+                       ("sql", "ad-hoc SQL (DuckDB) over the tables, each a view by its name")):  # fmt: skip
+        parser_ = kinds.add_parser(kind, parents=[options], help=what, description=what, epilog=EPILOG_QUERY,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        if kind == "sql":
+            parser_.add_argument("statement", help='the SQL statement, e.g. "SELECT count(*) FROM dead_letters"')
+        parser_.set_defaults(handler=_query, statement=None)
 
     allocate = commands.add_parser(
         "allocate",
@@ -798,6 +809,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the output's reader stopped early (| head): nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that Python's exit flush is quiet
+        return 1
 
 
 if __name__ == "__main__":

@@ -221,6 +221,13 @@ class SparkConfig:
 
 
 @dataclass(frozen=True)
+class SupervisionConfig:
+    restart_backoff_initial_seconds: int = _opt(1, low=1, high=3_600)
+    restart_backoff_max_seconds: int = _opt(60, low=1, high=86_400)
+    max_consecutive_failures: int = _opt(10, low=1, high=1_000_000)
+
+
+@dataclass(frozen=True)
 class PathsConfig:
     delta_root: str = _opt(".run/delta", check=_not_blank)
     checkpoint_root: str = _opt(".run/checkpoints", check=_not_blank)
@@ -407,6 +414,7 @@ class CollectorConfig:
 class MonitorConfig:
     kafka: KafkaConfig = _sub(KafkaConfig)
     spark: SparkConfig = _sub(SparkConfig)
+    supervision: SupervisionConfig = _sub(SupervisionConfig)
     paths: PathsConfig = _sub(PathsConfig)
     ingest: IngestConfig = _sub(IngestConfig)
     membership: MembershipConfig = _sub(MembershipConfig)

@@ -1,13 +1,15 @@
-"""History queries and what-if allocations for people: ``rebalance-monitor query`` and ``allocate``.
+"""Output and what-if helpers for ``rebalance-monitor query`` and ``allocate``.
 
-``assignment_at`` reads ``expected_assignments`` (history) for a group's last generation at or before a
-time; ``anomalies`` lists episodes in a time range; ``fault_windows`` a broker's windows. Results are plain
-rows, printed as aligned tables or JSON (``--json``). ``what_if`` computes every client's share with the
-domain's strategies, without Spark.
+The queries themselves (SQL over the Delta tables, read without a JVM by ``connectors.delta_reader``) are
+in ``streaming.cli``; here are their times (epoch ms or ISO-8601), their output (aligned table, JSON with
+``--json``, CSV with ``--csv``) and ``what_if``, every client's share under a strategy computed with the
+domain's strategies.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -46,10 +48,25 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def emit(rows: list[dict[str, Any]], columns: Sequence[str], as_json: bool) -> str:
-    if as_json:
+def emit(rows: list[dict[str, Any]], columns: Sequence[str], output: str = "table") -> str:
+    """``rows`` as an aligned table of ``columns``, JSON (every column) or CSV (``columns``, with a header)."""
+    if output == "json":
         return json.dumps(rows, default=str, indent=2)
+    if output == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([_csv_cell(r.get(c)) for c in columns] for r in rows)
+        return buffer.getvalue().rstrip("\n")
     return format_table(rows, columns)
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool | list | dict):
+        return json.dumps(value, default=str)
+    return str(value)
 
 
 def what_if(

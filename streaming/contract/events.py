@@ -394,8 +394,13 @@ def _not_in_enum(allowed: frozenset[str], value: Any) -> bool:
     return text is not None and text not in allowed  # NULL IN (...) is not a violation in SQL
 
 
-def _out_of_bound(bound: float, broken: Callable[[float, float], bool], value: Any) -> bool:
-    return _is_number(value) and broken(float(value), bound)  # the job compares as double, so do we
+def _out_of_bound(bound: int | float, broken: Callable[[Any, Any], bool], value: Any) -> bool:
+    # As the job: an integer against an integer bound exactly, any other number as a double.
+    if not _is_number(value):
+        return False
+    if _is_integer(value) and _is_integer(bound):
+        return broken(value, bound)
+    return broken(float(value), float(bound))
 
 
 def _too_short(minimum: int, value: Any) -> bool:
@@ -426,7 +431,7 @@ def _any_item(check: Check, value: Any) -> bool:
     return isinstance(value, list) and any(map(check, value))
 
 
-_BOUNDS: tuple[tuple[str, Callable[[float, float], bool]], ...] = (
+_BOUNDS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
     ("minimum", operator.lt),
     ("maximum", operator.gt),
     ("exclusiveMinimum", operator.le),
@@ -461,7 +466,7 @@ def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, st
     for keyword, broken in _BOUNDS:
         if keyword in node:
             yield Rule(reason(keyword, Reason.INVALID_VALUE), f"{label} must be {keyword} {node[keyword]}",
-                       partial(_out_of_bound, float(node[keyword]), broken))  # fmt: skip
+                       partial(_out_of_bound, node[keyword], broken))  # fmt: skip
     if "minLength" in node:
         yield Rule(reason("minLength", Reason.INVALID_VALUE),
                    f"{label} must have at least {node['minLength']} characters",

@@ -45,20 +45,25 @@ from __future__ import annotations
 import bisect
 import gc
 import json
+import logging
 import operator
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from streaming.contract.events import EVENT_TYPES
 from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE, ShardEngine
 from streaming.job import heartbeat_runs, state_blob
 from streaming.job.heartbeat_runs import RUN, unpack_run
 from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
+from streaming.job.poison import PROCESSING_ERROR, isolate
 from streaming.job.python_worker import freeze_imported_heap
 
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
 
 DEAD_LETTER_SHARD = -1
 OUTPUT_SCHEMA = "table STRING, payload STRING"
@@ -91,11 +96,20 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
         .otherwise(F.array(F.pmod(F.hash(group), F.lit(shards))))
     )
     typed = valid & (F.col("event_type") == CHANNEL_EVENT) & channel.isNotNull()
+    # Any other valid event reaches Python as JSON of the fields validation proved (``typed_json``), never as
+    # its raw value: that is the dead letter's, should the engine refuse the event. A raw value may hold what
+    # Spark's reader ignores and Python's would not (text after the object), or fields no step should read.
+    fields_json = F.lit(None).cast("string")
+    for event_type in EVENT_TYPES:
+        column = typed_column(event_type)
+        if column in classified.columns:
+            fields_json = F.when(valid & (F.col("event_type") == event_type), F.to_json(column)).otherwise(fields_json)
     return classified.select(
         F.explode(shard).alias("shard"),
         F.when(valid, F.timestamp_millis(F.col("event_time_ms"))).alias("event_time"),
         "event_type", "event_time_ms",
         F.when(~typed, F.col("raw_value")).alias("raw_value"),
+        F.when(~typed, fields_json).alias("typed_json"),
         *[F.when(typed, channel[f]).alias(f"c_{f}") for f in CHANNEL_FIELDS],
         F.when(typed, F.to_json(channel["subscriptions"])).alias("c_subscriptions"),
         "reason", "detail", "kafka_topic", "kafka_partition", "kafka_offset",
@@ -103,8 +117,11 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     )  # fmt: skip
 
 
-def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped-def]
-    """The function given to ``applyInPandasWithState``; ``settings`` is plain data (picklable)."""
+def make_state_function(settings: Mapping[str, Any], poison_marker: str | None = None):  # type: ignore[no-untyped-def]
+    """The function given to ``applyInPandasWithState``; ``settings`` is plain data (picklable).
+
+    ``poison_marker`` is for tests only: applying an event whose client id or JSON holds it raises, as an
+    event the validator did not foresee might (see ``poison``)."""
 
     def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         import pandas as pd
@@ -122,13 +139,27 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
             return ["dead_letters"] * len(payloads), payloads
         columns = _columns(frames)  # read even when the state timed out (then without rows)
         watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
-        engine = ShardEngine.restore(state_blob.load(state), settings)
         if state.hasTimedOut:
+            engine = ShardEngine.restore(state_blob.load(state), settings)
             records = engine.advance(watermark_ms)
         else:
-            events, late = _events(columns, engine, watermark_ms)
-            records = engine.apply(events, watermark_ms)
-            records += [("late_events", {"reason": "watermark", "event_type": t, "count": n}) for t, n in late.items()]
+
+            def attempt(rows: Sequence[int]) -> tuple[ShardEngine, list[tuple[str, dict[str, Any]]]]:
+                # From the stored state each time: a failed attempt may have changed its engine half-way.
+                engine = ShardEngine.restore(state_blob.load(state), settings)
+                events, late = _events(columns, engine, watermark_ms, rows)
+                records = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms)
+                late_records = [("late_events", {"reason": "watermark", "event_type": t, "count": n})
+                                for t, n in late.items()]  # fmt: skip
+                return engine, records + late_records
+
+            (engine, records), refused = isolate(range(len(columns.get("event_type", ()))), attempt)
+            for culprit in refused:
+                letters = _refused_letters(columns, culprit.item, culprit.detail)
+                log.error("consumer shard %d: processing fails on %s at %s[%s] offsets %s, dead-lettered as %s: %s",
+                          shard, letters[0]["source"], letters[0]["kafka_topic"], letters[0]["kafka_partition"],
+                          [r["kafka_offset"] for r in letters], PROCESSING_ERROR, culprit.detail)  # fmt: skip
+                records += [("dead_letters", letter) for letter in letters]
         if engine.is_empty():
             state.remove()
         else:
@@ -140,6 +171,41 @@ def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped
         return [t for t, _ in records], [state_blob.encode(p) for _, p in records]
 
     return process
+
+
+def _raising_on_marker(events: list[Any], marker: str | None) -> Iterator[Any]:
+    """``events``, raising when one holds ``marker`` (the tests' stand-in for an event processing cannot take)."""
+    from streaming.domain.membership import ChannelEvent
+
+    for event in events:
+        if marker is not None:
+            text = (event.client_id if isinstance(event, ChannelEvent)
+                    else json.dumps({k: v for k, v in event.items() if k != ORIGIN_KEY}))  # fmt: skip
+            if marker in text:
+                raise ValueError(f"test poison marker {marker!r} in an event")
+        yield event
+
+
+def _refused_letters(columns: Mapping[str, list[Any]], row: int, detail: str) -> list[dict[str, Any]]:
+    """Dead letters (``PROCESSING_ERROR``) for the records of input row ``row``: one, or a heartbeat run's each.
+
+    The raw value is the record's when the row kept it; a typed channel event's row did not (its raw value
+    never leaves the JVM), so its letter holds the event's fields as the job read them."""
+    raw = columns["raw_value"][row]
+    if raw is None:
+        fields = {f: columns[f"c_{f}"][row] for f in CHANNEL_FIELDS}
+        text = columns["c_subscriptions"][row]
+        fields["subscriptions"] = None if text is None else json.loads(text)
+        raw = json.dumps({"type": columns["event_type"][row], "event_time": columns["event_time_ms"][row], **fields})
+    packed = columns.get(RUN, [None] * (row + 1))[row]
+    offsets = [columns["kafka_offset"][row]] if packed is None else list(unpack_run(packed)[1])
+    return [
+        {"source": columns["event_type"][row], "kafka_topic": columns["kafka_topic"][row],
+         "kafka_partition": int(columns["kafka_partition"][row]), "kafka_offset": int(offset),
+         "kafka_timestamp": _timestamp_text(columns["kafka_timestamp"][row]), "raw_value": raw,
+         "reason": PROCESSING_ERROR, "detail": detail}
+        for offset in offsets
+    ]  # fmt: skip
 
 
 def _as_job_rows(records: list[tuple[str, dict[str, Any]]], shard: int) -> list[tuple[str, dict[str, Any]]]:
@@ -185,7 +251,7 @@ def _collector_paused() -> Iterator[None]:
 
 # The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
 _EVENT_COLUMNS = ("event_time_ms", "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
-                  "raw_value", *(f"c_{f}" for f in CHANNEL_FIELDS), "c_subscriptions")  # fmt: skip
+                  "raw_value", "typed_json", *(f"c_{f}" for f in CHANNEL_FIELDS), "c_subscriptions")  # fmt: skip
 _DEAD_LETTER_COLUMNS = ("event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
                         "raw_value", "reason", "detail")  # fmt: skip
 
@@ -208,8 +274,8 @@ _SAME_TIME_RANK = {ROUTE_EVENT: 0, CHANNEL_EVENT: 1, POLL_EVENT: 1}
 _LAST_RANK = 2
 
 
-def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
-            watermark_ms: int) -> tuple[list[Any], dict[str, int]]:  # fmt: skip
+def _events(columns: Mapping[str, list[Any]], engine: ShardEngine, watermark_ms: int,
+            rows: Iterable[int] | None = None) -> tuple[list[Any], dict[str, int]]:  # fmt: skip
     """The shard's events in the order the engine applies them, and how many of each type were late.
 
     Order: event time, then event type, then Kafka coordinates. The type orders events of the same millisecond
@@ -217,7 +283,8 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
     same order. Channel events are built from their typed columns (``shard_input``); each distinct subscription
     list is parsed once. Heartbeat runs (``heartbeat_runs``) go to ``engine.apply_runs`` first; the events it
     leaves to apply stand at the time and offset of a heartbeat each, so they sort exactly where it would.
-    An event (or a run's heartbeat) at or before ``watermark_ms`` is late: counted, not applied.
+    An event (or a run's heartbeat) at or before ``watermark_ms`` is late: counted, not applied. ``rows``
+    restricts the input to those rows (indices; default all).
     """
     from streaming.domain.fleet import HeartbeatRun
     from streaming.domain.membership import ChannelEvent, subscriptions_from_json
@@ -227,7 +294,7 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
         return [], late
     times, event_types = columns["event_time_ms"], columns["event_type"]
     topics, partitions, offsets = columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"]
-    raw_values, timestamps = columns["raw_value"], columns["kafka_timestamp"]
+    raw_values, typed_jsons, timestamps = columns["raw_value"], columns["typed_json"], columns["kafka_timestamp"]
     fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
     subscriptions = columns["c_subscriptions"]
     packed_runs = columns.get(RUN) or [None] * len(times)
@@ -236,7 +303,8 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
     runs: list[HeartbeatRun] = []
     run_places: list[tuple[str, int, tuple[int, ...]]] = []  # per run: its Kafka topic, partition and offsets
     others: list[ChannelEvent] = []  # channel events outside runs: the runs' context (``apply_runs``)
-    for i, event_type in enumerate(event_types):
+    for i in range(len(event_types)) if rows is None else rows:
+        event_type = event_types[i]
         packed = packed_runs[i]
         if packed is None:  # one event
             occurrences = None
@@ -256,7 +324,7 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine,
         key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i])
         raw = raw_values[i]
         if raw is not None:
-            event = json.loads(raw)
+            event = json.loads(typed_jsons[i])
             event[ORIGIN_KEY] = (topics[i], partitions[i], offsets[i], timestamps[i], raw)
             keyed.append(((*key, offsets[i]), event))
             if event_type == CHANNEL_EVENT:
@@ -336,18 +404,20 @@ def build_consumer_stream(
     watermark_delay: str,
     engine_settings: Mapping[str, Any],
     state_function: Callable[..., Iterator[pd.DataFrame]] | None = None,
+    poison_marker: str | None = None,
 ) -> DataFrame:
     """Kafka -> classify -> shard -> heartbeat runs -> stateful engine -> (table, payload) rows.
 
     ``state_function`` replaces the engine (``make_state_function``); the benchmark passes one that does
-    nothing, to measure what the query costs around the engine."""
+    nothing, to measure what the query costs around the engine. ``poison_marker``: tests only (see
+    ``make_state_function``)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     classified = classify(kafka_stream(session, ingest), contracts, ingest)
     sharded = heartbeat_runs.compress(shard_input(classified, shards))
     sharded = _without_spark_late_filter(sharded.withWatermark("event_time", watermark_delay))
     return sharded.groupBy("shard").applyInPandasWithState(
-        state_function or make_state_function(dict(engine_settings)),
+        state_function or make_state_function(dict(engine_settings), poison_marker),
         OUTPUT_SCHEMA,
         STATE_SCHEMA,
         "append",

@@ -228,12 +228,17 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
     # The walk runs in the JVM function, and only for records off the fast path (see register_rule_verdict).
     verdict = register_rule_verdict(records.sparkSession, reason_expr, detail_expr)
     inputs = ", ".join(f"'{name}', {name}" for name, _ in _VERDICT_INPUTS)
-    return (
+    judged = (
         base.withColumn("_verdict", F.expr(f"CASE WHEN _fast THEN NULL ELSE {verdict}(named_struct({inputs})) END"))
         .withColumn("reason", F.col("_verdict.reason"))
         .withColumn("detail", F.col("_verdict.detail"))
-        .drop("_value", "_strict", "_fast", "_verdict")
     )
+    # Every later step reads a record's typed fields, never its raw value again, and only what validation
+    # proved: a rejected record's fields (a queue id of 2^40, say) stay NULL, so no cast downstream meets them.
+    for event_type in contracts:
+        typed = typed_column(event_type)
+        judged = judged.withColumn(typed, F.when(F.col("reason").isNull(), F.col(typed)))
+    return judged.drop("_value", "_strict", "_fast", "_verdict")
 
 
 # What the rule walk reads of a record, with their types in ``classify``.

@@ -16,6 +16,7 @@ handling: SIGTERM or Ctrl-C stops the job cleanly, and a restart resumes from th
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -28,18 +29,22 @@ from streaming.config import MonitorConfig
 from streaming.job.delta_sink import checkpoint_app_id
 from streaming.job.progress import ProgressBoard, ProgressListener
 from streaming.job.sinks import DeltaTables
+from streaming.job.supervision import QueryFailedRepeatedly, QuerySupervisor
 
 QUERY_NAMES = ("consumer", "send-ingest", "fault-windows")
 # Queries whose state function applies the watermark itself and reports late rows as ``late_events`` records
 # (Spark drops none there, see ``consumer_query``): their progress would only ever say 0.
 COUNTS_ITS_OWN_LATE_ROWS = frozenset({"consumer"})
 DAG_SCHEDULER_LOGGER = "org.apache.spark.scheduler.DAGScheduler"
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class MonitorJob:
     config: MonitorConfig
     available_now: bool = False  # process what is in Kafka now, then stop (tests, backfills)
+    # Tests only, never set from configuration: consumer events holding it make processing raise (``poison``).
+    poison_marker: str | None = None
     metrics: MetricsState = field(default_factory=MetricsState)
     board: ProgressBoard = field(default_factory=ProgressBoard)
     session: Any = None
@@ -82,6 +87,12 @@ class MonitorJob:
         self._start_consumer_query()
         self._start_send_queries()
         self.metrics.set_gauge("rmqmon_up", (), 1.0)
+
+    def restart_query(self, name: str) -> None:
+        """Start query ``name`` again from its checkpoint (after it failed; see ``supervision``)."""
+        starters = {"consumer": self._start_consumer_query, "send-ingest": self._start_send_ingest,
+                    "fault-windows": self._start_fault_windows}  # fmt: skip
+        starters[name]()
 
     def _checkpoint(self, name: str) -> str:
         return str(Path(self.config.paths.checkpoint_root).resolve() / name)
@@ -149,6 +160,7 @@ class MonitorJob:
             self.config.ingest.watermark_delay,
             self.engine_settings(),
             state_function,
+            self.poison_marker,
         )
         checkpoint = self._checkpoint(name)
         app_id = checkpoint_app_id(checkpoint, self.config.delta.app_id_prefix)
@@ -169,10 +181,14 @@ class MonitorJob:
         }
 
     def _start_send_queries(self) -> None:
+        self._start_send_ingest()
+        if self.available_now:
+            self.queries["send-ingest"].awaitTermination()  # the fault query reads what it wrote
+        self._start_fault_windows()
+
+    def _start_send_ingest(self) -> None:
         from streaming.domain.faults import fault_table_from_config
-        from streaming.job.fault_query import build_fault_stream
         from streaming.job.ingest import contracts_for
-        from streaming.job.outputs import fault_sink
         from streaming.job.send_query import (
             FaultTableRule,
             FaultUpdatesTrim,
@@ -186,7 +202,7 @@ class MonitorJob:
         floors = {n: (t.latency_floor_ms if t.latency_floor_ms is not None else 2**62) for n, t in tables.items()}
         default = tables[c.producers.default_fault_table]
         checkpoint = self._checkpoint("send-ingest")
-        updates_path = ensure_fault_updates_table(self.session, self.tables)
+        ensure_fault_updates_table(self.session, self.tables)  # what send-ingest writes to
         self.queries["send-ingest"] = start_send_ingest(
             self.session,
             _SendMetricsTables(self.tables, self.metrics),
@@ -208,8 +224,15 @@ class MonitorJob:
             ),
             on_trimmed=lambda rows: self.metrics.inc("rmqmon_fault_updates_trimmed_rows_total", (), rows),
         )
-        if self.available_now:
-            self.queries["send-ingest"].awaitTermination()  # the fault query reads what it wrote
+
+    def _start_fault_windows(self) -> None:
+        from streaming.job.fault_query import build_fault_stream
+        from streaming.job.outputs import fault_sink
+        from streaming.job.send_query import ensure_fault_updates_table
+
+        c = self.config
+        assert self.tables is not None
+        updates_path = ensure_fault_updates_table(self.session, self.tables)
         stream = build_fault_stream(
             self.session,
             updates_path,
@@ -313,15 +336,20 @@ class MonitorJob:
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         deadline = None if duration_s is None else time.monotonic() + duration_s
+        supervisor = QuerySupervisor(self.config.supervision, self.restart_query,
+                                     lambda name: self.metrics.inc("rmqmon_query_restarts_total", (name,)))  # fmt: skip
         try:
             self.start()
             while not stopping.is_set() and (deadline is None or time.monotonic() < deadline):
                 self.refresh_job_metrics()
-                self.raise_if_failed()
+                supervisor.check(self.queries, time.monotonic())
                 if on_tick is not None:
                     on_tick(self)
                 stopping.wait(1.0)
             return 0
+        except QueryFailedRepeatedly as error:
+            log.error("%s; exiting so that the job's supervisor starts it again", error)
+            return 1
         finally:
             self.stop(hurry)
             for sig, handler in previous.items():

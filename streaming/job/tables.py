@@ -1,12 +1,11 @@
 """The catalogue of Delta tables the monitor writes: one place for names, schemas, keys and meaning.
 
-``docs/tables.md`` is rendered from this catalogue (``python -m streaming.job.tables``), and the job
-creates every table from it at start, so code, docs and storage agree. History tables are append-only
-(one row per fact, idempotent per micro-batch through ``txnAppId``/``txnVersion``); current-state tables
-are maintained by MERGE on their key (idempotent through the session's txn settings).
-
-Times are epoch milliseconds in ``*_ms`` columns (exact, as the events carry them) plus a UTC timestamp
-column where people query by time. ``batch_id`` is the micro-batch that wrote the row.
+``docs/tables.md`` is rendered from it (``python -m streaming.job.tables``), the job creates every table
+from it at start and the readers (``connectors.delta_reader``) name their views after it, so code, docs
+and storage agree. History tables are append-only (one row per fact, idempotent per micro-batch through
+``txnAppId``/``txnVersion``); current-state tables are MERGEd on their key (idempotent through the
+session's txn settings). Times are epoch milliseconds in ``*_ms`` columns (exact, as the events carry
+them) plus a UTC timestamp column where people query by time; ``batch_id`` is the writing micro-batch.
 """
 
 from __future__ import annotations
@@ -171,8 +170,13 @@ def column_names(name: str) -> list[str]:
     return [entry.split(" ", 1)[0] for entry in split_columns(TABLES[name].schema_ddl)]
 
 
+QUERY_GUIDE_HEADING = "## Querying the tables"
+
+
 def render_markdown() -> str:
-    lines = ["# Delta tables", "", "Generated from `streaming/job/tables.py` (`python -m streaming.job.tables`).", ""]
+    """The catalogue part of ``docs/tables.md`` (the query guide after it is written by hand)."""
+    lines = ["# Delta tables", "", "Generated from `streaming/job/tables.py` (`python -m streaming.job.tables`), "
+             f"except the last section, {QUERY_GUIDE_HEADING[3:]!r}, which is written by hand.", ""]  # fmt: skip
     for spec in TABLES.values():
         lines += [f"## `{spec.name}` ({spec.kind})", "", spec.description, ""]
         if spec.key:
@@ -185,5 +189,15 @@ def render_markdown() -> str:
     return "\n".join(lines)
 
 
+def rewrite_doc(path: str) -> None:
+    """Regenerate the catalogue part of the doc at ``path``, keeping its query guide."""
+    from pathlib import Path
+
+    doc = Path(path)
+    text = doc.read_text() if doc.exists() else ""
+    guide = text[text.index(QUERY_GUIDE_HEADING) :] if QUERY_GUIDE_HEADING in text else ""
+    doc.write_text(render_markdown() + ("\n" + guide if guide else ""))
+
+
 if __name__ == "__main__":
-    print(render_markdown())
+    rewrite_doc("docs/tables.md")

@@ -76,6 +76,19 @@ def _type_predicate(expr: str, types: list[str]) -> str:
     return "(" + " OR ".join(checks) + ")"
 
 
+def _out_of_bound_sql(expr: str, op: str, bound: int | float) -> str:
+    """SQL that is TRUE when the number ``expr`` lies beyond ``bound`` by ``op``.
+
+    An integer value meets an integer bound exactly, as DECIMAL(38,0) (every integer Spark keeps as one): a
+    double would round 2^63 - 1 up to 2^63 and let 2^63 pass a ``maximum`` of 2^63 - 1. Other numbers
+    compare as doubles."""
+    as_double = f"try_variant_get({expr}, '$', 'double') {op} {float(bound)!r}"
+    if isinstance(bound, bool) or not isinstance(bound, int) or len(str(abs(bound))) > 38:
+        return as_double
+    exact = f"try_variant_get({expr}, '$', 'decimal(38,0)') {op} CAST('{bound}' AS DECIMAL(38,0))"
+    return f"(CASE WHEN {_type_predicate(expr, ['integer'])} THEN {exact} ELSE {as_double} END)"
+
+
 class _Compiler:
     def __init__(self, reasons: Mapping[str, str]) -> None:
         self.reasons = reasons  # keyword or field-specific overrides, e.g. {"latency_ms.minimum": "NEGATIVE_LATENCY"}
@@ -95,7 +108,6 @@ class _Compiler:
             types = [types] if isinstance(types, str) else list(types)
             yield Rule(f"NOT {_type_predicate(expr, types)}", "WRONG_TYPE", f"{label} must be {' or '.join(types)}")
         string_value = f"variant_get({expr}, '$', 'string')"
-        number_value = f"variant_get({expr}, '$', 'double')"
         if "const" in schema:
             yield Rule(f"NOT ({string_value} <=> {_sql_string(str(schema['const']))})",
                        self.reason_for(field, "const", "INVALID_VALUE"),
@@ -106,7 +118,7 @@ class _Compiler:
                        f"{label} must be one of {', '.join(map(str, schema['enum']))}")  # fmt: skip
         for keyword, op in (("minimum", "<"), ("maximum", ">"), ("exclusiveMinimum", "<="), ("exclusiveMaximum", ">=")):
             if keyword in schema:
-                yield Rule(f"{number_value} {op} {float(schema[keyword])!r}",
+                yield Rule(_out_of_bound_sql(expr, op, schema[keyword]),
                            self.reason_for(field, keyword, "INVALID_VALUE"),
                            f"{label} must be {keyword} {schema[keyword]}")  # fmt: skip
         if "minLength" in schema:
@@ -235,9 +247,9 @@ def _checks(schema: Mapping[str, Any]) -> dict[str, Any]:
 
     Each mirrors the rule ``_Compiler`` emits for the same keyword, on the same value: ``const`` and ``enum``
     compare the value as Spark casts it to a string (``str`` of the schema's values, as the rules spell
-    them); ranges compare it as a double; lengths count characters; a ``pattern`` must be found in the value
-    (``RLIKE``). An object lists its ``required`` fields and the checks of its ``properties``; an array the
-    checks of its ``items``. Only keys with something to check are present.
+    them); ranges compare it exactly (an integer bound travels as an integer); lengths count characters; a
+    ``pattern`` must be found in the value (``RLIKE``). An object lists its ``required`` fields and the checks
+    of its ``properties``; an array the checks of its ``items``. Only keys with something to check are present.
     """
     json_type, _ = _json_types(schema)
     checks: dict[str, Any] = {}
@@ -248,7 +260,8 @@ def _checks(schema: Mapping[str, Any]) -> dict[str, Any]:
         checks["enum"] = [v for v in allowed if v in checks["enum"]] if "enum" in checks else allowed
     for keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         if keyword in schema:
-            checks[keyword] = float(schema[keyword])
+            bound = schema[keyword]
+            checks[keyword] = bound if isinstance(bound, int) and not isinstance(bound, bool) else float(bound)
     for keyword in ("minLength", "maxLength", "minItems", "maxItems"):
         applies = json_type == "array" if keyword.endswith("Items") else True
         if keyword in schema and applies:

@@ -1,19 +1,30 @@
-"""``rebalance-monitor query`` and ``allocate --delta-root`` over real tables: output and bad input.
+"""``rebalance-monitor query``, ``query sql`` and ``allocate --delta-root`` over real tables.
 
 The tables are those of the simulated fleet's job run (``tests.support.fleet``, shared with the scenario
 tests): its scale-out group has two members until 90 s and four after, its duplicate-id group has known
-anomalies, producers avoid its slow broker. The CLI runs in process (``main(argv)``) on the test session.
+anomalies, producers avoid its slow broker. The CLI reads them with delta-rs and DuckDB, in process
+(``main(argv)``) and, to show it starts no JVM, in a subprocess; its answers are compared with Spark's
+reads of the same tables.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from streaming.cli import main
+from streaming.job.tables import TABLES, column_names
 from tests.support.fleet import START_MS, fleet_run, scenarios
+
+ROOT = Path(__file__).parents[2]
 
 SCALE_OUT = "scale-out-search-scale-out"
 DUPLICATES = "duplicate-ids-ledger-containers"
@@ -153,3 +164,162 @@ def test_allocate_what_if_for_a_group_from_the_tables(delta, capsys):
     code, out, err = cli(capsys, "allocate", "--delta-root", delta, "--group", DUPLICATES)
     assert code == 0, err
     assert out.startswith(f"group {DUPLICATES} generation ") and "orphaned     (" in out and "172.17.0.1@1" in out
+
+
+# -- the same answers as Spark's reads of the same tables --------------------------------------------------
+
+
+def spark_rows(spark, delta: str, table: str, where: str | None = None, **options: str) -> list[dict]:
+    reader = spark.read.format("delta")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    frame = reader.load(f"{delta}/{table}")
+    return [_utc(r.asDict(recursive=True)) for r in (frame.where(where) if where else frame).collect()]
+
+
+def _utc(value):
+    """PySpark gives timestamps as naive local times; the CLI prints naive UTC."""
+    if isinstance(value, datetime):
+        return datetime.fromtimestamp(value.timestamp(), UTC).replace(tzinfo=None)
+    if isinstance(value, dict):
+        return {k: _utc(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_utc(v) for v in value]
+    return value
+
+
+def same_rows(cli_rows: list[dict], expected: list[dict]) -> bool:
+    """Equal as multisets of rows, values compared as the CLI's JSON prints them."""
+    canon = lambda row: json.dumps(row, default=str, sort_keys=True)  # noqa: E731
+    return sorted(map(canon, cli_rows)) == sorted(canon(json.loads(json.dumps(r, default=str))) for r in expected)
+
+
+def ordered(rows: list[dict], *columns: str) -> bool:
+    """Sorted on ``columns`` as Spark sorts ascending (nulls first)."""
+    keys = [tuple((r[c] is not None, r[c]) for c in columns) for r in rows]
+    return keys == sorted(keys)
+
+
+def test_anomalies_and_faults_equal_spark_reads(delta, spark, capsys):
+    every = cli_json(capsys, "query", "anomalies", "--delta-root", delta)
+    assert len(every) > 10 and same_rows(every, spark_rows(spark, delta, "anomaly_episodes"))
+    assert ordered(every, "event_time_ms", "group", "topic", "anomaly")
+    since, until = START_MS + 30_000, START_MS + 240_000
+    some = cli_json(capsys, "query", "anomalies", "--delta-root", delta, "--kind", "FLAPPING_MEMBERS",
+                    "--since", str(since), "--until", str(until))  # fmt: skip
+    where = f"anomaly = 'FLAPPING_MEMBERS' AND event_time_ms BETWEEN {since} AND {until}"
+    assert some and same_rows(some, spark_rows(spark, delta, "anomaly_episodes", where))
+    faults = cli_json(capsys, "query", "faults", "--delta-root", delta, "--broker", SLOW_BROKER)
+    assert same_rows(faults, spark_rows(spark, delta, "fault_windows", f"broker = '{SLOW_BROKER}'"))
+    assert ordered(faults, "event_time_ms", "broker", "producer_id")
+
+
+def test_assignments_equal_spark_reads(delta, spark, capsys):
+    at = START_MS + 60_000
+    before = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT, "--at", str(at))
+    history = spark_rows(spark, delta, "expected_assignments", f"`group` = '{SCALE_OUT}' AND event_time_ms <= {at}")
+    last = max(r["generation"] for r in history)
+    assert same_rows(before, [r for r in history if r["generation"] == last])
+    assert ordered(before, "topic", "client_id")
+    versions = spark.sql(f"DESCRIBE HISTORY delta.`{delta}/current_assignment`").collect()
+    for version in sorted({r["version"] for r in versions}):
+        then = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT,
+                        "--table-version", str(version))  # fmt: skip
+        expected = spark_rows(spark, delta, "current_assignment", f"`group` = '{SCALE_OUT}'", versionAsOf=str(version))
+        for row in expected:
+            row["event_time"] = datetime.fromtimestamp(row["event_time_ms"] / 1000, UTC).replace(tzinfo=None)
+        assert same_rows(then, expected), version
+
+
+def test_allocate_reads_the_group_spark_reads(delta, spark, capsys):
+    (now,) = cli_json(capsys, "allocate", "--delta-root", delta, "--group", SCALE_OUT)
+    snapshots = spark_rows(spark, delta, "group_snapshots", f"`group` = '{SCALE_OUT}'")
+    latest = max(snapshots, key=lambda r: r["generation"])
+    assert (now["generation"], now["cid_all"]) == (latest["generation"], latest["cid_all"])
+    owned = spark_rows(spark, delta, "expected_assignments",
+                       f"`group` = '{SCALE_OUT}' AND generation = {latest['generation']}")  # fmt: skip
+    queues = sorted(f"{q['broker']}/{q['queue_id']}" for r in owned for q in r["queues"])
+    assert sorted(q for share in now["shares"] for q in share["queues"]) == queues
+
+
+def test_sql_over_the_tables_equals_spark_sql(delta, spark, capsys):
+    code, out, err = cli(capsys, "query", "sql", "--delta-root", delta, "--csv",
+                         "SELECT g.\"group\", a.anomaly, count(*) AS episodes, max(g.generation) AS generation "
+                         "FROM anomaly_episodes a JOIN group_snapshots g ON a.\"group\" = g.\"group\" "
+                         "WHERE a.status = 'OPENED' GROUP BY ALL ORDER BY 1, 2")  # fmt: skip
+    assert code == 0, err
+    got = list(csv.reader(io.StringIO(out)))
+    expected = spark.sql(
+        f"SELECT g.`group`, a.anomaly, count(*) AS episodes, max(g.generation) AS generation "
+        f"FROM delta.`{delta}/anomaly_episodes` a JOIN delta.`{delta}/group_snapshots` g ON a.`group` = g.`group` "
+        f"WHERE a.status = 'OPENED' GROUP BY g.`group`, a.anomaly ORDER BY 1, 2"
+    ).collect()
+    assert got[0] == ["group", "anomaly", "episodes", "generation"]
+    assert got[1:] == [[str(v) for v in r] for r in expected] and len(expected) > 5
+    # --json, and time travel: a table as of a version and as of a commit time
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{delta}/current_assignment`").collect()
+    first_merge = min((r for r in history if r["operation"] == "MERGE"), key=lambda r: r["version"])
+    (counted,) = cli_json(capsys, "query", "sql", "--delta-root", delta, "--table-version", str(first_merge["version"]),
+                          "SELECT count(*) AS n, count(DISTINCT \"group\") AS groups FROM current_assignment")  # fmt: skip
+    then = spark.read.format("delta").option("versionAsOf", first_merge["version"]).load(f"{delta}/current_assignment")
+    assert counted == {"n": then.count(), "groups": then.select("group").distinct().count()}
+    moment = _utc(first_merge["timestamp"])
+    spark_at = spark.read.format("delta").option("timestampAsOf", moment.strftime("%Y-%m-%d %H:%M:%S.%f"))
+    expected = spark_at.load(f"{delta}/current_assignment").count()
+    (at,) = cli_json(capsys, "query", "sql", "--delta-root", delta, "--table-time", moment.isoformat(),
+                     "SELECT count(*) AS n FROM current_assignment")  # fmt: skip
+    assert at == {"n": expected}
+
+
+def test_every_table_is_a_view_with_the_catalogue_columns(delta, capsys):
+    for name in TABLES:
+        code, out, err = cli(capsys, "query", "sql", "--delta-root", delta, "--csv", f"SELECT * FROM {name} LIMIT 0")
+        assert code == 0, err
+        assert out.strip().split(",") == column_names(name)
+
+
+@pytest.mark.parametrize("statement, code, message", [
+    ("SELECT * FROM no_such_table", 1, "no monitor table 'no_such_table'"),
+    ("SELEC 1", 2, "query sql: Parser Error"),
+    ("SELECT nope FROM dead_letters", 2, "query sql: Binder Error"),
+])  # fmt: skip
+def test_bad_sql_is_one_line_and_a_non_zero_exit(delta, capsys, statement, code, message):
+    got, out, err = cli(capsys, "query", "sql", statement, "--delta-root", delta)
+    assert got == code and not out
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], err
+
+
+# -- no JVM -----------------------------------------------------------------------------------------------
+
+
+def test_query_sql_and_allocate_start_no_jvm(delta, spark, tmp_path):
+    """In a subprocess whose only java records that it ran and fails: the answers still come, no JVM
+    package is imported (``-X importtime`` lists every import) and java never ran."""
+    started = tmp_path / "java-started"
+    fake_java_home = tmp_path / "java-home"
+    (fake_java_home / "bin").mkdir(parents=True)
+    java = fake_java_home / "bin" / "java"
+    java.write_text(f'#!/bin/sh\necho "$@" >> {started}\nexit 1\n')
+    java.chmod(0o755)
+    env = {**os.environ, "JAVA_HOME": str(fake_java_home), "PATH": f"{fake_java_home / 'bin'}:{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT), "SPARK_HOME": str(tmp_path / "no-spark")}  # fmt: skip
+    answers = {}
+    for argv in (["query", "anomalies", "--json"], ["query", "faults", "--broker", SLOW_BROKER, "--json"],
+                 ["query", "assignment", "--group", SCALE_OUT, "--table-version", "1", "--json"],
+                 ["query", "sql", "SELECT count(*) AS n FROM fault_windows", "--json"],
+                 ["allocate", "--group", SCALE_OUT, "--json"]):  # fmt: skip
+        result = subprocess.run([sys.executable, "-X", "importtime", "-m", "streaming.cli", *argv, "--delta-root", delta],
+                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+        assert "deltalake" in imported and "duckdb" in imported
+        jvm_side = {m for m in imported if m.split(".")[0] in ("pyspark", "py4j", "jpype", "delta")}
+        assert not jvm_side, sorted(jvm_side)[:5]
+        answers[argv[1] if argv[0] == "query" else argv[0]] = json.loads(result.stdout)
+    assert not started.exists(), started.read_text()
+    assert same_rows(answers["anomalies"], spark_rows(spark, delta, "anomaly_episodes"))
+    assert same_rows(answers["faults"], spark_rows(spark, delta, "fault_windows", f"broker = '{SLOW_BROKER}'"))
+    assert answers["sql"] == [{"n": len(spark_rows(spark, delta, "fault_windows"))}]
+    assert answers["assignment"] and {r["group"] for r in answers["assignment"]} == {SCALE_OUT}
+    assert answers["allocate"][0]["group"] == SCALE_OUT and answers["allocate"][0]["shares"]

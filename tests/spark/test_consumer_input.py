@@ -104,7 +104,7 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
     for event, topic, partition, offset in published:
         row = dict.fromkeys(_EVENT_COLUMNS)
         row.update(event_time_ms=event["event_time"], event_type=event["type"], kafka_topic=topic,
-                   kafka_partition=partition, kafka_offset=offset, raw_value=json.dumps(event))  # fmt: skip
+                   kafka_partition=partition, kafka_offset=offset, raw_value=json.dumps(event), typed_json=json.dumps(event))  # fmt: skip
         for name in _EVENT_COLUMNS:
             columns[name].append(row[name])
 
@@ -123,7 +123,7 @@ def _raw_columns(published) -> dict[str, list]:  # type: ignore[no-untyped-def]
         row = dict.fromkeys(_EVENT_COLUMNS)
         row.update(event_time_ms=event["event_time"], event_type=event["type"], kafka_topic=topic,
                    kafka_partition=partition, kafka_offset=offset, kafka_timestamp=timestamp,
-                   raw_value=json.dumps(event))  # fmt: skip
+                   raw_value=json.dumps(event), typed_json=json.dumps(event))  # fmt: skip
         for name in _EVENT_COLUMNS:
             columns[name].append(row[name])
     return columns

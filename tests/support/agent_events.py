@@ -1,4 +1,4 @@
-"""Reading what the client agent published: the records of a Kafka topic as (key, event) pairs."""
+"""Reading what the client agent published: the records of a Kafka topic, from the start."""
 
 from __future__ import annotations
 
@@ -7,23 +7,32 @@ import time
 from typing import Any
 
 
-def read_events(
-    bootstrap: str, topic: str, *, at_least: int = 0, timeout_s: float = 30.0
-) -> list[tuple[str, dict[str, Any]]]:
-    """Every record of ``topic`` from the start, polling until there are ``at_least`` or ``timeout_s`` passed."""
+def _records(bootstrap: str, topic: str, at_least: int, timeout_s: float) -> list[Any]:
+    """Every record of ``topic``, polling until a poll finds nothing more and there are ``at_least`` (or time is up)."""
     from kafka import KafkaConsumer
 
     deadline = time.monotonic() + timeout_s
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False)
-    records: list[tuple[str, dict[str, Any]]] = []
+    records: list[Any] = []
     try:
         while True:
-            for batch in consumer.poll(timeout_ms=500).values():
-                records += [(r.key.decode(), json.loads(r.value)) for r in batch]
-            if len(records) >= at_least and (at_least or records) or time.monotonic() > deadline:
-                # one more short poll picks up what was in flight with the last record
-                for batch in consumer.poll(timeout_ms=500).values():
-                    records += [(r.key.decode(), json.loads(r.value)) for r in batch]
+            polled = consumer.poll(timeout_ms=500)
+            for batch in polled.values():
+                records += batch
+            if (not polled and len(records) >= at_least) or time.monotonic() > deadline:
                 return records
     finally:
         consumer.close()
+
+
+def read_events(bootstrap: str, topic: str, *, at_least: int = 1, timeout_s: float = 30.0) -> list[tuple[str, dict]]:
+    """Every record of ``topic`` as (key, event)."""
+    return [(r.key.decode(), json.loads(r.value)) for r in _records(bootstrap, topic, at_least, timeout_s)]
+
+
+def read_records(
+    bootstrap: str, topic: str, *, at_least: int = 1, timeout_s: float = 30.0
+) -> list[tuple[dict[str, str], dict]]:
+    """Every record of ``topic`` as (headers as name to UTF-8 text, event)."""
+    return [({k: v.decode() for k, v in r.headers}, json.loads(r.value))
+            for r in _records(bootstrap, topic, at_least, timeout_s)]  # fmt: skip

@@ -135,6 +135,20 @@ BAD = [
         "items whose field types differ",
     ),
     (_with("consumer_channel", subscriptions=...), "MISSING_FIELD", "a heartbeat without subscriptions"),
+    # Integers past a bound by far: beyond an INT, beyond a BIGINT, and just past 2^63 - 1 (a double rounds
+    # that bound up to 2^63).
+    (_with("send_result", queue_id=2**40), "INVALID_VALUE", "a queue id beyond an INT"),
+    (_with("send_result", queue_id=2**63), "INVALID_VALUE", "a queue id beyond a BIGINT"),
+    (
+        _with("consumer_channel", subscriptions=[{"topic": "T", "sub_version": 2**63}]),
+        "INVALID_VALUE",
+        "a sub_version of exactly 2^63",
+    ),
+    (
+        _with("reported_assignment", queues=[{"broker": "b", "queue_id": -(2**63) - 1}]),
+        "INVALID_VALUE",
+        "a queue id below a BIGINT",
+    ),
     (_with("consumer_connections", connections=...), "MISSING_FIELD", "a poll without its connection list"),
     (_with("consumer_connections", stale_after_ms=10), "INVALID_VALUE", "a poll stale after 10 ms"),
     (_with("consumer_connections", connections=[{"channel": "10.0.0.7:1"}]), "MISSING_FIELD", "a connection without id"),
@@ -154,6 +168,10 @@ MORE_GOOD = [
     _with("consumer_channel", subscriptions=[{"topic": "T"}, {"topic": "U", "expression": None, "sub_version": 2}]),
     _with("topic_route", brokers=[_ROUTE_BROKER, dict(_ROUTE_BROKER, broker="b2", machine_room="az1")]),
     _with("reported_assignment", queues=[]),
+    _with("consumer_channel", subscriptions=[{"topic": "T", "sub_version": 2**63 - 1}]),
+    # Text after the object is ignored (Spark reads the first JSON value).
+    _with("reported_assignment") + ' {"trailing": true}',
+    _with("topic_route") + " trailing text",
     _with("consumer_connections", connections=[], collector=..., message_model=None),
     _with("consumer_connections", connections=[{"channel": "10.0.0.8:1", "client_id": "c", "subscriptions": None}]),
 ]

@@ -147,7 +147,7 @@ class ClientProcess:
     def thaw(self) -> None:
         self.signal(signal.SIGCONT)
 
-    def stop(self, grace_s: float = 10.0) -> None:
+    def stop(self, grace_s: float = 20.0) -> None:
         """SIGTERM (after SIGCONT, in case it is frozen), then SIGKILL after ``grace_s``."""
         if self._process is None or self._process.poll() is not None:
             return

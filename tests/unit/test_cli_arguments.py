@@ -33,9 +33,9 @@ def test_every_command_has_help_with_runnable_looking_examples(command, capsys):
     examples = out.split("examples:", 1)[1]
     assert f"rebalance-monitor {command}" in examples
     # every option an example uses exists on that command
-    options = {
-        o for a in build_parser()._subparsers._group_actions[0].choices[command]._actions for o in a.option_strings
-    }
+    parser = build_parser()._subparsers._group_actions[0].choices[command]
+    parsers = [parser, *(parser._subparsers._group_actions[0].choices.values() if parser._subparsers else ())]
+    options = {o for p in parsers for a in p._actions for o in a.option_strings}
     used = {w.split("=")[0] for line in examples.splitlines() if f"rebalance-monitor {command}" in line
             for w in line.split() if w.startswith("--")}  # fmt: skip
     assert used <= options, used - options
@@ -54,13 +54,16 @@ def test_top_level_help_lists_every_command(capsys):
     (["demo", "--speed", "fast"], "'fast' is not a number"),
     (["demo", "--groups", "many"], "'many' is not a whole number"),
     (["demo", "--clients", "0"], "'0' must be > 0"),
-    (["query"], "the following arguments are required: what"),
+    (["query"], "the following arguments are required: WHAT"),
     (["query", "owners"], "invalid choice: 'owners'"),
     (["query", "assignment", "--table-version", "x"], "invalid int value: 'x'"),
     (["allocate", "--queues", "two", "--clients", "a"], "invalid int value: 'two'"),
     (["allocate", "--client-line", "6", "--queues", "2", "--clients", "a"], "invalid choice: '6'"),
     (["allocate", "--virtual-nodes", "0", "--queues", "2", "--clients", "a"], "'0' must be > 0"),
     (["kafka", "restart"], "invalid choice: 'restart'"),
+    (["query", "sql", "--delta-root", "."], "the following arguments are required: statement"),
+    (["query", "anomalies", "SELECT 1"], "unrecognized arguments: SELECT 1"),
+    (["query", "history"], "invalid choice: 'history'"),
     (["smoke", "--count"], "expected one argument"),
 ])  # fmt: skip
 def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
@@ -78,7 +81,13 @@ def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
     (["query", "anomalies", "--since", "2026-13-40", "--delta-root", "{tmp}"], "--since: cannot read '2026-13-40'"),
     (["query", "anomalies", "--since", "2000", "--until", "1000", "--delta-root", "{tmp}"],
      "--since is after --until"),
-    (["query", "faults", "--at", "1000", "--delta-root", "{tmp}"], "--at, --table-version and --table-time are for"),
+    (["query", "faults", "--at", "1000", "--delta-root", "{tmp}"], "--at and --table-version are for query assignment"),
+    (["query", "sql", "SELECT 1", "--group", "G", "--delta-root", "{tmp}"], "query sql takes only its statement"),
+    (["query", "sql", "SELECT 1", "--json", "--csv", "--delta-root", "{tmp}"], "give --json or --csv, not both"),
+    (["query", "anomalies", "--csv", "--delta-root", "{tmp}"], "--csv is for query sql"),
+    (["query", "sql", "SELECT 1", "--table-version", "1", "--table-time", "1000", "--delta-root", "{tmp}"],
+     "give --table-version or --table-time, not both"),
+    (["query", "sql", "SELECT count(*) FROM dead_letters", "--delta-root", "{tmp}"], "no monitor tables under {tmp}"),
     (["query", "anomalies", "--delta-root", "{tmp}/nowhere"], "no monitor tables under {tmp}/nowhere"),
     (["query", "assignment", "--group", "G", "--delta-root", "{tmp}"], "no monitor tables under {tmp}"),
     (["allocate", "--queues", "2"], "allocate needs --clients and --queues"),

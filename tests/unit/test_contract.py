@@ -127,6 +127,15 @@ CASES = [
     # time
     (58, w(SEND, event_time=NOW + 300_000), None, "exactly the allowed skew"),
     (59, w(SEND, event_time=NOW + 300_001), "FUTURE_TIMESTAMP", "beyond the allowed skew"),
+    # integer bounds compare exactly, whatever the integer's size
+    (60, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 2**63 - 1}]), None, "the largest sub_version"),
+    (61, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 2**63}]), "INVALID_VALUE",
+     "2^63 is past the maximum, though a double rounds the maximum to it"),
+    (62, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 10**37}]), "INVALID_VALUE", "a 38-digit integer"),
+    (63, w(SEND, queue_id=2**31), "INVALID_VALUE", "beyond an INT"),
+    (64, w(SEND, queue_id=2**63 - 1), "INVALID_VALUE", "the largest BIGINT"),
+    (65, w(REPORT) + ' {"more": 1}', None, "a report followed by another object: only the first counts"),
+    (66, w(ROUTE) + "]", None, "a route followed by stray text"),
 ]  # fmt: skip
 
 

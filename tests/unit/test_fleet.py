@@ -80,6 +80,15 @@ def test_duplicate_client_id_names_the_orphaned_and_double_owned_queues():
     assert rows(out, "group_snapshots")[-1]["cid_all"] == ["10.0.0.9@5#77", "172.17.0.1@1", "172.17.0.1@1"]
 
 
+def test_channels_counts_cid_all_on_one_broker_so_only_a_duplicated_id_adds_one():
+    # Five members, each connected to both brokers (a channel per broker), then a sixth channel reusing c0's ID.
+    members = [hb(1_000, f"10.1.0.{i}:1", f"c{i}", broker=b) for i in range(5) for b in ("broker-a", "broker-b")]
+    out, _ = run([([route(0), *members], 0), ([hb(2_000, "10.1.0.9:1", "c0")], 0)])
+    first, second = rows(out, "group_metrics")
+    assert (first["members"], first["channels"], first["duplicate_client_ids"]) == (5, 5, 0)
+    assert (second["members"], second["channels"], second["duplicate_client_ids"]) == (5, 6, 1)
+
+
 def test_unregister_and_silent_expiry_at_the_right_event_times():
     members = [hb(0, f"10.1.0.{i}:1", f"c{i}") for i in range(3)]
     out, _ = run([

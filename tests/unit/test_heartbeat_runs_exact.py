@@ -108,7 +108,7 @@ def rows_of(batch, first_offsets):
             row.update({f"c_{f}": event.get(f) for f in ("broker", "kind", "channel", "client_id", "group")})
             row["c_subscriptions"] = json.dumps(event.get("subscriptions", []))
         else:
-            row["raw_value"] = json.dumps(event)
+            row["raw_value"] = row["typed_json"] = json.dumps(event)
         rows.append(row)
     return rows
 

@@ -2,6 +2,9 @@ package io.github.rrm.ingest;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.Serializable;
+import java.math.BigDecimal;
+import java.math.BigInteger;
+import java.math.RoundingMode;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -23,7 +26,7 @@ import org.apache.spark.sql.types.StructType;
  * <p>{@link #accepts} must say yes only where the contract's SQL rule walk finds no violation, so each check
  * reads the value as that rule does: {@code enum} (and {@code const}) compare Spark's string form of the value
  * ({@code CAST(x AS STRING)}: a long in decimal, a boolean as {@code true}/{@code false}); ranges compare a
- * long as a double; lengths count code points ({@code char_length}); a {@code pattern} must be found in the
+ * long exactly with the bounds (as the rules compare an integer, in DECIMAL(38,0)); lengths count code points ({@code char_length}); a {@code pattern} must be found in the
  * string ({@code RLIKE}, {@link java.util.regex.Matcher#find()}). Where a check meets a value it does not
  * model (a range on a string, a length on an array), it refuses: the rules then decide.
  *
@@ -35,11 +38,10 @@ final class ValueChecks implements Serializable {
   private static final long serialVersionUID = 1L;
 
   private final Set<String> allowed; // enum and const together; null: anything
-  private final double minimum;
-  private final double maximum;
-  private final double exclusiveMinimum;
-  private final double exclusiveMaximum;
+  private final long lowest; // the range's smallest and largest long, bounds included ...
+  private final long highest;
   private final boolean hasRange;
+  private final boolean emptyRange; // ... unless no long lies in it
   private final int minLength;
   private final int maxLength;
   private final Pattern pattern;
@@ -67,12 +69,27 @@ final class ValueChecks implements Serializable {
     } else {
       allowed = null;
     }
-    minimum = spec.path("minimum").asDouble(Double.NEGATIVE_INFINITY);
-    maximum = spec.path("maximum").asDouble(Double.POSITIVE_INFINITY);
-    exclusiveMinimum = spec.path("exclusiveMinimum").asDouble(Double.NEGATIVE_INFINITY);
-    exclusiveMaximum = spec.path("exclusiveMaximum").asDouble(Double.POSITIVE_INFINITY);
+    BigInteger low = BigInteger.valueOf(Long.MIN_VALUE);
+    BigInteger high = BigInteger.valueOf(Long.MAX_VALUE);
+    if (spec.has("minimum")) {
+      low = low.max(exact(spec.get("minimum"), label).setScale(0, RoundingMode.CEILING).toBigIntegerExact());
+    }
+    if (spec.has("exclusiveMinimum")) {
+      BigDecimal bound = exact(spec.get("exclusiveMinimum"), label);
+      low = low.max(bound.setScale(0, RoundingMode.FLOOR).toBigIntegerExact().add(BigInteger.ONE));
+    }
+    if (spec.has("maximum")) {
+      high = high.min(exact(spec.get("maximum"), label).setScale(0, RoundingMode.FLOOR).toBigIntegerExact());
+    }
+    if (spec.has("exclusiveMaximum")) {
+      BigDecimal bound = exact(spec.get("exclusiveMaximum"), label);
+      high = high.min(bound.setScale(0, RoundingMode.CEILING).toBigIntegerExact().subtract(BigInteger.ONE));
+    }
     hasRange = spec.has("minimum") || spec.has("maximum") || spec.has("exclusiveMinimum")
         || spec.has("exclusiveMaximum");
+    emptyRange = low.compareTo(high) > 0;
+    lowest = emptyRange ? 0 : low.longValueExact();
+    highest = emptyRange ? 0 : high.longValueExact();
     minLength = spec.path("minLength").asInt(-1);
     maxLength = spec.path("maxLength").asInt(-1);
     pattern = spec.has("pattern") ? Pattern.compile(spec.get("pattern").textValue()) : null;
@@ -116,6 +133,14 @@ final class ValueChecks implements Serializable {
       }
       requiredWhenEquals[i] = when.get(i).get("equals").textValue();
     }
+  }
+
+  /** A bound as written in the description: an integer exactly, a fraction as its decimal value. */
+  private static BigDecimal exact(JsonNode bound, String label) {
+    if (!bound.isNumber()) {
+      throw new IllegalArgumentException(label + ": bound " + bound + " is not a number");
+    }
+    return bound.isIntegralNumber() ? new BigDecimal(bound.bigIntegerValue()) : bound.decimalValue();
   }
 
   /** The checks {@code spec} describes for a value of Spark type {@code type}; throws on anything unknown. */
@@ -179,8 +204,8 @@ final class ValueChecks implements Serializable {
       if (!(value instanceof Long)) {
         return false;
       }
-      double number = (double) (Long) value;
-      if (!(number >= minimum && number <= maximum && number > exclusiveMinimum && number < exclusiveMaximum)) {
+      long number = (Long) value;
+      if (emptyRange || number < lowest || number > highest) {
         return false;
       }
     }

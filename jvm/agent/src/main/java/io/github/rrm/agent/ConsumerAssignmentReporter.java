@@ -75,7 +75,7 @@ final class ConsumerAssignmentReporter implements Runnable {
         String group = consumer.getConsumerGroup();
         String clientId = client.getClientId();
         for (Map.Entry<String, List<MessageQueue>> e : held.entrySet()) {
-            publisher.offer(topic, group, event(now, group, clientId, e.getKey(), e.getValue()));
+            publisher.offerFromThisInstance(topic, group, event(now, group, clientId, e.getKey(), e.getValue()));
             counters.assignmentReports.incrementAndGet();
         }
         lastReported = held;

@@ -26,6 +26,9 @@ import org.slf4j.LoggerFactory;
 final class EventPublisher implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EventPublisher.class);
     private static final int DRAIN_BATCH = 512;
+    static final String INSTANCE_HEADER = "rrm-agent-instance";
+    private static final byte[] INSTANCE = java.lang.management.ManagementFactory.getRuntimeMXBean().getName()
+        .getBytes(java.nio.charset.StandardCharsets.UTF_8);
 
     private final AgentConfig config;
     private final AgentCounters counters;
@@ -85,7 +88,7 @@ final class EventPublisher implements AutoCloseable {
         p.put(ProducerConfig.LINGER_MS_CONFIG, "20");
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
         p.put(ProducerConfig.BUFFER_MEMORY_CONFIG, String.valueOf(8L * 1024 * 1024));
-        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "1000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "5000");
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "15000");
         p.put(ProducerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "2000");
@@ -97,7 +100,22 @@ final class EventPublisher implements AutoCloseable {
 
     /** Queue one event for Kafka; never blocks. False (and counted) when the buffer is full or closed. */
     boolean offer(String topic, String key, String json) {
-        if (running && buffer.offer(new ProducerRecord<String, String>(topic, key, json))) {
+        return offer(new ProducerRecord<String, String>(topic, key, json));
+    }
+
+    /**
+     * Queue one event with a {@value #INSTANCE_HEADER} record header naming this JVM ({@code pid@host}): clients
+     * that share a client id report under the same id, and the header tells their reports apart. It is not part
+     * of the event, so the monitor's ingest is unaffected.
+     */
+    boolean offerFromThisInstance(String topic, String key, String json) {
+        ProducerRecord<String, String> record = new ProducerRecord<String, String>(topic, key, json);
+        record.headers().add(INSTANCE_HEADER, INSTANCE);
+        return offer(record);
+    }
+
+    private boolean offer(ProducerRecord<String, String> record) {
+        if (running && buffer.offer(record)) {
             counters.enqueued.incrementAndGet();
             return true;
         }
@@ -142,11 +160,15 @@ final class EventPublisher implements AutoCloseable {
         }
     }
 
-    /** Stop accepting, give Kafka up to {@code timeoutMs} for what is buffered, then close the producer. */
+    /**
+     * Stop accepting, then within {@code timeoutMs}: let the sender hand every buffered event to Kafka and let
+     * Kafka deliver them. What is left after that is dropped and counted.
+     */
     void close(long timeoutMs) {
+        long deadline = System.currentTimeMillis() + Math.max(1, timeoutMs);
         running = false;
         try {
-            sender.join(Math.max(1, timeoutMs / 2));
+            sender.join(Math.max(1, deadline - System.currentTimeMillis()));
             if (sender.isAlive()) {
                 sender.interrupt();
                 sender.join(1000);
@@ -160,7 +182,7 @@ final class EventPublisher implements AutoCloseable {
             counters.droppedBufferFull.addAndGet(left);
         }
         try {
-            kafka.close(java.time.Duration.ofMillis(Math.max(1, timeoutMs / 2)));
+            kafka.close(java.time.Duration.ofMillis(Math.max(1, deadline - System.currentTimeMillis())));
         } catch (Throwable t) {
             counters.agentErrors.incrementAndGet();
         }

@@ -85,7 +85,7 @@ final class ConsumerMain {
             public String call() {
                 consumer.shutdown();
                 if (agent != null) {
-                    agent.close(5000);
+                    agent.close(8000);
                 }
                 return "{\"kind\":\"stopped\"" + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}";
             }

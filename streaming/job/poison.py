@@ -1,0 +1,88 @@
+"""The last line of defence: records that validation passed and processing still cannot take.
+
+``isolate`` runs a batch's processing; when it raises, it runs it again on parts of the batch to find the
+records whose presence makes it fail, sets each aside with the exception's summary (to be dead-lettered as
+``PROCESSING_ERROR``) and processes the batch without them. The search is deterministic -- the same records
+and state give the same culprits -- so a replayed batch writes the same dead letters and the same results.
+A failure the batch shows without any of its records is not about its data, and is raised as before.
+Design and limits: ``docs/design/poison-pills.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+PROCESSING_ERROR = "PROCESSING_ERROR"
+MAX_DETAIL_CHARS = 1_000
+
+# Failures that say nothing about the records: the search would only repeat them.
+_NOT_ABOUT_DATA: tuple[type[BaseException], ...] = (MemoryError,)
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
+
+
+@dataclass(frozen=True)
+class Refused(Generic[Item]):
+    """A record set aside: processing fails with it and succeeds without it."""
+
+    item: Item
+    detail: str
+
+
+def error_summary(error: BaseException) -> str:
+    """The exception's class and the first line of its message, for a dead letter's detail."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text[:MAX_DETAIL_CHARS]
+
+
+def isolate(items: Sequence[Item], attempt: Callable[[Sequence[Item]], Result]) -> tuple[Result, list[Refused[Item]]]:
+    """``attempt(items)``, or ``attempt`` of ``items`` without those that make it raise, and those.
+
+    ``attempt`` must be a function of its argument (it starts again from the same state each call, e.g. a
+    state restored anew) and keep the items' order. A culprit is found by halving: the shortest prefix of the
+    items that fails ends with it (``1 + log2(n)`` attempts each). When ``attempt`` fails on no items at all,
+    the failure is not the batch's data and the original error is raised.
+    """
+    kept = list(items)
+    refused: list[Refused[Item]] = []
+    while True:
+        try:
+            return attempt(kept), refused
+        except _NOT_ABOUT_DATA:
+            raise
+        except Exception as error:
+            culprit = _first_failing(kept, attempt, error)
+            if culprit is None:
+                raise
+            index, culprit_error = culprit
+            refused.append(Refused(kept[index], error_summary(culprit_error)))
+            del kept[index]
+
+
+def _first_failing(
+    items: list[Item], attempt: Callable[[Sequence[Item]], object], error: Exception
+) -> tuple[int, Exception] | None:
+    """(index, error) of the item that ends the shortest failing prefix of ``items`` (which fail as a
+    whole with ``error``); None when even no items fail."""
+    try:
+        attempt([])
+    except _NOT_ABOUT_DATA:
+        raise
+    except Exception:  # noqa: BLE001 - the batch fails without its records: not a data failure
+        return None
+    passing, failing, failing_error = 0, len(items), error  # items[:passing] pass, items[:failing] fail
+    while failing - passing > 1:
+        middle = (passing + failing) // 2
+        try:
+            attempt(items[:middle])
+        except _NOT_ABOUT_DATA:
+            raise
+        except Exception as prefix_error:  # noqa: BLE001 - any failure of the prefix counts
+            failing, failing_error = middle, prefix_error
+        else:
+            passing = middle
+    return failing - 1, failing_error

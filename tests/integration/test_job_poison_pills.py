@@ -1,0 +1,89 @@
+"""A batch that processing cannot take, for a reason the validator did not foresee, through the real job.
+
+The test-only hook ``MonitorJob.poison_marker`` makes the consumer engine raise on events holding a marker.
+The job must dead-letter exactly those records as ``PROCESSING_ERROR``, apply the rest of their batch, count
+them, keep running, and leave identical tables when the batch is replayed after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from streaming.job.poison import PROCESSING_ERROR
+from tests.support.events import hb, report, route
+from tests.support.job import job_config, publish, read
+
+MARKER = "POISON-7"
+TABLES = ("membership_changes", "group_snapshots", "expected_assignments", "current_assignment",
+          "anomaly_episodes", "anomalies_current", "dead_letters")  # fmt: skip
+
+
+def events():
+    published = [route(0, "T")]
+    for t in range(0, 120_001, 30_000):
+        published += [hb(t, "10.5.0.1:1", "c1", "G-p"), hb(t, "10.5.0.2:1", "c2", "G-p")]
+    published.append(hb(60_000, "10.5.0.3:1", f"c3-{MARKER}", "G-p"))  # a typed channel event
+    published.append(report(90_000, f"r-{MARKER}", [("broker-a", 0)], "G-p"))  # an event that travels as JSON
+    published.append(report(90_000, "c1", [("broker-a", 0), ("broker-a", 1)], "G-p"))
+    return published
+
+
+def run(config, marker: str | None):  # type: ignore[no-untyped-def]
+    from streaming.job.runner import MonitorJob
+
+    job = MonitorJob(config, available_now=True, poison_marker=marker)
+    job.start()
+    job.await_available()  # raises if a query failed
+    return job
+
+
+def tables(spark, config) -> dict[str, list[str]]:
+    return {t: sorted(json.dumps(r, sort_keys=True, default=str) for r in read(spark, config, t)) for t in TABLES}
+
+
+@pytest.fixture(scope="module")
+def outcome(kafka_broker, spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("poison")
+    config, topics = job_config(kafka_broker.bootstrap_servers, root, "poison")
+    publish(kafka_broker.bootstrap_servers, events(), topics)
+    job = run(config, MARKER)
+    first = tables(spark, config)
+    counted = dict(job.metrics.counters.get("rmqmon_dead_letters_total", {}))
+    # A crash after the batch's writes and before its commit: the restart replays the batch.
+    commits = Path(config.paths.checkpoint_root).resolve() / "consumer" / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    for name in (str(last), f".{last}.crc"):
+        (commits / name).unlink(missing_ok=True)
+    replayed = run(config, MARKER)
+    return {"first": first, "replayed": tables(spark, config), "counted": counted, "replay_batches": replayed}
+
+
+def test_the_records_processing_cannot_take_are_dead_lettered_with_the_error(outcome):
+    letters = [json.loads(r) for r in outcome["first"]["dead_letters"]]
+    assert sorted((r["source"], r["reason"]) for r in letters) == [
+        ("consumer_channel", PROCESSING_ERROR), ("reported_assignment", PROCESSING_ERROR)]  # fmt: skip
+    for letter in letters:
+        assert letter["detail"] == f"ValueError: test poison marker '{MARKER}' in an event"
+        assert MARKER in letter["raw_value"] and letter["kafka_offset"] >= 0
+    channel = next(r for r in letters if r["source"] == "consumer_channel")
+    assert json.loads(channel["raw_value"])["client_id"] == f"c3-{MARKER}"  # its fields as the job read them
+
+
+def test_the_rest_of_the_batch_is_applied(outcome):
+    members = {json.loads(r)["client_id"] for r in outcome["first"]["membership_changes"]}
+    assert members == {"c1", "c2"}
+    assignments = [json.loads(r) for r in outcome["first"]["current_assignment"]]
+    assert {a["client_id"] for a in assignments if a["group"] == "G-p"} == {"c1", "c2"}
+
+
+def test_they_are_counted_like_every_dead_letter(outcome):
+    assert Counter(outcome["counted"]) == Counter({("consumer", PROCESSING_ERROR): 2})
+
+
+def test_a_replay_of_the_batch_leaves_identical_tables(outcome):
+    for table in TABLES:
+        assert outcome["replayed"][table] == outcome["first"][table], table
