@@ -252,8 +252,7 @@ def main() -> None:
     parser.add_argument(
         "--cold-monitor",
         action="store_true",
-        help="skip the unmeasured warm-up pass of each path (before 2026-11-25 session 21 the monitor had none: "
-        "only its first batch was left out of `sustained`)",
+        help="skip the monitor's unmeasured warm-up pass (then only its first batch is left out of `sustained`)",
     )
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
     args = parser.parse_args()
