@@ -26,6 +26,9 @@ except ImportError:  # pragma: no cover - Python before 3.11
 SCHEMAS = Path(__file__).parents[2] / "streaming" / "contract" / "schemas"
 EVENT_TIME_BASE = 1_700_000_000_000
 MAX_EVENT_BYTES = 65_536  # [ingest] max_event_bytes's default: the size mutations straddle it
+# Kafka's default record limit (message.max.bytes, a producer's max.request.size) is 1 MiB: a larger record
+# never reaches the job, so the generator leaves out the few (arrays past a maxItems of 10,000) that exceed it.
+KAFKA_MAX_RECORD_BYTES = 1_000_000
 
 Path_ = tuple[str | int, ...]
 
@@ -290,7 +293,8 @@ def generate(seed: int, budget: int | None = None) -> list[Hostile]:
             # records sized to the byte keep their base's names.
             own = unique_token(serial * 100_000 + number).encode()
             raw = record.raw if record.note.startswith("padded") else record.raw.replace(token, own)
-            records.append(Hostile(record.topic_type, raw, record.note))
+            if len(raw) <= KAFKA_MAX_RECORD_BYTES:
+                records.append(Hostile(record.topic_type, raw, record.note))
     if budget is not None and budget < len(records):
         keep = sorted(rng.sample(range(len(records)), budget))
         records = [records[i] for i in keep]
