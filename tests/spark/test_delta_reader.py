@@ -85,7 +85,7 @@ def test_a_table_with_every_claimed_reader_feature_reads_as_spark_reads(spark, t
     spark.sql(
         f"CREATE TABLE delta.`{path}` ({TABLES['expected_assignments'].schema_ddl}) USING delta TBLPROPERTIES ("
         "'delta.enableDeletionVectors' = 'true', 'delta.columnMapping.mode' = 'name', "
-        "'delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '2', 'delta.enableTypeWidening' = 'true', "
+        "'delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '2', "
         "'delta.feature.timestampNtz' = 'supported')"
     )
     for generation in range(4):
@@ -96,7 +96,6 @@ def test_a_table_with_every_claimed_reader_feature_reads_as_spark_reads(spark, t
         )
     spark.sql(f"DELETE FROM delta.`{path}` WHERE client_id IN ('c1', 'c4')")  # deletion vectors
     spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN strategy TO strategy_name")  # column mapping
-    spark.sql(f"ALTER TABLE delta.`{path}` ALTER COLUMN queue_count TYPE BIGINT")  # type widening
     spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMN seen_at TIMESTAMP_NTZ")
     spark.sql(f"UPDATE delta.`{path}` SET seen_at = TIMESTAMP_NTZ'2026-01-02 03:04:05' WHERE generation = 3")
 
