@@ -38,7 +38,8 @@ def _supervise_until(supervisor, queries, done, timeout_s=120.0):
         time.sleep(0.2)
 
 
-def test_a_failed_query_restarts_from_its_checkpoint_and_counts(spark, tmp_path):
+def _supervised(spark, tmp_path, policy):
+    """A supervised query whose sink fails until the ``failing`` file is removed; the supervisor and its records."""
     failing, seen = tmp_path / "failing", tmp_path / "seen"
     seen.mkdir()
     failing.touch()
@@ -48,8 +49,12 @@ def test_a_failed_query_restarts_from_its_checkpoint_and_counts(spark, tmp_path)
     def restart(name):
         queries[name] = _start(spark, tmp_path / "checkpoint", failing, seen)
 
-    supervisor = QuerySupervisor(SupervisionConfig(1, 2, 10), restart, restarts.append)
     restart("supervised")
+    return QuerySupervisor(policy, restart, restarts.append), queries, restarts, failing, seen
+
+
+def test_a_failed_query_restarts_from_its_checkpoint_and_counts(spark, tmp_path):
+    supervisor, queries, restarts, failing, seen = _supervised(spark, tmp_path, SupervisionConfig(1, 2, 10))
     try:
         _supervise_until(supervisor, queries, lambda: len(restarts) >= 2)  # failed, restarted, failed again
         failing.unlink()
@@ -65,17 +70,7 @@ def test_a_failed_query_restarts_from_its_checkpoint_and_counts(spark, tmp_path)
 
 
 def test_a_query_failing_too_often_in_a_row_ends_the_job(spark, tmp_path):
-    failing, seen = tmp_path / "failing", tmp_path / "seen"
-    seen.mkdir()
-    failing.touch()
-    queries: dict[str, object] = {}
-    restarts: list[str] = []
-
-    def restart(name):
-        queries[name] = _start(spark, tmp_path / "checkpoint", failing, seen)
-
-    supervisor = QuerySupervisor(SupervisionConfig(1, 1, 3), restart, restarts.append)
-    restart("supervised")
+    supervisor, queries, restarts, _, seen = _supervised(spark, tmp_path, SupervisionConfig(1, 1, 3))
     try:
         with pytest.raises(QueryFailedRepeatedly, match=r"supervised failed 3 times in a row; .*sink unavailable"):
             _supervise_until(supervisor, queries, lambda: False)
