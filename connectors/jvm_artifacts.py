@@ -150,37 +150,47 @@ def _run_reporting(command: list[str], env: dict[str, str], profile: str, progre
 JAVA_SOURCES = PROJECT_ROOT / "jvm" / "src" / "main" / "java"
 
 
-def ingest_jar() -> Path:
-    """The compiled project classes (built on first use and whenever a source changes)."""
-    sources = sorted(JAVA_SOURCES.rglob("*.java"))
+def _compiled_jar(sources_root: Path, prefix: str, classpath: Callable[[], list[str]]) -> Path:
+    """``sources_root``'s Java classes compiled (JDK 17) into ``<cache>/jars/project/<prefix>-<hash>.jar``, named
+    after the sources' hash so an edited source is rebuilt on next use; the jar of earlier sources is removed."""
+    sources = sorted(sources_root.rglob("*.java"))
     digest = hashlib.sha256()
     for source in sources:
-        digest.update(source.relative_to(JAVA_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
-    target = cache_dir() / "jars" / "project" / f"rrm-jvm-{digest.hexdigest()[:16]}.jar"
+        digest.update(source.relative_to(sources_root).as_posix().encode() + b"\0" + source.read_bytes())
+    target = cache_dir() / "jars" / "project" / f"{prefix}-{digest.hexdigest()[:16]}.jar"
     if target.exists():
         return target
-    import pyspark  # local import: only the Spark classpath needs it
-
     for tool in ("javac", "jar"):
         if not shutil.which(tool):
             raise ArtifactError(f"'{tool}' (JDK 17) is not on PATH; it compiles the project's JVM classes")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as build:
-        # Spark's own jars, and the resolved ones for the Delta classes (io.github.rrm.delta).
-        classpath = os.pathsep.join([str(Path(pyspark.__file__).parent / "jars" / "*"), *map(str, jars("spark"))])
         compiled = subprocess.run(
-            ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", classpath, "-d", f"{build}/classes",
-             *map(str, sources)],
+            ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", os.pathsep.join(classpath()),
+             "-d", f"{build}/classes", *map(str, sources)],
             capture_output=True, text=True,
         )  # fmt: skip
         if compiled.returncode != 0:
-            raise ArtifactError("javac failed on jvm/src/main/java: " + compiled.stderr.strip()[-2000:])
+            where = sources_root.relative_to(PROJECT_ROOT).as_posix()
+            raise ArtifactError(f"javac failed on {where}: " + compiled.stderr.strip()[-2000:])
         staging = Path(build) / target.name
         subprocess.run(["jar", "cf", str(staging), "-C", f"{build}/classes", "."], check=True)
-        for stale in target.parent.glob("rrm-jvm-*.jar"):
-            stale.unlink()
+        for stale in target.parent.glob(f"{prefix}-*.jar"):
+            stale.unlink(missing_ok=True)
         staging.rename(target)
     return target
+
+
+def ingest_jar() -> Path:
+    """The compiled project classes (built on first use and whenever a source changes)."""
+
+    def classpath() -> list[str]:
+        import pyspark  # local import: only the Spark classpath needs it
+
+        # Spark's own jars, and the resolved ones for the Delta classes (io.github.rrm.delta).
+        return [str(Path(pyspark.__file__).parent / "jars" / "*"), *map(str, jars("spark"))]
+
+    return _compiled_jar(JAVA_SOURCES, "rrm-jvm", classpath)
 
 
 COLLECTOR_SOURCES = PROJECT_ROOT / "jvm" / "collector" / "src" / "main" / "java"
@@ -189,32 +199,7 @@ COLLECTOR_SOURCES = PROJECT_ROOT / "jvm" / "collector" / "src" / "main" / "java"
 def collector_jar() -> Path:
     """The compiled collector classes (``jvm/collector``: the ``collect`` cycle and the local cluster's admin
     commands), built with ``javac`` against the ``collector`` profile on first use and whenever a source changes."""
-    sources = sorted(COLLECTOR_SOURCES.rglob("*.java"))
-    digest = hashlib.sha256()
-    for source in sources:
-        digest.update(source.relative_to(COLLECTOR_SOURCES).as_posix().encode() + b"\0" + source.read_bytes())
-    target = cache_dir() / "jars" / "project" / f"rrm-collector-{digest.hexdigest()[:16]}.jar"
-    if target.exists():
-        return target
-    for tool in ("javac", "jar"):
-        if not shutil.which(tool):
-            raise ArtifactError(f"'{tool}' (JDK 17) is not on PATH; it compiles the project's JVM classes")
-    classpath = os.pathsep.join(map(str, jars("collector")))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as build:
-        compiled = subprocess.run(
-            ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", classpath, "-d", f"{build}/classes",
-             *map(str, sources)],
-            capture_output=True, text=True,
-        )  # fmt: skip
-        if compiled.returncode != 0:
-            raise ArtifactError("javac failed on jvm/collector: " + compiled.stderr.strip()[-2000:])
-        staging = Path(build) / target.name
-        subprocess.run(["jar", "cf", str(staging), "-C", f"{build}/classes", "."], check=True)
-        for stale in target.parent.glob("rrm-collector-*.jar"):
-            stale.unlink(missing_ok=True)
-        staging.rename(target)
-    return target
+    return _compiled_jar(COLLECTOR_SOURCES, "rrm-collector", lambda: list(map(str, jars("collector"))))
 
 
 def collector_classpath() -> str:
