@@ -88,8 +88,9 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
 
     valid = F.col("reason").isNull()
     channel = F.col(typed_column(CHANNEL_EVENT))
-    group = F.coalesce(channel["group"], F.col(f"{typed_column('reported_assignment')}.group"),
-                       F.col(f"{typed_column(POLL_EVENT)}.group"))
+    # Only the event types this input was classified for have typed columns.
+    grouped = [typed_column(t) for t in (CHANNEL_EVENT, "reported_assignment", POLL_EVENT)]
+    group = F.coalesce(*[F.col(f"{c}.group") for c in grouped if c in classified.columns])
     shard = (
         F.when(~valid, F.array(F.lit(DEAD_LETTER_SHARD)))
         .when(F.col("event_type") == ROUTE_EVENT, F.sequence(F.lit(0), F.lit(shards - 1)))
