@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.agent_events import read_records
 from tests.support.job import read, run_available
 from tests.support.rocketmq_e2e import (
     Fleet,
@@ -41,7 +42,7 @@ class Run:
     """One test's cluster, consumers, collector and job tables (its own Kafka topics and groups)."""
 
     def __init__(self, cluster, bootstrap: str, root: Path, prefix: str) -> None:
-        self.cluster, self.prefix, self.root = cluster, prefix, root
+        self.cluster, self.prefix, self.root, self.bootstrap = cluster, prefix, root, bootstrap
         self.config, self.topics = e2e_config(bootstrap, root, prefix, cluster.namesrv_addr)
         self.fleet = Fleet(cluster.namesrv_addr, root / "clients")
         self.polls = PollLog(bootstrap, self.topics["consumer_connections"])
@@ -140,25 +141,60 @@ def test_expected_assignment_is_what_each_real_client_holds(monitor_run, spark, 
 
 def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(monitor_run, spark):
     """Two consumers with one client id (same instance name and client IP, separate JVMs) and a third: the
-    duplicates compute the same share, so the queues of the share nobody computes are held by nobody."""
+    duplicates compute the same share, so the queues of the share nobody computes are held by nobody. Each
+    runs the client agent's reporter, so every holder reports its own queues (the admin API can ask only one
+    of the duplicates): the monitor's double-owned and orphaned queues must be what those reports show."""
     run = monitor_run("5", "dup")
     group = run.group("avg")
-    clients = run.fleet.consumers([("5", group, run.topic, name, {"client_ip": ip})
+    agent = {"bootstrap.servers": run.bootstrap, "topic.reported.assignments": run.topics["reported_assignment"],
+             "report.interval.ms": "2000", "report.check.interval.ms": "200"}  # fmt: skip
+    clients = run.fleet.consumers([("5", group, run.topic, name, {"client_ip": ip, "agent": agent})
                                    for name, ip in (("twin", "192.0.2.7"), ("twin", "192.0.2.7"), ("other", None))])
     assert clients[0].client_id == clients[1].client_id != clients[2].client_id
     settled = run.settle({group: clients})
+    reports = reports_by_process(run, clients)
     run.process(spark)
 
     unheld = run.queues - {q for c in clients for q in held(c, run.topic)}
     assert unheld, "the real clients left no queue unheld: the scenario did not happen"
     assert episodes(run, spark, group, "DUPLICATE_CLIENT_ID"), "no DUPLICATE_CLIENT_ID episode"
-    open_anomalies = {r["anomaly"] for r in run.read(spark, "anomalies_current", group)}
-    assert {"DUPLICATE_CLIENT_ID", "ORPHANED_QUEUES"} <= open_anomalies
-    orphaned = [r for r in run.read(spark, "anomalies_current", group) if r["anomaly"] == "ORPHANED_QUEUES"]
-    assert [r["topic"] for r in orphaned] == [run.topic]
-    named = {(q["broker"], q["queue_id"]) for q in json.loads(orphaned[0]["details"])["queues"]}
-    assert named == unheld
+    current = run.read(spark, "anomalies_current", group)
+    assert {"DUPLICATE_CLIENT_ID", "ORPHANED_QUEUES", "DOUBLE_OWNED_QUEUES"} <= {r["anomaly"] for r in current}
     assert_expected_is_held(run, spark, group, clients, settled[group])
+
+    def named(anomaly: str) -> set[tuple[str, int]]:
+        rows = [r for r in current if r["anomaly"] == anomaly and r["topic"] == run.topic]
+        assert len(rows) == 1, anomaly
+        return {(q["broker"], q["queue_id"]) for q in json.loads(rows[0]["details"])["queues"]}
+
+    # Every real holder, from the agents' reports: the reports are what each process holds ...
+    assert reports == {c.pid: held(c, run.topic) for c in clients}
+    holders: dict[tuple[str, int], int] = {}
+    for queues in reports.values():
+        for queue in queues:
+            holders[queue] = holders.get(queue, 0) + 1
+    # ... and the monitor's analysis names exactly the queues several of them hold and the ones none holds.
+    assert named("DOUBLE_OWNED_QUEUES") == {q for q, n in holders.items() if n > 1} != set()
+    assert named("ORPHANED_QUEUES") == run.queues - set(holders) == unheld
+
+
+def reports_by_process(run: Run, clients: list, timeout_s: float = 60.0) -> dict[int, frozenset]:
+    """The latest queues of the test's topic each client process reported through the agent, once every
+    process has reported what it holds now (the agent's reports carry the process in a header; the collector
+    publishes to the same topic without it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        timed: dict[int, tuple[int, frozenset]] = {}
+        for headers, event in read_records(run.bootstrap, run.topics["reported_assignment"], timeout_s=10):
+            if "rrm-agent-instance" not in headers:
+                continue  # the collector's (from one client's running info)
+            pid = int(headers["rrm-agent-instance"].split("@")[0])
+            if event["topic"] == run.topic and event["event_time"] >= timed.get(pid, (-1,))[0]:
+                timed[pid] = (event["event_time"], frozenset((q["broker"], q["queue_id"]) for q in event["queues"]))
+        latest = {pid: queues for pid, (_, queues) in timed.items()}
+        if latest == {c.pid: held(c, run.topic) for c in clients} or time.monotonic() > deadline:
+            return latest
+        time.sleep(1)
 
 
 def test_departures_are_the_membership_changes_the_survivors_rebalance_on(monitor_run, spark):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -54,9 +54,12 @@ class Fleet:
         self.clients: list[ClientProcess] = []
 
     def consumer(self, line: str, group: str, topic: str, name: str, *, strategy: str = "AVG",
-                 model: str = "CLUSTERING", client_ip: str | None = None) -> ClientProcess:  # fmt: skip
-        """Start one push consumer of client line ``line`` with instance name ``name``."""
-        client = ClientProcess(line, "consumer", self.log_dir / name, jvm_properties=TEST_SPEED.client_jvm_properties(),
+                 model: str = "CLUSTERING", client_ip: str | None = None,
+                 agent: Mapping[str, str] | None = None) -> ClientProcess:  # fmt: skip
+        """Start one push consumer of client line ``line`` with instance name ``name`` (with the client agent's
+        reporter when ``agent`` gives its settings)."""
+        client = ClientProcess(line, "consumer", self.log_dir / name, agent=agent,
+                               jvm_properties=TEST_SPEED.client_jvm_properties(),
                                namesrv=self.namesrv, group=group, topics=topic, strategy=strategy, model=model,
                                instance_name=name, client_ip=client_ip,
                                heartbeat_ms=TEST_SPEED.client_heartbeat_interval_ms)  # fmt: skip
