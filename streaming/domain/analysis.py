@@ -38,6 +38,8 @@ from .queues import MessageQueue, sorted_client_ids
 CLIENT_SIDE = "CLIENT"  # every CLUSTERING client computes its share with the group's strategy
 BROADCAST = "BROADCAST"  # every client consumes every queue (BROADCASTING)
 BROKER_SIDE = "BROKER"  # the broker hands out queues (CONSUME_POP: POP-mode push and gRPC clients)
+# A group whose strategy the monitor cannot compute (an application's own): reported, nothing expected of it.
+UNKNOWN_STRATEGY = "UNKNOWN_STRATEGY"
 
 StrategyFactory = Callable[[str | None, str | None], AllocationStrategy]
 """(strategy name reported by clients or None, client version or None) -> strategy."""
@@ -161,11 +163,19 @@ def analyze_group(
     subscribed_topics = sorted(set().union(*topics_by_client.values()) if topics_by_client else set())
     if mode != CLIENT_SIDE:
         subscribed_topics = []  # no client computes a share: nothing to expect, nothing orphaned or doubled
+    strategy: AllocationStrategy | None = None
+    if any(mq_all_by_topic.get(t) for t in subscribed_topics):
+        try:
+            strategy = strategy_for(reported_strategy, version)
+        except DomainError as error:
+            # A strategy of the application's own (any name its getName() returns): the monitor cannot compute
+            # it, so it expects nothing rather than report every queue orphaned.
+            findings.append(_unknown_strategy(group, reported_strategy, error))
+            subscribed_topics = []
     for topic in subscribed_topics:
         mq_all = mq_all_by_topic.get(topic)
-        if not mq_all:
+        if not mq_all or strategy is None:
             continue  # no route yet: RebalanceImpl keeps the current assignment and computes nothing
-        strategy = strategy_for(reported_strategy, version)
         allocation = allocate_group(strategy, cids, mq_all, consumer_group=group)
         subscribers = tuple(c for c in sorted_client_ids(channels_by_client) if topic in topics_by_client[c])
         non_subscribers = tuple(c for c in sorted_client_ids(channels_by_client) if topic not in topics_by_client[c])
@@ -230,6 +240,17 @@ def analyze_group(
         tuple(sorted(findings, key=lambda f: (f.topic, f.anomaly))),
         mode,
         stale,
+    )
+
+
+def _unknown_strategy(group: str, name: str | None, error: DomainError) -> Finding:
+    return Finding(
+        group,
+        "",
+        UNKNOWN_STRATEGY,
+        "warning",
+        f"{group} allocates with strategy {name!r}, which the monitor cannot compute: no expected assignment",
+        {"strategy": name, "error": str(error)},
     )
 
 

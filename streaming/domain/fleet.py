@@ -54,7 +54,7 @@ change) during which a difference between reported and expected assignments open
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -244,6 +244,28 @@ def _queue_key(mq: MessageQueue) -> str:
     return f"{mq.broker_name}/{mq.queue_id}"
 
 
+class _RouteQueues(Mapping[str, list[MessageQueue]]):
+    """mqAll per topic, built on first read from the topic's current route and kept while that route is."""
+
+    def __init__(self, routes: Mapping[str, Mapping[str, Any]],
+                 built: dict[str, tuple[dict[str, Any], list[MessageQueue]]]) -> None:  # fmt: skip
+        self._routes, self._built = routes, built
+
+    def __getitem__(self, topic: str) -> list[MessageQueue]:
+        route = self._routes[topic]
+        cached = self._built.get(topic)
+        if cached is None or cached[0] is not route:
+            cached = (route, [MessageQueue(topic, b, int(q)) for b, q in route["queues"]])  # type: ignore[assignment]
+            self._built[topic] = cached  # type: ignore[assignment]
+        return cached[1]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+
 class ShardEngine:
     """Mutable during one call, then snapshotted; see the module docstring."""
 
@@ -258,6 +280,9 @@ class ShardEngine:
         self.flapping = FlappingDetector(settings.flapping_window_ms, settings.flapping_threshold,
                                          settings.storm_coalesce_ms)  # fmt: skip
         self._change_times: dict[str, list[int]] = {}  # this call's rebalance-causing changes per group
+        # Each topic's mqAll as built from its current route (the route object it was built from, the queues):
+        # a group's analysis reads only its topics, and a route rarely changes while analyses are frequent.
+        self._queues_of_route: dict[str, tuple[dict[str, Any], list[MessageQueue]]] = {}
 
     # -- persistence ---------------------------------------------------------------------------------
     @classmethod
@@ -613,8 +638,8 @@ class ShardEngine:
             records += self._analyse_group(group, state, time_ms, sorted(triggers), rebalance)
         return records
 
-    def _mq_all(self) -> dict[str, list[MessageQueue]]:
-        return {t: [MessageQueue(t, b, int(q)) for b, q in r["queues"]] for t, r in self.routes.items()}
+    def _mq_all(self) -> _RouteQueues:
+        return _RouteQueues(self.routes, self._queues_of_route)
 
     def group_metrics(self, now_ms: int) -> list[Record]:
         """Every group's ``group_metrics`` record as its last analysis emitted it, changing nothing: what a

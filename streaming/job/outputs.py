@@ -314,6 +314,7 @@ def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[
             "REBALANCE_STORM",
             "FLAPPING_MEMBERS",
             "ASSIGNMENT_MISMATCH",
+            "UNKNOWN_STRATEGY",
         )
         metrics.replace_series(
             "rmqmon_group_open_anomalies", group, {(group, k): float(row["open_anomalies"].get(k, 0)) for k in kinds}

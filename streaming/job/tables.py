@@ -73,7 +73,8 @@ TABLES: dict[str, TableSpec] = {
             "generation BIGINT, severity STRING, summary STRING, details STRING, batch_id BIGINT",
             "Anomaly episodes as they open and close (status OPENED / UPDATED / CLOSED): ORPHANED_QUEUES, "
             "DOUBLE_OWNED_QUEUES, DUPLICATE_CLIENT_ID, INCONSISTENT_SUBSCRIPTION, DIVERGING_BROKER_VIEWS, "
-            "REBALANCE_STORM, FLAPPING_MEMBERS, ASSIGNMENT_MISMATCH (only after membership.convergence_grace_ms). "
+            "REBALANCE_STORM, FLAPPING_MEMBERS, ASSIGNMENT_MISMATCH (only after membership.convergence_grace_ms), "
+            "UNKNOWN_STRATEGY (a strategy the monitor cannot compute: nothing is expected of the group). "
             "details is JSON naming the queues, clients and channels.",
         ),
         TableSpec(

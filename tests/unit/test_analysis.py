@@ -97,3 +97,16 @@ def test_strategy_reported_by_clients_is_used():
 
     a = analyze_group(membership, {"T": Q8}, factory, 0)
     assert seen == ["AVG_BY_CIRCLE"] and [q.queue_id for q in a.topics["T"].allocation.shares["c1"]] == [0, 2, 0, 2]
+
+
+def test_a_strategy_of_the_application_s_own_is_reported_and_nothing_is_expected():
+    """A custom strategy's getName() can be anything: the analysis cannot compute it, so it names it and
+    expects no queue of anyone (no orphaned queues), instead of failing the group's analysis."""
+    membership, _ = apply_all(GroupMembership("G"), [
+        ChannelEvent(0, "b", "HEARTBEAT", f"c{i}:1", f"c{i}", "G", subscriptions=(Subscription("T"),),
+                     allocate_strategy="com.example.RackAwareStrategy") for i in range(2)
+    ])  # fmt: skip
+    a = analyze_group(membership, {"T": Q8}, lambda name, version: strategy_from_name(name or "AVG"), 0)
+    assert [f.anomaly for f in a.findings] == ["UNKNOWN_STRATEGY"]
+    assert a.findings[0].details["strategy"] == "com.example.RackAwareStrategy"
+    assert a.topics == {}
