@@ -333,7 +333,18 @@ NOTES = """## When the series change
 * **Before the tables.** A consumer batch's group series are set as soon as the stateful stage has produced the
   batch's results, before the batch's Delta writes: an alert does not wait for the MERGEs. A metric may
   therefore lead `current_assignment`, `anomalies_current` and the history tables by the batch's writes (a few
-  seconds); should a write fail, the query stops and the batch is replayed, to the same values."""
+  seconds); should a write fail, the query stops and the batch is replayed, to the same values.
+* **After a restart.** Before its first batch the job sets every group's and broker's series from the current
+  tables, to the value it had before the stop (`streaming/job/outputs.py`, `restore_metrics`): the
+  `rmqmon_group_*` series from `group_status_current` (per group, the record its last analysis set them from),
+  the producer-side `rmqmon_broker_*` series and `rmqmon_producers_all_brokers_unavailable` from
+  `producer_broker_status_current` at the event time of the last `broker_status_current` computation, and the
+  polled-view series from `broker_views_current`. The tables hold what the batches committed and a metric may
+  lead them by a batch (above): a batch whose series were set but whose writes had not committed at the stop is
+  replayed after the restart, and sets them again. `rmqmon_group_rebalances_total` is the group's generation
+  again; the other counters (queue moves, isolation episodes, dead letters, late events, input rows) and the
+  send-latency histogram count from the process's start, as any Prometheus counter after a restart (`rate` and
+  `increase` take the reset). Why from the tables: `docs/design/metrics-restore.md`."""
 
 
 if __name__ == "__main__":

@@ -4,13 +4,14 @@ The batch DataFrame is persisted once (so the stateful operator is never recompu
 parsed from JSON with the table's schema and written exactly once (see ``sinks``), and the small
 per-group / per-broker summaries are applied to the driver's ``MetricsState``: the consumer's as soon as the
 stateful stage has produced them, before the Delta writes, so an alert never waits for the MERGEs (a metric
-may lead its table by the batch's writes; a failed write fails the query, which replays the batch).
+may lead its table by the batch's writes; a failed write fails the query, which replays the batch). At start,
+``restore_metrics`` sets every group's and broker's series from the current tables the sinks keep.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streaming.job.sinks import DeltaTables, run_concurrently
@@ -103,6 +104,9 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
                 if metrics is not None:
                     refresh_view_metrics(tables, metrics)
 
+            def group_status() -> None:
+                merge_group_status(tables, batch, app_id, batch_id)
+
             def anomalies() -> None:
                 episodes = _rows(batch, "anomaly_episodes")
                 current = _latest_per_key(episodes, ("episode_id",)).withColumn(
@@ -121,11 +125,98 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             writes += [assignment] if "current_assignment" in present else []
             writes += [anomalies] if "anomaly_episodes" in present else []
             writes += [views] if "broker_views_current" in present else []
+            writes += [group_status] if "group_metrics" in present else []
             run_concurrently(writes)
         finally:
             batch.unpersist()
 
     return write
+
+
+# The engine's ``group_metrics`` record as JSON; ``topics`` and ``open_anomalies`` are objects keyed by name.
+_GROUP_METRICS_DDL = (
+    "group STRING, removed BOOLEAN, event_time_ms BIGINT, members INT, channels INT, generation BIGINT, "
+    "duplicate_client_ids INT, views_diverge BOOLEAN, last_rebalance_ms BIGINT, open_anomalies MAP<STRING, INT>, "
+    "topics MAP<STRING, STRUCT<assigned: INT, orphaned: INT, double_owned: INT, idle: INT, non_subscribing: INT, "
+    "skew: INT>>"
+)
+
+
+def merge_group_status(tables: DeltaTables, batch: DataFrame, app_id: str, batch_id: int) -> None:
+    """MERGE the batch's ``group_metrics`` records into ``group_status_current``: the latest per group; a
+    removed group's row is deleted."""
+    from pyspark.sql import functions as F
+
+    records = batch.where(F.col("table") == "group_metrics").select(
+        F.from_json("payload", _GROUP_METRICS_DDL).alias("r")
+    )
+    topics = F.expr(
+        "array_sort(transform(map_entries(r.topics), e -> named_struct('topic', e.key, 'assigned', e.value.assigned, "
+        "'orphaned', e.value.orphaned, 'double_owned', e.value.double_owned, 'idle_members', e.value.idle, "
+        "'non_subscribing_members', e.value.non_subscribing, 'skew_queues', e.value.skew)))"
+    )
+    anomalies = F.expr(
+        "array_sort(transform(map_entries(r.open_anomalies), e -> named_struct('anomaly', e.key, 'episodes', e.value)))"
+    )
+    rows = records.select(
+        "r.group", "r.generation", "r.members", "r.channels", "r.duplicate_client_ids", "r.views_diverge",
+        "r.last_rebalance_ms", anomalies.alias("open_anomalies"), topics.alias("topics"), "r.event_time_ms",
+        F.when(F.col("r.removed"), F.lit("delete")).otherwise(F.lit("upsert")).alias("_op"),
+    )  # fmt: skip
+    latest = _latest_per_key(rows, TABLES["group_status_current"].key)
+    tables.merge_upsert(
+        "group_status_current",
+        latest.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
+        app_id,
+        batch_id,
+        delete_condition="s._op = 'delete'",
+    )
+
+
+def group_metrics_record(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``group_status_current`` row as the engine's ``group_metrics`` record it was written from.
+
+    ``moved`` is 0: queues moved between generations are counted as they move, not restored."""
+    return {
+        "group": row["group"], "removed": False, "event_time_ms": row["event_time_ms"], "members": row["members"],
+        "channels": row["channels"], "generation": row["generation"],
+        "duplicate_client_ids": row["duplicate_client_ids"], "views_diverge": row["views_diverge"],
+        "last_rebalance_ms": row["last_rebalance_ms"],
+        "open_anomalies": {a["anomaly"]: a["episodes"] for a in row["open_anomalies"] or ()},
+        "topics": {t["topic"]: {"assigned": t["assigned"], "orphaned": t["orphaned"],
+                                "double_owned": t["double_owned"], "idle": t["idle_members"],
+                                "non_subscribing": t["non_subscribing_members"], "skew": t["skew_queues"],
+                                "moved": 0} for t in row["topics"] or ()},
+    }  # fmt: skip
+
+
+def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """At start, before the queries run: every group's and broker's series from the current tables, as the
+    last batches left them (``docs/metrics.md``)."""
+    restore_group_metrics(tables, metrics)
+    restore_broker_metrics(tables, metrics)
+    refresh_view_metrics(tables, metrics)
+
+
+def restore_group_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The ``rmqmon_group_*`` series from ``group_status_current`` (one row per group)."""
+    rows = [r.asDict(recursive=True) for r in tables.read("group_status_current").collect()]
+    apply_consumer_metrics(metrics, [("group_metrics", group_metrics_record(r)) for r in rows])
+
+
+def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The producer-side ``rmqmon_broker_*`` series (and ``rmqmon_producers_all_brokers_unavailable``) as the
+    fault-windows query's last batch set them: recomputed from ``producer_broker_status_current`` at the event
+    time that batch computed ``broker_status_current`` at (its rows carry the batch's id and time)."""
+    from pyspark.sql import functions as F
+
+    last = tables.read("broker_status_current").orderBy(F.col("batch_id").desc()).limit(1).collect()
+    if not last:
+        return
+    now_ms = int(last[0]["event_time_ms"])
+    items = tables.read("producer_broker_status_current")
+    rows = broker_status_frame(items, now_ms).collect()
+    apply_broker_metrics(metrics, [r.asDict() for r in rows], producers_all_down(items, now_ms))
 
 
 def fault_sink(
@@ -191,8 +282,21 @@ def refresh_broker_status(
     from pyspark.sql import functions as F
 
     items = tables.read("producer_broker_status_current")
+    per_broker = broker_status_frame(items, now_ms).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+    rows = per_broker.collect()
+    status = session.createDataFrame(rows, TABLES["broker_status_current"].schema_ddl)
+    tables.merge_upsert("broker_status_current", status, app_id, batch_id)
+    if metrics is not None:
+        apply_broker_metrics(metrics, [r.asDict() for r in rows], producers_all_down(items, now_ms))
+
+
+def broker_status_frame(items: DataFrame, now_ms: int) -> DataFrame:
+    """Per broker of the producers' fault items, at event time ``now_ms``: ``broker_status_current``'s columns
+    but ``batch_id``."""
+    from pyspark.sql import functions as F
+
     avoiding = F.col("unavailable_until_ms") > F.lit(now_ms)
-    per_broker = (
+    return (
         items.groupBy("broker")
         .agg(
             F.sum(F.when(avoiding, 1).otherwise(0)).cast("int").alias("producers_avoiding"),
@@ -207,14 +311,8 @@ def refresh_broker_status(
             "avoided_until_ms",
             (F.col("producers_avoiding") > 0).alias("isolated"),
             F.lit(now_ms).cast("bigint").alias("event_time_ms"),
-            F.lit(batch_id).cast("bigint").alias("batch_id"),
         )
     )
-    rows = per_broker.collect()
-    status = session.createDataFrame(rows, TABLES["broker_status_current"].schema_ddl)
-    tables.merge_upsert("broker_status_current", status, app_id, batch_id)
-    if metrics is not None:
-        apply_broker_metrics(metrics, [r.asDict() for r in rows], producers_all_down(items, now_ms))
 
 
 def producers_all_down(items: DataFrame, now_ms: int) -> int:

@@ -84,9 +84,21 @@ class MonitorJob:
             from streaming import __version__
 
             self.metrics.set_gauge("rmqmon_build_info", (__version__, pyspark.__version__), 1.0)
+        self._restore_metrics()
         self._start_consumer_query()
         self._start_send_queries()
         self.metrics.set_gauge("rmqmon_up", (), 1.0)
+
+    def _restore_metrics(self) -> None:
+        """Every group's and broker's series as the tables hold them, before the first batch (a group's series
+        would otherwise wait for its next change); a failure is logged, and the batches set the series again."""
+        from streaming.job.outputs import restore_metrics
+
+        assert self.tables is not None
+        try:
+            restore_metrics(self.tables, self.metrics)
+        except Exception:  # noqa: BLE001 - the job runs on without the restored series
+            log.exception("restoring the group and broker metrics from the Delta tables failed")
 
     def restart_query(self, name: str) -> None:
         """Start query ``name`` again from its checkpoint (after it failed; see ``supervision``)."""

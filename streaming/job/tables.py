@@ -86,6 +86,22 @@ TABLES: dict[str, TableSpec] = {
             key=("episode_id",),
         ),
         TableSpec(
+            "group_status_current", "current",
+            "group STRING, generation BIGINT, members INT, channels INT, duplicate_client_ids INT, "
+            "views_diverge BOOLEAN, last_rebalance_ms BIGINT, "
+            "open_anomalies ARRAY<STRUCT<anomaly: STRING, episodes: INT>>, "
+            "topics ARRAY<STRUCT<topic: STRING, assigned: INT, orphaned: INT, double_owned: INT, "
+            "idle_members: INT, non_subscribing_members: INT, skew_queues: INT>>, event_time_ms BIGINT, "
+            "batch_id BIGINT",
+            "Per group, its latest analysis as the rmqmon_group_* metrics show it: distinct members, channels "
+            "(cidAll entries), generation, client IDs on more than one channel, whether broker views diverge, the "
+            "last rebalance's event time, open anomaly episodes by kind, and per subscribed topic its queues by "
+            "owner count (assigned 1, orphaned 0, double_owned 2+), idle and non-subscribing members and the "
+            "queue skew. The job restores those metrics from it at start. Rows of groups gone from every broker "
+            "are deleted.",
+            key=("group",),
+        ),
+        TableSpec(
             "broker_views_current", "current",
             "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
             "stale_since_ms BIGINT, channels INT, collector STRING, event_time_ms BIGINT, batch_id BIGINT",

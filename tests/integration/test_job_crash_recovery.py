@@ -15,7 +15,7 @@ from tests.support.job import publish, read
 BASE = 1_700_000_000_000
 ROOT = Path(__file__).parents[2]
 TABLES = ("membership_changes", "group_snapshots", "expected_assignments", "current_assignment", "anomaly_episodes",
-          "anomalies_current", "fault_windows", "producer_broker_status_current", "broker_status_current",
+          "anomalies_current", "group_status_current", "fault_windows", "producer_broker_status_current", "broker_status_current",
           "send_latency_minutes", "dead_letters")  # fmt: skip
 
 
@@ -114,3 +114,4 @@ def test_kill_minus_nine_and_restart_equals_an_uninterrupted_run(kafka_broker, s
         assert actual == expected, f"{table}: {len(actual)} rows after crash+restart vs {len(expected)} uninterrupted"
     assert table_rows(spark, tmp_path / "uninterrupted", "fault_windows")
     assert table_rows(spark, tmp_path / "uninterrupted", "anomaly_episodes")
+    assert table_rows(spark, tmp_path / "uninterrupted", "group_status_current")
