@@ -63,6 +63,13 @@ class ClientProcess:
 
     def start(self, timeout_s: float = 60.0) -> ClientProcess:
         """Start the JVM and wait for its ``started`` line (for ``bench``: nothing to wait for)."""
+        self.launch()
+        if self.mode != "bench":
+            self.started = self.wait_for(lambda line: line["kind"] == "started", timeout_s)
+        return self
+
+    def launch(self) -> int:
+        """Start the JVM without waiting for it; its PID."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         stderr = open(self.log_dir / f"{self.mode}-{time.monotonic_ns()}.stderr", "w")  # noqa: SIM115
         self._stderr_path = Path(stderr.name)
@@ -71,9 +78,7 @@ class ClientProcess:
         stderr.close()
         self._reader = threading.Thread(target=self._read, name=f"client-{self.mode}", daemon=True)
         self._reader.start()
-        if self.mode != "bench":
-            self.started = self.wait_for(lambda line: line["kind"] == "started", timeout_s)
-        return self
+        return self._process.pid
 
     def _read(self) -> None:
         assert self._process is not None and self._process.stdout is not None

@@ -328,8 +328,9 @@ class MonitorJob:
                     pass
 
     def run(self, duration_s: float | None = None, on_tick: Any = None) -> int:
-        """Run until SIGTERM/Ctrl-C (or ``duration_s``); returns the process exit code. The queries then
-        finish their running batches (``stop_queries``), unless a second signal says not to wait."""
+        """Run until SIGTERM/Ctrl-C, ``duration_s`` or ``on_tick`` (called about every second) returning True;
+        returns the process exit code. The queries then finish their running batches (``stop_queries``), unless
+        a second signal says not to wait."""
         stopping, hurry = threading.Event(), threading.Event()
 
         def on_signal(*_: Any) -> None:
@@ -344,8 +345,8 @@ class MonitorJob:
             while not stopping.is_set() and (deadline is None or time.monotonic() < deadline):
                 self.refresh_job_metrics()
                 supervisor.check(self.queries, time.monotonic())
-                if on_tick is not None:
-                    on_tick(self)
+                if on_tick is not None and on_tick(self):
+                    break
                 stopping.wait(1.0)
             return 0
         except QueryFailedRepeatedly as error:
