@@ -299,6 +299,7 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
             "RRM__PATHS__DELTA_ROOT": str(run_dir / "delta"),
             "RRM__PATHS__CHECKPOINT_ROOT": str(run_dir / "checkpoints"),
             "RRM__SPARK__TRIGGER_INTERVAL": '"3 seconds"',
+            "RRM__SPARK__STOP_GRACE_SECONDS": "60",  # a busy machine's batch still commits when the demo stops
             "RRM__INGEST__WATERMARK_DELAY": '"5 seconds"',
             "RRM__METRICS__PORT": str(port),
             "RRM__MEMBERSHIP__SHARDS": "2",
@@ -329,8 +330,8 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
                 _say(f"the RocketMQ side could not start: {side.error}")
                 clock["failed"] = 1.0
                 return True
-            if side.ready.is_set() and side.script is not None and not monitor_shows.is_set() and _groups(job):
-                _say("the monitor shows the initial groups; the script starts")
+            if side.ready.is_set() and not monitor_shows.is_set() and _caught_up(job):
+                _say(f"the monitor's first consumer batch is done and shows {_groups(job)} groups; the script starts")
                 clock["script"] = now
                 monitor_shows.set()
             elapsed = now - clock["up"]
@@ -380,6 +381,11 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
         print(f'    .venv/bin/rebalance-monitor query sql --delta-root {delta} "select * from membership_changes '
               f"where \\\"group\\\" = '{script.orders}'\"")  # fmt: skip
     return code
+
+
+def _caught_up(job: Any) -> bool:
+    """The consumer query has completed a batch (the backlog since the collector started) and shows groups."""
+    return "consumer" in job.board.snapshot() and _groups(job) > 0
 
 
 def _groups(job: Any) -> int:

@@ -26,8 +26,8 @@ def started_pids(output: str) -> set[int]:
     pids = set()
     for line in output.splitlines():
         if line.startswith("[demo]") and "already running" not in line:
-            for first, second in re.findall(r"\bpids? (\d+)(?:, (\d+))?", line):
-                pids |= {int(p) for p in (first, second) if p}
+            for single, first, second in re.findall(r"\bpid (\d+)|\bpids (\d+), (\d+)", line):
+                pids |= {int(p) for p in (single, first, second) if p}
     return pids
 
 
@@ -39,7 +39,7 @@ def one(pattern: str, output: str) -> tuple[str, ...]:
 
 def test_rocketmq_demo_reports_its_script_and_stops_every_process(tmp_path):
     process = subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "demo", "--rocketmq", "--duration", "60", "--no-live",
+        [sys.executable, "-m", "streaming.cli", "demo", "--rocketmq", "--duration", "90", "--no-live",
          "--metrics-port", str(free_port())],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
