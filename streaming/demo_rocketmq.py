@@ -311,6 +311,7 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
             "RRM__COLLECTOR__METRICS_PORT": str(free_port()),
         }
         config = load_config(None, env=env)
+        _say(f"Delta tables: {run_dir / 'delta'} (readable with rebalance-monitor query while the demo runs)")
 
         # The cluster, the collector and the consumers start while Spark does: neither needs the other yet.
         side = _RocketMQSide(settings.line, prefix, run_dir, env)
