@@ -342,6 +342,9 @@ class MonitorJob:
                                      lambda name: self.metrics.inc("rmqmon_query_restarts_total", (name,)))  # fmt: skip
         try:
             self.start()
+            # Creating the SparkContext installed PySpark's own SIGINT handler (cancel every job, raise
+            # KeyboardInterrupt), which would abort the running batches: Ctrl-C is this method's again.
+            signal.signal(signal.SIGINT, on_signal)
             while not stopping.is_set() and (deadline is None or time.monotonic() < deadline):
                 self.refresh_job_metrics()
                 supervisor.check(self.queries, time.monotonic())
