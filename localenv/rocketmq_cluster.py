@@ -78,6 +78,32 @@ TEST_SPEED = TestSpeedOptions(channel_expired_timeout_ms=15_000, client_heartbea
 
 
 @dataclass(frozen=True)
+class AclAccount:
+    """Access control on the brokers (5.x only: ACL 2.0, authentication and authorization, users kept by each
+    broker): this account is created as the brokers' super user, and the cluster's own admin calls are signed
+    with it. A client without it, or with a wrong secret, is refused."""
+
+    access_key: str
+    secret_key: str
+
+    def broker_settings(self) -> dict[str, str]:
+        user = json.dumps({"username": self.access_key, "password": self.secret_key})
+        inner = json.dumps({"accessKey": self.access_key, "secretKey": self.secret_key})
+        return {
+            "authenticationEnabled": "true",
+            "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
+            "authenticationMetadataProvider":
+                "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider",
+            "authorizationEnabled": "true",
+            "authorizationProvider": "org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider",
+            "authorizationMetadataProvider":
+                "org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider",
+            "initAuthenticationUser": user,
+            "innerClientAuthenticationCredentials": inner,
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
 class ProcessInfo:
     pid: int
     port: int
@@ -133,9 +159,13 @@ class LocalRocketMQCluster:
         heap: str = "512m",
         test_speed: TestSpeedOptions = USER_DEFAULTS,
         stop_grace_s: float = 10.0,
+        acl: AclAccount | None = None,
     ) -> None:
         if line not in LINES:
             raise RocketMQClusterError(f"unknown RocketMQ line {line!r}; expected one of {', '.join(LINES)}")
+        if acl is not None and line != "5":
+            raise RocketMQClusterError("access control is offered on the 5.x cluster only")
+        self.acl = acl
         self.line = line
         self.home = Path(home if home is not None else default_home(line)).resolve()
         self._namesrv_port = namesrv_port
@@ -270,7 +300,9 @@ class LocalRocketMQCluster:
 
         Every command is idempotent, so one that fails (a broker answering late on a busy machine) is run again,
         up to ``attempts`` times."""
-        command = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+        signed = [] if self.acl is None else [f"-Drrm.admin.access.key={self.acl.access_key}",
+                                              f"-Drrm.admin.secret.key={self.acl.secret_key}"]  # fmt: skip
+        command = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *signed,
                    f"-Duser.home={self.home / 'admin'}", "-cp", jvm_artifacts.collector_classpath(),
                    "io.github.rrm.collector.ClusterAdmin", *args]  # fmt: skip
         reason = "no attempt"
@@ -352,6 +384,8 @@ class LocalRocketMQCluster:
             settings |= {"bindAddress": "127.0.0.1", "mappedFileSizeTimerLog": 8_388_608, "timerMaxDelaySec": 3_600}
             if self.test_speed.channel_expired_timeout_ms is not None:
                 settings["channelExpiredTimeout"] = self.test_speed.channel_expired_timeout_ms
+            if self.acl is not None:
+                settings |= self.acl.broker_settings()
         conf = self.home / name / "broker.conf"
         conf.parent.mkdir(parents=True, exist_ok=True)
         conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))

@@ -186,6 +186,11 @@ EPILOG_DEMO = """examples:
   rebalance-monitor demo                          # mixed scenario until Ctrl-C
   rebalance-monitor demo --duration 90 --scenario duplicate-ids
   rebalance-monitor demo --speed 60 --no-live     # plain log lines instead of the live view
+  rebalance-monitor demo --rocketmq               # a real local RocketMQ cluster, real consumers, the collector
+  rebalance-monitor demo --rocketmq --line 4.9 --duration 120
+With --rocketmq the fleet options (--scenario, --speed, --seed, --groups, ...) do not apply: the consumers are real
+processes and the script is fixed (a duplicate client ID, an inconsistent subscription, a crash, a scale-out);
+--duration counts from the script's start, once the monitor shows the initial groups (the script takes about 45 s).
 """
 
 EPILOG_SIMULATE = """examples:
@@ -238,6 +243,11 @@ class NotFound(Exception):
 
 
 def _demo(args: argparse.Namespace) -> int:
+    if args.rocketmq:
+        from streaming.demo_rocketmq import RocketMQDemoSettings, run_rocketmq_demo
+
+        return run_rocketmq_demo(RocketMQDemoSettings(args.line, args.duration, args.metrics_port,
+                                                      live=not args.no_live))  # fmt: skip
     from streaming.demo import DemoSettings, run_demo
 
     return run_demo(
@@ -669,6 +679,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--metrics-port", type=_positive(int), default=9464,
                       help="Prometheus endpoint port (default 9464; a free one if taken)")  # fmt: skip
     demo.add_argument("--no-live", action="store_true", help="plain log lines instead of the in-place view")
+    demo.add_argument("--rocketmq", action="store_true",
+                      help="a real local RocketMQ cluster with real consumers and the collector, not the simulator")
+    demo.add_argument("--line", choices=["5", "4.9"], default="5",
+                      help="with --rocketmq: the cluster's RocketMQ line (default 5: 5.3.3; 4.9: 4.9.7)")  # fmt: skip
     demo.set_defaults(handler=_demo)
 
     simulate = commands.add_parser(

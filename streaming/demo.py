@@ -238,6 +238,11 @@ def run_demo(settings: DemoSettings) -> int:
 
 def summary_line(job: Any, virtual_ms: int, sent: int) -> str:
     """The live view in one line (``--no-live``)."""
+    return f"+{virtual_ms // 1000} s simulated, {sent} events sent; {state_summary(job)}"
+
+
+def state_summary(job: Any) -> str:
+    """Groups, open anomalies, avoided brokers and the queries' last batches, in one line."""
     with job.metrics.lock:
         gauges = {k: dict(v) for k, v in job.metrics.gauges.items()}
     groups = len(gauges.get("rmqmon_group_members", {}))
@@ -249,23 +254,30 @@ def summary_line(job: Any, virtual_ms: int, sent: int) -> str:
         for n, p in progress
     )
     return (
-        f"+{virtual_ms // 1000} s simulated, {sent} events sent; {groups} groups; "
-        f"open anomalies: {', '.join(anomalies) or '-'}; avoided brokers: {', '.join(avoided) or '-'}; "
-        f"{batches or 'no batch yet'}"
+        f"{groups} groups; open anomalies: {', '.join(anomalies) or '-'}; "
+        f"avoided brokers: {', '.join(avoided) or '-'}; {batches or 'no batch yet'}"
     )
 
 
 def render(job: Any, scenario: str, virtual_ms: int, sent: int, failed: int, port: int) -> None:
+    header = (f"RocketMQ rebalance monitor -- demo ({scenario}), simulated time +{virtual_ms // 1000} s, "
+              f"{sent} events sent, {failed} failed, metrics http://127.0.0.1:{port}/metrics")  # fmt: skip
+    show([header, "", *view_lines(job), "", "Ctrl-C stops the demo."])
+
+
+def show(lines: list[str]) -> None:
+    """Replace the terminal's content with ``lines``."""
+    sys.stdout.write("\x1b[H\x1b[2J" + "\n".join(lines) + "\n")
+    sys.stdout.flush()
+
+
+def view_lines(job: Any) -> list[str]:
+    """The live view's body: groups with their members, queues and open anomalies; brokers; queries."""
     state = job.metrics
     with state.lock:
         gauges = {k: dict(v) for k, v in state.gauges.items()}
     members = gauges.get("rmqmon_group_members", {})
-    lines = [
-        f"RocketMQ rebalance monitor -- demo ({scenario}), simulated time +{virtual_ms // 1000} s, "
-        f"{sent} events sent, {failed} failed, metrics http://127.0.0.1:{port}/metrics",
-        "",
-    ]
-    lines.append(f"{'consumer group':28} {'members':>7} {'gen':>4} {'orphaned':>8} {'double':>6}  open anomalies")
+    lines = [f"{'consumer group':28} {'members':>7} {'gen':>4} {'orphaned':>8} {'double':>6}  open anomalies"]
     queues = gauges.get("rmqmon_group_queues", {})
     anomalies = gauges.get("rmqmon_group_open_anomalies", {})
     for (group,), count in sorted(members.items()):
@@ -287,6 +299,4 @@ def render(job: Any, scenario: str, virtual_ms: int, sent: int, failed: int, por
             f"query {name:14} batch {progress.batch_id:>4}  {progress.input_rows_per_second:8.1f} rows/s in  "
             f"last batch {progress.batch_duration_ms} ms  watermark {progress.watermark}"
         )
-    lines.append("\nCtrl-C stops the demo.")
-    sys.stdout.write("\x1b[H\x1b[2J" + "\n".join(lines) + "\n")
-    sys.stdout.flush()
+    return lines

@@ -340,8 +340,9 @@ class MonitorJob:
                     pass
 
     def run(self, duration_s: float | None = None, on_tick: Any = None) -> int:
-        """Run until SIGTERM/Ctrl-C (or ``duration_s``); returns the process exit code. The queries then
-        finish their running batches (``stop_queries``), unless a second signal says not to wait."""
+        """Run until SIGTERM/Ctrl-C, ``duration_s`` or ``on_tick`` (called about every second) returning True;
+        returns the process exit code. The queries then finish their running batches (``stop_queries``), unless
+        a second signal says not to wait."""
         stopping, hurry = threading.Event(), threading.Event()
 
         def on_signal(*_: Any) -> None:
@@ -353,11 +354,14 @@ class MonitorJob:
                                      lambda name: self.metrics.inc("rmqmon_query_restarts_total", (name,)))  # fmt: skip
         try:
             self.start()
+            # Creating the SparkContext installed PySpark's own SIGINT handler (cancel every job, raise
+            # KeyboardInterrupt), which would abort the running batches: Ctrl-C is this method's again.
+            signal.signal(signal.SIGINT, on_signal)
             while not stopping.is_set() and (deadline is None or time.monotonic() < deadline):
                 self.refresh_job_metrics()
                 supervisor.check(self.queries, time.monotonic())
-                if on_tick is not None:
-                    on_tick(self)
+                if on_tick is not None and on_tick(self):
+                    break
                 stopping.wait(1.0)
             return 0
         except QueryFailedRepeatedly as error:

@@ -18,7 +18,7 @@ import pytest
 
 from connectors.kafka_broker import create_topics, free_port
 from connectors.rocketmq_collector import CollectorProcess
-from localenv.rocketmq_cluster import LocalRocketMQCluster
+from localenv.rocketmq_cluster import AclAccount, LocalRocketMQCluster
 from streaming.config import load_config
 from streaming.contract.events import Rejection, validate_event
 from tests.support.kafka_records import KafkaRecords
@@ -240,3 +240,47 @@ def test_collect_command_polls_the_configured_cycles_and_exits(rocketmq_clusters
     assert {(r["broker"], r["collector"], len(r["connections"])) for r in polls} == {("broker-a", "cli", 0),
                                                                                       ("broker-b", "cli", 0)}
     assert len(polls) <= 6
+
+
+def test_calls_refused_by_access_control_are_logged_and_counted_as_acl_denied(kafka_broker, tmp_path):
+    """A 5.3.3 cluster with access control (ACL 2.0): a collector without credentials, or with a wrong secret, is
+    refused by both brokers; every refusal counts as ``acl_denied`` (not ``admin_error``) with a log line saying
+    so, and the collector keeps polling. With the account's credentials the same collector reads the groups."""
+    account = AclAccount("rrm-admin", "rrm-secret-1")
+    cluster = LocalRocketMQCluster("5", tmp_path / "cluster", acl=account, stop_grace_s=5.0)
+    cluster.start()
+    try:
+        cluster.create_group("acl-g")  # signed with the account: the brokers know one group
+        topic = "acl.consumer-connections"
+        create_topics(kafka_broker.bootstrap_servers, [topic])
+        base = {"RRM__KAFKA__BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers,
+                "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": topic, "RRM__COLLECTOR__NAMESRV_ADDR": cluster.namesrv_addr,
+                "RRM__COLLECTOR__POLL_INTERVAL_MS": str(POLL_MS), "RRM__COLLECTOR__INCLUDE_GROUPS": '["acl-*"]'}  # fmt: skip
+        credentials = {
+            "none": {},
+            "wrong": {"RRM__COLLECTOR__ACCESS_KEY": account.access_key, "RRM__COLLECTOR__SECRET_KEY": "not-the-secret"},
+            "right": {"RRM__COLLECTOR__ACCESS_KEY": account.access_key, "RRM__COLLECTOR__SECRET_KEY": account.secret_key},
+        }
+        counters, logs = {}, {}
+        for name, extra in credentials.items():
+            collector = CollectorProcess(load_config(env={**base, **extra}), tmp_path / name, metrics_port=free_port())
+            collector.start()
+            try:
+                collector.wait_polling()
+                wait_for("two more cycles", lambda: collector.metrics().get("rmqcol_cycles_total", 0) >= 3, 120)  # noqa: B023
+                assert collector.running()
+                counters[name], logs[name] = collector.metrics(), collector.log_text()
+            finally:
+                collector.stop()
+    finally:
+        cluster.stop()
+
+    for name in ("none", "wrong"):
+        denied = counters[name].get('rmqcol_problems_total{kind="acl_denied"}', 0)
+        assert denied >= 4, (name, counters[name])  # both brokers refuse the subscription groups, cycle after cycle
+        assert counters[name].get('rmqcol_problems_total{kind="admin_error"}', 0) == 0, (name, counters[name])
+        assert counters[name].get("rmqcol_groups") == 0, (name, counters[name])
+        refusals = [line for line in logs[name].splitlines() if "refused by access control" in line]
+        assert {b for b in ("broker-a", "broker-b") if any(b in line for line in refusals)} == {"broker-a", "broker-b"}, logs[name][-2000:]
+    assert counters["right"].get('rmqcol_problems_total{kind="acl_denied"}', 0) == 0, counters["right"]
+    assert counters["right"].get("rmqcol_groups") == 1, counters["right"]

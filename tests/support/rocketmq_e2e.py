@@ -19,7 +19,7 @@ from connectors import agent_artifacts
 from connectors.rocketmq_collector import CollectorProcess
 from localenv.rocketmq_cluster import TEST_SPEED
 from tests.support.job import job_config
-from tests.support.rocketmq_client import ClientProcess
+from tests.support.rocketmq_client import ClientProcess, consumer_process
 
 Queue = tuple[str, int]
 CONVERGED_QUIET_S = 8.0  # four of the clients' 2 s rebalance intervals without a change
@@ -58,11 +58,9 @@ class Fleet:
                  agent: Mapping[str, str] | None = None) -> ClientProcess:  # fmt: skip
         """Start one push consumer of client line ``line`` with instance name ``name`` (with the client agent's
         reporter when ``agent`` gives its settings)."""
-        client = ClientProcess(line, "consumer", self.log_dir / name, agent=agent,
-                               jvm_properties=TEST_SPEED.client_jvm_properties(),
-                               namesrv=self.namesrv, group=group, topics=topic, strategy=strategy, model=model,
-                               instance_name=name, client_ip=client_ip,
-                               heartbeat_ms=TEST_SPEED.client_heartbeat_interval_ms)  # fmt: skip
+        client = consumer_process(line, self.log_dir / name, namesrv=self.namesrv, group=group, topics=topic,
+                                  instance_name=name, client_ip=client_ip, strategy=strategy, model=model,
+                                  agent=agent)  # fmt: skip
         self.clients.append(client)
         return client.start()
 

@@ -54,6 +54,7 @@ def test_top_level_help_lists_every_command(capsys):
     (["demo", "--speed", "fast"], "'fast' is not a number"),
     (["demo", "--groups", "many"], "'many' is not a whole number"),
     (["demo", "--clients", "0"], "'0' must be > 0"),
+    (["demo", "--rocketmq", "--line", "4.8"], "invalid choice: '4.8'"),
     (["query"], "the following arguments are required: WHAT"),
     (["query", "owners"], "invalid choice: 'owners'"),
     (["query", "assignment", "--table-version", "x"], "invalid int value: 'x'"),

@@ -5,6 +5,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.client.exception.MQBrokerException;
@@ -26,7 +28,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * the brokers of cluster info (name to master address). {@code create-group NAMESRV GROUP BROKERS}: a subscription
  * group on each named broker. {@code connections NAMESRV GROUP BROKER_ADDR}: that broker's connections of the group. {@code route NAMESRV TOPIC}: the topic's queues per broker.
  * Each prints one JSON line on success and exits 0; on failure it prints the reason
- * to stderr and exits 1.
+ * to stderr and exits 1. With system properties {@code rrm.admin.access.key} and {@code rrm.admin.secret.key} every
+ * call is signed (a cluster with access control).
  */
 public final class ClusterAdmin {
   private ClusterAdmin() {}
@@ -36,7 +39,10 @@ public final class ClusterAdmin {
       System.err.println("usage: ClusterAdmin wait-brokers|create-topic|cluster NAMESRV ...");
       System.exit(2);
     }
-    DefaultMQAdminExt admin = new DefaultMQAdminExt(5000);
+    String accessKey = System.getProperty("rrm.admin.access.key", "");
+    DefaultMQAdminExt admin = accessKey.isEmpty() ? new DefaultMQAdminExt(5000)
+        : new DefaultMQAdminExt(new AclClientRPCHook(new SessionCredentials(accessKey,
+            System.getProperty("rrm.admin.secret.key", ""))), 5000);
     admin.setNamesrvAddr(args[1]);
     admin.setInstanceName("rrm-cluster-admin-" + ProcessHandle.current().pid());
     admin.start();

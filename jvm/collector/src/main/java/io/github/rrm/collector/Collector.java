@@ -196,8 +196,7 @@ public final class Collector {
           continue;
         }
         counters.problem(isAclDenied(e) ? "acl_denied" : "nameserver_unreachable");
-        log.begin("namesrv", "cluster info from name server " + config.namesrvAddr + " failed, nothing polled: "
-            + brief(e));
+        log.begin("namesrv", "cluster info from name server " + config.namesrvAddr + failed(e) + " (nothing polled)");
         return;
       }
     }
@@ -300,7 +299,7 @@ public final class Collector {
         brokerUnreachable(broker, addr, down, e);
       } else {
         counters.problem(isAclDenied(e) ? "acl_denied" : "admin_error");
-        log.begin("groups:" + broker, "subscription groups of " + broker + " at " + addr + " failed: " + brief(e));
+        log.begin("groups:" + broker, "subscription groups of " + broker + " at " + addr + failed(e));
       }
       return List.of();
     }
@@ -324,14 +323,14 @@ public final class Collector {
         return new Poll(group, broker, System.currentTimeMillis(), null);
       }
       counters.problem(isAclDenied(e) ? "acl_denied" : "admin_error");
-      log.begin(key, "connections of group " + group + " on " + broker + " failed: " + brief(e));
+      log.begin(key, "connections of group " + group + " on " + broker + failed(e));
       return null;
     } catch (Exception e) {
       if (isUnreachable(e)) {
         brokerUnreachable(broker, addr, down, e);
       } else {
         counters.problem(isAclDenied(e) ? "acl_denied" : "admin_error");
-        log.begin(key, "connections of group " + group + " on " + broker + " failed: " + brief(e));
+        log.begin(key, "connections of group " + group + " on " + broker + failed(e));
       }
       return null;
     }
@@ -377,14 +376,14 @@ public final class Collector {
     } catch (MQClientException e) {
       if (e.getResponseCode() != TOPIC_NOT_EXIST) {
         counters.problem(isAclDenied(e) ? "acl_denied" : "admin_error");
-        log.begin("route:" + topic, "route of topic " + topic + " failed: " + brief(e));
+        log.begin("route:" + topic, "route of topic " + topic + failed(e));
         return;
       }
       counters.problem("topic_without_route");
       log.begin("route:" + topic, "topic " + topic + " has no route: publishing an empty route");
     } catch (Exception e) {
       counters.problem(isAclDenied(e) ? "acl_denied" : "nameserver_unreachable");
-      log.begin("route:" + topic, "route of topic " + topic + " failed: " + brief(e));
+      log.begin("route:" + topic, "route of topic " + topic + failed(e));
       return;
     }
     event.put("brokers", brokers);
@@ -428,8 +427,7 @@ public final class Collector {
     } catch (Exception e) {
       boolean timeout = e instanceof RemotingTimeoutException || String.valueOf(e.getMessage()).contains("timeout");
       counters.problem(isAclDenied(e) ? "acl_denied" : timeout ? "running_info_timeout" : "running_info_failed");
-      log.begin(key, "running info of client " + clientId + " (group " + group + ") via " + brokerAddr + " failed: "
-          + brief(e));
+      log.begin(key, "running info of client " + clientId + " (group " + group + ") via " + brokerAddr + failed(e));
       return;
     }
     if (info == null) {
@@ -539,6 +537,14 @@ public final class Collector {
         : e instanceof MQClientException c ? c.getResponseCode() : -1;
     String text = String.valueOf(e.getMessage()).toLowerCase();
     return code == ResponseCode.NO_PERMISSION || text.contains("no permission") || text.contains("access denied");
+  }
+
+  /** The end of a log line for a failed call: a refusal by access control says so, and what to check. */
+  private static String failed(Throwable e) {
+    return isAclDenied(e)
+        ? " refused by access control (check the collector's access_key and secret_key and the account's "
+            + "permissions): " + brief(e)
+        : " failed: " + brief(e);
   }
 
   private static String brief(Throwable e) {
