@@ -1,0 +1,83 @@
+"""The job on a Spark standalone cluster, chosen by configuration alone, writes the tables ``local[2]`` writes.
+
+The cluster is the project's own (``spark_cluster`` fixture: a master and two 1-core workers whose executors
+have no ``PYTHONPATH``); the job runs as ``rebalance-monitor run --config FILE --available-now`` with only
+``[spark] master`` naming the cluster. The reference is the same input through the same job in ``local[2]``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from streaming.job.tables import TABLES
+from tests.integration.test_job_scenarios import bad_input, run1_events, run2_events
+from tests.support.job import job_env, publish, read
+
+ROOT = Path(__file__).parents[2]
+
+
+def write_config(path: Path, master: str) -> Path:
+    """The job's configuration file: the master and nothing else (the rest comes from ``RRM__`` overrides)."""
+    path.write_text(f'[spark]\nmaster = "{master}"\n')
+    return path
+
+
+def start_job(config: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
+                            cwd=ROOT, env={**os.environ, **env}, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)  # fmt: skip
+
+
+def finish(process: subprocess.Popen) -> None:
+    try:
+        _, err = process.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        raise
+    assert process.returncode == 0, err.decode()[-3000:]
+
+
+def run_job(config: Path, env: dict[str, str]) -> None:
+    finish(start_job(config, env))
+
+
+def rows(spark, env: dict[str, str], table: str) -> list[str]:
+    class Cfg:
+        class paths:  # noqa: N801 - mimics MonitorConfig.paths
+            delta_root = env["RRM__PATHS__DELTA_ROOT"]
+
+    return sorted(repr(sorted(r.items())) for r in read(spark, Cfg, table))
+
+
+def assert_same_tables(spark, reference: dict[str, str], cluster: dict[str, str]) -> dict[str, int]:
+    counts = {}
+    for table in TABLES:
+        expected, actual = rows(spark, reference, table), rows(spark, cluster, table)
+        assert actual == expected, f"{table}: {len(actual)} rows on the cluster vs {len(expected)} in local[2]"
+        counts[table] = len(expected)
+    return counts
+
+
+def test_the_scenarios_on_the_cluster_give_the_tables_of_local(kafka_broker, spark, spark_cluster, tmp_path):
+    bootstrap = kafka_broker.bootstrap_servers
+    local, topics = job_env(bootstrap, tmp_path / "local", "cl-scen")
+    cluster, _ = job_env(bootstrap, tmp_path / "cluster", "cl-scen")
+    local_config = write_config(tmp_path / "local.toml", "local[2]")
+    cluster_config = write_config(tmp_path / "cluster.toml", spark_cluster.master_url)
+
+    publish(bootstrap, [(t, raw.encode()) for t, raw, _ in bad_input()] + run1_events(), topics)
+    run_job(local_config, local)
+    run_job(cluster_config, cluster)
+    publish(bootstrap, run2_events(), topics)
+    run_job(local_config, local)  # both restarted from their checkpoints
+    run_job(cluster_config, cluster)
+
+    counts = assert_same_tables(spark, local, cluster)
+    for table in ("membership_changes", "group_snapshots", "anomaly_episodes", "dead_letters"):
+        assert counts[table] > 0, f"{table} is empty: the comparison would prove nothing"
+    # The cluster ran it: executors of the job's applications worked on both workers.
+    assert all(list((Path(spark_cluster.home) / f"worker-{i}" / "work").glob("app-*")) for i in (0, 1))
+
