@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from streaming.job.tables import TABLES
+from tests.integration.test_job_crash_recovery import workload
 from tests.integration.test_job_scenarios import bad_input, run1_events, run2_events
 from tests.support.job import job_env, publish, read
 
@@ -81,3 +83,36 @@ def test_the_scenarios_on_the_cluster_give_the_tables_of_local(kafka_broker, spa
     # The cluster ran it: executors of the job's applications worked on both workers.
     assert all(list((Path(spark_cluster.home) / f"worker-{i}" / "work").glob("app-*")) for i in (0, 1))
 
+
+def consumer_commits(env: dict[str, str]) -> int:
+    commits = Path(env["RRM__PATHS__CHECKPOINT_ROOT"]) / "consumer" / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+
+
+def test_a_worker_killed_mid_run_leaves_the_job_to_the_other_and_the_tables_whole(kafka_broker, spark, spark_cluster,
+                                                                                 tmp_path):  # fmt: skip
+    bootstrap = kafka_broker.bootstrap_servers
+    batches = {"RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER": "60"}  # many micro-batches, so the kill lands mid-run
+    local, topics = job_env(bootstrap, tmp_path / "local", "cl-kill", **batches)
+    cluster, _ = job_env(bootstrap, tmp_path / "cluster", "cl-kill", **batches)
+    publish(bootstrap, workload(), topics)
+    run_job(write_config(tmp_path / "local.toml", "local[2]"), local)
+
+    process = start_job(write_config(tmp_path / "cluster.toml", spark_cluster.master_url), cluster)
+    try:
+        deadline = time.monotonic() + 600
+        while consumer_commits(cluster) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert process.poll() is None, "the job finished before a worker could be killed"
+        assert consumer_commits(cluster) >= 2, "no two consumer batches committed within 10 minutes"
+        killed_at = consumer_commits(cluster)
+        spark_cluster.kill_worker(1)  # the worker, its executor and the executor's Python workers: a lost machine
+        finish(process)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+        spark_cluster.start_worker(1)  # the session's cluster whole again for later tests
+
+    assert consumer_commits(cluster) > killed_at, "no batch ran after the kill"
+    counts = assert_same_tables(spark, local, cluster)
+    assert counts["fault_windows"] > 0 and counts["anomaly_episodes"] > 0 and counts["membership_changes"] > 0
