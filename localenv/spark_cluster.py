@@ -2,9 +2,9 @@
 
 The processes are the pyspark distribution's own (``org.apache.spark.deploy.master.Master`` and
 ``...worker.Worker`` through its ``bin/spark-class``), nothing downloaded. Each worker has one core and a small
-memory share, and its own work and scratch directories; the workers' environment carries no ``PYTHONPATH``, so
-executors import the job's code only from what the application ships them. Logs, work directories and the PID
-record live under one git-ignored directory (``.run/spark-cluster`` by default). The same class backs
+memory share, and its own work and scratch directories; the workers' environment carries none of the caller's
+``PYTHONPATH`` or Spark variables. Logs, work directories and the PID record live under one git-ignored
+directory (``.run/spark-cluster`` by default). The same class backs
 ``rebalance-monitor spark-cluster start|stop|status`` and the ``spark_cluster`` test fixture; readiness is every
 worker ALIVE in the master's JSON status (``http://127.0.0.1:<webui>/json/``).
 """

@@ -1,12 +1,13 @@
 """The job on a Spark standalone cluster, chosen by configuration alone, writes the tables ``local[2]`` writes.
 
-The cluster is the project's own (``spark_cluster`` fixture: a master and two 1-core workers whose executors
-have no ``PYTHONPATH``); the job runs as ``rebalance-monitor run --config FILE --available-now`` with only
+The cluster is the project's own (``spark_cluster`` fixture: a master and two 1-core workers started without
+the caller's ``PYTHONPATH``); the job runs as ``rebalance-monitor run --config FILE --available-now`` with only
 ``[spark] master`` naming the cluster. The reference is the same input through the same job in ``local[2]``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -116,3 +117,35 @@ def test_a_worker_killed_mid_run_leaves_the_job_to_the_other_and_the_tables_whol
     assert consumer_commits(cluster) > killed_at, "no batch ran after the kill"
     counts = assert_same_tables(spark, local, cluster)
     assert counts["fault_windows"] > 0 and counts["anomaly_episodes"] > 0 and counts["membership_changes"] > 0
+
+
+PROBE = """
+import json, sys
+from streaming.job.spark_session import SparkSettings, build_spark_session
+
+def where(_):
+    import os, streaming, streaming.domain.fleet as fleet
+    return json.dumps([streaming.__file__, fleet.__file__, os.getcwd()])
+
+session = build_spark_session(SparkSettings(master=sys.argv[1], app_name="rrm-probe"))
+print(json.dumps(sorted(set(session.sparkContext.parallelize(range(4), 4).map(where).collect()))))
+session.stop()
+"""
+
+
+def test_executors_import_the_job_from_the_zip_the_driver_ships(spark_cluster):
+    """Without the zip the executors' Python would find the project wherever the virtualenv's install points
+    (this checkout, on this machine): the job's code must come from what the driver shipped."""
+    from connectors.python_package import python_zip
+
+    result = subprocess.run([sys.executable, "-c", PROBE, spark_cluster.master_url], cwd=ROOT, capture_output=True,
+                            text=True, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = [json.loads(entry) for entry in json.loads(result.stdout.strip().splitlines()[-1])]
+    shipped = python_zip().name
+    assert seen
+    for package, module, cwd in seen:
+        # Each executor's copy of the driver's zip, in its work directory under a worker, not the project.
+        assert package.endswith(f"{shipped}/streaming/__init__.py"), package
+        assert module.endswith(f"{shipped}/streaming/domain/fleet.py"), module
+        assert Path(cwd).is_relative_to(spark_cluster.home) and not Path(cwd).is_relative_to(ROOT), cwd
