@@ -668,12 +668,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spark_cluster.add_argument("action", choices=["start", "stop", "status"])
     spark_cluster.add_argument("--home", default=None, help="logs and work directories (default .run/spark-cluster)")
-    spark_cluster.add_argument("--master-port", type=int, default=None,
+    spark_cluster.add_argument("--master-port", type=_positive(int), default=None,
                                help="master port on 127.0.0.1 (default: a free one)")  # fmt: skip
-    spark_cluster.add_argument("--webui-port", type=int, default=None,
+    spark_cluster.add_argument("--webui-port", type=_positive(int), default=None,
                                help="master web UI and JSON status port (default: a free one)")  # fmt: skip
-    spark_cluster.add_argument("--workers", type=int, default=2, help="number of workers (default 2)")
-    spark_cluster.add_argument("--worker-cores", type=int, default=1, help="cores per worker (default 1)")
+    spark_cluster.add_argument("--workers", type=_positive(int), default=2, help="number of workers (default 2)")
+    spark_cluster.add_argument("--worker-cores", type=_positive(int), default=1, help="cores per worker (default 1)")
     spark_cluster.add_argument("--worker-memory", default="1g", help='memory per worker (default "1g")')
     spark_cluster.set_defaults(handler=_spark_cluster)
 

@@ -149,3 +149,27 @@ def test_executors_import_the_job_from_the_zip_the_driver_ships(spark_cluster):
         assert package.endswith(f"{shipped}/streaming/__init__.py"), package
         assert module.endswith(f"{shipped}/streaming/domain/fleet.py"), module
         assert Path(cwd).is_relative_to(spark_cluster.home) and not Path(cwd).is_relative_to(ROOT), cwd
+
+
+def test_the_cli_starts_reports_and_stops_a_cluster_by_pid(tmp_path):
+    from connectors.kafka_broker import pid_alive
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "streaming.cli", "spark-cluster", *args, "--home", str(tmp_path)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    pids: list[int] = []
+    started = cli("start", "--workers", "1")
+    try:
+        assert started.returncode == 0, started.stderr[-2000:]
+        recorded = json.loads((tmp_path / "cluster.json").read_text())
+        pids = [recorded["master"]["pid"]] + [w["pid"] for w in recorded["workers"]]
+        assert f"spark://127.0.0.1:{recorded['master']['port']}" in started.stdout and all(map(pid_alive, pids))
+        status = cli("status")
+        assert status.returncode == 0 and "1 of 1 workers ALIVE" in status.stdout, status.stdout
+    finally:
+        stopped = cli("stop")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert not any(map(pid_alive, pids))
+    after = cli("status")
+    assert after.returncode == 3 and "not running" in after.stdout
