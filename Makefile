@@ -22,4 +22,5 @@ clean:
 	-$(PY) -m streaming.cli kafka stop
 	-$(PY) -m streaming.cli rocketmq stop --line 5
 	-$(PY) -m streaming.cli rocketmq stop --line 4.9
+	-$(PY) -m streaming.cli spark-cluster stop
 	rm -rf .run

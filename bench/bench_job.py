@@ -254,6 +254,12 @@ def main() -> None:
         action="store_true",
         help="skip the monitor's unmeasured warm-up pass (then only its first batch is left out of `sustained`)",
     )
+    parser.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master of both sides (default local[2]); e.g. the spark:// URL of `rebalance-monitor "
+        "spark-cluster start`. On a cluster cpu_s counts the driver's process tree only, not the executors'",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
     args = parser.parse_args()
     chosen = {p.strip() for p in args.paths.split(",") if p.strip()}
@@ -286,7 +292,7 @@ def main() -> None:
             else 0
         )
         # Both sides checkpoint under `work`, as the job's own settings would have them written.
-        spark = build_spark_session(SparkSettings(app_name="rrm-bench", checkpoint_root=str(work)))
+        spark = build_spark_session(SparkSettings(master=args.master, app_name="rrm-bench", checkpoint_root=str(work)))
         send_schema = (
             "type STRING, schema_version INT, event_time BIGINT, producer_id STRING, producer_group STRING, "
             "topic STRING, broker STRING, queue_id INT, latency_ms BIGINT, outcome STRING, client_version STRING"
@@ -392,6 +398,7 @@ def main() -> None:
             json.dumps(
                 {
                     "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+                    "master": args.master,
                     "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "input": {
                         "sends": n_sends,

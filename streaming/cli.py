@@ -27,6 +27,14 @@ EPILOG_ROCKETMQ = """examples:
   rebalance-monitor rocketmq stop
 """
 
+EPILOG_SPARK_CLUSTER = """examples:
+  rebalance-monitor spark-cluster start    # master + two 1-core workers on 127.0.0.1, print the master URL
+  rebalance-monitor spark-cluster status
+  rebalance-monitor spark-cluster stop
+then run the job on it by configuration alone:
+  RRM__SPARK__MASTER=spark://127.0.0.1:PORT rebalance-monitor run --config conf/monitor.toml
+"""
+
 EPILOG_COLLECT = """examples:
   rebalance-monitor collect --config my-monitor.toml       # [collector] and [kafka] of the file; Ctrl-C stops
   RRM__COLLECTOR__NAMESRV_ADDR="10.0.0.1:9876;10.0.0.2:9876" rebalance-monitor collect --config my-monitor.toml
@@ -52,6 +60,46 @@ def _kafka(args: argparse.Namespace) -> int:
         info = broker.info()
         print(f"running: pid {info.pid}, {info.bootstrap_servers}" if info else "not running")
         return 0 if info else 3
+    return 0
+
+
+def _spark_cluster(args: argparse.Namespace) -> int:
+    from localenv.spark_cluster import SparkClusterError
+
+    try:
+        return _spark_cluster_action(args)
+    except SparkClusterError as error:
+        print(f"rebalance-monitor spark-cluster: {error}", file=sys.stderr)
+        return 1
+
+
+def _spark_cluster_action(args: argparse.Namespace) -> int:
+    from localenv.spark_cluster import LocalSparkCluster
+
+    if args.action != "start":
+        cluster = LocalSparkCluster(args.home)
+    else:
+        cluster = LocalSparkCluster(args.home, master_port=args.master_port, webui_port=args.webui_port,
+                                    workers=args.workers, worker_cores=args.worker_cores,
+                                    worker_memory=args.worker_memory)  # fmt: skip
+    if args.action == "start":
+        print(f"starting a Spark standalone cluster (master, {args.workers} workers) in {cluster.home} ...",
+              flush=True)  # fmt: skip
+        info = cluster.start()
+        print(f"Spark cluster running: master {info.master_url} (pid {info.master.pid}, status "
+              f"{info.webui_url}/json/), workers " + ", ".join(f"pid {w.pid}" for w in info.workers))
+    elif args.action == "stop":
+        print("Spark cluster stopped" if cluster.stop() else "no Spark cluster was running")
+    else:
+        info = cluster.info()
+        if info is None:
+            print("not running")
+            return 3
+        running = cluster.running_workers()
+        alive = cluster.alive_workers()
+        print(f"running: master {info.master_url} (pid {info.master.pid}), {alive} of {len(info.workers)} workers "
+              "ALIVE; " + ", ".join(f"worker-{i} pid {w.pid} {'up' if i in running else 'DOWN'}"
+                                    for i, w in enumerate(info.workers)))  # fmt: skip
     return 0
 
 
@@ -619,6 +667,25 @@ def build_parser() -> argparse.ArgumentParser:
     rocketmq.add_argument("--namesrv-port", type=int, default=None,
                           help="name server port on 127.0.0.1 (default: a free one)")  # fmt: skip
     rocketmq.set_defaults(handler=_rocketmq)
+
+    spark_cluster = commands.add_parser(
+        "spark-cluster",
+        help="start/stop/status of a local Spark standalone cluster (master and two workers)",
+        description="A Spark standalone master and workers on 127.0.0.1 from the pyspark distribution's own "
+        "classes; logs and work directories under --home, stopped by PID.",
+        epilog=EPILOG_SPARK_CLUSTER,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    spark_cluster.add_argument("action", choices=["start", "stop", "status"])
+    spark_cluster.add_argument("--home", default=None, help="logs and work directories (default .run/spark-cluster)")
+    spark_cluster.add_argument("--master-port", type=_positive(int), default=None,
+                               help="master port on 127.0.0.1 (default: a free one)")  # fmt: skip
+    spark_cluster.add_argument("--webui-port", type=_positive(int), default=None,
+                               help="master web UI and JSON status port (default: a free one)")  # fmt: skip
+    spark_cluster.add_argument("--workers", type=_positive(int), default=2, help="number of workers (default 2)")
+    spark_cluster.add_argument("--worker-cores", type=_positive(int), default=1, help="cores per worker (default 1)")
+    spark_cluster.add_argument("--worker-memory", default="1g", help='memory per worker (default "1g")')
+    spark_cluster.set_defaults(handler=_spark_cluster)
 
     collect = commands.add_parser(
         "collect",

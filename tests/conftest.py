@@ -19,6 +19,7 @@ TIER_BY_FOLDER = {
     "integration": "integration",
     "observability": "observability",
     "rocketmq": "rocketmq",
+    "spark_cluster": "spark_cluster",
 }
 
 
@@ -72,6 +73,20 @@ def rocketmq_cluster(request: pytest.FixtureRequest, rocketmq_clusters: Callable
     """The local RocketMQ cluster of the line given by indirect parametrisation (default ``"5"``):
     ``@pytest.mark.parametrize("rocketmq_cluster", ["5", "4.9"], indirect=True)``."""
     return rocketmq_clusters(getattr(request, "param", "5"))
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A local Spark standalone cluster (``localenv.spark_cluster``: a master and two 1-core workers on free
+    127.0.0.1 ports), started on first use, stopped by PID at session end."""
+    from localenv.spark_cluster import LocalSparkCluster
+
+    cluster = LocalSparkCluster(tmp_path_factory.mktemp("spark-cluster"), stop_grace_s=5.0)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,8 @@ extensions and catalog, the Kafka connector and Delta jars resolved from Maven C
 state store with changelog checkpointing and bounded memory, a small fixed shuffle partition count (it is
 pinned into every checkpoint), checkpoint files written through Hadoop's FileSystem API when the
 checkpoints are local, and this interpreter for Python workers (a system Python would lack pandas/pyarrow).
+With executors in processes of their own (a cluster), the project's Python packages are shipped to them as
+one zip (``connectors.python_package``) and the jars through ``spark.jars``, both served by the driver.
 """
 
 from __future__ import annotations
@@ -64,6 +66,20 @@ def is_local(path: str) -> bool:
     """Whether ``path`` (a plain path or a URI) names a directory on this machine's file system."""
     scheme = urlsplit(path).scheme
     return scheme in ("", "file")
+
+
+def executors_elsewhere(master: str) -> bool:
+    """Whether executors run in processes of their own (any master but ``local``/``local[...]``), which
+    import the job's Python code only from what the application ships them."""
+    return not (master == "local" or master.startswith("local["))
+
+
+def on_loopback(master: str) -> bool:
+    """Whether a ``spark://`` master listens on this machine's loopback address."""
+    if not master.startswith("spark://"):
+        return False
+    hosts = {urlsplit(url).hostname for url in ("spark://" + part for part in master[8:].split(","))}
+    return hosts <= {"127.0.0.1", "localhost"}
 
 
 def spark_conf(settings: SparkSettings) -> dict[str, str]:
@@ -125,8 +141,10 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
     java_options = "-XX:-DontCompileHugeMethods -Xss32m"
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         conf[key] = " ".join(filter(None, [java_options, settings.extra_conf.get(key, "")]))
-    if settings.master.startswith("local"):
-        # Keep a laptop or CI run on loopback only.
+    if settings.master.startswith("local") or on_loopback(settings.master):
+        # Keep a laptop or CI run on loopback only (a cluster on this machine too: its executors reach the
+        # driver at 127.0.0.1). A cluster elsewhere reaches the driver at Spark's own choice of address, or at
+        # the spark.driver.host of [spark.conf].
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
     if settings.local_dir:
@@ -155,6 +173,12 @@ def build_spark_session(settings: SparkSettings | None = None) -> SparkSession:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    if executors_elsewhere(settings.master):
+        # The job's packages travel with the application (the driver serves the zip, as it serves spark.jars),
+        # so executors on other machines run exactly the driver's code, whatever their PYTHONPATH.
+        from connectors.python_package import python_zip
+
+        session.sparkContext.addPyFile(str(python_zip()))
     set_logger_levels(session, QUIETED_LOGGERS)
     return session
 

@@ -114,3 +114,28 @@ def test_python_workers_reach_the_jvm_over_a_unix_domain_socket(spark):  # type:
     row = spark.range(1).mapInPandas(sockets, "unix INT, tcp INT").first()
     assert row["unix"] >= 1
     assert row["tcp"] == 0
+
+
+@pytest.mark.parametrize(
+    ("master", "elsewhere", "loopback"),
+    [
+        ("local[2]", False, False),
+        ("local", False, False),
+        ("local-cluster[2,1,1024]", True, False),
+        ("spark://127.0.0.1:7077", True, True),
+        ("spark://localhost:7077", True, True),
+        ("spark://10.0.0.5:7077", True, False),
+        ("spark://127.0.0.1:7077,10.0.0.5:7077", True, False),
+        ("k8s://https://api.example:443", True, False),
+        ("yarn", True, False),
+    ],
+)
+def test_which_masters_get_the_zip_and_a_driver_on_loopback(master, elsewhere, loopback):  # type: ignore[no-untyped-def]
+    from streaming.job.spark_session import SparkSettings, executors_elsewhere, on_loopback, spark_conf
+
+    assert executors_elsewhere(master) is elsewhere
+    assert on_loopback(master) is loopback
+    conf = spark_conf(SparkSettings(master=master))
+    on_127 = master.startswith("local") or loopback
+    assert (conf.get("spark.driver.host") == "127.0.0.1") is on_127
+    assert (conf.get("spark.driver.bindAddress") == "127.0.0.1") is on_127

@@ -31,6 +31,12 @@ def publish(bootstrap: str, events: Iterable[Mapping[str, Any] | tuple[str, byte
 
 
 def job_config(bootstrap: str, root: Path, prefix: str, **env: str):
+    base, topics = job_env(bootstrap, root, prefix, **env)
+    return load_config(None, env=base), topics
+
+
+def job_env(bootstrap: str, root: Path, prefix: str, **env: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The tests' job settings as ``RRM__`` environment overrides, and the topics (created) by event type."""
     topics = {t: f"{prefix}.{name}" for t, name in DEFAULT_TOPICS.items()}
     create_topics(bootstrap, topics.values())
     base = {
@@ -43,7 +49,7 @@ def job_config(bootstrap: str, root: Path, prefix: str, **env: str):
         **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items() if TOPIC_OPTIONS[t] == t},
         **env,
     }
-    return load_config(None, env=base), topics
+    return base, topics
 
 
 def run_available(spark, config) -> MonitorJob:

@@ -13,7 +13,7 @@ import pytest
 
 from streaming.cli import build_parser, main
 
-COMMANDS = ["run", "demo", "simulate", "query", "allocate", "maintain", "kafka", "smoke"]
+COMMANDS = ["run", "demo", "simulate", "query", "allocate", "maintain", "kafka", "spark-cluster", "smoke"]
 ROOT = Path(__file__).parents[2]
 
 
@@ -62,6 +62,9 @@ def test_top_level_help_lists_every_command(capsys):
     (["allocate", "--client-line", "6", "--queues", "2", "--clients", "a"], "invalid choice: '6'"),
     (["allocate", "--virtual-nodes", "0", "--queues", "2", "--clients", "a"], "'0' must be > 0"),
     (["kafka", "restart"], "invalid choice: 'restart'"),
+    (["spark-cluster", "restart"], "invalid choice: 'restart'"),
+    (["spark-cluster", "start", "--workers", "0"], "'0' must be > 0"),
+    (["spark-cluster", "start", "--worker-cores", "one"], "'one' is not a whole number"),
     (["query", "sql", "--delta-root", "."], "the following arguments are required: statement"),
     (["query", "anomalies", "SELECT 1"], "unrecognized arguments: SELECT 1"),
     (["query", "history"], "invalid choice: 'history'"),

@@ -1,0 +1,175 @@
+"""The job on a Spark standalone cluster, chosen by configuration alone, writes the tables ``local[2]`` writes.
+
+The cluster is the project's own (``spark_cluster`` fixture: a master and two 1-core workers started without
+the caller's ``PYTHONPATH``); the job runs as ``rebalance-monitor run --config FILE --available-now`` with only
+``[spark] master`` naming the cluster. The reference is the same input through the same job in ``local[2]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from streaming.job.tables import TABLES
+from tests.integration.test_job_crash_recovery import workload
+from tests.integration.test_job_scenarios import bad_input, run1_events, run2_events
+from tests.support.job import job_env, publish, read
+
+ROOT = Path(__file__).parents[2]
+
+
+def write_config(path: Path, master: str) -> Path:
+    """The job's configuration file: the master and nothing else (the rest comes from ``RRM__`` overrides)."""
+    path.write_text(f'[spark]\nmaster = "{master}"\n')
+    return path
+
+
+def start_job(config: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
+                            cwd=ROOT, env={**os.environ, **env}, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)  # fmt: skip
+
+
+def finish(process: subprocess.Popen) -> None:
+    try:
+        _, err = process.communicate(timeout=900)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        raise
+    assert process.returncode == 0, err.decode()[-3000:]
+
+
+def run_job(config: Path, env: dict[str, str]) -> None:
+    finish(start_job(config, env))
+
+
+def rows(spark, env: dict[str, str], table: str) -> list[str]:
+    class Cfg:
+        class paths:  # noqa: N801 - mimics MonitorConfig.paths
+            delta_root = env["RRM__PATHS__DELTA_ROOT"]
+
+    return sorted(repr(sorted(r.items())) for r in read(spark, Cfg, table))
+
+
+def assert_same_tables(spark, reference: dict[str, str], cluster: dict[str, str]) -> dict[str, int]:
+    counts = {}
+    for table in TABLES:
+        expected, actual = rows(spark, reference, table), rows(spark, cluster, table)
+        assert actual == expected, f"{table}: {len(actual)} rows on the cluster vs {len(expected)} in local[2]"
+        counts[table] = len(expected)
+    return counts
+
+
+def test_the_scenarios_on_the_cluster_give_the_tables_of_local(kafka_broker, spark, spark_cluster, tmp_path):
+    bootstrap = kafka_broker.bootstrap_servers
+    local, topics = job_env(bootstrap, tmp_path / "local", "cl-scen")
+    cluster, _ = job_env(bootstrap, tmp_path / "cluster", "cl-scen")
+    local_config = write_config(tmp_path / "local.toml", "local[2]")
+    cluster_config = write_config(tmp_path / "cluster.toml", spark_cluster.master_url)
+
+    publish(bootstrap, [(t, raw.encode()) for t, raw, _ in bad_input()] + run1_events(), topics)
+    run_job(local_config, local)
+    run_job(cluster_config, cluster)
+    publish(bootstrap, run2_events(), topics)
+    run_job(local_config, local)  # both restarted from their checkpoints
+    run_job(cluster_config, cluster)
+
+    counts = assert_same_tables(spark, local, cluster)
+    for table in ("membership_changes", "group_snapshots", "anomaly_episodes", "dead_letters"):
+        assert counts[table] > 0, f"{table} is empty: the comparison would prove nothing"
+    # The cluster ran it: executors of the job's applications worked on both workers.
+    assert all(list((Path(spark_cluster.home) / f"worker-{i}" / "work").glob("app-*")) for i in (0, 1))
+
+
+def consumer_commits(env: dict[str, str]) -> int:
+    commits = Path(env["RRM__PATHS__CHECKPOINT_ROOT"]) / "consumer" / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+
+
+def test_a_worker_killed_mid_run_leaves_the_job_to_the_other_and_the_tables_whole(kafka_broker, spark, spark_cluster,
+                                                                                 tmp_path):  # fmt: skip
+    bootstrap = kafka_broker.bootstrap_servers
+    batches = {"RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER": "60"}  # many micro-batches, so the kill lands mid-run
+    local, topics = job_env(bootstrap, tmp_path / "local", "cl-kill", **batches)
+    cluster, _ = job_env(bootstrap, tmp_path / "cluster", "cl-kill", **batches)
+    publish(bootstrap, workload(), topics)
+    run_job(write_config(tmp_path / "local.toml", "local[2]"), local)
+
+    process = start_job(write_config(tmp_path / "cluster.toml", spark_cluster.master_url), cluster)
+    try:
+        deadline = time.monotonic() + 600
+        while consumer_commits(cluster) < 2 and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert process.poll() is None, "the job finished before a worker could be killed"
+        assert consumer_commits(cluster) >= 2, "no two consumer batches committed within 10 minutes"
+        killed_at = consumer_commits(cluster)
+        spark_cluster.kill_worker(1)  # the worker, its executor and the executor's Python workers: a lost machine
+        finish(process)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+        spark_cluster.start_worker(1)  # the session's cluster whole again for later tests
+
+    assert consumer_commits(cluster) > killed_at, "no batch ran after the kill"
+    counts = assert_same_tables(spark, local, cluster)
+    assert counts["fault_windows"] > 0 and counts["anomaly_episodes"] > 0 and counts["membership_changes"] > 0
+
+
+PROBE = """
+import json, sys
+from streaming.job.spark_session import SparkSettings, build_spark_session
+
+def where(_):
+    import os, streaming, streaming.domain.fleet as fleet
+    return json.dumps([streaming.__file__, fleet.__file__, os.getcwd()])
+
+session = build_spark_session(SparkSettings(master=sys.argv[1], app_name="rrm-probe"))
+print(json.dumps(sorted(set(session.sparkContext.parallelize(range(4), 4).map(where).collect()))))
+session.stop()
+"""
+
+
+def test_executors_import_the_job_from_the_zip_the_driver_ships(spark_cluster):
+    """Without the zip the executors' Python would find the project wherever the virtualenv's install points
+    (this checkout, on this machine): the job's code must come from what the driver shipped."""
+    from connectors.python_package import python_zip
+
+    result = subprocess.run([sys.executable, "-c", PROBE, spark_cluster.master_url], cwd=ROOT, capture_output=True,
+                            text=True, timeout=600)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen = [json.loads(entry) for entry in json.loads(result.stdout.strip().splitlines()[-1])]
+    shipped = python_zip().name
+    assert seen
+    for package, module, cwd in seen:
+        # Each executor's copy of the driver's zip, in its work directory under a worker, not the project.
+        assert package.endswith(f"{shipped}/streaming/__init__.py"), package
+        assert module.endswith(f"{shipped}/streaming/domain/fleet.py"), module
+        assert Path(cwd).is_relative_to(spark_cluster.home) and not Path(cwd).is_relative_to(ROOT), cwd
+
+
+def test_the_cli_starts_reports_and_stops_a_cluster_by_pid(tmp_path):
+    from connectors.kafka_broker import pid_alive
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "streaming.cli", "spark-cluster", *args, "--home", str(tmp_path)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    pids: list[int] = []
+    started = cli("start", "--workers", "1")
+    try:
+        assert started.returncode == 0, started.stderr[-2000:]
+        recorded = json.loads((tmp_path / "cluster.json").read_text())
+        pids = [recorded["master"]["pid"]] + [w["pid"] for w in recorded["workers"]]
+        assert f"spark://127.0.0.1:{recorded['master']['port']}" in started.stdout and all(map(pid_alive, pids))
+        status = cli("status")
+        assert status.returncode == 0 and "1 of 1 workers ALIVE" in status.stdout, status.stdout
+    finally:
+        stopped = cli("stop")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert not any(map(pid_alive, pids))
+    after = cli("status")
+    assert after.returncode == 3 and "not running" in after.stdout
