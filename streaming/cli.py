@@ -874,6 +874,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from connectors.jvm_artifacts import ArtifactError
     from streaming.config import ConfigError
+    from streaming.job.storage_check import StorageError
 
     try:
         return int(args.handler(args))
@@ -884,7 +885,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rebalance-monitor {args.command}: error: {error} (see rebalance-monitor {args.command} --help)",
               file=sys.stderr)  # fmt: skip
         return 2
-    except (NotFound, ArtifactError) as error:
+    except (NotFound, ArtifactError, StorageError) as error:
         print(f"rebalance-monitor {args.command}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -55,8 +55,11 @@ class MonitorJob:
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
         from streaming.job.spark_session import SparkSettings, build_spark_session
+        from streaming.job.storage_check import check_writable
 
         c = self.config
+        check_writable(c.paths.delta_root, "Delta root ([paths] delta_root)")
+        check_writable(c.paths.checkpoint_root, "checkpoint root ([paths] checkpoint_root)")
         self.metrics.label_value_cap = c.metrics.label_value_cap
         self.session = build_spark_session(
             SparkSettings(
