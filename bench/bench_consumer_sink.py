@@ -87,14 +87,19 @@ def in_sequence(run_concurrently: Callable[[list[Callable[[], None]]], None]):  
     return run
 
 
-def main() -> None:
+def fleet_arguments(results: Path) -> argparse.ArgumentParser:
+    """The options of ``engine_batches``' fleet, and where the results go (default ``results``)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--groups", type=int, default=50)
     parser.add_argument("--members", type=int, default=4)
     parser.add_argument("--changing", type=int, default=5, help="groups with a change per batch")
     parser.add_argument("--batches", type=int, default=16)
-    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
-    args = parser.parse_args()
+    parser.add_argument("--results", type=Path, default=results, help=f"where to write the JSON (default {results})")
+    return parser
+
+
+def main() -> None:
+    args = fleet_arguments(RESULTS).parse_args()
 
     from streaming.job import outputs
     from streaming.job.consumer_query import OUTPUT_SCHEMA

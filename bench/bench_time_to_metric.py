@@ -18,7 +18,6 @@ sink's return, wall and the driver's CPU. ``sustained`` leaves out the first two
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -30,19 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.bench_consumer_sink import engine_batches
+from bench.bench_consumer_sink import engine_batches, fleet_arguments
 
 RESULTS = Path(__file__).parent / "results" / "time_to_metric.json"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--groups", type=int, default=50)
-    parser.add_argument("--members", type=int, default=4)
-    parser.add_argument("--changing", type=int, default=5, help="groups with a change per batch")
-    parser.add_argument("--batches", type=int, default=16)
-    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
-    args = parser.parse_args()
+    args = fleet_arguments(RESULTS).parse_args()
 
     from connectors.metrics import MetricsState
     from streaming.job import outputs

@@ -126,14 +126,18 @@ class LocalSparkCluster:
         except (urllib.error.URLError, OSError, ValueError) as error:
             raise SparkClusterError(f"the master's status at {info.webui_url}/json/ did not answer: {error}") from None
 
+    def _alive_webui_ports(self) -> list[str]:
+        """The web UI port of every worker the master counts ALIVE now."""
+        return [worker.get("webuiaddress", "").rsplit(":", 1)[-1]
+                for worker in self.status().get("workers", []) if worker.get("state") == "ALIVE"]  # fmt: skip
+
     def alive_workers(self) -> int:
         """How many workers the master counts ALIVE now."""
-        return sum(1 for worker in self.status().get("workers", []) if worker.get("state") == "ALIVE")
+        return len(self._alive_webui_ports())
 
     def registered(self, workers: list[ProcessInfo]) -> bool:
         """Whether the master counts each of ``workers`` ALIVE (told apart by their web UI ports)."""
-        alive = {worker.get("webuiaddress", "").rsplit(":", 1)[-1]
-                 for worker in self.status().get("workers", []) if worker.get("state") == "ALIVE"}  # fmt: skip
+        alive = set(self._alive_webui_ports())
         return all(str(worker.webui_port) in alive for worker in workers)
 
     def running_workers(self) -> list[int]:
@@ -186,13 +190,9 @@ class LocalSparkCluster:
         alive = [pid for pid in pids if pid_alive(pid)]
         self._signal_groups([w.pid for w in info.workers], signal.SIGTERM)
         self._signal_groups([info.master.pid], signal.SIGTERM)
-        deadline = time.monotonic() + self._stop_grace_s
-        while time.monotonic() < deadline and any(pid_alive(pid) for pid in pids):
-            time.sleep(0.2)
+        _wait_exited(pids, self._stop_grace_s)
         self._signal_groups(pids, signal.SIGKILL)  # what is left of each group: executors, Python workers
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline and any(pid_alive(pid) for pid in pids):
-            time.sleep(0.2)
+        _wait_exited(pids, 10.0)
         stuck = [pid for pid in pids if pid_alive(pid)]
         if stuck:
             raise SparkClusterError(f"Spark processes {stuck} did not exit after SIGKILL")
@@ -203,9 +203,7 @@ class LocalSparkCluster:
         a lost machine. Returns the worker's PID."""
         worker = self._require().workers[index]
         self._signal_groups([worker.pid], signal.SIGKILL)
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline and pid_alive(worker.pid):
-            time.sleep(0.1)
+        _wait_exited([worker.pid], 10.0)
         return worker.pid
 
     def start_worker(self, index: int, timeout_s: float = 120.0) -> ProcessInfo:
@@ -231,25 +229,25 @@ class LocalSparkCluster:
     def _launch_worker(self, index: int, master_url: str) -> ProcessInfo:
         name = f"worker-{index}"
         work_dir = self.home / name / "work"
-        scratch = self.home / name / "local"
-        for directory in (work_dir, scratch):
-            directory.mkdir(parents=True, exist_ok=True)
+        work_dir.mkdir(parents=True, exist_ok=True)
         webui_port = free_port()
         pid = self._launch(name, "org.apache.spark.deploy.worker.Worker",
                            ["--host", "127.0.0.1", "--webui-port", str(webui_port), "--cores", str(self._worker_cores),
-                            "--memory", self._worker_memory, "--work-dir", str(work_dir), master_url],
-                           {"SPARK_LOCAL_DIRS": str(scratch)})  # fmt: skip
+                            "--memory", self._worker_memory, "--work-dir", str(work_dir), master_url])  # fmt: skip
         return ProcessInfo(pid, 0, webui_port)
 
-    def _launch(self, name: str, main_class: str, args: list[str], extra_env: dict[str, str] | None = None) -> int:
+    def _launch(self, name: str, main_class: str, args: list[str]) -> int:
         """One daemon through pyspark's ``bin/spark-class`` (which execs the JVM, so the PID is the JVM's), in a
-        process group of its own (a worker's executors join it), output to ``<home>/<name>/logs``."""
+        process group of its own (a worker's executors join it), output to ``<home>/<name>/logs``, scratch
+        space in ``<home>/<name>/local``."""
         home = spark_home()
         log_dir = self.home / name / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
+        scratch = self.home / name / "local"
+        for directory in (log_dir, scratch):
+            directory.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
         env |= {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": self._daemon_memory,
-                "SPARK_LOCAL_DIRS": str(self.home / name / "local"), **(extra_env or {})}  # fmt: skip
+                "SPARK_LOCAL_DIRS": str(scratch)}  # fmt: skip
         # A configuration directory of the cluster's own, so a user's spark-env.sh or spark-defaults.conf
         # (in pyspark's conf/ or $SPARK_CONF_DIR) cannot change it.
         conf_dir = self.home / "conf"
@@ -283,3 +281,10 @@ class LocalSparkCluster:
                 os.killpg(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+
+
+def _wait_exited(pids: list[int], seconds: float) -> None:
+    """Until none of ``pids`` is alive, for at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(pid_alive(pid) for pid in pids):
+        time.sleep(0.1)

@@ -76,19 +76,18 @@ def _spark_cluster(args: argparse.Namespace) -> int:
 def _spark_cluster_action(args: argparse.Namespace) -> int:
     from localenv.spark_cluster import LocalSparkCluster
 
-    if args.action != "start":
-        cluster = LocalSparkCluster(args.home)
-    else:
+    if args.action == "start":
         cluster = LocalSparkCluster(args.home, master_port=args.master_port, webui_port=args.webui_port,
                                     workers=args.workers, worker_cores=args.worker_cores,
                                     worker_memory=args.worker_memory)  # fmt: skip
-    if args.action == "start":
         print(f"starting a Spark standalone cluster (master, {args.workers} workers) in {cluster.home} ...",
               flush=True)  # fmt: skip
         info = cluster.start()
         print(f"Spark cluster running: master {info.master_url} (pid {info.master.pid}, status "
               f"{info.webui_url}/json/), workers " + ", ".join(f"pid {w.pid}" for w in info.workers))
-    elif args.action == "stop":
+        return 0
+    cluster = LocalSparkCluster(args.home)
+    if args.action == "stop":
         print("Spark cluster stopped" if cluster.stop() else "no Spark cluster was running")
     else:
         info = cluster.info()

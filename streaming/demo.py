@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
@@ -108,13 +109,48 @@ class _Waiting:
         return time.monotonic() - self.started
 
 
+def start_kafka(broker: Any, status: _StatusLine) -> Any:
+    """Start the local Kafka broker (or find it running) behind a waiting line; its ``BrokerInfo``."""
+    _say("starting the local Kafka broker on 127.0.0.1 ...")
+    phase = time.monotonic()
+    running = broker.info() is not None
+    waiting = _Waiting(status, "waiting for the broker")
+    try:
+        info = broker.start()
+    finally:
+        waiting.stop()
+    _say(f"Kafka broker {'already running' if running else 'ready'} at {info.bootstrap_servers} "
+         f"(pid {info.pid}, {time.monotonic() - phase:.0f} s)")  # fmt: skip
+    return info
+
+
+def job_env(bootstrap: str, stamp: str, run_dir: Path, metrics_port: int) -> tuple[dict[str, str], dict[str, str], int]:
+    """A demo job's own topics (``demo-<stamp>.*``, created) and its configuration as ``RRM__`` overrides:
+    those topics, tables and checkpoints under ``run_dir``, a 3 s trigger, and ``metrics_port`` (a free port
+    when it is taken). Returns the topics, the overrides and the metrics port."""
+    from connectors.kafka_broker import create_topics, free_port, port_is_open
+    from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
+
+    topics = {t: f"demo-{stamp}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
+    create_topics(bootstrap, topics.values())
+    port = metrics_port if not port_is_open(metrics_port) else free_port()
+    env = {
+        "RRM__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+        **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items() if TOPIC_OPTIONS[t] == t},
+        "RRM__PATHS__DELTA_ROOT": str(run_dir / "delta"),
+        "RRM__PATHS__CHECKPOINT_ROOT": str(run_dir / "checkpoints"),
+        "RRM__SPARK__TRIGGER_INTERVAL": '"3 seconds"',
+        "RRM__METRICS__PORT": str(port),
+    }
+    return topics, env, port
+
+
 def run_demo(settings: DemoSettings) -> int:
     from connectors import jvm_artifacts
     from connectors.emitter import EventEmitter
-    from connectors.kafka_broker import LocalKafkaBroker, create_topics, free_port, port_is_open
+    from connectors.kafka_broker import LocalKafkaBroker
     from connectors.simulator import Simulation, build_scenario
     from streaming.config import load_config
-    from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
     from streaming.job.runner import MonitorJob
     from streaming.job.spark_session import set_logger_levels
 
@@ -130,28 +166,13 @@ def run_demo(settings: DemoSettings) -> int:
     counts = {profile: len(jvm_artifacts.jars(profile, status.update)) for profile in ("spark", "kafka")}
     status.done()
     _say(f"jars ready: {', '.join(f'{p} {n}' for p, n in counts.items())} ({time.monotonic() - phase:.0f} s)")
-    _say("starting the local Kafka broker on 127.0.0.1 ...")
-    phase = time.monotonic()
     broker = LocalKafkaBroker(PROJECT_ROOT / ".run" / "kafka")
-    waiting = _Waiting(status, "waiting for the broker")
-    try:
-        info = broker.start()
-    finally:
-        waiting.stop()
-    _say(f"broker ready at {info.bootstrap_servers} (pid {info.pid}, {time.monotonic() - phase:.0f} s)")
+    info = start_kafka(broker, status)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = PROJECT_ROOT / ".run" / "demo" / stamp
-    topics = {t: f"demo-{stamp}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
-    create_topics(info.bootstrap_servers, topics.values())
-    port = settings.metrics_port if not port_is_open(settings.metrics_port) else free_port()
-    env = {
-        "RRM__KAFKA__BOOTSTRAP_SERVERS": info.bootstrap_servers,
-        **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items() if TOPIC_OPTIONS[t] == t},
-        "RRM__PATHS__DELTA_ROOT": str(run_dir / "delta"),
-        "RRM__PATHS__CHECKPOINT_ROOT": str(run_dir / "checkpoints"),
-        "RRM__SPARK__TRIGGER_INTERVAL": '"3 seconds"',
+    topics, env, port = job_env(info.bootstrap_servers, stamp, run_dir, settings.metrics_port)
+    env |= {
         "RRM__INGEST__WATERMARK_DELAY": '"10 seconds"',
-        "RRM__METRICS__PORT": str(port),
         "RRM__MEMBERSHIP__SHARDS": "4",
         # simulated time runs ahead of the Kafka record timestamps (wall clock): accept the most the config allows
         "RRM__INGEST__MAX_FUTURE_SKEW_MS": str(MAX_FUTURE_SKEW_MS),

@@ -22,7 +22,17 @@ from typing import Any
 from connectors.jvm_artifacts import PROJECT_ROOT
 from localenv.rocketmq_clients import ClientProcess, consumer_process
 from localenv.rocketmq_cluster import TEST_SPEED, VERSION_BY_LINE
-from streaming.demo import FALLING_BEHIND_LOGGER, _say, _StatusLine, _Waiting, show, state_summary, view_lines
+from streaming.demo import (
+    FALLING_BEHIND_LOGGER,
+    _say,
+    _StatusLine,
+    _Waiting,
+    job_env,
+    show,
+    start_kafka,
+    state_summary,
+    view_lines,
+)
 
 QUEUES_PER_BROKER = 4
 FIRST_STEP_S = 8.0  # from the monitor running to the script's first step
@@ -251,10 +261,9 @@ class _RocketMQSide:
 
 def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
     from connectors import agent_artifacts, jvm_artifacts
-    from connectors.kafka_broker import LocalKafkaBroker, create_topics, free_port, port_is_open
+    from connectors.kafka_broker import LocalKafkaBroker, free_port
     from localenv.rocketmq_cluster import PROFILE_BY_LINE
     from streaming.config import load_config
-    from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
     from streaming.job.runner import MonitorJob
     from streaming.job.spark_session import set_logger_levels
 
@@ -282,28 +291,12 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
         _say(f"jars ready: {', '.join(f'{p} {n}' for p, n in counts.items())}, test clients of both client "
              f"lines ({time.monotonic() - phase:.0f} s)")  # fmt: skip
 
-        _say("starting the local Kafka broker on 127.0.0.1 ...")
-        phase = time.monotonic()
-        started_kafka = kafka.info() is None
-        waiting = _Waiting(status, "waiting for the broker")
-        try:
-            kafka_info = kafka.start()
-        finally:
-            waiting.stop()
-        _say(f"Kafka broker {'ready' if started_kafka else 'already running'} at {kafka_info.bootstrap_servers} "
-             f"(pid {kafka_info.pid}, {time.monotonic() - phase:.0f} s)")  # fmt: skip
-        topics = {t: f"demo-{stamp}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
-        create_topics(kafka_info.bootstrap_servers, topics.values())
-        port = settings.metrics_port if not port_is_open(settings.metrics_port) else free_port()
-        env = {
-            "RRM__KAFKA__BOOTSTRAP_SERVERS": kafka_info.bootstrap_servers,
-            **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items() if TOPIC_OPTIONS[t] == t},
-            "RRM__PATHS__DELTA_ROOT": str(run_dir / "delta"),
-            "RRM__PATHS__CHECKPOINT_ROOT": str(run_dir / "checkpoints"),
-            "RRM__SPARK__TRIGGER_INTERVAL": '"3 seconds"',
+        started_kafka = kafka.info() is None  # before its start: a half-started broker is stopped too
+        kafka_info = start_kafka(kafka, status)
+        _, env, port = job_env(kafka_info.bootstrap_servers, stamp, run_dir, settings.metrics_port)
+        env |= {
             "RRM__SPARK__STOP_GRACE_SECONDS": "60",  # a busy machine's batch still commits when the demo stops
             "RRM__INGEST__WATERMARK_DELAY": '"5 seconds"',
-            "RRM__METRICS__PORT": str(port),
             "RRM__MEMBERSHIP__SHARDS": "2",
             "RRM__MEMBERSHIP__HEARTBEAT_INTERVAL_MS": str(TEST_SPEED.client_heartbeat_interval_ms),
             "RRM__COLLECTOR__COLLECTOR_ID": f'"{prefix}"',
