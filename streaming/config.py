@@ -1,23 +1,9 @@
 """The monitor's configuration: typed, frozen, validated at load time with one line per problem.
 
-Role: turn ``conf/monitor.toml``-style files and ``RRM__...`` environment variables into one immutable
-``MonitorConfig`` that the job, the CLI and the tests share. Plain Python (``tomllib``); it imports only the
-pure domain (fault-table presets) and the contract (default topics), never Spark or Kafka.
-
-Precedence: built-in defaults < the TOML file < environment variables ``RRM__<SECTION>__<KEY>=value``
-(nested tables add segments: ``RRM__KAFKA__TOPICS__SEND_RESULT``, ``RRM__KAFKA__OPTIONS__SASL_JAAS_CONFIG``).
-An environment value is read as a TOML literal when it is one (``8``, ``true``, ``[1, 2]``,
-``[{group = "g*"}]``) and as plain text otherwise; where the option is a string, the text is always taken
-as is (``RRM__SPARK__APP_NAME=123`` is the name "123"). Kafka option keys take ``_`` for ``.``.
-
-``conf/monitor.toml`` is the annotated reference with every option and its default; the defaults below equal
-it exactly (a unit test loads the file and compares). Tables merge key by key; arrays (``[[...]]`` rules)
-replace the default array as a whole.
-
-Validation collects *every* problem -- unknown keys (with a did-you-mean), wrong types, values out of range,
-and rules across fields -- into one ``ConfigError`` with one line per problem, each naming the option and,
-for environment overrides, the variable that set it. Values of secret-looking options (password, jaas,
-secret, key, token, credential) never appear in a ``repr``, a ``str`` or an error message.
+Turns ``conf/monitor.toml``-style files and ``RRM__...`` environment variables into one immutable
+``MonitorConfig`` that the job, the CLI and the tests share; every problem is collected into one ``ConfigError``
+and secret values never appear in messages. Plain Python: it imports only the pure domain and the contract.
+Precedence and validation rules: ``docs/design/configuration.md``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,9 @@
 """The event contract in Python: event types, topics, limits, schemas and the dead-letter validator.
 
-Role: what publishers, the simulator and the tests use to build and check events; the Spark job reads the
-same schema files and compiles them to SQL (``streaming.job.validation``). Plain Python: this module imports
-only the standard library (``jsonschema`` lazily, for the reference check), never Spark or Kafka.
-
-``validate_event`` classifies a raw Kafka value exactly as the job does (``streaming.job.ingest``): the same
-checks in the same order, the first failure naming the dead-letter reason, with the same detail text:
-
-1. ``OVERSIZED``               the raw value is larger than ``max_event_bytes``;
-2. ``NOT_JSON``                no value, or its first JSON value does not parse (duplicate keys, NaN, ...);
-3. ``NOT_AN_OBJECT``           that value is not a JSON object;
-4. ``UNKNOWN_TYPE``            ``type`` (or, without one, the topic's ``default_type``) is not an event type;
-5. ``UNKNOWN_SCHEMA_VERSION``  ``schema_version`` is present but not a version the job knows for the type;
-6. the schema's rules, in the order the job's compiler emits them (``MISSING_FIELD``, ``WRONG_TYPE``,
-   ``INVALID_VALUE``, ``NEGATIVE_LATENCY``, ``OVERSIZED`` for too many items);
-7. the cross-field rules JSON Schema's supported subset cannot express (``CROSS_FIELD_RULES``);
-8. ``FUTURE_TIMESTAMP``        ``event_time`` is more than ``max_future_skew_ms`` after ``now_ms``.
-
-Where Spark's JSON reader differs from Python's ``json`` module, this module follows Spark (measured with
-Spark 4.2's ``try_parse_json``/``variant_get``), because the job is what accepts or rejects events:
-a number written without exponent and with a zero fraction (``1.0``) is an integer, one with an exponent
-(``1e3``) is a double and not an integer, integers longer than 38 digits are doubles; duplicate keys and
-``NaN``/``Infinity`` literals are not JSON; text after a complete top-level object or array is ignored;
-invalid UTF-8 becomes U+FFFD; an unpaired surrogate escape (``"\\ud800"``) anywhere in the value is not JSON;
-JSON ``null`` in a field counts as an absent field.
+What publishers, the simulator and the tests use to build and check events; the job compiles the same schema
+files to SQL (``streaming.job.validation``). ``validate_event`` classifies a raw Kafka value exactly as the job
+does, same checks, order, reason and detail, reading JSON as Spark does. Standard library only (``jsonschema``
+lazily, for the reference check). The order and Spark's JSON rules: ``docs/design/event-validation.md``.
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
 """Analysis of one consumer group: what every client computes, and what is wrong with it.
 
-Input: the group's membership (per-broker views), the queues of each subscribed topic (mqAll from the
-routes), how to build each strategy, and optionally the previous analysis (for churn) and the
-assignments clients report. Output: an ``Analysis`` with per-topic results and ``findings`` (anomalies
-with the context that explains them), deterministic (sorted) so a replayed batch yields the same rows.
-
-Which cidAll: each client asks a random broker of the topic's route (``findConsumerIdList``), so clients
-may compute with different lists when brokers disagree. The analysis uses the *primary* view (most
-channels; ties broken by broker name) for the expected assignment and reports DIVERGING_BROKER_VIEWS with
-every view's cidAll when they differ.
-
-Who consumes a topic: every channel is in cidAll, but only clients that subscribe the topic rebalance
-it (semantics 5.3). A share computed for a non-subscriber is therefore never pulled: those queues are
-orphaned, and the non-subscribers are named in an INCONSISTENT_SUBSCRIPTION finding.
-
-Who allocates: only CLUSTERING clients that rebalance themselves. A BROADCASTING group takes every queue on
-every client, and a POP group (5.x POP-mode push consumers, 5.x gRPC clients through the proxy) is served by
-the broker (semantics 3.5, 3.6): such a group gets no expected assignment and no per-topic findings, only its
-allocation mode (``Analysis.allocation``). Stale polled views (``membership.fresh_views``) take no part
-while a fresh view has channels: they hold what the broker last showed, not what it shows now.
+From the group's broker views, the routes' queues and each client's strategy it derives the expected
+assignment from the primary view and the findings (orphaned and double-owned queues, inconsistent
+subscriptions, diverging views, ...), sorted so a replayed batch yields the same rows. BROADCASTING and POP
+groups get no expectation. Which cidAll, who consumes and who allocates: ``docs/design/group-analysis.md``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """Producer latency fault tolerance: the fault table, fault items, and the monitor's fault-window replay.
 
-Role: reproduce what a RocketMQ producer with ``sendLatencyFaultEnable`` knows about each broker --
-``MQFaultStrategy.computeNotAvailableDuration`` and ``LatencyFaultToleranceImpl`` -- as immutable values,
-with time passed in as ``now_ms`` (the Java classes read ``System.currentTimeMillis()``), and turn a
-stream of send results into fault-window *episodes* the monitor stores and alerts on. Plain Python only;
-this module may import nothing outside ``streaming.domain``.
-
-The two client lines differ (section 6.4/6.5 of ``rocketmq-semantics.md``):
-
-========================  ============================================  =========================================
-                          4.9.x (``rocketmq-4``)                        5.1.4+ / develop (``rocketmq-5``)
-========================  ============================================  =========================================
-latencyMax (ms)           50, 100, 550, 1000, 2000, 3000, 15000         50, 100, 550, 1800, 3000, 5000, 15000
-notAvailableDuration      0, 0, 30000, 60000, 120000, 180000, 600000    0, 0, 2000, 5000, 6000, 10000, 30000
-isolation feeds           30000 ms into the table (-> 600 s)            10000 ms into the table (-> 10 s)
-startTimestamp            overwritten: ``now + d`` on every update       extended only: ``now + d`` if ``d > 0``
-                                                                        and later than the current value
-reachable flag            none                                          set on every update
-isAvailable               ``now - startTimestamp >= 0``                 ``now >= startTimestamp`` (5.2.0+)
-========================  ============================================  =========================================
-
-``startTimestamp`` is misnamed in Java: it is the instant from which the broker is available again, i.e.
-the *end* of the fault window. Here it is ``FaultItem.start_timestamp_ms`` (the Java name, so the
-differential tests read naturally) and ``window_end_ms`` in episodes.
+Reproduces ``MQFaultStrategy`` and ``LatencyFaultToleranceImpl`` of both client lines as immutable values with
+time passed in, and turns a stream of send results into the fault-window episodes the monitor stores and alerts
+on. The two lines' differences and the misnamed ``startTimestamp``: ``docs/design/fault-tolerance.md``.
 """
 
 from __future__ import annotations

@@ -1,40 +1,9 @@
 """The broker's consumer-group membership rules, as a pure state machine per group and broker view.
 
-Each broker keeps its own view of a group: the channels (connections) that sent heartbeats and one
-subscription table for the whole group. The rules, from RocketMQ's ``ConsumerManager`` and
-``ClientHousekeepingService`` (semantics reference section 5.2):
-
-1. A HEARTBEAT registers or refreshes a channel. A **new channel** is a CHANGE (the broker notifies every
-   channel of the group). The heartbeat's subscription list **overwrites** the group's table on that
-   broker: a topic added or removed is a CHANGE; a higher ``sub_version`` for an existing topic replaces
-   the entry silently; a lower or equal one is ignored.
-2. UNREGISTER removes the channel it came from (CHANGE). CHANNEL_CLOSE, CHANNEL_EXCEPTION and CHANNEL_IDLE
-   remove the channel (CHANGE).
-3. The periodic scan removes a channel whose last heartbeat is **more than** ``expiry_ms`` old (120 s by
-   default) **without** a CHANGE: survivors only notice at their next 20 s rebalance. The monitor still
-   records it, as EXPIRED.
-4. A view without channels is dropped, and with it that broker's subscription table; a group without
-   views is gone.
-5. ``cid_all(view)`` is what that broker answers to GET_CONSUMER_LIST_BY_GROUP: one entry per channel,
-   duplicates kept (callers sort as ``RebalanceImpl`` does).
-
-Out-of-order input: an event older than the channel's last update does not refresh it, and an event older
-than the channel's removal does not bring it back (the removal time is kept as a tombstone until it is
-``expiry_ms`` old), so a replay in another order cannot resurrect a consumer that left.
-
-A *held* heartbeat (``ChannelEvent.held_until_ms``) stands for a run of identical heartbeats of its channel,
-none more than ``expiry_ms`` after the one before: applied at its own time, it leaves the channel updated at
-the run's last time, so no scan inside the run finds it silent. ``fleet.ShardEngine.steady_runs`` says
-when a run may be applied that way (its heartbeats after the first must all be steady refreshes).
-
-Besides the broker's own data, each channel keeps what its client reported (its own subscriptions,
-client version, allocation strategy, message model, consume type): the analysis needs them.
-
-A view may instead be fed by a collector's polls of the broker's connection list (``ConnectionPoll``,
-``apply_poll``): each poll replaces the view as a whole at its time (unlisted channels VANISHED), the
-view is never scanned for expiry (the broker's own expiry shows in its next poll), and without a newer
-poll within ``stale_after_ms`` it turns STALE, its channels kept as last seen (``mark_stale``).
-``docs/design/snapshot-views.md`` explains why.
+Each broker keeps its own channels and one subscription table per group; heartbeats, unregisters, channel
+closes and the expiry scan change them exactly as RocketMQ's ``ConsumerManager`` does, out-of-order input never
+resurrects a channel that left, and a view may instead be fed by a collector's polls (replaced whole, turning
+STALE without newer polls). The rules and their reasons: ``docs/design/membership-rules.md``.
 """
 
 from __future__ import annotations

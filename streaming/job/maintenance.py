@@ -1,30 +1,8 @@
 """Keeping the monitor's Delta tables small and fast to read: compaction and VACUUM (``rebalance-monitor maintain``).
 
-A running job commits a file or two per table and micro-batch (2,880 batches a day at a 30 s trigger), and
-MERGE and compaction leave replaced files behind. Three mechanisms keep that bounded:
-
-* **Auto compaction in the writer** (``[delta] auto_compact``, the table property
-  ``delta.autoOptimize.autoCompact``): after a commit that leaves 50 or more small files, the writing query
-  compacts them itself, in its own thread. It therefore never races the job's own MERGEs.
-* **OPTIMIZE** here, only where the job does not compact: append-only tables (the history tables and the
-  internal ``_send_fault_updates``) whose auto compaction is off. A compaction commit only rearranges files
-  (``dataChange = false``): blind appends never conflict with it, and the fault-windows query's Delta stream
-  skips it. The job's trim of the internal table (a DELETE every so many batches) does conflict with it:
-  whichever of the two commits second gives way (the trim waits for its next turn, ``maintain`` reports the
-  table uncompacted). Two compactions of the same files conflict too: one of them fails, after the other
-  did the work. So ``maintain`` never compacts a table the running job compacts itself. (A failed auto
-  compaction does not fail the job's write: the post-commit hook's error is logged and the data commit
-  stands; see ``spark_session``.)
-* **VACUUM of every table** here: files that no table version younger than the table's
-  ``delta.deletedFileRetentionDuration`` references are deleted (``[delta] deleted_file_retention_hours``,
-  set when the job creates the table; Delta 4 ignores a VACUUM ``RETAIN`` other than 0 hours). Time travel
-  and a lagging stream need those versions, so the retention must exceed how long the job may be down plus
-  the fault-windows query's lag.
-
-Current-state tables are MERGEd every batch. An OPTIMIZE that commits between a MERGE's read and its commit
-makes the MERGE fail (Delta's ``ConcurrentDeleteReadException``), and the failure stops the job. So with the
-job stopped (``job_stopped``, ``--job-stopped``) ``maintain`` compacts every table; while it runs, only the
-append-only tables without auto compaction.
+The writer compacts the tables it MERGEs itself (auto compaction); this module compacts only the append-only
+tables the job does not compact (all tables with ``job_stopped``) and VACUUMs every table past its retention,
+so it never races the running job's commits. Why each rule: ``docs/design/table-maintenance.md``.
 """
 
 from __future__ import annotations

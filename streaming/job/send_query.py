@@ -1,26 +1,9 @@
 """The send-result path: Kafka -> classify -> JVM reduction -> fault-window state -> Delta.
 
-Two queries, chained through an internal Delta table (exactly once end to end):
-
-1. ``send-ingest`` reads the send-result topic and, per micro-batch in ``foreachBatch``, reads, checks and
-   reduces its records in one JVM pass per partition (``send_reduce.reduce_kafka_batch``: the ingest fast
-   path's reader and checks, then the reduction; no shuffle, about 2 % of the batch left and cached). The
-   records the fast path does not take are classified by the rules (``ingest.classify``): rejects, almost
-   always; should a valid send be among them, the batch is classified and reduced again the classic way
-   (``send_batch``, ``send_reduce.reduce_in_partitions``), so it joins its pair's replay in its place. Then it
-   appends dead letters; the batch's per-minute
-   latency statistics to ``send_latency_minutes`` (each partition's partial aggregates, summed by readers: an
-   append costs one small commit where an additive MERGE read and rewrote the table's recent files on every
-   batch); and
-   the *reduced* sends (a few rows per (producer, broker) plus the slow and failed sends) to the internal
-   table ``_send_fault_updates``. Every so many batches it deletes that table's old rows (``FaultUpdatesTrim``).
-2. ``fault-windows`` reads ``_send_fault_updates`` as a Delta stream and keeps one fault item per
-   (producer, broker) in ``applyInPandasWithState`` with the producer's fault table and semantics,
-   waking up at each window's end (event-time timeout); it emits fault-window transitions and item
-   status, and its sink maintains ``broker_status_current``.
-
-Splitting the path this way keeps the heavy, per-send work in the JVM (the Python operator sees a small
-fraction of the sends) while the state that needs RocketMQ's semantics stays in Python.
+Two queries chained through the internal Delta table ``_send_fault_updates`` (exactly once end to end):
+``send-ingest`` reads, checks and reduces each batch in one JVM pass and appends dead letters, per-minute
+latency statistics and the reduced sends; ``fault-windows`` replays the reduced sends per (producer, broker)
+with RocketMQ's semantics. The heavy per-send work stays in the JVM: ``docs/design/send-pass.md``.
 """
 
 from __future__ import annotations

@@ -1,38 +1,9 @@
 """The send-result path, JVM side: reduce a micro-batch of send results before any Python sees them.
 
-A fleet sends far more messages than it has (producer, broker) pairs, and almost every send is fast and
-successful. Those sends cannot change a latency fault item, with one exception: under RocketMQ 4.x
-overwrite semantics, the first fast send after a slow or failed one ends the broker's window at once.
-So per (producer, broker) and micro-batch, ordered by event time (then Kafka partition and offset, for
-a stable order), a send is kept when it
-
-* is *notable*: from a producer with a fault table (``fault_table`` NULL: it runs without
-  ``sendLatencyFaultEnable`` and no send of it changes a fault item), and an error outcome, or latency at
-  or above the smallest latency whose fault duration is positive in that table (fast successes below it
-  have duration 0);
-* directly follows a notable send (it may end that window, 4.x semantics);
-* is the first of its key in the batch (it may end a window opened in an earlier batch); or
-* is the last of its key in the batch (presence: the Python side learns every live pair and its last
-  send time, for ``producers_seen`` and TTL eviction).
-
-Everything else is dropped here: the fault-window replay in ``fault_windows`` sees at most a few rows per
-pair and batch plus the notable sends, and its results are the same as replaying every send.
-
-The per-minute latency statistics are computed here too, entirely in the JVM, as partial aggregates per
-(broker, producer group, minute) of one batch and Spark partition, appended to ``send_latency_minutes`` as they
-are and summed by readers (``sum_minutes``): adding them up in the batch would cost a shuffle for nothing.
-
-The job does both in one pass per Spark partition (``reduce_in_partitions``, the JVM class
-``SendBatchReducer``): no shuffle and no sort of the batch, and only about 2 % of it is left to cache; the
-job that runs it is the collect of each partition's summary row (``summarize``). ``reduce_kafka_batch``
-(``KafkaSendReducer``) runs the same reduction straight from the Kafka records, reading each with the ingest
-fast path in the same pass: on 500,000 sends 0.63-0.65 s, against 1.08-1.18 s for ``classify`` and
-``send_batch`` then ``reduce_in_partitions``, and 1.01-1.06 s for ``from_json`` alone
-(``bench/bench_send_pass.py``, 2026-11-25). That is exact because the
-contract keys send results by ``producer_id``, so a producer's sends of a batch are in one partition; pairs
-seen in several partitions anyway are reduced again over the batch (``kept_sends``).
-``reduce_for_fault_windows`` and ``minute_statistics`` are the same rules in Spark SQL: the reference the
-tests hold the one-pass version to, and that re-reduction.
+Per (producer, broker) and batch only the sends that can change a fault item (plus the first and last, for
+window ends and presence) are kept, and the per-minute latency statistics are computed as partial aggregates,
+all in one JVM pass per partition (``reduce_kafka_batch``). The Spark SQL versions here are the tests' oracle.
+Which sends are kept and why: ``docs/design/send-pass.md``.
 """
 
 from __future__ import annotations
