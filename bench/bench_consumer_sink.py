@@ -1,23 +1,10 @@
 """Benchmark (not a test): the consumer query's Delta sink with its MERGEs run together vs one after the other.
 
 Run: ``.venv/bin/python -m bench.bench_consumer_sink [--groups 50 --members 4 --changing 5 --batches 16]``
--> prints a table and writes ``bench/results/consumer_sink.json``.
-
-A consumer micro-batch that carries changes writes up to five history tables (appends) and two current tables
-(``current_assignment`` and ``anomalies_current``, by MERGE). Each MERGE is exactly once through Delta's session
-settings, so the two used to run one after the other on the micro-batch's session; now each runs on a clone of
-it (``delta_sink.merge_idempotent``) and the sink starts all seven writes at once. This measures the sink alone
-(``outputs.consumer_sink``) on the rows the real engine emits, side by side in one Spark session, in turn per
-batch, each variant writing its own tables:
-
-* ``monitor``: the sink as the job runs it;
-* ``merges_in_sequence``: the same sink with its two MERGEs run one after the other in one thread, beside the
-  appends, as before.
-
-The batches come from ``ShardEngine``: ``groups`` groups of ``members`` consumers on one topic join in the first
-batch; then in every batch ``changing`` groups each gain a member that reuses a client ID (a duplicate: episodes
-open) or lose it again (they close), so every table gets rows in every batch. ``sustained`` leaves out the first
-two batches (the join, JIT warm-up).
+-> prints a table and writes ``bench/results/consumer_sink.json``. The real sink on the rows the real engine
+emits (every batch some groups gain or lose a duplicate client ID, so every table is written), its two MERGEs on
+cloned sessions beside the appends against the same MERGEs in sequence, in turn per batch in one session;
+``sustained`` leaves out the first two batches.
 """
 
 from __future__ import annotations

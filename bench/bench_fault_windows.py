@@ -1,20 +1,10 @@
 """Benchmark (not a test): the fault-windows query's stateful stage, keyed by shard of producers vs by pair.
 
 Run: ``.venv/bin/python -m bench.bench_fault_windows [--producers 200 --brokers 8 --sends 13 --batches 5]``
--> prints a table and writes ``bench/results/fault_windows.json``.
-
-Each micro-batch holds ``sends`` reduced sends (``_send_fault_updates`` rows, every other one slow enough to open
-or move a window) for each of ``producers x brokers`` pairs: every live pair has rows in every batch, as
-send-ingest keeps each pair's first and last send. The batches are appended one Delta commit at a time and each
-is read by an ``availableNow`` run of the query on one checkpoint, into a no-op sink (the Delta sink's cost does
-not depend on the keying). Side by side in one Spark session, in turn per batch:
-
-* ``monitor``: ``fault_query.build_fault_stream``, the job's query (state keyed by ``[producers] state_shards``);
-* ``per_pair``: the same state function keyed by (producer, broker), as the query was keyed before shards;
-* ``floor_per_shard`` / ``floor_per_pair``: a state function that reads its rows, keeps one value and emits
-  nothing, keyed each way: what ``applyInPandasWithState`` costs before the function does any work.
-
-``sustained`` leaves out the first batch (JIT, Python workers importing pandas and the domain, every pair new).
+-> prints a table and writes ``bench/results/fault_windows.json``. Every (producer, broker) pair has reduced sends
+in every batch, read by ``availableNow`` runs into a no-op sink: the job's query (state keyed by
+``[producers] state_shards``) against the same state function keyed per pair, and a no-op function keyed each
+way (the operator's own price); ``sustained`` leaves out the first batch.
 """
 
 from __future__ import annotations

@@ -1,34 +1,10 @@
 """Benchmark (not a test): the job's two paths beside parse-only baselines, in one run on one machine.
 
-Run: ``.venv/bin/python -m bench.bench_job [--sends 2000000] [--groups 1000 --members 20 --rounds N]``
--> prints a table and writes ``bench/results/job.json``.
-
-* send-result path: ``send-ingest`` (classify, dead letters, per-minute statistics, JVM reduction, three
-  Delta commits per batch) vs a baseline query that reads the same topic and parses the JSON
-  (``from_json``) into a no-op sink. Target: >= 80 % of the baseline's rate. The producers run with
-  ``sendLatencyFaultEnable`` and 1 % of their sends are slow (600-4000 ms), so the reduction keeps
-  those and the chained ``fault-windows`` query opens and closes windows (its batches are reported as
-  ``fault_windows_query``).
-* heartbeat path: the ``consumer`` query (classify, shard, heartbeat runs in the JVM, stateful engine in
-  Python, Delta sinks) on ``groups x members`` consumers heartbeating every 30 s to two brokers vs the same
-  baseline. Target: >= 40 %. ``--without-runs`` adds the same query with every heartbeat a row of its own
-  (``heartbeat_runs.compress`` patched out: the job before heartbeat runs). With
-  ``--stateful-floor`` the same query also runs with a state function that does nothing
-  (``stateful_floor``): what Kafka, ingest, sharding, ``applyInPandasWithState`` and the sink cost without
-  any engine work, i.e. the best ratio the heartbeat path could reach on this machine; and once more with
-  only one record in ``THINNED_EVERY`` reaching that function (``stateful_floor_thinned``): if that costs
-  about the same, the floor is the operator's fixed price per batch, not the rows it carries to Python.
-
-Both sides read every record with ``availableNow`` and the same ``maxOffsetsPerTrigger`` (by default the
-job's own default on both paths, so the batches are the size the job runs when it has a backlog -- after a
-restart or an outage, which is when its throughput matters; ``--heartbeat-max-offsets 40004`` gives one
-heartbeat round per batch instead, what a 30 s trigger sees of a fleet it keeps up with); the rate is input
-rows / summed batch time (triggerExecution), the latency the median batch time. ``sustained`` repeats both
-over the batches after a warm-up: the first batch for sends (JIT), the first round for heartbeats (the whole
-fleet joining, a one-off when the monitor starts); ``sustained_ratio`` compares those. Each run also records
-the CPU seconds the Spark JVM and its Python workers spent (``cpu_s``, from /proc): on a machine
-shared with other work, wall-clock rates swing several-fold while CPU per event barely moves, so the
-``cpu_ratio`` (baseline CPU per event / monitor CPU per event) is the steadier figure there.
+Run: ``.venv/bin/python -m bench.bench_job [--paths send-result|heartbeat] [--sends N] [--groups N --members N]``
+-> prints a table and writes ``bench/results/job.json`` (``--results FILE`` elsewhere). Both sides read every
+record with ``availableNow`` at the job's batch size; rates are input rows over summed batch time, ``sustained``
+leaves out the warm-up batch, and ``cpu_ratio`` (CPU per event, from /proc) is the steadier figure on a shared
+machine. The variants (``--without-runs``, ``--stateful-floor``) and latest figures: ``bench/README.md``.
 """
 
 from __future__ import annotations

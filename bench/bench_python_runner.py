@@ -1,23 +1,10 @@
-"""Benchmark (not a test): what a stateful Python operator costs per micro-batch before it does any work, with the
-job's Python worker settings and with Spark's defaults.
+"""Benchmark (not a test): a stateful Python operator's price per micro-batch before it does any work.
 
 Run: ``.venv/bin/python -m bench.bench_python_runner [--rounds 3 --batches 12 --partitions 4]``
--> prints a table and writes ``bench/results/python_runner.json``.
-
-The query is the smallest stateful one: a file source of ``--batches`` JSON files of 8 records, one file per
-micro-batch, a watermark, ``applyInPandasWithState`` keyed by the record's key with an event-time timeout, a
-state function that reads its rows, keeps one value and emits one row, into a no-op sink. Spark runs two
-Python runners per partition and batch there (the batch's rows, then the timeout pass), whatever the state
-function does. Two variants, each in a process of its own (the socket setting is fixed per SparkContext), in
-turn for ``--rounds`` rounds:
-
-* ``job``: the session factory's settings (``spark.python.unix.domain.socket.enabled``) and a state function
-  that freezes its worker's imported heap first (``streaming.job.python_worker``), as the job's do;
-* ``spark_defaults``: the same with loopback TCP between the JVM and its workers, and no freeze.
-
-Reported per variant: the median batch time, and Spark's summed state-operator times (``allUpdatesTimeMs``:
-the runners of the batch's rows; ``allRemovalsTimeMs``: the timeout pass) over the batches after the first
-three (JIT, workers starting).
+-> prints a table and writes ``bench/results/python_runner.json``. The smallest stateful query (8 records a batch,
+``applyInPandasWithState`` with an event-time timeout, a no-op state function) with the job's worker settings
+(Unix domain sockets, a frozen imported heap) against Spark's defaults (loopback TCP, no freeze), each in a
+process of its own: median batch time and the state operator's update and timeout-pass times.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Benchmark (not a test): the send-result path's JVM pass over one batch, without Kafka or Delta.
 
 Run: ``.venv/bin/python -m bench.bench_send_pass [--sends 500000] [--rounds 3]`` -> prints, per round, the median
-seconds of
-
-* ``from_json``: parsing the records into their fields and nothing else (what ``bench_job``'s baseline does
-  after reading Kafka);
-* ``classify, then reduce``: the job's ingest (``classify``), the send columns (``send_batch``) and the
-  one-pass reduction over them (``reduce_in_partitions``);
-* ``one pass from Kafka rows``: ``reduce_kafka_batch``, which send-ingest runs: the ingest fast path's reader
-  and checks and the reduction in one pass per partition. Its input is a frame as a Python ``foreachBatch``
-  hands over a micro-batch: a ``LogicalRDD`` over the rows of the plan that read them;
-* ``one pass, rows copied first``: the same over the same frame planned as ``Scan ExistingRDD``, which copies
-  every row before the pass reads it (what ``reduce_kafka_batch`` did before it read a ``LogicalRDD``'s rows
-  directly).
-
-The records are ``bench_job``'s sends (1 % slow), cached in two partitions as the Kafka source would give them,
-so the figures are the CPU work per batch on this machine, apart from the broker and the writes.
+seconds of ``from_json`` alone, the job's ingest then the reduction (``classify``, ``send_batch``,
+``reduce_in_partitions``), the one pass send-ingest runs (``reduce_kafka_batch``) on a frame as ``foreachBatch``
+hands it over, and the same pass on a copied frame. The records are ``bench_job``'s sends cached in two
+partitions, so the figures are the CPU work per batch apart from the broker and the writes.
 """
 
 from __future__ import annotations

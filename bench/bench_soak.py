@@ -1,22 +1,10 @@
 """Benchmark (not a test): does the job stay steady over hours of fleet time? Memory, batch time, disk.
 
 Run: ``.venv/bin/python -m bench.bench_soak [--duration 1800 --groups 50 --speed 20 --sample 10]``
--> prints a table and writes ``bench/results/soak.json``.
-
-It runs the README's demo (``rebalance-monitor demo --no-live``: the local broker, the simulator's ``mixed``
-scenario plus ``--groups`` healthy groups, the real job with its three queries) for ``--duration`` wall seconds,
-which at ``--speed`` 20 is ten hours of fleet time per half hour: channels expire, fault windows open and close,
-Delta tables checkpoint and compact, state is evicted. Every ``--sample`` seconds it records
-
-* the resident memory of each process of the run: the driver's Python, the Spark JVM, the Python workers and the
-  Kafka broker (from ``/proc``);
-* the job's own metrics from its Prometheus endpoint: each query's last batch duration, state rows and state
-  memory, and how far it is behind Kafka;
-* the bytes on disk and the files in the Delta tables' data and logs, and in the checkpoints.
-
-The report compares an early window (after ``--warmup`` seconds) with the last one, series by series: a job
-that leaks or slows down shows a ratio that keeps growing with ``--duration``. Memory figures are resident set
-sizes: the JVM's includes its heap as it has grown so far, not its live objects.
+-> prints a table and writes ``bench/results/soak.json``. It runs the demo with ``--groups`` extra healthy groups
+and samples every process's resident memory, each query's batch duration, state rows and lag from the job's
+metrics, and the Delta and checkpoint files; each series is reported as its last window over an early one, so a
+leak or slow-down shows as a ratio that grows with ``--duration``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Benchmark (not a test): how soon a consumer batch's changes reach the metrics, set before or after its writes.
 
 Run: ``.venv/bin/python -m bench.bench_time_to_metric [--groups 50 --members 4 --changing 5 --batches 16]``
--> prints a table and writes ``bench/results/time_to_metric.json``.
-
-The consumer sink (``outputs.consumer_sink``) sets the group metrics as soon as the stateful stage's rows are
-collected, then writes the batch's history appends and MERGEs. This runs the real sink on the rows the real
-engine emits (``bench_consumer_sink.engine_batches``: in every batch some groups gain or lose a duplicate client
-ID), side by side in one Spark session, in turn per batch, each variant writing its own tables:
-
-* ``metrics_first``: the sink as the job runs it;
-* ``metrics_after_writes``: the same sink with the metrics held back until every write of the batch has ended,
-  as it ran before.
-
-Per batch it records the time from the sink's call to the metrics being set (``time_to_metric``) and to the
-sink's return, wall and the driver's CPU. ``sustained`` leaves out the first two batches (the join, warm-up).
+-> prints a table and writes ``bench/results/time_to_metric.json``. The real consumer sink on the rows the real
+engine emits, as the job runs it (metrics set as soon as the stateful stage's rows are collected) against the
+same sink with the metrics held back until its writes end, in turn per batch: time from the sink's call to the
+metrics and to its return, wall and driver CPU; ``sustained`` leaves out the first two batches.
 """
 
 from __future__ import annotations
