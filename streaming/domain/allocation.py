@@ -299,7 +299,7 @@ class MachineRoomNearby:
         result: list[MessageQueue] = []
         my_room = self.resolver.consumer_deploy_in(current_cid)
         mine = rooms_to_queues.pop(my_room, None) if my_room is not None else None
-        if mine:
+        if mine and my_room is not None:
             result += self.inner.allocate(consumer_group, current_cid, mine, rooms_to_consumers.get(my_room)) or []
         for room in sorted(rooms_to_queues, key=_java_key):  # TreeMap: rooms in String order
             if room not in rooms_to_consumers:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -51,11 +52,11 @@ class MessageQueue:
         return (self.topic, self.broker_name, self.queue_id)
 
 
-def sorted_queues(queues: object) -> list[MessageQueue]:
+def sorted_queues(queues: Iterable[MessageQueue]) -> list[MessageQueue]:
     """mqAll as ``RebalanceImpl`` sorts it (``Collections.sort`` with ``compareTo``)."""
-    return sorted(queues, key=lambda mq: mq.sort_key)  # type: ignore[call-overload]
+    return sorted(queues, key=lambda mq: mq.sort_key)
 
 
-def sorted_client_ids(client_ids: object) -> list[str]:
+def sorted_client_ids(client_ids: Iterable[str]) -> list[str]:
     """cidAll as ``RebalanceImpl`` sorts it: String order, duplicates kept."""
-    return sorted(client_ids, key=java_sort_key)  # type: ignore[call-overload]
+    return sorted(client_ids, key=java_sort_key)
