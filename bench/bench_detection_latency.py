@@ -1,0 +1,517 @@
+"""Benchmark (not a test): how soon an incident in a live fleet shows in the metrics and in the Delta tables.
+
+Run: ``.venv/bin/python -m bench.bench_detection_latency [--groups 1000 --members 10 --producers 200
+--sends-per-second 2000 --incidents 32 --trigger "10 seconds"]`` -> writes ``bench/results/latency.json``.
+A real-time fleet publishes to the local Kafka broker while the real job runs with ``conf/monitor.toml``'s
+defaults; incidents of four kinds are injected one at a time, ``/metrics`` is polled every 100 ms and a Delta
+row counts from its commit file's time. A second phase repeats them after a restart on the same checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.bench_soak import process_tree
+from connectors.kafka_broker import LocalKafkaBroker, create_topics, free_port
+from streaming.contract.events import DEFAULT_TOPICS
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).parent / "results" / "latency.json"
+CONSUMER_BROKERS = ("broker-a", "broker-b")
+PRODUCER_BROKERS = ("broker-a", "broker-b", "broker-c", "broker-d")
+KINDS = ("duplicate_client_id", "unregister", "silent_member", "slow_broker")
+HEARTBEAT_MS, EXPIRY_MS, TICK_MS = 30_000, 120_000, 100
+SLOW_FOR_MS, SLOW_LATENCY_MS = 8_000, 5_000
+WATCHED = ("rmqmon_group_duplicate_client_ids", "rmqmon_group_members", "rmqmon_broker_isolated",
+           "rmqmon_batch_duration_seconds", "rmqmon_last_batch_timestamp_seconds")  # fmt: skip
+
+
+@dataclass
+class Incident:
+    kind: str
+    phase: str
+    target: str  # the group, or the broker of a slow_broker incident
+    client_id: str = ""
+    at_ms: int = 0  # the incident's moment (a silent member's: its expiry moment)
+    metric_ms: int | None = None
+    delta_ms: int | None = None
+
+    def latency(self, seen_ms: int | None) -> float | None:
+        return None if seen_ms is None else (seen_ms - self.at_ms) / 1000
+
+
+@dataclass
+class Fleet:
+    """Consumers heartbeating both consumer brokers every 30 s and producers sending, in wall-clock time."""
+
+    groups: int
+    members: int
+    producers: int
+    sends_per_second: int
+    topics: dict[str, str]
+    rng: random.Random = field(default_factory=lambda: random.Random(7))
+    silenced: set[tuple[int, int]] = field(default_factory=set)
+    extra: dict[tuple[int, int], str] = field(default_factory=dict)  # (group, slot) -> client id
+    slow_until: dict[str, int] = field(default_factory=dict)
+    last_heartbeat: dict[tuple[int, int], int] = field(default_factory=dict)
+    buckets: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tick of the 30 s round -> members
+
+    def __post_init__(self) -> None:
+        for group in range(self.groups):
+            for member in range(self.members + 1):  # the last slot: a duplicate channel, when one is added
+                tick = ((group * 7919 + member * 104729) % HEARTBEAT_MS) // TICK_MS
+                self.buckets.setdefault(tick, []).append((group, member))
+
+    def client_id(self, group: int, member: int) -> str:
+        return f"10.{group // 250}.{group % 250}.{member}@{1000 + member}#{group * 100 + member}"
+
+    def heartbeat(self, now_ms: int, group: int, member: int, client_id: str) -> list[tuple[str, bytes, bytes]]:
+        topic = self.topics["consumer_channel"]
+        events = []
+        for broker in CONSUMER_BROKERS:
+            value = {"type": "consumer_channel", "schema_version": 1, "event_time": now_ms, "broker": broker,
+                     "kind": "HEARTBEAT", "channel": f"10.{group // 250}.{group % 250}.{member}:{40000 + member}",
+                     "client_id": client_id, "group": f"G{group}", "client_version": "V5_3_3",
+                     "subscriptions": [{"topic": f"T{group % 100}", "expression": "*", "sub_version": 1}]}  # fmt: skip
+            events.append((topic, f"G{group}".encode(), json.dumps(value).encode()))
+        return events
+
+    def unregister(self, now_ms: int, group: int, member: int) -> list[tuple[str, bytes, bytes]]:
+        self.silenced.add((group, member))
+        topic = self.topics["consumer_channel"]
+        return [(topic, f"G{group}".encode(), json.dumps(
+            {"type": "consumer_channel", "schema_version": 1, "event_time": now_ms, "broker": broker,
+             "kind": "UNREGISTER", "channel": f"10.{group // 250}.{group % 250}.{member}:{40000 + member}",
+             "client_id": self.client_id(group, member), "group": f"G{group}"}).encode())
+            for broker in CONSUMER_BROKERS]  # fmt: skip
+
+    def due(self, start_ms: int, end_ms: int) -> list[tuple[str, bytes, bytes]]:
+        """Every event of the wall-clock interval [start_ms, end_ms)."""
+        events = []
+        ticks = range(start_ms // TICK_MS, end_ms // TICK_MS)
+        for tick in ticks[-(HEARTBEAT_MS // TICK_MS):]:
+            for group, member in self.buckets.get(tick % (HEARTBEAT_MS // TICK_MS), ()):
+                if member == self.members:
+                    if (group, member) in self.extra:
+                        events += self.heartbeat(end_ms, group, member, self.extra[(group, member)])
+                elif (group, member) not in self.silenced:
+                    self.last_heartbeat[(group, member)] = end_ms
+                    events += self.heartbeat(end_ms, group, member, self.client_id(group, member))
+        return events + self.sends(start_ms, end_ms)
+
+    def sends(self, start_ms: int, end_ms: int) -> list[tuple[str, bytes, bytes]]:
+        count = self.sends_per_second * (end_ms // TICK_MS - start_ms // TICK_MS) * TICK_MS // 1000
+        topic, events = self.topics["send_result"], []
+        for _ in range(count):
+            producer, broker = self.rng.randrange(self.producers), self.rng.choice(PRODUCER_BROKERS)
+            slow = self.slow_until.get(broker, 0) > end_ms
+            value = {"type": "send_result", "schema_version": 1, "event_time": end_ms - self.rng.randrange(100),
+                     "producer_id": f"P{producer}", "producer_group": f"PG{producer % 20}", "topic": "orders",
+                     "broker": broker, "queue_id": self.rng.randrange(4), "outcome": "OK",
+                     "latency_ms": SLOW_LATENCY_MS if slow else self.rng.randint(1, 40),
+                     "client_version": "V5_3_3", "send_latency_fault_enable": True}  # fmt: skip
+            events.append((topic, f"P{producer}".encode(), json.dumps(value).encode()))
+        return events
+
+    def routes(self, now_ms: int) -> list[tuple[str, bytes, bytes]]:
+        def route(topic: str, brokers: tuple[str, ...]) -> tuple[str, bytes, bytes]:
+            value = {"type": "topic_route", "schema_version": 1, "event_time": now_ms, "topic": topic,
+                     "brokers": [{"broker": b, "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6}
+                                 for b in brokers]}  # fmt: skip
+            return self.topics["topic_route"], topic.encode(), json.dumps(value).encode()
+
+        return [route(f"T{t}", CONSUMER_BROKERS) for t in range(min(100, self.groups))] + [
+            route("orders", PRODUCER_BROKERS)
+        ]
+
+
+class MetricsWatch(threading.Thread):
+    """Polls the job's ``/metrics`` every 100 ms: when each incident first shows, and every batch's duration."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url + "?" + "&".join(f"name[]={name}" for name in WATCHED)
+        self.pending: list[tuple[Incident, int]] = []  # (incident, the group's members before it)
+        self.batches: dict[str, dict[float, float]] = {}  # query -> batch end -> duration
+        self.values: dict[tuple[str, str], float] = {}
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+
+    def read(self) -> dict[tuple[str, str], float] | None:
+        try:
+            with urllib.request.urlopen(self.url, timeout=2) as response:  # noqa: S310 (our local endpoint)
+                text = response.read().decode()
+        except OSError:
+            return None  # the job is starting or restarting
+        values = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                values[(s.name, s.labels.get("consumer_group") or s.labels.get("broker") or s.labels.get("query"))] = (
+                    s.value
+                )
+        return values
+
+    def shows(self, incident: Incident, members_before: int, values: dict[tuple[str, str], float]) -> bool:
+        if incident.kind == "duplicate_client_id":
+            return values.get(("rmqmon_group_duplicate_client_ids", incident.target), 0) >= 1
+        if incident.kind == "slow_broker":
+            return values.get(("rmqmon_broker_isolated", incident.target), 0) >= 1
+        return values.get(("rmqmon_group_members", incident.target), members_before) < members_before
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.1):
+            values = self.read()
+            if values is None:
+                continue
+            now_ms = int(time.time() * 1000)
+            with self.lock:
+                self.values = values
+                for incident, members_before in list(self.pending):
+                    if now_ms >= incident.at_ms and self.shows(incident, members_before, values):
+                        incident.metric_ms = now_ms
+                        self.pending.remove((incident, members_before))
+                for (name, query), value in values.items():
+                    if name == "rmqmon_last_batch_timestamp_seconds" and query:
+                        duration = values.get(("rmqmon_batch_duration_seconds", query))
+                        if duration is not None:
+                            self.batches.setdefault(query, {})[value] = duration
+
+
+def cpu_seconds(root_pid: int) -> float:
+    """User and system CPU of a process tree, waited-for children included."""
+    total = 0.0
+    for pid in process_tree(root_pid):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def delta_first_seen(table: Path, matches) -> dict[int, int]:  # type: ignore[no-untyped-def]
+    """For each incident index ``matches(row)`` returns, the time its first row became visible: the modification
+    time of the commit file that added it, in epoch ms."""
+    import pyarrow.parquet as pq
+
+    seen: dict[int, int] = {}
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        visible_ms = int(commit.stat().st_mtime * 1000)
+        for line in commit.read_text().splitlines():
+            add = json.loads(line).get("add")
+            if not add or not add.get("dataChange", True):
+                continue  # a compaction only rewrites rows an earlier commit made visible
+            for row in pq.read_table(table / urllib.request.url2pathname(add["path"])).to_pylist():
+                index = matches(row)
+                if index is not None and index not in seen:
+                    seen[index] = visible_ms
+    return seen
+
+
+def attach_delta_times(delta_root: Path, incidents: list[Incident]) -> None:
+    def matcher(kinds: tuple[str, ...], test):  # type: ignore[no-untyped-def]
+        def match(row):  # type: ignore[no-untyped-def]
+            for index, incident in enumerate(incidents):
+                if incident.kind in kinds and test(incident, row):
+                    return index
+            return None
+
+        return match
+
+    tables = {
+        "anomaly_episodes": matcher(("duplicate_client_id",), lambda i, r: (
+            r["group"] == i.target and r["anomaly"] == "DUPLICATE_CLIENT_ID" and r["status"] == "OPENED"
+            and r["opened_at_ms"] >= i.at_ms - 1_000)),
+        "membership_changes": matcher(("unregister", "silent_member"), lambda i, r: (
+            r["group"] == i.target and r["client_id"] == i.client_id
+            and r["change"] == ("LEAVE" if i.kind == "unregister" else "EXPIRED"))),
+        "fault_windows": matcher(("slow_broker",), lambda i, r: (
+            r["broker"] == i.target and r["status"] == "OPENED" and r["window_start_ms"] >= i.at_ms - 1_000
+            and r["window_start_ms"] <= i.at_ms + SLOW_FOR_MS)),
+    }  # fmt: skip
+    for table, match in tables.items():
+        for index, visible_ms in delta_first_seen(delta_root / table, match).items():
+            incidents[index].delta_ms = visible_ms
+
+
+def percentiles(values: list[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"n": 0, "p50": None, "p95": None, "max": None}
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return {"n": len(ordered), "p50": round(statistics.median(ordered), 2), "p95": round(p95, 2),
+            "max": round(ordered[-1], 2)}  # fmt: skip
+
+
+def summarize(incidents: list[Incident]) -> dict[str, dict]:
+    summary = {}
+    for kind in (*KINDS, "overall"):
+        chosen = [i for i in incidents if kind in ("overall", i.kind)]
+        summary[kind] = {
+            "incidents": len(chosen),
+            "to_metric_s": percentiles([i.latency(i.metric_ms) for i in chosen if i.metric_ms is not None]),
+            "to_delta_row_s": percentiles([i.latency(i.delta_ms) for i in chosen if i.delta_ms is not None]),
+            "never_in_metric": sum(i.metric_ms is None for i in chosen),
+            "never_in_delta": sum(i.delta_ms is None for i in chosen),
+        }
+    return summary
+
+
+class Publisher(threading.Thread):
+    """Publishes the fleet's events every 100 ms and runs each scheduled action at its time."""
+
+    def __init__(self, fleet: Fleet, bootstrap: str) -> None:
+        from kafka import KafkaProducer
+
+        super().__init__(daemon=True)
+        self.fleet = fleet
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=262_144)
+        self.actions: list[tuple[int, Callable[[int], list]]] = []
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.late_ticks = 0
+
+    def at(self, when_ms: int, action: Callable[[int], list]) -> None:
+        with self.lock:
+            self.actions.append((when_ms, action))
+
+    def run(self) -> None:
+        previous = now_ms()
+        for topic, key, value in self.fleet.routes(previous):
+            self.producer.send(topic, key=key, value=value)
+        while not self.stopped.wait(max(0.0, (TICK_MS - now_ms() % TICK_MS) / 1000)):
+            now = now_ms()
+            events = self.fleet.due(previous, now)
+            with self.lock:
+                due = [a for a in self.actions if a[0] <= now]
+                self.actions = [a for a in self.actions if a[0] > now]
+            for _, action in due:
+                events += action(now)
+            for topic, key, value in events:
+                self.producer.send(topic, key=key, value=value)
+            self.late_ticks += now_ms() - now > TICK_MS
+            previous = now
+        self.producer.flush(30)
+        self.producer.close()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class JobProcess:
+    """``rebalance-monitor run`` as its own process, started and stopped as an operator would."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.config, self.log = config, log
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            command = [sys.executable, "-m", "streaming.cli", "run", "--config", str(self.config)]
+            self.process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+    def stop(self) -> float:
+        """SIGTERM, as a supervisor stops it; the seconds it took to exit."""
+        assert self.process is not None
+        began = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            for pid in process_tree(self.process.pid):
+                os.kill(pid, signal.SIGKILL)
+            self.process.wait()
+        return time.monotonic() - began
+
+
+def write_config(work: Path, bootstrap: str, topics: dict[str, str], trigger: str, metrics_port: int) -> Path:
+    from streaming.contract.events import TOPIC_OPTIONS
+
+    names = "\n".join(f'{t} = "{name}"' for t, name in topics.items() if TOPIC_OPTIONS[t] == t)
+    config = work / "monitor.toml"
+    config.write_text(f"""[kafka]\nbootstrap_servers = "{bootstrap}"\n[kafka.topics]\n{names}\n
+[spark]\ntrigger_interval = "{trigger}"\n[paths]\ndelta_root = "{work / 'delta'}"
+checkpoint_root = "{work / 'checkpoints'}"\n[metrics]\nport = {metrics_port}\n""")
+    return config
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout_s: float) -> float:
+    began = time.monotonic()
+    while not check():
+        if time.monotonic() - began > timeout_s:
+            raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
+        time.sleep(0.5)
+    return time.monotonic() - began
+
+
+def batches_since(watch: MetricsWatch, since_s: float) -> bool:
+    """Every query of the job has finished a micro-batch since ``since_s``."""
+    with watch.lock:
+        ends = [v for (name, _), v in watch.values.items() if name == "rmqmon_last_batch_timestamp_seconds"]
+    return len(ends) >= 3 and min(ends) > since_s
+
+
+def fleet_shown(watch: MetricsWatch, fleet: Fleet) -> bool:
+    """Every group's member count in the metrics, as the fleet has it."""
+    with watch.lock:
+        members = [v for (name, _), v in watch.values.items() if name == "rmqmon_group_members"]
+    return len(members) >= fleet.groups and min(members) >= fleet.members - 1
+
+
+def plan_phase(phase: str, count: int, spacing_ms: int, start_ms: int, fleet: Fleet, publisher: Publisher,
+               watch: MetricsWatch, free_groups: list[int]) -> list[Incident]:  # fmt: skip
+    """Schedule ``count`` incidents, one every ``spacing_ms`` from ``start_ms``, the kinds in turn."""
+    incidents = []
+    for k in range(count):
+        kind, slot_ms = KINDS[k % len(KINDS)], start_ms + k * spacing_ms
+        if kind == "slow_broker":
+            incident = Incident(kind, phase, PRODUCER_BROKERS[(k // len(KINDS)) % len(PRODUCER_BROKERS)])
+        else:
+            group = free_groups.pop()
+            incident = Incident(kind, phase, f"G{group}", fleet.client_id(group, k % fleet.members))
+        incidents.append(incident)
+        publisher.at(slot_ms - (EXPIRY_MS if kind == "silent_member" else 0), inject(incident, fleet, watch))
+    return incidents
+
+
+def inject(incident: Incident, fleet: Fleet, watch: MetricsWatch) -> Callable[[int], list]:
+    def act(now: int) -> list:
+        events: list = []
+        if incident.kind == "slow_broker":
+            fleet.slow_until[incident.target] = now + SLOW_FOR_MS
+            incident.at_ms = now
+        else:
+            group = int(incident.target[1:])
+            member = int(incident.client_id.split("@")[0].rsplit(".", 1)[1])
+            if incident.kind == "duplicate_client_id":
+                fleet.extra[(group, fleet.members)] = incident.client_id
+                events = fleet.heartbeat(now, group, fleet.members, incident.client_id)
+                incident.at_ms = now
+            elif incident.kind == "unregister":
+                events = fleet.unregister(now, group, member)
+                incident.at_ms = now
+            else:
+                fleet.silenced.add((group, member))
+                incident.at_ms = fleet.last_heartbeat.get((group, member), now) + EXPIRY_MS
+        with watch.lock:
+            watch.pending.append((incident, fleet.members))
+        return events
+
+    return act
+
+
+def batch_summary(watch: MetricsWatch, since_s: float, until_s: float) -> dict[str, dict]:
+    with watch.lock:
+        return {query: percentiles([d for end, d in ends.items() if since_s <= end <= until_s])
+                for query, ends in sorted(watch.batches.items())}  # fmt: skip
+
+
+def run_phase(phase: str, args: argparse.Namespace, fleet: Fleet, publisher: Publisher, watch: MetricsWatch,
+              job: JobProcess, free_groups: list[int]) -> tuple[list[Incident], dict]:  # fmt: skip
+    """One phase: its silences set up first (a silent member counts from its expiry), then the incidents."""
+    assert job.process is not None
+    began_s, cpu_before = time.time(), cpu_seconds(job.process.pid)
+    start_ms = now_ms() + EXPIRY_MS + HEARTBEAT_MS
+    spacing_ms = int(args.spacing * 1000)
+    incidents = plan_phase(phase, args.incidents, spacing_ms, start_ms, fleet, publisher, watch, free_groups)
+    settle_s = (start_ms + args.incidents * spacing_ms - now_ms()) / 1000 + args.settle
+    print(f"{phase}: {args.incidents} incidents from {time.strftime('%H:%M:%S', time.localtime(start_ms / 1000))}, "
+          f"{settle_s:.0f} s", flush=True)  # fmt: skip
+    time.sleep(settle_s)
+    return incidents, {"wall_s": round(time.time() - began_s, 1),
+                       "job_cpu_s": round(cpu_seconds(job.process.pid) - cpu_before, 1),
+                       "batches_s": batch_summary(watch, began_s, time.time())}  # fmt: skip
+
+
+def measure(args: argparse.Namespace, trigger: str, work: Path, bootstrap: str) -> dict:
+    prefix = f"latency-{int(time.time())}"
+    topics = {t: f"{prefix}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
+    create_topics(bootstrap, set(topics.values()), partitions=args.partitions)
+    fleet = Fleet(args.groups, args.members, args.producers, args.sends_per_second, topics)
+    metrics_port = free_port()
+    job = JobProcess(write_config(work, bootstrap, topics, trigger, metrics_port), work / "job.log")
+    publisher, watch = Publisher(fleet, bootstrap), MetricsWatch(f"http://127.0.0.1:{metrics_port}/metrics")
+    free_groups = random.Random(11).sample(range(args.groups), min(args.groups, 2 * args.incidents))
+    publisher.start()
+    job.start()
+    watch.start()
+    warm_up_s = wait_for(lambda: fleet_shown(watch, fleet), "the whole fleet in the metrics", args.timeout)
+    print(f"fleet shown after {warm_up_s:.0f} s", flush=True)
+    phases, incidents = {}, []
+    fresh, phases["fresh"] = run_phase("fresh", args, fleet, publisher, watch, job, free_groups)
+    stop_s = job.stop()
+    restarted_at = time.time()
+    job.start()
+    back_s = wait_for(lambda: batches_since(watch, restarted_at), "a batch of each restarted query", args.timeout)
+    restarted, phases["after_restart"] = run_phase("after_restart", args, fleet, publisher, watch, job, free_groups)
+    phases["after_restart"].update({"stop_s": round(stop_s, 1), "back_to_batches_s": round(back_s, 1)})
+    job.stop()
+    publisher.stopped.set()
+    watch.stopped.set()
+    publisher.join()
+    incidents = fresh + restarted
+    attach_delta_times(work / "delta", incidents)
+    for name, chosen in (("fresh", fresh), ("after_restart", restarted)):
+        phases[name]["latency"] = summarize(chosen)
+    return {"trigger": trigger, "warm_up_s": round(warm_up_s, 1), "publisher_late_ticks": publisher.late_ticks,
+            "phases": phases, "incidents": [asdict(i) for i in incidents]}  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=1000)
+    parser.add_argument("--members", type=int, default=10)
+    parser.add_argument("--producers", type=int, default=200)
+    parser.add_argument("--sends-per-second", type=int, default=2000)
+    parser.add_argument("--incidents", type=int, default=32, help="per phase (fresh, after a restart)")
+    parser.add_argument("--spacing", type=float, default=25.0, help="seconds between incidents")
+    parser.add_argument("--settle", type=float, default=60.0, help="seconds after the last incident")
+    parser.add_argument("--trigger", action="append", help='the job\'s trigger_interval (repeatable); "10 seconds"')
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--work", help="keep the broker, tables and job logs here (default: a temporary directory)")
+    parser.add_argument("--results", default=str(RESULTS))
+    args = parser.parse_args()
+    import contextlib
+    import tempfile
+
+    runs = []
+    place = contextlib.nullcontext(args.work) if args.work else tempfile.TemporaryDirectory(prefix="latency-")
+    with place as scratch:
+        broker = LocalKafkaBroker(Path(scratch) / "kafka")
+        bootstrap = broker.start().bootstrap_servers
+        try:
+            for n, trigger in enumerate(args.trigger or ["10 seconds"]):
+                work = Path(scratch) / f"run-{n}"
+                work.mkdir()
+                runs.append(measure(args, trigger, work, bootstrap))
+                print(json.dumps({p: v["latency"]["overall"] for p, v in runs[-1]["phases"].items()}, indent=1))
+        finally:
+            broker.stop()
+    result = {"command": " ".join(["python -m bench.bench_detection_latency", *sys.argv[1:]]),
+              "cores": os.cpu_count(), "load_average_at_end": os.getloadavg(),
+              "fleet": {k: getattr(args, k) for k in ("groups", "members", "producers", "sends_per_second",
+                                                      "incidents", "spacing", "partitions")},
+              "targets_p95_s": {"to_metric_s": 5, "to_delta_row_s": 15}, "runs": runs}  # fmt: skip
+    Path(args.results).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"written {args.results}")
+
+
+if __name__ == "__main__":
+    main()
