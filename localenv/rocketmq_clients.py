@@ -175,12 +175,14 @@ class ClientProcess:
 
 def consumer_process(line: str, log_dir: Path, *, namesrv: str, group: str, topics: str, instance_name: str,
                      client_ip: str | None = None, strategy: str = "AVG", model: str = "CLUSTERING",
-                     timings: TestSpeedOptions = TEST_SPEED,
-                     agent: Mapping[str, str] | None = None) -> ClientProcess:  # fmt: skip
+                     timings: TestSpeedOptions = TEST_SPEED, agent: Mapping[str, str] | None = None,
+                     client_rebalance: bool = True) -> ClientProcess:  # fmt: skip
     """A push consumer of client line ``line`` (not started) subscribing ``topics`` (comma-separated), with the
     heartbeat interval and rebalance wait interval of ``timings`` set on it explicitly, and the client agent's
-    reporter when ``agent`` gives its settings."""
+    reporter when ``agent`` gives its settings. ``client_rebalance=False`` (line 5 only): the consumer asks the
+    broker for its queues (``QUERY_ASSIGNMENT``), and pops them when the broker has the group in POP mode."""
     return ClientProcess(line, "consumer", log_dir, agent=agent, jvm_properties=timings.client_jvm_properties(),
                          namesrv=namesrv, group=group, topics=topics, strategy=strategy, model=model,
                          instance_name=instance_name, client_ip=client_ip,
-                         heartbeat_ms=timings.client_heartbeat_interval_ms)  # fmt: skip
+                         heartbeat_ms=timings.client_heartbeat_interval_ms,
+                         client_rebalance=None if client_rebalance else False)  # fmt: skip

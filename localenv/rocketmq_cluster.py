@@ -214,6 +214,13 @@ class LocalRocketMQCluster:
         """Create a subscription group on each broker (a group the brokers know without any consumer)."""
         self.admin("create-group", self.namesrv_addr, group, ",".join(brokers))
 
+    def set_pop_mode(self, topic: str, group: str, pop_share_queue_num: int = -1,
+                     brokers: tuple[str, ...] = BROKER_NAMES) -> None:  # fmt: skip
+        """Put ``group`` in POP mode for ``topic`` on each broker (5.x): its push consumers without client
+        rebalance then pop. A ``pop_share_queue_num`` of -1 (or at least the group's size less one) has every
+        consumer pop every broker's queues."""
+        self.admin("pop-mode", self.namesrv_addr, topic, group, ",".join(brokers), str(pop_share_queue_num))
+
     def connections(self, group: str, broker: str) -> list[dict]:
         """The broker's connection list of ``group`` as the admin client reads it (empty: not online)."""
         return self.admin("connections", self.namesrv_addr, group, self.broker_addr(broker))["connections"]

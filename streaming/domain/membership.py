@@ -86,6 +86,9 @@ class Connection(NamedTuple):
     # The client's own subscriptions from its running info; None: unknown (the broker's table stands in).
     subscriptions: tuple[Subscription, ...] | None = None
     language: str | None = None
+    # The client's own consume type from its running info (CONSUME_POP: the broker assigns its queues); None: the
+    # group's, as the broker reports it, stands in.
+    consume_type: str | None = None
 
 
 class ConnectionPoll(NamedTuple):
@@ -106,7 +109,7 @@ class ConnectionPoll(NamedTuple):
         connections = tuple(
             Connection(str(c["channel"]), str(c["client_id"]), c.get("client_version"), c.get("allocate_strategy"),
                        None if c.get("subscriptions") is None else subscriptions_from_json(c["subscriptions"]),
-                       c.get("language"))
+                       c.get("language"), c.get("consume_type"))
             for c in data.get("connections") or ()
         )  # fmt: skip
         return cls(int(data["event_time"]), str(data["broker"]), str(data["group"]), int(data["stale_after_ms"]),
@@ -406,7 +409,7 @@ def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int
         else:
             topics = table_topics  # unknown: the broker's table for the group stands in
         channels[c.channel] = Channel(c.channel, c.client_id, now, c.client_version, c.allocate_strategy,
-                                      poll.message_model, topics, poll.consume_type)  # fmt: skip
+                                      poll.message_model, topics, c.consume_type or poll.consume_type)  # fmt: skip
         if not same_client:
             changes.append(MembershipChange(now, group, poll.broker, "JOIN", "POLL", c.client_id, c.channel,
                                             _notifies(poll.message_model, c.client_version)))  # fmt: skip

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.agent_events import read_records
 from tests.support.job import read, run_available
+from tests.support.rocketmq_client import ClientProcess
 from tests.support.rocketmq_e2e import (
     Fleet,
     PollLog,
@@ -294,3 +295,75 @@ def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, s
         assert run.collector.running()
     finally:
         run.cluster.start_broker("broker-b")
+
+
+def test_a_pop_mode_group_is_broker_side_without_queue_anomalies(monitor_run, spark):
+    """Two 5.3.3 push consumers with client rebalance off, their group in POP mode for the topic on both brokers:
+    each asks the broker for its queues and pops real messages. The brokers' connection lists still say
+    CONSUME_PASSIVELY; the clients' running info shows the broker assigns. The monitor must show the group as
+    broker-side: no expected assignment, no orphaned or double-owned queues."""
+    run = monitor_run("5", "pop")
+    group = run.group("pop")
+    run.cluster.set_pop_mode(run.topic, group)
+    clients = run.fleet.consumers([("5", group, run.topic, f"pop-{i}", {"client_rebalance": False})
+                                   for i in range(2)])  # fmt: skip
+    producer = ClientProcess("5", "producer", run.root / "producer", namesrv=run.cluster.namesrv_addr,
+                             group=run.group("producer"), topic=run.topic, rate=20)  # fmt: skip
+    run.fleet.clients.append(producer)
+    producer.start()
+
+    def pops_and_consumes(line: dict) -> bool:
+        brokers = {broker for broker, _ in line.get("pop_queues", {}).get(run.topic, [])}
+        return brokers == set(BROKERS) and line["consumed"].get(run.topic, 0) > 0
+
+    # The judge: each real consumer pops queues of both brokers, and receives messages.
+    for client in clients:
+        client.wait_for(lambda line: line["kind"] == "held" and pops_and_consumes(line), 120)
+        assert held(client, run.topic) == frozenset(), "a POP consumer pulls queues of the topic itself"
+    run.polls.wait([group], BROKERS, after_ms=int(time.time() * 1000))
+    run.process(spark)
+
+    polls = [p for p in run.polls.of(group) if p["connections"]]
+    assert {p["consume_type"] for p in polls} == {"CONSUME_PASSIVELY"}  # what the brokers' lists say of POP
+    assert {c["consume_type"] for c in polls[-1]["connections"]} == {"CONSUME_POP"}
+    snapshots = run.read(spark, "group_snapshots", group)
+    assert snapshots and {r["strategy"] for r in snapshots} == {"BROKER"}
+    assert run.read(spark, "current_assignment", group) == []
+    assert run.read(spark, "expected_assignments", group) == []
+    assert episodes(run, spark, group, "ORPHANED_QUEUES") == []
+    assert episodes(run, spark, group, "DOUBLE_OWNED_QUEUES") == []
+    assert all(c.last("held")["consumed"][run.topic] > 0 for c in clients)
+
+
+def test_a_topic_one_member_subscribes_is_analysed_from_the_clients_own_subscriptions(monitor_run, spark):
+    """Two 5.3.3 consumers of one group, one of them also subscribing a second topic. Each heartbeat overwrites
+    the brokers' one subscription table of the group, so the second topic comes and goes in the polled tables;
+    the collector carries each client's own subscriptions (and fetches their routes), and the monitor must
+    analyse the second topic from them, judged by what the clients hold: the member without it named, the
+    queues nobody holds orphaned, the subscriber's expected share what it holds."""
+    run = monitor_run("5", "ownsub")
+    second = f"{run.prefix}_second"
+    run.cluster.create_topic(second, 4)
+    second_queues = all_queues(run.cluster.route(second))
+    group = run.group("mixed")
+    clients = run.fleet.consumers([("5", group, run.topic, "first-only", {}),
+                                   ("5", group, f"{run.topic},{second}", "both", {})])  # fmt: skip
+    first_only, both = clients
+    wait_converged(clients, second)
+    settled = run.settle({group: clients})
+    run.process(spark)
+
+    assert held(first_only, second) == frozenset() != held(both, second)
+    unheld = second_queues - held(both, second)
+    assert unheld, "the subscriber holds every queue of the second topic: nothing is orphaned"
+    tables = [{s["topic"] for s in p["subscriptions"]} for p in run.polls.of(group) if len(p["connections"]) == 2]
+    assert any(second not in table for table in tables), "no polled table lacked the second topic"
+
+    current = [r for r in run.read(spark, "anomalies_current", group) if r["topic"] == second]
+    by_anomaly = {r["anomaly"]: json.loads(r["details"]) for r in current}
+    inconsistent = by_anomaly["INCONSISTENT_SUBSCRIPTION"]
+    assert (inconsistent["subscribers"], inconsistent["non_subscribers"]) == ([both.client_id], [first_only.client_id])
+    assert {(q["broker"], q["queue_id"]) for q in by_anomaly["ORPHANED_QUEUES"]["queues"]} == unheld
+    expected = expected_by_client(run.read(spark, "current_assignment", group), group, second)
+    assert expected == {both.client_id: held(both, second)}
+    assert_expected_is_held(run, spark, group, clients, settled[group])

@@ -55,12 +55,13 @@ class Fleet:
 
     def consumer(self, line: str, group: str, topic: str, name: str, *, strategy: str = "AVG",
                  model: str = "CLUSTERING", client_ip: str | None = None,
-                 agent: Mapping[str, str] | None = None) -> ClientProcess:  # fmt: skip
+                 agent: Mapping[str, str] | None = None, client_rebalance: bool = True) -> ClientProcess:  # fmt: skip
         """Start one push consumer of client line ``line`` with instance name ``name`` (with the client agent's
-        reporter when ``agent`` gives its settings)."""
+        reporter when ``agent`` gives its settings; ``client_rebalance=False``: the broker assigns its queues).
+        ``topic`` may name several topics, comma-separated."""
         client = consumer_process(line, self.log_dir / name, namesrv=self.namesrv, group=group, topics=topic,
                                   instance_name=name, client_ip=client_ip, strategy=strategy, model=model,
-                                  agent=agent)  # fmt: skip
+                                  agent=agent, client_rebalance=client_rebalance)  # fmt: skip
         self.clients.append(client)
         return client.start()
 

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from streaming.domain.allocation import strategy_from_name
+from streaming.domain.analysis import BROKER_SIDE, CLIENT_SIDE, analyze_group
 from streaming.domain.membership import (
     Connection,
     ConnectionPoll,
@@ -21,6 +23,7 @@ from streaming.domain.membership import (
     restore,
     snapshot,
 )
+from streaming.domain.queues import MessageQueue
 from tests.unit.test_membership import hb
 
 T = (Subscription("T", "*", 1),)
@@ -154,3 +157,22 @@ def test_a_snapshot_without_poll_fields_restores_as_heartbeat_views():
     for view in data["views"].values():
         del view["poll"], view["consume_types"]
     assert restore(data) == membership
+
+
+def test_a_clients_own_consume_type_stands_for_its_channel_and_makes_the_group_broker_side():
+    """5.x push consumers without client rebalance are listed by the brokers as CONSUME_PASSIVELY; the collector
+    reads from their running info that the broker assigns their queues (CONSUME_POP)."""
+    pops = [Connection(f"10.0.0.{i}:5000", f"c{i}", "479", "AVG", T, "JAVA", "CONSUME_POP") for i in (1, 2)]
+    membership, _, _ = apply_poll(GroupMembership("G"), poll(0, *pops, consume_type="CONSUME_PASSIVELY"))
+    assert {c.consume_type for c in membership.views["b1"].channels.values()} == {"CONSUME_POP"}
+    mq_all = {"T": [MessageQueue("T", "b1", q) for q in range(4)]}
+    analysis = analyze_group(membership, mq_all, lambda name, version: strategy_from_name(name or "AVG"), 0)
+    assert (analysis.allocation, analysis.topics, analysis.findings) == (BROKER_SIDE, {}, ())
+    # Without the clients' own consume type the broker's stands, and the clients allocate.
+    membership, _, _ = apply_poll(GroupMembership("G"), poll(0, A, B, consume_type="CONSUME_PASSIVELY"))
+    analysis = analyze_group(membership, mq_all, lambda name, version: strategy_from_name(name or "AVG"), 0)
+    assert analysis.allocation == CLIENT_SIDE and set(analysis.topics) == {"T"}
+    parsed = ConnectionPoll.from_json({"event_time": 1, "broker": "b1", "group": "G", "stale_after_ms": 1000,
+                                       "connections": [{"channel": "x:1", "client_id": "c", "consume_type": "CONSUME_POP"},
+                                                       {"channel": "y:1", "client_id": "d"}]})  # fmt: skip
+    assert [c.consume_type for c in parsed.connections] == ["CONSUME_POP", None]

@@ -9,6 +9,7 @@ import org.apache.rocketmq.acl.common.AclClientRPCHook;
 import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.message.MessageRequestMode;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
@@ -26,10 +27,13 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * cluster info. {@code create-topic NAMESRV TOPIC QUEUES BROKERS TIMEOUT_MS}: the topic with QUEUES read and write
  * queues on each named broker's master, then until its route lists every one of them. {@code cluster NAMESRV}:
  * the brokers of cluster info (name to master address). {@code create-group NAMESRV GROUP BROKERS}: a subscription
- * group on each named broker. {@code connections NAMESRV GROUP BROKER_ADDR}: that broker's connections of the group. {@code route NAMESRV TOPIC}: the topic's queues per broker.
- * Each prints one JSON line on success and exits 0; on failure it prints the reason
- * to stderr and exits 1. With system properties {@code rrm.admin.access.key} and {@code rrm.admin.secret.key} every
- * call is signed (a cluster with access control).
+ * group on each named broker. {@code pop-mode NAMESRV TOPIC GROUP BROKERS POP_SHARE_QUEUE_NUM}: on each named
+ * broker, the group's message request mode for the topic set to POP (what a 5.x push consumer without client
+ * rebalance is told by {@code QUERY_ASSIGNMENT}). {@code connections NAMESRV GROUP BROKER_ADDR}: that broker's
+ * connections of the group. {@code route NAMESRV TOPIC}: the topic's queues per broker. Each prints one JSON line
+ * on success and exits 0; on failure it prints the reason to stderr and exits 1. With system properties
+ * {@code rrm.admin.access.key} and {@code rrm.admin.secret.key} every call is signed (a cluster with access
+ * control).
  */
 public final class ClusterAdmin {
   private ClusterAdmin() {}
@@ -74,6 +78,14 @@ public final class ClusterAdmin {
             admin.createAndUpdateSubscriptionGroupConfig(masters.get(broker), group);
           }
           System.out.println(Json.object(Map.of("group", args[2])));
+        }
+        case "pop-mode" -> {
+          Map<String, String> masters = waitForMasters(admin, List.of(args[4].split(",")), 30_000);
+          int share = Integer.parseInt(args[5]);
+          for (String broker : args[4].split(",")) {
+            admin.setMessageRequestMode(masters.get(broker), args[2], args[3], MessageRequestMode.POP, share, 5000);
+          }
+          System.out.println(Json.object(Map.of("topic", args[2], "group", args[3], "mode", "POP")));
         }
         case "connections" -> {
           List<Map<String, Object>> items = new ArrayList<>();

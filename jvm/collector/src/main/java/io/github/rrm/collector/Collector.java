@@ -45,11 +45,11 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * <p>Each cycle: the master brokers from cluster info; the groups from every master's subscription groups
  * (system groups left out, include/exclude globs applied); per group and per master broker that broker's
  * connection list, published as one {@code consumer_connections} event (an empty list when the broker has no
- * client of the group); the route of every subscribed topic, published when it changed and periodically; per
- * (group, client id), throttled, the client's running info, asked of a broker the client is connected to: its
- * held queues as {@code reported_assignment} events, its strategy and own subscriptions carried on its
- * connections. Bad input (a broker unreachable, no route, a client that does not answer, ACL denied, Kafka down)
- * is logged and counted; the cycle goes on.
+ * client of the group); the route of every subscribed topic (in a broker's table or a client's own subscription
+ * set), published when it changed and periodically; per (group, client id), throttled, the client's running
+ * info, asked of a broker the client is connected to: its held queues as {@code reported_assignment} events, its
+ * strategy, consume type and own subscriptions carried on its connections. Bad input (a broker unreachable, no
+ * route, a client that does not answer, ACL denied, Kafka down) is logged and counted; the cycle goes on.
  */
 public final class Collector {
   private static final int TOPIC_NOT_EXIST = ResponseCode.TOPIC_NOT_EXIST;
@@ -71,6 +71,7 @@ public final class Collector {
   /** What a client's running info said, and when it was last asked. */
   private static final class ClientView {
     volatile String strategy;
+    volatile String consumeType;
     volatile List<Map<String, Object>> subscriptions;
     volatile long askedAt;
     volatile long seenAt;
@@ -244,6 +245,15 @@ public final class Collector {
       }
     }
     counters.gauge("rmqcol_channels", channels);
+    // A topic only some members subscribe comes and goes in the broker's one table per group (each heartbeat
+    // overwrites it): the clients' own subscription sets keep its route published.
+    for (String client : brokerOfClient.keySet()) {
+      ClientView view = clients.get(client);
+      List<Map<String, Object>> own = view == null ? null : view.subscriptions;
+      if (own != null) {
+        own.forEach(item -> topics.add((String) item.get("topic")));
+      }
+    }
     List<Future<?>> routes = new ArrayList<>();
     for (String topic : topics) {
       routes.add(pool.submit(() -> route(topic)));
@@ -438,6 +448,7 @@ public final class Collector {
     log.end(key, "running info of client " + clientId + " (group " + group + ") readable again");
     long time = System.currentTimeMillis();
     view.strategy = Strategies.nameOf(info.getProperties().getProperty("allocateMessageQueueStrategy"));
+    view.consumeType = consumeType(info);
     List<Map<String, Object>> own = new ArrayList<>();
     Set<String> topics = new TreeSet<>();
     for (SubscriptionData data : info.getSubscriptionSet()) {
@@ -498,6 +509,7 @@ public final class Collector {
         ClientView view = clients.get(answer.group + "\u0000" + connection.getClientId());
         if (view != null) {
           item.put("allocate_strategy", view.strategy);
+          item.put("consume_type", view.consumeType);
           item.put("subscriptions", view.subscriptions);
         }
         connections.add(item);
@@ -509,6 +521,23 @@ public final class Collector {
   }
 
   // -- helpers --------------------------------------------------------------------------------------------
+
+  /**
+   * The client's own consume type: {@code CONSUME_POP} when the broker assigns its queues, that is when it pops
+   * (its {@code mqPopTable} has queues) or when it asks the broker for them ({@code clientRebalance=false} on a
+   * concurrently consuming CLUSTERING push consumer, 5.x: {@code QUERY_ASSIGNMENT}, answered by POP or PULL as
+   * the broker has the group's mode). Otherwise null: the broker's consume type for the group stands.
+   */
+  static String consumeType(ConsumerRunningInfo info) {
+    if (info.getMqPopTable() != null && !info.getMqPopTable().isEmpty()) {
+      return "CONSUME_POP";
+    }
+    java.util.Properties properties = info.getProperties();
+    boolean askBroker = "false".equals(properties.getProperty("clientRebalance"))
+        && !"true".equals(properties.getProperty(ConsumerRunningInfo.PROP_CONSUME_ORDERLY))
+        && !"BROADCASTING".equals(properties.getProperty("messageModel"));
+    return askBroker ? "CONSUME_POP" : null;
+  }
 
   private static Map<String, Object> subscription(SubscriptionData data) {
     Map<String, Object> item = new LinkedHashMap<>();
