@@ -20,8 +20,8 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from connectors import agent_artifacts
-from connectors.kafka_broker import LocalKafkaBroker, create_topics
+from localenv import agent_artifacts
+from localenv.kafka_broker import LocalKafkaBroker, create_topics
 
 RESULTS = Path(__file__).parent / "results" / "agent.json"
 SMALL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true"]

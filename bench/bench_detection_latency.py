@@ -27,7 +27,8 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.bench_soak import process_tree
-from connectors.kafka_broker import LocalKafkaBroker, create_topics, free_port
+from connectors.processes import free_port
+from localenv.kafka_broker import LocalKafkaBroker, create_topics
 from streaming.contract.events import DEFAULT_TOPICS
 
 ROOT = Path(__file__).resolve().parent.parent

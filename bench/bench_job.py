@@ -243,7 +243,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown path(s): {', '.join(sorted(unknown))}")
 
-    from connectors.kafka_broker import LocalKafkaBroker, create_topics
+    from localenv.kafka_broker import LocalKafkaBroker, create_topics
     from streaming.config import KafkaConfig, load_config
     from streaming.job.runner import MonitorJob
     from streaming.job.spark_session import SparkSettings, build_spark_session

@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bench.bench_job import measure, produce, sends
-    from connectors.kafka_broker import LocalKafkaBroker, create_topics
+    from localenv.kafka_broker import LocalKafkaBroker, create_topics
     from streaming.job import delta_sink
     from streaming.job.ingest import IngestSettings, contracts_for
     from streaming.job.send_query import FAULT_UPDATES_TABLE, ensure_fault_updates_table, start_send_ingest

@@ -28,7 +28,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from bench.bench_job import cpu_clock
-    from connectors.kafka_broker import LocalKafkaBroker
+    from localenv.kafka_broker import LocalKafkaBroker
     from streaming.job.runner import MonitorJob
     from tests.support.hostile import generate
     from tests.support.hostile_check import check_outcome, publish_recorded, read_outcome

@@ -1,8 +1,6 @@
-"""Adapters between the monitor and the systems around it.
+"""Adapters between the monitor and the systems around it: Kafka, Delta readers, Prometheus, RocketMQ.
 
-The domain (``streaming.domain``) never imports this package. Constructing an adapter opens nothing;
-``start()`` (or an explicit call) does.
-
-* ``jvm_artifacts`` -- the Maven-resolved jar sets (Spark connectors, Kafka broker, RocketMQ clients).
-* ``kafka_broker`` -- a single-node KRaft Kafka broker the project runs itself on 127.0.0.1.
+The domain (``streaming.domain``) never imports this package, and this package never imports the local
+tooling in ``localenv``. Constructing an adapter opens nothing; ``start()`` (or an explicit call) does.
+``jvm_artifacts`` resolves the jars the job and the collector run with; ``processes`` stops what they start.
 """

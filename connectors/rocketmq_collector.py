@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from connectors import jvm_artifacts
-from connectors.kafka_broker import pid_alive, stop_process
+from connectors.processes import pid_alive, stop_process
 from streaming.config import MonitorConfig
 
 MAIN_CLASS = "io.github.rrm.collector.Collector"

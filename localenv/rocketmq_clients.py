@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from connectors import agent_artifacts
+from localenv import agent_artifacts
 from localenv.rocketmq_cluster import TEST_SPEED, TestSpeedOptions
 
 SMALL_JVM = ("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true")

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from connectors import jvm_artifacts
-from connectors.kafka_broker import free_port, pid_alive, port_is_open, stop_process
+from connectors.processes import free_port, pid_alive, port_is_open, stop_process
 
 LINES = ("5", "4.9")
 PROFILE_BY_LINE = {"5": "rocketmq-server-5", "4.9": "rocketmq-server-4.9"}

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from connectors import jvm_artifacts
-from connectors.kafka_broker import free_port, pid_alive, port_is_open
+from connectors.processes import free_port, pid_alive, port_is_open
 
 _STATE_FILE = "cluster.json"
 # Variables of the caller's shell that would leak into the daemons and, through them, into executors.

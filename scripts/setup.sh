@@ -33,7 +33,7 @@ echo "setup: JVM artifacts"
 .venv/bin/python -m connectors.jvm_artifacts
 
 echo "setup: client agent and RocketMQ test clients"
-.venv/bin/python -m connectors.agent_artifacts
+.venv/bin/python -m localenv.agent_artifacts
 
 echo "setup: observability tools (promtool, prometheus, dashboard-linter)"
 bash scripts/install_observability_tools.sh

@@ -48,7 +48,7 @@ EPILOG_SMOKE = """examples:
 
 
 def _kafka(args: argparse.Namespace) -> int:
-    from connectors.kafka_broker import LocalKafkaBroker
+    from localenv.kafka_broker import LocalKafkaBroker
 
     broker = LocalKafkaBroker(args.home)
     if args.action == "start":
@@ -139,8 +139,8 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from connectors.kafka_broker import LocalKafkaBroker
-    from streaming.job.smoke import run_smoke
+    from localenv.kafka_broker import LocalKafkaBroker
+    from localenv.smoke import run_smoke
     from streaming.job.spark_session import build_spark_session
 
     broker = LocalKafkaBroker(args.home)
@@ -318,7 +318,7 @@ def _simulate(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from streaming.simulate import MissingTopics, SimulateSettings, run_to_file, run_to_kafka
+    from streaming.simulation.publish import MissingTopics, SimulateSettings, run_to_file, run_to_kafka
 
     if args.output is not None and args.fleet_seconds is None:
         raise UsageError("--output needs --fleet-seconds: how much fleet time to write")
@@ -841,7 +841,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _fleet_arguments(parser: argparse.ArgumentParser) -> None:
     """The simulated fleet's options, shared by ``demo`` and ``simulate``."""
-    from connectors.simulator import SCENARIOS
+    from streaming.simulation.fleet import SCENARIOS
 
     parser.add_argument("--scenario", choices=SCENARIOS, default="mixed", help="what the fleet does (default mixed)")
     parser.add_argument("--seed", type=int, default=1, help="same seed, same fleet and events (default 1)")

@@ -128,7 +128,8 @@ def job_env(bootstrap: str, stamp: str, run_dir: Path, metrics_port: int) -> tup
     """A demo job's own topics (``demo-<stamp>.*``, created) and its configuration as ``RRM__`` overrides:
     those topics, tables and checkpoints under ``run_dir``, a 3 s trigger, and ``metrics_port`` (a free port
     when it is taken). Returns the topics, the overrides and the metrics port."""
-    from connectors.kafka_broker import create_topics, free_port, port_is_open
+    from connectors.processes import free_port, port_is_open
+    from localenv.kafka_broker import create_topics
     from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
 
     topics = {t: f"demo-{stamp}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
@@ -148,11 +149,11 @@ def job_env(bootstrap: str, stamp: str, run_dir: Path, metrics_port: int) -> tup
 def run_demo(settings: DemoSettings) -> int:
     from connectors import jvm_artifacts
     from connectors.emitter import EventEmitter
-    from connectors.kafka_broker import LocalKafkaBroker
-    from connectors.simulator import Simulation, build_scenario
+    from localenv.kafka_broker import LocalKafkaBroker
     from streaming.config import load_config
     from streaming.job.runner import MonitorJob
     from streaming.job.spark_session import set_logger_levels
+    from streaming.simulation.fleet import Simulation, build_scenario
 
     scenario = build_scenario(
         settings.scenario,

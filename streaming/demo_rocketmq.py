@@ -260,8 +260,10 @@ class _RocketMQSide:
 
 
 def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
-    from connectors import agent_artifacts, jvm_artifacts
-    from connectors.kafka_broker import LocalKafkaBroker, free_port
+    from connectors import jvm_artifacts
+    from connectors.processes import free_port
+    from localenv import agent_artifacts
+    from localenv.kafka_broker import LocalKafkaBroker
     from localenv.rocketmq_cluster import PROFILE_BY_LINE
     from streaming.config import load_config
     from streaming.job.runner import MonitorJob

@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A real single-node Kafka broker on 127.0.0.1 (free ports), stopped by PID at session end."""
-    from connectors.kafka_broker import LocalKafkaBroker
+    from localenv.kafka_broker import LocalKafkaBroker
 
     broker = LocalKafkaBroker(tmp_path_factory.mktemp("kafka"))
     info = broker.start()

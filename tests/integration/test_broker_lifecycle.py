@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from connectors.kafka_broker import pid_alive, port_is_open
+from connectors.processes import pid_alive, port_is_open
 
 
 def _run_child_session(tmp_path: Path, name: str) -> dict[str, int]:

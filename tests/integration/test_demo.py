@@ -10,8 +10,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from connectors.kafka_broker import free_port
-from connectors.simulator import build_scenario
+from connectors.processes import free_port
+from streaming.simulation.fleet import build_scenario
 
 ROOT = Path(__file__).parents[2]
 

@@ -94,7 +94,7 @@ def table_rows(spark, root: Path, table: str) -> list[str]:
 
 
 def test_kill_minus_nine_and_restart_equals_an_uninterrupted_run(kafka_broker, spark, tmp_path):
-    from connectors.kafka_broker import create_topics
+    from localenv.kafka_broker import create_topics
     from streaming.contract.events import DEFAULT_TOPICS
 
     prefix = "crash"

@@ -13,7 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from connectors.kafka_broker import LocalKafkaBroker, create_topics, free_port
+from connectors.processes import free_port
+from localenv.kafka_broker import LocalKafkaBroker, create_topics
 from streaming.contract.events import DEFAULT_TOPICS
 from tests.integration.test_job_crash_recovery import BASE, ROOT, TABLES, config_file, run_job, workload
 from tests.support.job import publish, read

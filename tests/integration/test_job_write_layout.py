@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from connectors.kafka_broker import create_topics
+from localenv.kafka_broker import create_topics
 from streaming.contract.events import DEFAULT_TOPICS
 from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5
 from streaming.job.send_query import FAULT_UPDATES_TABLE

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from connectors.kafka_broker import create_topics
-from streaming.job.smoke import produce_events, read_table, start_kafka_to_delta
+from localenv.kafka_broker import create_topics
+from localenv.smoke import produce_events, read_table, start_kafka_to_delta
 
 
 def test_events_round_trip_through_kafka_spark_and_delta(kafka_broker, spark, tmp_path):

@@ -10,7 +10,8 @@ import uuid
 from collections import Counter
 
 from connectors.emitter import KEY_FIELD
-from connectors.kafka_broker import create_topics, free_port
+from connectors.processes import free_port
+from localenv.kafka_broker import create_topics
 from streaming.cli import main
 
 TYPES = ("consumer_channel", "reported_assignment", "topic_route", "send_result")

@@ -14,8 +14,8 @@ import json
 import pytest
 
 from connectors.emitter import EventEmitter, InvalidEvent
-from connectors.kafka_broker import create_topics
-from connectors.simulator import AVOIDED, SCENARIOS, Simulation, build_scenario
+from localenv.kafka_broker import create_topics
+from streaming.simulation.fleet import AVOIDED, SCENARIOS, Simulation, build_scenario
 from tests.support.fleet import SEED, START_MS, fleet_run, scenarios
 from tests.support.job import read
 

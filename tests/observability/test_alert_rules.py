@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from connectors.metrics import BY_NAME
-from connectors.prometheus_server import PROMTOOL
 from dashboards import alerts
 from dashboards.generate import files, to_yaml
+from localenv.prometheus_server import PROMTOOL
 
 from .promql_names import families
 

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from connectors.emitter import EventEmitter
-from connectors.kafka_broker import free_port
-from connectors.prometheus_server import LocalPrometheus, ScrapeTarget
-from connectors.simulator import Simulation, build_scenario
+from connectors.processes import free_port
 from dashboards import alerts, panels
 from dashboards.generate import to_yaml
+from localenv.prometheus_server import LocalPrometheus, ScrapeTarget
 from streaming.job.runner import MonitorJob
+from streaming.simulation.fleet import Simulation, build_scenario
 from tests.support.job import job_config
 
 SPEED = 5.0  # simulated seconds per wall second: the storm (4 simulated minutes) spans most of a wall minute

@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from connectors.kafka_broker import create_topics
+from localenv.kafka_broker import create_topics
 from tests.support.agent_events import read_records
 from tests.support.rocketmq_client import ClientProcess
 

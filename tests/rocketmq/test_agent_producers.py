@@ -16,7 +16,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from connectors.kafka_broker import LocalKafkaBroker, create_topics
+from localenv.kafka_broker import LocalKafkaBroker, create_topics
 from tests.support.job import job_config, read, run_available
 from tests.support.rocketmq_client import ClientProcess
 

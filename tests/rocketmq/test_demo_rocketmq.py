@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from connectors.delta_reader import MonitorTables, rows
-from connectors.kafka_broker import free_port, pid_alive
+from connectors.processes import free_port, pid_alive
 
 pytestmark = pytest.mark.rocketmq
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from connectors.kafka_broker import pid_alive
+from connectors.processes import pid_alive
 from localenv.rocketmq_cluster import BROKER_NAMES, LocalRocketMQCluster
 
 LINES = ["5", "4.9"]

@@ -152,7 +152,7 @@ def test_executors_import_the_job_from_the_zip_the_driver_ships(spark_cluster):
 
 
 def test_the_cli_starts_reports_and_stops_a_cluster_by_pid(tmp_path):
-    from connectors.kafka_broker import pid_alive
+    from connectors.processes import pid_alive
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "streaming.cli", "spark-cluster", *args, "--home", str(tmp_path)],

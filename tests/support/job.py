@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from connectors.kafka_broker import create_topics
+from localenv.kafka_broker import create_topics
 from streaming.config import load_config
 from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
 from streaming.job.runner import MonitorJob

@@ -15,8 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from connectors import agent_artifacts
 from connectors.rocketmq_collector import CollectorProcess
+from localenv import agent_artifacts
 from localenv.rocketmq_cluster import TEST_SPEED
 from tests.support.job import job_config
 from tests.support.rocketmq_client import ClientProcess, consumer_process

@@ -12,9 +12,9 @@ from collections import Counter
 
 import pytest
 
-from connectors.simulator import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario
 from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
 from streaming.domain.fleet import ShardEngine
+from streaming.simulation.fleet import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario
 
 START = 1_700_000_000_000
 ENGINE = {"default_strategy": "AVG", "default_client_line": "5", "expiry_ms": 120_000,

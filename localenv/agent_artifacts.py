@@ -94,7 +94,7 @@ def _build_agent(target: Path) -> None:
     for jar in (staging / "build").glob("rocketmq-rebalance-agent-*.jar"):
         jar.rename(staging / jar.name)
     shutil.rmtree(staging / "build")
-    (staging / ".complete").write_text("built by connectors.agent_artifacts\n")
+    (staging / ".complete").write_text("built by localenv.agent_artifacts\n")
     _remove_unused(target.parent.iterdir())
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
@@ -141,7 +141,7 @@ def client_classpath(line: str) -> list[Path]:
 
 
 def main() -> None:
-    """``python -m connectors.agent_artifacts``: build the agent and the test clients of both lines."""
+    """``python -m localenv.agent_artifacts``: build the agent and the test clients of both lines."""
     build = agent()
     print(f"client agent: {build.jar} (+{len(build.libraries)} libraries; installed as {':'.join(AGENT_COORDINATES)})")
     for line in CLIENT_PROFILE_BY_LINE:

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -26,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors import jvm_artifacts
+from connectors.processes import free_port, pid_alive, port_is_open, stop_process
 
 DEFAULT_HOME = jvm_artifacts.PROJECT_ROOT / ".run" / "kafka"
 _STATE_FILE = "broker.json"
@@ -58,59 +56,6 @@ def new_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def port_is_open(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.settimeout(0.5)
-        return probe.connect_ex((host, port)) == 0
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child still answers kill(0); reap it if it is ours.
-    try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-        return reaped == 0
-    except ChildProcessError:
-        return Path(f"/proc/{pid}").exists() and "zombie" not in _proc_state(pid)
-
-
-def stop_process(pid: int, timeout_s: float) -> bool:
-    """SIGTERM, then SIGKILL after ``timeout_s``; True once the process is gone, False if even SIGKILL failed."""
-    for sig, wait_s in ((signal.SIGTERM, timeout_s), (signal.SIGKILL, 10.0)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return True
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if not pid_alive(pid):
-                return True
-            time.sleep(0.2)
-    return False
-
-
-def _proc_state(pid: int) -> str:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("State:"):
-                return line.lower()
-    except OSError:
-        pass
-    return ""
 
 
 @dataclass(frozen=True)

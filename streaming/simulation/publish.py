@@ -46,7 +46,7 @@ class SimulateSettings:
 
 def build_simulation(settings: SimulateSettings) -> Any:
     """The scenario's ``Simulation``, from ``settings.start_ms`` (default: now)."""
-    from connectors.simulator import Simulation, build_scenario
+    from streaming.simulation.fleet import Simulation, build_scenario
 
     start_ms = settings.start_ms if settings.start_ms is not None else int(time.time() * 1000)
 
@@ -68,7 +68,7 @@ def build_simulation(settings: SimulateSettings) -> Any:
 
 def what_to_expect(scenario: Any) -> list[str]:
     """The scenario's known answer, as lines for a person watching the monitor."""
-    from connectors.simulator import AVOIDED
+    from streaming.simulation.fleet import AVOIDED
 
     lines = [f"scenario {scenario.name}: {scenario.description}"]
     lines.append(f"  {len(scenario.groups)} consumer group(s), {len(scenario.producers)} producer(s), brokers "
@@ -182,7 +182,7 @@ def check_topics(bootstrap_servers: str, topics: list[str], producer_options: di
     find and then fails with a metadata timeout that does not name the topic."""
     from kafka import KafkaAdminClient
 
-    from connectors.kafka_broker import create_topics
+    from localenv.kafka_broker import create_topics
 
     # The producer's connection settings (security, timeouts) apply to the admin client too.
     client_options = {k: v for k, v in producer_options.items() if k in KafkaAdminClient.DEFAULT_CONFIG}

@@ -3,7 +3,7 @@
 The binary is Debian's ``prometheus`` package unpacked into ``.cache/prometheus`` by
 ``scripts/install_observability_tools.sh`` (no service scripts). The server listens on 127.0.0.1 only, keeps
 its generated configuration, TSDB and log under one directory, scrapes the given targets, evaluates the given
-rule files, and is stopped by the PID it wrote -- like ``connectors.kafka_broker``.
+rule files, and is stopped by the PID it wrote -- like ``localenv.kafka_broker``.
 
 Lifecycle: constructing a ``LocalPrometheus`` opens nothing; ``start()`` writes the configuration, launches
 the server and waits until it is ready; ``stop()`` sends SIGTERM, waits, and escalates to SIGKILL.
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors import jvm_artifacts
-from connectors.kafka_broker import free_port, pid_alive, port_is_open, stop_process
+from connectors.processes import free_port, pid_alive, port_is_open, stop_process
 
 BIN_DIR = jvm_artifacts.PROJECT_ROOT / ".cache" / "prometheus" / "usr" / "bin"
 PROMETHEUS = BIN_DIR / "prometheus"
