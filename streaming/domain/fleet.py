@@ -75,6 +75,17 @@ from .episodes import (
 from .errors import DomainError
 from .queues import MessageQueue
 from .versions import ClientLine
+from .vocabulary import (
+    AnomalyKind,
+    ChangeKind,
+    ChannelEventKind,
+    IgnoredReason,
+    LateReason,
+    MemberDirection,
+    Severity,
+    Trigger,
+    ViewFreshness,
+)
 
 SCHEMA_VERSION = 1
 # How long (event time) a group that emptied keeps its generation number for a return.
@@ -83,16 +94,17 @@ Record = tuple[str, dict[str, Any]]
 # The key under which a caller may attach where an event came from (e.g. its Kafka coordinates and raw
 # value); the engine only hands it back in ``ignored_events`` records.
 ORIGIN_KEY = "_origin"
-UNKNOWN_GROUP = "UNKNOWN_GROUP"  # the reason of a report the engine cannot compare with anything
-STALE_ROUTE = "stale_route"  # the late-event reason of a route older than the applied one
-STALE_POLL = "stale_poll"  # the late-event reason of a poll older than its view's last poll
+UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
+STALE_ROUTE = LateReason.STALE_ROUTE  # the late-event reason of a route older than the applied one
+STALE_POLL = LateReason.STALE_POLL  # the late-event reason of a poll older than its view's last poll
 # Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
 # A polled view turning stale or fresh again changes which views the analysis reads, not the membership.
-NOT_REBALANCES = frozenset({"REPORTED_ASSIGNMENT", "STORM_WINDOW", "FLAPPING_WINDOW", "CONVERGENCE_GRACE",
-                            "VIEW_STALE", "VIEW_FRESH"})
+NOT_REBALANCES = frozenset({Trigger.REPORTED_ASSIGNMENT, Trigger.STORM_WINDOW, Trigger.FLAPPING_WINDOW,
+                            Trigger.CONVERGENCE_GRACE, Trigger.VIEW_STALE, Trigger.VIEW_FRESH})
 # Findings that compare what clients report with what they compute: held while clients converge.
-CONVERGING_KINDS = ("ASSIGNMENT_MISMATCH",)
-_MEMBER_DIRECTION = {"JOIN": "JOIN", "LEAVE": "LEAVE", "EXPIRED": "LEAVE", "VANISHED": "LEAVE"}
+CONVERGING_KINDS = (AnomalyKind.ASSIGNMENT_MISMATCH,)
+_MEMBER_DIRECTION = {ChangeKind.JOIN: MemberDirection.JOIN, ChangeKind.LEAVE: MemberDirection.LEAVE,
+                     ChangeKind.EXPIRED: MemberDirection.LEAVE, ChangeKind.VANISHED: MemberDirection.LEAVE}
 
 
 @dataclass(frozen=True)
@@ -214,7 +226,7 @@ class GroupState:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GroupState:
-        episodes = {(e["group"], e["topic"], e["anomaly"]): Episode(**e) for e in data["episodes"]}
+        episodes = {(e["group"], e["topic"], e["anomaly"]): _episode(e) for e in data["episodes"]}
         return cls(ms.restore(data["membership"]), int(data["generation"]), data["owners"], data["assigned"],
                    episodes, tuple(data["rebalances_ms"]), data["reported"], data.get("member_changes") or {},
                    data.get("converge_by_ms"))  # fmt: skip
@@ -392,7 +404,7 @@ class ShardEngine:
             channel = (event.group, event.broker, event.channel)
             events_per_channel[channel] = events_per_channel.get(channel, 0) + 1
             view = (event.group, event.broker)
-            subscriptions = event.subscriptions if event.kind == "HEARTBEAT" else _MIXED_VIEW
+            subscriptions = event.subscriptions if event.kind == ChannelEventKind.HEARTBEAT else _MIXED_VIEW
             seen = view_subscriptions.setdefault(view, subscriptions)
             if seen is not _MIXED_VIEW and seen != subscriptions:
                 view_subscriptions[view] = _MIXED_VIEW
@@ -426,7 +438,7 @@ class ShardEngine:
     def apply(self, events: Iterable[Mapping[str, Any] | ms.ChannelEvent], watermark_ms: int) -> list[Record]:
         """Apply events (JSON objects, or channel events the caller already parsed) in the given order."""
         records: list[Record] = []
-        dirty: dict[str, tuple[int, set[str]]] = {}  # group -> (trigger time, triggers)
+        dirty: dict[str, tuple[int, set[Trigger]]] = {}  # group -> (trigger time, triggers)
         for event in events:
             if isinstance(event, ms.ChannelEvent):
                 self._apply_channel(event, records, dirty)
@@ -455,16 +467,16 @@ class ShardEngine:
 
     def advance(self, watermark_ms: int) -> list[Record]:
         """The state's timeout fired: run the expiry scan (and storm window) up to the watermark."""
-        dirty: dict[str, tuple[int, set[str]]] = {}
+        dirty: dict[str, tuple[int, set[Trigger]]] = {}
         records = self._expire_all(watermark_ms, dirty)
         self._forget_retired(watermark_ms)
         self._due_windows(watermark_ms, dirty)
         return _without_superseded_views(records + self._analyse(dirty))
 
-    def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[str]]]) -> None:
+    def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> None:
         """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
         watermark (also in ``apply``: a shard with input every batch never times out)."""
-        def due(group: str, trigger: str) -> None:
+        def due(group: str, trigger: Trigger) -> None:
             time_ms, triggers = dirty.get(group, (watermark_ms, set()))
             dirty[group] = (max(time_ms, watermark_ms), triggers | {trigger})
 
@@ -472,18 +484,19 @@ class ShardEngine:
             pruned = self.storms.prune(state.rebalances_ms, watermark_ms)
             if pruned != state.rebalances_ms:
                 state.rebalances_ms = pruned
-                if _slide_matters(state, "REBALANCE_STORM", self.storms.finding(group, pruned)):
-                    due(group, "STORM_WINDOW")
+                if _slide_matters(state, AnomalyKind.REBALANCE_STORM, self.storms.finding(group, pruned)):
+                    due(group, Trigger.STORM_WINDOW)
             if state.member_changes:
                 changes = self.flapping.prune(state.member_changes, watermark_ms)
                 if changes != state.member_changes:
                     state.member_changes = changes
-                    if _slide_matters(state, "FLAPPING_MEMBERS", self.flapping.finding(group, changes, watermark_ms)):
-                        due(group, "FLAPPING_WINDOW")
+                    finding = self.flapping.finding(group, changes, watermark_ms)
+                    if _slide_matters(state, AnomalyKind.FLAPPING_MEMBERS, finding):
+                        due(group, Trigger.FLAPPING_WINDOW)
             if state.reported and state.converge_by_ms is not None and state.converge_by_ms <= watermark_ms:
-                due(group, "CONVERGENCE_GRACE")
+                due(group, Trigger.CONVERGENCE_GRACE)
 
-    def _mark(self, dirty: dict[str, tuple[int, set[str]]], group: str, time_ms: int, trigger: str) -> None:
+    def _mark(self, dirty: dict[str, tuple[int, set[Trigger]]], group: str, time_ms: int, trigger: Trigger) -> None:
         previous_time, triggers = dirty.get(group, (time_ms, set()))
         triggers.add(trigger)
         if trigger not in NOT_REBALANCES:
@@ -493,13 +506,13 @@ class ShardEngine:
             state = self.groups.get(group)
             if state is not None:
                 grace = self.settings.convergence_grace_ms
-                grace += self.settings.route_poll_interval_ms if trigger == "ROUTE_CHANGED" else 0
+                grace += self.settings.route_poll_interval_ms if trigger == Trigger.ROUTE_CHANGED else 0
                 due = time_ms + grace
                 state.converge_by_ms = due if state.converge_by_ms is None else max(state.converge_by_ms, due)
         dirty[group] = (max(previous_time, time_ms), triggers)
 
     def _apply_channel(self, event: ms.ChannelEvent, records: list[Record],
-                       dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+                       dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
         state = self.groups.get(event.group)
         if state is None:
             retired = self.retired.pop(event.group, [0, 0])
@@ -523,11 +536,11 @@ class ShardEngine:
         self.groups[event.group] = state
         for change in expired + changes:
             records.append(("membership_changes", _change_row(change)))
-            self._mark(dirty, event.group, change.event_time_ms, change.change)
+            self._mark(dirty, event.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
     def _apply_poll(self, poll: ms.ConnectionPoll, records: list[Record],
-                    dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+                    dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
         state = self.groups.get(poll.group)
         if state is None:
             if not poll.connections:
@@ -546,7 +559,7 @@ class ShardEngine:
         self.groups[poll.group] = state
         records += [row for s in statuses for row in _stale_rows(s)]
         for stale in statuses:
-            self._mark(dirty, poll.group, stale.event_time_ms, "VIEW_STALE")
+            self._mark(dirty, poll.group, stale.event_time_ms, Trigger.VIEW_STALE)
         if status is None:
             records.append(("late_events", {"reason": STALE_POLL, "event_type": "consumer_connections",
                                             "group": poll.group, "broker": poll.broker, "event_time_ms": now_ms}))
@@ -555,14 +568,14 @@ class ShardEngine:
             if previous is None or previous.poll is None or previous.poll.stale:
                 records.append(_view_change_row(status))
             if previous is not None and previous.poll is not None and previous.poll.stale:
-                self._mark(dirty, poll.group, now_ms, "VIEW_FRESH")
+                self._mark(dirty, poll.group, now_ms, Trigger.VIEW_FRESH)
         for change in expired + changes:
             records.append(("membership_changes", _change_row(change)))
-            self._mark(dirty, poll.group, change.event_time_ms, change.change)
+            self._mark(dirty, poll.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
     def _apply_route(self, event: Mapping[str, Any], records: list[Record],
-                     dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+                     dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
         topic, time_ms = event["topic"], int(event["event_time"])
         current = self.routes.get(topic)
         if current is not None and time_ms < current["event_time_ms"]:
@@ -576,10 +589,10 @@ class ShardEngine:
             return
         for group, state in self.groups.items():
             if topic in _subscribed_topics(state.membership, time_ms, self.settings.expiry_ms):
-                self._mark(dirty, group, time_ms, "ROUTE_CHANGED")
+                self._mark(dirty, group, time_ms, Trigger.ROUTE_CHANGED)
 
     def _apply_report(self, event: Mapping[str, Any], records: list[Record],
-                      dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+                      dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
         group = event["group"]
         state = self.groups.get(group)
         queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
@@ -597,22 +610,22 @@ class ShardEngine:
         key = f"{event['client_id']}\x00{event['topic']}"
         if state.reported.get(key) != queues:
             state.reported[key] = queues
-            self._mark(dirty, group, int(event["event_time"]), "REPORTED_ASSIGNMENT")
+            self._mark(dirty, group, int(event["event_time"]), Trigger.REPORTED_ASSIGNMENT)
 
-    def _expire_all(self, now_ms: int, dirty: dict[str, tuple[int, set[str]]]) -> list[Record]:
+    def _expire_all(self, now_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> list[Record]:
         records: list[Record] = []
         for group in sorted(self.groups):
             state = self.groups[group]
             membership, statuses = ms.mark_stale(state.membership, now_ms)
             records += [row for s in statuses for row in _stale_rows(s)]
             for stale in statuses:
-                self._mark(dirty, group, stale.event_time_ms, "VIEW_STALE")
+                self._mark(dirty, group, stale.event_time_ms, Trigger.VIEW_STALE)
             membership, changes = ms.expire(membership, now_ms, self.settings.expiry_ms)
             state.membership = membership
             state.expiry_bound_ms = None
             for change in changes:
                 records.append(("membership_changes", _change_row(change)))
-                self._mark(dirty, group, change.event_time_ms, change.change)
+                self._mark(dirty, group, change.event_time_ms, Trigger(change.change))
                 self._count_member_change(state, change)
         return records
 
@@ -622,7 +635,7 @@ class ShardEngine:
             state.member_changes = self.flapping.record(state.member_changes, change.client_id, direction,
                                                         change.event_time_ms)  # fmt: skip
 
-    def _analyse(self, dirty: Mapping[str, tuple[int, set[str]]]) -> list[Record]:
+    def _analyse(self, dirty: Mapping[str, tuple[int, set[Trigger]]]) -> list[Record]:
         records: list[Record] = []
         for group in sorted(dirty):
             time_ms, triggers = dirty[group]
@@ -658,7 +671,7 @@ class ShardEngine:
         return analyze_group(state.membership, self._mq_all(), self.settings.strategy_factory(group), time_ms,
                              previous, reported)  # fmt: skip
 
-    def _analyse_group(self, group: str, state: GroupState, time_ms: int, triggers: list[str],
+    def _analyse_group(self, group: str, state: GroupState, time_ms: int, triggers: list[Trigger],
                        rebalance: bool) -> list[Record]:  # fmt: skip
         analysis = self._analysis(group, state, time_ms)
         if rebalance:
@@ -726,13 +739,18 @@ def _without_superseded_views(records: list[Record]) -> list[Record]:
             if not (table == "broker_views_current" and row["_op"] == "upsert" and row["group"] in gone)]  # fmt: skip
 
 
+def _episode(data: Mapping[str, Any]) -> Episode:
+    """An open episode as ``GroupState.to_json`` stored it, its words typed again."""
+    return Episode(**{**data, "anomaly": AnomalyKind(data["anomaly"]), "severity": Severity(data["severity"])})
+
+
 def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: int) -> set[str]:
     """The topics the group's channels registered at ``now_ms`` subscribe (the membership as of then)."""
     return {t for v in membership.views.values() for ch in v.channels.values()
             if ms.is_registered(v, ch, now_ms, expiry_ms) for t, _ in ch.topics}  # fmt: skip
 
 
-def _slide_matters(state: GroupState, kind: str, finding_now: Finding | None) -> bool:
+def _slide_matters(state: GroupState, kind: AnomalyKind, finding_now: Finding | None) -> bool:
     """Whether a storm or flapping window that slid by the watermark can change the group's analysis: only
     when the window still finds the anomaly (its details move) or its episode is open (it may close). Otherwise
     the group is not analysed for the slide: nothing else of it changed since its last analysis (every change
@@ -762,7 +780,7 @@ def _change_row(change: ms.MembershipChange) -> dict[str, Any]:
 def _view_row(status: ms.ViewStatus) -> dict[str, Any]:
     return {"group": status.group, "broker": status.broker, "status": status.status,
             "polled_at_ms": status.polled_at_ms, "stale_after_ms": status.stale_after_ms,
-            "stale_since_ms": status.event_time_ms if status.status == "STALE" else None,
+            "stale_since_ms": status.event_time_ms if status.status == ViewFreshness.STALE else None,
             "channels": status.channels, "collector": status.collector, "event_time_ms": status.event_time_ms,
             "_op": "upsert"}  # fmt: skip
 
@@ -786,7 +804,7 @@ def _transition_row(transition: Transition, generation: int) -> Record:
     return ("anomaly_episodes", row)
 
 
-def _snapshot_row(analysis: Analysis, state: GroupState, time_ms: int, triggers: list[str]) -> dict[str, Any]:
+def _snapshot_row(analysis: Analysis, state: GroupState, time_ms: int, triggers: list[Trigger]) -> dict[str, Any]:
     import json
 
     strategies = sorted({t.strategy for t in analysis.topics.values()})

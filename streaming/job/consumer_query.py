@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from streaming.contract.events import EVENT_TYPES
 from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE, ShardEngine
+from streaming.domain.vocabulary import LateReason
 from streaming.job import heartbeat_runs, state_blob
 from streaming.job.heartbeat_runs import RUN, unpack_run
 from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
@@ -150,7 +151,7 @@ def make_state_function(settings: Mapping[str, Any], poison_marker: str | None =
                 engine = ShardEngine.restore(state_blob.load(state), settings)
                 events, late = _events(columns, engine, watermark_ms, rows)
                 records = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms)
-                late_records = [("late_events", {"reason": "watermark", "event_type": t, "count": n})
+                late_records = [("late_events", {"reason": LateReason.WATERMARK, "event_type": t, "count": n})
                                 for t, n in late.items()]  # fmt: skip
                 return engine, records + late_records
 

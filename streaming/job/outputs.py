@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from streaming.domain.faults import WindowStatus
+from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus, ViewFreshness
 from streaming.job.sinks import DeltaTables, run_concurrently
 from streaming.job.tables import TABLES
 
@@ -117,7 +119,7 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
                     current.withColumn("_op", F.col("status")),
                     app_id,
                     batch_id,
-                    delete_condition="s._op = 'CLOSED'",
+                    delete_condition=f"s._op = '{EpisodeStatus.CLOSED}'",
                 )
 
             # All at once: each MERGE carries its txn ids in a session of its own (see merge_idempotent).
@@ -259,7 +261,7 @@ def fault_sink(
                 windows = batch.where(F.col("table").isin("fault_windows", "late_sends")).collect()
                 for row in windows:
                     payload = json.loads(row["payload"])
-                    if row["table"] == "fault_windows" and payload["status"] == "OPENED":
+                    if row["table"] == "fault_windows" and payload["status"] == WindowStatus.OPENED.value:
                         metrics.inc("rmqmon_broker_isolation_episodes_total", (payload["broker"],))
                     elif row["table"] == "late_sends":
                         metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), payload["count"])
@@ -353,10 +355,11 @@ def refresh_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     many are stale, and the latest poll's event time."""
     from pyspark.sql import functions as F
 
+    stale = F.when(F.col("status") == str(ViewFreshness.STALE), 1).otherwise(0)
     rows = (
         tables.read("broker_views_current")
         .groupBy("broker")
-        .agg(F.count("*").alias("views"), F.sum(F.when(F.col("status") == "STALE", 1).otherwise(0)).alias("stale"),
+        .agg(F.count("*").alias("views"), F.sum(stale).alias("stale"),
              F.max("polled_at_ms").alias("last_poll_ms"))
         .collect()
     )  # fmt: skip
@@ -403,17 +406,8 @@ def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[
         metrics.replace_series("rmqmon_group_idle_members", group, idle)
         metrics.replace_series("rmqmon_group_non_subscribing_members", group, non_subscribing)
         metrics.replace_series("rmqmon_group_skew_queues", group, skew)
-        kinds = (
-            "ORPHANED_QUEUES",
-            "DOUBLE_OWNED_QUEUES",
-            "DUPLICATE_CLIENT_ID",
-            "INCONSISTENT_SUBSCRIPTION",
-            "DIVERGING_BROKER_VIEWS",
-            "REBALANCE_STORM",
-            "FLAPPING_MEMBERS",
-            "ASSIGNMENT_MISMATCH",
-            "UNKNOWN_STRATEGY",
-        )
         metrics.replace_series(
-            "rmqmon_group_open_anomalies", group, {(group, k): float(row["open_anomalies"].get(k, 0)) for k in kinds}
+            "rmqmon_group_open_anomalies",
+            group,
+            {(group, str(k)): float(row["open_anomalies"].get(k, 0)) for k in AnomalyKind},
         )
