@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 
 from streaming.domain.fleet import ShardEngine
+from streaming.domain.outcomes import GroupSummary, IgnoredEvent, LateEvent
+from streaming.domain.vocabulary import IgnoredReason, LateReason
+from streaming.job.table_rows import rows_of
 
 
 def hb(t, channel, cid, topics=("T",), broker="broker-a", group="G", **extra):
@@ -45,8 +48,13 @@ def route(t, topic="T", brokers=(("broker-a", 4), ("broker-b", 4))):
     }
 
 
-def rows(records, table):
-    return [r for t, r in records if t == table]
+def table_rows(outcomes):
+    """The engine's outcomes as the tables (and metrics) receive them; an ignored event stays itself."""
+    return [pair for o in outcomes for pair in ([("ignored", o)] if isinstance(o, IgnoredEvent) else rows_of(o))]
+
+
+def rows(outcomes, table):
+    return [r for t, r in table_rows(outcomes) if t == table]
 
 
 def run(batches, settings=None):
@@ -357,23 +365,23 @@ def test_a_report_for_a_group_no_broker_knows_is_handed_back_with_its_origin_and
     before = engine.snapshot()
     ghost = dict(report(5_000, "c9", A[:2], group="ghosts"), _origin=("reports", 3, 17))
     out = engine.apply([ghost], 0)
-    assert out == [("ignored_events", {
-        "event_type": "reported_assignment", "reason": "UNKNOWN_GROUP", "origin": ("reports", 3, 17),
-        "detail": "group ghosts is known to no broker at 5000: the report of c9 (2 queues of T) has nothing to "
-                  "compare with",
-    })]  # fmt: skip
+    assert out == [IgnoredEvent(
+        ghost, "reported_assignment", IgnoredReason.UNKNOWN_GROUP,
+        "group ghosts is known to no broker at 5000: the report of c9 (2 queues of T) has nothing to compare with",
+    )]  # fmt: skip
+    assert out[0].event is ghost and ghost["_origin"] == ("reports", 3, 17)  # handed back as given
     assert engine.snapshot() == before
 
 
 def test_a_report_after_the_group_emptied_is_handed_back_and_one_while_it_lives_is_not():
     engine = ShardEngine.restore(None, GRACE)
     out = engine.apply([route(0), hb(0, "a:1", "c1"), report(1_000, "c1", A + B)], 0)
-    assert not rows(out, "ignored_events")
+    assert not [o for o in out if isinstance(o, IgnoredEvent)]
     # the last member leaves; a report after that, in the same batch or the next, has nothing to compare with
     out = engine.apply([ev("UNREGISTER", 2_000, "a:1", "c1"), report(3_000, "c1", A + B)], 0)
     out += engine.apply([report(4_000, "c1", A + B)], 0)
     assert "G" not in engine.groups
-    assert [r["reason"] for r in rows(out, "ignored_events")] == ["UNKNOWN_GROUP", "UNKNOWN_GROUP"]
+    assert [o.reason for o in out if isinstance(o, IgnoredEvent)] == ["UNKNOWN_GROUP", "UNKNOWN_GROUP"]
 
 
 def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing():
@@ -381,7 +389,9 @@ def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing(
     engine.apply([route(10_000), hb(10_000, "a:1", "c1")], 0)
     before = engine.snapshot()
     out = engine.apply([route(5_000, brokers=(("broker-a", 1),))], 0)
-    assert out == [("late_events", {"reason": "stale_route", "topic": "T", "event_time_ms": 5_000})]
+    assert out == [LateEvent(LateReason.STALE_ROUTE, "topic_route", 5_000, topic="T")]
+    assert rows(out, "late_events") == [{"reason": "stale_route", "event_type": "topic_route", "count": 1,
+                                         "event_time_ms": 5_000, "topic": "T"}]  # fmt: skip
     assert engine.snapshot() == before
     # the same route again, at its own time, is not late: it changes nothing and says nothing
     assert engine.apply([route(10_000)], 0) == []
@@ -396,7 +406,9 @@ def test_group_metrics_of_a_restored_shard_are_what_each_group_last_emitted_with
     last = {r["group"]: r for r in rows(out, "group_metrics")}
     assert last["G-move"]["topics"]["T"]["moved"] > 0  # the unregister moved queues; a restored shard moved none
     engine = ShardEngine.restore(json.loads(json.dumps(snapshot)), {})
-    restored = {r["group"]: r for r in rows(engine.group_metrics(9_000), "group_metrics")}
+    summaries = engine.group_metrics(9_000)
+    assert all(type(s) is GroupSummary for s in summaries)
+    restored = {r["group"]: r for r in rows(summaries, "group_metrics")}
 
     def without_time_and_moves(row):
         topics = {t: {k: v for k, v in values.items() if k != "moved"} for t, values in row["topics"].items()}
