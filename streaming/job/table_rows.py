@@ -1,15 +1,18 @@
-"""The one mapping from the shard engine's typed outcomes to the consumer tables' rows.
+"""The one mapping from the shard engine's typed outcomes to the consumer tables' rows, and back for metrics.
 
 ``fleet.ShardEngine`` says what happened (``streaming.domain.outcomes``); this module says where it is
 kept: which table of ``tables.py`` gets which row, and whether a current table's row is an upsert or a
 delete (``_op``). The state function emits the rows as JSON and the sink parses each table's rows with
 its schema, so a column this mapping did not fill would be a silent NULL: a unit test maps one of every
-outcome and compares the keys with every consumer table's columns.
+outcome and compares the keys with every consumer table's columns. The metrics read typed values again
+(``metric_values``, ``group_summary``): the exact inverse, tested as a round trip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from streaming.domain.membership import MembershipChange, ViewStatus
@@ -26,16 +29,16 @@ from streaming.domain.outcomes import (
     IgnoredEvent,
     LateEvent,
     Outcome,
+    TopicSummary,
 )
-from streaming.domain.vocabulary import ViewFreshness
+from streaming.domain.vocabulary import AnomalyKind, LateReason, ViewFreshness
 
 Row = tuple[str, dict[str, Any]]
 
-# Pseudo-tables: rows the consumer sink reads for the metrics endpoint (and ``group_status_current``), not Delta
-# tables.
-GROUP_METRICS = "group_metrics"
-LATE_EVENTS = "late_events"
+GROUP_STATUS = "group_status_current"
 DEAD_LETTERS = "dead_letters"
+# Not a Delta table: the late input the metrics count.
+LATE_EVENTS = "late_events"
 # The operation column of a current table's rows: the sink MERGEs upserts and deletes the others' keys.
 OP = "_op"
 UPSERT = "upsert"
@@ -108,20 +111,64 @@ def _transition(t: EpisodeTransition) -> list[Row]:
     })]  # fmt: skip
 
 
+# A topic's queues moved by the analysis: the metrics count them, the table does not keep them (a restart
+# counts moves from then on), so its schema drops them when the sink parses the row.
+MOVED_QUEUES = "moved_queues"
+
+
 def _summary(s: GroupSummary) -> list[Row]:
-    return [(GROUP_METRICS, {
-        "group": s.group, "removed": False, "event_time_ms": s.event_time_ms, "members": s.members,
-        "channels": s.channels, "generation": s.generation, "duplicate_client_ids": s.duplicate_client_ids,
-        "views_diverge": s.views_diverge, "last_rebalance_ms": s.last_rebalance_ms,
-        "open_anomalies": dict(s.open_anomalies),
-        "topics": {name: {"assigned": t.assigned, "orphaned": t.orphaned, "double_owned": t.double_owned,
-                          "idle": t.idle, "non_subscribing": t.non_subscribing, "skew": t.skew, "moved": t.moved}
-                   for name, t in s.topics.items()},
+    return [(GROUP_STATUS, {
+        "group": s.group, "generation": s.generation, "members": s.members, "channels": s.channels,
+        "duplicate_client_ids": s.duplicate_client_ids, "views_diverge": s.views_diverge,
+        "last_rebalance_ms": s.last_rebalance_ms,
+        "open_anomalies": [{"anomaly": k, "episodes": n} for k, n in sorted(s.open_anomalies.items())],
+        "topics": [{"topic": name, "assigned": t.assigned, "orphaned": t.orphaned, "double_owned": t.double_owned,
+                    "idle_members": t.idle, "non_subscribing_members": t.non_subscribing, "skew_queues": t.skew,
+                    MOVED_QUEUES: t.moved} for name, t in sorted(s.topics.items())],
+        "event_time_ms": s.event_time_ms, OP: UPSERT,
     })]  # fmt: skip
 
 
 def _gone(g: GroupGone) -> list[Row]:
-    return [(GROUP_METRICS, {"group": g.group, "removed": True, "event_time_ms": g.event_time_ms})]
+    return [(GROUP_STATUS, {"group": g.group, "event_time_ms": g.event_time_ms, OP: DELETE})]
+
+
+def group_summary(row: Mapping[str, Any]) -> GroupSummary | GroupGone:
+    """A ``group_status_current`` row (as mapped above, or as the table holds it) as the value it came from;
+    a row read back from the table has no queue moves (0)."""
+    if row.get(OP) == DELETE:
+        return GroupGone(row["group"], row["event_time_ms"])
+    return GroupSummary(
+        row["group"], row["event_time_ms"], row["members"], row["channels"], row["generation"],
+        row["duplicate_client_ids"], row["views_diverge"], row["last_rebalance_ms"],
+        {AnomalyKind(a["anomaly"]): a["episodes"] for a in row["open_anomalies"] or ()},
+        {t["topic"]: TopicSummary(t["assigned"], t["orphaned"], t["double_owned"], t["idle_members"],
+                                  t["non_subscribing_members"], t["skew_queues"], t.get(MOVED_QUEUES) or 0)
+         for t in row["topics"] or ()},
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLettered:
+    """An input record the consumer path wrote as a dead letter, for the metrics' count by reason."""
+
+    reason: str | None
+
+
+def metric_values(rows: Iterable[tuple[str, str]]) -> list[GroupSummary | GroupGone | LateEvent | DeadLettered]:
+    """The values the metrics are set from, from the JSON rows of ``GROUP_STATUS``, ``LATE_EVENTS`` and
+    ``DEAD_LETTERS`` (others are skipped), in order."""
+    values: list[GroupSummary | GroupGone | LateEvent | DeadLettered] = []
+    for table, text in rows:
+        row = json.loads(text)
+        if table == GROUP_STATUS:
+            values.append(group_summary(row))
+        elif table == LATE_EVENTS:
+            values.append(LateEvent(LateReason(row["reason"]), row["event_type"], row.get("event_time_ms"),
+                                    row["count"], row.get("group"), row.get("broker"), row.get("topic")))
+        elif table == DEAD_LETTERS:
+            values.append(DeadLettered(row.get("reason")))
+    return values
 
 
 def _late(late: LateEvent) -> list[Row]:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from streaming.domain.fleet import ShardEngine
-from streaming.domain.outcomes import GroupSummary, IgnoredEvent, LateEvent
+from streaming.domain.outcomes import GroupGone, GroupSummary, IgnoredEvent, LateEvent
 from streaming.domain.vocabulary import IgnoredReason, LateReason
 from streaming.job.table_rows import rows_of
 
@@ -92,9 +93,11 @@ def test_channels_counts_cid_all_on_one_broker_so_only_a_duplicated_id_adds_one(
     # Five members, each connected to both brokers (a channel per broker), then a sixth channel reusing c0's ID.
     members = [hb(1_000, f"10.1.0.{i}:1", f"c{i}", broker=b) for i in range(5) for b in ("broker-a", "broker-b")]
     out, _ = run([([route(0), *members], 0), ([hb(2_000, "10.1.0.9:1", "c0")], 0)])
-    first, second = rows(out, "group_metrics")
-    assert (first["members"], first["channels"], first["duplicate_client_ids"]) == (5, 5, 0)
-    assert (second["members"], second["channels"], second["duplicate_client_ids"]) == (5, 6, 1)
+    first, second = [o for o in out if isinstance(o, GroupSummary)]
+    assert (first.members, first.channels, first.duplicate_client_ids) == (5, 5, 0)
+    assert (second.members, second.channels, second.duplicate_client_ids) == (5, 6, 1)
+    assert [(r["members"], r["channels"], r["duplicate_client_ids"]) for r in rows(out, "group_status_current")] == [
+        (5, 5, 0), (5, 6, 1)]
 
 
 def test_unregister_and_silent_expiry_at_the_right_event_times():
@@ -170,7 +173,8 @@ def test_a_group_that_empties_and_returns_continues_its_generations():
         ([hb(5_000, "a:1", "c1")], 0),
     ])  # fmt: skip
     assert [r["generation"] for r in rows(out, "group_snapshots")] == [1, 2]
-    assert any(r.get("removed") for r in rows(out, "group_metrics"))
+    assert GroupGone("G", 1_000) in out
+    assert {"group": "G", "event_time_ms": 1_000, "_op": "delete"} in rows(out, "group_status_current")
 
 
 # -- flapping members ([anomalies] flapping_window_ms, flapping_threshold) ---------------------------------
@@ -209,8 +213,8 @@ def test_a_member_joining_and_leaving_more_than_the_threshold_is_flapping_and_st
     details = json.loads(opened["details"])
     assert details["members"] == {"crashy": {"joins": 2, "leaves": 2, "first_ms": 1_000, "last_ms": 60_000}}
     assert (details["threshold"], details["window_ms"]) == (3, 600_000)
-    open_kinds = rows(out, "group_metrics")[-1]["open_anomalies"]
-    assert open_kinds.get("FLAPPING_MEMBERS") == 1
+    open_kinds = rows(out, "group_status_current")[-1]["open_anomalies"]
+    assert {"anomaly": "FLAPPING_MEMBERS", "episodes": 1} in open_kinds
     # the first join leaves the window at 601_000 (600 s after it), and the episode closes then
     assert episodes_of(engine.advance(600_999), "FLAPPING_MEMBERS") == []
     assert engine.next_wakeup_ms() == 601_000
@@ -403,20 +407,18 @@ def test_group_metrics_of_a_restored_shard_are_what_each_group_last_emitted_with
     moving = [hb(1_000, f"10.2.0.{i}:1", f"c{i}", group="G-move") for i in range(3)]
     later = [ev("UNREGISTER", 5_000, "10.2.0.2:1", "c2", group="G-move"), report(6_000, "c3", [("broker-a", 0)], group="G-dup")]
     out, snapshot = run([([route(0), *dup, *moving], 0), (later, 0)])
-    last = {r["group"]: r for r in rows(out, "group_metrics")}
-    assert last["G-move"]["topics"]["T"]["moved"] > 0  # the unregister moved queues; a restored shard moved none
+    last = {s.group: s for s in out if isinstance(s, GroupSummary)}
+    assert last["G-move"].topics["T"].moved > 0  # the unregister moved queues; a restored shard moved none
     engine = ShardEngine.restore(json.loads(json.dumps(snapshot)), {})
-    summaries = engine.group_metrics(9_000)
-    assert all(type(s) is GroupSummary for s in summaries)
-    restored = {r["group"]: r for r in rows(summaries, "group_metrics")}
+    restored = {s.group: s for s in engine.group_metrics(9_000)}
 
-    def without_time_and_moves(row):
-        topics = {t: {k: v for k, v in values.items() if k != "moved"} for t, values in row["topics"].items()}
-        return {**{k: v for k, v in row.items() if k != "event_time_ms"}, "topics": topics}
+    def without_time_and_moves(summary):
+        topics = {t: replace(values, moved=0) for t, values in summary.topics.items()}
+        return replace(summary, event_time_ms=0, topics=topics)
 
-    assert {g: without_time_and_moves(r) for g, r in restored.items()} == {
-        g: without_time_and_moves(r) for g, r in last.items()
+    assert {g: without_time_and_moves(s) for g, s in restored.items()} == {
+        g: without_time_and_moves(s) for g, s in last.items()
     }
-    assert all(t["moved"] == 0 for r in restored.values() for t in r["topics"].values())
-    assert restored["G-dup"]["duplicate_client_ids"] == 1 and restored["G-dup"]["open_anomalies"]["DUPLICATE_CLIENT_ID"] == 1
+    assert all(t.moved == 0 for s in restored.values() for t in s.topics.values())
+    assert restored["G-dup"].duplicate_client_ids == 1 and restored["G-dup"].open_anomalies["DUPLICATE_CLIENT_ID"] == 1
     assert engine.snapshot() == snapshot  # reading the metrics changed nothing

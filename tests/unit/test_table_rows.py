@@ -8,6 +8,7 @@ table does not have (a misspelling the sink's ``from_json`` would turn into a NU
 from __future__ import annotations
 
 import json
+import re
 import typing
 
 import pytest
@@ -43,8 +44,17 @@ from streaming.domain.vocabulary import (
 )
 from streaming.job import table_rows
 from streaming.job.outputs import HISTORY_OUTPUTS
-from streaming.job.table_rows import OP, SINK_COLUMNS, dead_letter, ignored_letter, rows_of
-from streaming.job.tables import TABLES, column_names
+from streaming.job.table_rows import (
+    MOVED_QUEUES,
+    OP,
+    SINK_COLUMNS,
+    dead_letter,
+    group_summary,
+    ignored_letter,
+    metric_values,
+    rows_of,
+)
+from streaming.job.tables import TABLES, column_names, split_columns
 
 STALE = ViewStatus(9, "G", "broker-a", ViewFreshness.STALE, 1, 5, 2, "collector-1")
 EPISODE = Episode("e1", "G", "T", AnomalyKind.ORPHANED_QUEUES, 3, Severity.CRITICAL, "2 orphaned", "{}")
@@ -67,7 +77,7 @@ EVERY_OUTCOME = [
 ]  # fmt: skip
 # The consumer sink's Delta tables: written from these rows, or derived by the sink from another table's.
 CONSUMER_TABLES = {*HISTORY_OUTPUTS} - {"fault_windows"} | {"current_assignment", "broker_views_current",
-                                                              "anomalies_current"}  # fmt: skip
+                                                              "group_status_current", "anomalies_current"}  # fmt: skip
 DERIVED = {"anomalies_current": "anomaly_episodes"}  # the open episodes, from the episodes' history
 
 
@@ -102,6 +112,47 @@ def test_every_column_of_a_consumer_table_has_a_source_and_no_key_is_unknown(tab
         else:
             assert keys == columns, f"{table}: no source for {sorted(columns - keys)}"
         assert (OP in row) == (TABLES[table].kind == "current")
+
+
+def struct_fields(table: str) -> dict[str, set[str]]:
+    """Per ``ARRAY<STRUCT<...>>`` column of the table, its fields."""
+    fields = {}
+    for entry in split_columns(TABLES[table].schema_ddl):
+        name, _, type_ = entry.partition(" ")
+        if type_.startswith("ARRAY<STRUCT<"):
+            fields[name] = set(re.findall(r"(\w+):", type_))
+    return fields
+
+
+# Fields the metrics read that the table does not keep (the sink's schema drops them).
+METRICS_ONLY = {("group_status_current", "topics"): {MOVED_QUEUES}}
+
+
+@pytest.mark.parametrize("table", sorted(CONSUMER_TABLES - set(DERIVED)))
+def test_every_field_of_a_struct_column_has_a_source(table):
+    for column, fields in struct_fields(table).items():
+        extra = METRICS_ONLY.get((table, column), set())
+        for row in mapped_rows()[table]:
+            for element in row.get(column) or ():
+                assert set(element) - extra == fields, f"{table}.{column}"
+
+
+def test_metric_values_are_the_summaries_and_late_events_mapped():
+    sample = [o for o in EVERY_OUTCOME if isinstance(o, GroupSummary | GroupGone | LateEvent)]
+    assert len(sample) == 3
+    text = [(table, json.dumps(row)) for outcome in sample for table, row in rows_of(outcome)]
+    assert metric_values(text) == sample
+
+
+def test_a_summary_read_back_from_the_table_has_no_moves():
+    (summary,) = [o for o in EVERY_OUTCOME if isinstance(o, GroupSummary)]
+    ((_, row),) = rows_of(summary)
+    columns = set(column_names("group_status_current"))
+    stored = {k: v for k, v in row.items() if k in columns}
+    stored["topics"] = [{k: v for k, v in t.items() if k != MOVED_QUEUES} for t in stored["topics"]]
+    restored = group_summary(stored)
+    assert restored.topics["T"].moved == 0 and summary.topics["T"].moved == 2
+    assert restored.open_anomalies == summary.open_anomalies and restored.generation == summary.generation
 
 
 @pytest.mark.parametrize(("table", "source"), sorted(DERIVED.items()))
