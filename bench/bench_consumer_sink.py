@@ -38,6 +38,7 @@ def engine_batches(groups: int, members: int, changing: int, batches: int) -> li
     """Each batch's ``(table, payload)`` rows, as the consumer query's state function emits them."""
     from streaming.domain.fleet import ShardEngine
     from streaming.job.state_blob import encode
+    from streaming.job.table_rows import table_rows
 
     engine = ShardEngine.restore(None, {})
     route = {"type": "topic_route", "schema_version": 1, "event_time": BASE, "topic": "orders",
@@ -55,7 +56,7 @@ def engine_batches(groups: int, members: int, changing: int, batches: int) -> li
             kind = "HEARTBEAT" if batch % 2 else "UNREGISTER"
             events = [_channel(t, kind, f"g{g % groups}", f"10.9.{g % groups}.0:1", f"10.0.{g % groups}.0@1")
                       for g in range(first, first + changing)]  # fmt: skip
-        out.append([(table, encode(row)) for table, row in engine.apply(events, t - 60_000)])
+        out.append([(table, encode(row)) for table, row in table_rows(engine.apply(events, t - 60_000))])
     return out
 
 

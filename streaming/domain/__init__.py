@@ -10,6 +10,7 @@ Modules:
   ``java.util.Random``.
 * ``queues`` -- ``MessageQueue`` with Java ordering and ``toString``.
 * ``versions`` -- the client lines whose semantics differ (4.9.x, 5.x).
+* ``vocabulary`` -- the fixed words (change kinds, triggers, anomalies, statuses) as string-valued enums.
 * ``errors`` -- the domain's typed errors (Java exceptions become these).
 * ``allocation`` -- the six consumer allocation strategies and the whole-group form.
 * ``producer`` / ``faults`` -- producer queue selection and latency fault tolerance.

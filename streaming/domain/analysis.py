@@ -18,13 +18,14 @@ from .errors import DomainError
 from .javacompat import java_sort_key
 from .membership import BrokerView, Channel, GroupMembership, cid_all, fresh_views
 from .queues import MessageQueue, sorted_client_ids
+from .vocabulary import AllocationMode, AnomalyKind, Severity
 
 # How a group's queues are allocated (``allocation_mode``).
-CLIENT_SIDE = "CLIENT"  # every CLUSTERING client computes its share with the group's strategy
-BROADCAST = "BROADCAST"  # every client consumes every queue (BROADCASTING)
-BROKER_SIDE = "BROKER"  # the broker hands out queues (CONSUME_POP: POP-mode push and gRPC clients)
+CLIENT_SIDE = AllocationMode.CLIENT  # every CLUSTERING client computes its share with the group's strategy
+BROADCAST = AllocationMode.BROADCAST  # every client consumes every queue (BROADCASTING)
+BROKER_SIDE = AllocationMode.BROKER  # the broker hands out queues (CONSUME_POP: POP-mode push and gRPC clients)
 # A group whose strategy the monitor cannot compute (an application's own): reported, nothing expected of it.
-UNKNOWN_STRATEGY = "UNKNOWN_STRATEGY"
+UNKNOWN_STRATEGY = AnomalyKind.UNKNOWN_STRATEGY
 
 StrategyFactory = Callable[[str | None, str | None], AllocationStrategy]
 """(strategy name reported by clients or None, client version or None) -> strategy."""
@@ -197,8 +198,8 @@ def analyze_group(
             Finding(
                 group,
                 "",
-                "DUPLICATE_CLIENT_ID",
-                "critical",
+                AnomalyKind.DUPLICATE_CLIENT_ID,
+                Severity.CRITICAL,
                 f"{len(duplicates)} client id(s) of {group} are used by several channels",
                 {"client_ids": {c: list(chs) for c, chs in duplicates.items()}, "broker": broker},
             )
@@ -208,8 +209,8 @@ def analyze_group(
             Finding(
                 group,
                 "",
-                "DIVERGING_BROKER_VIEWS",
-                "warning",
+                AnomalyKind.DIVERGING_BROKER_VIEWS,
+                Severity.WARNING,
                 f"brokers disagree about the members of {group}",
                 {"views": {b: list(v) for b, v in views.items()}},
             )
@@ -233,7 +234,7 @@ def _unknown_strategy(group: str, name: str | None, error: DomainError) -> Findi
         group,
         "",
         UNKNOWN_STRATEGY,
-        "warning",
+        Severity.WARNING,
         f"{group} allocates with strategy {name!r}, which the monitor cannot compute: no expected assignment",
         {"strategy": name, "error": str(error)},
     )
@@ -271,8 +272,8 @@ def _topic_findings(
             Finding(
                 group,
                 r.topic,
-                "ORPHANED_QUEUES",
-                "critical",
+                AnomalyKind.ORPHANED_QUEUES,
+                Severity.CRITICAL,
                 f"{len(orphaned)} of {len(r.allocation.mq_all)} queues of {r.topic} have no consumer",
                 {
                     "queues": [_queue_ref(q) for q in orphaned],
@@ -288,8 +289,8 @@ def _topic_findings(
             Finding(
                 group,
                 r.topic,
-                "DOUBLE_OWNED_QUEUES",
-                "critical",
+                AnomalyKind.DOUBLE_OWNED_QUEUES,
+                Severity.CRITICAL,
                 f"{len(doubled)} queues of {r.topic} are consumed by several channels",
                 {
                     "queues": [
@@ -309,8 +310,8 @@ def _topic_findings(
             Finding(
                 group,
                 r.topic,
-                "INCONSISTENT_SUBSCRIPTION",
-                "warning",
+                AnomalyKind.INCONSISTENT_SUBSCRIPTION,
+                Severity.WARNING,
                 f"{len(r.non_subscribers)} member(s) of {group} do not subscribe {r.topic}",
                 {
                     "non_subscribers": list(r.non_subscribers),
@@ -344,8 +345,8 @@ def _mismatch_findings(
         Finding(
             group,
             r.topic,
-            "ASSIGNMENT_MISMATCH",
-            "warning",
+            AnomalyKind.ASSIGNMENT_MISMATCH,
+            Severity.WARNING,
             f"{len(differences)} client(s) of {group} report a different assignment of {r.topic}",
             {"clients": differences},
         )

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .vocabulary import AnomalyKind, EpisodeStatus, MemberDirection, Severity
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -28,8 +30,8 @@ class Finding:
 
     group: str
     topic: str  # "" for group-level anomalies (duplicate client ids, diverging views, storms)
-    anomaly: str
-    severity: str
+    anomaly: AnomalyKind
+    severity: Severity
     summary: str
     details: Mapping[str, object] = field(default_factory=dict)
 
@@ -47,9 +49,9 @@ class Episode:
     episode_id: str
     group: str
     topic: str
-    anomaly: str
+    anomaly: AnomalyKind
     opened_at_ms: int
-    severity: str
+    severity: Severity
     summary: str
     details_json: str
 
@@ -58,7 +60,7 @@ class Episode:
 class Transition:
     """OPENED / UPDATED / CLOSED of one episode at ``event_time_ms``."""
 
-    status: str
+    status: EpisodeStatus
     episode: Episode
     event_time_ms: int
     closed_at_ms: int | None = None
@@ -98,12 +100,12 @@ def reconcile(
             continue
         finding = current.pop(key, None)
         if finding is None:
-            transitions.append(Transition("CLOSED", episode, now_ms, closed_at_ms=now_ms))
+            transitions.append(Transition(EpisodeStatus.CLOSED, episode, now_ms, closed_at_ms=now_ms))
             continue
         details = finding.fingerprint
         if details != episode.details_json or finding.summary != episode.summary:
             episode = replace(episode, details_json=details, summary=finding.summary, severity=finding.severity)
-            transitions.append(Transition("UPDATED", episode, now_ms))
+            transitions.append(Transition(EpisodeStatus.UPDATED, episode, now_ms))
         result[key] = episode
     for key, finding in sorted(current.items()):
         episode = Episode(
@@ -112,13 +114,13 @@ def reconcile(
             finding.severity, finding.summary, finding.fingerprint,
         )  # fmt: skip
         result[key] = episode
-        transitions.append(Transition("OPENED", episode, now_ms))
+        transitions.append(Transition(EpisodeStatus.OPENED, episode, now_ms))
     return result, transitions
 
 
 def close_all(open_episodes: Mapping[tuple[str, str, str], Episode], now_ms: int) -> list[Transition]:
     """Close every open episode (the group disappeared)."""
-    return [Transition("CLOSED", e, now_ms, closed_at_ms=now_ms) for _, e in sorted(open_episodes.items())]
+    return [Transition(EpisodeStatus.CLOSED, e, now_ms, closed_at_ms=now_ms) for _, e in sorted(open_episodes.items())]
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ class StormDetector:
         if count <= self.threshold:
             return None
         return Finding(
-            group, "", "REBALANCE_STORM", "warning",
+            group, "", AnomalyKind.REBALANCE_STORM, Severity.WARNING,
             f"{count} rebalances of {group} within {self.window_ms // 1000} s (threshold {self.threshold})",
             {"rebalances_in_window": count, "window_ms": self.window_ms, "threshold": self.threshold,
              "first_ms": rebalance_times_ms[0], "last_ms": rebalance_times_ms[-1]},
@@ -178,7 +180,7 @@ class FlappingDetector:
     threshold: int = 3
     coalesce_ms: int = 1_000
 
-    def record(self, changes: Mapping[str, list[list[Any]]], client_id: str, direction: str,
+    def record(self, changes: Mapping[str, list[list[Any]]], client_id: str, direction: MemberDirection,
                time_ms: int) -> MemberChanges:  # fmt: skip
         """``changes`` after a ``direction`` ("JOIN" or "LEAVE") of ``client_id`` at ``time_ms``."""
         entries = list(changes.get(client_id, ()))
@@ -206,14 +208,14 @@ class FlappingDetector:
             entries = [e for e in changes[client_id] if horizon < e[0]]
             if len(entries) > self.threshold:
                 members[client_id] = {
-                    "joins": sum(1 for _, d in entries if d == "JOIN"),
-                    "leaves": sum(1 for _, d in entries if d == "LEAVE"),
+                    "joins": sum(1 for _, d in entries if d == MemberDirection.JOIN),
+                    "leaves": sum(1 for _, d in entries if d == MemberDirection.LEAVE),
                     "first_ms": entries[0][0], "last_ms": entries[-1][0],
                 }  # fmt: skip
         if not members:
             return None
         return Finding(
-            group, "", "FLAPPING_MEMBERS", "warning",
+            group, "", AnomalyKind.FLAPPING_MEMBERS, Severity.WARNING,
             f"{len(members)} member(s) of {group} joined or left more than {self.threshold} times within "
             f"{self.window_ms // 1000} s",
             {"members": members, "window_ms": self.window_ms, "threshold": self.threshold},
@@ -221,7 +223,7 @@ class FlappingDetector:
 
 
 def hold_in_grace(findings: Iterable[Finding], open_episodes: Mapping[tuple[str, str, str], Episode],
-                  now_ms: int, converge_by_ms: int | None, kinds: Iterable[str]) -> list[Finding]:  # fmt: skip
+                  now_ms: int, converge_by_ms: int | None, kinds: Iterable[AnomalyKind]) -> list[Finding]:  # fmt: skip
     """Findings of ``kinds`` that may not open an episode yet: before ``converge_by_ms`` clients are still
     converging after a change (RocketMQ rebalances within 20 s, and sees a route change only at its next
     route poll), so a difference between what they report and what they will compute is expected. An

@@ -457,7 +457,7 @@ class FaultWindow:
 
 @dataclass(frozen=True)
 class FaultWindowEpisode:
-    """One transition of a fault window, a row of the ``fault_windows`` history.
+    """One transition of a fault window (the job keeps every one in a history table).
 
     ``window_end_ms`` is the end *after* the transition (CLOSED_EARLY: the closing send's time;
     EXPIRED: the end that was reached, which is also ``event_time_ms``). ``trigger_latency_ms``,

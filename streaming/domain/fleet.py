@@ -3,19 +3,19 @@
 A *shard* is a set of consumer groups plus the topic routes they need (the Spark job keys its state by
 shard; see ``streaming/job/consumer_query.py`` for why). ``ShardEngine`` is pure: it is restored from a
 JSON-able snapshot, fed events (already validated, in event-time order; channel events as JSON or already
-parsed as ``membership.ChannelEvent``) and the watermark, and returns ``(table, row)`` records for the
-Delta sinks plus a ``group_metrics`` record per analysed group for the metrics endpoint. Nothing reads a
-clock: "now" is an event's time or the watermark.
+parsed as ``membership.ChannelEvent``) and the watermark, and returns what it found as typed values
+(``outcomes``), a ``GroupSummary`` per analysed group among them. Nothing reads a clock: "now" is an
+event's time or the watermark.
 
 Per event:
 
 * ``consumer_channel``: the group's membership runs the expiry scan up to the event's time, then applies
-  the event (``membership``); every change is a ``membership_changes`` row and marks the group for
+  the event (``membership``); every change is a ``MembershipChange`` and marks the group for
   re-analysis.
 * ``consumer_connections``: one broker's poll of the group replaces that broker's view at its time
-  (``membership.apply_poll``): changes as for a channel event, plus a ``broker_views_current`` row (the view's
-  status, last poll and channels) and, when the status changes, a ``broker_view_changes`` row. A poll older
-  than the view's last is a ``late_events`` record (reason ``stale_poll``); a poll without connections of a
+  (``membership.apply_poll``): changes as for a channel event, plus a ``BrokerViewState`` (the view's
+  status, last poll and channels) and, when the status changes, a ``BrokerViewChanged``. A poll older
+  than the view's last is a ``LateEvent`` (reason ``stale_poll``); a poll without connections of a
   group the shard does not know changes nothing. A polled view is never scanned for expiry: without a poll
   newer than its ``stale_after_ms`` it turns STALE (``membership.mark_stale``), before any later poll of the
   group and at each watermark, its channels kept; STALE is a status, not a membership change: the group is
@@ -27,8 +27,8 @@ Per event:
 * ``reported_assignment``: the client's own non-dropped queues are stored; a difference from what was
   stored re-analyses the group (expected-vs-reported comparison), without a new generation. A report for
   a group that no broker of the shard knows has nothing to be compared with: it becomes an
-  ``ignored_events`` record (reason ``UNKNOWN_GROUP``, with the ``origin`` the caller attached to the
-  event), which the job writes as a dead letter.
+  ``IgnoredEvent`` (reason ``UNKNOWN_GROUP``) that hands the event back as given, so the job can write it
+  as a dead letter with whatever it attached to it.
 * ``HeartbeatRun``: a channel's identical heartbeats of the batch, as the job's JVM stage groups them. The
   caller hands them to ``apply_runs`` before ``apply``: a run that only refreshes a channel the shard knows
   is applied there and then, another steady run becomes its first heartbeat held until its last, and any
@@ -40,11 +40,11 @@ scanned or not), so the groups it re-analyses never depend on where the engine h
 scans. (A report needs no such care: a group is empty only when its last channel is gone, and a channel in the
 middle of a run is not.)
 
-Routes older than the topic's applied route are ignored as stale and counted in a ``late_events`` record.
+Routes older than the topic's applied route are ignored as stale and counted in a ``LateEvent``.
 
 At the end of a batch (and when the state's timeout fires) the expiry scan runs up to the watermark.
-Each re-analysed group whose membership or routes changed gets a new *generation*: a ``group_snapshots``
-row, ``expected_assignments`` rows, ``current_assignment`` upserts/deletes, anomaly episode transitions
+Each re-analysed group whose membership or routes changed gets a new *generation*: a ``GenerationSnapshot``,
+an ``ExpectedAssignment`` per client and topic, an ``AssignmentWithdrawn`` per one gone, episode transitions
 (``episodes.reconcile``) and, through ``StormDetector``, rebalance storms. Every join and leave also
 counts towards the member's flapping (``FlappingDetector``), and every rebalance-causing change starts a
 convergence grace (``[membership] convergence_grace_ms``, plus ``route_poll_interval_ms`` for a route
@@ -67,32 +67,53 @@ from .episodes import (
     FlappingDetector,
     MemberChanges,
     StormDetector,
-    Transition,
     close_all,
     hold_in_grace,
     reconcile,
 )
 from .errors import DomainError
+from .outcomes import (
+    AssignmentWithdrawn,
+    BrokerViewChanged,
+    BrokerViewGone,
+    BrokerViewState,
+    EpisodeTransition,
+    ExpectedAssignment,
+    GenerationSnapshot,
+    GroupGone,
+    GroupSummary,
+    IgnoredEvent,
+    LateEvent,
+    Outcome,
+    TopicSummary,
+)
 from .queues import MessageQueue
 from .versions import ClientLine
+from .vocabulary import (
+    AnomalyKind,
+    ChangeKind,
+    ChannelEventKind,
+    IgnoredReason,
+    LateReason,
+    MemberDirection,
+    Severity,
+    Trigger,
+)
 
 SCHEMA_VERSION = 1
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
-Record = tuple[str, dict[str, Any]]
-# The key under which a caller may attach where an event came from (e.g. its Kafka coordinates and raw
-# value); the engine only hands it back in ``ignored_events`` records.
-ORIGIN_KEY = "_origin"
-UNKNOWN_GROUP = "UNKNOWN_GROUP"  # the reason of a report the engine cannot compare with anything
-STALE_ROUTE = "stale_route"  # the late-event reason of a route older than the applied one
-STALE_POLL = "stale_poll"  # the late-event reason of a poll older than its view's last poll
+UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
+STALE_ROUTE = LateReason.STALE_ROUTE  # the late-event reason of a route older than the applied one
+STALE_POLL = LateReason.STALE_POLL  # the late-event reason of a poll older than its view's last poll
 # Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
 # A polled view turning stale or fresh again changes which views the analysis reads, not the membership.
-NOT_REBALANCES = frozenset({"REPORTED_ASSIGNMENT", "STORM_WINDOW", "FLAPPING_WINDOW", "CONVERGENCE_GRACE",
-                            "VIEW_STALE", "VIEW_FRESH"})
+NOT_REBALANCES = frozenset({Trigger.REPORTED_ASSIGNMENT, Trigger.STORM_WINDOW, Trigger.FLAPPING_WINDOW,
+                            Trigger.CONVERGENCE_GRACE, Trigger.VIEW_STALE, Trigger.VIEW_FRESH})
 # Findings that compare what clients report with what they compute: held while clients converge.
-CONVERGING_KINDS = ("ASSIGNMENT_MISMATCH",)
-_MEMBER_DIRECTION = {"JOIN": "JOIN", "LEAVE": "LEAVE", "EXPIRED": "LEAVE", "VANISHED": "LEAVE"}
+CONVERGING_KINDS = (AnomalyKind.ASSIGNMENT_MISMATCH,)
+_MEMBER_DIRECTION = {ChangeKind.JOIN: MemberDirection.JOIN, ChangeKind.LEAVE: MemberDirection.LEAVE,
+                     ChangeKind.EXPIRED: MemberDirection.LEAVE, ChangeKind.VANISHED: MemberDirection.LEAVE}
 
 
 @dataclass(frozen=True)
@@ -190,7 +211,7 @@ class GroupState:
     membership: ms.GroupMembership
     generation: int = 0
     owners: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # topic -> "broker/qid" -> owners
-    assigned: dict[str, list[str]] = field(default_factory=dict)  # topic -> clients with a current_assignment row
+    assigned: dict[str, list[str]] = field(default_factory=dict)  # topic -> clients with a current expected share
     episodes: dict[tuple[str, str, str], Episode] = field(default_factory=dict)
     rebalances_ms: tuple[int, ...] = ()
     reported: dict[str, list[list[Any]]] = field(default_factory=dict)  # "client\x00topic" -> [[broker, qid]]
@@ -214,7 +235,7 @@ class GroupState:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GroupState:
-        episodes = {(e["group"], e["topic"], e["anomaly"]): Episode(**e) for e in data["episodes"]}
+        episodes = {(e["group"], e["topic"], e["anomaly"]): _episode(e) for e in data["episodes"]}
         return cls(ms.restore(data["membership"]), int(data["generation"]), data["owners"], data["assigned"],
                    episodes, tuple(data["rebalances_ms"]), data["reported"], data.get("member_changes") or {},
                    data.get("converge_by_ms"))  # fmt: skip
@@ -392,7 +413,7 @@ class ShardEngine:
             channel = (event.group, event.broker, event.channel)
             events_per_channel[channel] = events_per_channel.get(channel, 0) + 1
             view = (event.group, event.broker)
-            subscriptions = event.subscriptions if event.kind == "HEARTBEAT" else _MIXED_VIEW
+            subscriptions = event.subscriptions if event.kind == ChannelEventKind.HEARTBEAT else _MIXED_VIEW
             seen = view_subscriptions.setdefault(view, subscriptions)
             if seen is not _MIXED_VIEW and seen != subscriptions:
                 view_subscriptions[view] = _MIXED_VIEW
@@ -423,10 +444,10 @@ class ShardEngine:
         existing = view.channels.get(event.channel)
         return existing is None or event.event_time_ms >= existing.last_update_ms
 
-    def apply(self, events: Iterable[Mapping[str, Any] | ms.ChannelEvent], watermark_ms: int) -> list[Record]:
+    def apply(self, events: Iterable[Mapping[str, Any] | ms.ChannelEvent], watermark_ms: int) -> list[Outcome]:
         """Apply events (JSON objects, or channel events the caller already parsed) in the given order."""
-        records: list[Record] = []
-        dirty: dict[str, tuple[int, set[str]]] = {}  # group -> (trigger time, triggers)
+        records: list[Outcome] = []
+        dirty: dict[str, tuple[int, set[Trigger]]] = {}  # group -> (trigger time, triggers)
         for event in events:
             if isinstance(event, ms.ChannelEvent):
                 self._apply_channel(event, records, dirty)
@@ -453,18 +474,18 @@ class ShardEngine:
         horizon = now_ms - RETIRED_GENERATION_TTL_MS
         self.retired = {g: v for g, v in self.retired.items() if v[1] > horizon}
 
-    def advance(self, watermark_ms: int) -> list[Record]:
+    def advance(self, watermark_ms: int) -> list[Outcome]:
         """The state's timeout fired: run the expiry scan (and storm window) up to the watermark."""
-        dirty: dict[str, tuple[int, set[str]]] = {}
+        dirty: dict[str, tuple[int, set[Trigger]]] = {}
         records = self._expire_all(watermark_ms, dirty)
         self._forget_retired(watermark_ms)
         self._due_windows(watermark_ms, dirty)
         return _without_superseded_views(records + self._analyse(dirty))
 
-    def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[str]]]) -> None:
+    def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> None:
         """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
         watermark (also in ``apply``: a shard with input every batch never times out)."""
-        def due(group: str, trigger: str) -> None:
+        def due(group: str, trigger: Trigger) -> None:
             time_ms, triggers = dirty.get(group, (watermark_ms, set()))
             dirty[group] = (max(time_ms, watermark_ms), triggers | {trigger})
 
@@ -472,18 +493,19 @@ class ShardEngine:
             pruned = self.storms.prune(state.rebalances_ms, watermark_ms)
             if pruned != state.rebalances_ms:
                 state.rebalances_ms = pruned
-                if _slide_matters(state, "REBALANCE_STORM", self.storms.finding(group, pruned)):
-                    due(group, "STORM_WINDOW")
+                if _slide_matters(state, AnomalyKind.REBALANCE_STORM, self.storms.finding(group, pruned)):
+                    due(group, Trigger.STORM_WINDOW)
             if state.member_changes:
                 changes = self.flapping.prune(state.member_changes, watermark_ms)
                 if changes != state.member_changes:
                     state.member_changes = changes
-                    if _slide_matters(state, "FLAPPING_MEMBERS", self.flapping.finding(group, changes, watermark_ms)):
-                        due(group, "FLAPPING_WINDOW")
+                    finding = self.flapping.finding(group, changes, watermark_ms)
+                    if _slide_matters(state, AnomalyKind.FLAPPING_MEMBERS, finding):
+                        due(group, Trigger.FLAPPING_WINDOW)
             if state.reported and state.converge_by_ms is not None and state.converge_by_ms <= watermark_ms:
-                due(group, "CONVERGENCE_GRACE")
+                due(group, Trigger.CONVERGENCE_GRACE)
 
-    def _mark(self, dirty: dict[str, tuple[int, set[str]]], group: str, time_ms: int, trigger: str) -> None:
+    def _mark(self, dirty: dict[str, tuple[int, set[Trigger]]], group: str, time_ms: int, trigger: Trigger) -> None:
         previous_time, triggers = dirty.get(group, (time_ms, set()))
         triggers.add(trigger)
         if trigger not in NOT_REBALANCES:
@@ -493,13 +515,13 @@ class ShardEngine:
             state = self.groups.get(group)
             if state is not None:
                 grace = self.settings.convergence_grace_ms
-                grace += self.settings.route_poll_interval_ms if trigger == "ROUTE_CHANGED" else 0
+                grace += self.settings.route_poll_interval_ms if trigger == Trigger.ROUTE_CHANGED else 0
                 due = time_ms + grace
                 state.converge_by_ms = due if state.converge_by_ms is None else max(state.converge_by_ms, due)
         dirty[group] = (max(previous_time, time_ms), triggers)
 
-    def _apply_channel(self, event: ms.ChannelEvent, records: list[Record],
-                       dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+    def _apply_channel(self, event: ms.ChannelEvent, records: list[Outcome],
+                       dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
         state = self.groups.get(event.group)
         if state is None:
             retired = self.retired.pop(event.group, [0, 0])
@@ -522,12 +544,12 @@ class ShardEngine:
         state.expiry_bound_ms = now_ms + expiry_ms if bound is None else min(bound, now_ms + expiry_ms)
         self.groups[event.group] = state
         for change in expired + changes:
-            records.append(("membership_changes", _change_row(change)))
-            self._mark(dirty, event.group, change.event_time_ms, change.change)
+            records.append(change)
+            self._mark(dirty, event.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
-    def _apply_poll(self, poll: ms.ConnectionPoll, records: list[Record],
-                    dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+    def _apply_poll(self, poll: ms.ConnectionPoll, records: list[Outcome],
+                    dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
         state = self.groups.get(poll.group)
         if state is None:
             if not poll.connections:
@@ -544,31 +566,31 @@ class ShardEngine:
         state.membership = membership
         state.expiry_bound_ms = None
         self.groups[poll.group] = state
-        records += [row for s in statuses for row in _stale_rows(s)]
+        records += [outcome for s in statuses for outcome in _stale_outcomes(s)]
         for stale in statuses:
-            self._mark(dirty, poll.group, stale.event_time_ms, "VIEW_STALE")
+            self._mark(dirty, poll.group, stale.event_time_ms, Trigger.VIEW_STALE)
         if status is None:
-            records.append(("late_events", {"reason": STALE_POLL, "event_type": "consumer_connections",
-                                            "group": poll.group, "broker": poll.broker, "event_time_ms": now_ms}))
+            records.append(LateEvent(STALE_POLL, "consumer_connections", now_ms, group=poll.group,
+                                     broker=poll.broker))  # fmt: skip
         else:
-            records.append(("broker_views_current", _view_row(status)))
+            records.append(BrokerViewState(status))
             if previous is None or previous.poll is None or previous.poll.stale:
-                records.append(_view_change_row(status))
+                records.append(BrokerViewChanged(status))
             if previous is not None and previous.poll is not None and previous.poll.stale:
-                self._mark(dirty, poll.group, now_ms, "VIEW_FRESH")
+                self._mark(dirty, poll.group, now_ms, Trigger.VIEW_FRESH)
         for change in expired + changes:
-            records.append(("membership_changes", _change_row(change)))
-            self._mark(dirty, poll.group, change.event_time_ms, change.change)
+            records.append(change)
+            self._mark(dirty, poll.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
-    def _apply_route(self, event: Mapping[str, Any], records: list[Record],
-                     dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+    def _apply_route(self, event: Mapping[str, Any], records: list[Outcome],
+                     dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
         topic, time_ms = event["topic"], int(event["event_time"])
         current = self.routes.get(topic)
         if current is not None and time_ms < current["event_time_ms"]:
             # Older than the route applied: what the name server said then no longer holds. (Every shard of
             # the job receives every route and so finds the same routes stale; the job counts one shard's.)
-            records.append(("late_events", {"reason": STALE_ROUTE, "topic": topic, "event_time_ms": time_ms}))
+            records.append(LateEvent(STALE_ROUTE, "topic_route", time_ms, topic=topic))
             return
         queues = [[mq.broker_name, mq.queue_id] for mq in readable_queues(event)]
         self.routes[topic] = {"event_time_ms": time_ms, "queues": queues}
@@ -576,10 +598,10 @@ class ShardEngine:
             return
         for group, state in self.groups.items():
             if topic in _subscribed_topics(state.membership, time_ms, self.settings.expiry_ms):
-                self._mark(dirty, group, time_ms, "ROUTE_CHANGED")
+                self._mark(dirty, group, time_ms, Trigger.ROUTE_CHANGED)
 
-    def _apply_report(self, event: Mapping[str, Any], records: list[Record],
-                      dirty: dict[str, tuple[int, set[str]]]) -> None:  # fmt: skip
+    def _apply_report(self, event: Mapping[str, Any], records: list[Outcome],
+                      dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
         group = event["group"]
         state = self.groups.get(group)
         queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
@@ -587,32 +609,31 @@ class ShardEngine:
             # No broker has reported a channel of the group (yet, or any more): there is no membership to
             # compute an expected assignment from. The collector reports again, so a report that merely
             # overtook the group's first heartbeat is followed by one that counts.
-            records.append(("ignored_events", {
-                "event_type": "reported_assignment", "reason": UNKNOWN_GROUP, "origin": event.get(ORIGIN_KEY),
-                "detail": f"group {group} is known to no broker at {int(event['event_time'])}: the report of "
-                          f"{event['client_id']} ({len(queues)} queues of {event['topic']}) has nothing to "
-                          "compare with",
-            }))  # fmt: skip
+            records.append(IgnoredEvent(
+                event, "reported_assignment", UNKNOWN_GROUP,
+                f"group {group} is known to no broker at {int(event['event_time'])}: the report of "
+                f"{event['client_id']} ({len(queues)} queues of {event['topic']}) has nothing to compare with",
+            ))  # fmt: skip
             return
         key = f"{event['client_id']}\x00{event['topic']}"
         if state.reported.get(key) != queues:
             state.reported[key] = queues
-            self._mark(dirty, group, int(event["event_time"]), "REPORTED_ASSIGNMENT")
+            self._mark(dirty, group, int(event["event_time"]), Trigger.REPORTED_ASSIGNMENT)
 
-    def _expire_all(self, now_ms: int, dirty: dict[str, tuple[int, set[str]]]) -> list[Record]:
-        records: list[Record] = []
+    def _expire_all(self, now_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
+        records: list[Outcome] = []
         for group in sorted(self.groups):
             state = self.groups[group]
             membership, statuses = ms.mark_stale(state.membership, now_ms)
-            records += [row for s in statuses for row in _stale_rows(s)]
+            records += [outcome for s in statuses for outcome in _stale_outcomes(s)]
             for stale in statuses:
-                self._mark(dirty, group, stale.event_time_ms, "VIEW_STALE")
+                self._mark(dirty, group, stale.event_time_ms, Trigger.VIEW_STALE)
             membership, changes = ms.expire(membership, now_ms, self.settings.expiry_ms)
             state.membership = membership
             state.expiry_bound_ms = None
             for change in changes:
-                records.append(("membership_changes", _change_row(change)))
-                self._mark(dirty, group, change.event_time_ms, change.change)
+                records.append(change)
+                self._mark(dirty, group, change.event_time_ms, Trigger(change.change))
                 self._count_member_change(state, change)
         return records
 
@@ -622,8 +643,8 @@ class ShardEngine:
             state.member_changes = self.flapping.record(state.member_changes, change.client_id, direction,
                                                         change.event_time_ms)  # fmt: skip
 
-    def _analyse(self, dirty: Mapping[str, tuple[int, set[str]]]) -> list[Record]:
-        records: list[Record] = []
+    def _analyse(self, dirty: Mapping[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
+        records: list[Outcome] = []
         for group in sorted(dirty):
             time_ms, triggers = dirty[group]
             state = self.groups[group]
@@ -641,13 +662,12 @@ class ShardEngine:
     def _mq_all(self) -> _RouteQueues:
         return _RouteQueues(self.routes, self._queues_of_route)
 
-    def group_metrics(self, now_ms: int) -> list[Record]:
-        """Every group's ``group_metrics`` record as its last analysis emitted it, changing nothing: what a
+    def group_metrics(self, now_ms: int) -> list[GroupSummary]:
+        """Every group's ``GroupSummary`` as its last analysis emitted it, changing nothing: what a
         restarted job exports before the shard's next batch. Every change of a group's membership, routes,
         reports or episodes re-analysed it, so analysing the state again finds the same values, and no queue
         has moved since (``moved`` is 0)."""
-        return [("group_metrics", _metrics_row(self._analysis(group, state, now_ms), state, removed=False))
-                for group, state in sorted(self.groups.items())]  # fmt: skip
+        return [_summary(self._analysis(group, state, now_ms), state) for group, state in sorted(self.groups.items())]
 
     def _analysis(self, group: str, state: GroupState, time_ms: int) -> Analysis:
         previous = {t: {_mq(t, k): tuple(v) for k, v in owners.items()} for t, owners in state.owners.items()}
@@ -658,8 +678,8 @@ class ShardEngine:
         return analyze_group(state.membership, self._mq_all(), self.settings.strategy_factory(group), time_ms,
                              previous, reported)  # fmt: skip
 
-    def _analyse_group(self, group: str, state: GroupState, time_ms: int, triggers: list[str],
-                       rebalance: bool) -> list[Record]:  # fmt: skip
+    def _analyse_group(self, group: str, state: GroupState, time_ms: int, triggers: list[Trigger],
+                       rebalance: bool) -> list[Outcome]:  # fmt: skip
         analysis = self._analysis(group, state, time_ms)
         if rebalance:
             state.generation += 1
@@ -675,55 +695,53 @@ class ShardEngine:
         if flapping is not None:
             findings.append(flapping)
         state.episodes, transitions = reconcile(state.episodes, findings, time_ms)
-        records: list[Record] = [_transition_row(t, state.generation) for t in transitions]
+        records: list[Outcome] = [EpisodeTransition(t, state.generation) for t in transitions]
         if rebalance:
-            records.append(("group_snapshots", _snapshot_row(analysis, state, time_ms, triggers)))
-            records += self._assignment_rows(analysis, state, time_ms)
+            records.append(_snapshot(analysis, state, time_ms, triggers))
+            records += self._assignments(analysis, state, time_ms)
         state.owners = {t: {_queue_key(mq): list(o) for mq, o in owners.items()}
                         for t, owners in owners_by_topic(analysis).items()}  # fmt: skip
-        records.append(("group_metrics", _metrics_row(analysis, state, removed=False)))
+        records.append(_summary(analysis, state))
         return records
 
-    def _assignment_rows(self, analysis: Analysis, state: GroupState, time_ms: int) -> list[Record]:
-        rows: list[Record] = []
+    def _assignments(self, analysis: Analysis, state: GroupState, time_ms: int) -> list[Outcome]:
+        outcomes: list[Outcome] = []
         assigned: dict[str, list[str]] = {}
         for topic, result in analysis.topics.items():
             for client, share in result.expected_shares().items():
-                queues = [{"broker": q.broker_name, "queue_id": q.queue_id} for q in share]
-                row = {"group": analysis.group, "generation": state.generation, "topic": topic, "client_id": client,
-                       "queues": queues, "queue_count": len(queues), "strategy": result.strategy,
-                       "event_time_ms": time_ms}  # fmt: skip
-                rows.append(("expected_assignments", row))
-                rows.append(("current_assignment", {**row, "_op": "upsert"}))
+                outcomes.append(ExpectedAssignment(analysis.group, state.generation, topic, client, share,
+                                                   result.strategy, time_ms))  # fmt: skip
                 assigned.setdefault(topic, []).append(client)
         for topic, clients in state.assigned.items():
             for client in clients:
                 if client not in assigned.get(topic, ()):
-                    row = _delete_assignment(analysis.group, topic, client, state, time_ms)
-                    rows.append(("current_assignment", row))
+                    outcomes.append(AssignmentWithdrawn(analysis.group, topic, client, state.generation, time_ms))
         state.assigned = assigned
-        return rows
+        return outcomes
 
-    def _group_gone(self, group: str, state: GroupState, time_ms: int) -> list[Record]:
-        records: list[Record] = [_transition_row(t, state.generation) for t in close_all(state.episodes, time_ms)]
+    def _group_gone(self, group: str, state: GroupState, time_ms: int) -> list[Outcome]:
+        records: list[Outcome] = [EpisodeTransition(t, state.generation) for t in close_all(state.episodes, time_ms)]
         for topic, clients in state.assigned.items():
-            records += [("current_assignment", _delete_assignment(group, topic, c, state, time_ms)) for c in clients]
+            records += [AssignmentWithdrawn(group, topic, c, state.generation, time_ms) for c in clients]
         for broker, view in sorted(state.membership.views.items()):
             if view.poll is not None:  # the group is gone from every broker: so is its polled view
-                records.append(("broker_views_current", {"group": group, "broker": broker, "event_time_ms": time_ms,
-                                                 "_op": "delete"}))  # fmt: skip
-        records.append(("group_metrics", {"group": group, "removed": True, "event_time_ms": time_ms}))
+                records.append(BrokerViewGone(group, broker, time_ms))
+        records.append(GroupGone(group, time_ms))
         return records
 
 
-def _without_superseded_views(records: list[Record]) -> list[Record]:
-    """The records without the ``broker_views_current`` upserts of groups gone by the end of the call: their
-    delete (at the time of the poll that emptied the group, like that poll's upsert) is the row that holds."""
-    gone = {row["group"] for table, row in records if table == "broker_views_current" and row["_op"] == "delete"}
+def _without_superseded_views(outcomes: list[Outcome]) -> list[Outcome]:
+    """The outcomes without the ``BrokerViewState`` of groups gone by the end of the call: their
+    ``BrokerViewGone`` (at the time of the poll that emptied the group, like that poll's state) is what holds."""
+    gone = {o.group for o in outcomes if type(o) is BrokerViewGone}
     if not gone:
-        return records
-    return [(table, row) for table, row in records
-            if not (table == "broker_views_current" and row["_op"] == "upsert" and row["group"] in gone)]  # fmt: skip
+        return outcomes
+    return [o for o in outcomes if not (type(o) is BrokerViewState and o.view.group in gone)]
+
+
+def _episode(data: Mapping[str, Any]) -> Episode:
+    """An open episode as ``GroupState.to_json`` stored it, its words typed again."""
+    return Episode(**{**data, "anomaly": AnomalyKind(data["anomaly"]), "severity": Severity(data["severity"])})
 
 
 def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: int) -> set[str]:
@@ -732,7 +750,7 @@ def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: i
             if ms.is_registered(v, ch, now_ms, expiry_ms) for t, _ in ch.topics}  # fmt: skip
 
 
-def _slide_matters(state: GroupState, kind: str, finding_now: Finding | None) -> bool:
+def _slide_matters(state: GroupState, kind: AnomalyKind, finding_now: Finding | None) -> bool:
     """Whether a storm or flapping window that slid by the watermark can change the group's analysis: only
     when the window still finds the anomaly (its details move) or its episode is open (it may close). Otherwise
     the group is not analysed for the slide: nothing else of it changed since its last analysis (every change
@@ -747,46 +765,11 @@ def _mq(topic: str, key: str) -> MessageQueue:
     return MessageQueue(topic, broker, int(queue_id))
 
 
-def _delete_assignment(group: str, topic: str, client: str, state: GroupState, time_ms: int) -> dict[str, Any]:
-    return {"group": group, "topic": topic, "client_id": client, "queues": [], "queue_count": 0,
-            "generation": state.generation, "event_time_ms": time_ms, "_op": "delete"}  # fmt: skip
+def _stale_outcomes(status: ms.ViewStatus) -> list[Outcome]:
+    return [BrokerViewState(status), BrokerViewChanged(status)]
 
 
-def _change_row(change: ms.MembershipChange) -> dict[str, Any]:
-    return {"group": change.group, "broker": change.broker, "event_time_ms": change.event_time_ms,
-            "change": change.change, "reason": change.reason, "client_id": change.client_id,
-            "channel": change.channel, "notifies_clients": change.notifies_clients,
-            "topics_added": list(change.topics_added), "topics_removed": list(change.topics_removed)}  # fmt: skip
-
-
-def _view_row(status: ms.ViewStatus) -> dict[str, Any]:
-    return {"group": status.group, "broker": status.broker, "status": status.status,
-            "polled_at_ms": status.polled_at_ms, "stale_after_ms": status.stale_after_ms,
-            "stale_since_ms": status.event_time_ms if status.status == "STALE" else None,
-            "channels": status.channels, "collector": status.collector, "event_time_ms": status.event_time_ms,
-            "_op": "upsert"}  # fmt: skip
-
-
-def _stale_rows(status: ms.ViewStatus) -> list[Record]:
-    return [("broker_views_current", _view_row(status)), _view_change_row(status)]
-
-
-def _view_change_row(status: ms.ViewStatus) -> Record:
-    """A polled view's status change (first poll, STALE, FRESH again); the current row follows it."""
-    row = _view_row(status)
-    return ("broker_view_changes", {k: v for k, v in row.items() if k not in ("_op", "stale_since_ms")})
-
-
-def _transition_row(transition: Transition, generation: int) -> Record:
-    e = transition.episode
-    row = {"episode_id": e.episode_id, "group": e.group, "topic": e.topic, "anomaly": e.anomaly,
-           "status": transition.status, "opened_at_ms": e.opened_at_ms, "closed_at_ms": transition.closed_at_ms,
-           "event_time_ms": transition.event_time_ms, "generation": generation, "severity": e.severity,
-           "summary": e.summary, "details": e.details_json}  # fmt: skip
-    return ("anomaly_episodes", row)
-
-
-def _snapshot_row(analysis: Analysis, state: GroupState, time_ms: int, triggers: list[str]) -> dict[str, Any]:
+def _snapshot(analysis: Analysis, state: GroupState, time_ms: int, triggers: list[Trigger]) -> GenerationSnapshot:
     import json
 
     strategies = sorted({t.strategy for t in analysis.topics.values()})
@@ -803,34 +786,29 @@ def _snapshot_row(analysis: Analysis, state: GroupState, time_ms: int, triggers:
         "stale_views": list(analysis.stale_views),
     }  # fmt: skip
     versions = sorted({ch.client_version or "" for v in state.membership.views.values() for ch in v.channels.values()})
-    return {
-        "group": analysis.group, "generation": state.generation, "event_time_ms": time_ms, "triggers": triggers,
-        "members": analysis.members, "channels": len(analysis.cid_all), "brokers": sorted(analysis.views),
-        "cid_all": list(analysis.cid_all), "topics": sorted(analysis.topics),
+    return GenerationSnapshot(
+        analysis.group, state.generation, time_ms, tuple(triggers), analysis.members, len(analysis.cid_all),
+        tuple(sorted(analysis.views)), tuple(analysis.cid_all), tuple(sorted(analysis.topics)),
         # A group without client-side allocation has no strategy: its allocation mode (BROADCAST, BROKER) says so.
-        "strategy": ",".join(strategies) if analysis.allocation == CLIENT_SIDE else analysis.allocation,
-        "client_line": ",".join(v for v in versions if v),
-        "views_diverge": analysis.views_diverge,
-        "anomalies": sorted({e.anomaly for e in state.episodes.values()}),
-        "details": json.dumps(details, sort_keys=True, separators=(",", ":")),
-    }  # fmt: skip
+        ",".join(strategies) if analysis.allocation == CLIENT_SIDE else analysis.allocation,
+        ",".join(v for v in versions if v), analysis.views_diverge,
+        tuple(sorted({e.anomaly for e in state.episodes.values()})),
+        json.dumps(details, sort_keys=True, separators=(",", ":")),
+    )  # fmt: skip
 
 
-def _metrics_row(analysis: Analysis, state: GroupState, removed: bool) -> dict[str, Any]:
-    open_by_kind: dict[str, int] = {}
+def _summary(analysis: Analysis, state: GroupState) -> GroupSummary:
+    open_by_kind: dict[AnomalyKind, int] = {}
     for episode in state.episodes.values():
         open_by_kind[episode.anomaly] = open_by_kind.get(episode.anomaly, 0) + 1
-    return {
-        "group": analysis.group, "removed": removed, "event_time_ms": analysis.event_time_ms,
-        "members": analysis.members, "channels": len(analysis.cid_all), "generation": state.generation,
-        "duplicate_client_ids": len(analysis.duplicate_client_ids), "views_diverge": analysis.views_diverge,
-        "last_rebalance_ms": state.rebalances_ms[-1] if state.rebalances_ms else None,
-        "open_anomalies": open_by_kind,
-        "topics": {t: {"assigned": sum(1 for c in r.owner_counts if c == 1), "orphaned": len(r.orphaned),
-                       "double_owned": len(r.double_owned), "idle": len(r.idle_members),
-                       "non_subscribing": len(r.non_subscribers), "skew": r.skew_queues,
-                       "moved": len(r.moved_queues)} for t, r in analysis.topics.items()},
-    }  # fmt: skip
+    topics = {t: TopicSummary(sum(1 for c in r.owner_counts if c == 1), len(r.orphaned), len(r.double_owned),
+                              len(r.idle_members), len(r.non_subscribers), r.skew_queues, len(r.moved_queues))
+              for t, r in analysis.topics.items()}  # fmt: skip
+    return GroupSummary(
+        analysis.group, analysis.event_time_ms, analysis.members, len(analysis.cid_all), state.generation,
+        len(analysis.duplicate_client_ids), analysis.views_diverge,
+        state.rebalances_ms[-1] if state.rebalances_ms else None, open_by_kind, topics,
+    )  # fmt: skip
 
 
 __all__ = ["EngineSettings", "Finding", "GroupRule", "ShardEngine", "readable_queues", "DomainError"]

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .versions import ClientLine
+from .vocabulary import ChangeKind, ChangeReason, ChannelEventKind, ViewFreshness
 
 SCHEMA_VERSION = 2  # 2: channels by column
 DEFAULT_EXPIRY_MS = 120_000
-REMOVAL_KINDS = ("UNREGISTER", "CHANNEL_CLOSE", "CHANNEL_EXCEPTION", "CHANNEL_IDLE")
+REMOVAL_KINDS = (ChannelEventKind.UNREGISTER, ChannelEventKind.CHANNEL_CLOSE, ChannelEventKind.CHANNEL_EXCEPTION,
+                 ChannelEventKind.CHANNEL_IDLE)
 
 
 # Subscription, ChannelEvent, Channel and MembershipChange are NamedTuples rather than frozen dataclasses:
@@ -165,8 +167,8 @@ class MembershipChange(NamedTuple):
     event_time_ms: int
     group: str
     broker: str
-    change: str  # JOIN | LEAVE | EXPIRED | VANISHED | SUBSCRIPTION_CHANGED
-    reason: str  # the input kind, SCAN for expiry, POLL for a poll
+    change: ChangeKind
+    reason: ChangeReason  # the input kind, SCAN for expiry, POLL for a poll
     client_id: str
     channel: str
     notifies_clients: bool
@@ -188,7 +190,7 @@ def apply_event(membership: GroupMembership, event: ChannelEvent,
     tombstone = view.removed_at_ms.get(event.channel)
     if tombstone is not None and event.event_time_ms < tombstone:
         return membership, []  # older than the channel's removal: must not resurrect it
-    if event.kind == "HEARTBEAT":
+    if event.kind == ChannelEventKind.HEARTBEAT:
         refreshed = _refresh(view, event)
         if refreshed is not None:
             return GroupMembership(membership.group, {**membership.views, event.broker: _held(refreshed, event)}), []
@@ -282,8 +284,8 @@ def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[Broke
                                       event.allocate_strategy, event.message_model, reported,
                                       event.consume_type)  # fmt: skip
     if existing is None or existing.client_id != event.client_id:
-        changes.append(MembershipChange(event.event_time_ms, group, event.broker, "JOIN", "HEARTBEAT",
-                                        event.client_id, event.channel, notifies))  # fmt: skip
+        changes.append(MembershipChange(event.event_time_ms, group, event.broker, ChangeKind.JOIN,
+                                        ChangeReason.HEARTBEAT, event.client_id, event.channel, notifies))  # fmt: skip
     # The heartbeat's list overwrites the group's table on this broker.
     table = dict(view.subscriptions)
     incoming = {s.topic: s for s in event.subscriptions}
@@ -296,7 +298,8 @@ def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[Broke
     for topic in removed:
         del table[topic]
     if added or removed:
-        changes.append(MembershipChange(event.event_time_ms, group, event.broker, "SUBSCRIPTION_CHANGED", "HEARTBEAT",
+        changes.append(MembershipChange(event.event_time_ms, group, event.broker, ChangeKind.SUBSCRIPTION_CHANGED,
+                                        ChangeReason.HEARTBEAT,
                                         event.client_id, event.channel, notifies, added, removed))  # fmt: skip
     removed_at = {k: v for k, v in view.removed_at_ms.items() if k != event.channel}
     return BrokerView(channels, table, removed_at, view.poll), changes
@@ -304,13 +307,14 @@ def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[Broke
 
 def _remove(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerView, list[MembershipChange]]:
     existing = view.channels.get(event.channel)
-    if existing is None or (event.kind == "UNREGISTER" and existing.client_id != event.client_id):
+    if existing is None or (event.kind == ChannelEventKind.UNREGISTER and existing.client_id != event.client_id):
         return view, []
     if event.event_time_ms < existing.last_update_ms:
         return view, []  # the channel heartbeated after this removal was observed: stale input
     channels = {k: v for k, v in view.channels.items() if k != event.channel}
     removed_at = {**view.removed_at_ms, event.channel: event.event_time_ms}
-    change = MembershipChange(event.event_time_ms, group, event.broker, "LEAVE", event.kind, existing.client_id,
+    change = MembershipChange(event.event_time_ms, group, event.broker, ChangeKind.LEAVE, ChangeReason(event.kind),
+                              existing.client_id,
                               event.channel, _notifies(existing.message_model, existing.client_version))  # fmt: skip
     return BrokerView(channels, view.subscriptions, removed_at, view.poll), [change]
 
@@ -349,7 +353,8 @@ def expire(membership: GroupMembership, now_ms: int,
             gone = channels.pop(channel)
             expired_at = gone.last_update_ms + expiry_ms + 1
             removed_at[channel] = expired_at
-            changes.append(MembershipChange(expired_at, membership.group, broker, "EXPIRED", "SCAN", gone.client_id,
+            changes.append(MembershipChange(expired_at, membership.group, broker, ChangeKind.EXPIRED, ChangeReason.SCAN,
+                                            gone.client_id,
                                             channel, False))  # fmt: skip
         result = _with_view(result, broker, BrokerView(channels, view.subscriptions, removed_at, view.poll), now_ms,
                             expiry_ms)  # fmt: skip
@@ -373,7 +378,7 @@ class ViewStatus(NamedTuple):
     event_time_ms: int
     group: str
     broker: str
-    status: str  # FRESH | STALE
+    status: ViewFreshness
     polled_at_ms: int
     stale_after_ms: int
     channels: int
@@ -411,8 +416,8 @@ def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int
         channels[c.channel] = Channel(c.channel, c.client_id, now, c.client_version, c.allocate_strategy,
                                       poll.message_model, topics, c.consume_type or poll.consume_type)  # fmt: skip
         if not same_client:
-            changes.append(MembershipChange(now, group, poll.broker, "JOIN", "POLL", c.client_id, c.channel,
-                                            _notifies(poll.message_model, c.client_version)))  # fmt: skip
+            changes.append(MembershipChange(now, group, poll.broker, ChangeKind.JOIN, ChangeReason.POLL, c.client_id,
+                                            c.channel, _notifies(poll.message_model, c.client_version)))  # fmt: skip
     removed_at = dict(view.removed_at_ms)
     for name, existing in sorted(view.channels.items()):
         if name in channels:
@@ -422,18 +427,20 @@ def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int
             continue
         removed_at[name] = now
         # How it left (expiry, close, unregister) does not show in a poll: whether clients were told is unknown.
-        changes.append(MembershipChange(now, group, poll.broker, "VANISHED", "POLL", existing.client_id, name, False))
+        changes.append(MembershipChange(now, group, poll.broker, ChangeKind.VANISHED, ChangeReason.POLL,
+                                        existing.client_id, name, False))
     for name in channels:
         removed_at.pop(name, None)
     incoming = {s.topic: s for s in poll.subscriptions}
     added = tuple(sorted(t for t in incoming if t not in view.subscriptions))
     removed = tuple(sorted(t for t in view.subscriptions if t not in incoming))
     if added or removed:
-        changes.append(MembershipChange(now, group, poll.broker, "SUBSCRIPTION_CHANGED", "POLL", "", "",
-                                        _notifies(poll.message_model, None), added, removed))  # fmt: skip
+        changes.append(MembershipChange(now, group, poll.broker, ChangeKind.SUBSCRIPTION_CHANGED, ChangeReason.POLL,
+                                        "", "", _notifies(poll.message_model, None), added, removed))  # fmt: skip
     state = PollState(now, poll.stale_after_ms, False, poll.collector)
     result = _with_view(membership, poll.broker, BrokerView(channels, incoming, removed_at, state), now, expiry_ms)
-    status = ViewStatus(now, group, poll.broker, "FRESH", now, poll.stale_after_ms, len(channels), poll.collector)
+    status = ViewStatus(now, group, poll.broker, ViewFreshness.FRESH, now, poll.stale_after_ms, len(channels),
+                        poll.collector)  # fmt: skip
     return result, changes, status
 
 
@@ -447,7 +454,7 @@ def mark_stale(membership: GroupMembership, now_ms: int) -> tuple[GroupMembershi
         if poll is None or poll.stale or now_ms < poll.stale_at_ms:
             continue
         views[broker] = BrokerView(view.channels, view.subscriptions, view.removed_at_ms, poll._replace(stale=True))
-        statuses.append(ViewStatus(poll.stale_at_ms, membership.group, broker, "STALE", poll.polled_at_ms,
+        statuses.append(ViewStatus(poll.stale_at_ms, membership.group, broker, ViewFreshness.STALE, poll.polled_at_ms,
                                    poll.stale_after_ms, len(view.channels), poll.collector))  # fmt: skip
     if not statuses:
         return membership, []

@@ -33,8 +33,9 @@ Design (the README's "How it works" places it among the three queries):
   *previous* batch's watermark, which a state function cannot know, and a run's row stands for heartbeats of
   several times. So the operator's event-time column is NULL on every row (``_without_spark_late_filter``);
   the watermark itself is computed before that, from every row's real time.
-* The function emits rows ``(table, payload)`` -- payload is JSON in the shape of the Delta table -- and
-  the ``foreachBatch`` sink fans them out into the tables, exactly once.
+* The engine returns typed outcomes; the function emits them as rows ``(table, payload)`` -- payload is JSON
+  in the shape of the Delta table, mapped in ``table_rows`` -- and the ``foreachBatch`` sink fans them out into
+  the tables, exactly once.
 
 The per-shard logic itself is pure Python in ``streaming.domain.fleet`` (time passed in as the watermark),
 so this module is only the Spark adapter: rows in, state (de)serialisation, rows out.
@@ -52,12 +53,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from streaming.contract.events import EVENT_TYPES
-from streaming.domain.fleet import ORIGIN_KEY, STALE_ROUTE, ShardEngine
+from streaming.domain.fleet import ShardEngine
+from streaming.domain.outcomes import IgnoredEvent, LateEvent, Outcome
+from streaming.domain.vocabulary import LateReason
 from streaming.job import heartbeat_runs, state_blob
 from streaming.job.heartbeat_runs import RUN, unpack_run
 from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
 from streaming.job.poison import PROCESSING_ERROR, isolate
 from streaming.job.python_worker import freeze_imported_heap
+from streaming.job.table_rows import DEAD_LETTERS, dead_letter, ignored_letter, rows_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,6 +78,9 @@ POLL_EVENT = "consumer_connections"
 # The channel event's fields the engine reads, passed as columns ``c_<field>`` (see ``shard_input``).
 CHANNEL_FIELDS = ("broker", "kind", "channel", "client_id", "group", "message_model", "consume_type",
                   "client_version", "allocate_strategy")  # fmt: skip
+# The key under which ``_events`` attaches an event's Kafka coordinates and raw value to the event it hands the
+# engine, which hands it back untouched when it refuses the event (``IgnoredEvent``): its dead letter's origin.
+ORIGIN_KEY = "_origin"
 
 
 def shard_input(classified: DataFrame, shards: int) -> DataFrame:
@@ -137,30 +144,30 @@ def make_state_function(settings: Mapping[str, Any], poison_marker: str | None =
 
         if shard == DEAD_LETTER_SHARD:
             payloads = _dead_letters(_columns(frames, _DEAD_LETTER_COLUMNS))
-            return ["dead_letters"] * len(payloads), payloads
+            return [DEAD_LETTERS] * len(payloads), payloads
         columns = _columns(frames)  # read even when the state timed out (then without rows)
         watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
+        letter_rows: list[tuple[str, dict[str, Any]]] = []
         if state.hasTimedOut:
             engine = ShardEngine.restore(state_blob.load(state), settings)
-            records = engine.advance(watermark_ms)
+            outcomes = engine.advance(watermark_ms)
         else:
 
-            def attempt(rows: Sequence[int]) -> tuple[ShardEngine, list[tuple[str, dict[str, Any]]]]:
+            def attempt(rows: Sequence[int]) -> tuple[ShardEngine, list[Outcome]]:
                 # From the stored state each time: a failed attempt may have changed its engine half-way.
                 engine = ShardEngine.restore(state_blob.load(state), settings)
                 events, late = _events(columns, engine, watermark_ms, rows)
-                records = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms)
-                late_records = [("late_events", {"reason": "watermark", "event_type": t, "count": n})
-                                for t, n in late.items()]  # fmt: skip
-                return engine, records + late_records
+                outcomes = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms)
+                return engine, outcomes + [LateEvent(LateReason.WATERMARK, t, count=n) for t, n in late.items()]
 
-            (engine, records), refused = isolate(range(len(columns.get("event_type", ()))), attempt)
+            (engine, outcomes), refused = isolate(range(len(columns.get("event_type", ()))), attempt)
             for culprit in refused:
                 letters = _refused_letters(columns, culprit.item, culprit.detail)
                 log.error("consumer shard %d: processing fails on %s at %s[%s] offsets %s, dead-lettered as %s: %s",
                           shard, letters[0]["source"], letters[0]["kafka_topic"], letters[0]["kafka_partition"],
                           [r["kafka_offset"] for r in letters], PROCESSING_ERROR, culprit.detail)  # fmt: skip
-                records += [("dead_letters", letter) for letter in letters]
+                letter_rows += [(DEAD_LETTERS, letter) for letter in letters]
+        records = _as_job_rows(outcomes, shard) + letter_rows
         if engine.is_empty():
             state.remove()
         else:
@@ -168,7 +175,6 @@ def make_state_function(settings: Mapping[str, Any], poison_marker: str | None =
             next_wakeup_ms = engine.next_wakeup_ms()
             if next_wakeup_ms is not None:
                 state.setTimeoutTimestamp(max(next_wakeup_ms, watermark_ms + 1))
-        records = _as_job_rows(records, shard)
         return [t for t, _ in records], [state_blob.encode(p) for _, p in records]
 
     return process
@@ -201,35 +207,27 @@ def _refused_letters(columns: Mapping[str, list[Any]], row: int, detail: str) ->
     packed = columns.get(RUN, [None] * (row + 1))[row]
     offsets = [columns["kafka_offset"][row]] if packed is None else list(unpack_run(packed)[1])
     return [
-        {"source": columns["event_type"][row], "kafka_topic": columns["kafka_topic"][row],
-         "kafka_partition": int(columns["kafka_partition"][row]), "kafka_offset": int(offset),
-         "kafka_timestamp": _timestamp_text(columns["kafka_timestamp"][row]), "raw_value": raw,
-         "reason": PROCESSING_ERROR, "detail": detail}
+        dead_letter(columns["event_type"][row], columns["kafka_topic"][row], int(columns["kafka_partition"][row]),
+                    int(offset), _timestamp_text(columns["kafka_timestamp"][row]), raw, PROCESSING_ERROR, detail)
         for offset in offsets
     ]  # fmt: skip
 
 
-def _as_job_rows(records: list[tuple[str, dict[str, Any]]], shard: int) -> list[tuple[str, dict[str, Any]]]:
-    """The engine's records as the sink takes them: an ignored event becomes a dead letter built from the
-    origin ``_events`` attached to it, and stale or late routes are counted by shard 0 only (every shard
+def _as_job_rows(outcomes: list[Outcome], shard: int) -> list[tuple[str, dict[str, Any]]]:
+    """The engine's outcomes as the sink takes them (``table_rows``): an ignored event becomes a dead letter
+    built from the origin ``_events`` attached to it, and late routes are counted by shard 0 only (every shard
     receives every route, so every shard finds the same ones stale or late)."""
-    rows = []
-    for table, row in records:
-        if table == "ignored_events":
-            topic, partition, offset, timestamp, raw_value = row["origin"]
-            row = {"source": row["event_type"], "kafka_topic": topic, "kafka_partition": int(partition),
-                   "kafka_offset": int(offset), "kafka_timestamp": _timestamp_text(timestamp),
-                   "raw_value": raw_value, "reason": row["reason"], "detail": row["detail"]}  # fmt: skip
-            table = "dead_letters"
-        elif table == "late_events" and shard != 0 and _about_routes(row):
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for outcome in outcomes:
+        if type(outcome) is IgnoredEvent:
+            topic, partition, offset, timestamp, raw_value = outcome.event[ORIGIN_KEY]
+            rows.append(ignored_letter(outcome, topic, int(partition), int(offset), _timestamp_text(timestamp),
+                                       raw_value))  # fmt: skip
+        elif type(outcome) is LateEvent and shard != 0 and outcome.event_type == ROUTE_EVENT:
             continue
-        rows.append((table, row))
+        else:
+            rows += rows_of(outcome)
     return rows
-
-
-def _about_routes(late: Mapping[str, Any]) -> bool:
-    """A late-event record about topic routes, which every shard receives (so shard 0 alone counts them)."""
-    return late["reason"] == STALE_ROUTE or late.get("event_type") == ROUTE_EVENT
 
 
 @contextmanager
@@ -365,18 +363,8 @@ def _timestamp_text(timestamp: Any) -> str | None:
 def _dead_letters(columns: Mapping[str, list[Any]]) -> list[str]:
     rows = zip(*(columns.get(c, []) for c in _DEAD_LETTER_COLUMNS), strict=True)
     return [
-        state_blob.encode(
-            {
-                "source": event_type or "consumer",
-                "kafka_topic": topic,
-                "kafka_partition": int(partition),
-                "kafka_offset": int(offset),
-                "kafka_timestamp": _timestamp_text(timestamp),
-                "raw_value": raw_value,
-                "reason": reason,
-                "detail": detail,
-            }
-        )
+        state_blob.encode(dead_letter(event_type or "consumer", topic, int(partition), int(offset),
+                                      _timestamp_text(timestamp), raw_value, reason, detail))  # fmt: skip
         for event_type, topic, partition, offset, timestamp, raw_value, reason, detail in rows
     ]
 

@@ -11,10 +11,14 @@ may lead its table by the batch's writes; a failed write fails the query, which 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from streaming.domain.faults import WindowStatus
+from streaming.domain.outcomes import GroupGone, GroupSummary, LateEvent
+from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus, ViewFreshness
 from streaming.job.sinks import DeltaTables, run_concurrently
+from streaming.job.table_rows import DEAD_LETTERS, GROUP_STATUS, LATE_EVENTS, DeadLettered, group_summary, metric_values
 from streaming.job.tables import TABLES
 
 if TYPE_CHECKING:
@@ -66,7 +70,7 @@ def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id
 
 
 # The consumer rows the driver's metrics are computed from (one per analysed group, dead letter or late event).
-_METRIC_TABLES = ("group_metrics", "dead_letters", "late_events")
+_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS)
 
 
 def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
@@ -89,7 +93,7 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             )
             present = {r["table"]: r["n"] for r in summary}
             if metrics is not None and batch_id > metered_through:  # the alert path first, before the writes
-                apply_consumer_metrics(metrics, [(r["table"], json.loads(p)) for r in summary for p in r["payloads"]])
+                apply_consumer_metrics(metrics, metric_values((r["table"], p) for r in summary for p in r["payloads"]))
                 metered_through = batch_id
 
             def append(table: str) -> Callable[[], None]:
@@ -105,7 +109,7 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
                     refresh_view_metrics(tables, metrics)
 
             def group_status() -> None:
-                merge_group_status(tables, batch, app_id, batch_id)
+                _merge_latest_rows(tables, batch, GROUP_STATUS, app_id, batch_id)
 
             def anomalies() -> None:
                 episodes = _rows(batch, "anomaly_episodes")
@@ -117,7 +121,7 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
                     current.withColumn("_op", F.col("status")),
                     app_id,
                     batch_id,
-                    delete_condition="s._op = 'CLOSED'",
+                    delete_condition=f"s._op = '{EpisodeStatus.CLOSED}'",
                 )
 
             # All at once: each MERGE carries its txn ids in a session of its own (see merge_idempotent).
@@ -125,69 +129,12 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             writes += [assignment] if "current_assignment" in present else []
             writes += [anomalies] if "anomaly_episodes" in present else []
             writes += [views] if "broker_views_current" in present else []
-            writes += [group_status] if "group_metrics" in present else []
+            writes += [group_status] if GROUP_STATUS in present else []
             run_concurrently(writes)
         finally:
             batch.unpersist()
 
     return write
-
-
-# The engine's ``group_metrics`` record as JSON; ``topics`` and ``open_anomalies`` are objects keyed by name.
-_GROUP_METRICS_DDL = (
-    "group STRING, removed BOOLEAN, event_time_ms BIGINT, members INT, channels INT, generation BIGINT, "
-    "duplicate_client_ids INT, views_diverge BOOLEAN, last_rebalance_ms BIGINT, open_anomalies MAP<STRING, INT>, "
-    "topics MAP<STRING, STRUCT<assigned: INT, orphaned: INT, double_owned: INT, idle: INT, non_subscribing: INT, "
-    "skew: INT>>"
-)
-
-
-def merge_group_status(tables: DeltaTables, batch: DataFrame, app_id: str, batch_id: int) -> None:
-    """MERGE the batch's ``group_metrics`` records into ``group_status_current``: the latest per group; a
-    removed group's row is deleted."""
-    from pyspark.sql import functions as F
-
-    records = batch.where(F.col("table") == "group_metrics").select(
-        F.from_json("payload", _GROUP_METRICS_DDL).alias("r")
-    )
-    topics = F.expr(
-        "array_sort(transform(map_entries(r.topics), e -> named_struct('topic', e.key, 'assigned', e.value.assigned, "
-        "'orphaned', e.value.orphaned, 'double_owned', e.value.double_owned, 'idle_members', e.value.idle, "
-        "'non_subscribing_members', e.value.non_subscribing, 'skew_queues', e.value.skew)))"
-    )
-    anomalies = F.expr(
-        "array_sort(transform(map_entries(r.open_anomalies), e -> named_struct('anomaly', e.key, 'episodes', e.value)))"
-    )
-    rows = records.select(
-        "r.group", "r.generation", "r.members", "r.channels", "r.duplicate_client_ids", "r.views_diverge",
-        "r.last_rebalance_ms", anomalies.alias("open_anomalies"), topics.alias("topics"), "r.event_time_ms",
-        F.when(F.col("r.removed"), F.lit("delete")).otherwise(F.lit("upsert")).alias("_op"),
-    )  # fmt: skip
-    latest = _latest_per_key(rows, TABLES["group_status_current"].key)
-    tables.merge_upsert(
-        "group_status_current",
-        latest.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
-        app_id,
-        batch_id,
-        delete_condition="s._op = 'delete'",
-    )
-
-
-def group_metrics_record(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``group_status_current`` row as the engine's ``group_metrics`` record it was written from.
-
-    ``moved`` is 0: queues moved between generations are counted as they move, not restored."""
-    return {
-        "group": row["group"], "removed": False, "event_time_ms": row["event_time_ms"], "members": row["members"],
-        "channels": row["channels"], "generation": row["generation"],
-        "duplicate_client_ids": row["duplicate_client_ids"], "views_diverge": row["views_diverge"],
-        "last_rebalance_ms": row["last_rebalance_ms"],
-        "open_anomalies": {a["anomaly"]: a["episodes"] for a in row["open_anomalies"] or ()},
-        "topics": {t["topic"]: {"assigned": t["assigned"], "orphaned": t["orphaned"],
-                                "double_owned": t["double_owned"], "idle": t["idle_members"],
-                                "non_subscribing": t["non_subscribing_members"], "skew": t["skew_queues"],
-                                "moved": 0} for t in row["topics"] or ()},
-    }  # fmt: skip
 
 
 def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -200,8 +147,8 @@ def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
 
 def restore_group_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     """The ``rmqmon_group_*`` series from ``group_status_current`` (one row per group)."""
-    rows = [r.asDict(recursive=True) for r in tables.read("group_status_current").collect()]
-    apply_consumer_metrics(metrics, [("group_metrics", group_metrics_record(r)) for r in rows])
+    rows = [r.asDict(recursive=True) for r in tables.read(GROUP_STATUS).collect()]
+    apply_consumer_metrics(metrics, [group_summary(r) for r in rows])
 
 
 def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -259,7 +206,7 @@ def fault_sink(
                 windows = batch.where(F.col("table").isin("fault_windows", "late_sends")).collect()
                 for row in windows:
                     payload = json.loads(row["payload"])
-                    if row["table"] == "fault_windows" and payload["status"] == "OPENED":
+                    if row["table"] == "fault_windows" and payload["status"] == WindowStatus.OPENED.value:
                         metrics.inc("rmqmon_broker_isolation_episodes_total", (payload["broker"],))
                     elif row["table"] == "late_sends":
                         metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), payload["count"])
@@ -353,10 +300,11 @@ def refresh_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     many are stale, and the latest poll's event time."""
     from pyspark.sql import functions as F
 
+    stale = F.when(F.col("status") == str(ViewFreshness.STALE), 1).otherwise(0)
     rows = (
         tables.read("broker_views_current")
         .groupBy("broker")
-        .agg(F.count("*").alias("views"), F.sum(F.when(F.col("status") == "STALE", 1).otherwise(0)).alias("stale"),
+        .agg(F.count("*").alias("views"), F.sum(stale).alias("stale"),
              F.max("polled_at_ms").alias("last_poll_ms"))
         .collect()
     )  # fmt: skip
@@ -368,52 +316,47 @@ def refresh_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
         metrics.set_gauge("rmqmon_broker_last_poll_timestamp_seconds", labels, r["last_poll_ms"] / 1000)
 
 
-def apply_consumer_metrics(metrics: MetricsState, records: list[tuple[str, dict[str, Any]]]) -> None:
-    """Per-group gauges from the engine's ``group_metrics`` summaries; dead letters and late events counted by
-    reason."""
-    for table, row in records:
-        if table == "dead_letters":
-            metrics.inc("rmqmon_dead_letters_total", ("consumer", str(row.get("reason"))))
+ConsumerMetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered
+
+
+def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetricValue]) -> None:
+    """Per-group gauges from the engine's ``GroupSummary`` values (a ``GroupGone`` forgets the group's series);
+    dead letters and late events counted by reason."""
+    for value in values:
+        if isinstance(value, DeadLettered):
+            metrics.inc("rmqmon_dead_letters_total", ("consumer", str(value.reason)))
             continue
-        if table == "late_events":  # one record per late event, or a count of them (``count``)
-            metrics.inc("rmqmon_late_events_total", ("consumer", str(row["reason"])), row.get("count", 1))
+        if isinstance(value, LateEvent):  # one late event, or a count of them
+            metrics.inc("rmqmon_late_events_total", ("consumer", str(value.reason)), value.count)
             continue
-        group = row["group"]
-        if row.get("removed"):
+        group = value.group
+        if isinstance(value, GroupGone):
             metrics.forget("consumer_group", group)
             continue
         g = (group,)
-        metrics.set_gauge("rmqmon_group_members", g, row["members"])
-        metrics.set_gauge("rmqmon_group_channels", g, row["channels"])
-        metrics.set_gauge("rmqmon_group_generation", g, row["generation"])
-        metrics.set_gauge("rmqmon_group_duplicate_client_ids", g, row["duplicate_client_ids"])
-        metrics.set_gauge("rmqmon_group_views_diverging", g, 1.0 if row["views_diverge"] else 0.0)
-        if row.get("last_rebalance_ms") is not None:
-            metrics.set_gauge("rmqmon_group_last_rebalance_timestamp_seconds", g, row["last_rebalance_ms"] / 1000)
-        metrics.advance_counter("rmqmon_group_rebalances_total", g, row["generation"])  # one per generation
+        metrics.set_gauge("rmqmon_group_members", g, value.members)
+        metrics.set_gauge("rmqmon_group_channels", g, value.channels)
+        metrics.set_gauge("rmqmon_group_generation", g, value.generation)
+        metrics.set_gauge("rmqmon_group_duplicate_client_ids", g, value.duplicate_client_ids)
+        metrics.set_gauge("rmqmon_group_views_diverging", g, 1.0 if value.views_diverge else 0.0)
+        if value.last_rebalance_ms is not None:
+            metrics.set_gauge("rmqmon_group_last_rebalance_timestamp_seconds", g, value.last_rebalance_ms / 1000)
+        metrics.advance_counter("rmqmon_group_rebalances_total", g, value.generation)  # one per generation
         queues, idle, non_subscribing, skew = {}, {}, {}, {}
-        for topic, t in row["topics"].items():
-            for state in ("assigned", "orphaned", "double_owned"):
-                queues[(group, topic, state)] = t[state]
-            idle[(group, topic)] = t["idle"]
-            non_subscribing[(group, topic)] = t["non_subscribing"]
-            skew[(group, topic)] = t["skew"]
-            metrics.inc("rmqmon_group_moved_queues_total", (group, topic), t["moved"])  # 0 exports the series
+        for topic, t in value.topics.items():
+            queues[(group, topic, "assigned")] = t.assigned
+            queues[(group, topic, "orphaned")] = t.orphaned
+            queues[(group, topic, "double_owned")] = t.double_owned
+            idle[(group, topic)] = t.idle
+            non_subscribing[(group, topic)] = t.non_subscribing
+            skew[(group, topic)] = t.skew
+            metrics.inc("rmqmon_group_moved_queues_total", (group, topic), t.moved)  # 0 exports the series
         metrics.replace_series("rmqmon_group_queues", group, queues)
         metrics.replace_series("rmqmon_group_idle_members", group, idle)
         metrics.replace_series("rmqmon_group_non_subscribing_members", group, non_subscribing)
         metrics.replace_series("rmqmon_group_skew_queues", group, skew)
-        kinds = (
-            "ORPHANED_QUEUES",
-            "DOUBLE_OWNED_QUEUES",
-            "DUPLICATE_CLIENT_ID",
-            "INCONSISTENT_SUBSCRIPTION",
-            "DIVERGING_BROKER_VIEWS",
-            "REBALANCE_STORM",
-            "FLAPPING_MEMBERS",
-            "ASSIGNMENT_MISMATCH",
-            "UNKNOWN_STRATEGY",
-        )
         metrics.replace_series(
-            "rmqmon_group_open_anomalies", group, {(group, k): float(row["open_anomalies"].get(k, 0)) for k in kinds}
+            "rmqmon_group_open_anomalies",
+            group,
+            {(group, str(k)): float(value.open_anomalies.get(k, 0)) for k in AnomalyKind},
         )

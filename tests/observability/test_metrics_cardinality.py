@@ -1,7 +1,7 @@
 """100,000 consumer group names through the sink's metrics path: series stay under the cap, memory stays bounded.
 
 Driven through ``apply_consumer_metrics`` -- the function the consumer query's ``foreachBatch`` sink calls with
-the engine's ``group_metrics`` rows -- and read back through the real collector and exposition format. The
+the engine's ``GroupSummary`` values -- and read back through the real collector and exposition format. The
 same flood through Kafka and Spark is ``test_metrics_flood_job.py``; this one
 isolates the metrics state so its memory can be measured exactly and at several sizes.
 """
@@ -16,22 +16,22 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.metrics import CATALOGUE, MetricsState, new_registry
 from streaming.config import load_config
+from streaming.domain.outcomes import GroupGone, GroupSummary, TopicSummary
+from streaming.domain.vocabulary import AnomalyKind
 from streaming.job.outputs import apply_consumer_metrics
 
 GROUPS = 100_000
 
 
-def group_row(i: int, removed: bool = False) -> tuple[str, dict]:
+def group_row(i: int, removed: bool = False) -> GroupSummary | GroupGone:
     group = f"flood-{i:06d}"
     if removed:
-        return "group_metrics", {"group": group, "removed": True, "event_time_ms": 1}
-    topics = {t: {"assigned": 7, "orphaned": 1, "double_owned": 0, "idle": 0, "non_subscribing": 0, "skew": 1,
-                  "moved": 2} for t in ("orders", "payments")}  # fmt: skip
-    return "group_metrics", {
-        "group": group, "removed": False, "event_time_ms": 1, "members": 3, "channels": 6, "generation": 2,
-        "duplicate_client_ids": 0, "views_diverge": False, "last_rebalance_ms": 1_000,
-        "open_anomalies": {"ORPHANED_QUEUES": 1}, "topics": topics,
-    }  # fmt: skip
+        return GroupGone(group, event_time_ms=1)
+    topics = {t: TopicSummary(assigned=7, orphaned=1, double_owned=0, idle=0, non_subscribing=0, skew=1, moved=2)
+              for t in ("orders", "payments")}  # fmt: skip
+    return GroupSummary(group, event_time_ms=1, members=3, channels=6, generation=2, duplicate_client_ids=0,
+                        views_diverge=False, last_rebalance_ms=1_000,
+                        open_anomalies={AnomalyKind.ORPHANED_QUEUES: 1}, topics=topics)  # fmt: skip
 
 
 def feed(state: MetricsState, start: int, stop: int, chunk: int = 5_000) -> None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from streaming.domain.fleet import ShardEngine
+from streaming.domain.outcomes import GroupGone, GroupSummary, IgnoredEvent, LateEvent
+from streaming.domain.vocabulary import IgnoredReason, LateReason
+from streaming.job.table_rows import rows_of
 
 
 def hb(t, channel, cid, topics=("T",), broker="broker-a", group="G", **extra):
@@ -45,8 +49,13 @@ def route(t, topic="T", brokers=(("broker-a", 4), ("broker-b", 4))):
     }
 
 
-def rows(records, table):
-    return [r for t, r in records if t == table]
+def table_rows(outcomes):
+    """The engine's outcomes as the tables (and metrics) receive them; an ignored event stays itself."""
+    return [pair for o in outcomes for pair in ([("ignored", o)] if isinstance(o, IgnoredEvent) else rows_of(o))]
+
+
+def rows(outcomes, table):
+    return [r for t, r in table_rows(outcomes) if t == table]
 
 
 def run(batches, settings=None):
@@ -84,9 +93,11 @@ def test_channels_counts_cid_all_on_one_broker_so_only_a_duplicated_id_adds_one(
     # Five members, each connected to both brokers (a channel per broker), then a sixth channel reusing c0's ID.
     members = [hb(1_000, f"10.1.0.{i}:1", f"c{i}", broker=b) for i in range(5) for b in ("broker-a", "broker-b")]
     out, _ = run([([route(0), *members], 0), ([hb(2_000, "10.1.0.9:1", "c0")], 0)])
-    first, second = rows(out, "group_metrics")
-    assert (first["members"], first["channels"], first["duplicate_client_ids"]) == (5, 5, 0)
-    assert (second["members"], second["channels"], second["duplicate_client_ids"]) == (5, 6, 1)
+    first, second = [o for o in out if isinstance(o, GroupSummary)]
+    assert (first.members, first.channels, first.duplicate_client_ids) == (5, 5, 0)
+    assert (second.members, second.channels, second.duplicate_client_ids) == (5, 6, 1)
+    assert [(r["members"], r["channels"], r["duplicate_client_ids"]) for r in rows(out, "group_status_current")] == [
+        (5, 5, 0), (5, 6, 1)]
 
 
 def test_unregister_and_silent_expiry_at_the_right_event_times():
@@ -162,7 +173,8 @@ def test_a_group_that_empties_and_returns_continues_its_generations():
         ([hb(5_000, "a:1", "c1")], 0),
     ])  # fmt: skip
     assert [r["generation"] for r in rows(out, "group_snapshots")] == [1, 2]
-    assert any(r.get("removed") for r in rows(out, "group_metrics"))
+    assert GroupGone("G", 1_000) in out
+    assert {"group": "G", "event_time_ms": 1_000, "_op": "delete"} in rows(out, "group_status_current")
 
 
 # -- flapping members ([anomalies] flapping_window_ms, flapping_threshold) ---------------------------------
@@ -201,8 +213,8 @@ def test_a_member_joining_and_leaving_more_than_the_threshold_is_flapping_and_st
     details = json.loads(opened["details"])
     assert details["members"] == {"crashy": {"joins": 2, "leaves": 2, "first_ms": 1_000, "last_ms": 60_000}}
     assert (details["threshold"], details["window_ms"]) == (3, 600_000)
-    open_kinds = rows(out, "group_metrics")[-1]["open_anomalies"]
-    assert open_kinds.get("FLAPPING_MEMBERS") == 1
+    open_kinds = rows(out, "group_status_current")[-1]["open_anomalies"]
+    assert {"anomaly": "FLAPPING_MEMBERS", "episodes": 1} in open_kinds
     # the first join leaves the window at 601_000 (600 s after it), and the episode closes then
     assert episodes_of(engine.advance(600_999), "FLAPPING_MEMBERS") == []
     assert engine.next_wakeup_ms() == 601_000
@@ -357,23 +369,23 @@ def test_a_report_for_a_group_no_broker_knows_is_handed_back_with_its_origin_and
     before = engine.snapshot()
     ghost = dict(report(5_000, "c9", A[:2], group="ghosts"), _origin=("reports", 3, 17))
     out = engine.apply([ghost], 0)
-    assert out == [("ignored_events", {
-        "event_type": "reported_assignment", "reason": "UNKNOWN_GROUP", "origin": ("reports", 3, 17),
-        "detail": "group ghosts is known to no broker at 5000: the report of c9 (2 queues of T) has nothing to "
-                  "compare with",
-    })]  # fmt: skip
+    assert out == [IgnoredEvent(
+        ghost, "reported_assignment", IgnoredReason.UNKNOWN_GROUP,
+        "group ghosts is known to no broker at 5000: the report of c9 (2 queues of T) has nothing to compare with",
+    )]  # fmt: skip
+    assert out[0].event is ghost and ghost["_origin"] == ("reports", 3, 17)  # handed back as given
     assert engine.snapshot() == before
 
 
 def test_a_report_after_the_group_emptied_is_handed_back_and_one_while_it_lives_is_not():
     engine = ShardEngine.restore(None, GRACE)
     out = engine.apply([route(0), hb(0, "a:1", "c1"), report(1_000, "c1", A + B)], 0)
-    assert not rows(out, "ignored_events")
+    assert not [o for o in out if isinstance(o, IgnoredEvent)]
     # the last member leaves; a report after that, in the same batch or the next, has nothing to compare with
     out = engine.apply([ev("UNREGISTER", 2_000, "a:1", "c1"), report(3_000, "c1", A + B)], 0)
     out += engine.apply([report(4_000, "c1", A + B)], 0)
     assert "G" not in engine.groups
-    assert [r["reason"] for r in rows(out, "ignored_events")] == ["UNKNOWN_GROUP", "UNKNOWN_GROUP"]
+    assert [o.reason for o in out if isinstance(o, IgnoredEvent)] == ["UNKNOWN_GROUP", "UNKNOWN_GROUP"]
 
 
 def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing():
@@ -381,7 +393,9 @@ def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing(
     engine.apply([route(10_000), hb(10_000, "a:1", "c1")], 0)
     before = engine.snapshot()
     out = engine.apply([route(5_000, brokers=(("broker-a", 1),))], 0)
-    assert out == [("late_events", {"reason": "stale_route", "topic": "T", "event_time_ms": 5_000})]
+    assert out == [LateEvent(LateReason.STALE_ROUTE, "topic_route", 5_000, topic="T")]
+    assert rows(out, "late_events") == [{"reason": "stale_route", "event_type": "topic_route", "count": 1,
+                                         "event_time_ms": 5_000, "topic": "T"}]  # fmt: skip
     assert engine.snapshot() == before
     # the same route again, at its own time, is not late: it changes nothing and says nothing
     assert engine.apply([route(10_000)], 0) == []
@@ -393,18 +407,18 @@ def test_group_metrics_of_a_restored_shard_are_what_each_group_last_emitted_with
     moving = [hb(1_000, f"10.2.0.{i}:1", f"c{i}", group="G-move") for i in range(3)]
     later = [ev("UNREGISTER", 5_000, "10.2.0.2:1", "c2", group="G-move"), report(6_000, "c3", [("broker-a", 0)], group="G-dup")]
     out, snapshot = run([([route(0), *dup, *moving], 0), (later, 0)])
-    last = {r["group"]: r for r in rows(out, "group_metrics")}
-    assert last["G-move"]["topics"]["T"]["moved"] > 0  # the unregister moved queues; a restored shard moved none
+    last = {s.group: s for s in out if isinstance(s, GroupSummary)}
+    assert last["G-move"].topics["T"].moved > 0  # the unregister moved queues; a restored shard moved none
     engine = ShardEngine.restore(json.loads(json.dumps(snapshot)), {})
-    restored = {r["group"]: r for r in rows(engine.group_metrics(9_000), "group_metrics")}
+    restored = {s.group: s for s in engine.group_metrics(9_000)}
 
-    def without_time_and_moves(row):
-        topics = {t: {k: v for k, v in values.items() if k != "moved"} for t, values in row["topics"].items()}
-        return {**{k: v for k, v in row.items() if k != "event_time_ms"}, "topics": topics}
+    def without_time_and_moves(summary):
+        topics = {t: replace(values, moved=0) for t, values in summary.topics.items()}
+        return replace(summary, event_time_ms=0, topics=topics)
 
-    assert {g: without_time_and_moves(r) for g, r in restored.items()} == {
-        g: without_time_and_moves(r) for g, r in last.items()
+    assert {g: without_time_and_moves(s) for g, s in restored.items()} == {
+        g: without_time_and_moves(s) for g, s in last.items()
     }
-    assert all(t["moved"] == 0 for r in restored.values() for t in r["topics"].values())
-    assert restored["G-dup"]["duplicate_client_ids"] == 1 and restored["G-dup"]["open_anomalies"]["DUPLICATE_CLIENT_ID"] == 1
+    assert all(t.moved == 0 for s in restored.values() for t in s.topics.values())
+    assert restored["G-dup"].duplicate_client_ids == 1 and restored["G-dup"].open_anomalies["DUPLICATE_CLIENT_ID"] == 1
     assert engine.snapshot() == snapshot  # reading the metrics changed nothing

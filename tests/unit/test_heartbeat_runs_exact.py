@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from streaming.domain.fleet import ShardEngine
 from streaming.job.consumer_query import _EVENT_COLUMNS, _events
 from streaming.job.heartbeat_runs import RUN
+from tests.unit.test_fleet import table_rows
 
 EXPIRY_MS = 120_000
 DELAY_MS = 60_000
@@ -142,7 +143,7 @@ def run_shard(batches, fold):
         watermark = max(seen_max - DELAY_MS, 0)
         engine = ShardEngine.restore(snapshot, ENGINE)
         events, late = _events(as_runs(rows_of(batch, offsets), fold), engine, watermark)
-        records = engine.apply(events, watermark)
+        records = table_rows(engine.apply(events, watermark))
         snapshot = engine.snapshot()
         changes = {}
         for table, row in records:

@@ -13,17 +13,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.metrics import CATALOGUE, MetricsState, new_registry, serve
+from streaming.domain.outcomes import GroupSummary, TopicSummary
 from streaming.job.outputs import apply_consumer_metrics
 
 
-def group_row(group: str, members: int, generation: int) -> tuple[str, dict]:
-    topics = {"T": {"assigned": 8, "orphaned": 0, "double_owned": 0, "idle": 0, "non_subscribing": 0, "skew": 0,
-                    "moved": 1}}  # fmt: skip
-    return "group_metrics", {
-        "group": group, "removed": False, "event_time_ms": 1, "members": members, "channels": members,
-        "generation": generation, "duplicate_client_ids": 0, "views_diverge": False, "last_rebalance_ms": 1_000,
-        "open_anomalies": {}, "topics": topics,
-    }  # fmt: skip
+def group_row(group: str, members: int, generation: int) -> GroupSummary:
+    topics = {"T": TopicSummary(assigned=8, orphaned=0, double_owned=0, idle=0, non_subscribing=0, skew=0, moved=1)}
+    return GroupSummary(group, event_time_ms=1, members=members, channels=members, generation=generation,
+                        duplicate_client_ids=0, views_diverge=False, last_rebalance_ms=1_000, open_anomalies={},
+                        topics=topics)  # fmt: skip
 
 
 @pytest.fixture

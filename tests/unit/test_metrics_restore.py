@@ -1,39 +1,40 @@
-"""Restoring the per-group series at start: a ``group_status_current`` row maps back to the ``group_metrics``
-record it was written from, and applying it sets every series the record set, to the same value.
+"""Restoring the per-group series at start: a ``group_status_current`` row maps back to the ``GroupSummary``
+it was written from, and applying it sets every series the summary set, to the same value.
 
-The records come from the real shard engine; the rows are what ``outputs.merge_group_status`` stores (the
-Spark side of that is proven end to end in ``tests/integration/test_job_metrics_restart.py``).
+The summaries come from the real shard engine; the rows are what ``table_rows`` maps them to, as the table
+keeps them (the Spark side of that is proven end to end in ``tests/integration/test_job_metrics_restart.py``).
 """
 
 from __future__ import annotations
 
+import json
+
 from connectors.metrics import MetricsState
-from streaming.job.outputs import apply_consumer_metrics, group_metrics_record
-from tests.unit.test_fleet import ev, hb, route, rows, run
+from streaming.domain.outcomes import GroupGone, GroupSummary
+from streaming.job.outputs import apply_consumer_metrics
+from streaming.job.table_rows import group_summary, metric_values, rows_of
+from streaming.job.tables import column_names
+from tests.unit.test_fleet import ev, hb, route, run
 
 
-def stored_row(record: dict) -> dict:
-    """A ``group_metrics`` record as its ``group_status_current`` row (array of structs for the two maps)."""
-    return {
-        "group": record["group"], "generation": record["generation"], "members": record["members"],
-        "channels": record["channels"], "duplicate_client_ids": record["duplicate_client_ids"],
-        "views_diverge": record["views_diverge"], "last_rebalance_ms": record["last_rebalance_ms"],
-        "open_anomalies": [{"anomaly": k, "episodes": n} for k, n in sorted(record["open_anomalies"].items())],
-        "topics": [{"topic": t, "assigned": v["assigned"], "orphaned": v["orphaned"], "double_owned": v["double_owned"],
-                    "idle_members": v["idle"], "non_subscribing_members": v["non_subscribing"],
-                    "skew_queues": v["skew"]} for t, v in sorted(record["topics"].items())],
-        "event_time_ms": record["event_time_ms"], "batch_id": 7,
-    }  # fmt: skip
+def stored_row(summary: GroupSummary) -> dict:
+    """A summary's ``group_status_current`` row as the table holds it: its columns only (the sink parses the
+    row with the table's schema, which drops the topics' moves), and the writing batch."""
+    ((_, row),) = rows_of(summary)
+    columns = set(column_names("group_status_current"))
+    stored = {k: v for k, v in row.items() if k in columns}
+    stored["topics"] = [{k: v for k, v in t.items() if k != "moved_queues"} for t in stored["topics"]]
+    return {**json.loads(json.dumps(stored)), "batch_id": 7}
 
 
-def latest_per_group(records: list[dict]) -> dict[str, dict]:
-    latest: dict[str, dict] = {}
-    for record in records:
-        latest[record["group"]] = record
-    return {g: r for g, r in latest.items() if not r.get("removed")}
+def latest_per_group(summaries: list[GroupSummary | GroupGone]) -> dict[str, GroupSummary]:
+    latest: dict[str, GroupSummary | GroupGone] = {}
+    for summary in summaries:
+        latest[summary.group] = summary
+    return {g: s for g, s in latest.items() if isinstance(s, GroupSummary)}
 
 
-def scenario() -> list[dict]:
+def scenario() -> list[GroupSummary | GroupGone]:
     """Group D: a client ID on two channels (orphaned and double-owned queues); group S: two topics, one member
     not subscribing the second, one member leaving; group X: empties and is gone."""
     out, _ = run([
@@ -45,16 +46,17 @@ def scenario() -> list[dict]:
         ([ev("UNREGISTER", 5_000, "10.2.0.3:1", "s3", group="S"), ev("UNREGISTER", 5_000, "10.3.0.1:1", "x1", group="X"),
           hb(6_000, "10.1.0.3:1", "solo@1", group="D")], 0),
     ])  # fmt: skip
-    return rows(out, "group_metrics")
+    return [o for o in out if isinstance(o, GroupSummary | GroupGone)]
 
 
-def test_restored_records_set_every_group_series_the_engine_records_set_to_the_same_value():
-    records = scenario()
+def test_restored_rows_set_every_group_series_the_engine_summaries_set_to_the_same_value():
+    summaries = scenario()
     live = MetricsState()
-    apply_consumer_metrics(live, [("group_metrics", r) for r in records])
+    # as the sink does: the rows the state function emitted, as JSON, back to typed values
+    apply_consumer_metrics(live, metric_values((t, json.dumps(r)) for s in summaries for t, r in rows_of(s)))
     restored = MetricsState()
-    current = latest_per_group(records)
-    apply_consumer_metrics(restored, [("group_metrics", group_metrics_record(stored_row(r))) for r in current.values()])
+    current = latest_per_group(summaries)
+    apply_consumer_metrics(restored, [group_summary(stored_row(s)) for s in current.values()])
 
     assert set(current) == {"D", "S"}  # X emptied: its row is deleted, and its series are gone from both
     assert restored.gauges == live.gauges
@@ -69,11 +71,12 @@ def test_restored_records_set_every_group_series_the_engine_records_set_to_the_s
 
 
 def test_a_row_without_topics_or_open_anomalies_restores_empty_series_sets():
-    record = group_metrics_record({"group": "E", "generation": 3, "members": 1, "channels": 1,
-                                   "duplicate_client_ids": 0, "views_diverge": True, "last_rebalance_ms": None,
-                                   "open_anomalies": None, "topics": [], "event_time_ms": 5, "batch_id": 1})  # fmt: skip
+    summary = group_summary({"group": "E", "generation": 3, "members": 1, "channels": 1,
+                             "duplicate_client_ids": 0, "views_diverge": True, "last_rebalance_ms": None,
+                             "open_anomalies": None, "topics": [], "event_time_ms": 5, "batch_id": 1})  # fmt: skip
+    assert isinstance(summary, GroupSummary) and summary.topics == {} and summary.open_anomalies == {}
     state = MetricsState()
-    apply_consumer_metrics(state, [("group_metrics", record)])
+    apply_consumer_metrics(state, [summary])
     assert state.gauges["rmqmon_group_views_diverging"][("E",)] == 1.0
     assert ("E",) not in state.gauges.get("rmqmon_group_last_rebalance_timestamp_seconds", {})
     assert not state.gauges.get("rmqmon_group_queues")

@@ -14,6 +14,8 @@ import pytest
 
 from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
 from streaming.domain.fleet import ShardEngine
+from streaming.domain.membership import MembershipChange
+from streaming.domain.outcomes import EpisodeTransition
 from streaming.simulation.fleet import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario
 
 START = 1_700_000_000_000
@@ -31,11 +33,11 @@ def consumer_anomalies(name: str, batch_ms: int, minutes: int = 7) -> tuple[set[
     for k in range(1, minutes * 60_000 // batch_ms + 1):
         events = [e for e in simulation.events_until(START + k * batch_ms) if e["type"] != "send_result"]
         events.sort(key=lambda e: (e["event_time"], DEFAULT_TOPICS[e["type"]]))  # the job's order (default topics)
-        for table, row in engine.apply(events, START + (k - 1) * batch_ms):
-            if table == "anomaly_episodes":
-                seen.add((row["group"], row["anomaly"]))
-            elif table == "membership_changes":
-                changes.setdefault(row["group"], []).append(row["event_time_ms"])
+        for outcome in engine.apply(events, START + (k - 1) * batch_ms):
+            if isinstance(outcome, EpisodeTransition):
+                seen.add((outcome.transition.episode.group, outcome.transition.episode.anomaly))
+            elif isinstance(outcome, MembershipChange):
+                changes.setdefault(outcome.group, []).append(outcome.event_time_ms)
         engine = ShardEngine.restore(engine.snapshot(), ENGINE)  # as the job stores it between batches
     return seen, changes
 

@@ -1,0 +1,123 @@
+"""The monitor's fixed words: membership changes, view statuses, triggers, anomalies, severities, reasons.
+
+Each vocabulary is a ``StrEnum``: a member *is* its text (equal to it, hashed like it, written as it by
+``json``, ``str`` and ``format``), so the Delta tables and metric labels keep exactly the words they had,
+while the code names a word once and a misspelling fails at import instead of writing a silent new value.
+Membership and analysis speak these words; ``streaming.job`` maps them to table rows unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ChannelEventKind(StrEnum):
+    """What a broker saw of a channel (``consumer_channel.kind``)."""
+
+    HEARTBEAT = "HEARTBEAT"
+    UNREGISTER = "UNREGISTER"
+    CHANNEL_CLOSE = "CHANNEL_CLOSE"
+    CHANNEL_EXCEPTION = "CHANNEL_EXCEPTION"
+    CHANNEL_IDLE = "CHANNEL_IDLE"
+
+
+class ChangeKind(StrEnum):
+    """A change of a group's membership as one broker saw it."""
+
+    JOIN = "JOIN"  # a new channel
+    LEAVE = "LEAVE"  # a channel removed (UNREGISTER, close, exception, idle)
+    EXPIRED = "EXPIRED"  # silent past the channel expiry
+    VANISHED = "VANISHED"  # missing from a poll of the broker's connection list
+    SUBSCRIPTION_CHANGED = "SUBSCRIPTION_CHANGED"  # a topic added or removed
+
+
+class ChangeReason(StrEnum):
+    """What revealed a membership change: the channel event's kind, an expiry scan or a poll."""
+
+    HEARTBEAT = "HEARTBEAT"
+    UNREGISTER = "UNREGISTER"
+    CHANNEL_CLOSE = "CHANNEL_CLOSE"
+    CHANNEL_EXCEPTION = "CHANNEL_EXCEPTION"
+    CHANNEL_IDLE = "CHANNEL_IDLE"
+    SCAN = "SCAN"
+    POLL = "POLL"
+
+
+class MemberDirection(StrEnum):
+    """How a membership change counts towards a member's flapping."""
+
+    JOIN = "JOIN"
+    LEAVE = "LEAVE"
+
+
+class ViewFreshness(StrEnum):
+    """The status of a broker view fed by polls."""
+
+    FRESH = "FRESH"
+    STALE = "STALE"
+
+
+class Trigger(StrEnum):
+    """Why a group was re-analysed: a membership change kind, or one of the changes below."""
+
+    JOIN = "JOIN"
+    LEAVE = "LEAVE"
+    EXPIRED = "EXPIRED"
+    VANISHED = "VANISHED"
+    SUBSCRIPTION_CHANGED = "SUBSCRIPTION_CHANGED"
+    ROUTE_CHANGED = "ROUTE_CHANGED"
+    REPORTED_ASSIGNMENT = "REPORTED_ASSIGNMENT"
+    STORM_WINDOW = "STORM_WINDOW"
+    FLAPPING_WINDOW = "FLAPPING_WINDOW"
+    CONVERGENCE_GRACE = "CONVERGENCE_GRACE"
+    VIEW_STALE = "VIEW_STALE"
+    VIEW_FRESH = "VIEW_FRESH"
+
+
+class AnomalyKind(StrEnum):
+    """What an analysis finds wrong with a group (or one of its topics)."""
+
+    ORPHANED_QUEUES = "ORPHANED_QUEUES"
+    DOUBLE_OWNED_QUEUES = "DOUBLE_OWNED_QUEUES"
+    DUPLICATE_CLIENT_ID = "DUPLICATE_CLIENT_ID"
+    INCONSISTENT_SUBSCRIPTION = "INCONSISTENT_SUBSCRIPTION"
+    DIVERGING_BROKER_VIEWS = "DIVERGING_BROKER_VIEWS"
+    REBALANCE_STORM = "REBALANCE_STORM"
+    FLAPPING_MEMBERS = "FLAPPING_MEMBERS"
+    ASSIGNMENT_MISMATCH = "ASSIGNMENT_MISMATCH"
+    UNKNOWN_STRATEGY = "UNKNOWN_STRATEGY"
+
+
+class Severity(StrEnum):
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+class EpisodeStatus(StrEnum):
+    """An anomaly episode's transition."""
+
+    OPENED = "OPENED"
+    UPDATED = "UPDATED"
+    CLOSED = "CLOSED"
+
+
+class AllocationMode(StrEnum):
+    """Who allocates a group's queues."""
+
+    CLIENT = "CLIENT"  # every CLUSTERING client computes its share with the group's strategy
+    BROADCAST = "BROADCAST"  # every client consumes every queue (BROADCASTING)
+    BROKER = "BROKER"  # the broker hands out queues (CONSUME_POP: POP-mode push and gRPC clients)
+
+
+class LateReason(StrEnum):
+    """Why input came too late to apply."""
+
+    STALE_ROUTE = "stale_route"  # a route older than the topic's applied one
+    STALE_POLL = "stale_poll"  # a poll older than its view's last poll
+    WATERMARK = "watermark"  # an event at or before the batch's watermark
+
+
+class IgnoredReason(StrEnum):
+    """Why the engine refused a valid event."""
+
+    UNKNOWN_GROUP = "UNKNOWN_GROUP"  # a report of a group no broker of the shard knows

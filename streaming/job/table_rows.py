@@ -1,0 +1,221 @@
+"""The one mapping from the shard engine's typed outcomes to the consumer tables' rows, and back for metrics.
+
+``fleet.ShardEngine`` says what happened (``streaming.domain.outcomes``); this module says where it is
+kept: which table of ``tables.py`` gets which row, and whether a current table's row is an upsert or a
+delete (``_op``). The state function emits the rows as JSON and the sink parses each table's rows with
+its schema, so a column this mapping did not fill would be a silent NULL: a unit test maps one of every
+outcome and compares the keys with every consumer table's columns. The metrics read typed values again
+(``metric_values``, ``group_summary``): the exact inverse, tested as a round trip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from streaming.domain.membership import MembershipChange, ViewStatus
+from streaming.domain.outcomes import (
+    AssignmentWithdrawn,
+    BrokerViewChanged,
+    BrokerViewGone,
+    BrokerViewState,
+    EpisodeTransition,
+    ExpectedAssignment,
+    GenerationSnapshot,
+    GroupGone,
+    GroupSummary,
+    IgnoredEvent,
+    LateEvent,
+    Outcome,
+    TopicSummary,
+)
+from streaming.domain.vocabulary import AnomalyKind, LateReason, ViewFreshness
+
+Row = tuple[str, dict[str, Any]]
+
+GROUP_STATUS = "group_status_current"
+DEAD_LETTERS = "dead_letters"
+# Not a Delta table: the late input the metrics count.
+LATE_EVENTS = "late_events"
+# The operation column of a current table's rows: the sink MERGEs upserts and deletes the others' keys.
+OP = "_op"
+UPSERT = "upsert"
+DELETE = "delete"
+# Columns the sink fills in itself: the micro-batch and the timestamp of ``event_time_ms``.
+SINK_COLUMNS = frozenset({"batch_id", "event_time"})
+
+
+def _membership_change(change: MembershipChange) -> list[Row]:
+    return [("membership_changes", {
+        "group": change.group, "broker": change.broker, "event_time_ms": change.event_time_ms,
+        "change": change.change, "reason": change.reason, "client_id": change.client_id, "channel": change.channel,
+        "notifies_clients": change.notifies_clients, "topics_added": list(change.topics_added),
+        "topics_removed": list(change.topics_removed),
+    })]  # fmt: skip
+
+
+def _view_columns(view: ViewStatus) -> dict[str, Any]:
+    return {"group": view.group, "broker": view.broker, "status": view.status, "polled_at_ms": view.polled_at_ms,
+            "stale_after_ms": view.stale_after_ms, "channels": view.channels, "collector": view.collector,
+            "event_time_ms": view.event_time_ms}  # fmt: skip
+
+
+def _view_state(outcome: BrokerViewState) -> list[Row]:
+    view = outcome.view
+    stale_since = view.event_time_ms if view.status == ViewFreshness.STALE else None
+    return [("broker_views_current", {**_view_columns(view), "stale_since_ms": stale_since, OP: UPSERT})]
+
+
+def _view_changed(outcome: BrokerViewChanged) -> list[Row]:
+    return [("broker_view_changes", _view_columns(outcome.view))]
+
+
+def _view_gone(outcome: BrokerViewGone) -> list[Row]:
+    return [("broker_views_current", {"group": outcome.group, "broker": outcome.broker,
+                                      "event_time_ms": outcome.event_time_ms, OP: DELETE})]  # fmt: skip
+
+
+def _snapshot(s: GenerationSnapshot) -> list[Row]:
+    return [("group_snapshots", {
+        "group": s.group, "generation": s.generation, "event_time_ms": s.event_time_ms, "triggers": list(s.triggers),
+        "members": s.members, "channels": s.channels, "brokers": list(s.brokers), "cid_all": list(s.cid_all),
+        "topics": list(s.topics), "strategy": s.strategy, "client_line": s.client_line,
+        "views_diverge": s.views_diverge, "anomalies": list(s.anomalies), "details": s.details,
+    })]  # fmt: skip
+
+
+def _expected(a: ExpectedAssignment) -> list[Row]:
+    queues = [{"broker": q.broker_name, "queue_id": q.queue_id} for q in a.queues]
+    row = {"group": a.group, "generation": a.generation, "topic": a.topic, "client_id": a.client_id,
+           "queues": queues, "queue_count": len(queues), "strategy": a.strategy, "event_time_ms": a.event_time_ms}
+    current = {"group": a.group, "topic": a.topic, "client_id": a.client_id, "queues": queues,
+               "queue_count": len(queues), "generation": a.generation, "event_time_ms": a.event_time_ms, OP: UPSERT}
+    return [("expected_assignments", row), ("current_assignment", current)]  # fmt: skip
+
+
+def _withdrawn(w: AssignmentWithdrawn) -> list[Row]:
+    return [("current_assignment", {"group": w.group, "topic": w.topic, "client_id": w.client_id, "queues": [],
+                                    "queue_count": 0, "generation": w.generation, "event_time_ms": w.event_time_ms,
+                                    OP: DELETE})]  # fmt: skip
+
+
+def _transition(t: EpisodeTransition) -> list[Row]:
+    transition, e = t.transition, t.transition.episode
+    return [("anomaly_episodes", {
+        "episode_id": e.episode_id, "group": e.group, "topic": e.topic, "anomaly": e.anomaly,
+        "status": transition.status, "opened_at_ms": e.opened_at_ms, "closed_at_ms": transition.closed_at_ms,
+        "event_time_ms": transition.event_time_ms, "generation": t.generation, "severity": e.severity,
+        "summary": e.summary, "details": e.details_json,
+    })]  # fmt: skip
+
+
+# A topic's queues moved by the analysis: the metrics count them, the table does not keep them (a restart
+# counts moves from then on), so its schema drops them when the sink parses the row.
+MOVED_QUEUES = "moved_queues"
+
+
+def _summary(s: GroupSummary) -> list[Row]:
+    return [(GROUP_STATUS, {
+        "group": s.group, "generation": s.generation, "members": s.members, "channels": s.channels,
+        "duplicate_client_ids": s.duplicate_client_ids, "views_diverge": s.views_diverge,
+        "last_rebalance_ms": s.last_rebalance_ms,
+        "open_anomalies": [{"anomaly": k, "episodes": n} for k, n in sorted(s.open_anomalies.items())],
+        "topics": [{"topic": name, "assigned": t.assigned, "orphaned": t.orphaned, "double_owned": t.double_owned,
+                    "idle_members": t.idle, "non_subscribing_members": t.non_subscribing, "skew_queues": t.skew,
+                    MOVED_QUEUES: t.moved} for name, t in sorted(s.topics.items())],
+        "event_time_ms": s.event_time_ms, OP: UPSERT,
+    })]  # fmt: skip
+
+
+def _gone(g: GroupGone) -> list[Row]:
+    return [(GROUP_STATUS, {"group": g.group, "event_time_ms": g.event_time_ms, OP: DELETE})]
+
+
+def group_summary(row: Mapping[str, Any]) -> GroupSummary | GroupGone:
+    """A ``group_status_current`` row (as mapped above, or as the table holds it) as the value it came from;
+    a row read back from the table has no queue moves (0)."""
+    if row.get(OP) == DELETE:
+        return GroupGone(row["group"], row["event_time_ms"])
+    return GroupSummary(
+        row["group"], row["event_time_ms"], row["members"], row["channels"], row["generation"],
+        row["duplicate_client_ids"], row["views_diverge"], row["last_rebalance_ms"],
+        {AnomalyKind(a["anomaly"]): a["episodes"] for a in row["open_anomalies"] or ()},
+        {t["topic"]: TopicSummary(t["assigned"], t["orphaned"], t["double_owned"], t["idle_members"],
+                                  t["non_subscribing_members"], t["skew_queues"], t.get(MOVED_QUEUES) or 0)
+         for t in row["topics"] or ()},
+    )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLettered:
+    """An input record the consumer path wrote as a dead letter, for the metrics' count by reason."""
+
+    reason: str | None
+
+
+def metric_values(rows: Iterable[tuple[str, str]]) -> list[GroupSummary | GroupGone | LateEvent | DeadLettered]:
+    """The values the metrics are set from, from the JSON rows of ``GROUP_STATUS``, ``LATE_EVENTS`` and
+    ``DEAD_LETTERS`` (others are skipped), in order."""
+    values: list[GroupSummary | GroupGone | LateEvent | DeadLettered] = []
+    for table, text in rows:
+        row = json.loads(text)
+        if table == GROUP_STATUS:
+            values.append(group_summary(row))
+        elif table == LATE_EVENTS:
+            values.append(LateEvent(LateReason(row["reason"]), row["event_type"], row.get("event_time_ms"),
+                                    row["count"], row.get("group"), row.get("broker"), row.get("topic")))
+        elif table == DEAD_LETTERS:
+            values.append(DeadLettered(row.get("reason")))
+    return values
+
+
+def _late(late: LateEvent) -> list[Row]:
+    row: dict[str, Any] = {"reason": late.reason, "event_type": late.event_type, "count": late.count}
+    for name in ("event_time_ms", "group", "broker", "topic"):
+        value = getattr(late, name)
+        if value is not None:
+            row[name] = value
+    return [(LATE_EVENTS, row)]
+
+
+def dead_letter(source: str, kafka_topic: str, kafka_partition: int, kafka_offset: int, kafka_timestamp: str | None,
+                raw_value: str | None, reason: str, detail: str | None) -> dict[str, Any]:
+    """A ``dead_letters`` row: a rejected input record, where it came from and why."""
+    return {"source": source, "kafka_topic": kafka_topic, "kafka_partition": kafka_partition,
+            "kafka_offset": kafka_offset, "kafka_timestamp": kafka_timestamp, "raw_value": raw_value,
+            "reason": reason, "detail": detail}  # fmt: skip
+
+
+def ignored_letter(ignored: IgnoredEvent, kafka_topic: str, kafka_partition: int, kafka_offset: int,
+                   kafka_timestamp: str | None, raw_value: str | None) -> Row:
+    """The dead letter of an event the engine refused, at the input coordinates the caller kept for it."""
+    return (DEAD_LETTERS, dead_letter(ignored.event_type, kafka_topic, kafka_partition, kafka_offset, kafka_timestamp,
+                                      raw_value, ignored.reason, ignored.detail))  # fmt: skip
+
+
+_MAPPERS: dict[type, Callable[[Any], list[Row]]] = {
+    MembershipChange: _membership_change,
+    BrokerViewState: _view_state,
+    BrokerViewChanged: _view_changed,
+    BrokerViewGone: _view_gone,
+    GenerationSnapshot: _snapshot,
+    ExpectedAssignment: _expected,
+    AssignmentWithdrawn: _withdrawn,
+    EpisodeTransition: _transition,
+    GroupSummary: _summary,
+    GroupGone: _gone,
+    LateEvent: _late,
+}
+
+
+def rows_of(outcome: Outcome) -> list[Row]:
+    """The ``(table, row)`` pairs one outcome is kept as (an ``IgnoredEvent``: see ``ignored_letter``)."""
+    return _MAPPERS[type(outcome)](outcome)
+
+
+def table_rows(outcomes: Iterable[Outcome]) -> list[Row]:
+    """The ``(table, row)`` pairs of the outcomes, in their order (an outcome's rows in the order above)."""
+    mappers = _MAPPERS
+    return [row for outcome in outcomes for row in mappers[type(outcome)](outcome)]
