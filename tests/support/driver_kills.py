@@ -111,7 +111,7 @@ class Progress:
         def count(folder: Path, suffix: str = "") -> int:
             try:
                 return sum(1 for n in os.listdir(folder) if n.endswith(suffix) and n[: len(n) - len(suffix)].isdigit())
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # not there yet, or a file (the storage check's)
                 return 0
 
         checkpoints, delta = root / "checkpoints", root / "delta"
@@ -183,7 +183,7 @@ class RunRecord:
         return "batch-in-flight" if self.in_flight_at_kill else "between-batches"
 
 
-def run_monitored(config: Path, point: KillPoint | None, timeout_s: float = 900) -> RunRecord:
+def run_monitored(config: Path, point: KillPoint | None, timeout_s: float = 3600) -> RunRecord:
     """Run ``rebalance-monitor run --available-now`` on ``config`` and kill its process tree at ``point``
     (``None``: let it drain the input; a non-zero exit raises with the log's end)."""
     root = _root_of(config)
@@ -361,12 +361,15 @@ class KillsOutcome:
 
 
 def run_with_kills(compare: Callable[[Path, Path], dict[str, dict[str, Any]]], workdir: Path, bootstrap: str,
-                   prefix: str, kills: int, seed: int, max_offsets: int) -> KillsOutcome:  # fmt: skip
+                   prefix: str, kills: int, seed: int, max_offsets: int,
+                   on_run: Callable[[RunRecord], None] = lambda run: None) -> KillsOutcome:  # fmt: skip
     """The reference run, then the ``seed``'s ``kills`` points each followed by a restart from the same
-    checkpoints, then a run that drains the input; ``compare(reference_root, interrupted_root)`` judges the
-    tables. The workload must already be in the ``prefix`` topics."""
+    checkpoints, then a run that drains the input; ``on_run`` sees each run's record as it ends, and
+    ``compare(reference_root, interrupted_root)`` judges the tables. The workload must already be in the
+    ``prefix`` topics."""
     whole = config_file(workdir / "whole.toml", bootstrap, prefix, workdir / "uninterrupted", max_offsets)
     reference = run_monitored(whole, None)
+    on_run(reference)
     startup_s = reference.first_write_s or 10.0
     # Two queries run side by side (fault-windows after send-ingest): a rough length of one batch.
     batch_s = max(0.5, 2 * (reference.wall_s - startup_s) / max(1, reference.commits_in_run))
@@ -375,8 +378,10 @@ def run_with_kills(compare: Callable[[Path, Path], dict[str, dict[str, Any]]], w
     runs = []
     for point in plan:
         runs.append(run_monitored(crash, point))
+        on_run(runs[-1])
         if not runs[-1].killed:
             break  # drained before this kill point: the rest of the plan has nothing left to interrupt
     if runs[-1].killed:
         runs.append(run_monitored(crash, None))
+        on_run(runs[-1])
     return KillsOutcome(reference, plan, runs, compare(workdir / "uninterrupted", workdir / "interrupted"))
