@@ -119,6 +119,7 @@ def ensure_table(session: SparkSession, path: str, schema_ddl: str, partition_by
 
     if DeltaTable.isDeltaTable(session, path):
         return
+    remove_unfinished_creation(session, path)
     builder = (
         DeltaTable.createIfNotExists(session).location(path).addColumns(session.createDataFrame([], schema_ddl).schema)
     )
@@ -127,3 +128,20 @@ def ensure_table(session: SparkSession, path: str, schema_ddl: str, partition_by
     for key, value in (properties or {}).items():
         builder = builder.property(key, value)
     builder.execute()
+
+
+def remove_unfinished_creation(session: SparkSession, path: str) -> bool:
+    """Remove what a table creation killed before its first commit left: a ``_delta_log`` holding no commit
+    or checkpoint file in an otherwise empty table directory. Delta takes it for a table that does not exist
+    and refuses to create one there, so a job killed while creating its tables could never start again.
+    Anything more (data files, any version) is left for Delta's error to name. Whether it removed one."""
+    jvm = session.sparkContext._jvm
+    log = jvm.org.apache.hadoop.fs.Path(path, "_delta_log")
+    fs = log.getFileSystem(session.sparkContext._jsc.hadoopConfiguration())
+    if not fs.isDirectory(log):
+        return False
+    beside = [s.getPath().getName() for s in fs.listStatus(log.getParent())]
+    versions = [n for s in fs.listStatus(log) if (n := s.getPath().getName())[:20].isdigit()]
+    if beside != ["_delta_log"] or versions:
+        return False
+    return bool(fs.delete(log, True))

@@ -16,7 +16,7 @@ from pathlib import Path
 from connectors.processes import free_port
 from localenv.kafka_broker import LocalKafkaBroker, create_topics
 from streaming.contract.events import DEFAULT_TOPICS
-from tests.integration.test_job_crash_recovery import BASE, ROOT, TABLES, config_file, run_job, workload
+from tests.support.driver_kills import BASE, ROOT, TABLES, config_file, run_job, workload
 from tests.support.job import publish, read
 
 OUTAGE_S = 60

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from streaming.job.tables import TABLES
-from tests.integration.test_job_crash_recovery import workload
 from tests.integration.test_job_scenarios import bad_input, run1_events, run2_events
+from tests.support.driver_kills import workload
 from tests.support.job import job_env, publish, read
 
 ROOT = Path(__file__).parents[2]
