@@ -14,8 +14,11 @@ test: setup
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 
+# Lint: style, formatting, types (strict on the pure domain and the contract) and the package map.
 lint: setup
 	$(PY) -m ruff check streaming connectors localenv dashboards tests bench
+	$(PY) -m ruff format --check streaming connectors localenv dashboards tests bench
+	$(PY) -m mypy
 	.venv/bin/lint-imports
 
 clean:

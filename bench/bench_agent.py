@@ -29,11 +29,27 @@ SMALL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true"]
 
 def run_bench(line: str, namesrv: str, topic: str, bootstrap: str, args: argparse.Namespace, work: Path) -> list[dict]:
     classpath = os.pathsep.join(str(p) for p in agent_artifacts.client_classpath(line))
-    command = ["java", *SMALL_JVM, f"-Drocketmq.client.logRoot={work / 'rocketmq-logs'}",
-               f"-Drrm.agent.bootstrap.servers={bootstrap}", "-Drrm.agent.topic.send.results=bench.send-results",
-               "-cp", classpath, agent_artifacts.TEST_CLIENT_MAIN, "bench", "--namesrv", namesrv, "--topic", topic,
-               "--messages", str(args.messages), "--rounds", str(args.rounds),
-               "--warmup", str(args.warmup)]  # fmt: skip
+    command = [
+        "java",
+        *SMALL_JVM,
+        f"-Drocketmq.client.logRoot={work / 'rocketmq-logs'}",
+        f"-Drrm.agent.bootstrap.servers={bootstrap}",
+        "-Drrm.agent.topic.send.results=bench.send-results",
+        "-cp",
+        classpath,
+        agent_artifacts.TEST_CLIENT_MAIN,
+        "bench",
+        "--namesrv",
+        namesrv,
+        "--topic",
+        topic,
+        "--messages",
+        str(args.messages),
+        "--rounds",
+        str(args.rounds),
+        "--warmup",
+        str(args.warmup),
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
     if result.returncode != 0:
         raise SystemExit(f"bench client failed ({result.returncode}): {result.stderr[-2000:]}")
@@ -83,13 +99,17 @@ def main() -> None:
         "p50": round(hooked["p50_us"] / plain["p50_us"], 3),
         "cpu": round(hooked["cpu_ms"] / plain["cpu_ms"], 3),
     }
-    per_send_cpu_us = {side: round(summary[side]["cpu_ms"] * 1000 / (args.messages * args.rounds), 1)
-                       for side in ("without_hook", "with_hook")}  # fmt: skip
+    per_send_cpu_us = {
+        side: round(summary[side]["cpu_ms"] * 1000 / (args.messages * args.rounds), 1)
+        for side in ("without_hook", "with_hook")
+    }
     report = {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
-        "command": "python -m bench.bench_agent " + " ".join(
-            f"--{k} {v}" for k, v in (("line", args.line), ("messages", args.messages), ("rounds", args.rounds))),
+        "command": "python -m bench.bench_agent "
+        + " ".join(
+            f"--{k} {v}" for k, v in (("line", args.line), ("messages", args.messages), ("rounds", args.rounds))
+        ),
         "client_line": args.line,
         "without_hook": plain,
         "with_hook": hooked,

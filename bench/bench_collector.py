@@ -61,8 +61,9 @@ class HeartbeatGenerator:
         # A broker registers a new group's subscription group and retry topic on its first heartbeat: chunks of
         # CHUNK groups keep each heartbeat's work within its timeout.
         chunks = [groups[i : i + CHUNK] for i in range(0, len(groups), CHUNK)]
-        self.heartbeats = [[self._heartbeat(instance.getClientId(), chunk) for chunk in chunks]
-                           for instance in self.instances]  # fmt: skip
+        self.heartbeats = [
+            [self._heartbeat(instance.getClientId(), chunk) for chunk in chunks] for instance in self.instances
+        ]
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     @staticmethod
@@ -79,8 +80,9 @@ class HeartbeatGenerator:
             data.setGroupName(group)
             data.setConsumeType(jpype.JClass(pkg + "ConsumeType").CONSUME_PASSIVELY)
             data.setMessageModel(jpype.JClass(pkg + "MessageModel").CLUSTERING)
-            data.setConsumeFromWhere(jpype.JClass("org.apache.rocketmq.common.consumer.ConsumeFromWhere")
-                                     .CONSUME_FROM_LAST_OFFSET)  # fmt: skip
+            data.setConsumeFromWhere(
+                jpype.JClass("org.apache.rocketmq.common.consumer.ConsumeFromWhere").CONSUME_FROM_LAST_OFFSET
+            )
             for topic in (TOPIC, f"%RETRY%{group}"):
                 data.getSubscriptionDataSet().add(SubscriptionData(topic, "*"))
             heartbeat.getConsumerDataSet().add(data)
@@ -151,8 +153,9 @@ def collector_cycles(config, work_dir: Path) -> list[dict[str, float]]:  # type:
         cycles.append({"cycle_s": int(match.group("ms")) / 1000, "rpcs": sum(per_call.values()), "by_call": per_call})
     full = [c for c in cycles if c["by_call"].get("consumer_connections")]
     if len(full) < 3:
-        raise RuntimeError(f"the collector polled groups in {len(full)} of {len(cycles)} cycles; see "
-                           f"{collector.log_path}")  # fmt: skip
+        raise RuntimeError(
+            f"the collector polled groups in {len(full)} of {len(cycles)} cycles; see {collector.log_path}"
+        )
     return cycles
 
 
@@ -170,21 +173,31 @@ def main() -> None:
         bootstrap = kafka.start(timeout_s=300).bootstrap_servers
         info = cluster.start(timeout_s=300)
         cluster.create_topic(TOPIC, 4)
-        create_topics(bootstrap, ["rocketmq.consumer-channels", "rocketmq.reported-assignments",
-                                  "rocketmq.topic-routes"])  # fmt: skip
-        jpype.startJVM("-Xmx512m", f"-Duser.home={work}", classpath=[str(p) for p in jvm_artifacts.jars("collector")],
-                       convertStrings=True)  # fmt: skip
+        create_topics(
+            bootstrap, ["rocketmq.consumer-channels", "rocketmq.reported-assignments", "rocketmq.topic-routes"]
+        )
+        jpype.startJVM(
+            "-Xmx512m",
+            f"-Duser.home={work}",
+            classpath=[str(p) for p in jvm_artifacts.jars("collector")],
+            convertStrings=True,
+        )
         groups = [f"bench-g{i:05d}" for i in range(args.groups)]
-        generator = HeartbeatGenerator(info.namesrv_addr, [info.broker_addr(b) for b in info.brokers], groups,
-                                       args.channels)  # fmt: skip
+        generator = HeartbeatGenerator(
+            info.namesrv_addr, [info.broker_addr(b) for b in info.brokers], groups, args.channels
+        )
         generator.start()
         print(f"{args.groups} groups x {args.channels} channels registered on both brokers", flush=True)
         registered = {broker: len(cluster.connections(groups[-1], broker)) for broker in info.brokers}
-        config = load_config(env={"RRM__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
-                                  "RRM__COLLECTOR__NAMESRV_ADDR": info.namesrv_addr,
-                                  "RRM__COLLECTOR__POLL_INTERVAL_MS": "1000",
-                                  "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "0",
-                                  "RRM__COLLECTOR__INCLUDE_GROUPS": '["bench-*"]'})  # fmt: skip
+        config = load_config(
+            env={
+                "RRM__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+                "RRM__COLLECTOR__NAMESRV_ADDR": info.namesrv_addr,
+                "RRM__COLLECTOR__POLL_INTERVAL_MS": "1000",
+                "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "0",
+                "RRM__COLLECTOR__INCLUDE_GROUPS": '["bench-*"]',
+            }
+        )
         cycles = collector_cycles(config, work / "collector")
         baseline = exporter_way(info.namesrv_addr, groups)
     finally:
@@ -194,18 +207,25 @@ def main() -> None:
         kafka.stop()
         shutil.rmtree(work, ignore_errors=True)
     warm = [c for c in cycles if c["by_call"].get("consumer_connections")][-3:]
-    collector = {"cycle_s": statistics.mean(c["cycle_s"] for c in warm), "rpcs": warm[-1]["rpcs"],
-                 "by_call": warm[-1]["by_call"], "cycles": cycles,
-                 "concurrency": config.collector.concurrency}  # fmt: skip
+    collector = {
+        "cycle_s": statistics.mean(c["cycle_s"] for c in warm),
+        "rpcs": warm[-1]["rpcs"],
+        "by_call": warm[-1]["by_call"],
+        "cycles": cycles,
+        "concurrency": config.collector.concurrency,
+    }
     results = {
-        "groups": args.groups, "channels_per_group_per_broker": args.channels, "brokers": 2,
-        "collector": collector, "exporter_way": baseline,
+        "groups": args.groups,
+        "channels_per_group_per_broker": args.channels,
+        "brokers": 2,
+        "collector": collector,
+        "exporter_way": baseline,
         "cycle_time_ratio_collector_over_exporter": round(collector["cycle_s"] / baseline["cycle_s"], 2),
         "rpc_ratio_collector_over_exporter": round(collector["rpcs"] / baseline["rpcs"], 2),
         "broker_views_per_group": {"collector": 2, "exporter_way": 1},
         "channels_of_the_last_group_per_broker": registered,
         "load_average": os.getloadavg()[0],
-    }  # fmt: skip
+    }
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
 

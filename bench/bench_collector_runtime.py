@@ -30,23 +30,53 @@ LISTS, CHANNELS = 2_000, 10
 def connection_list_json(index: int) -> str:
     """A broker's answer to GET_CONSUMER_CONNECTION_LIST as RocketMQ serialises it."""
     group = f"group-{index // 2:04d}"
-    return json.dumps({
-        "connectionSet": [{"clientId": f"10.0.{c}.{index % 250}@{c}#{index}", "clientAddr": f"10.0.{c}.1:{40000 + c}",
-                           "language": "JAVA", "version": 479} for c in range(CHANNELS)],
-        "subscriptionTable": {t: {"topic": t, "subString": "*", "subVersion": 1700000000000 + index, "tagsSet": [],
-                                  "codeSet": [], "expressionType": "TAG", "classFilterMode": False}
-                              for t in (f"topic-{index // 2:04d}", f"%RETRY%{group}")},
-        "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-    })  # fmt: skip
+    return json.dumps(
+        {
+            "connectionSet": [
+                {
+                    "clientId": f"10.0.{c}.{index % 250}@{c}#{index}",
+                    "clientAddr": f"10.0.{c}.1:{40000 + c}",
+                    "language": "JAVA",
+                    "version": 479,
+                }
+                for c in range(CHANNELS)
+            ],
+            "subscriptionTable": {
+                t: {
+                    "topic": t,
+                    "subString": "*",
+                    "subVersion": 1700000000000 + index,
+                    "tagsSet": [],
+                    "codeSet": [],
+                    "expressionType": "TAG",
+                    "classFilterMode": False,
+                }
+                for t in (f"topic-{index // 2:04d}", f"%RETRY%{group}")
+            },
+            "consumeType": "CONSUME_PASSIVELY",
+            "messageModel": "CLUSTERING",
+            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+        }
+    )
 
 
 def jvm_process_start() -> dict[str, float]:
     """The collector's JVM running RocketMQ's admin client once (``ClusterAdmin cluster`` against a name server that
     is not there): launch to exit, and the child's peak resident set."""
     start = time.perf_counter()
-    subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", jvm_artifacts.collector_classpath(),
-                    "io.github.rrm.collector.ClusterAdmin", "cluster", "127.0.0.1:1"], capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "java",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-cp",
+            jvm_artifacts.collector_classpath(),
+            "io.github.rrm.collector.ClusterAdmin",
+            "cluster",
+            "127.0.0.1:1",
+        ],
+        capture_output=True,
+    )
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024}
@@ -57,8 +87,12 @@ def jpype_start() -> dict[str, float]:
     import jpype
 
     start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-    jpype.startJVM("-Xmx256m", "-XX:+UseSerialGC", classpath=[str(jvm_artifacts.collector_jar()),
-                   *map(str, jvm_artifacts.jars("collector"))], convertStrings=True)  # fmt: skip
+    jpype.startJVM(
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        classpath=[str(jvm_artifacts.collector_jar()), *map(str, jvm_artifacts.jars("collector"))],
+        convertStrings=True,
+    )
     admin = jpype.JClass("org.apache.rocketmq.tools.admin.DefaultMQAdminExt")(5000)
     admin.setNamesrvAddr("127.0.0.1:1")
     admin.start()
@@ -86,14 +120,29 @@ def main() -> None:
     def from_python() -> int:
         size = 0
         for answer in answers:
-            subscriptions = [{"topic": s.getTopic(), "expression": s.getSubString(), "sub_version": s.getSubVersion()}
-                             for s in answer.getSubscriptionTable().values()]  # fmt: skip
-            connections = [{"channel": c.getClientAddr(), "client_id": c.getClientId(),
-                            "language": str(c.getLanguage().name()), "client_version": str(c.getVersion())}
-                           for c in answer.getConnectionSet()]  # fmt: skip
-            size += len(json.dumps({"message_model": str(answer.getMessageModel().name()),
-                                    "consume_type": str(answer.getConsumeType().name()),
-                                    "subscriptions": subscriptions, "connections": connections}))  # fmt: skip
+            subscriptions = [
+                {"topic": s.getTopic(), "expression": s.getSubString(), "sub_version": s.getSubVersion()}
+                for s in answer.getSubscriptionTable().values()
+            ]
+            connections = [
+                {
+                    "channel": c.getClientAddr(),
+                    "client_id": c.getClientId(),
+                    "language": str(c.getLanguage().name()),
+                    "client_version": str(c.getVersion()),
+                }
+                for c in answer.getConnectionSet()
+            ]
+            size += len(
+                json.dumps(
+                    {
+                        "message_model": str(answer.getMessageModel().name()),
+                        "consume_type": str(answer.getConsumeType().name()),
+                        "subscriptions": subscriptions,
+                        "connections": connections,
+                    }
+                )
+            )
         return size
 
     def in_jvm() -> int:
@@ -106,22 +155,28 @@ def main() -> None:
             wall, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
             fn()
             after = resource.getrusage(resource.RUSAGE_SELF)
-            samples.append((time.perf_counter() - wall,
-                            after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime))  # fmt: skip
+            samples.append((time.perf_counter() - wall, after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime))
         samples.sort()
         return {"wall_s": samples[1][0], "cpu_s": samples[1][1]}
 
     python_side, jvm_side = measure(from_python), measure(in_jvm)
     results = {
-        "connection_lists": LISTS, "channels_per_list": CHANNELS,
-        "admin_call_from_cold": {side: {"wall_s": round(m["wall_s"], 2), "cpu_s": round(m["cpu_s"], 2)}
-                                 for side, m in (("jvm_process", jvm), ("jpype", embedded))},
+        "connection_lists": LISTS,
+        "channels_per_list": CHANNELS,
+        "admin_call_from_cold": {
+            side: {"wall_s": round(m["wall_s"], 2), "cpu_s": round(m["cpu_s"], 2)}
+            for side, m in (("jvm_process", jvm), ("jpype", embedded))
+        },
         "peak_rss_mb": {"jvm_process": round(jvm["rss_mb"]), "python_with_jpype": round(embedded["rss_mb"])},
-        "bridge_per_cycle": {"python_over_jpype": python_side, "in_jvm": jvm_side,
-                             "wall_ratio": round(python_side["wall_s"] / jvm_side["wall_s"], 1),
-                             "cpu_ratio": round(python_side["cpu_s"] / max(jvm_side["cpu_s"], 1e-6), 1)},
-        "load_average": os.getloadavg()[0], "python": sys.version.split()[0],
-    }  # fmt: skip
+        "bridge_per_cycle": {
+            "python_over_jpype": python_side,
+            "in_jvm": jvm_side,
+            "wall_ratio": round(python_side["wall_s"] / jvm_side["wall_s"], 1),
+            "cpu_ratio": round(python_side["cpu_s"] / max(jvm_side["cpu_s"], 1e-6), 1),
+        },
+        "load_average": os.getloadavg()[0],
+        "python": sys.version.split()[0],
+    }
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
 

@@ -27,8 +27,16 @@ MERGES = ("assignment", "anomalies")  # the names of the sink's MERGE writes (ou
 
 
 def _channel(t: int, kind: str, group: str, channel: str, client_id: str) -> dict[str, Any]:
-    event = {"type": "consumer_channel", "schema_version": 1, "event_time": t, "broker": "broker-a", "kind": kind,
-             "channel": channel, "client_id": client_id, "group": group}  # fmt: skip
+    event = {
+        "type": "consumer_channel",
+        "schema_version": 1,
+        "event_time": t,
+        "broker": "broker-a",
+        "kind": kind,
+        "channel": channel,
+        "client_id": client_id,
+        "group": group,
+    }
     if kind == "HEARTBEAT":
         event["subscriptions"] = [{"topic": "orders", "expression": "*", "sub_version": 1}]
     return event
@@ -41,21 +49,32 @@ def engine_batches(groups: int, members: int, changing: int, batches: int) -> li
     from streaming.job.table_rows import table_rows
 
     engine = ShardEngine.restore(None, {})
-    route = {"type": "topic_route", "schema_version": 1, "event_time": BASE, "topic": "orders",
-             "brokers": [{"broker": b, "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}
-                         for b in ("broker-a", "broker-b")]}  # fmt: skip
+    route = {
+        "type": "topic_route",
+        "schema_version": 1,
+        "event_time": BASE,
+        "topic": "orders",
+        "brokers": [
+            {"broker": b, "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6} for b in ("broker-a", "broker-b")
+        ],
+    }
     out = []
     for batch in range(batches):
         t = BASE + batch * 1_000  # within the channel expiry: nobody expires
         if batch == 0:
-            events = [route] + [_channel(t, "HEARTBEAT", f"g{g}", f"10.0.{g}.{m}:1", f"10.0.{g}.{m}@1")
-                                for g in range(groups) for m in range(members)]  # fmt: skip
+            events = [route] + [
+                _channel(t, "HEARTBEAT", f"g{g}", f"10.0.{g}.{m}:1", f"10.0.{g}.{m}@1")
+                for g in range(groups)
+                for m in range(members)
+            ]
         else:
             # the duplicate joins in odd batches and leaves in even ones, in a different set of groups each time
             first = ((batch - 1) // 2 * changing) % groups
             kind = "HEARTBEAT" if batch % 2 else "UNREGISTER"
-            events = [_channel(t, kind, f"g{g % groups}", f"10.9.{g % groups}.0:1", f"10.0.{g % groups}.0@1")
-                      for g in range(first, first + changing)]  # fmt: skip
+            events = [
+                _channel(t, kind, f"g{g % groups}", f"10.9.{g % groups}.0:1", f"10.0.{g % groups}.0@1")
+                for g in range(first, first + changing)
+            ]
         out.append([(table, encode(row)) for table, row in table_rows(engine.apply(events, t - 60_000))])
     return out
 
@@ -115,8 +134,11 @@ def main() -> None:
                 sinks[name](frame, batch_id)
                 seconds[name].append(time.perf_counter() - start)
             tables_written = sorted({t for t, _ in batch_rows})
-            print(f"batch {batch_id:3} rows {len(batch_rows):5} " +
-                  " ".join(f"{n} {seconds[n][-1]:6.2f} s" for n in variants) + f"  {tables_written}")  # fmt: skip
+            print(
+                f"batch {batch_id:3} rows {len(batch_rows):5} "
+                + " ".join(f"{n} {seconds[n][-1]:6.2f} s" for n in variants)
+                + f"  {tables_written}"
+            )
     finally:
         outputs.run_concurrently = run_concurrently
         spark.stop()
@@ -125,20 +147,30 @@ def main() -> None:
     results: dict[str, Any] = {}
     for name, values in seconds.items():
         sustained = values[2:]
-        results[name] = {"batch_s": [round(v, 3) for v in values],
-                         "sustained_median_s": round(statistics.median(sustained), 3),
-                         "sustained_mean_s": round(statistics.mean(sustained), 3)}  # fmt: skip
+        results[name] = {
+            "batch_s": [round(v, 3) for v in values],
+            "sustained_median_s": round(statistics.median(sustained), 3),
+            "sustained_mean_s": round(statistics.mean(sustained), 3),
+        }
     ratio = results["merges_in_sequence"]["sustained_median_s"] / results["monitor"]["sustained_median_s"]
     results["in_sequence_over_monitor"] = round(ratio, 2)
-    print(f"sustained median: monitor {results['monitor']['sustained_median_s']} s, merges in sequence "
-          f"{results['merges_in_sequence']['sustained_median_s']} s (ratio {ratio:.2f})")
+    print(
+        f"sustained median: monitor {results['monitor']['sustained_median_s']} s, merges in sequence "
+        f"{results['merges_in_sequence']['sustained_median_s']} s (ratio {ratio:.2f})"
+    )
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps({
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "input": vars(args) | {"results": str(args.results), "rows_per_batch": [len(r) for r in rows]},
-        "results": results,
-    }, indent=2) + "\n")  # fmt: skip
+    args.results.write_text(
+        json.dumps(
+            {
+                "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "input": vars(args) | {"results": str(args.results), "rows_per_batch": [len(r) for r in rows]},
+                "results": results,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -25,10 +25,19 @@ from streaming.config import DeltaConfig
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--commits", type=int, default=12)
-    parser.add_argument("--checkpoint-interval", type=int, default=DeltaConfig().append_checkpoint_interval,
-                        help="delta.checkpointInterval of the table (default: the job's append_checkpoint_interval)")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="an extra Spark setting to try, e.g. spark.databricks.delta.snapshotPartitions=1")
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=int,
+        default=DeltaConfig().append_checkpoint_interval,
+        help="delta.checkpointInterval of the table (default: the job's append_checkpoint_interval)",
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra Spark setting to try, e.g. spark.databricks.delta.snapshotPartitions=1",
+    )
     args = parser.parse_args()
 
     from pyspark.sql import functions as F
@@ -66,8 +75,10 @@ def main() -> None:
         steady_cpu, steady_wall = cpu[2:], wall[2:]  # the first appends also warm the JIT up
         median_cpu, median_wall = statistics.median(steady_cpu), statistics.median(steady_wall)
     print(f"one-row append: median {median_cpu:.2f} CPU s, {median_wall:.2f} s wall")
-    print(f"  mean {statistics.mean(steady_cpu):.2f} CPU s, {statistics.mean(steady_wall):.2f} s wall; slowest "
-          f"{max(steady_wall):.2f} s wall (appends 3-{args.commits})")
+    print(
+        f"  mean {statistics.mean(steady_cpu):.2f} CPU s, {statistics.mean(steady_wall):.2f} s wall; slowest "
+        f"{max(steady_wall):.2f} s wall (appends 3-{args.commits})"
+    )
     print("stages of one append:\n  " + "\n  ".join(stages))
 
 

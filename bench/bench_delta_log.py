@@ -34,8 +34,11 @@ def measure(store: str, sizes: list[int], appends: int) -> dict[int, float]:
     from streaming.job.spark_session import SparkSettings, build_spark_session
 
     work = Path(tempfile.mkdtemp(prefix="bench-delta-log-"))
-    spark = build_spark_session(SparkSettings(app_name="bench-delta-log", checkpoint_root=str(work),
-                                              extra_conf={"spark.delta.logStore.file.impl": store}))  # fmt: skip
+    spark = build_spark_session(
+        SparkSettings(
+            app_name="bench-delta-log", checkpoint_root=str(work), extra_conf={"spark.delta.logStore.file.impl": store}
+        )
+    )
     path = str(work / "table")
     row = spark.createDataFrame([(1, "a")], "x INT, y STRING")
     row.write.format("delta").option("delta.checkpointInterval", "10").save(path)
@@ -78,25 +81,51 @@ def main() -> None:
     runs = {}
     for name, store in (("delta_default", DELTA_DEFAULT), ("monitor", LOCAL_LOG_STORE)):
         child = subprocess.run(
-            [sys.executable, "-m", "bench.bench_delta_log", "--store", store, "--appends", str(args.appends),
-             "--files", *map(str, args.files)],
-            capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "bench.bench_delta_log",
+                "--store",
+                store,
+                "--appends",
+                str(args.appends),
+                "--files",
+                *map(str, args.files),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).parent.parent,
+        )
         runs[name] = {int(k): v for k, v in json.loads(child.stdout.strip().splitlines()[-1]).items()}
     print(f"{'expired log files':>18} {'Delta default':>14} {'monitor':>10} {'ratio':>7}")
     rows = []
     for size in args.files:
         default, ours = runs["delta_default"][size], runs["monitor"][size]
-        rows.append({"expired_log_files": size, "delta_default_append_s": round(default, 4),
-                     "monitor_append_s": round(ours, 4), "default_over_monitor": round(default / ours, 2)})  # fmt: skip
+        rows.append(
+            {
+                "expired_log_files": size,
+                "delta_default_append_s": round(default, 4),
+                "monitor_append_s": round(ours, 4),
+                "default_over_monitor": round(default / ours, 2),
+            }
+        )
         print(f"{size:>18} {default * 1000:>11.0f} ms {ours * 1000:>7.0f} ms {default / ours:>7.2f}")
-    args.results.write_text(json.dumps({
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "input": {"appends_per_size": args.appends,
-                  "store": {"delta_default": DELTA_DEFAULT, "monitor": LOCAL_LOG_STORE}},
-        "results": rows,
-    }, indent=1) + "\n")  # fmt: skip
+    args.results.write_text(
+        json.dumps(
+            {
+                "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "input": {
+                    "appends_per_size": args.appends,
+                    "store": {"delta_default": DELTA_DEFAULT, "monitor": LOCAL_LOG_STORE},
+                },
+                "results": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {args.results}")
 
 

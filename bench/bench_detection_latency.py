@@ -38,8 +38,13 @@ PRODUCER_BROKERS = ("broker-a", "broker-b", "broker-c", "broker-d")
 KINDS = ("duplicate_client_id", "unregister", "silent_member", "slow_broker")
 HEARTBEAT_MS, EXPIRY_MS, TICK_MS = 30_000, 120_000, 100
 SLOW_FOR_MS, SLOW_LATENCY_MS = 8_000, 5_000
-WATCHED = ("rmqmon_group_duplicate_client_ids", "rmqmon_group_members", "rmqmon_broker_isolated",
-           "rmqmon_batch_duration_seconds", "rmqmon_last_batch_timestamp_seconds")  # fmt: skip
+WATCHED = (
+    "rmqmon_group_duplicate_client_ids",
+    "rmqmon_group_members",
+    "rmqmon_broker_isolated",
+    "rmqmon_batch_duration_seconds",
+    "rmqmon_last_batch_timestamp_seconds",
+)
 
 
 @dataclass
@@ -85,27 +90,49 @@ class Fleet:
         topic = self.topics["consumer_channel"]
         events = []
         for broker in CONSUMER_BROKERS:
-            value = {"type": "consumer_channel", "schema_version": 1, "event_time": now_ms, "broker": broker,
-                     "kind": "HEARTBEAT", "channel": f"10.{group // 250}.{group % 250}.{member}:{40000 + member}",
-                     "client_id": client_id, "group": f"G{group}", "client_version": "V5_3_3",
-                     "subscriptions": [{"topic": f"T{group % 100}", "expression": "*", "sub_version": 1}]}  # fmt: skip
+            value = {
+                "type": "consumer_channel",
+                "schema_version": 1,
+                "event_time": now_ms,
+                "broker": broker,
+                "kind": "HEARTBEAT",
+                "channel": f"10.{group // 250}.{group % 250}.{member}:{40000 + member}",
+                "client_id": client_id,
+                "group": f"G{group}",
+                "client_version": "V5_3_3",
+                "subscriptions": [{"topic": f"T{group % 100}", "expression": "*", "sub_version": 1}],
+            }
             events.append((topic, f"G{group}".encode(), json.dumps(value).encode()))
         return events
 
     def unregister(self, now_ms: int, group: int, member: int) -> list[tuple[str, bytes, bytes]]:
         self.silenced.add((group, member))
         topic = self.topics["consumer_channel"]
-        return [(topic, f"G{group}".encode(), json.dumps(
-            {"type": "consumer_channel", "schema_version": 1, "event_time": now_ms, "broker": broker,
-             "kind": "UNREGISTER", "channel": f"10.{group // 250}.{group % 250}.{member}:{40000 + member}",
-             "client_id": self.client_id(group, member), "group": f"G{group}"}).encode())
-            for broker in CONSUMER_BROKERS]  # fmt: skip
+        return [
+            (
+                topic,
+                f"G{group}".encode(),
+                json.dumps(
+                    {
+                        "type": "consumer_channel",
+                        "schema_version": 1,
+                        "event_time": now_ms,
+                        "broker": broker,
+                        "kind": "UNREGISTER",
+                        "channel": f"10.{group // 250}.{group % 250}.{member}:{40000 + member}",
+                        "client_id": self.client_id(group, member),
+                        "group": f"G{group}",
+                    }
+                ).encode(),
+            )
+            for broker in CONSUMER_BROKERS
+        ]
 
     def due(self, start_ms: int, end_ms: int) -> list[tuple[str, bytes, bytes]]:
         """Every event of the wall-clock interval [start_ms, end_ms)."""
         events = []
         ticks = range(start_ms // TICK_MS, end_ms // TICK_MS)
-        for tick in ticks[-(HEARTBEAT_MS // TICK_MS):]:
+        for tick in ticks[-(HEARTBEAT_MS // TICK_MS) :]:
             for group, member in self.buckets.get(tick % (HEARTBEAT_MS // TICK_MS), ()):
                 if member == self.members:
                     if (group, member) in self.extra:
@@ -121,19 +148,32 @@ class Fleet:
         for _ in range(count):
             producer, broker = self.rng.randrange(self.producers), self.rng.choice(PRODUCER_BROKERS)
             slow = self.slow_until.get(broker, 0) > end_ms
-            value = {"type": "send_result", "schema_version": 1, "event_time": end_ms - self.rng.randrange(100),
-                     "producer_id": f"P{producer}", "producer_group": f"PG{producer % 20}", "topic": "orders",
-                     "broker": broker, "queue_id": self.rng.randrange(4), "outcome": "OK",
-                     "latency_ms": SLOW_LATENCY_MS if slow else self.rng.randint(1, 40),
-                     "client_version": "V5_3_3", "send_latency_fault_enable": True}  # fmt: skip
+            value = {
+                "type": "send_result",
+                "schema_version": 1,
+                "event_time": end_ms - self.rng.randrange(100),
+                "producer_id": f"P{producer}",
+                "producer_group": f"PG{producer % 20}",
+                "topic": "orders",
+                "broker": broker,
+                "queue_id": self.rng.randrange(4),
+                "outcome": "OK",
+                "latency_ms": SLOW_LATENCY_MS if slow else self.rng.randint(1, 40),
+                "client_version": "V5_3_3",
+                "send_latency_fault_enable": True,
+            }
             events.append((topic, f"P{producer}".encode(), json.dumps(value).encode()))
         return events
 
     def routes(self, now_ms: int) -> list[tuple[str, bytes, bytes]]:
         def route(topic: str, brokers: tuple[str, ...]) -> tuple[str, bytes, bytes]:
-            value = {"type": "topic_route", "schema_version": 1, "event_time": now_ms, "topic": topic,
-                     "brokers": [{"broker": b, "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6}
-                                 for b in brokers]}  # fmt: skip
+            value = {
+                "type": "topic_route",
+                "schema_version": 1,
+                "event_time": now_ms,
+                "topic": topic,
+                "brokers": [{"broker": b, "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6} for b in brokers],
+            }
             return self.topics["topic_route"], topic.encode(), json.dumps(value).encode()
 
         return [route(f"T{t}", CONSUMER_BROKERS) for t in range(min(100, self.groups))] + [
@@ -235,16 +275,33 @@ def attach_delta_times(delta_root: Path, incidents: list[Incident]) -> None:
         return match
 
     tables = {
-        "anomaly_episodes": matcher(("duplicate_client_id",), lambda i, r: (
-            r["group"] == i.target and r["anomaly"] == "DUPLICATE_CLIENT_ID" and r["status"] == "OPENED"
-            and r["opened_at_ms"] >= i.at_ms - 1_000)),
-        "membership_changes": matcher(("unregister", "silent_member"), lambda i, r: (
-            r["group"] == i.target and r["client_id"] == i.client_id
-            and r["change"] == ("LEAVE" if i.kind == "unregister" else "EXPIRED"))),
-        "fault_windows": matcher(("slow_broker",), lambda i, r: (
-            r["broker"] == i.target and r["status"] == "OPENED" and r["window_start_ms"] >= i.at_ms - 1_000
-            and r["window_start_ms"] <= i.at_ms + SLOW_FOR_MS)),
-    }  # fmt: skip
+        "anomaly_episodes": matcher(
+            ("duplicate_client_id",),
+            lambda i, r: (
+                r["group"] == i.target
+                and r["anomaly"] == "DUPLICATE_CLIENT_ID"
+                and r["status"] == "OPENED"
+                and r["opened_at_ms"] >= i.at_ms - 1_000
+            ),
+        ),
+        "membership_changes": matcher(
+            ("unregister", "silent_member"),
+            lambda i, r: (
+                r["group"] == i.target
+                and r["client_id"] == i.client_id
+                and r["change"] == ("LEAVE" if i.kind == "unregister" else "EXPIRED")
+            ),
+        ),
+        "fault_windows": matcher(
+            ("slow_broker",),
+            lambda i, r: (
+                r["broker"] == i.target
+                and r["status"] == "OPENED"
+                and r["window_start_ms"] >= i.at_ms - 1_000
+                and r["window_start_ms"] <= i.at_ms + SLOW_FOR_MS
+            ),
+        ),
+    }
     for table, match in tables.items():
         for index, visible_ms in delta_first_seen(delta_root / table, match).items():
             incidents[index].delta_ms = visible_ms
@@ -255,8 +312,12 @@ def percentiles(values: list[float]) -> dict[str, float | int | None]:
         return {"n": 0, "p50": None, "p95": None, "max": None}
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return {"n": len(ordered), "p50": round(statistics.median(ordered), 2), "p95": round(p95, 2),
-            "max": round(ordered[-1], 2)}  # fmt: skip
+    return {
+        "n": len(ordered),
+        "p50": round(statistics.median(ordered), 2),
+        "p95": round(p95, 2),
+        "max": round(ordered[-1], 2),
+    }
 
 
 def summarize(incidents: list[Incident]) -> dict[str, dict]:
@@ -347,8 +408,8 @@ def write_config(work: Path, bootstrap: str, topics: dict[str, str], trigger: st
     names = "\n".join(f'{t} = "{name}"' for t, name in topics.items() if TOPIC_OPTIONS[t] == t)
     config = work / "monitor.toml"
     config.write_text(f"""[kafka]\nbootstrap_servers = "{bootstrap}"\n[kafka.topics]\n{names}\n
-[spark]\ntrigger_interval = "{trigger}"\n[paths]\ndelta_root = "{work / 'delta'}"
-checkpoint_root = "{work / 'checkpoints'}"\n[metrics]\nport = {metrics_port}\n""")
+[spark]\ntrigger_interval = "{trigger}"\n[paths]\ndelta_root = "{work / "delta"}"
+checkpoint_root = "{work / "checkpoints"}"\n[metrics]\nport = {metrics_port}\n""")
     return config
 
 
@@ -375,8 +436,16 @@ def fleet_shown(watch: MetricsWatch, fleet: Fleet) -> bool:
     return len(members) >= fleet.groups and min(members) >= fleet.members - 1
 
 
-def plan_phase(phase: str, count: int, spacing_ms: int, start_ms: int, fleet: Fleet, publisher: Publisher,
-               watch: MetricsWatch, free_groups: list[int]) -> list[Incident]:  # fmt: skip
+def plan_phase(
+    phase: str,
+    count: int,
+    spacing_ms: int,
+    start_ms: int,
+    fleet: Fleet,
+    publisher: Publisher,
+    watch: MetricsWatch,
+    free_groups: list[int],
+) -> list[Incident]:
     """Schedule ``count`` incidents, one every ``spacing_ms`` from ``start_ms``, the kinds in turn."""
     incidents = []
     for k in range(count):
@@ -419,12 +488,21 @@ def inject(incident: Incident, fleet: Fleet, watch: MetricsWatch) -> Callable[[i
 
 def batch_summary(watch: MetricsWatch, since_s: float, until_s: float) -> dict[str, dict]:
     with watch.lock:
-        return {query: percentiles([d for end, d in ends.items() if since_s <= end <= until_s])
-                for query, ends in sorted(watch.batches.items())}  # fmt: skip
+        return {
+            query: percentiles([d for end, d in ends.items() if since_s <= end <= until_s])
+            for query, ends in sorted(watch.batches.items())
+        }
 
 
-def run_phase(phase: str, args: argparse.Namespace, fleet: Fleet, publisher: Publisher, watch: MetricsWatch,
-              job: JobProcess, free_groups: list[int]) -> tuple[list[Incident], dict]:  # fmt: skip
+def run_phase(
+    phase: str,
+    args: argparse.Namespace,
+    fleet: Fleet,
+    publisher: Publisher,
+    watch: MetricsWatch,
+    job: JobProcess,
+    free_groups: list[int],
+) -> tuple[list[Incident], dict]:
     """One phase: its silences set up first (a silent member counts from its expiry), then the incidents."""
     assert job.process is not None
     began_s, cpu_before = time.time(), cpu_seconds(job.process.pid)
@@ -432,12 +510,17 @@ def run_phase(phase: str, args: argparse.Namespace, fleet: Fleet, publisher: Pub
     spacing_ms = int(args.spacing * 1000)
     incidents = plan_phase(phase, args.incidents, spacing_ms, start_ms, fleet, publisher, watch, free_groups)
     settle_s = (start_ms + args.incidents * spacing_ms - now_ms()) / 1000 + args.settle
-    print(f"{phase}: {args.incidents} incidents from {time.strftime('%H:%M:%S', time.localtime(start_ms / 1000))}, "
-          f"{settle_s:.0f} s", flush=True)  # fmt: skip
+    print(
+        f"{phase}: {args.incidents} incidents from {time.strftime('%H:%M:%S', time.localtime(start_ms / 1000))}, "
+        f"{settle_s:.0f} s",
+        flush=True,
+    )
     time.sleep(settle_s)
-    return incidents, {"wall_s": round(time.time() - began_s, 1),
-                       "job_cpu_s": round(cpu_seconds(job.process.pid) - cpu_before, 1),
-                       "batches_s": batch_summary(watch, began_s, time.time())}  # fmt: skip
+    return incidents, {
+        "wall_s": round(time.time() - began_s, 1),
+        "job_cpu_s": round(cpu_seconds(job.process.pid) - cpu_before, 1),
+        "batches_s": batch_summary(watch, began_s, time.time()),
+    }
 
 
 def measure(args: argparse.Namespace, trigger: str, work: Path, bootstrap: str) -> dict:
@@ -470,8 +553,13 @@ def measure(args: argparse.Namespace, trigger: str, work: Path, bootstrap: str) 
     attach_delta_times(work / "delta", incidents)
     for name, chosen in (("fresh", fresh), ("after_restart", restarted)):
         phases[name]["latency"] = summarize(chosen)
-    return {"trigger": trigger, "warm_up_s": round(warm_up_s, 1), "publisher_late_ticks": publisher.late_ticks,
-            "phases": phases, "incidents": [asdict(i) for i in incidents]}  # fmt: skip
+    return {
+        "trigger": trigger,
+        "warm_up_s": round(warm_up_s, 1),
+        "publisher_late_ticks": publisher.late_ticks,
+        "phases": phases,
+        "incidents": [asdict(i) for i in incidents],
+    }
 
 
 def main() -> None:
@@ -505,11 +593,17 @@ def main() -> None:
                 print(json.dumps({p: v["latency"]["overall"] for p, v in runs[-1]["phases"].items()}, indent=1))
         finally:
             broker.stop()
-    result = {"command": " ".join(["python -m bench.bench_detection_latency", *sys.argv[1:]]),
-              "cores": os.cpu_count(), "load_average_at_end": os.getloadavg(),
-              "fleet": {k: getattr(args, k) for k in ("groups", "members", "producers", "sends_per_second",
-                                                      "incidents", "spacing", "partitions")},
-              "targets_p95_s": {"to_metric_s": 5, "to_delta_row_s": 15}, "runs": runs}  # fmt: skip
+    result = {
+        "command": " ".join(["python -m bench.bench_detection_latency", *sys.argv[1:]]),
+        "cores": os.cpu_count(),
+        "load_average_at_end": os.getloadavg(),
+        "fleet": {
+            k: getattr(args, k)
+            for k in ("groups", "members", "producers", "sends_per_second", "incidents", "spacing", "partitions")
+        },
+        "targets_p95_s": {"to_metric_s": 5, "to_delta_row_s": 15},
+        "runs": runs,
+    }
     Path(args.results).write_text(json.dumps(result, indent=1) + "\n")
     print(f"written {args.results}")
 

@@ -34,8 +34,21 @@ def batch_rows(batch: int, producers: int, brokers: int, sends: int) -> list[tup
                 latency = rng.randint(600, 4000) if j % 2 else rng.randint(1, 40)
                 time_ms = t0 + j * 150_000 + rng.randrange(100)
                 offset = batch * 1_000_000 + len(rows)
-                rows.append((f"10.1.{p // 250}.{p % 250}@9#1", "PG", f"broker-{b}", time_ms, latency, "OK", "V4_9_8",
-                             "rocketmq-4", 0, offset, batch))  # fmt: skip
+                rows.append(
+                    (
+                        f"10.1.{p // 250}.{p % 250}@9#1",
+                        "PG",
+                        f"broker-{b}",
+                        time_ms,
+                        latency,
+                        "OK",
+                        "V4_9_8",
+                        "rocketmq-4",
+                        0,
+                        offset,
+                        batch,
+                    )
+                )
     return rows
 
 
@@ -64,8 +77,12 @@ def main() -> None:
         config = load_config(None, env={"RRM__PRODUCERS__SEND_LATENCY_FAULT_ENABLE": "true"})
         job = MonitorJob(config, available_now=True)
         p = config.producers
-        settings = {"fault_tables": job.fault_tables(), "default_fault_table": p.default_fault_table,
-                    "state_ttl_ms": p.state_ttl_ms, "start_detector_enable": p.start_detector_enable}  # fmt: skip
+        settings = {
+            "fault_tables": job.fault_tables(),
+            "default_fault_table": p.default_fault_table,
+            "state_ttl_ms": p.state_ttl_ms,
+            "start_detector_enable": p.start_detector_enable,
+        }
         updates = str(work / "_send_fault_updates")
 
         def keyed_by_pair(function):  # type: ignore[no-untyped-def]
@@ -76,9 +93,12 @@ def main() -> None:
                     .withWatermark("event_time", config.ingest.watermark_delay)
                 )
                 return stream.groupBy("producer_id", "broker").applyInPandasWithState(
-                    function, fault_query.OUTPUT_SCHEMA, fault_query.STATE_SCHEMA, "append",
+                    function,
+                    fault_query.OUTPUT_SCHEMA,
+                    fault_query.STATE_SCHEMA,
+                    "append",
                     GroupStateTimeout.EventTimeTimeout,
-                )  # fmt: skip
+                )
 
             return build
 
@@ -105,9 +125,12 @@ def main() -> None:
             frame.write.format("delta").mode("append").save(updates)
             for name, build in variants.items():
                 query = (
-                    build().writeStream.format("noop").option("checkpointLocation", str(work / "ckpt" / name))
-                    .trigger(availableNow=True).start()
-                )  # fmt: skip
+                    build()
+                    .writeStream.format("noop")
+                    .option("checkpointLocation", str(work / "ckpt" / name))
+                    .trigger(availableNow=True)
+                    .start()
+                )
                 query.awaitTermination()
                 progress[name] += [q for q in query.recentProgress if q["numInputRows"] > 0]
 
@@ -135,13 +158,24 @@ def main() -> None:
                 line += f" (x{figures['speedup_vs_per_pair']} vs per_pair)"
             print(line + f", batches {figures['batch_ms']}")
         args.results.parent.mkdir(parents=True, exist_ok=True)
-        args.results.write_text(json.dumps({
-            "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "input": {"producers": args.producers, "brokers": args.brokers, "sends_per_pair": args.sends,
-                      "batches": args.batches, "state_shards": p.state_shards},
-            "results": results,
-        }, indent=2) + "\n")  # fmt: skip
+        args.results.write_text(
+            json.dumps(
+                {
+                    "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+                    "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "input": {
+                        "producers": args.producers,
+                        "brokers": args.brokers,
+                        "sends_per_pair": args.sends,
+                        "batches": args.batches,
+                        "state_shards": p.state_shards,
+                    },
+                    "results": results,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

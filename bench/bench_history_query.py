@@ -54,8 +54,9 @@ def timed(argv: list[str]) -> tuple[float, float, str]:
     """(wall s, CPU s of the process and the children it waited for, standard output)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    result = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
-                            text=True, check=False)  # fmt: skip
+    result = subprocess.run(
+        argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, check=False
+    )
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode:
@@ -85,9 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for run in range(args.runs + 1):  # the first pair warms the page cache, not counted
             sides = {}
-            for side, argv_ in (("command", command(query, root)),
-                                ("spark", [sys.executable, "-m", "bench.bench_history_query", "--spark", query,
-                                           "--delta-root", root])):  # fmt: skip
+            for side, argv_ in (
+                ("command", command(query, root)),
+                ("spark", [sys.executable, "-m", "bench.bench_history_query", "--spark", query, "--delta-root", root]),
+            ):
                 wall, cpu, out = timed(argv_)
                 sides[side] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "rows": json.loads(out)}
             same = json.dumps(sides["command"].pop("rows"), sort_keys=True) == json.dumps(
@@ -98,8 +100,11 @@ def main(argv: list[str] | None = None) -> int:
             if run:
                 runs.append(sides)
                 print(f"{query} run {run}: command {sides['command']}, spark {sides['spark']}", flush=True)
-        summary = {f"{side}_{what}_median": median_of(runs, side, what)
-                   for side in ("command", "spark") for what in ("wall_s", "cpu_s")}  # fmt: skip
+        summary = {
+            f"{side}_{what}_median": median_of(runs, side, what)
+            for side in ("command", "spark")
+            for what in ("wall_s", "cpu_s")
+        }
         for what in ("wall", "cpu"):
             ratio = summary[f"spark_{what}_s_median"] / summary[f"command_{what}_s_median"]
             summary[f"{what}_ratio_spark_over_command"] = round(ratio, 1)

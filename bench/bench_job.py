@@ -44,54 +44,63 @@ def sends(n: int):  # type: ignore[no-untyped-def]
     for i in range(n):
         slow = rng.random() < 0.01
         producer_id = f"10.1.{i % 200 // 256}.{i % 200}@9#1"
-        yield producer_id, json.dumps(
-            {
-                "type": "send_result",
-                "schema_version": 1,
-                "event_time": BASE + i * 5,
-                "producer_id": producer_id,
-                "producer_group": "PG",
-                "topic": "T",
-                "broker": f"broker-{i % 8}",
-                "queue_id": i % 16,
-                "latency_ms": rng.randint(600, 4000) if slow else rng.randint(1, 40),
-                "outcome": "OK",
-                "client_version": "V4_9_8",
-            }
-        ).encode()
+        yield (
+            producer_id,
+            json.dumps(
+                {
+                    "type": "send_result",
+                    "schema_version": 1,
+                    "event_time": BASE + i * 5,
+                    "producer_id": producer_id,
+                    "producer_group": "PG",
+                    "topic": "T",
+                    "broker": f"broker-{i % 8}",
+                    "queue_id": i % 16,
+                    "latency_ms": rng.randint(600, 4000) if slow else rng.randint(1, 40),
+                    "outcome": "OK",
+                    "client_version": "V4_9_8",
+                }
+            ).encode(),
+        )
 
 
 def heartbeats(groups: int, members: int, rounds: int):  # type: ignore[no-untyped-def]
     for topic in ("T0", "T1", "T2", "T3"):
-        yield topic, json.dumps(
-            {
-                "type": "topic_route",
-                "schema_version": 1,
-                "event_time": BASE,
-                "topic": topic,
-                "brokers": [
-                    {"broker": b, "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}
-                    for b in ("broker-a", "broker-b")
-                ],
-            }
-        ).encode()
+        yield (
+            topic,
+            json.dumps(
+                {
+                    "type": "topic_route",
+                    "schema_version": 1,
+                    "event_time": BASE,
+                    "topic": topic,
+                    "brokers": [
+                        {"broker": b, "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}
+                        for b in ("broker-a", "broker-b")
+                    ],
+                }
+            ).encode(),
+        )
     for r in range(rounds):
         for g in range(groups):
             for m in range(members):
                 for b, broker in enumerate(("broker-a", "broker-b")):
-                    yield f"group-{g}", json.dumps(
-                        {
-                            "type": "consumer_channel",
-                            "schema_version": 1,
-                            "event_time": BASE + r * 30_000 + m * 10,
-                            "broker": broker,
-                            "kind": "HEARTBEAT",
-                            "channel": f"10.{g // 250}.{g % 250}.{m}:{40000 + b}",
-                            "client_id": f"10.{g // 250}.{g % 250}.{m}@{m}#7",
-                            "group": f"group-{g}",
-                            "subscriptions": [{"topic": f"T{g % 4}", "expression": "*", "sub_version": 1}],
-                        }
-                    ).encode()
+                    yield (
+                        f"group-{g}",
+                        json.dumps(
+                            {
+                                "type": "consumer_channel",
+                                "schema_version": 1,
+                                "event_time": BASE + r * 30_000 + m * 10,
+                                "broker": broker,
+                                "kind": "HEARTBEAT",
+                                "channel": f"10.{g // 250}.{g % 250}.{m}:{40000 + b}",
+                                "client_id": f"10.{g // 250}.{g % 250}.{m}@{m}#7",
+                                "group": f"group-{g}",
+                                "subscriptions": [{"topic": f"T{g % 4}", "expression": "*", "sub_version": 1}],
+                            }
+                        ).encode(),
+                    )
 
 
 def _process_tree_cpu_s(root_pid: int) -> float:
@@ -318,8 +327,11 @@ def main() -> None:
                 # sustained batches were its second to fourth in the JVM, its parser, reducer and Delta
                 # appends still JIT-cold (a one-row append's median CPU fell from 0.57 to 0.25 s over its
                 # first 140 appends in one JVM), while the baseline's code had already run twice over.
-                warm_env = {**env, "RRM__PATHS__DELTA_ROOT": str(work / path / "warm-up" / "delta"),
-                            "RRM__PATHS__CHECKPOINT_ROOT": str(work / path / "warm-up" / "ckpt")}  # fmt: skip
+                warm_env = {
+                    **env,
+                    "RRM__PATHS__DELTA_ROOT": str(work / path / "warm-up" / "delta"),
+                    "RRM__PATHS__CHECKPOINT_ROOT": str(work / path / "warm-up" / "ckpt"),
+                }
                 warm_job = MonitorJob(load_config(None, env=warm_env), available_now=True)
                 warm_job.session = spark
                 run_path(warm_job, runner, warm_rows)

@@ -37,8 +37,14 @@ def run_variant(variant: str, batches: int, partitions: int) -> dict[str, float]
 
     work = Path(tempfile.mkdtemp(prefix="rrm-bench-runner-"))
     extra = {"spark.python.unix.domain.socket.enabled": "false"} if variant == "spark_defaults" else {}
-    spark = build_spark_session(SparkSettings(app_name=f"rrm-bench-runner-{variant}", shuffle_partitions=partitions,
-                                              checkpoint_root=str(work), extra_conf=extra))  # fmt: skip
+    spark = build_spark_session(
+        SparkSettings(
+            app_name=f"rrm-bench-runner-{variant}",
+            shuffle_partitions=partitions,
+            checkpoint_root=str(work),
+            extra_conf=extra,
+        )
+    )
     try:
         source = work / "in"
         source.mkdir()
@@ -66,8 +72,12 @@ def run_variant(variant: str, batches: int, partitions: int) -> dict[str, float]
         out = records.groupBy("k").applyInPandasWithState(
             state_function, "k INT", "n INT", "append", GroupStateTimeout.EventTimeTimeout
         )
-        query = (out.writeStream.format("noop").option("checkpointLocation", str(work / "checkpoint"))
-                 .trigger(availableNow=True).start())  # fmt: skip
+        query = (
+            out.writeStream.format("noop")
+            .option("checkpointLocation", str(work / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         progress = [p for p in query.recentProgress if p["numInputRows"] > 0][WARM_BATCHES:]
         operators = [p["stateOperators"][0] for p in progress]
@@ -100,10 +110,22 @@ def main() -> None:
     for _ in range(args.rounds):
         for variant in VARIANTS:
             child = subprocess.run(
-                [sys.executable, "-m", "bench.bench_python_runner", "--variant", variant,
-                 "--batches", str(args.batches), "--partitions", str(args.partitions)],
-                cwd=Path(__file__).parent.parent, capture_output=True, text=True, env=os.environ.copy(),
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.bench_python_runner",
+                    "--variant",
+                    variant,
+                    "--batches",
+                    str(args.batches),
+                    "--partitions",
+                    str(args.partitions),
+                ],
+                cwd=Path(__file__).parent.parent,
+                capture_output=True,
+                text=True,
+                env=os.environ.copy(),
+            )
             if child.returncode != 0:
                 raise SystemExit(f"{variant} failed:\n{child.stderr[-3000:]}")
             runs[variant].append(json.loads(child.stdout.strip().splitlines()[-1]))
@@ -112,16 +134,22 @@ def main() -> None:
     for variant, variant_runs in runs.items():
         results[variant] = {
             "runs": variant_runs,
-            **{f"{name}_median": statistics.median(r[name] for r in variant_runs)
-               for name in ("median_batch_ms", "median_updates_ms", "median_timeout_pass_ms")},
-        }  # fmt: skip
+            **{
+                f"{name}_median": statistics.median(r[name] for r in variant_runs)
+                for name in ("median_batch_ms", "median_updates_ms", "median_timeout_pass_ms")
+            },
+        }
     job, default = results["job"], results["spark_defaults"]
     ratio = round(float(default["median_batch_ms_median"]) / float(job["median_batch_ms_median"]), 2)  # type: ignore[arg-type]
     report = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "input": {"rounds": args.rounds, "batches": args.batches, "records_per_batch": 8,
-                  "partitions": args.partitions},  # fmt: skip
+        "input": {
+            "rounds": args.rounds,
+            "batches": args.batches,
+            "records_per_batch": 8,
+            "partitions": args.partitions,
+        },
         "results": results,
         "speedup_of_job_settings": ratio,
     }
@@ -129,9 +157,11 @@ def main() -> None:
     args.results.write_text(json.dumps(report, indent=2) + "\n")
     for variant in VARIANTS:
         r = results[variant]
-        print(f"{variant:15} batch {r['median_batch_ms_median']:7.1f} ms"
-              f" | rows' runners {r['median_updates_ms_median']:6.1f} ms"
-              f" | timeout pass {r['median_timeout_pass_ms_median']:6.1f} ms")  # fmt: skip
+        print(
+            f"{variant:15} batch {r['median_batch_ms_median']:7.1f} ms"
+            f" | rows' runners {r['median_updates_ms_median']:6.1f} ms"
+            f" | timeout pass {r['median_timeout_pass_ms_median']:6.1f} ms"
+        )
     print(f"spark_defaults / job batch time: {ratio}")
 
 

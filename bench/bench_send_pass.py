@@ -74,8 +74,9 @@ def main() -> None:
 
     # A micro-batch as foreachBatch gives it: a LogicalRDD over the rows of the plan that read them.
     cached = records._jdf
-    batch = DataFrame(spark._jsparkSession.internalCreateDataFrame(cached.queryExecution().toRdd(), cached.schema(),
-                                                                  False), spark)  # fmt: skip
+    batch = DataFrame(
+        spark._jsparkSession.internalCreateDataFrame(cached.queryExecution().toRdd(), cached.schema(), False), spark
+    )
     # A projection of every column keeps the rows but plans as `Scan ExistingRDD`, which copies each one.
     copied_first = batch.select("*")
 

@@ -26,8 +26,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "soak.json"
-QUERY_METRICS = ("rmqmon_batch_duration_seconds", "rmqmon_state_rows", "rmqmon_state_memory_bytes",
-                 "rmqmon_kafka_offsets_behind")  # fmt: skip
+QUERY_METRICS = (
+    "rmqmon_batch_duration_seconds",
+    "rmqmon_state_rows",
+    "rmqmon_state_memory_bytes",
+    "rmqmon_kafka_offsets_behind",
+)
 # Series that only grow: reported as their rate in each window.
 COUNTERS = ("rmqmon_input_rows_total", "delta_data_bytes", "delta_data_files", "delta_log_files", "checkpoint_files")
 METRICS_URL = re.compile(r"metrics on (http://127\.0\.0\.1:\d+/metrics)")
@@ -96,8 +100,13 @@ def job_metrics(url: str) -> dict[str, float]:
 
 def disk_usage(run_dir: Path) -> dict[str, int]:
     """Bytes and file counts of the Delta tables' data files, their logs and the checkpoints."""
-    usage = {"delta_data_bytes": 0, "delta_data_files": 0, "delta_log_files": 0, "checkpoint_bytes": 0,
-             "checkpoint_files": 0}  # fmt: skip
+    usage = {
+        "delta_data_bytes": 0,
+        "delta_data_files": 0,
+        "delta_log_files": 0,
+        "checkpoint_bytes": 0,
+        "checkpoint_files": 0,
+    }
     for path in run_dir.rglob("*"):
         try:
             if not path.is_file():
@@ -169,8 +178,17 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
     args = parser.parse_args()
 
-    command = [str(ROOT / ".venv" / "bin" / "rebalance-monitor"), "demo", "--no-live", "--duration",
-               str(args.duration), "--groups", str(args.groups), "--speed", str(args.speed)]  # fmt: skip
+    command = [
+        str(ROOT / ".venv" / "bin" / "rebalance-monitor"),
+        "demo",
+        "--no-live",
+        "--duration",
+        str(args.duration),
+        "--groups",
+        str(args.groups),
+        "--speed",
+        str(args.speed),
+    ]
     log_path = args.results.with_suffix(".log")
     url = None
     samples: list[dict] = []
@@ -181,7 +199,7 @@ def main() -> None:
             while demo.poll() is None:
                 time.sleep(0.5)
                 if url is None:
-                    url = (m.group(1) if (m := METRICS_URL.search(log_path.read_text())) else None)
+                    url = m.group(1) if (m := METRICS_URL.search(log_path.read_text())) else None
                     if url is None:
                         continue
                     started = next_sample = time.monotonic()
@@ -193,7 +211,7 @@ def main() -> None:
             os.killpg(demo.pid, signal.SIGINT)
             demo.wait()
     text = log_path.read_text()
-    run_dir = (m.group(1) if (m := RUN_DIR.search(text)) else None)
+    run_dir = m.group(1) if (m := RUN_DIR.search(text)) else None
     if demo.returncode != 0 or len(samples) < 3:
         sys.exit(f"the demo ended with {demo.returncode} after {len(samples)} samples; its output is in {log_path}")
 
@@ -201,13 +219,22 @@ def main() -> None:
     print(f"{'series':<62} {'early':>14} {'late':>14} {'late/early':>10}")
     for key, row in report.items():
         early, late = row["early"], row["late"]
-        print(f"{key:<62} {early if early is not None else '-':>14} {late if late is not None else '-':>14} "
-              f"{row['late_over_early'] if row['late_over_early'] is not None else '-':>10}")  # fmt: skip
+        print(
+            f"{key:<62} {early if early is not None else '-':>14} {late if late is not None else '-':>14} "
+            f"{row['late_over_early'] if row['late_over_early'] is not None else '-':>10}"
+        )
     result = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "input": {"duration_s": args.duration, "groups": args.groups, "speed": args.speed, "sample_s": args.sample,
-                  "warmup_s": args.warmup, "window_s": args.window, "run_dir": run_dir},  # fmt: skip
+        "input": {
+            "duration_s": args.duration,
+            "groups": args.groups,
+            "speed": args.speed,
+            "sample_s": args.sample,
+            "warmup_s": args.warmup,
+            "window_s": args.window,
+            "run_dir": run_dir,
+        },
         "summary": report,
         "samples": samples,
     }

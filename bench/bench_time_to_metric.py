@@ -78,9 +78,13 @@ def main() -> None:
                 m["batch_s"].append(time.perf_counter() - start)
                 m["cpu_s"].append(time.process_time() - cpu)
                 m["metric_s"].append(set_at[0] - start)
-            print(f"batch {batch_id:3} rows {len(batch_rows):5} " + " ".join(
-                f"{n}: metric {measured[n]['metric_s'][-1]:5.2f} s of {measured[n]['batch_s'][-1]:5.2f} s"
-                for n in variants))  # fmt: skip
+            print(
+                f"batch {batch_id:3} rows {len(batch_rows):5} "
+                + " ".join(
+                    f"{n}: metric {measured[n]['metric_s'][-1]:5.2f} s of {measured[n]['batch_s'][-1]:5.2f} s"
+                    for n in variants
+                )
+            )
     finally:
         outputs.apply_consumer_metrics, outputs.run_concurrently = apply_metrics, run_concurrently
         spark.stop()
@@ -93,21 +97,36 @@ def main() -> None:
             results[name][f"sustained_median_{key}"] = round(statistics.median(values[2:]), 3)
     first, after = results["metrics_first"], results["metrics_after_writes"]
     results["time_to_metric_first_over_after_writes"] = round(
-        first["sustained_median_metric_s"] / after["sustained_median_metric_s"], 3)  # fmt: skip
+        first["sustained_median_metric_s"] / after["sustained_median_metric_s"], 3
+    )
     results["batch_wall_first_over_after_writes"] = round(
-        first["sustained_median_batch_s"] / after["sustained_median_batch_s"], 3)  # fmt: skip
+        first["sustained_median_batch_s"] / after["sustained_median_batch_s"], 3
+    )
     results["driver_cpu_first_over_after_writes"] = round(
-        first["sustained_median_cpu_s"] / after["sustained_median_cpu_s"], 3)  # fmt: skip
-    print(f"sustained median time to metric: metrics first {first['sustained_median_metric_s']} s, after the writes "
-          f"{after['sustained_median_metric_s']} s (ratio {results['time_to_metric_first_over_after_writes']}); "
-          f"batch {first['sustained_median_batch_s']} vs {after['sustained_median_batch_s']} s")  # fmt: skip
+        first["sustained_median_cpu_s"] / after["sustained_median_cpu_s"], 3
+    )
+    print(
+        f"sustained median time to metric: metrics first {first['sustained_median_metric_s']} s, after the writes "
+        f"{after['sustained_median_metric_s']} s (ratio {results['time_to_metric_first_over_after_writes']}); "
+        f"batch {first['sustained_median_batch_s']} vs {after['sustained_median_batch_s']} s"
+    )
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps({
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load_average": os.getloadavg()},
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "input": vars(args) | {"results": str(args.results), "rows_per_batch": [len(r) for r in rows]},
-        "results": results,
-    }, indent=2) + "\n")  # fmt: skip
+    args.results.write_text(
+        json.dumps(
+            {
+                "machine": {
+                    "python": platform.python_version(),
+                    "cpus": os.cpu_count(),
+                    "load_average": os.getloadavg(),
+                },
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "input": vars(args) | {"results": str(args.results), "rows_per_batch": [len(r) for r in rows]},
+                "results": results,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

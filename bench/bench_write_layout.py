@@ -67,37 +67,69 @@ def main() -> None:
                     tables.ensure_all(["send_latency_minutes", "dead_letters"])
                     ensure_fault_updates_table(spark, tables)
                     query = start_send_ingest(
-                        spark, tables, ingest, contracts_for(("send_result",)), [], "rocketmq-4", floors, buckets,
-                        str(root / "checkpoint"), "bench", None, available_now=True, fault_enable_default=True,
-                    )  # fmt: skip
+                        spark,
+                        tables,
+                        ingest,
+                        contracts_for(("send_result",)),
+                        [],
+                        "rocketmq-4",
+                        floors,
+                        buckets,
+                        str(root / "checkpoint"),
+                        "bench",
+                        None,
+                        available_now=True,
+                        fault_enable_default=True,
+                    )
                     query.awaitTermination()
                     median = measure(query, 1)["sustained"]["median_batch_ms"]
-                    counts = {t: len(list((root / "delta" / t).glob("*.parquet")))
-                              for t in ("send_latency_minutes", FAULT_UPDATES_TABLE)}  # fmt: skip
+                    counts = {
+                        t: len(list((root / "delta" / t).glob("*.parquet")))
+                        for t in ("send_latency_minutes", FAULT_UPDATES_TABLE)
+                    }
                     if round_ < 0:
                         continue
                     batch_ms[layout].append(median)
                     files[layout].append(counts)
-                    print(f"round {round_} {layout:20} sustained median batch {median:.0f} ms, files {counts}",
-                          flush=True)  # fmt: skip
+                    print(
+                        f"round {round_} {layout:20} sustained median batch {median:.0f} ms, files {counts}", flush=True
+                    )
         finally:
             delta_sink.write_tasks = job_write_tasks
             broker.stop()
 
     medians = {layout: statistics.median(values) for layout, values in batch_ms.items()}
     ratio = medians[LAYOUTS[1]] / medians[LAYOUTS[0]]
-    print(f"one file per batch {medians[LAYOUTS[0]]:.0f} ms vs a file per partition {medians[LAYOUTS[1]]:.0f} ms: "
-          f"{ratio:.2f}x")  # fmt: skip
+    print(
+        f"one file per batch {medians[LAYOUTS[0]]:.0f} ms vs a file per partition {medians[LAYOUTS[1]]:.0f} ms: "
+        f"{ratio:.2f}x"
+    )
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps({
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "input": {"sends": args.sends, "partitions": args.partitions, "rounds": args.rounds,
-                  "max_offsets_per_trigger": 500_000},
-        "results": {layout: {"median_batch_ms": medians[layout], "runs_ms": batch_ms[layout],
-                             "data_files": files[layout]} for layout in LAYOUTS},
-        "speedup": round(ratio, 2),
-    }, indent=2) + "\n")  # fmt: skip
+    args.results.write_text(
+        json.dumps(
+            {
+                "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+                "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "input": {
+                    "sends": args.sends,
+                    "partitions": args.partitions,
+                    "rounds": args.rounds,
+                    "max_offsets_per_trigger": 500_000,
+                },
+                "results": {
+                    layout: {
+                        "median_batch_ms": medians[layout],
+                        "runs_ms": batch_ms[layout],
+                        "data_files": files[layout],
+                    }
+                    for layout in LAYOUTS
+                },
+                "speedup": round(ratio, 2),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -52,8 +52,9 @@ def main() -> int:
 
         def compare(reference: Path, interrupted: Path) -> dict:
             nonlocal spark
-            spark = build_spark_session(SparkSettings(app_name="rrm-driver-kills", local_dir=str(work / "spark"),
-                                                      checkpoint_root=str(work)))  # fmt: skip
+            spark = build_spark_session(
+                SparkSettings(app_name="rrm-driver-kills", local_dir=str(work / "spark"), checkpoint_root=str(work))
+            )
             return compare_tables(spark, reference, interrupted, TABLES)
 
         finished = []
@@ -76,16 +77,22 @@ def main() -> int:
             "all_tables_equal": not outcome.unequal(),
             "observed_phases": dict(Counter(k.observed for k in kills)),
             "planned_phases": dict(Counter(p.phase for p in outcome.plan)),
-            "reference_run": {"wall_s": outcome.reference.wall_s, "cpu_s": outcome.reference.cpu_s,
-                              "first_write_s": outcome.reference.first_write_s,
-                              "batches_committed": outcome.reference.commits_in_run},  # fmt: skip
-            "interrupted_runs": {"wall_s": round(sum(r.wall_s for r in runs), 1),
-                                 "cpu_s": round(sum(r.cpu_s for r in runs), 1),
-                                 "batches_committed": sum(r.commits_in_run for r in runs)},  # fmt: skip
+            "reference_run": {
+                "wall_s": outcome.reference.wall_s,
+                "cpu_s": outcome.reference.cpu_s,
+                "first_write_s": outcome.reference.first_write_s,
+                "batches_committed": outcome.reference.commits_in_run,
+            },
+            "interrupted_runs": {
+                "wall_s": round(sum(r.wall_s for r in runs), 1),
+                "cpu_s": round(sum(r.cpu_s for r in runs), 1),
+                "batches_committed": sum(r.commits_in_run for r in runs),
+            },
             "experiment_wall_s": round(time.monotonic() - started, 1),
             "orphans": [k.orphans for k in kills if k.orphans],
-            "kill_points": [{**{k: v for k, v in asdict(r).items() if k != "orphans"}, "observed": r.observed}
-                            for r in kills],  # fmt: skip
+            "kill_points": [
+                {**{k: v for k, v in asdict(r).items() if k != "orphans"}, "observed": r.observed} for r in kills
+            ],
             "drain_run": asdict(runs[-1]) if runs and not runs[-1].killed else None,
             "tables": outcome.tables,
         }

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 # Reader features of the Delta protocol (minReaderVersion 3) that delta-rs reads through ``DeltaTable.scan``.
 # Every table the job writes must need none other (tests/integration/test_delta_interop.py checks).
 # (Not typeWidening: delta-rs 1.6.6 refuses a table that requires it, "Unsupported table features required".)
-READABLE_READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint",
-                                      "vacuumProtocolCheck"})  # fmt: skip
+READABLE_READER_FEATURES = frozenset(
+    {"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+)
 SNAPSHOT_ATTEMPTS = 3  # a latest-version read that meets a file the job just replaced starts again
 
 
@@ -68,8 +69,13 @@ def load_table(path: str | Path, version: int | None = None, as_of_ms: int | Non
     return table
 
 
-def read_arrow(path: str | Path, version: int | None = None, as_of_ms: int | None = None,
-               columns: Sequence[str] | None = None, predicate: str | None = None) -> pa.Table:  # fmt: skip
+def read_arrow(
+    path: str | Path,
+    version: int | None = None,
+    as_of_ms: int | None = None,
+    columns: Sequence[str] | None = None,
+    predicate: str | None = None,
+) -> pa.Table:
     """One table's rows at one version as an Arrow table (``predicate`` in DataFusion SQL)."""
     import pyarrow as pa
     from deltalake.exceptions import DeltaError
@@ -97,8 +103,9 @@ class MonitorTables:
     def names(self) -> list[str]:
         return table_names(self.root)
 
-    def arrow(self, name: str, version: int | None = None, columns: Sequence[str] | None = None,
-              predicate: str | None = None) -> pa.Table:  # fmt: skip
+    def arrow(
+        self, name: str, version: int | None = None, columns: Sequence[str] | None = None, predicate: str | None = None
+    ) -> pa.Table:
         if name not in TABLES:
             raise TableMissing(f"{name!r} is not a monitor table (tables: {', '.join(TABLES)})")
         as_of = None if version is not None else self.as_of_ms
@@ -108,8 +115,7 @@ class MonitorTables:
         """An in-memory DuckDB with a view per table (UTC session time zone, no extension downloads)."""
         import duckdb
 
-        connection = duckdb.connect(config={"autoinstall_known_extensions": False,
-                                            "autoload_known_extensions": False})  # fmt: skip
+        connection = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
         connection.execute("SET TimeZone = 'UTC'")  # as the job's Spark sessions
         connection.execute("SET default_null_order = 'nulls_first'")  # as Spark SQL sorts
         for name in names:

@@ -16,8 +16,12 @@ from typing import Any
 
 from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
 
-KEY_FIELD = {"consumer_channel": "group", "reported_assignment": "group", "topic_route": "topic",
-             "send_result": "producer_id"}  # fmt: skip
+KEY_FIELD = {
+    "consumer_channel": "group",
+    "reported_assignment": "group",
+    "topic_route": "topic",
+    "send_result": "producer_id",
+}
 
 
 class InvalidEvent(ValueError):
@@ -36,8 +40,13 @@ class DeliveryReport:
 class EventEmitter:
     """Constructing opens nothing; the Kafka producer is created on first use."""
 
-    def __init__(self, bootstrap_servers: str, topics: Mapping[str, str] | None = None, validate: bool = True,
-                 **producer_options: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topics: Mapping[str, str] | None = None,
+        validate: bool = True,
+        **producer_options: Any,
+    ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topics = dict(topics or DEFAULT_TOPICS)
         self.validate = validate

@@ -93,14 +93,18 @@ def resolve(profile: str, progress: Progress | None = None) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{profile}-", dir=target.parent))
     env = dict(os.environ, MAVEN_CENTRAL_URL=_maven_central_url())
     command = [
-        "mvn", "-B",
-        "-s", str(PROJECT_ROOT / "jvm" / "settings.xml"),
-        "-f", str(PROJECT_ROOT / "jvm" / "pom.xml"),
-        "-P", profile,
+        "mvn",
+        "-B",
+        "-s",
+        str(PROJECT_ROOT / "jvm" / "settings.xml"),
+        "-f",
+        str(PROJECT_ROOT / "jvm" / "pom.xml"),
+        "-P",
+        profile,
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={staging}",
-    ]  # fmt: skip
+    ]
     if progress is None:
         command.insert(1, "-q")
         result = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -166,10 +170,21 @@ def _compiled_jar(sources_root: Path, prefix: str, classpath: Callable[[], list[
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as build:
         compiled = subprocess.run(
-            ["javac", "--release", "17", "-encoding", "UTF-8", "-cp", os.pathsep.join(classpath()),
-             "-d", f"{build}/classes", *map(str, sources)],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                "javac",
+                "--release",
+                "17",
+                "-encoding",
+                "UTF-8",
+                "-cp",
+                os.pathsep.join(classpath()),
+                "-d",
+                f"{build}/classes",
+                *map(str, sources),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if compiled.returncode != 0:
             where = sources_root.relative_to(PROJECT_ROOT).as_posix()
             raise ArtifactError(f"javac failed on {where}: " + compiled.stderr.strip()[-2000:])

@@ -64,8 +64,10 @@ def producer_options(java_options: Mapping[str, str]) -> ProducerOptions:
             option = "ssl_cafile" if store == "truststore" else "ssl_certfile"
             kind = java_options.get(f"ssl.{store}.type", "JKS").upper()
             if kind != "PEM":
-                raise UntranslatableOption(f"[kafka.options] {key}: kafka-python reads PEM files only, not {kind}; "
-                                           f"convert it and pass --producer-option {option}=FILE")  # fmt: skip
+                raise UntranslatableOption(
+                    f"[kafka.options] {key}: kafka-python reads PEM files only, not {kind}; "
+                    f"convert it and pass --producer-option {option}=FILE"
+                )
             out[option] = value
         elif key in ("ssl.truststore.type", "ssl.keystore.type", "ssl.truststore.password", "ssl.keystore.password"):
             continue  # read with the store's location above; a PEM file needs no store password
@@ -74,17 +76,21 @@ def producer_options(java_options: Mapping[str, str]) -> ProducerOptions:
     mechanism = str(out.get("sasl_mechanism", ""))
     if mechanism and mechanism not in _SASL_MECHANISMS:
         supported = ", ".join(_SASL_MECHANISMS)
-        raise UntranslatableOption(f"[kafka.options] sasl.mechanism {mechanism}: simulate publishes with "
-                                   f"{supported}; pass --producer-option settings instead")  # fmt: skip
+        raise UntranslatableOption(
+            f"[kafka.options] sasl.mechanism {mechanism}: simulate publishes with "
+            f"{supported}; pass --producer-option settings instead"
+        )
     return result
 
 
 def _sasl_credentials(jaas: str) -> dict[str, str]:
     module = jaas.strip().split(None, 1)[0] if jaas.strip() else ""
     if module not in _PASSWORD_LOGIN_MODULES:
-        raise UntranslatableOption(f"[kafka.options] sasl.jaas.config: {module or 'empty'} is not a PLAIN or SCRAM "
-                                   "login; pass --producer-option sasl_* settings instead")  # fmt: skip
+        raise UntranslatableOption(
+            f"[kafka.options] sasl.jaas.config: {module or 'empty'} is not a PLAIN or SCRAM "
+            "login; pass --producer-option sasl_* settings instead"
+        )
     values = {name: re.sub(r"\\(.)", r"\1", text) for name, text in _JAAS_OPTION.findall(jaas)}
     if "username" not in values or "password" not in values:
-        raise UntranslatableOption("[kafka.options] sasl.jaas.config: no username=\"...\" password=\"...\" in it")
+        raise UntranslatableOption('[kafka.options] sasl.jaas.config: no username="..." password="..." in it')
     return {"sasl_plain_username": values["username"], "sasl_plain_password": values["password"]}

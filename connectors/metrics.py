@@ -44,73 +44,163 @@ GT = ("consumer_group", "topic")
 CATALOGUE: tuple[MetricSpec, ...] = (
     # consumer groups
     _m("group_members", "gauge", ("consumer_group",), "", "Distinct client IDs in the group's merged broker view."),
-    _m("group_channels", "gauge", ("consumer_group",), "",
-       "Entries of cidAll: the group's channels (connections) on the broker its clients read the member list "
-       "from, one per channel, so a client ID on two channels counts twice; members connected to two brokers "
-       "count once."),
+    _m(
+        "group_channels",
+        "gauge",
+        ("consumer_group",),
+        "",
+        "Entries of cidAll: the group's channels (connections) on the broker its clients read the member list "
+        "from, one per channel, so a client ID on two channels counts twice; members connected to two brokers "
+        "count once.",
+    ),
     _m("group_generation", "gauge", ("consumer_group",), "", "Current generation number of the group."),
-    _m("group_duplicate_client_ids", "gauge", ("consumer_group",), "",
-       "Client IDs held by more than one channel (the same ID on several connections)."),
+    _m(
+        "group_duplicate_client_ids",
+        "gauge",
+        ("consumer_group",),
+        "",
+        "Client IDs held by more than one channel (the same ID on several connections).",
+    ),
     _m("group_views_diverging", "gauge", ("consumer_group",), "", "1 when brokers disagree about the group."),
-    _m("group_queues", "gauge", (*GT, "state"), "",
-       "Queues of a subscribed topic by owner state: assigned (1 owner), orphaned (0), double_owned (2+)."),
+    _m(
+        "group_queues",
+        "gauge",
+        (*GT, "state"),
+        "",
+        "Queues of a subscribed topic by owner state: assigned (1 owner), orphaned (0), double_owned (2+).",
+    ),
     _m("group_idle_members", "gauge", GT, "", "Subscribing members that get no queue of the topic."),
     _m("group_non_subscribing_members", "gauge", GT, "", "Members in cidAll that do not subscribe the topic."),
     _m("group_skew_queues", "gauge", GT, "", "Max minus min queues per subscribing member."),
     _m("group_rebalances_total", "counter", ("consumer_group",), "", "Rebalances (new generations) of the group."),
     _m("group_moved_queues_total", "counter", GT, "", "Queues whose expected owner changed between generations."),
-    _m("group_last_rebalance_timestamp_seconds", "gauge", ("consumer_group",), "seconds",
-       "Event time of the group's last rebalance."),
+    _m(
+        "group_last_rebalance_timestamp_seconds",
+        "gauge",
+        ("consumer_group",),
+        "seconds",
+        "Event time of the group's last rebalance.",
+    ),
     _m("group_open_anomalies", "gauge", ("consumer_group", "anomaly"), "", "Open anomaly episodes by kind."),
     # brokers (producer fault tolerance)
-    _m("broker_producers_avoiding", "gauge", ("broker",), "",
-       "Producers whose fault item makes the broker unavailable now."),
-    _m("broker_producers_avoiding_ratio", "gauge", ("broker",), "ratio",
-       "Avoiding producers / producers that sent to it."),
-    _m("broker_producers_seen", "gauge", ("broker",), "",
-       "Producers with a fault item for the broker: those that sent to it and were not evicted (state_ttl)."),
+    _m(
+        "broker_producers_avoiding",
+        "gauge",
+        ("broker",),
+        "",
+        "Producers whose fault item makes the broker unavailable now.",
+    ),
+    _m(
+        "broker_producers_avoiding_ratio",
+        "gauge",
+        ("broker",),
+        "ratio",
+        "Avoiding producers / producers that sent to it.",
+    ),
+    _m(
+        "broker_producers_seen",
+        "gauge",
+        ("broker",),
+        "",
+        "Producers with a fault item for the broker: those that sent to it and were not evicted (state_ttl).",
+    ),
     _m("broker_isolated", "gauge", ("broker",), "", "1 when at least one producer currently avoids the broker."),
     _m("broker_avoided_until_timestamp_seconds", "gauge", ("broker",), "seconds", "End of the latest fault window."),
     _m("broker_isolation_episodes_total", "counter", ("broker",), "", "Fault windows opened against the broker."),
-    _m("broker_send_latency_seconds", "histogram", ("broker",), "seconds",
-       "Send latency; buckets are the fault table's latencyMax thresholds."),
+    _m(
+        "broker_send_latency_seconds",
+        "histogram",
+        ("broker",),
+        "seconds",
+        "Send latency; buckets are the fault table's latencyMax thresholds.",
+    ),
     _m("producers_all_brokers_unavailable", "gauge", (), "", "Producers for which every known broker is unavailable."),
     # brokers (polled consumer views)
-    _m("broker_polled_group_views", "gauge", ("broker",), "",
-       "Group views of the broker fed by a collector's polls (consumer_connections)."),
-    _m("broker_stale_group_views", "gauge", ("broker",), "",
-       "Polled group views of the broker without a poll within their stale_after_ms: kept as last seen."),
-    _m("broker_last_poll_timestamp_seconds", "gauge", ("broker",), "seconds",
-       "Event time of the broker's latest poll of any group."),
+    _m(
+        "broker_polled_group_views",
+        "gauge",
+        ("broker",),
+        "",
+        "Group views of the broker fed by a collector's polls (consumer_connections).",
+    ),
+    _m(
+        "broker_stale_group_views",
+        "gauge",
+        ("broker",),
+        "",
+        "Polled group views of the broker without a poll within their stale_after_ms: kept as last seen.",
+    ),
+    _m(
+        "broker_last_poll_timestamp_seconds",
+        "gauge",
+        ("broker",),
+        "seconds",
+        "Event time of the broker's latest poll of any group.",
+    ),
     # the job itself
     _m("input_rows_total", "counter", ("query",), "", "Rows read by each streaming query (completed micro-batches)."),
-    _m("processed_rows_per_second", "gauge", ("query",), "",
-       "Rows per second the last micro-batch processed (Spark's processedRowsPerSecond): the query's capacity."),
+    _m(
+        "processed_rows_per_second",
+        "gauge",
+        ("query",),
+        "",
+        "Rows per second the last micro-batch processed (Spark's processedRowsPerSecond): the query's capacity.",
+    ),
     _m("batch_duration_seconds", "gauge", ("query",), "seconds", "Duration of the last micro-batch."),
     _m("last_batch_timestamp_seconds", "gauge", ("query",), "seconds", "Wall time the last micro-batch finished."),
     _m("watermark_timestamp_seconds", "gauge", ("query",), "seconds", "Current event-time watermark."),
-    _m("state_rows", "gauge", ("query",), "",
-       "Keys in the query's state store: shards for the stateful queries, whose state is keyed by shard of groups "
-       "(consumer) or of producers (fault-windows), not groups or producers (see rmqmon_group_members and "
-       "rmqmon_broker_producers_seen)."),
+    _m(
+        "state_rows",
+        "gauge",
+        ("query",),
+        "",
+        "Keys in the query's state store: shards for the stateful queries, whose state is keyed by shard of groups "
+        "(consumer) or of producers (fault-windows), not groups or producers (see rmqmon_group_members and "
+        "rmqmon_broker_producers_seen).",
+    ),
     _m("state_memory_bytes", "gauge", ("query",), "bytes", "Memory used by the query's state store."),
     _m("kafka_offsets_behind", "gauge", ("query",), "", "Offsets behind the latest, summed over partitions."),
-    _m("dead_letters_total", "counter", ("query", "reason"), "",
-       "Rejected input records by query and dead-letter reason (docs/events.md)."),
-    _m("fault_updates_trimmed_rows_total", "counter", (), "",
-       "Rows send-ingest deleted from its internal _send_fault_updates table: those older than [delta] "
-       "fault_updates_retention_hours before the newest kept send, every fault_updates_trim_every_batches."),
-    _m("late_events_total", "counter", ("query", "reason"), "",
-       "Late input by reason: watermark (events at or before the watermark, not applied), late_send (sends "
-       "older than their fault item's clock, ignored), stale_route (topic routes older than the route applied, "
-       "ignored), stale_poll (polls older than their view's last poll, ignored)."),
-    _m("label_values_dropped_total", "counter", ("metric",), "",
-       "Updates not exported because the metric already has label_value_cap distinct groups (or brokers)."),
-    _m("query_restarts_total", "counter", ("query",), "",
-       "Restarts of a failed query from its checkpoint ([supervision]; the job's log says why it failed)."),
+    _m(
+        "dead_letters_total",
+        "counter",
+        ("query", "reason"),
+        "",
+        "Rejected input records by query and dead-letter reason (docs/events.md).",
+    ),
+    _m(
+        "fault_updates_trimmed_rows_total",
+        "counter",
+        (),
+        "",
+        "Rows send-ingest deleted from its internal _send_fault_updates table: those older than [delta] "
+        "fault_updates_retention_hours before the newest kept send, every fault_updates_trim_every_batches.",
+    ),
+    _m(
+        "late_events_total",
+        "counter",
+        ("query", "reason"),
+        "",
+        "Late input by reason: watermark (events at or before the watermark, not applied), late_send (sends "
+        "older than their fault item's clock, ignored), stale_route (topic routes older than the route applied, "
+        "ignored), stale_poll (polls older than their view's last poll, ignored).",
+    ),
+    _m(
+        "label_values_dropped_total",
+        "counter",
+        ("metric",),
+        "",
+        "Updates not exported because the metric already has label_value_cap distinct groups (or brokers).",
+    ),
+    _m(
+        "query_restarts_total",
+        "counter",
+        ("query",),
+        "",
+        "Restarts of a failed query from its checkpoint ([supervision]; the job's log says why it failed).",
+    ),
     _m("up", "gauge", (), "", "1 while the job's queries are running."),
     _m("build_info", "gauge", ("version", "spark_version"), "", "Build metadata (value 1)."),
-)  # fmt: skip
+)
 BY_NAME = {spec.name: spec for spec in CATALOGUE}
 
 
@@ -188,9 +278,14 @@ class MetricsState:
                 table[labels] = (buckets, total)
 
     def observe_histogram(
-        self, name: str, labels: tuple[str, ...], upper_bounds: Sequence[float], cumulative: Sequence[float],
-        count: float, total: float,
-    ) -> None:  # fmt: skip
+        self,
+        name: str,
+        labels: tuple[str, ...],
+        upper_bounds: Sequence[float],
+        cumulative: Sequence[float],
+        count: float,
+        total: float,
+    ) -> None:
         """Add one batch's cumulative bucket counts (``<= upper``), its count and sum into a histogram."""
         les = [_le(u) for u in upper_bounds] + ["+Inf"]
         counts = [float(c) for c in cumulative] + [float(count)]
@@ -321,8 +416,14 @@ def serve(registry: CollectorRegistry, host: str = "127.0.0.1", port: int = 9464
 
 
 def render_markdown(specs: Iterable[MetricSpec] = CATALOGUE) -> str:
-    lines = ["# Metrics", "", "Generated from `connectors/metrics.py` (`python -m connectors.metrics`).", "",
-             "| name | type | labels | unit | help |", "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "# Metrics",
+        "",
+        "Generated from `connectors/metrics.py` (`python -m connectors.metrics`).",
+        "",
+        "| name | type | labels | unit | help |",
+        "|---|---|---|---|---|",
+    ]
     for spec in specs:
         lines.append(f"| `{spec.name}` | {spec.type} | {', '.join(spec.labels)} | {spec.unit} | {spec.help} |")
     return "\n".join(lines + ["", *NOTES.splitlines()]) + "\n"

@@ -79,8 +79,9 @@ def parse_metrics(text: str) -> dict[str, float]:
 class CollectorProcess:
     """One collector JVM: started with ``start()``, stopped by PID with ``stop()``; logs to ``log_path``."""
 
-    def __init__(self, config: MonitorConfig, work_dir: Path | str, max_cycles: int = 0,
-                 metrics_port: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, config: MonitorConfig, work_dir: Path | str, max_cycles: int = 0, metrics_port: int | None = None
+    ) -> None:
         self.config = config
         self.work_dir = Path(work_dir).resolve()
         self.max_cycles = max_cycles
@@ -90,9 +91,17 @@ class CollectorProcess:
         self._settings_dir: str | None = None
 
     def command(self, settings_path: Path) -> list[str]:
-        return ["java", f"-Xmx{self.config.collector.heap}", "-XX:+UseSerialGC", f"-Duser.home={self.work_dir}",
-                "-Djava.net.preferIPv4Stack=true", "-cp", jvm_artifacts.collector_classpath(), MAIN_CLASS,
-                str(settings_path)]  # fmt: skip
+        return [
+            "java",
+            f"-Xmx{self.config.collector.heap}",
+            "-XX:+UseSerialGC",
+            f"-Duser.home={self.work_dir}",
+            "-Djava.net.preferIPv4Stack=true",
+            "-cp",
+            jvm_artifacts.collector_classpath(),
+            MAIN_CLASS,
+            str(settings_path),
+        ]
 
     def start(self, stderr: int | None = None) -> int:
         """Launch the JVM; its log goes to ``log_path`` unless ``stderr`` (e.g. None for the terminal) is given."""
@@ -105,10 +114,13 @@ class CollectorProcess:
         with os.fdopen(descriptor, "w", encoding="utf-8") as file:
             file.write(_properties_text(settings))
         log = open(self.log_path, "ab") if stderr is None else None  # noqa: SIM115 - owned by the child
-        self.process = subprocess.Popen(self.command(settings_path), stdin=subprocess.DEVNULL,
-                                        stdout=log if log is not None else None,
-                                        stderr=subprocess.STDOUT if log is not None else stderr,
-                                        start_new_session=True)  # fmt: skip
+        self.process = subprocess.Popen(
+            self.command(settings_path),
+            stdin=subprocess.DEVNULL,
+            stdout=log if log is not None else None,
+            stderr=subprocess.STDOUT if log is not None else stderr,
+            start_new_session=True,
+        )
         return self.process.pid
 
     @property
@@ -161,8 +173,9 @@ class CollectorProcess:
             self._settings_dir = None
 
 
-def supervise(config: MonitorConfig, work_dir: Path, say: Callable[[str], None], max_cycles: int = 0,
-              max_backoff_s: float = 60.0) -> int:  # fmt: skip
+def supervise(
+    config: MonitorConfig, work_dir: Path, say: Callable[[str], None], max_cycles: int = 0, max_backoff_s: float = 60.0
+) -> int:
     """Run the collector in the foreground (its log on standard error) until SIGTERM/SIGINT or, with
     ``max_cycles``, until it has polled that often; restart it after a crash, waiting 1, 2, 4 ... s (at most
     ``max_backoff_s``). Returns the exit code."""

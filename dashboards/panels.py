@@ -35,17 +35,36 @@ class Panel:
 
 def _variable(name: str, label: str, query: str) -> dict[str, object]:
     return {
-        "name": name, "label": label, "type": "query", "datasource": DS,
-        "query": {"query": query, "refId": f"{name}-variable"}, "definition": query,
-        "refresh": 2, "multi": True, "includeAll": True, "allValue": ".+", "sort": 1,
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "options": [], "hide": 0,
-    }  # fmt: skip
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": query, "refId": f"{name}-variable"},
+        "definition": query,
+        "refresh": 2,
+        "multi": True,
+        "includeAll": True,
+        "allValue": ".+",
+        "sort": 1,
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "options": [],
+        "hide": 0,
+    }
 
 
 def _templating(extra: Iterable[tuple[str, str, str]]) -> dict[str, object]:
     variables: list[dict[str, object]] = [
-        {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
-         "current": {}, "hide": 0, "options": [], "refresh": 1, "regex": ""},  # fmt: skip
+        {
+            "name": "datasource",
+            "label": "Data source",
+            "type": "datasource",
+            "query": "prometheus",
+            "current": {},
+            "hide": 0,
+            "options": [],
+            "refresh": 1,
+            "regex": "",
+        },
         _variable("job", "Job", "label_values(rmqmon_up, job)"),
         _variable("instance", "Instance", 'label_values(rmqmon_up{job=~"$job"}, instance)'),
     ]
@@ -55,29 +74,45 @@ def _templating(extra: Iterable[tuple[str, str, str]]) -> dict[str, object]:
 
 def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, object]:
     targets = [
-        {"datasource": DS, "expr": expr, "legendFormat": legend, "refId": chr(ord("A") + i), "range": True,
-         **({"format": "heatmap"} if panel.kind == "heatmap" else {})}
+        {
+            "datasource": DS,
+            "expr": expr,
+            "legendFormat": legend,
+            "refId": chr(ord("A") + i),
+            "range": True,
+            **({"format": "heatmap"} if panel.kind == "heatmap" else {}),
+        }
         for i, (expr, legend) in enumerate(panel.targets)
-    ]  # fmt: skip
+    ]
     body: dict[str, object] = {
-        "id": panel_id, "type": panel.kind, "title": panel.title, "description": panel.description,
-        "datasource": DS, "targets": targets,
+        "id": panel_id,
+        "type": panel.kind,
+        "title": panel.title,
+        "description": panel.description,
+        "datasource": DS,
+        "targets": targets,
         "gridPos": {"h": panel.height, "w": panel.width, "x": x, "y": y},
         "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
-    }  # fmt: skip
+    }
     if panel.kind == "stat":
-        body["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                           "colorMode": "value", "graphMode": "area"}  # fmt: skip
+        body["options"] = {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "value",
+            "graphMode": "area",
+        }
     elif panel.kind == "heatmap":
         body["options"] = {"calculate": False, "yAxis": {"unit": panel.unit}, "cellGap": 1}
     elif panel.kind == "timeseries":
-        body["options"] = {"legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
-                           "tooltip": {"mode": "multi", "sort": "desc"}}  # fmt: skip
+        body["options"] = {
+            "legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        }
     return body
 
 
-def dashboard(uid: str, title: str, description: str, panels: list[Panel],
-              variables: Iterable[tuple[str, str, str]] = ()) -> dict[str, object]:  # fmt: skip
+def dashboard(
+    uid: str, title: str, description: str, panels: list[Panel], variables: Iterable[tuple[str, str, str]] = ()
+) -> dict[str, object]:
     laid_out, x, y, row_height = [], 0, 0, 0
     for i, panel in enumerate(panels, start=1):
         if x + panel.width > 24:
@@ -85,12 +120,23 @@ def dashboard(uid: str, title: str, description: str, panels: list[Panel],
         laid_out.append(_panel(panel, i, x, y))
         x, row_height = x + panel.width, max(row_height, panel.height)
     return {
-        "uid": uid, "title": title, "description": description, "tags": TAGS, "editable": False,
-        "schemaVersion": 39, "version": 1, "timezone": "utc", "refresh": "30s", "graphTooltip": 1,
-        "time": {"from": "now-3h", "to": "now"}, "timepicker": {}, "annotations": {"list": []}, "links": [
-            {"title": "RocketMQ rebalance monitor", "type": "dashboards", "tags": TAGS, "asDropdown": True}],
-        "templating": _templating(variables), "panels": laid_out,
-    }  # fmt: skip
+        "uid": uid,
+        "title": title,
+        "description": description,
+        "tags": TAGS,
+        "editable": False,
+        "schemaVersion": 39,
+        "version": 1,
+        "timezone": "utc",
+        "refresh": "30s",
+        "graphTooltip": 1,
+        "time": {"from": "now-3h", "to": "now"},
+        "timepicker": {},
+        "annotations": {"list": []},
+        "links": [{"title": "RocketMQ rebalance monitor", "type": "dashboards", "tags": TAGS, "asDropdown": True}],
+        "templating": _templating(variables),
+        "panels": laid_out,
+    }
 
 
 G = f'{SEL}, consumer_group=~"$consumer_group"'
@@ -100,138 +146,429 @@ Q = f'{SEL}, query=~"$query"'
 
 
 def overview() -> dict[str, object]:
-    return dashboard("rmqmon-overview", "RocketMQ rebalance monitor / Overview",
-        "Is anything wrong with the fleet's consumer groups, brokers or the monitor itself?", [
-        Panel("Groups with open anomalies", "Consumer groups with at least one open anomaly episode.", "none",
-              ((f"count(max by (consumer_group) (rmqmon_group_open_anomalies{{{SEL}}}) > 0) or vector(0)", "groups"),),
-              "stat", 4, 5),
-        Panel("Orphaned queues", "Queues no member consumes, over all groups and topics (unconsumed messages).",
-              "none", ((f'sum(rmqmon_group_queues{{{SEL}, state="orphaned"}}) or vector(0)', "orphaned"),),
-              "stat", 4, 5),
-        Panel("Double-owned queues", "Queues two or more members consume, over all groups (double consumption).",
-              "none", ((f'sum(rmqmon_group_queues{{{SEL}, state="double_owned"}}) or vector(0)', "double-owned"),),
-              "stat", 4, 5),
-        Panel("Isolated brokers", "Brokers that at least one producer currently avoids.", "none",
-              ((f"sum(rmqmon_broker_isolated{{{SEL}}}) or vector(0)", "brokers"),), "stat", 4, 5),
-        Panel("Producers with no broker", "Producers for which every broker is unavailable.", "none",
-              ((f"max(rmqmon_producers_all_brokers_unavailable{{{SEL}}})", "producers"),), "stat", 4, 5),
-        Panel("Monitor freshness", "Seconds since the slowest of the monitor's queries finished a micro-batch.",
-              "s", ((f"time() - min(rmqmon_last_batch_timestamp_seconds{{{SEL}}})", "seconds"),), "stat", 4, 5),
-        Panel("Open anomalies by kind", "Open anomaly episodes over all groups, by kind.", "none",
-              ((f"sum by (anomaly) (rmqmon_group_open_anomalies{{{SEL}}})", "{{anomaly}}"),)),
-        Panel("Rebalances (top 10 groups)", "Rebalances per second of the ten most rebalancing groups.", "cps",
-              ((f"topk(10, sum by (consumer_group) (rate(rmqmon_group_rebalances_total{{{SEL}}}[$__rate_interval])))",
-                "{{consumer_group}}"),)),
-        Panel("Queues by owner state", "Queues over all groups by owner state (assigned, orphaned, double_owned).",
-              "none", ((f"sum by (state) (rmqmon_group_queues{{{SEL}}})", "{{state}}"),)),
-        Panel("Producers avoiding each broker", "Fraction of the producers sending to a broker that avoid it.",
-              "percentunit", ((f"max by (broker) (rmqmon_broker_producers_avoiding_ratio{{{SEL}}})", "{{broker}}"),)),
-    ])  # fmt: skip
+    return dashboard(
+        "rmqmon-overview",
+        "RocketMQ rebalance monitor / Overview",
+        "Is anything wrong with the fleet's consumer groups, brokers or the monitor itself?",
+        [
+            Panel(
+                "Groups with open anomalies",
+                "Consumer groups with at least one open anomaly episode.",
+                "none",
+                (
+                    (
+                        f"count(max by (consumer_group) (rmqmon_group_open_anomalies{{{SEL}}}) > 0) or vector(0)",
+                        "groups",
+                    ),
+                ),
+                "stat",
+                4,
+                5,
+            ),
+            Panel(
+                "Orphaned queues",
+                "Queues no member consumes, over all groups and topics (unconsumed messages).",
+                "none",
+                ((f'sum(rmqmon_group_queues{{{SEL}, state="orphaned"}}) or vector(0)', "orphaned"),),
+                "stat",
+                4,
+                5,
+            ),
+            Panel(
+                "Double-owned queues",
+                "Queues two or more members consume, over all groups (double consumption).",
+                "none",
+                ((f'sum(rmqmon_group_queues{{{SEL}, state="double_owned"}}) or vector(0)', "double-owned"),),
+                "stat",
+                4,
+                5,
+            ),
+            Panel(
+                "Isolated brokers",
+                "Brokers that at least one producer currently avoids.",
+                "none",
+                ((f"sum(rmqmon_broker_isolated{{{SEL}}}) or vector(0)", "brokers"),),
+                "stat",
+                4,
+                5,
+            ),
+            Panel(
+                "Producers with no broker",
+                "Producers for which every broker is unavailable.",
+                "none",
+                ((f"max(rmqmon_producers_all_brokers_unavailable{{{SEL}}})", "producers"),),
+                "stat",
+                4,
+                5,
+            ),
+            Panel(
+                "Monitor freshness",
+                "Seconds since the slowest of the monitor's queries finished a micro-batch.",
+                "s",
+                ((f"time() - min(rmqmon_last_batch_timestamp_seconds{{{SEL}}})", "seconds"),),
+                "stat",
+                4,
+                5,
+            ),
+            Panel(
+                "Open anomalies by kind",
+                "Open anomaly episodes over all groups, by kind.",
+                "none",
+                ((f"sum by (anomaly) (rmqmon_group_open_anomalies{{{SEL}}})", "{{anomaly}}"),),
+            ),
+            Panel(
+                "Rebalances (top 10 groups)",
+                "Rebalances per second of the ten most rebalancing groups.",
+                "cps",
+                (
+                    (
+                        f"topk(10, sum by (consumer_group) (rate(rmqmon_group_rebalances_total{{{SEL}}}[$__rate_interval])))",
+                        "{{consumer_group}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Queues by owner state",
+                "Queues over all groups by owner state (assigned, orphaned, double_owned).",
+                "none",
+                ((f"sum by (state) (rmqmon_group_queues{{{SEL}}})", "{{state}}"),),
+            ),
+            Panel(
+                "Producers avoiding each broker",
+                "Fraction of the producers sending to a broker that avoid it.",
+                "percentunit",
+                ((f"max by (broker) (rmqmon_broker_producers_avoiding_ratio{{{SEL}}})", "{{broker}}"),),
+            ),
+        ],
+    )
 
 
 def group_drilldown() -> dict[str, object]:
-    return dashboard("rmqmon-group", "RocketMQ rebalance monitor / Consumer group",
-        "One consumer group: members, owner states per topic, skew, rebalances and churn.", [
-        Panel("Members", "Distinct client IDs in the group's merged broker view.", "none",
-              ((f"max by (consumer_group) (rmqmon_group_members{{{G}}})", "{{consumer_group}}"),)),
-        Panel("Duplicate client IDs and channels", "Client IDs held by several connections, and cidAll entries (channels on one broker).",
-              "none", ((f"max by (consumer_group) (rmqmon_group_duplicate_client_ids{{{G}}})", "{{consumer_group}} duplicates"),
-                       (f"max by (consumer_group) (rmqmon_group_channels{{{G}}})", "{{consumer_group}} channels"))),
-        Panel("Queues by owner state", "Queues of each subscribed topic by owner state.", "none",
-              ((f"sum by (consumer_group, topic, state) (rmqmon_group_queues{{{GT}}})",
-                "{{consumer_group}} {{topic}} {{state}}"),)),
-        Panel("Skew", "Most minus fewest queues per subscribing member, per topic.", "none",
-              ((f"max by (consumer_group, topic) (rmqmon_group_skew_queues{{{GT}}})", "{{consumer_group}} {{topic}}"),)),
-        Panel("Idle and non-subscribing members", "Subscribing members without a queue; members not subscribing.",
-              "none", ((f"max by (consumer_group, topic) (rmqmon_group_idle_members{{{GT}}})", "{{consumer_group}} {{topic}} idle"),
-                       (f"max by (consumer_group, topic) (rmqmon_group_non_subscribing_members{{{GT}}})",
-                        "{{consumer_group}} {{topic}} not subscribing"))),
-        Panel("Rebalances", "Rebalances (new generations) per second.", "cps",
-              ((f"sum by (consumer_group) (rate(rmqmon_group_rebalances_total{{{G}}}[$__rate_interval]))",
-                "{{consumer_group}}"),)),
-        Panel("Moved queues", "Queues per second whose expected owner changed at a rebalance (churn).", "cps",
-              ((f"sum by (consumer_group, topic) (rate(rmqmon_group_moved_queues_total{{{GT}}}[$__rate_interval]))",
-                "{{consumer_group}} {{topic}}"),)),
-        Panel("Open anomalies", "Open anomaly episodes of the group by kind.", "none",
-              ((f"sum by (consumer_group, anomaly) (rmqmon_group_open_anomalies{{{G}}})", "{{consumer_group}} {{anomaly}}"),)),
-        Panel("Broker views diverging", "1 while brokers disagree about the group's members.", "bool",
-              ((f"max by (consumer_group) (rmqmon_group_views_diverging{{{G}}})", "{{consumer_group}}"),)),
-        Panel("Last rebalance", "Event time of the group's last rebalance.", "dateTimeFromNow",
-              ((f"max by (consumer_group) (rmqmon_group_last_rebalance_timestamp_seconds{{{G}}}) * 1000",
-                "{{consumer_group}}"),), "stat", 12, 6),
-        Panel("Generation", "The group's current generation number.", "none",
-              ((f"max by (consumer_group) (rmqmon_group_generation{{{G}}})", "{{consumer_group}}"),), "stat", 12, 6),
-    ], [("consumer_group", "Consumer group", f"label_values(rmqmon_group_members{{{SEL}}}, consumer_group)"),
-        ("topic", "Topic", f'label_values(rmqmon_group_queues{{{G}}}, topic)')])  # fmt: skip
+    return dashboard(
+        "rmqmon-group",
+        "RocketMQ rebalance monitor / Consumer group",
+        "One consumer group: members, owner states per topic, skew, rebalances and churn.",
+        [
+            Panel(
+                "Members",
+                "Distinct client IDs in the group's merged broker view.",
+                "none",
+                ((f"max by (consumer_group) (rmqmon_group_members{{{G}}})", "{{consumer_group}}"),),
+            ),
+            Panel(
+                "Duplicate client IDs and channels",
+                "Client IDs held by several connections, and cidAll entries (channels on one broker).",
+                "none",
+                (
+                    (
+                        f"max by (consumer_group) (rmqmon_group_duplicate_client_ids{{{G}}})",
+                        "{{consumer_group}} duplicates",
+                    ),
+                    (f"max by (consumer_group) (rmqmon_group_channels{{{G}}})", "{{consumer_group}} channels"),
+                ),
+            ),
+            Panel(
+                "Queues by owner state",
+                "Queues of each subscribed topic by owner state.",
+                "none",
+                (
+                    (
+                        f"sum by (consumer_group, topic, state) (rmqmon_group_queues{{{GT}}})",
+                        "{{consumer_group}} {{topic}} {{state}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Skew",
+                "Most minus fewest queues per subscribing member, per topic.",
+                "none",
+                (
+                    (
+                        f"max by (consumer_group, topic) (rmqmon_group_skew_queues{{{GT}}})",
+                        "{{consumer_group}} {{topic}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Idle and non-subscribing members",
+                "Subscribing members without a queue; members not subscribing.",
+                "none",
+                (
+                    (
+                        f"max by (consumer_group, topic) (rmqmon_group_idle_members{{{GT}}})",
+                        "{{consumer_group}} {{topic}} idle",
+                    ),
+                    (
+                        f"max by (consumer_group, topic) (rmqmon_group_non_subscribing_members{{{GT}}})",
+                        "{{consumer_group}} {{topic}} not subscribing",
+                    ),
+                ),
+            ),
+            Panel(
+                "Rebalances",
+                "Rebalances (new generations) per second.",
+                "cps",
+                (
+                    (
+                        f"sum by (consumer_group) (rate(rmqmon_group_rebalances_total{{{G}}}[$__rate_interval]))",
+                        "{{consumer_group}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Moved queues",
+                "Queues per second whose expected owner changed at a rebalance (churn).",
+                "cps",
+                (
+                    (
+                        f"sum by (consumer_group, topic) (rate(rmqmon_group_moved_queues_total{{{GT}}}[$__rate_interval]))",
+                        "{{consumer_group}} {{topic}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Open anomalies",
+                "Open anomaly episodes of the group by kind.",
+                "none",
+                (
+                    (
+                        f"sum by (consumer_group, anomaly) (rmqmon_group_open_anomalies{{{G}}})",
+                        "{{consumer_group}} {{anomaly}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Broker views diverging",
+                "1 while brokers disagree about the group's members.",
+                "bool",
+                ((f"max by (consumer_group) (rmqmon_group_views_diverging{{{G}}})", "{{consumer_group}}"),),
+            ),
+            Panel(
+                "Last rebalance",
+                "Event time of the group's last rebalance.",
+                "dateTimeFromNow",
+                (
+                    (
+                        f"max by (consumer_group) (rmqmon_group_last_rebalance_timestamp_seconds{{{G}}}) * 1000",
+                        "{{consumer_group}}",
+                    ),
+                ),
+                "stat",
+                12,
+                6,
+            ),
+            Panel(
+                "Generation",
+                "The group's current generation number.",
+                "none",
+                ((f"max by (consumer_group) (rmqmon_group_generation{{{G}}})", "{{consumer_group}}"),),
+                "stat",
+                12,
+                6,
+            ),
+        ],
+        [
+            ("consumer_group", "Consumer group", f"label_values(rmqmon_group_members{{{SEL}}}, consumer_group)"),
+            ("topic", "Topic", f"label_values(rmqmon_group_queues{{{G}}}, topic)"),
+        ],
+    )
 
 
 def broker_faults() -> dict[str, object]:
     bucket = f"rmqmon_broker_send_latency_seconds_bucket{{{B}}}"
-    return dashboard("rmqmon-brokers", "RocketMQ rebalance monitor / Broker faults",
-        "Brokers as producers see them: latency fault isolation, avoidance, send latency by fault-table level.", [
-        Panel("Isolated", "1 while at least one producer's latency fault item makes the broker unavailable.",
-              "bool", ((f"max by (broker) (rmqmon_broker_isolated{{{B}}})", "{{broker}}"),), "state-timeline", 24, 6),
-        Panel("Producers avoiding", "Producers whose fault item makes the broker unavailable now, beside the "
-              "producers that have a fault item for it (they sent to it and were not evicted).", "none",
-              ((f"sum by (broker) (rmqmon_broker_producers_avoiding{{{B}}})", "{{broker}} avoiding"),
-               (f"sum by (broker) (rmqmon_broker_producers_seen{{{B}}})", "{{broker}} seen"))),
-        Panel("Fraction of producers avoiding", "Avoiding producers / producers that sent to the broker.",
-              "percentunit", ((f"max by (broker) (rmqmon_broker_producers_avoiding_ratio{{{B}}})", "{{broker}}"),)),
-        Panel("Send latency heatmap", "Sends per second by latency bucket; buckets are the fault table's "
-              "latencyMax thresholds.", "s", ((f"sum by (le) (rate({bucket}[$__rate_interval]))", "{{le}}"),),
-              "heatmap"),
-        Panel("Send latency p99", "99th percentile of send latency (interpolated within fault-table buckets).", "s",
-              ((f"histogram_quantile(0.99, sum by (broker, le) (rate({bucket}[$__rate_interval])))", "{{broker}}"),)),
-        Panel("Sends slower than 100 ms", "Fraction of sends above 100 ms: from 550 ms on, both fault tables "
-              "isolate the broker.", "percentunit",
-              ((f'1 - sum by (broker) (rate(rmqmon_broker_send_latency_seconds_bucket{{{B}, le="0.1"}}[$__rate_interval]))'
-                f" / sum by (broker) (rate(rmqmon_broker_send_latency_seconds_count{{{B}}}[$__rate_interval]))",
-                "{{broker}}"),)),
-        Panel("Isolation episodes", "Fault windows opened against the broker, per second.", "cps",
-              ((f"sum by (broker) (rate(rmqmon_broker_isolation_episodes_total{{{B}}}[$__rate_interval]))",
-                "{{broker}}"),)),
-        Panel("Avoided until", "End of the broker's latest fault window.", "dateTimeFromNow",
-              ((f"max by (broker) (rmqmon_broker_avoided_until_timestamp_seconds{{{B}}}) * 1000", "{{broker}}"),),
-              "stat"),
-        Panel("Producers with every broker unavailable", "Producers whose fault items isolate every broker.", "none",
-              ((f"max(rmqmon_producers_all_brokers_unavailable{{{SEL}}})", "producers"),), "stat"),
-    ], [("broker", "Broker", f"label_values(rmqmon_broker_isolated{{{SEL}}}, broker)")])  # fmt: skip
+    return dashboard(
+        "rmqmon-brokers",
+        "RocketMQ rebalance monitor / Broker faults",
+        "Brokers as producers see them: latency fault isolation, avoidance, send latency by fault-table level.",
+        [
+            Panel(
+                "Isolated",
+                "1 while at least one producer's latency fault item makes the broker unavailable.",
+                "bool",
+                ((f"max by (broker) (rmqmon_broker_isolated{{{B}}})", "{{broker}}"),),
+                "state-timeline",
+                24,
+                6,
+            ),
+            Panel(
+                "Producers avoiding",
+                "Producers whose fault item makes the broker unavailable now, beside the "
+                "producers that have a fault item for it (they sent to it and were not evicted).",
+                "none",
+                (
+                    (f"sum by (broker) (rmqmon_broker_producers_avoiding{{{B}}})", "{{broker}} avoiding"),
+                    (f"sum by (broker) (rmqmon_broker_producers_seen{{{B}}})", "{{broker}} seen"),
+                ),
+            ),
+            Panel(
+                "Fraction of producers avoiding",
+                "Avoiding producers / producers that sent to the broker.",
+                "percentunit",
+                ((f"max by (broker) (rmqmon_broker_producers_avoiding_ratio{{{B}}})", "{{broker}}"),),
+            ),
+            Panel(
+                "Send latency heatmap",
+                "Sends per second by latency bucket; buckets are the fault table's latencyMax thresholds.",
+                "s",
+                ((f"sum by (le) (rate({bucket}[$__rate_interval]))", "{{le}}"),),
+                "heatmap",
+            ),
+            Panel(
+                "Send latency p99",
+                "99th percentile of send latency (interpolated within fault-table buckets).",
+                "s",
+                ((f"histogram_quantile(0.99, sum by (broker, le) (rate({bucket}[$__rate_interval])))", "{{broker}}"),),
+            ),
+            Panel(
+                "Sends slower than 100 ms",
+                "Fraction of sends above 100 ms: from 550 ms on, both fault tables isolate the broker.",
+                "percentunit",
+                (
+                    (
+                        f'1 - sum by (broker) (rate(rmqmon_broker_send_latency_seconds_bucket{{{B}, le="0.1"}}[$__rate_interval]))'
+                        f" / sum by (broker) (rate(rmqmon_broker_send_latency_seconds_count{{{B}}}[$__rate_interval]))",
+                        "{{broker}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Isolation episodes",
+                "Fault windows opened against the broker, per second.",
+                "cps",
+                (
+                    (
+                        f"sum by (broker) (rate(rmqmon_broker_isolation_episodes_total{{{B}}}[$__rate_interval]))",
+                        "{{broker}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Avoided until",
+                "End of the broker's latest fault window.",
+                "dateTimeFromNow",
+                ((f"max by (broker) (rmqmon_broker_avoided_until_timestamp_seconds{{{B}}}) * 1000", "{{broker}}"),),
+                "stat",
+            ),
+            Panel(
+                "Producers with every broker unavailable",
+                "Producers whose fault items isolate every broker.",
+                "none",
+                ((f"max(rmqmon_producers_all_brokers_unavailable{{{SEL}}})", "producers"),),
+                "stat",
+            ),
+        ],
+        [("broker", "Broker", f"label_values(rmqmon_broker_isolated{{{SEL}}}, broker)")],
+    )
 
 
 def monitor_health() -> dict[str, object]:
-    return dashboard("rmqmon-health", "RocketMQ rebalance monitor / Monitor health",
-        "The monitor job itself: freshness, throughput, batch duration, state, Kafka lag, rejected and late input.", [
-        Panel("Up", "1 while the job's queries run (rmqmon_up) and Prometheus scrapes the driver (up).", "bool",
-              ((f"max(rmqmon_up{{{SEL}}})", "queries running"), (f"max(up{{{SEL}}})", "scraped")), "stat", 8, 5),
-        Panel("Build", "Monitor and Spark versions (rmqmon_build_info).", "none",
-              ((f"max by (version, spark_version) (rmqmon_build_info{{{SEL}}})", "{{version}} / Spark {{spark_version}}"),),
-              "stat", 8, 5),
-        Panel("Series dropped by the label cap", "Updates per second not exported because a metric reached "
-              "metrics.label_value_cap groups or brokers.", "cps",
-              ((f"sum(rate(rmqmon_label_values_dropped_total{{{SEL}}}[$__rate_interval])) or vector(0)", "dropped"),),
-              "stat", 8, 5),
-        Panel("Seconds since last batch", "Wall time since each query's last micro-batch finished.", "s",
-              ((f"time() - max by (query) (rmqmon_last_batch_timestamp_seconds{{{Q}}})", "{{query}}"),)),
-        Panel("Watermark lag", "Wall time minus each query's event-time watermark.", "s",
-              ((f"time() - max by (query) (rmqmon_watermark_timestamp_seconds{{{Q}}})", "{{query}}"),)),
-        Panel("Input and processed rows", "Rows read per second, and the rows per second the last batch processed.",
-              "cps", ((f"sum by (query) (rate(rmqmon_input_rows_total{{{Q}}}[$__rate_interval]))", "{{query}} input"),
-                      (f"max by (query) (rmqmon_processed_rows_per_second{{{Q}}})", "{{query}} processed"))),
-        Panel("Batch duration", "Duration of each query's last micro-batch.", "s",
-              ((f"max by (query) (rmqmon_batch_duration_seconds{{{Q}}})", "{{query}}"),)),
-        Panel("State rows", "Rows in each query's state store.", "none",
-              ((f"sum by (query) (rmqmon_state_rows{{{Q}}})", "{{query}}"),)),
-        Panel("State memory", "Memory used by each query's state store.", "bytes",
-              ((f"sum by (query) (rmqmon_state_memory_bytes{{{Q}}})", "{{query}}"),)),
-        Panel("Kafka offsets behind", "Offsets behind the latest, summed over partitions.", "none",
-              ((f"sum by (query) (rmqmon_kafka_offsets_behind{{{Q}}})", "{{query}}"),)),
-        Panel("Dead letters", "Rejected input records per second by query and reason.", "cps",
-              ((f"sum by (query, reason) (rate(rmqmon_dead_letters_total{{{Q}}}[$__rate_interval]))",
-                "{{query}} {{reason}}"),)),
-        Panel("Late events", "Late input per second by query and reason.", "cps",
-              ((f"sum by (query, reason) (rate(rmqmon_late_events_total{{{Q}}}[$__rate_interval]))",
-                "{{query}} {{reason}}"),)),
-    ], [("query", "Query", f"label_values(rmqmon_batch_duration_seconds{{{SEL}}}, query)")])  # fmt: skip
+    return dashboard(
+        "rmqmon-health",
+        "RocketMQ rebalance monitor / Monitor health",
+        "The monitor job itself: freshness, throughput, batch duration, state, Kafka lag, rejected and late input.",
+        [
+            Panel(
+                "Up",
+                "1 while the job's queries run (rmqmon_up) and Prometheus scrapes the driver (up).",
+                "bool",
+                ((f"max(rmqmon_up{{{SEL}}})", "queries running"), (f"max(up{{{SEL}}})", "scraped")),
+                "stat",
+                8,
+                5,
+            ),
+            Panel(
+                "Build",
+                "Monitor and Spark versions (rmqmon_build_info).",
+                "none",
+                (
+                    (
+                        f"max by (version, spark_version) (rmqmon_build_info{{{SEL}}})",
+                        "{{version}} / Spark {{spark_version}}",
+                    ),
+                ),
+                "stat",
+                8,
+                5,
+            ),
+            Panel(
+                "Series dropped by the label cap",
+                "Updates per second not exported because a metric reached metrics.label_value_cap groups or brokers.",
+                "cps",
+                ((f"sum(rate(rmqmon_label_values_dropped_total{{{SEL}}}[$__rate_interval])) or vector(0)", "dropped"),),
+                "stat",
+                8,
+                5,
+            ),
+            Panel(
+                "Seconds since last batch",
+                "Wall time since each query's last micro-batch finished.",
+                "s",
+                ((f"time() - max by (query) (rmqmon_last_batch_timestamp_seconds{{{Q}}})", "{{query}}"),),
+            ),
+            Panel(
+                "Watermark lag",
+                "Wall time minus each query's event-time watermark.",
+                "s",
+                ((f"time() - max by (query) (rmqmon_watermark_timestamp_seconds{{{Q}}})", "{{query}}"),),
+            ),
+            Panel(
+                "Input and processed rows",
+                "Rows read per second, and the rows per second the last batch processed.",
+                "cps",
+                (
+                    (f"sum by (query) (rate(rmqmon_input_rows_total{{{Q}}}[$__rate_interval]))", "{{query}} input"),
+                    (f"max by (query) (rmqmon_processed_rows_per_second{{{Q}}})", "{{query}} processed"),
+                ),
+            ),
+            Panel(
+                "Batch duration",
+                "Duration of each query's last micro-batch.",
+                "s",
+                ((f"max by (query) (rmqmon_batch_duration_seconds{{{Q}}})", "{{query}}"),),
+            ),
+            Panel(
+                "State rows",
+                "Rows in each query's state store.",
+                "none",
+                ((f"sum by (query) (rmqmon_state_rows{{{Q}}})", "{{query}}"),),
+            ),
+            Panel(
+                "State memory",
+                "Memory used by each query's state store.",
+                "bytes",
+                ((f"sum by (query) (rmqmon_state_memory_bytes{{{Q}}})", "{{query}}"),),
+            ),
+            Panel(
+                "Kafka offsets behind",
+                "Offsets behind the latest, summed over partitions.",
+                "none",
+                ((f"sum by (query) (rmqmon_kafka_offsets_behind{{{Q}}})", "{{query}}"),),
+            ),
+            Panel(
+                "Dead letters",
+                "Rejected input records per second by query and reason.",
+                "cps",
+                (
+                    (
+                        f"sum by (query, reason) (rate(rmqmon_dead_letters_total{{{Q}}}[$__rate_interval]))",
+                        "{{query}} {{reason}}",
+                    ),
+                ),
+            ),
+            Panel(
+                "Late events",
+                "Late input per second by query and reason.",
+                "cps",
+                (
+                    (
+                        f"sum by (query, reason) (rate(rmqmon_late_events_total{{{Q}}}[$__rate_interval]))",
+                        "{{query}} {{reason}}",
+                    ),
+                ),
+            ),
+        ],
+        [("query", "Query", f"label_values(rmqmon_batch_duration_seconds{{{SEL}}}, query)")],
+    )
 
 
 DASHBOARDS = {

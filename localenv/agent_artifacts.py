@@ -61,8 +61,9 @@ def _remove_unused(builds: Iterable[Path]) -> None:
 
 def _local_repository_jar() -> Path:
     group, artifact, version = AGENT_COORDINATES
-    return (Path.home() / ".m2" / "repository" / group.replace(".", "/") / artifact / version
-            / f"{artifact}-{version}.jar")  # fmt: skip
+    return (
+        Path.home() / ".m2" / "repository" / group.replace(".", "/") / artifact / version / f"{artifact}-{version}.jar"
+    )
 
 
 def agent() -> AgentBuild:
@@ -82,10 +83,17 @@ def _build_agent(target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".agent-", dir=target.parent))
     command = [
-        "mvn", "-B", "-q", "-f", str(AGENT_MODULE / "pom.xml"),
+        "mvn",
+        "-B",
+        "-q",
+        "-f",
+        str(AGENT_MODULE / "pom.xml"),
         f"-Dagent.build.directory={staging / 'build'}",
-        "install", "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={staging / 'lib'}",
-    ]  # fmt: skip
+        "install",
+        "dependency:copy-dependencies",
+        "-DincludeScope=runtime",
+        f"-DoutputDirectory={staging / 'lib'}",
+    ]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
@@ -117,10 +125,22 @@ def test_clients_jar(line: str) -> Path:
     with tempfile.TemporaryDirectory(prefix=".build-", dir=target.parent) as work:
         classpath = ":".join(str(p) for p in [*jvm_artifacts.jars(profile), build.jar, *build.libraries])
         compiled = subprocess.run(
-            ["javac", "--release", "8", "-nowarn", "-encoding", "UTF-8", "-cp", classpath, "-d", f"{work}/classes",
-             *map(str, sources)],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                "javac",
+                "--release",
+                "8",
+                "-nowarn",
+                "-encoding",
+                "UTF-8",
+                "-cp",
+                classpath,
+                "-d",
+                f"{work}/classes",
+                *map(str, sources),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if compiled.returncode != 0:
             raise ArtifactError("javac failed on jvm/testclients: " + compiled.stderr.strip()[-2000:])
         staging = Path(work) / target.name

@@ -184,10 +184,21 @@ class LocalKafkaBroker:
     def _format(self, classpath: str, config: Path, data_dir: Path) -> None:
         cluster_id = new_cluster_id()
         result = subprocess.run(
-            ["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "--standalone",
-             "-t", cluster_id, "-c", str(config)],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                "java",
+                "-cp",
+                classpath,
+                "kafka.tools.StorageTool",
+                "format",
+                "--standalone",
+                "-t",
+                cluster_id,
+                "-c",
+                str(config),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
             raise KafkaBrokerError(f"formatting Kafka storage in {data_dir} failed: {result.stderr.strip()}")
 
@@ -198,9 +209,7 @@ class LocalKafkaBroker:
         last_error: Exception | None = None
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise KafkaBrokerError(
-                    f"Kafka broker exited with code {process.returncode}; see {self.home / 'logs'}"
-                )
+                raise KafkaBrokerError(f"Kafka broker exited with code {process.returncode}; see {self.home / 'logs'}")
             if port_is_open(info.port):
                 try:
                     admin = KafkaAdminClient(bootstrap_servers=info.bootstrap_servers, request_timeout_ms=5000)
@@ -225,8 +234,11 @@ def create_topics(bootstrap_servers: str, topics: Iterable[str], partitions: int
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **client_options)
     try:
         existing = set(admin.list_topics())
-        wanted = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in dict.fromkeys(topics)
-                  if t not in existing]
+        wanted = [
+            NewTopic(t, num_partitions=partitions, replication_factor=1)
+            for t in dict.fromkeys(topics)
+            if t not in existing
+        ]
         if wanted:
             try:
                 admin.create_topics(wanted)

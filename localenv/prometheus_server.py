@@ -119,11 +119,19 @@ class LocalPrometheus:
         config.write_text(self.config_text())
         log = open(self.home / "prometheus.log", "ab")  # noqa: SIM115 - owned by the child process
         process = subprocess.Popen(
-            [str(self.binary), f"--config.file={config}", f"--storage.tsdb.path={self.home / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1d",
-             "--web.enable-lifecycle"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            [
+                str(self.binary),
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.home / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--storage.tsdb.retention.time=1d",
+                "--web.enable-lifecycle",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         info = PrometheusInfo(process.pid, port, str(self.home))
         self._state_path.write_text(json.dumps(info.__dict__))
         try:

@@ -36,14 +36,25 @@ class ClientProcessError(RuntimeError):
 class ClientProcess:
     """A test client JVM: ``mode`` is ``consumer``, ``producer`` or ``bench``; ``options`` its ``--name value``s."""
 
-    def __init__(self, line: str, mode: str, log_dir: Path, *, agent: Mapping[str, str] | None = None,
-                 jvm_properties: Mapping[str, str] | None = None, **options: object) -> None:  # fmt: skip
+    def __init__(
+        self,
+        line: str,
+        mode: str,
+        log_dir: Path,
+        *,
+        agent: Mapping[str, str] | None = None,
+        jvm_properties: Mapping[str, str] | None = None,
+        **options: object,
+    ) -> None:
         self.line, self.mode = line, mode
         self.log_dir = Path(log_dir)
         self.agent = dict(agent) if agent is not None else None
         self.jvm_properties = dict(jvm_properties or {})
-        self.options = {k.replace("_", "-"): str(v).lower() if isinstance(v, bool) else str(v)
-                        for k, v in options.items() if v is not None}  # fmt: skip
+        self.options = {
+            k.replace("_", "-"): str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in options.items()
+            if v is not None
+        }
         self.lines: list[Line] = []
         self._changed = threading.Condition()
         self._process: subprocess.Popen[str] | None = None
@@ -52,14 +63,25 @@ class ClientProcess:
 
     def command(self) -> list[str]:
         classpath = os.pathsep.join(str(p) for p in agent_artifacts.client_classpath(self.line))
-        properties = {"rocketmq.client.logRoot": str(self.log_dir / "rocketmq-logs"),
-                      "rocketmq.client.logLevel": "WARN", **self.jvm_properties}  # fmt: skip
+        properties = {
+            "rocketmq.client.logRoot": str(self.log_dir / "rocketmq-logs"),
+            "rocketmq.client.logLevel": "WARN",
+            **self.jvm_properties,
+        }
         if self.agent is not None:
             properties.update({f"rrm.agent.{k}": v for k, v in self.agent.items()})
         flat = [item for name, value in self.options.items() for item in (f"--{name}", value)]
-        return ["java", *SMALL_JVM, *(f"-D{k}={v}" for k, v in properties.items()), "-cp", classpath,
-                agent_artifacts.TEST_CLIENT_MAIN, self.mode, *flat,
-                *(["--agent", "true"] if self.agent is not None and self.mode != "bench" else [])]  # fmt: skip
+        return [
+            "java",
+            *SMALL_JVM,
+            *(f"-D{k}={v}" for k, v in properties.items()),
+            "-cp",
+            classpath,
+            agent_artifacts.TEST_CLIENT_MAIN,
+            self.mode,
+            *flat,
+            *(["--agent", "true"] if self.agent is not None and self.mode != "bench" else []),
+        ]
 
     def start(self, timeout_s: float = 60.0) -> ClientProcess:
         """Start the JVM and wait for its ``started`` line (for ``bench``: nothing to wait for)."""
@@ -73,8 +95,9 @@ class ClientProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         stderr = open(self.log_dir / f"{self.mode}-{time.monotonic_ns()}.stderr", "w")  # noqa: SIM115
         self._stderr_path = Path(stderr.name)
-        self._process = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                         start_new_session=True)  # fmt: skip
+        self._process = subprocess.Popen(
+            self.command(), stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
+        )
         stderr.close()
         self._reader = threading.Thread(target=self._read, name=f"client-{self.mode}", daemon=True)
         self._reader.start()
@@ -120,11 +143,16 @@ class ClientProcess:
                     if predicate(line):
                         return line
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or (self._process is not None and self._process.poll() is not None
-                                      and not (self._reader and self._reader.is_alive())):  # fmt: skip
-                    raise ClientProcessError(f"{self.mode} ({self.line}): no matching line in {timeout_s} s; "
-                                             f"exit {self._process.poll() if self._process else None}; "
-                                             f"stderr: {self.stderr_tail()}")  # fmt: skip
+                if remaining <= 0 or (
+                    self._process is not None
+                    and self._process.poll() is not None
+                    and not (self._reader and self._reader.is_alive())
+                ):
+                    raise ClientProcessError(
+                        f"{self.mode} ({self.line}): no matching line in {timeout_s} s; "
+                        f"exit {self._process.poll() if self._process else None}; "
+                        f"stderr: {self.stderr_tail()}"
+                    )
                 self._changed.wait(min(remaining, 0.5))
 
     def wait_exit(self, timeout_s: float) -> int:
@@ -173,16 +201,38 @@ class ClientProcess:
         self.stop()
 
 
-def consumer_process(line: str, log_dir: Path, *, namesrv: str, group: str, topics: str, instance_name: str,
-                     client_ip: str | None = None, strategy: str = "AVG", model: str = "CLUSTERING",
-                     timings: TestSpeedOptions = TEST_SPEED, agent: Mapping[str, str] | None = None,
-                     client_rebalance: bool = True) -> ClientProcess:  # fmt: skip
+def consumer_process(
+    line: str,
+    log_dir: Path,
+    *,
+    namesrv: str,
+    group: str,
+    topics: str,
+    instance_name: str,
+    client_ip: str | None = None,
+    strategy: str = "AVG",
+    model: str = "CLUSTERING",
+    timings: TestSpeedOptions = TEST_SPEED,
+    agent: Mapping[str, str] | None = None,
+    client_rebalance: bool = True,
+) -> ClientProcess:
     """A push consumer of client line ``line`` (not started) subscribing ``topics`` (comma-separated), with the
     heartbeat interval and rebalance wait interval of ``timings`` set on it explicitly, and the client agent's
     reporter when ``agent`` gives its settings. ``client_rebalance=False`` (line 5 only): the consumer asks the
     broker for its queues (``QUERY_ASSIGNMENT``), and pops them when the broker has the group in POP mode."""
-    return ClientProcess(line, "consumer", log_dir, agent=agent, jvm_properties=timings.client_jvm_properties(),
-                         namesrv=namesrv, group=group, topics=topics, strategy=strategy, model=model,
-                         instance_name=instance_name, client_ip=client_ip,
-                         heartbeat_ms=timings.client_heartbeat_interval_ms,
-                         client_rebalance=None if client_rebalance else False)  # fmt: skip
+    return ClientProcess(
+        line,
+        "consumer",
+        log_dir,
+        agent=agent,
+        jvm_properties=timings.client_jvm_properties(),
+        namesrv=namesrv,
+        group=group,
+        topics=topics,
+        strategy=strategy,
+        model=model,
+        instance_name=instance_name,
+        client_ip=client_ip,
+        heartbeat_ms=timings.client_heartbeat_interval_ms,
+        client_rebalance=None if client_rebalance else False,
+    )

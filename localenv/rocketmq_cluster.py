@@ -72,8 +72,9 @@ class TestSpeedOptions:
 USER_DEFAULTS = TestSpeedOptions()
 """RocketMQ's own timings: what ``rebalance-monitor rocketmq start`` runs."""
 
-TEST_SPEED = TestSpeedOptions(channel_expired_timeout_ms=15_000, client_heartbeat_interval_ms=3_000,
-                              rebalance_wait_interval_ms=2_000)  # fmt: skip
+TEST_SPEED = TestSpeedOptions(
+    channel_expired_timeout_ms=15_000, client_heartbeat_interval_ms=3_000, rebalance_wait_interval_ms=2_000
+)
 """The settings the test tier uses (a frozen 5.x client expires in about 20 s instead of about 110 s)."""
 
 
@@ -92,15 +93,13 @@ class AclAccount:
         return {
             "authenticationEnabled": "true",
             "authenticationProvider": "org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider",
-            "authenticationMetadataProvider":
-                "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider",
+            "authenticationMetadataProvider": "org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider",  # noqa: E501 (a class name)
             "authorizationEnabled": "true",
             "authorizationProvider": "org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider",
-            "authorizationMetadataProvider":
-                "org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider",
+            "authorizationMetadataProvider": "org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider",  # noqa: E501 (a class name)
             "initAuthenticationUser": user,
             "innerClientAuthenticationCredentials": inner,
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)
@@ -181,8 +180,12 @@ class LocalRocketMQCluster:
     def _recorded(self) -> ClusterInfo | None:
         try:
             data = json.loads(self._state_path.read_text())
-            return ClusterInfo(data["line"], data["home"], ProcessInfo(**data["namesrv"]),
-                               {name: ProcessInfo(**p) for name, p in data["brokers"].items()})  # fmt: skip
+            return ClusterInfo(
+                data["line"],
+                data["home"],
+                ProcessInfo(**data["namesrv"]),
+                {name: ProcessInfo(**p) for name, p in data["brokers"].items()},
+            )
         except (OSError, ValueError, TypeError, KeyError):
             return None
 
@@ -214,8 +217,9 @@ class LocalRocketMQCluster:
         """Create a subscription group on each broker (a group the brokers know without any consumer)."""
         self.admin("create-group", self.namesrv_addr, group, ",".join(brokers))
 
-    def set_pop_mode(self, topic: str, group: str, pop_share_queue_num: int = -1,
-                     brokers: tuple[str, ...] = BROKER_NAMES) -> None:  # fmt: skip
+    def set_pop_mode(
+        self, topic: str, group: str, pop_share_queue_num: int = -1, brokers: tuple[str, ...] = BROKER_NAMES
+    ) -> None:
         """Put ``group`` in POP mode for ``topic`` on each broker (5.x): its push consumers without client
         rebalance then pop. A ``pop_share_queue_num`` of -1 (or at least the group's size less one) has every
         consumer pop every broker's queues."""
@@ -294,24 +298,44 @@ class LocalRocketMQCluster:
         self._record(ClusterInfo(info.line, info.home, info.namesrv, brokers))
         self.admin("wait-brokers", info.namesrv_addr, name, str(int(timeout_s * 1000)), timeout_s=timeout_s + 30)
 
-    def create_topic(self, topic: str, queues: int, brokers: tuple[str, ...] = BROKER_NAMES,
-                     timeout_s: float = 120.0) -> None:  # fmt: skip
+    def create_topic(
+        self, topic: str, queues: int, brokers: tuple[str, ...] = BROKER_NAMES, timeout_s: float = 120.0
+    ) -> None:
         """Create ``topic`` with ``queues`` read and write queues on each broker's master through the admin
         client, and wait until its route lists every one of them."""
         info = self._require()
-        self.admin("create-topic", info.namesrv_addr, topic, str(queues), ",".join(brokers),
-                   str(int(timeout_s * 1000)), timeout_s=timeout_s + 30)  # fmt: skip
+        self.admin(
+            "create-topic",
+            info.namesrv_addr,
+            topic,
+            str(queues),
+            ",".join(brokers),
+            str(int(timeout_s * 1000)),
+            timeout_s=timeout_s + 30,
+        )
 
     def admin(self, *args: str, timeout_s: float = 60.0, attempts: int = 3) -> dict:
         """Run one ``ClusterAdmin`` command (RocketMQ's admin client in a short-lived JVM); its JSON answer.
 
         Every command is idempotent, so one that fails (a broker answering late on a busy machine) is run again,
         up to ``attempts`` times."""
-        signed = [] if self.acl is None else [f"-Drrm.admin.access.key={self.acl.access_key}",
-                                              f"-Drrm.admin.secret.key={self.acl.secret_key}"]  # fmt: skip
-        command = ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *signed,
-                   f"-Duser.home={self.home / 'admin'}", "-cp", jvm_artifacts.collector_classpath(),
-                   "io.github.rrm.collector.ClusterAdmin", *args]  # fmt: skip
+        signed = (
+            []
+            if self.acl is None
+            else [f"-Drrm.admin.access.key={self.acl.access_key}", f"-Drrm.admin.secret.key={self.acl.secret_key}"]
+        )
+        command = [
+            "java",
+            "-Xmx128m",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            *signed,
+            f"-Duser.home={self.home / 'admin'}",
+            "-cp",
+            jvm_artifacts.collector_classpath(),
+            "io.github.rrm.collector.ClusterAdmin",
+            *args,
+        ]
         reason = "no attempt"
         for _ in range(attempts):
             try:
@@ -322,8 +346,9 @@ class LocalRocketMQCluster:
             if result.returncode == 0:
                 return json.loads(result.stdout.strip().splitlines()[-1])
             reason = (result.stderr.strip().splitlines()[-1:] or ["no output"])[0]
-        raise RocketMQClusterError(f"admin command {args[0]} failed {attempts} times, last: {reason}; logs in "
-                                   f"{self.home}")  # fmt: skip
+        raise RocketMQClusterError(
+            f"admin command {args[0]} failed {attempts} times, last: {reason}; logs in {self.home}"
+        )
 
     # -- helpers --------------------------------------------------------------------------------
     def _require(self) -> ClusterInfo:
@@ -355,16 +380,29 @@ class LocalRocketMQCluster:
         log_dir.mkdir(parents=True, exist_ok=True)
         stdout = open(log_dir / "stdout.log", "ab")  # noqa: SIM115 - owned by the child process
         command = [
-            "java", "-Xms128m", f"-Xmx{self._heap}", "-XX:MaxDirectMemorySize=256m", "-XX:+UseG1GC",
-            f"-Duser.home={process_home}", f"-Drocketmq.home.dir={process_home}",
-            "-Djava.net.preferIPv4Stack=true", "-Djava.awt.headless=true",
+            "java",
+            "-Xms128m",
+            f"-Xmx{self._heap}",
+            "-XX:MaxDirectMemorySize=256m",
+            "-XX:+UseG1GC",
+            f"-Duser.home={process_home}",
+            f"-Drocketmq.home.dir={process_home}",
+            "-Djava.net.preferIPv4Stack=true",
+            "-Djava.awt.headless=true",
             # 4.9.x unmaps store files through java.nio internals (at shutdown, for one).
-            "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-            "-cp", str(jvm_artifacts.jar_dir(PROFILE_BY_LINE[self.line]) / "*"),
-            main_class, "-c", str(conf),
-        ]  # fmt: skip
-        process = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)  # fmt: skip
+            "--add-opens",
+            "java.base/java.nio=ALL-UNNAMED",
+            "--add-opens",
+            "java.base/sun.nio.ch=ALL-UNNAMED",
+            "-cp",
+            str(jvm_artifacts.jar_dir(PROFILE_BY_LINE[self.line]) / "*"),
+            main_class,
+            "-c",
+            str(conf),
+        ]
+        process = subprocess.Popen(
+            command, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         return process.pid
 
     def _launch_namesrv(self, port: int) -> int:
@@ -379,14 +417,25 @@ class LocalRocketMQCluster:
     def _launch_broker(self, name: str, port: int, namesrv_addr: str) -> int:
         store = self.home / name / "store"
         settings: dict[str, object] = {
-            "brokerClusterName": CLUSTER_NAME, "brokerName": name, "brokerId": 0, "brokerRole": "ASYNC_MASTER",
-            "flushDiskType": "ASYNC_FLUSH", "namesrvAddr": namesrv_addr, "brokerIP1": "127.0.0.1",
-            "brokerIP2": "127.0.0.1", "listenPort": port, "storePathRootDir": store,
-            "storePathCommitLog": store / "commitlog", "autoCreateTopicEnable": "true",
-            "autoCreateSubscriptionGroup": "true", "mappedFileSizeCommitLog": 67_108_864,
-            "mappedFileSizeConsumeQueue": 300_000, "mappedFileSizeConsumeQueueExt": 4_194_304,
-            "maxHashSlotNum": 10_000, "maxIndexNum": 40_000,
-        }  # fmt: skip
+            "brokerClusterName": CLUSTER_NAME,
+            "brokerName": name,
+            "brokerId": 0,
+            "brokerRole": "ASYNC_MASTER",
+            "flushDiskType": "ASYNC_FLUSH",
+            "namesrvAddr": namesrv_addr,
+            "brokerIP1": "127.0.0.1",
+            "brokerIP2": "127.0.0.1",
+            "listenPort": port,
+            "storePathRootDir": store,
+            "storePathCommitLog": store / "commitlog",
+            "autoCreateTopicEnable": "true",
+            "autoCreateSubscriptionGroup": "true",
+            "mappedFileSizeCommitLog": 67_108_864,
+            "mappedFileSizeConsumeQueue": 300_000,
+            "mappedFileSizeConsumeQueueExt": 4_194_304,
+            "maxHashSlotNum": 10_000,
+            "maxIndexNum": 40_000,
+        }
         if self.line == "5":
             settings |= {"bindAddress": "127.0.0.1", "mappedFileSizeTimerLog": 8_388_608, "timerMaxDelaySec": 3_600}
             if self.test_speed.channel_expired_timeout_ms is not None:

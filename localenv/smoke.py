@@ -46,8 +46,9 @@ def produce_events(bootstrap_servers: str, topic: str, count: int) -> list[dict[
     return events
 
 
-def start_kafka_to_delta(session: SparkSession, bootstrap_servers: str, topic: str, table: str,
-                         checkpoint: str, available_now: bool = True) -> StreamingQuery:  # fmt: skip
+def start_kafka_to_delta(
+    session: SparkSession, bootstrap_servers: str, topic: str, table: str, checkpoint: str, available_now: bool = True
+) -> StreamingQuery:
     """A streaming query parsing the topic's JSON into ``table``, exactly once per micro-batch."""
     from pyspark.sql import functions as F
 
@@ -73,8 +74,9 @@ def read_table(session: SparkSession, table: str) -> list[dict[str, object]]:
     return [row.asDict() for row in session.read.format("delta").load(table).orderBy("seq").collect()]
 
 
-def run_smoke(session: SparkSession, bootstrap_servers: str, work_dir: Path, topic: str = "rrm.smoke",
-              count: int = 20) -> SmokeResult:  # fmt: skip
+def run_smoke(
+    session: SparkSession, bootstrap_servers: str, work_dir: Path, topic: str = "rrm.smoke", count: int = 20
+) -> SmokeResult:
     from localenv.kafka_broker import create_topics
 
     create_topics(bootstrap_servers, [topic])

@@ -26,8 +26,17 @@ from connectors.processes import free_port, pid_alive, port_is_open
 
 _STATE_FILE = "cluster.json"
 # Variables of the caller's shell that would leak into the daemons and, through them, into executors.
-_NOT_INHERITED = ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME", "SPARK_CONF_DIR",
-                  "SPARK_LOCAL_DIRS", "SPARK_WORKER_DIR", "SPARK_MASTER_HOST", "SPARK_MASTER_PORT")  # fmt: skip
+_NOT_INHERITED = (
+    "PYTHONPATH",
+    "PYSPARK_PYTHON",
+    "PYSPARK_DRIVER_PYTHON",
+    "SPARK_HOME",
+    "SPARK_CONF_DIR",
+    "SPARK_LOCAL_DIRS",
+    "SPARK_WORKER_DIR",
+    "SPARK_MASTER_HOST",
+    "SPARK_MASTER_PORT",
+)
 
 
 def default_home() -> Path:
@@ -128,8 +137,11 @@ class LocalSparkCluster:
 
     def _alive_webui_ports(self) -> list[str]:
         """The web UI port of every worker the master counts ALIVE now."""
-        return [worker.get("webuiaddress", "").rsplit(":", 1)[-1]
-                for worker in self.status().get("workers", []) if worker.get("state") == "ALIVE"]  # fmt: skip
+        return [
+            worker.get("webuiaddress", "").rsplit(":", 1)[-1]
+            for worker in self.status().get("workers", [])
+            if worker.get("state") == "ALIVE"
+        ]
 
     def alive_workers(self) -> int:
         """How many workers the master counts ALIVE now."""
@@ -160,9 +172,15 @@ class LocalSparkCluster:
         for wanted in {port, webui_port}:
             if port_is_open(wanted):
                 raise SparkClusterError(f"port {wanted} on 127.0.0.1 is already in use; choose another")
-        master = ProcessInfo(self._launch("master", "org.apache.spark.deploy.master.Master",
-                                          ["--host", "127.0.0.1", "--port", str(port), "--webui-port",
-                                           str(webui_port)]), port, webui_port)  # fmt: skip
+        master = ProcessInfo(
+            self._launch(
+                "master",
+                "org.apache.spark.deploy.master.Master",
+                ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui_port)],
+            ),
+            port,
+            webui_port,
+        )
         info = ClusterInfo(str(self.home), master)
         self._record(info)
         try:
@@ -172,8 +190,12 @@ class LocalSparkCluster:
                 workers.append(self._launch_worker(index, info.master_url))
                 info = ClusterInfo(str(self.home), master, list(workers))
                 self._record(info)
-            self._wait(lambda: self.registered(workers), [p.pid for p in [master, *workers]],
-                       f"{self._workers} workers registered", timeout_s)  # fmt: skip
+            self._wait(
+                lambda: self.registered(workers),
+                [p.pid for p in [master, *workers]],
+                f"{self._workers} workers registered",
+                timeout_s,
+            )
         except BaseException:
             self.stop()
             raise
@@ -215,8 +237,9 @@ class LocalSparkCluster:
             worker = self._launch_worker(index, info.master_url)
             workers = [worker if i == index else w for i, w in enumerate(info.workers)]
             self._record(ClusterInfo(info.home, info.master, workers))
-        self._wait(lambda: self.registered([worker]), [info.master.pid, worker.pid], f"worker-{index} registered",
-                   timeout_s)  # fmt: skip
+        self._wait(
+            lambda: self.registered([worker]), [info.master.pid, worker.pid], f"worker-{index} registered", timeout_s
+        )
         return worker
 
     # -- helpers --------------------------------------------------------------------------------
@@ -231,9 +254,23 @@ class LocalSparkCluster:
         work_dir = self.home / name / "work"
         work_dir.mkdir(parents=True, exist_ok=True)
         webui_port = free_port()
-        pid = self._launch(name, "org.apache.spark.deploy.worker.Worker",
-                           ["--host", "127.0.0.1", "--webui-port", str(webui_port), "--cores", str(self._worker_cores),
-                            "--memory", self._worker_memory, "--work-dir", str(work_dir), master_url])  # fmt: skip
+        pid = self._launch(
+            name,
+            "org.apache.spark.deploy.worker.Worker",
+            [
+                "--host",
+                "127.0.0.1",
+                "--webui-port",
+                str(webui_port),
+                "--cores",
+                str(self._worker_cores),
+                "--memory",
+                self._worker_memory,
+                "--work-dir",
+                str(work_dir),
+                master_url,
+            ],
+        )
         return ProcessInfo(pid, 0, webui_port)
 
     def _launch(self, name: str, main_class: str, args: list[str]) -> int:
@@ -246,17 +283,27 @@ class LocalSparkCluster:
         for directory in (log_dir, scratch):
             directory.mkdir(parents=True, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-        env |= {"SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": self._daemon_memory,
-                "SPARK_LOCAL_DIRS": str(scratch)}  # fmt: skip
+        env |= {
+            "SPARK_HOME": str(home),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_DAEMON_MEMORY": self._daemon_memory,
+            "SPARK_LOCAL_DIRS": str(scratch),
+        }
         # A configuration directory of the cluster's own, so a user's spark-env.sh or spark-defaults.conf
         # (in pyspark's conf/ or $SPARK_CONF_DIR) cannot change it.
         conf_dir = self.home / "conf"
         conf_dir.mkdir(parents=True, exist_ok=True)
         env["SPARK_CONF_DIR"] = str(conf_dir)
         output = open(log_dir / "stdout.log", "ab")  # noqa: SIM115 - owned by the child process
-        process = subprocess.Popen([str(home / "bin" / "spark-class"), main_class, *args], env=env, stdout=output,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.home / name,
-                                   start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            [str(home / "bin" / "spark-class"), main_class, *args],
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.home / name,
+            start_new_session=True,
+        )
         output.close()
         return process.pid
 

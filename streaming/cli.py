@@ -77,14 +77,20 @@ def _spark_cluster_action(args: argparse.Namespace) -> int:
     from localenv.spark_cluster import LocalSparkCluster
 
     if args.action == "start":
-        cluster = LocalSparkCluster(args.home, master_port=args.master_port, webui_port=args.webui_port,
-                                    workers=args.workers, worker_cores=args.worker_cores,
-                                    worker_memory=args.worker_memory)  # fmt: skip
-        print(f"starting a Spark standalone cluster (master, {args.workers} workers) in {cluster.home} ...",
-              flush=True)  # fmt: skip
+        cluster = LocalSparkCluster(
+            args.home,
+            master_port=args.master_port,
+            webui_port=args.webui_port,
+            workers=args.workers,
+            worker_cores=args.worker_cores,
+            worker_memory=args.worker_memory,
+        )
+        print(f"starting a Spark standalone cluster (master, {args.workers} workers) in {cluster.home} ...", flush=True)
         info = cluster.start()
-        print(f"Spark cluster running: master {info.master_url} (pid {info.master.pid}, status "
-              f"{info.webui_url}/json/), workers " + ", ".join(f"pid {w.pid}" for w in info.workers))
+        print(
+            f"Spark cluster running: master {info.master_url} (pid {info.master.pid}, status "
+            f"{info.webui_url}/json/), workers " + ", ".join(f"pid {w.pid}" for w in info.workers)
+        )
         return 0
     cluster = LocalSparkCluster(args.home)
     if args.action == "stop":
@@ -96,9 +102,13 @@ def _spark_cluster_action(args: argparse.Namespace) -> int:
             return 3
         running = cluster.running_workers()
         alive = cluster.alive_workers()
-        print(f"running: master {info.master_url} (pid {info.master.pid}), {alive} of {len(info.workers)} workers "
-              "ALIVE; " + ", ".join(f"worker-{i} pid {w.pid} {'up' if i in running else 'DOWN'}"
-                                    for i, w in enumerate(info.workers)))  # fmt: skip
+        print(
+            f"running: master {info.master_url} (pid {info.master.pid}), {alive} of {len(info.workers)} workers "
+            "ALIVE; "
+            + ", ".join(
+                f"worker-{i} pid {w.pid} {'up' if i in running else 'DOWN'}" for i, w in enumerate(info.workers)
+            )
+        )
     return 0
 
 
@@ -109,8 +119,10 @@ def _rocketmq(args: argparse.Namespace) -> int:
     if args.action == "start":
         print(f"starting RocketMQ {args.line} (name server, broker-a, broker-b) in {cluster.home} ...", flush=True)
         info = cluster.start()
-        print(f"RocketMQ cluster running: name server {info.namesrv_addr} (pid {info.namesrv.pid}), "
-              + ", ".join(f"{name} {info.broker_addr(name)} (pid {p.pid})" for name, p in info.brokers.items()))
+        print(
+            f"RocketMQ cluster running: name server {info.namesrv_addr} (pid {info.namesrv.pid}), "
+            + ", ".join(f"{name} {info.broker_addr(name)} (pid {p.pid})" for name, p in info.brokers.items())
+        )
     elif args.action == "stop":
         print("RocketMQ cluster stopped" if cluster.stop() else "no RocketMQ cluster was running")
     else:
@@ -119,9 +131,12 @@ def _rocketmq(args: argparse.Namespace) -> int:
             print("not running")
             return 3
         running = cluster.running_brokers()
-        print(f"running: name server {info.namesrv_addr} (pid {info.namesrv.pid}), "
-              + ", ".join(f"{name} {info.broker_addr(name)} {'up' if name in running else 'DOWN'}"
-                          for name in info.brokers))  # fmt: skip
+        print(
+            f"running: name server {info.namesrv_addr} (pid {info.namesrv.pid}), "
+            + ", ".join(
+                f"{name} {info.broker_addr(name)} {'up' if name in running else 'DOWN'}" for name in info.brokers
+            )
+        )
     return 0
 
 
@@ -131,11 +146,15 @@ def _collect(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     c = config.collector
-    print(f"collecting from name server {c.namesrv_addr} every {c.poll_interval_ms} ms into Kafka "
-          f"{config.kafka.bootstrap_servers}" + (f"; metrics on http://{c.metrics_host}:{c.metrics_port}/metrics"
-                                                 if c.metrics_port else ""), flush=True)  # fmt: skip
-    return supervise(config, Path(args.work_dir), lambda line: print(line, file=sys.stderr, flush=True),
-                     max_cycles=args.cycles)  # fmt: skip
+    print(
+        f"collecting from name server {c.namesrv_addr} every {c.poll_interval_ms} ms into Kafka "
+        f"{config.kafka.bootstrap_servers}"
+        + (f"; metrics on http://{c.metrics_host}:{c.metrics_port}/metrics" if c.metrics_port else ""),
+        flush=True,
+    )
+    return supervise(
+        config, Path(args.work_dir), lambda line: print(line, file=sys.stderr, flush=True), max_cycles=args.cycles
+    )
 
 
 def _smoke(args: argparse.Namespace) -> int:
@@ -217,9 +236,13 @@ def _maintain(args: argparse.Namespace) -> int:
     if not any((root / name / "_delta_log").is_dir() for name, _ in monitor_tables()):
         raise NotFound(f"no monitor tables under {root} (paths.delta_root); nothing to maintain")
     session, owned = _spark(
-        SparkSettings(master=config.spark.master, app_name=f"{config.spark.app_name}-maintain",
-                      driver_memory=config.spark.driver_memory, extra_conf=dict(config.spark.conf))
-    )  # fmt: skip
+        SparkSettings(
+            master=config.spark.master,
+            app_name=f"{config.spark.app_name}-maintain",
+            driver_memory=config.spark.driver_memory,
+            extra_conf=dict(config.spark.conf),
+        )
+    )
     try:
         reports = maintain(session, root, job_stopped=args.job_stopped, dry_run=args.dry_run)
     finally:
@@ -293,8 +316,9 @@ def _demo(args: argparse.Namespace) -> int:
     if args.rocketmq:
         from streaming.demo_rocketmq import RocketMQDemoSettings, run_rocketmq_demo
 
-        return run_rocketmq_demo(RocketMQDemoSettings(args.line, args.duration, args.metrics_port,
-                                                      live=not args.no_live))  # fmt: skip
+        return run_rocketmq_demo(
+            RocketMQDemoSettings(args.line, args.duration, args.metrics_port, live=not args.no_live)
+        )
     from streaming.demo import DemoSettings, run_demo
 
     return run_demo(
@@ -324,8 +348,9 @@ def _simulate(args: argparse.Namespace) -> int:
         raise UsageError("--output needs --fleet-seconds: how much fleet time to write")
     kafka_only = args.config or args.bootstrap_servers or args.producer_option or args.create_topics
     if args.output is not None and kafka_only:
-        raise UsageError("--output writes a file; --config, --bootstrap-servers, --producer-option and "
-                         "--create-topics are for Kafka")  # fmt: skip
+        raise UsageError(
+            "--output writes a file; --config, --bootstrap-servers, --producer-option and --create-topics are for Kafka"
+        )
     config = None
     if args.output is None:
         from streaming.config import load_config
@@ -359,8 +384,10 @@ def _simulate(args: argparse.Namespace) -> int:
     except UntranslatableOption as error:
         raise UsageError(str(error)) from None
     if translated.not_used:
-        say(f"[kafka.options] not used for publishing (they tune the monitor's consumer): "
-            f"{', '.join(sorted(translated.not_used))}")  # fmt: skip
+        say(
+            f"[kafka.options] not used for publishing (they tune the monitor's consumer): "
+            f"{', '.join(sorted(translated.not_used))}"
+        )
     options = {**translated.options, **_producer_options(args.producer_option)}  # the command line wins
     topics = dataclasses.asdict(config.kafka.topics)  # event type -> Kafka topic
     bootstrap = args.bootstrap_servers or config.kafka.bootstrap_servers
@@ -392,8 +419,10 @@ def _producer_options(pairs: list[str]) -> dict[str, object]:
         if not sep or not key:
             raise UsageError(f"--producer-option {pair!r}: expected KEY=VALUE")
         if key not in KafkaProducer.DEFAULT_CONFIG:
-            raise UsageError(f"--producer-option {key!r} is not a kafka-python producer option "
-                             "(they use underscores, e.g. security_protocol)")  # fmt: skip
+            raise UsageError(
+                f"--producer-option {key!r} is not a kafka-python producer option "
+                "(they use underscores, e.g. security_protocol)"
+            )
         lowered = value.lower()
         options[key] = int(value) if value.isdigit() else lowered == "true" if lowered in ("true", "false") else value
     return options
@@ -441,8 +470,18 @@ def _known(tables, table: str, column: str, value: str, what: str) -> None:  # t
 
 ASSIGNMENT_COLUMNS = ["group", "generation", "topic", "client_id", "queue_count", "queues", "event_time"]
 ANOMALY_COLUMNS = ["event_time", "status", "group", "topic", "anomaly", "severity", "summary"]
-FAULT_COLUMNS = ["event_time", "status", "broker", "producer_id", "window_start_ms", "window_end_ms",
-                 "trigger_latency_ms", "level", "cause", "fault_table"]  # fmt: skip
+FAULT_COLUMNS = [
+    "event_time",
+    "status",
+    "broker",
+    "producer_id",
+    "window_start_ms",
+    "window_end_ms",
+    "trigger_latency_ms",
+    "level",
+    "cause",
+    "fault_table",
+]
 # Each query's table and its SQL over the view of that name ($-parameters; a NULL parameter filters nothing).
 # Each query's DuckDB SQL over the views of the tables it names ($-parameters; NULL filters nothing).
 QUERY_SQL = {
@@ -496,9 +535,12 @@ def _query(args: argparse.Namespace) -> int:
         raise UsageError("give --json or --csv, not both")
     if args.csv and args.what != "sql":
         raise UsageError("--csv is for query sql")
-    needs = {"assignment": ("group_snapshots", "expected_assignments", "current_assignment"),
-             "anomalies": ("group_snapshots", "anomaly_episodes"), "faults": ("fault_windows",),
-             "sql": ()}[args.what]  # fmt: skip
+    needs = {
+        "assignment": ("group_snapshots", "expected_assignments", "current_assignment"),
+        "anomalies": ("group_snapshots", "anomaly_episodes"),
+        "faults": ("fault_windows",),
+        "sql": (),
+    }[args.what]
     root = _tables_root(args.delta_root, *needs)
     tables = MonitorTables(root, as_of_ms=table_time)
     if not tables.names():
@@ -557,8 +599,10 @@ def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
     details = json.loads(snapshot["details"])
     topics = [args.topic] if args.topic else list(snapshot["topics"])
     if args.topic and args.topic not in snapshot["topics"]:
-        raise NotFound(f"consumer group {args.group!r} does not subscribe {args.topic!r} (it subscribes "
-                       f"{', '.join(snapshot['topics']) or 'nothing'})")  # fmt: skip
+        raise NotFound(
+            f"consumer group {args.group!r} does not subscribe {args.topic!r} (it subscribes "
+            f"{', '.join(snapshot['topics']) or 'nothing'})"
+        )
     groups = []
     for topic in topics:
         seen = {(q["broker"], q["queue_id"]) for r in assignments if r["topic"] == topic for q in r["queues"]}
@@ -572,14 +616,23 @@ def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
             brokers = sorted(set(per_broker) | set(snapshot["brokers"] or ()))
             even = count // len(brokers) if brokers and count % len(brokers) == 0 else 0
             if not even or any(n > even for n in per_broker.values()):
-                raise NotFound(f"cannot rebuild the {count} queues of {topic!r} at generation "
-                               f"{snapshot['generation']}; pass --clients, --brokers and --queues instead")  # fmt: skip
+                raise NotFound(
+                    f"cannot rebuild the {count} queues of {topic!r} at generation "
+                    f"{snapshot['generation']}; pass --clients, --brokers and --queues instead"
+                )
             per_broker = dict.fromkeys(brokers, even)
         queues = [(topic, b, q) for b in sorted(per_broker) for q in range(per_broker[b])]
         versions = [v for v in (snapshot["client_line"] or "").split(",") if v]
-        groups.append({"topic": topic, "cid_all": list(snapshot["cid_all"]), "queues": queues,
-                       "strategy": (snapshot["strategy"] or "AVG").split(",")[0],
-                       "versions": versions, "generation": snapshot["generation"]})  # fmt: skip
+        groups.append(
+            {
+                "topic": topic,
+                "cid_all": list(snapshot["cid_all"]),
+                "queues": queues,
+                "strategy": (snapshot["strategy"] or "AVG").split(",")[0],
+                "versions": versions,
+                "generation": snapshot["generation"],
+            }
+        )
     return groups
 
 
@@ -603,18 +656,39 @@ def _allocate(args: argparse.Namespace) -> int:
         brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
         if not clients or args.queues < 1 or not brokers:
             raise UsageError("allocate needs a client in --clients, a broker in --brokers and --queues >= 1")
-        cases = [{"topic": args.topic or "T", "cid_all": clients, "versions": [], "strategy": "AVG", "generation": None,
-                  "queues": [(args.topic or "T", b, q) for b in brokers for q in range(args.queues)]}]  # fmt: skip
+        cases = [
+            {
+                "topic": args.topic or "T",
+                "cid_all": clients,
+                "versions": [],
+                "strategy": "AVG",
+                "generation": None,
+                "queues": [(args.topic or "T", b, q) for b in brokers for q in range(args.queues)],
+            }
+        ]
     results = []
     for case in cases:
         line = args.client_line or ClientLine.parse(case["versions"][0] if case["versions"] else None).value
         try:
-            result = what_if(args.strategy or case["strategy"], case["cid_all"], case["queues"], line,
-                             args.virtual_nodes, [i for i in args.consumer_idcs.split(",") if i])  # fmt: skip
+            result = what_if(
+                args.strategy or case["strategy"],
+                case["cid_all"],
+                case["queues"],
+                line,
+                args.virtual_nodes,
+                [i for i in args.consumer_idcs.split(",") if i],
+            )
         except DomainError as error:
             raise UsageError(str(error)) from None
-        results.append({"group": args.group, "topic": case["topic"], "generation": case["generation"],
-                        "client_line": line, **result})  # fmt: skip
+        results.append(
+            {
+                "group": args.group,
+                "topic": case["topic"],
+                "generation": case["generation"],
+                "client_line": line,
+                **result,
+            }
+        )
     if args.json:
         print(json.dumps(results if args.group else results[0], indent=2))
         return 0
@@ -660,11 +734,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     rocketmq.add_argument("action", choices=["start", "stop", "status"])
-    rocketmq.add_argument("--line", choices=["5", "4.9"], default="5",
-                          help="broker line: 5 (5.3.3, default) or 4.9 (4.9.7)")  # fmt: skip
+    rocketmq.add_argument(
+        "--line", choices=["5", "4.9"], default="5", help="broker line: 5 (5.3.3, default) or 4.9 (4.9.7)"
+    )
     rocketmq.add_argument("--home", default=None, help="data and logs (default .run/rocketmq/<line>)")
-    rocketmq.add_argument("--namesrv-port", type=int, default=None,
-                          help="name server port on 127.0.0.1 (default: a free one)")  # fmt: skip
+    rocketmq.add_argument(
+        "--namesrv-port", type=int, default=None, help="name server port on 127.0.0.1 (default: a free one)"
+    )
     rocketmq.set_defaults(handler=_rocketmq)
 
     spark_cluster = commands.add_parser(
@@ -677,10 +753,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spark_cluster.add_argument("action", choices=["start", "stop", "status"])
     spark_cluster.add_argument("--home", default=None, help="logs and work directories (default .run/spark-cluster)")
-    spark_cluster.add_argument("--master-port", type=_positive(int), default=None,
-                               help="master port on 127.0.0.1 (default: a free one)")  # fmt: skip
-    spark_cluster.add_argument("--webui-port", type=_positive(int), default=None,
-                               help="master web UI and JSON status port (default: a free one)")  # fmt: skip
+    spark_cluster.add_argument(
+        "--master-port", type=_positive(int), default=None, help="master port on 127.0.0.1 (default: a free one)"
+    )
+    spark_cluster.add_argument(
+        "--webui-port",
+        type=_positive(int),
+        default=None,
+        help="master web UI and JSON status port (default: a free one)",
+    )
     spark_cluster.add_argument("--workers", type=_positive(int), default=2, help="number of workers (default 2)")
     spark_cluster.add_argument("--worker-cores", type=_positive(int), default=1, help="cores per worker (default 1)")
     spark_cluster.add_argument("--worker-memory", default="1g", help='memory per worker (default "1g")')
@@ -697,8 +778,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     collect.add_argument("--config", help="TOML file (see conf/monitor.toml): [collector], [kafka]")
     collect.add_argument("--cycles", type=_positive(int), default=0, help="stop after this many poll cycles")
-    collect.add_argument("--work-dir", default=str(PROJECT_ROOT / ".run" / "collector"),
-                         help="the admin client's own log directory (default .run/collector)")  # fmt: skip
+    collect.add_argument(
+        "--work-dir",
+        default=str(PROJECT_ROOT / ".run" / "collector"),
+        help="the admin client's own log directory (default .run/collector)",
+    )
     collect.set_defaults(handler=_collect)
 
     run = commands.add_parser(
@@ -728,8 +812,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     maintain.add_argument("--config", help="TOML file (see conf/monitor.toml): paths.delta_root, [spark]")
     maintain.add_argument("--dry-run", action="store_true", help="report what VACUUM would delete; change nothing")
-    maintain.add_argument("--job-stopped", action="store_true",
-                          help="the job is not running: compact every table")  # fmt: skip
+    maintain.add_argument("--job-stopped", action="store_true", help="the job is not running: compact every table")
     maintain.set_defaults(handler=_maintain)
 
     demo = commands.add_parser(
@@ -740,15 +823,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _fleet_arguments(demo)
     demo.add_argument("--duration", type=_positive(float), default=None, help="stop after this many seconds")
-    demo.add_argument("--speed", type=_positive(float), default=20.0,
-                      help="simulated seconds per wall second (default 20)")  # fmt: skip
-    demo.add_argument("--metrics-port", type=_positive(int), default=9464,
-                      help="Prometheus endpoint port (default 9464; a free one if taken)")  # fmt: skip
+    demo.add_argument(
+        "--speed", type=_positive(float), default=20.0, help="simulated seconds per wall second (default 20)"
+    )
+    demo.add_argument(
+        "--metrics-port",
+        type=_positive(int),
+        default=9464,
+        help="Prometheus endpoint port (default 9464; a free one if taken)",
+    )
     demo.add_argument("--no-live", action="store_true", help="plain log lines instead of the in-place view")
-    demo.add_argument("--rocketmq", action="store_true",
-                      help="a real local RocketMQ cluster with real consumers and the collector, not the simulator")
-    demo.add_argument("--line", choices=["5", "4.9"], default="5",
-                      help="with --rocketmq: the cluster's RocketMQ line (default 5: 5.3.3; 4.9: 4.9.7)")  # fmt: skip
+    demo.add_argument(
+        "--rocketmq",
+        action="store_true",
+        help="a real local RocketMQ cluster with real consumers and the collector, not the simulator",
+    )
+    demo.add_argument(
+        "--line",
+        choices=["5", "4.9"],
+        default="5",
+        help="with --rocketmq: the cluster's RocketMQ line (default 5: 5.3.3; 4.9: 4.9.7)",
+    )
     demo.set_defaults(handler=_demo)
 
     simulate = commands.add_parser(
@@ -763,20 +858,35 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--namespace", default="", help="prefix for every group, topic, broker and producer group")
     simulate.add_argument("--config", help="TOML file (see conf/monitor.toml): Kafka bootstrap servers and topics")
     simulate.add_argument("--bootstrap-servers", help="Kafka to publish to (default: the config's)")
-    simulate.add_argument("--producer-option", action="append", default=[], metavar="KEY=VALUE",
-                          help="a kafka-python producer option, e.g. security_protocol=SASL_SSL "
-                          "(repeatable)")  # fmt: skip
-    simulate.add_argument("--create-topics", action="store_true",
-                          help="create missing topics (2 partitions, replication factor 1: for test "
-                          "clusters)")  # fmt: skip
+    simulate.add_argument(
+        "--producer-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a kafka-python producer option, e.g. security_protocol=SASL_SSL (repeatable)",
+    )
+    simulate.add_argument(
+        "--create-topics",
+        action="store_true",
+        help="create missing topics (2 partitions, replication factor 1: for test clusters)",
+    )
     simulate.add_argument("--output", metavar="FILE", help="write JSON lines here instead (- for standard output)")
     simulate.add_argument("--start", help="fleet time of the first event: epoch ms or ISO-8601 (default now)")
-    simulate.add_argument("--speed", type=_positive(float), default=1.0,
-                          help="fleet seconds per wall second, into Kafka (default 1)")  # fmt: skip
-    simulate.add_argument("--fleet-seconds", type=_positive(float), default=None,
-                          help="stop after this much fleet time (required with --output)")  # fmt: skip
-    simulate.add_argument("--duration", type=_positive(float), default=None,
-                          help="stop after this many wall seconds (default: SIGTERM or Ctrl-C)")  # fmt: skip
+    simulate.add_argument(
+        "--speed", type=_positive(float), default=1.0, help="fleet seconds per wall second, into Kafka (default 1)"
+    )
+    simulate.add_argument(
+        "--fleet-seconds",
+        type=_positive(float),
+        default=None,
+        help="stop after this much fleet time (required with --output)",
+    )
+    simulate.add_argument(
+        "--duration",
+        type=_positive(float),
+        default=None,
+        help="stop after this many wall seconds (default: SIGTERM or Ctrl-C)",
+    )
     simulate.set_defaults(handler=_simulate)
 
     query = commands.add_parser(
@@ -794,20 +904,31 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_argument("--broker", help="faults: only this broker")
     options.add_argument("--kind", help="anomalies: only this kind, e.g. ORPHANED_QUEUES")
     options.add_argument("--at", help="assignment: the last generation at or before this event time (default: latest)")
-    options.add_argument("--table-version", type=int,
-                         help="assignment: current_assignment as of this Delta version; sql: the one table it "
-                         "reads, as of this version")  # fmt: skip
+    options.add_argument(
+        "--table-version",
+        type=int,
+        help="assignment: current_assignment as of this Delta version; sql: the one table it reads, as of this version",
+    )
     options.add_argument("--table-time", help="every table as of its last commit at or before this time")
     options.add_argument("--since", help="anomalies/faults: from this event time")
     options.add_argument("--until", help="anomalies/faults: up to this event time")
     options.add_argument("--json", action="store_true", help="JSON rows instead of a table")
     options.add_argument("--csv", action="store_true", help="sql: CSV with a header instead of a table")
     kinds = query.add_subparsers(dest="what", required=True, metavar="WHAT")
-    for kind, what in (("assignment", "a group's assignment at a time (history or Delta time travel)"),
-                       ("anomalies", "anomaly episodes"), ("faults", "producers' fault windows"),
-                       ("sql", "ad-hoc SQL (DuckDB) over the tables, each a view by its name")):  # fmt: skip
-        parser_ = kinds.add_parser(kind, parents=[options], help=what, description=what, epilog=EPILOG_QUERY,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    for kind, what in (
+        ("assignment", "a group's assignment at a time (history or Delta time travel)"),
+        ("anomalies", "anomaly episodes"),
+        ("faults", "producers' fault windows"),
+        ("sql", "ad-hoc SQL (DuckDB) over the tables, each a view by its name"),
+    ):
+        parser_ = kinds.add_parser(
+            kind,
+            parents=[options],
+            help=what,
+            description=what,
+            epilog=EPILOG_QUERY,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         if kind == "sql":
             parser_.add_argument("statement", help='the SQL statement, e.g. "SELECT count(*) FROM dead_letters"')
         parser_.set_defaults(handler=_query, statement=None)
@@ -820,8 +941,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG_ALLOCATE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    allocate.add_argument("--strategy", help="AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, MACHINE_ROOM, "
-                          "MACHINE_ROOM_NEARBY-<inner> (default AVG, or the group's own)")  # fmt: skip
+    allocate.add_argument(
+        "--strategy",
+        help="AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, MACHINE_ROOM, "
+        "MACHINE_ROOM_NEARBY-<inner> (default AVG, or the group's own)",
+    )
     allocate.add_argument("--clients", help="comma-separated client ids, one per channel (duplicates allowed)")
     allocate.add_argument("--queues", type=int, help="queues per broker")
     allocate.add_argument("--brokers", default="broker-a", help="comma-separated broker names (default broker-a)")
@@ -829,10 +953,12 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument("--delta-root", help="take the group from these monitor tables")
     allocate.add_argument("--group", help="with --delta-root: the consumer group")
     allocate.add_argument("--at", help="with --group: its generation at or before this event time")
-    allocate.add_argument("--client-line", choices=["4.9", "5"],
-                          help="4.9 or 5 (default 5, or the group's reported version)")  # fmt: skip
-    allocate.add_argument("--virtual-nodes", type=_positive(int), default=10,
-                          help="CONSISTENT_HASH virtual nodes (default 10)")  # fmt: skip
+    allocate.add_argument(
+        "--client-line", choices=["4.9", "5"], help="4.9 or 5 (default 5, or the group's reported version)"
+    )
+    allocate.add_argument(
+        "--virtual-nodes", type=_positive(int), default=10, help="CONSISTENT_HASH virtual nodes (default 10)"
+    )
     allocate.add_argument("--consumer-idcs", default="", help="MACHINE_ROOM: comma-separated rooms")
     allocate.add_argument("--json", action="store_true", help="JSON instead of a table")
     allocate.set_defaults(handler=_allocate)
@@ -845,12 +971,20 @@ def _fleet_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("--scenario", choices=SCENARIOS, default="mixed", help="what the fleet does (default mixed)")
     parser.add_argument("--seed", type=int, default=1, help="same seed, same fleet and events (default 1)")
-    parser.add_argument("--groups", type=_positive(int, zero=True), default=0,
-                        help="extra healthy consumer groups, for load (default 0)")  # fmt: skip
+    parser.add_argument(
+        "--groups",
+        type=_positive(int, zero=True),
+        default=0,
+        help="extra healthy consumer groups, for load (default 0)",
+    )
     parser.add_argument("--clients", type=_positive(int), default=4, help="members per extra group (default 4)")
     parser.add_argument("--queues", type=_positive(int), default=4, help="queues per topic and broker (default 4)")
-    parser.add_argument("--send-rate", type=_positive(float, zero=True), default=None,
-                        help="sends per second per producer (default 0.8)")  # fmt: skip
+    parser.add_argument(
+        "--send-rate",
+        type=_positive(float, zero=True),
+        default=None,
+        help="sends per second per producer (default 0.8)",
+    )
 
 
 def _positive(kind: type, zero: bool = False):  # type: ignore[no-untyped-def]
@@ -881,8 +1015,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rebalance-monitor: {error}", file=sys.stderr)
         return 2
     except UsageError as error:
-        print(f"rebalance-monitor {args.command}: error: {error} (see rebalance-monitor {args.command} --help)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"rebalance-monitor {args.command}: error: {error} (see rebalance-monitor {args.command} --help)",
+            file=sys.stderr,
+        )
         return 2
     except (NotFound, ArtifactError, StorageError) as error:
         print(f"rebalance-monitor {args.command}: {error}", file=sys.stderr)

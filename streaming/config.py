@@ -129,8 +129,9 @@ def _check_strategy(name: str) -> str | None:
     if inner in ALLOCATE_STRATEGIES:
         return None
     known = [*ALLOCATE_STRATEGIES, MACHINE_ROOM_NEARBY_PREFIX + "<one of those>"]
-    close = difflib.get_close_matches(name, [*ALLOCATE_STRATEGIES, *(MACHINE_ROOM_NEARBY_PREFIX + s for s in
-                                                                     ALLOCATE_STRATEGIES)], n=1)  # fmt: skip
+    close = difflib.get_close_matches(
+        name, [*ALLOCATE_STRATEGIES, *(MACHINE_ROOM_NEARBY_PREFIX + s for s in ALLOCATE_STRATEGIES)], n=1
+    )
     hint = f' (did you mean "{close[0]}"?)' if close else ""
     return f"unknown allocation strategy {{got}}{hint}; expected one of {', '.join(known)}"
 
@@ -151,8 +152,9 @@ class KafkaTopics:
     """The Kafka topic of each event type (several types may share one: events carry ``type``)."""
 
     consumer_channel: str = _opt(DEFAULT_TOPICS["consumer_channel"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
-    reported_assignment: str = _opt(DEFAULT_TOPICS["reported_assignment"],
-                                    check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))  # fmt: skip
+    reported_assignment: str = _opt(
+        DEFAULT_TOPICS["reported_assignment"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name")
+    )
     topic_route: str = _opt(DEFAULT_TOPICS["topic_route"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
     send_result: str = _opt(DEFAULT_TOPICS["send_result"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
 
@@ -189,8 +191,9 @@ class KafkaConfig:
 
 @dataclass(frozen=True)
 class SparkConfig:
-    master: str = _opt("local[2]", check=_matches(_MASTER, "local[N], local-cluster[N,C,M], spark://, k8s://, "
-                                                            "mesos:// or yarn"))  # fmt: skip
+    master: str = _opt(
+        "local[2]", check=_matches(_MASTER, "local[N], local-cluster[N,C,M], spark://, k8s://, mesos:// or yarn")
+    )
     app_name: str = _opt("rocketmq-rebalance-monitor", check=_not_blank)
     shuffle_partitions: int = _opt(4, low=1, high=10_000)
     driver_memory: str = _opt("2g", check=_matches(_MEMORY, 'a JVM memory size such as "2g" or "512m"'))
@@ -273,8 +276,13 @@ class GroupAllocationConfig:
 
     @property
     def params(self) -> StrategyParams:
-        return StrategyParams(self.virtual_node_count, self.consumer_idcs, self.machine_room_separator,
-                              self.machine_room_regex, self.config_queues)  # fmt: skip
+        return StrategyParams(
+            self.virtual_node_count,
+            self.consumer_idcs,
+            self.machine_room_separator,
+            self.machine_room_regex,
+            self.config_queues,
+        )
 
 
 @dataclass(frozen=True)
@@ -328,11 +336,17 @@ class FaultTableConfig:
     semantics: str = _opt(choices=(*SEMANTICS, "extend-only"))
 
 
-PRESET_FAULT_TABLES: Mapping[str, FaultTableConfig] = MappingProxyType({
-    name: FaultTableConfig(t.latency_max_ms, t.not_available_duration_ms, t.isolation_latency_ms,
-                           "overwrite" if t.semantics is FaultSemantics.OVERWRITE else "extend")
-    for name, t in PRESETS.items()
-})  # fmt: skip
+PRESET_FAULT_TABLES: Mapping[str, FaultTableConfig] = MappingProxyType(
+    {
+        name: FaultTableConfig(
+            t.latency_max_ms,
+            t.not_available_duration_ms,
+            t.isolation_latency_ms,
+            "overwrite" if t.semantics is FaultSemantics.OVERWRITE else "extend",
+        )
+        for name, t in PRESETS.items()
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -631,11 +645,22 @@ class _Builder:
             where = f"{path}[{i}]"
             if isinstance(item, Mapping) and set(item) == {"topic", "broker", "queue_id"}:
                 item = [item["topic"], item["broker"], item["queue_id"]]
-            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and item[0]
-                    and isinstance(item[1], str) and item[1] and isinstance(item[2], int)
-                    and not isinstance(item[2], bool) and 0 <= item[2] <= 65_535):  # fmt: skip
-                self.problem(where, 'must be ["topic", "broker", queue_id] or {topic, broker, queue_id} with a '
-                                    f"queue id in 0..65535, got {self.show(item, where)}")  # fmt: skip
+            if not (
+                isinstance(item, list)
+                and len(item) == 3
+                and isinstance(item[0], str)
+                and item[0]
+                and isinstance(item[1], str)
+                and item[1]
+                and isinstance(item[2], int)
+                and not isinstance(item[2], bool)
+                and 0 <= item[2] <= 65_535
+            ):
+                self.problem(
+                    where,
+                    'must be ["topic", "broker", queue_id] or {topic, broker, queue_id} with a '
+                    f"queue id in 0..65535, got {self.show(item, where)}",
+                )
                 continue
             queues.append((item[0], item[1], item[2]))
         return _INVALID if len(queues) != len(raw) else tuple(queues)
@@ -653,23 +678,29 @@ def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
     m = config.membership
     if not b.is_invalid("membership.channel_expiry_ms", "membership.heartbeat_interval_ms"):
         if m.channel_expiry_ms <= m.heartbeat_interval_ms:
-            b.problem("membership.channel_expiry_ms",
-                      f"must exceed membership.heartbeat_interval_ms ({m.heartbeat_interval_ms}), got "
-                      f"{m.channel_expiry_ms}: every channel would expire between two heartbeats")  # fmt: skip
+            b.problem(
+                "membership.channel_expiry_ms",
+                f"must exceed membership.heartbeat_interval_ms ({m.heartbeat_interval_ms}), got "
+                f"{m.channel_expiry_ms}: every channel would expire between two heartbeats",
+            )
 
     delta = config.delta
     if not b.is_invalid("delta.log_retention_hours", "delta.deleted_file_retention_hours"):
         if delta.log_retention_hours < delta.deleted_file_retention_hours:
-            b.problem("delta.log_retention_hours",
-                      f"must be at least delta.deleted_file_retention_hours ({delta.deleted_file_retention_hours}), "
-                      f"got {delta.log_retention_hours}: Delta refuses to create a table that forgets its commits "
-                      "before the files they removed")  # fmt: skip
+            b.problem(
+                "delta.log_retention_hours",
+                f"must be at least delta.deleted_file_retention_hours ({delta.deleted_file_retention_hours}), "
+                f"got {delta.log_retention_hours}: Delta refuses to create a table that forgets its commits "
+                "before the files they removed",
+            )
 
     allocation = config.allocation
     if not b.is_invalid("allocation.default_strategy") and _needs(allocation.default_strategy):
-        b.problem("allocation.default_strategy",
-                  f"{allocation.default_strategy} needs {_needs(allocation.default_strategy)}, which exist only per "
-                  "group: set it as the strategy of an [[allocation.groups]] rule")  # fmt: skip
+        b.problem(
+            "allocation.default_strategy",
+            f"{allocation.default_strategy} needs {_needs(allocation.default_strategy)}, which exist only per "
+            "group: set it as the strategy of an [[allocation.groups]] rule",
+        )
     seen_groups: dict[str, int] = {}
     for i, rule in enumerate(allocation.groups):
         where = f"allocation.groups[{i}]"
@@ -680,8 +711,11 @@ def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
             if needed == "config_queues" and not rule.config_queues:
                 b.problem(f"{where}.config_queues", f"{rule.strategy} needs config_queues (group {rule.group!r})")
         if rule.group in seen_groups:
-            b.problem(f"{where}.group", f"{json.dumps(rule.group)} repeats allocation.groups[{seen_groups[rule.group]}]"
-                                        ", which matches first: this rule is never used")  # fmt: skip
+            b.problem(
+                f"{where}.group",
+                f"{json.dumps(rule.group)} repeats allocation.groups[{seen_groups[rule.group]}]"
+                ", which matches first: this rule is never used",
+            )
         seen_groups.setdefault(rule.group, i)
 
     collector = config.collector
@@ -691,9 +725,11 @@ def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
             b.problem(missing, "access_key and secret_key go together: set both for an ACL cluster, or neither")
     if not b.is_invalid("collector.stale_after_ms", "collector.poll_interval_ms"):
         if 0 < collector.stale_after_ms <= collector.poll_interval_ms:
-            b.problem("collector.stale_after_ms",
-                      f"must exceed collector.poll_interval_ms ({collector.poll_interval_ms}), got "
-                      f"{collector.stale_after_ms}: every view would go stale between two polls")  # fmt: skip
+            b.problem(
+                "collector.stale_after_ms",
+                f"must exceed collector.poll_interval_ms ({collector.poll_interval_ms}), got "
+                f"{collector.stale_after_ms}: every view would go stale between two polls",
+            )
 
     producers = config.producers
     known = config.fault_tables()
@@ -709,12 +745,17 @@ def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
         if not latencies:
             b.problem(f"{where}.latency_max_ms", "needs at least one threshold")
         if len(latencies) != len(durations):
-            b.problem(where, f"latency_max_ms has {len(latencies)} thresholds but not_available_duration_ms has "
-                             f"{len(durations)} durations; they pair up by position")  # fmt: skip
+            b.problem(
+                where,
+                f"latency_max_ms has {len(latencies)} thresholds but not_available_duration_ms has "
+                f"{len(durations)} durations; they pair up by position",
+            )
         for j in range(1, len(latencies)):
             if latencies[j] <= latencies[j - 1]:
-                b.problem(f"{where}.latency_max_ms", f"must be strictly ascending, but {latencies[j]} follows "
-                                                     f"{latencies[j - 1]}")  # fmt: skip
+                b.problem(
+                    f"{where}.latency_max_ms",
+                    f"must be strictly ascending, but {latencies[j]} follows {latencies[j - 1]}",
+                )
                 break
     referenced = [("producers.default_fault_table", producers.default_fault_table)]
     referenced += [(f"producers.rules[{i}].fault_table", r.fault_table) for i, r in enumerate(producers.rules)]
@@ -727,17 +768,21 @@ def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
     for i, producer_rule in enumerate(producers.rules):
         key = (producer_rule.producer_group, producer_rule.client_line)
         if key in seen_rules:
-            b.problem(f"producers.rules[{i}]", f"repeats producers.rules[{seen_rules[key]}], which matches first: "
-                                               "this rule is never used")  # fmt: skip
+            b.problem(
+                f"producers.rules[{i}]",
+                f"repeats producers.rules[{seen_rules[key]}], which matches first: this rule is never used",
+            )
         seen_rules.setdefault(key, i)
     in_use = {name for _, name in referenced if name in known}
     if in_use and not b.is_invalid("producers.state_ttl_ms", "producers.fault_tables"):
         longest, table_name = max((max(known[n].not_available_duration_ms, default=0), n) for n in sorted(in_use))
         if producers.state_ttl_ms < longest:
-            b.problem("producers.state_ttl_ms",
-                      f"must be at least the longest not-available duration of the fault tables in use ({longest} "
-                      f"ms in {table_name}), got {producers.state_ttl_ms}: windows would be forgotten before "
-                      "they end")  # fmt: skip
+            b.problem(
+                "producers.state_ttl_ms",
+                f"must be at least the longest not-available duration of the fault tables in use ({longest} "
+                f"ms in {table_name}), got {producers.state_ttl_ms}: windows would be forgotten before "
+                "they end",
+            )
 
 
 # -- loading -------------------------------------------------------------------------------------------------

@@ -119,8 +119,10 @@ def start_kafka(broker: Any, status: _StatusLine) -> Any:
         info = broker.start()
     finally:
         waiting.stop()
-    _say(f"Kafka broker {'already running' if running else 'ready'} at {info.bootstrap_servers} "
-         f"(pid {info.pid}, {time.monotonic() - phase:.0f} s)")  # fmt: skip
+    _say(
+        f"Kafka broker {'already running' if running else 'ready'} at {info.bootstrap_servers} "
+        f"(pid {info.pid}, {time.monotonic() - phase:.0f} s)"
+    )
     return info
 
 
@@ -282,8 +284,10 @@ def state_summary(job: Any) -> str:
 
 
 def render(job: Any, scenario: str, virtual_ms: int, sent: int, failed: int, port: int) -> None:
-    header = (f"RocketMQ rebalance monitor -- demo ({scenario}), simulated time +{virtual_ms // 1000} s, "
-              f"{sent} events sent, {failed} failed, metrics http://127.0.0.1:{port}/metrics")  # fmt: skip
+    header = (
+        f"RocketMQ rebalance monitor -- demo ({scenario}), simulated time +{virtual_ms // 1000} s, "
+        f"{sent} events sent, {failed} failed, metrics http://127.0.0.1:{port}/metrics"
+    )
     show([header, "", *view_lines(job), "", "Ctrl-C stops the demo."])
 
 

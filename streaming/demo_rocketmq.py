@@ -77,10 +77,15 @@ class Fleet:
                 if self._closed:
                     raise RuntimeError("the demo is stopping")
                 client = consumer_process(
-                    c.line, self.log_dir / f"{c.name}-{len(self.clients)}", namesrv=self.namesrv, group=c.group,
-                    topics=",".join(c.topics), instance_name=c.instance_name or c.name, client_ip=c.client_ip,
+                    c.line,
+                    self.log_dir / f"{c.name}-{len(self.clients)}",
+                    namesrv=self.namesrv,
+                    group=c.group,
+                    topics=",".join(c.topics),
+                    instance_name=c.instance_name or c.name,
+                    client_ip=c.client_ip,
                     timings=TEST_SPEED,
-                )  # fmt: skip
+                )
                 self.clients.append(client)
                 self.named[c.name] = client
                 client.launch()
@@ -90,8 +95,10 @@ class Fleet:
         with ThreadPoolExecutor(max_workers=4) as pool:
             started = list(pool.map(one, consumers))
         for c, client in zip(consumers, started, strict=True):
-            _say(f"  consumer {c.name} (client {CLIENT_VERSION[c.line]}) in {c.group}, topics {','.join(c.topics)}: "
-                 f"client id {client.client_id}, pid {client.pid}")  # fmt: skip
+            _say(
+                f"  consumer {c.name} (client {CLIENT_VERSION[c.line]}) in {c.group}, topics {','.join(c.topics)}: "
+                f"client id {client.client_id}, pid {client.pid}"
+            )
         return started
 
     def stop_all(self) -> int:
@@ -136,17 +143,22 @@ class Script:
         ]
 
     def _duplicate(self) -> str:
-        twins = self.fleet.start([Consumer("ledger-twin", self.line, self.ledger, (self.payments,),
-                                           client_ip=TWIN_IP)] * 2)  # fmt: skip
-        return (f"duplicate client ID: two consumers with client id {twins[0].client_id} joined {self.ledger} "
-                f"(pids {twins[0].pid}, {twins[1].pid})")  # fmt: skip
+        twins = self.fleet.start(
+            [Consumer("ledger-twin", self.line, self.ledger, (self.payments,), client_ip=TWIN_IP)] * 2
+        )
+        return (
+            f"duplicate client ID: two consumers with client id {twins[0].client_id} joined {self.ledger} "
+            f"(pids {twins[0].pid}, {twins[1].pid})"
+        )
 
     def _inconsistent(self) -> str:
         # It subscribes the other topic instead: whichever of the members' subscriptions a broker's table holds
         # (it keeps the last full heartbeat's), some member does not subscribe a topic the group consumes.
         (client,) = self.fleet.start([Consumer("audit-3", self.line, self.audit, (self.refunds,))])
-        return (f"inconsistent subscription: {client.client_id} joined {self.audit} subscribing {self.refunds} "
-                f"instead of {self.payments}, which its other members subscribe (pid {client.pid})")  # fmt: skip
+        return (
+            f"inconsistent subscription: {client.client_id} joined {self.audit} subscribing {self.refunds} "
+            f"instead of {self.payments}, which its other members subscribe (pid {client.pid})"
+        )
 
     def _crash(self) -> str:
         victim = self.fleet.named["orders-3"]
@@ -220,8 +232,10 @@ class _RocketMQSide:
         info = self.cluster.start()
         self.namesrv = info.namesrv_addr
         pids = ", ".join(f"{name} pid {p.pid}" for name, p in info.brokers.items())
-        _say(f"RocketMQ {version} {'ready' if self.started_cluster else 'already running'}: name server "
-             f"{info.namesrv_addr} (pid {info.namesrv.pid}), {pids} ({time.monotonic() - phase:.0f} s)")  # fmt: skip
+        _say(
+            f"RocketMQ {version} {'ready' if self.started_cluster else 'already running'}: name server "
+            f"{info.namesrv_addr} (pid {info.namesrv.pid}), {pids} ({time.monotonic() - phase:.0f} s)"
+        )
         self._check()
         self.fleet = Fleet(info.namesrv_addr, self.run_dir / "clients")
         self.script = Script(self.prefix, self.line, self.fleet)
@@ -234,13 +248,17 @@ class _RocketMQSide:
         self.collector = CollectorProcess(config, self.run_dir / "collector")
         self.collector.start()
         self.collector.wait_polling()
-        _say(f"collector polling every {config.collector.poll_interval_ms} ms (pid {self.collector.pid}, "
-             f"{time.monotonic() - phase:.0f} s; log {self.collector.log_path})")  # fmt: skip
+        _say(
+            f"collector polling every {config.collector.poll_interval_ms} ms (pid {self.collector.pid}, "
+            f"{time.monotonic() - phase:.0f} s; log {self.collector.log_path})"
+        )
         self._check()
         phase = time.monotonic()
-        _say(f"starting consumers of client lines {CLIENT_VERSION['5']} and {CLIENT_VERSION['4.9']} (heartbeat "
-             f"{TEST_SPEED.client_heartbeat_interval_ms} ms, rebalance wait {TEST_SPEED.rebalance_wait_interval_ms} "
-             f"ms) ...")  # fmt: skip
+        _say(
+            f"starting consumers of client lines {CLIENT_VERSION['5']} and {CLIENT_VERSION['4.9']} (heartbeat "
+            f"{TEST_SPEED.client_heartbeat_interval_ms} ms, rebalance wait {TEST_SPEED.rebalance_wait_interval_ms} "
+            f"ms) ..."
+        )
         self.fleet.start(self.script.initial())
         _say(f"consumers running ({time.monotonic() - phase:.0f} s)")
         self.ready.set()
@@ -290,8 +308,10 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
         for line in CLIENT_VERSION:
             agent_artifacts.client_classpath(line)
         status.done()
-        _say(f"jars ready: {', '.join(f'{p} {n}' for p, n in counts.items())}, test clients of both client "
-             f"lines ({time.monotonic() - phase:.0f} s)")  # fmt: skip
+        _say(
+            f"jars ready: {', '.join(f'{p} {n}' for p, n in counts.items())}, test clients of both client "
+            f"lines ({time.monotonic() - phase:.0f} s)"
+        )
 
         started_kafka = kafka.info() is None  # before its start: a half-started broker is stopped too
         kafka_info = start_kafka(kafka, status)
@@ -321,8 +341,10 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
             now = time.monotonic()
             if "up" not in clock:
                 set_logger_levels(job.session, {FALLING_BEHIND_LOGGER: "ERROR"})
-                _say(f"monitor running ({waiting.stop():.0f} s, Spark JVM pid {_jvm_pid(job)}); metrics on "
-                     f"http://127.0.0.1:{port}/metrics")  # fmt: skip
+                _say(
+                    f"monitor running ({waiting.stop():.0f} s, Spark JVM pid {_jvm_pid(job)}); metrics on "
+                    f"http://127.0.0.1:{port}/metrics"
+                )
                 clock["up"] = now
             if side.error is not None:
                 _say(f"the RocketMQ side could not start: {side.error}")
@@ -337,10 +359,12 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
             since = clock.get("script", clock["up"] + GROUPS_WAIT_S)
             script = side.script
             if settings.live:
-                header = (f"RocketMQ rebalance monitor -- demo on a local RocketMQ {version} cluster "
-                          f"({side.namesrv or 'starting'}), +{elapsed:.0f} s, metrics http://127.0.0.1:{port}/metrics")
+                header = (
+                    f"RocketMQ rebalance monitor -- demo on a local RocketMQ {version} cluster "
+                    f"({side.namesrv or 'starting'}), +{elapsed:.0f} s, metrics http://127.0.0.1:{port}/metrics"
+                )
                 done = script.done if script is not None else []
-                upcoming = [title for title, _ in script.steps[len(done):]] if script is not None else []
+                upcoming = [title for title, _ in script.steps[len(done) :]] if script is not None else []
                 steps = [f"  {line}" for line in done] + ([f"  next: {', '.join(upcoming)}"] if upcoming else [])
                 show([header, "", *view_lines(job), "", "script:", *steps, "", "Ctrl-C stops the demo."])
             elif now - clock.get("last_line", 0.0) >= 15:
@@ -376,8 +400,10 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
         print("  try:")
         print(f"    .venv/bin/rebalance-monitor query anomalies --delta-root {delta}")
         print(f"    .venv/bin/rebalance-monitor query assignment --delta-root {delta} --group {script.ledger}")
-        print(f'    .venv/bin/rebalance-monitor query sql --delta-root {delta} "select * from membership_changes '
-              f"where \\\"group\\\" = '{script.orders}'\"")  # fmt: skip
+        print(
+            f'    .venv/bin/rebalance-monitor query sql --delta-root {delta} "select * from membership_changes '
+            f'where \\"group\\" = \'{script.orders}\'"'
+        )
     return code
 
 
@@ -398,8 +424,7 @@ def _jvm_pid(job: Any) -> str:
         return "?"
 
 
-def _stop_everything(code: int, side: _RocketMQSide | None, script_thread: threading.Thread | None,
-                     kafka: Any) -> int:  # fmt: skip
+def _stop_everything(code: int, side: _RocketMQSide | None, script_thread: threading.Thread | None, kafka: Any) -> int:
     """Stop, by PID, every process the demo started, Ctrl-C ignored meanwhile; the exit code (1 if one failed)."""
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None

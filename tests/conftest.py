@@ -55,8 +55,9 @@ def rocketmq_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Call
 
     def get(line: str) -> LocalRocketMQCluster:
         if line not in clusters:
-            cluster = LocalRocketMQCluster(line, tmp_path_factory.mktemp(f"rocketmq-{line}"), test_speed=TEST_SPEED,
-                                           stop_grace_s=5.0)  # fmt: skip
+            cluster = LocalRocketMQCluster(
+                line, tmp_path_factory.mktemp(f"rocketmq-{line}"), test_speed=TEST_SPEED, stop_grace_s=5.0
+            )
             clusters[line] = cluster
             cluster.start()
         return clusters[line]
@@ -97,9 +98,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     # Every test checkpoints under pytest's temporary directory, so the session writes checkpoint files as
     # the job does for a local checkpoint root.
     session = build_spark_session(
-        SparkSettings(app_name="rrm-tests", local_dir=str(tmp_path_factory.mktemp("spark-local")),
-                      checkpoint_root=str(tmp_path_factory.getbasetemp()))
-    )  # fmt: skip
+        SparkSettings(
+            app_name="rrm-tests",
+            local_dir=str(tmp_path_factory.mktemp("spark-local")),
+            checkpoint_root=str(tmp_path_factory.getbasetemp()),
+        )
+    )
     try:
         yield session
     finally:

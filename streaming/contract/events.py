@@ -119,14 +119,40 @@ CROSS_FIELD_RULES: Mapping[str, tuple[RequiredWhen, ...]] = {
 
 # The JSON Schema keywords the job's compiler translates, and those it ignores; anything else is an error
 # here too, so a schema the job cannot compile never passes the Python side.
-SUPPORTED_KEYWORDS = frozenset({
-    "type", "properties", "required", "enum", "const", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "minLength", "maxLength", "pattern", "items", "minItems", "maxItems",
-})  # fmt: skip
-IGNORED_KEYWORDS = frozenset({
-    "$schema", "$id", "title", "description", "examples", "default", "additionalProperties", "$comment",
-    "format", "x-reason", "x-dead-letter-reason",
-})  # fmt: skip
+SUPPORTED_KEYWORDS = frozenset(
+    {
+        "type",
+        "properties",
+        "required",
+        "enum",
+        "const",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minLength",
+        "maxLength",
+        "pattern",
+        "items",
+        "minItems",
+        "maxItems",
+    }
+)
+IGNORED_KEYWORDS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "title",
+        "description",
+        "examples",
+        "default",
+        "additionalProperties",
+        "$comment",
+        "format",
+        "x-reason",
+        "x-dead-letter-reason",
+    }
+)
 
 _SCHEMA_PACKAGE = "streaming.contract"
 _SCHEMA_FILE = re.compile(r"^(?P<type>[a-z_]+)\.v(?P<version>[0-9]+)\.schema\.json$")
@@ -441,42 +467,67 @@ def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, st
         checks = tuple(_TYPE_CHECKS[t] for t in wanted)
         yield Rule(Reason.WRONG_TYPE, f"{label} must be {' or '.join(wanted)}", partial(_wrong_type, checks))
     if "const" in node:
-        yield Rule(reason("const", Reason.INVALID_VALUE), f"{label} must be {node['const']!r}",
-                   partial(_not_const, str(node["const"])))  # fmt: skip
+        yield Rule(
+            reason("const", Reason.INVALID_VALUE),
+            f"{label} must be {node['const']!r}",
+            partial(_not_const, str(node["const"])),
+        )
     if "enum" in node:
         allowed = frozenset(str(v) for v in node["enum"])
-        yield Rule(reason("enum", Reason.INVALID_VALUE), f"{label} must be one of {', '.join(map(str, node['enum']))}",
-                   partial(_not_in_enum, allowed))  # fmt: skip
+        yield Rule(
+            reason("enum", Reason.INVALID_VALUE),
+            f"{label} must be one of {', '.join(map(str, node['enum']))}",
+            partial(_not_in_enum, allowed),
+        )
     for keyword, broken in _BOUNDS:
         if keyword in node:
-            yield Rule(reason(keyword, Reason.INVALID_VALUE), f"{label} must be {keyword} {node[keyword]}",
-                       partial(_out_of_bound, node[keyword], broken))  # fmt: skip
+            yield Rule(
+                reason(keyword, Reason.INVALID_VALUE),
+                f"{label} must be {keyword} {node[keyword]}",
+                partial(_out_of_bound, node[keyword], broken),
+            )
     if "minLength" in node:
-        yield Rule(reason("minLength", Reason.INVALID_VALUE),
-                   f"{label} must have at least {node['minLength']} characters",
-                   partial(_too_short, int(node["minLength"])))  # fmt: skip
+        yield Rule(
+            reason("minLength", Reason.INVALID_VALUE),
+            f"{label} must have at least {node['minLength']} characters",
+            partial(_too_short, int(node["minLength"])),
+        )
     if "maxLength" in node:
-        yield Rule(reason("maxLength", Reason.INVALID_VALUE),
-                   f"{label} must have at most {node['maxLength']} characters",
-                   partial(_too_long, int(node["maxLength"])))  # fmt: skip
+        yield Rule(
+            reason("maxLength", Reason.INVALID_VALUE),
+            f"{label} must have at most {node['maxLength']} characters",
+            partial(_too_long, int(node["maxLength"])),
+        )
     if "pattern" in node:
-        yield Rule(reason("pattern", Reason.INVALID_VALUE), f"{label} must match {node['pattern']}",
-                   partial(_no_match, re.compile(node["pattern"])))  # fmt: skip
+        yield Rule(
+            reason("pattern", Reason.INVALID_VALUE),
+            f"{label} must match {node['pattern']}",
+            partial(_no_match, re.compile(node["pattern"])),
+        )
     if "properties" in node or "required" in node:
         for name in node.get("required", []):
-            yield Rule(reasons.get(f"{name}.required", Reason.MISSING_FIELD), f"missing field {label}.{name}",
-                       partial(_missing, name))  # fmt: skip
+            yield Rule(
+                reasons.get(f"{name}.required", Reason.MISSING_FIELD),
+                f"missing field {label}.{name}",
+                partial(_missing, name),
+            )
         for name, child in node.get("properties", {}).items():
             child_types = child.get("type") or []
             nullable = child_types == "null" or (isinstance(child_types, list) and "null" in child_types)
             for rule in _ordered_rules(child, f"{label}.{name}", reasons):
                 yield Rule(rule.reason, rule.detail, _in_property(name, nullable, rule.violated))
     if "minItems" in node:
-        yield Rule(reason("minItems", Reason.INVALID_VALUE), f"{label} must have at least {node['minItems']} items",
-                   partial(_too_few_items, int(node["minItems"])))  # fmt: skip
+        yield Rule(
+            reason("minItems", Reason.INVALID_VALUE),
+            f"{label} must have at least {node['minItems']} items",
+            partial(_too_few_items, int(node["minItems"])),
+        )
     if "maxItems" in node:
-        yield Rule(reason("maxItems", Reason.OVERSIZED), f"{label} must have at most {node['maxItems']} items",
-                   partial(_too_many_items, int(node["maxItems"])))  # fmt: skip
+        yield Rule(
+            reason("maxItems", Reason.OVERSIZED),
+            f"{label} must have at most {node['maxItems']} items",
+            partial(_too_many_items, int(node["maxItems"])),
+        )
     if "items" in node:
         for rule in _ordered_rules(node["items"], f"{label}[]", reasons):
             yield Rule(rule.reason, rule.detail, partial(_any_item, rule.violated))
@@ -572,8 +623,9 @@ def validate_event(
             Reason.FUTURE_TIMESTAMP,
             f"event_time {event_time_ms} is more than {max_future_skew_ms} ms after the Kafka timestamp",
         )
-    return ValidEvent(event_type, int(value["schema_version"]), event_time_ms, str(value[KEY_FIELDS[event_type]]),
-                      _plain(value))  # fmt: skip
+    return ValidEvent(
+        event_type, int(value["schema_version"]), event_time_ms, str(value[KEY_FIELDS[event_type]]), _plain(value)
+    )
 
 
 def _cross_field_rules(event_type: str) -> tuple[Rule, ...]:

@@ -40,7 +40,7 @@ class AllocationStrategy(Protocol):
         current_cid: str | None,
         mq_all: Sequence[MessageQueue] | None,
         cid_all: Sequence[str] | None,
-    ) -> list[MessageQueue] | None: ...  # fmt: skip
+    ) -> list[MessageQueue] | None: ...
 
 
 def check(current_cid: str | None, mq_all: Sequence[MessageQueue] | None, cid_all: Sequence[str] | None) -> bool:
@@ -78,8 +78,13 @@ class Averagely:
 
     name: str = "AVG"
 
-    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
-                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str | None,
+        mq_all: Sequence[MessageQueue] | None,
+        cid_all: Sequence[str] | None,
+    ) -> list[MessageQueue]:
         if not check(current_cid, mq_all, cid_all):
             return []
         assert mq_all is not None and cid_all is not None
@@ -93,8 +98,13 @@ class AveragelyByCircle:
 
     name: str = "AVG_BY_CIRCLE"
 
-    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
-                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str | None,
+        mq_all: Sequence[MessageQueue] | None,
+        cid_all: Sequence[str] | None,
+    ) -> list[MessageQueue]:
         if not check(current_cid, mq_all, cid_all):
             return []
         assert mq_all is not None and cid_all is not None
@@ -159,8 +169,13 @@ class ConsistentHash:
         if self.virtual_node_count < 0:
             raise IllegalArgument(f"illegal virtualNodeCnt :{self.virtual_node_count}")
 
-    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
-                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str | None,
+        mq_all: Sequence[MessageQueue] | None,
+        cid_all: Sequence[str] | None,
+    ) -> list[MessageQueue]:
         if not check(current_cid, mq_all, cid_all):
             return []
         assert mq_all is not None and cid_all is not None
@@ -175,8 +190,13 @@ class ByConfig:
     queues: tuple[MessageQueue, ...] | None = None
     name: str = "CONFIG"
 
-    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
-                 cid_all: Sequence[str] | None) -> list[MessageQueue] | None:  # fmt: skip
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str | None,
+        mq_all: Sequence[MessageQueue] | None,
+        cid_all: Sequence[str] | None,
+    ) -> list[MessageQueue] | None:
         return None if self.queues is None else list(self.queues)
 
 
@@ -202,8 +222,13 @@ class ByMachineRoom:
                     result.append(mq)
         return result
 
-    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
-                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str | None,
+        mq_all: Sequence[MessageQueue] | None,
+        cid_all: Sequence[str] | None,
+    ) -> list[MessageQueue]:
         if not check(current_cid, mq_all, cid_all):
             return []
         assert mq_all is not None and cid_all is not None
@@ -279,8 +304,13 @@ class MachineRoomNearby:
     def name(self) -> str:
         return "MACHINE_ROOM_NEARBY-" + self.inner.name
 
-    def allocate(self, consumer_group: str, current_cid: str | None, mq_all: Sequence[MessageQueue] | None,
-                 cid_all: Sequence[str] | None) -> list[MessageQueue]:  # fmt: skip
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str | None,
+        mq_all: Sequence[MessageQueue] | None,
+        cid_all: Sequence[str] | None,
+    ) -> list[MessageQueue]:
         if not check(current_cid, mq_all, cid_all):
             return []
         assert mq_all is not None and cid_all is not None and current_cid is not None
@@ -316,15 +346,26 @@ def _java_key(text: str) -> bytes:
 STRATEGY_NAMES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH", "CONFIG", "MACHINE_ROOM", "MACHINE_ROOM_NEARBY-<inner>")
 
 
-def strategy_from_name(name: str, *, virtual_node_count: int = 10, consumer_idcs: Sequence[str] | None = (),
-                       config_queues: Sequence[MessageQueue] | None = None,
-                       resolver: MachineRoomResolver | None = None,
-                       line: ClientLine = ClientLine.V5, charset_4_9: str = "UTF-8") -> AllocationStrategy:  # fmt: skip
+def strategy_from_name(
+    name: str,
+    *,
+    virtual_node_count: int = 10,
+    consumer_idcs: Sequence[str] | None = (),
+    config_queues: Sequence[MessageQueue] | None = None,
+    resolver: MachineRoomResolver | None = None,
+    line: ClientLine = ClientLine.V5,
+    charset_4_9: str = "UTF-8",
+) -> AllocationStrategy:
     """The strategy RocketMQ names ``name`` (``getName()``), with its parameters."""
     if name.startswith("MACHINE_ROOM_NEARBY-"):
-        inner = strategy_from_name(name[len("MACHINE_ROOM_NEARBY-"):], virtual_node_count=virtual_node_count,
-                                   consumer_idcs=consumer_idcs, config_queues=config_queues, line=line,
-                                   charset_4_9=charset_4_9)  # fmt: skip
+        inner = strategy_from_name(
+            name[len("MACHINE_ROOM_NEARBY-") :],
+            virtual_node_count=virtual_node_count,
+            consumer_idcs=consumer_idcs,
+            config_queues=config_queues,
+            line=line,
+            charset_4_9=charset_4_9,
+        )
         return MachineRoomNearby(inner, resolver or SplitResolver())
     if name == "AVG":
         return Averagely()
@@ -378,8 +419,13 @@ class GroupAllocation:
         return tuple(counts)
 
 
-def allocate_group(strategy: AllocationStrategy, cid_all: Sequence[str], mq_all: Sequence[MessageQueue],
-                   consumer_group: str = "", presorted: bool = False) -> GroupAllocation:  # fmt: skip
+def allocate_group(
+    strategy: AllocationStrategy,
+    cid_all: Sequence[str],
+    mq_all: Sequence[MessageQueue],
+    consumer_group: str = "",
+    presorted: bool = False,
+) -> GroupAllocation:
     """What every client of the group computes, as ``RebalanceImpl`` calls the strategy (sorted inputs)."""
     mqs = tuple(mq_all) if presorted else tuple(sorted_queues(mq_all))
     cids = tuple(cid_all) if presorted else tuple(sorted_client_ids(cid_all))
@@ -418,8 +464,9 @@ def _counts_from_ranges(n: int, ranges: list[tuple[int, int, int]]) -> tuple[int
     return tuple(accumulate(diff[:n]))
 
 
-def _group_averagely(mqs: tuple[MessageQueue, ...], first_index: Mapping[str, int], multiplicity: Counter[str],
-                     n: int, m: int) -> tuple[dict[str, tuple[MessageQueue, ...]], tuple[int, ...]]:  # fmt: skip
+def _group_averagely(
+    mqs: tuple[MessageQueue, ...], first_index: Mapping[str, int], multiplicity: Counter[str], n: int, m: int
+) -> tuple[dict[str, tuple[MessageQueue, ...]], tuple[int, ...]]:
     shares: dict[str, tuple[MessageQueue, ...]] = {}
     ranges = []
     for cid, index in first_index.items():
@@ -429,9 +476,14 @@ def _group_averagely(mqs: tuple[MessageQueue, ...], first_index: Mapping[str, in
     return shares, _counts_from_ranges(n, ranges)
 
 
-def _group_by_circle(mqs: tuple[MessageQueue, ...], cids: tuple[str, ...], first_index: Mapping[str, int],
-                     multiplicity: Counter[str], n: int, m: int,
-                     ) -> tuple[dict[str, tuple[MessageQueue, ...]], tuple[int, ...]]:  # fmt: skip
+def _group_by_circle(
+    mqs: tuple[MessageQueue, ...],
+    cids: tuple[str, ...],
+    first_index: Mapping[str, int],
+    multiplicity: Counter[str],
+    n: int,
+    m: int,
+) -> tuple[dict[str, tuple[MessageQueue, ...]], tuple[int, ...]]:
     shares = {cid: mqs[index::m] for cid, index in first_index.items()}
     # Position p of cidAll is served only if it is its client's first occurrence (indexOf).
     per_position = [multiplicity[cid] if first_index[cid] == p else 0 for p, cid in enumerate(cids)]
@@ -439,8 +491,13 @@ def _group_by_circle(mqs: tuple[MessageQueue, ...], cids: tuple[str, ...], first
     return shares, counts
 
 
-def _group_generic(strategy: AllocationStrategy, mqs: tuple[MessageQueue, ...], cids: tuple[str, ...],
-                   multiplicity: Counter[str], consumer_group: str) -> GroupAllocation:  # fmt: skip
+def _group_generic(
+    strategy: AllocationStrategy,
+    mqs: tuple[MessageQueue, ...],
+    cids: tuple[str, ...],
+    multiplicity: Counter[str],
+    consumer_group: str,
+) -> GroupAllocation:
     shares: dict[str, tuple[MessageQueue, ...]] = {}
     errors: dict[str, DomainError] = {}
     index = {mq: i for i, mq in enumerate(mqs)}

@@ -110,9 +110,14 @@ def reconcile(
     for key, finding in sorted(current.items()):
         episode = Episode(
             episode_id(finding.group, finding.topic, finding.anomaly, now_ms),
-            finding.group, finding.topic, finding.anomaly, now_ms,
-            finding.severity, finding.summary, finding.fingerprint,
-        )  # fmt: skip
+            finding.group,
+            finding.topic,
+            finding.anomaly,
+            now_ms,
+            finding.severity,
+            finding.summary,
+            finding.fingerprint,
+        )
         result[key] = episode
         transitions.append(Transition(EpisodeStatus.OPENED, episode, now_ms))
     return result, transitions
@@ -153,11 +158,19 @@ class StormDetector:
         if count <= self.threshold:
             return None
         return Finding(
-            group, "", AnomalyKind.REBALANCE_STORM, Severity.WARNING,
+            group,
+            "",
+            AnomalyKind.REBALANCE_STORM,
+            Severity.WARNING,
             f"{count} rebalances of {group} within {self.window_ms // 1000} s (threshold {self.threshold})",
-            {"rebalances_in_window": count, "window_ms": self.window_ms, "threshold": self.threshold,
-             "first_ms": rebalance_times_ms[0], "last_ms": rebalance_times_ms[-1]},
-        )  # fmt: skip
+            {
+                "rebalances_in_window": count,
+                "window_ms": self.window_ms,
+                "threshold": self.threshold,
+                "first_ms": rebalance_times_ms[0],
+                "last_ms": rebalance_times_ms[-1],
+            },
+        )
 
 
 MemberChanges = dict[str, list[list[Any]]]
@@ -180,8 +193,9 @@ class FlappingDetector:
     threshold: int = 3
     coalesce_ms: int = 1_000
 
-    def record(self, changes: Mapping[str, list[list[Any]]], client_id: str, direction: MemberDirection,
-               time_ms: int) -> MemberChanges:  # fmt: skip
+    def record(
+        self, changes: Mapping[str, list[list[Any]]], client_id: str, direction: MemberDirection, time_ms: int
+    ) -> MemberChanges:
         """``changes`` after a ``direction`` ("JOIN" or "LEAVE") of ``client_id`` at ``time_ms``."""
         entries = list(changes.get(client_id, ()))
         if any(d == direction and abs(time_ms - t) < self.coalesce_ms for t, d in entries):
@@ -210,20 +224,29 @@ class FlappingDetector:
                 members[client_id] = {
                     "joins": sum(1 for _, d in entries if d == MemberDirection.JOIN),
                     "leaves": sum(1 for _, d in entries if d == MemberDirection.LEAVE),
-                    "first_ms": entries[0][0], "last_ms": entries[-1][0],
-                }  # fmt: skip
+                    "first_ms": entries[0][0],
+                    "last_ms": entries[-1][0],
+                }
         if not members:
             return None
         return Finding(
-            group, "", AnomalyKind.FLAPPING_MEMBERS, Severity.WARNING,
+            group,
+            "",
+            AnomalyKind.FLAPPING_MEMBERS,
+            Severity.WARNING,
             f"{len(members)} member(s) of {group} joined or left more than {self.threshold} times within "
             f"{self.window_ms // 1000} s",
             {"members": members, "window_ms": self.window_ms, "threshold": self.threshold},
-        )  # fmt: skip
+        )
 
 
-def hold_in_grace(findings: Iterable[Finding], open_episodes: Mapping[tuple[str, str, str], Episode],
-                  now_ms: int, converge_by_ms: int | None, kinds: Iterable[AnomalyKind]) -> list[Finding]:  # fmt: skip
+def hold_in_grace(
+    findings: Iterable[Finding],
+    open_episodes: Mapping[tuple[str, str, str], Episode],
+    now_ms: int,
+    converge_by_ms: int | None,
+    kinds: Iterable[AnomalyKind],
+) -> list[Finding]:
     """Findings of ``kinds`` that may not open an episode yet: before ``converge_by_ms`` clients are still
     converging after a change (RocketMQ rebalances within 20 s, and sees a route change only at its next
     route poll), so a difference between what they report and what they will compute is expected. An

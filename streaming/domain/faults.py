@@ -658,8 +658,9 @@ class FaultWindowTracker:
             trigger = Trigger(send.event_time_ms, send.latency_ms, send.outcome, False, -1, 0)
             window = tracked.window
             closed = replace(window, window_end_ms=send.event_time_ms, last_moved_by=trigger)
-            episodes.append(self._episode(WindowStatus.CLOSED_EARLY, key, closed, trigger, send.event_time_ms,
-                                          window.window_end_ms))  # fmt: skip
+            episodes.append(
+                self._episode(WindowStatus.CLOSED_EARLY, key, closed, trigger, send.event_time_ms, window.window_end_ms)
+            )
         items = dict(self.items)
         items[key] = TrackedFault(send.producer_id, send.broker, item, send.event_time_ms, None, fault_enabled=False)
         return TrackerStep(replace(self, items=MappingProxyType(items)), tuple(episodes))

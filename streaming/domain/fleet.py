@@ -108,12 +108,24 @@ STALE_ROUTE = LateReason.STALE_ROUTE  # the late-event reason of a route older t
 STALE_POLL = LateReason.STALE_POLL  # the late-event reason of a poll older than its view's last poll
 # Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
 # A polled view turning stale or fresh again changes which views the analysis reads, not the membership.
-NOT_REBALANCES = frozenset({Trigger.REPORTED_ASSIGNMENT, Trigger.STORM_WINDOW, Trigger.FLAPPING_WINDOW,
-                            Trigger.CONVERGENCE_GRACE, Trigger.VIEW_STALE, Trigger.VIEW_FRESH})
+NOT_REBALANCES = frozenset(
+    {
+        Trigger.REPORTED_ASSIGNMENT,
+        Trigger.STORM_WINDOW,
+        Trigger.FLAPPING_WINDOW,
+        Trigger.CONVERGENCE_GRACE,
+        Trigger.VIEW_STALE,
+        Trigger.VIEW_FRESH,
+    }
+)
 # Findings that compare what clients report with what they compute: held while clients converge.
 CONVERGING_KINDS = (AnomalyKind.ASSIGNMENT_MISMATCH,)
-_MEMBER_DIRECTION = {ChangeKind.JOIN: MemberDirection.JOIN, ChangeKind.LEAVE: MemberDirection.LEAVE,
-                     ChangeKind.EXPIRED: MemberDirection.LEAVE, ChangeKind.VANISHED: MemberDirection.LEAVE}
+_MEMBER_DIRECTION = {
+    ChangeKind.JOIN: MemberDirection.JOIN,
+    ChangeKind.LEAVE: MemberDirection.LEAVE,
+    ChangeKind.EXPIRED: MemberDirection.LEAVE,
+    ChangeKind.VANISHED: MemberDirection.LEAVE,
+}
 
 
 @dataclass(frozen=True)
@@ -155,20 +167,29 @@ class EngineSettings:
     def from_mapping(cls, data: Mapping[str, Any]) -> EngineSettings:
         rules = tuple(
             GroupRule(
-                r["group"], r.get("strategy"), int(r.get("virtual_node_count", 10)),
-                tuple(r.get("consumer_idcs") or ()), r.get("machine_room_separator", "-"),
-                None if r.get("config_queues") is None else tuple(tuple(q) for q in r["config_queues"]),  # type: ignore[misc]
+                r["group"],
+                r.get("strategy"),
+                int(r.get("virtual_node_count", 10)),
+                tuple(r.get("consumer_idcs") or ()),
+                r.get("machine_room_separator", "-"),
+                None if r.get("config_queues") is None else tuple(tuple(q) for q in r["config_queues"]),
                 r.get("machine_room_regex"),
             )
             for r in data.get("group_rules", ())
-        )  # fmt: skip
+        )
         return cls(
-            data.get("default_strategy", "AVG"), str(data.get("default_client_line", "5")),
-            int(data.get("expiry_ms", ms.DEFAULT_EXPIRY_MS)), int(data.get("storm_window_ms", 300_000)),
-            int(data.get("storm_threshold", 10)), rules, int(data.get("storm_coalesce_ms", 1_000)),
-            int(data.get("flapping_window_ms", 600_000)), int(data.get("flapping_threshold", 3)),
-            int(data.get("convergence_grace_ms", 20_000)), int(data.get("route_poll_interval_ms", 30_000)),
-        )  # fmt: skip
+            data.get("default_strategy", "AVG"),
+            str(data.get("default_client_line", "5")),
+            int(data.get("expiry_ms", ms.DEFAULT_EXPIRY_MS)),
+            int(data.get("storm_window_ms", 300_000)),
+            int(data.get("storm_threshold", 10)),
+            rules,
+            int(data.get("storm_coalesce_ms", 1_000)),
+            int(data.get("flapping_window_ms", 600_000)),
+            int(data.get("flapping_threshold", 3)),
+            int(data.get("convergence_grace_ms", 20_000)),
+            int(data.get("route_poll_interval_ms", 30_000)),
+        )
 
     def rule_for(self, group: str) -> GroupRule | None:
         for rule in self.group_rules:
@@ -189,9 +210,13 @@ class EngineSettings:
             if rule.config_queues is not None:
                 queues = [MessageQueue(t, b, int(q)) for t, b, q in rule.config_queues]
             return strategy_from_name(
-                name, virtual_node_count=rule.virtual_node_count, consumer_idcs=rule.consumer_idcs,
-                config_queues=queues, resolver=rule.resolver, line=line,
-            )  # fmt: skip
+                name,
+                virtual_node_count=rule.virtual_node_count,
+                consumer_idcs=rule.consumer_idcs,
+                config_queues=queues,
+                resolver=rule.resolver,
+                line=line,
+            )
 
         return build
 
@@ -236,9 +261,17 @@ class GroupState:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GroupState:
         episodes = {(e["group"], e["topic"], e["anomaly"]): _episode(e) for e in data["episodes"]}
-        return cls(ms.restore(data["membership"]), int(data["generation"]), data["owners"], data["assigned"],
-                   episodes, tuple(data["rebalances_ms"]), data["reported"], data.get("member_changes") or {},
-                   data.get("converge_by_ms"))  # fmt: skip
+        return cls(
+            ms.restore(data["membership"]),
+            int(data["generation"]),
+            data["owners"],
+            data["assigned"],
+            episodes,
+            tuple(data["rebalances_ms"]),
+            data["reported"],
+            data.get("member_changes") or {},
+            data.get("converge_by_ms"),
+        )
 
 
 class HeartbeatRun(NamedTuple):
@@ -268,17 +301,19 @@ def _queue_key(mq: MessageQueue) -> str:
 class _RouteQueues(Mapping[str, list[MessageQueue]]):
     """mqAll per topic, built on first read from the topic's current route and kept while that route is."""
 
-    def __init__(self, routes: Mapping[str, Mapping[str, Any]],
-                 built: dict[str, tuple[dict[str, Any], list[MessageQueue]]]) -> None:  # fmt: skip
+    def __init__(
+        self, routes: Mapping[str, Mapping[str, Any]], built: dict[str, tuple[Mapping[str, Any], list[MessageQueue]]]
+    ) -> None:
         self._routes, self._built = routes, built
 
     def __getitem__(self, topic: str) -> list[MessageQueue]:
         route = self._routes[topic]
         cached = self._built.get(topic)
-        if cached is None or cached[0] is not route:
-            cached = (route, [MessageQueue(topic, b, int(q)) for b, q in route["queues"]])  # type: ignore[assignment]
-            self._built[topic] = cached  # type: ignore[assignment]
-        return cached[1]
+        if cached is not None and cached[0] is route:
+            return cached[1]
+        queues = [MessageQueue(topic, b, int(q)) for b, q in route["queues"]]
+        self._built[topic] = (route, queues)
+        return queues
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._routes)
@@ -290,20 +325,26 @@ class _RouteQueues(Mapping[str, list[MessageQueue]]):
 class ShardEngine:
     """Mutable during one call, then snapshotted; see the module docstring."""
 
-    def __init__(self, settings: EngineSettings, routes: dict[str, dict[str, Any]],
-                 groups: dict[str, GroupState], retired: dict[str, list[Any]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        settings: EngineSettings,
+        routes: dict[str, dict[str, Any]],
+        groups: dict[str, GroupState],
+        retired: dict[str, list[Any]] | None = None,
+    ) -> None:
         self.settings = settings
         # Groups that emptied: their last generation and when, so a returning group continues its numbering.
         self.retired = retired or {}
         self.routes = routes  # topic -> {"event_time_ms": int, "queues": [[broker, qid], ...]}
         self.groups = groups
         self.storms = StormDetector(settings.storm_window_ms, settings.storm_threshold, settings.storm_coalesce_ms)
-        self.flapping = FlappingDetector(settings.flapping_window_ms, settings.flapping_threshold,
-                                         settings.storm_coalesce_ms)  # fmt: skip
+        self.flapping = FlappingDetector(
+            settings.flapping_window_ms, settings.flapping_threshold, settings.storm_coalesce_ms
+        )
         self._change_times: dict[str, list[int]] = {}  # this call's rebalance-causing changes per group
         # Each topic's mqAll as built from its current route (the route object it was built from, the queues):
         # a group's analysis reads only its topics, and a route rarely changes while analyses are frequent.
-        self._queues_of_route: dict[str, tuple[dict[str, Any], list[MessageQueue]]] = {}
+        self._queues_of_route: dict[str, tuple[Mapping[str, Any], list[MessageQueue]]] = {}
 
     # -- persistence ---------------------------------------------------------------------------------
     @classmethod
@@ -384,7 +425,7 @@ class ShardEngine:
         state = self.groups.get(event.group)
         view = state.membership.views.get(event.broker) if state is not None else None
         existing = view.channels.get(event.channel) if view is not None else None
-        if existing is None or not ms.is_live(existing, event.event_time_ms, self.settings.expiry_ms):
+        if view is None or existing is None or not ms.is_live(existing, event.event_time_ms, self.settings.expiry_ms):
             return False
         return ms.repeats(view, existing, event)
 
@@ -425,8 +466,13 @@ class ShardEngine:
         expiry_ms = self.settings.expiry_ms
         return [self._is_steady(run, expiry_ms, events_per_channel, view_subscriptions) for run in runs]
 
-    def _is_steady(self, run: HeartbeatRun, expiry_ms: int, events_per_channel: Mapping[tuple[str, str, str], int],
-                   view_subscriptions: Mapping[tuple[str, str], object]) -> bool:  # fmt: skip
+    def _is_steady(
+        self,
+        run: HeartbeatRun,
+        expiry_ms: int,
+        events_per_channel: Mapping[tuple[str, str, str], int],
+        view_subscriptions: Mapping[tuple[str, str], object],
+    ) -> bool:
         event, times = run.event, run.times
         if len(times) < 2 or events_per_channel[(event.group, event.broker, event.channel)] != 1:
             return False
@@ -485,6 +531,7 @@ class ShardEngine:
     def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> None:
         """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
         watermark (also in ``apply``: a shard with input every batch never times out)."""
+
         def due(group: str, trigger: Trigger) -> None:
             time_ms, triggers = dirty.get(group, (watermark_ms, set()))
             dirty[group] = (max(time_ms, watermark_ms), triggers | {trigger})
@@ -520,8 +567,9 @@ class ShardEngine:
                 state.converge_by_ms = due if state.converge_by_ms is None else max(state.converge_by_ms, due)
         dirty[group] = (max(previous_time, time_ms), triggers)
 
-    def _apply_channel(self, event: ms.ChannelEvent, records: list[Outcome],
-                       dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
+    def _apply_channel(
+        self, event: ms.ChannelEvent, records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+    ) -> None:
         state = self.groups.get(event.group)
         if state is None:
             retired = self.retired.pop(event.group, [0, 0])
@@ -548,8 +596,9 @@ class ShardEngine:
             self._mark(dirty, event.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
-    def _apply_poll(self, poll: ms.ConnectionPoll, records: list[Outcome],
-                    dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
+    def _apply_poll(
+        self, poll: ms.ConnectionPoll, records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+    ) -> None:
         state = self.groups.get(poll.group)
         if state is None:
             if not poll.connections:
@@ -570,8 +619,7 @@ class ShardEngine:
         for stale in statuses:
             self._mark(dirty, poll.group, stale.event_time_ms, Trigger.VIEW_STALE)
         if status is None:
-            records.append(LateEvent(STALE_POLL, "consumer_connections", now_ms, group=poll.group,
-                                     broker=poll.broker))  # fmt: skip
+            records.append(LateEvent(STALE_POLL, "consumer_connections", now_ms, group=poll.group, broker=poll.broker))
         else:
             records.append(BrokerViewState(status))
             if previous is None or previous.poll is None or previous.poll.stale:
@@ -583,8 +631,9 @@ class ShardEngine:
             self._mark(dirty, poll.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
-    def _apply_route(self, event: Mapping[str, Any], records: list[Outcome],
-                     dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
+    def _apply_route(
+        self, event: Mapping[str, Any], records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+    ) -> None:
         topic, time_ms = event["topic"], int(event["event_time"])
         current = self.routes.get(topic)
         if current is not None and time_ms < current["event_time_ms"]:
@@ -600,8 +649,9 @@ class ShardEngine:
             if topic in _subscribed_topics(state.membership, time_ms, self.settings.expiry_ms):
                 self._mark(dirty, group, time_ms, Trigger.ROUTE_CHANGED)
 
-    def _apply_report(self, event: Mapping[str, Any], records: list[Outcome],
-                      dirty: dict[str, tuple[int, set[Trigger]]]) -> None:  # fmt: skip
+    def _apply_report(
+        self, event: Mapping[str, Any], records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+    ) -> None:
         group = event["group"]
         state = self.groups.get(group)
         queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
@@ -609,11 +659,15 @@ class ShardEngine:
             # No broker has reported a channel of the group (yet, or any more): there is no membership to
             # compute an expected assignment from. The collector reports again, so a report that merely
             # overtook the group's first heartbeat is followed by one that counts.
-            records.append(IgnoredEvent(
-                event, "reported_assignment", UNKNOWN_GROUP,
-                f"group {group} is known to no broker at {int(event['event_time'])}: the report of "
-                f"{event['client_id']} ({len(queues)} queues of {event['topic']}) has nothing to compare with",
-            ))  # fmt: skip
+            records.append(
+                IgnoredEvent(
+                    event,
+                    "reported_assignment",
+                    UNKNOWN_GROUP,
+                    f"group {group} is known to no broker at {int(event['event_time'])}: the report of "
+                    f"{event['client_id']} ({len(queues)} queues of {event['topic']}) has nothing to compare with",
+                )
+            )
             return
         key = f"{event['client_id']}\x00{event['topic']}"
         if state.reported.get(key) != queues:
@@ -640,8 +694,9 @@ class ShardEngine:
     def _count_member_change(self, state: GroupState, change: ms.MembershipChange) -> None:
         direction = _MEMBER_DIRECTION.get(change.change)
         if direction is not None:
-            state.member_changes = self.flapping.record(state.member_changes, change.client_id, direction,
-                                                        change.event_time_ms)  # fmt: skip
+            state.member_changes = self.flapping.record(
+                state.member_changes, change.client_id, direction, change.event_time_ms
+            )
 
     def _analyse(self, dirty: Mapping[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
         records: list[Outcome] = []
@@ -675,11 +730,13 @@ class ShardEngine:
         for key, queues in state.reported.items():
             client, topic = key.split("\x00", 1)
             reported[(client, topic)] = frozenset(MessageQueue(topic, b, int(q)) for b, q in queues)
-        return analyze_group(state.membership, self._mq_all(), self.settings.strategy_factory(group), time_ms,
-                             previous, reported)  # fmt: skip
+        return analyze_group(
+            state.membership, self._mq_all(), self.settings.strategy_factory(group), time_ms, previous, reported
+        )
 
-    def _analyse_group(self, group: str, state: GroupState, time_ms: int, triggers: list[Trigger],
-                       rebalance: bool) -> list[Outcome]:  # fmt: skip
+    def _analyse_group(
+        self, group: str, state: GroupState, time_ms: int, triggers: list[Trigger], rebalance: bool
+    ) -> list[Outcome]:
         analysis = self._analysis(group, state, time_ms)
         if rebalance:
             state.generation += 1
@@ -699,8 +756,9 @@ class ShardEngine:
         if rebalance:
             records.append(_snapshot(analysis, state, time_ms, triggers))
             records += self._assignments(analysis, state, time_ms)
-        state.owners = {t: {_queue_key(mq): list(o) for mq, o in owners.items()}
-                        for t, owners in owners_by_topic(analysis).items()}  # fmt: skip
+        state.owners = {
+            t: {_queue_key(mq): list(o) for mq, o in owners.items()} for t, owners in owners_by_topic(analysis).items()
+        }
         records.append(_summary(analysis, state))
         return records
 
@@ -709,8 +767,9 @@ class ShardEngine:
         assigned: dict[str, list[str]] = {}
         for topic, result in analysis.topics.items():
             for client, share in result.expected_shares().items():
-                outcomes.append(ExpectedAssignment(analysis.group, state.generation, topic, client, share,
-                                                   result.strategy, time_ms))  # fmt: skip
+                outcomes.append(
+                    ExpectedAssignment(analysis.group, state.generation, topic, client, share, result.strategy, time_ms)
+                )
                 assigned.setdefault(topic, []).append(client)
         for topic, clients in state.assigned.items():
             for client in clients:
@@ -746,8 +805,13 @@ def _episode(data: Mapping[str, Any]) -> Episode:
 
 def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: int) -> set[str]:
     """The topics the group's channels registered at ``now_ms`` subscribe (the membership as of then)."""
-    return {t for v in membership.views.values() for ch in v.channels.values()
-            if ms.is_registered(v, ch, now_ms, expiry_ms) for t, _ in ch.topics}  # fmt: skip
+    return {
+        t
+        for v in membership.views.values()
+        for ch in v.channels.values()
+        if ms.is_registered(v, ch, now_ms, expiry_ms)
+        for t, _ in ch.topics
+    }
 
 
 def _slide_matters(state: GroupState, kind: AnomalyKind, finding_now: Finding | None) -> bool:
@@ -776,40 +840,71 @@ def _snapshot(analysis: Analysis, state: GroupState, time_ms: int, triggers: lis
     details = {
         "views": {b: list(v) for b, v in analysis.views.items()},
         "primary_broker": analysis.primary_broker,
-        "topics": {t: {"queues": len(r.allocation.mq_all), "orphaned": len(r.orphaned),
-                       "double_owned": len(r.double_owned), "moved": len(r.moved_queues),
-                       "subscribers": len(r.subscribers), "non_subscribers": list(r.non_subscribers),
-                       "skew_queues": r.skew_queues, "errors": sorted({str(e) for e in r.allocation.errors.values()})}
-                   for t, r in analysis.topics.items()},
+        "topics": {
+            t: {
+                "queues": len(r.allocation.mq_all),
+                "orphaned": len(r.orphaned),
+                "double_owned": len(r.double_owned),
+                "moved": len(r.moved_queues),
+                "subscribers": len(r.subscribers),
+                "non_subscribers": list(r.non_subscribers),
+                "skew_queues": r.skew_queues,
+                "errors": sorted({str(e) for e in r.allocation.errors.values()}),
+            }
+            for t, r in analysis.topics.items()
+        },
         "duplicate_client_ids": {c: list(v) for c, v in analysis.duplicate_client_ids.items()},
         "allocation": analysis.allocation,
         "stale_views": list(analysis.stale_views),
-    }  # fmt: skip
+    }
     versions = sorted({ch.client_version or "" for v in state.membership.views.values() for ch in v.channels.values()})
     return GenerationSnapshot(
-        analysis.group, state.generation, time_ms, tuple(triggers), analysis.members, len(analysis.cid_all),
-        tuple(sorted(analysis.views)), tuple(analysis.cid_all), tuple(sorted(analysis.topics)),
+        analysis.group,
+        state.generation,
+        time_ms,
+        tuple(triggers),
+        analysis.members,
+        len(analysis.cid_all),
+        tuple(sorted(analysis.views)),
+        tuple(analysis.cid_all),
+        tuple(sorted(analysis.topics)),
         # A group without client-side allocation has no strategy: its allocation mode (BROADCAST, BROKER) says so.
         ",".join(strategies) if analysis.allocation == CLIENT_SIDE else analysis.allocation,
-        ",".join(v for v in versions if v), analysis.views_diverge,
+        ",".join(v for v in versions if v),
+        analysis.views_diverge,
         tuple(sorted({e.anomaly for e in state.episodes.values()})),
         json.dumps(details, sort_keys=True, separators=(",", ":")),
-    )  # fmt: skip
+    )
 
 
 def _summary(analysis: Analysis, state: GroupState) -> GroupSummary:
     open_by_kind: dict[AnomalyKind, int] = {}
     for episode in state.episodes.values():
         open_by_kind[episode.anomaly] = open_by_kind.get(episode.anomaly, 0) + 1
-    topics = {t: TopicSummary(sum(1 for c in r.owner_counts if c == 1), len(r.orphaned), len(r.double_owned),
-                              len(r.idle_members), len(r.non_subscribers), r.skew_queues, len(r.moved_queues))
-              for t, r in analysis.topics.items()}  # fmt: skip
+    topics = {
+        t: TopicSummary(
+            sum(1 for c in r.owner_counts if c == 1),
+            len(r.orphaned),
+            len(r.double_owned),
+            len(r.idle_members),
+            len(r.non_subscribers),
+            r.skew_queues,
+            len(r.moved_queues),
+        )
+        for t, r in analysis.topics.items()
+    }
     return GroupSummary(
-        analysis.group, analysis.event_time_ms, analysis.members, len(analysis.cid_all), state.generation,
-        len(analysis.duplicate_client_ids), analysis.views_diverge,
-        state.rebalances_ms[-1] if state.rebalances_ms else None, open_by_kind, topics,
-    )  # fmt: skip
+        analysis.group,
+        analysis.event_time_ms,
+        analysis.members,
+        len(analysis.cid_all),
+        state.generation,
+        len(analysis.duplicate_client_ids),
+        analysis.views_diverge,
+        state.rebalances_ms[-1] if state.rebalances_ms else None,
+        open_by_kind,
+        topics,
+    )
 
 
 __all__ = ["EngineSettings", "Finding", "GroupRule", "ShardEngine", "readable_queues", "DomainError"]
-

@@ -17,8 +17,12 @@ from .vocabulary import ChangeKind, ChangeReason, ChannelEventKind, ViewFreshnes
 
 SCHEMA_VERSION = 2  # 2: channels by column
 DEFAULT_EXPIRY_MS = 120_000
-REMOVAL_KINDS = (ChannelEventKind.UNREGISTER, ChannelEventKind.CHANNEL_CLOSE, ChannelEventKind.CHANNEL_EXCEPTION,
-                 ChannelEventKind.CHANNEL_IDLE)
+REMOVAL_KINDS = (
+    ChannelEventKind.UNREGISTER,
+    ChannelEventKind.CHANNEL_CLOSE,
+    ChannelEventKind.CHANNEL_EXCEPTION,
+    ChannelEventKind.CHANNEL_IDLE,
+)
 
 
 # Subscription, ChannelEvent, Channel and MembershipChange are NamedTuples rather than frozen dataclasses:
@@ -51,23 +55,51 @@ class ChannelEvent(NamedTuple):
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ChannelEvent:
         return cls.from_fields(
-            data["event_time"], data["broker"], data["kind"], data["channel"], data["client_id"], data["group"],
-            data.get("message_model"), data.get("consume_type"), data.get("client_version"),
-            subscriptions_from_json(data.get("subscriptions")), data.get("allocate_strategy"),
-        )  # fmt: skip
+            data["event_time"],
+            data["broker"],
+            data["kind"],
+            data["channel"],
+            data["client_id"],
+            data["group"],
+            data.get("message_model"),
+            data.get("consume_type"),
+            data.get("client_version"),
+            subscriptions_from_json(data.get("subscriptions")),
+            data.get("allocate_strategy"),
+        )
 
     @classmethod
-    def from_fields(cls, event_time: Any, broker: Any, kind: Any, channel: Any, client_id: Any, group: Any,
-                    message_model: str | None, consume_type: str | None, client_version: str | None,
-                    subscriptions: tuple[Subscription, ...],
-                    allocate_strategy: str | None) -> ChannelEvent:  # fmt: skip
+    def from_fields(
+        cls,
+        event_time: Any,
+        broker: Any,
+        kind: Any,
+        channel: Any,
+        client_id: Any,
+        group: Any,
+        message_model: str | None,
+        consume_type: str | None,
+        client_version: str | None,
+        subscriptions: tuple[Subscription, ...],
+        allocate_strategy: str | None,
+    ) -> ChannelEvent:
         """The event from the contract's fields (absent optional ones as None), with the contract's defaults.
 
         The Spark job passes typed columns here rather than the JSON, parsing each distinct subscription
         list once (``subscriptions_from_json``); ``from_json`` goes through the same defaults."""
-        return cls(int(event_time), str(broker), str(kind), str(channel), str(client_id), str(group),
-                   str(message_model or "CLUSTERING"), str(consume_type or "CONSUME_PASSIVELY"), client_version,
-                   subscriptions, allocate_strategy)  # fmt: skip
+        return cls(
+            int(event_time),
+            str(broker),
+            str(kind),
+            str(channel),
+            str(client_id),
+            str(group),
+            str(message_model or "CLUSTERING"),
+            str(consume_type or "CONSUME_PASSIVELY"),
+            client_version,
+            subscriptions,
+            allocate_strategy,
+        )
 
 
 def subscriptions_from_json(items: Iterable[Mapping[str, Any]] | None) -> tuple[Subscription, ...]:
@@ -109,15 +141,28 @@ class ConnectionPoll(NamedTuple):
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ConnectionPoll:
         connections = tuple(
-            Connection(str(c["channel"]), str(c["client_id"]), c.get("client_version"), c.get("allocate_strategy"),
-                       None if c.get("subscriptions") is None else subscriptions_from_json(c["subscriptions"]),
-                       c.get("language"), c.get("consume_type"))
+            Connection(
+                str(c["channel"]),
+                str(c["client_id"]),
+                c.get("client_version"),
+                c.get("allocate_strategy"),
+                None if c.get("subscriptions") is None else subscriptions_from_json(c["subscriptions"]),
+                c.get("language"),
+                c.get("consume_type"),
+            )
             for c in data.get("connections") or ()
-        )  # fmt: skip
-        return cls(int(data["event_time"]), str(data["broker"]), str(data["group"]), int(data["stale_after_ms"]),
-                   subscriptions_from_json(data.get("subscriptions")), connections,
-                   str(data.get("message_model") or "CLUSTERING"), str(data.get("consume_type") or "CONSUME_PASSIVELY"),
-                   data.get("collector"))  # fmt: skip
+        )
+        return cls(
+            int(data["event_time"]),
+            str(data["broker"]),
+            str(data["group"]),
+            int(data["stale_after_ms"]),
+            subscriptions_from_json(data.get("subscriptions")),
+            connections,
+            str(data.get("message_model") or "CLUSTERING"),
+            str(data.get("consume_type") or "CONSUME_PASSIVELY"),
+            data.get("collector"),
+        )
 
 
 class Channel(NamedTuple):
@@ -181,8 +226,9 @@ def _notifies(message_model: str, client_version: str | None) -> bool:
     return not (message_model == "BROADCASTING" and ClientLine.parse(client_version) is ClientLine.V5)
 
 
-def apply_event(membership: GroupMembership, event: ChannelEvent,
-                expiry_ms: int = DEFAULT_EXPIRY_MS) -> tuple[GroupMembership, list[MembershipChange]]:  # fmt: skip
+def apply_event(
+    membership: GroupMembership, event: ChannelEvent, expiry_ms: int = DEFAULT_EXPIRY_MS
+) -> tuple[GroupMembership, list[MembershipChange]]:
     """The broker's reaction to one event (rules 1, 2 and 4)."""
     view = membership.views.get(event.broker)
     if view is None:
@@ -280,12 +326,29 @@ def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[Broke
     if existing is not None and event.event_time_ms < existing.last_update_ms:
         return view, []  # out of order: a newer heartbeat of this channel was applied already
     reported = tuple(sorted((s.topic, s.expression) for s in event.subscriptions))
-    channels[event.channel] = Channel(event.channel, event.client_id, event.event_time_ms, event.client_version,
-                                      event.allocate_strategy, event.message_model, reported,
-                                      event.consume_type)  # fmt: skip
+    channels[event.channel] = Channel(
+        event.channel,
+        event.client_id,
+        event.event_time_ms,
+        event.client_version,
+        event.allocate_strategy,
+        event.message_model,
+        reported,
+        event.consume_type,
+    )
     if existing is None or existing.client_id != event.client_id:
-        changes.append(MembershipChange(event.event_time_ms, group, event.broker, ChangeKind.JOIN,
-                                        ChangeReason.HEARTBEAT, event.client_id, event.channel, notifies))  # fmt: skip
+        changes.append(
+            MembershipChange(
+                event.event_time_ms,
+                group,
+                event.broker,
+                ChangeKind.JOIN,
+                ChangeReason.HEARTBEAT,
+                event.client_id,
+                event.channel,
+                notifies,
+            )
+        )
     # The heartbeat's list overwrites the group's table on this broker.
     table = dict(view.subscriptions)
     incoming = {s.topic: s for s in event.subscriptions}
@@ -298,9 +361,20 @@ def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[Broke
     for topic in removed:
         del table[topic]
     if added or removed:
-        changes.append(MembershipChange(event.event_time_ms, group, event.broker, ChangeKind.SUBSCRIPTION_CHANGED,
-                                        ChangeReason.HEARTBEAT,
-                                        event.client_id, event.channel, notifies, added, removed))  # fmt: skip
+        changes.append(
+            MembershipChange(
+                event.event_time_ms,
+                group,
+                event.broker,
+                ChangeKind.SUBSCRIPTION_CHANGED,
+                ChangeReason.HEARTBEAT,
+                event.client_id,
+                event.channel,
+                notifies,
+                added,
+                removed,
+            )
+        )
     removed_at = {k: v for k, v in view.removed_at_ms.items() if k != event.channel}
     return BrokerView(channels, table, removed_at, view.poll), changes
 
@@ -313,14 +387,22 @@ def _remove(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerVi
         return view, []  # the channel heartbeated after this removal was observed: stale input
     channels = {k: v for k, v in view.channels.items() if k != event.channel}
     removed_at = {**view.removed_at_ms, event.channel: event.event_time_ms}
-    change = MembershipChange(event.event_time_ms, group, event.broker, ChangeKind.LEAVE, ChangeReason(event.kind),
-                              existing.client_id,
-                              event.channel, _notifies(existing.message_model, existing.client_version))  # fmt: skip
+    change = MembershipChange(
+        event.event_time_ms,
+        group,
+        event.broker,
+        ChangeKind.LEAVE,
+        ChangeReason(event.kind),
+        existing.client_id,
+        event.channel,
+        _notifies(existing.message_model, existing.client_version),
+    )
     return BrokerView(channels, view.subscriptions, removed_at, view.poll), [change]
 
 
-def _with_view(membership: GroupMembership, broker: str, view: BrokerView, now_ms: int,
-               expiry_ms: int) -> GroupMembership:  # fmt: skip
+def _with_view(
+    membership: GroupMembership, broker: str, view: BrokerView, now_ms: int, expiry_ms: int
+) -> GroupMembership:
     views = dict(membership.views)
     tombstones = {k: v for k, v in view.removed_at_ms.items() if v > now_ms - expiry_ms}
     if view.channels:
@@ -334,17 +416,20 @@ def _with_view(membership: GroupMembership, broker: str, view: BrokerView, now_m
     return GroupMembership(membership.group, views)
 
 
-def expire(membership: GroupMembership, now_ms: int,
-           expiry_ms: int = DEFAULT_EXPIRY_MS) -> tuple[GroupMembership, list[MembershipChange]]:  # fmt: skip
+def expire(
+    membership: GroupMembership, now_ms: int, expiry_ms: int = DEFAULT_EXPIRY_MS
+) -> tuple[GroupMembership, list[MembershipChange]]:
     """The housekeeping scan at ``now_ms``: channels silent for more than ``expiry_ms`` go (rule 3)."""
     changes: list[MembershipChange] = []
     result = membership
     for broker in sorted(membership.views):
         view = result.views[broker]
         # A polled view is never scanned: the broker's own expiry shows as the channel's absence from a poll.
-        stale = [] if view.poll is not None else sorted(
-            c for c, ch in view.channels.items() if not is_live(ch, now_ms, expiry_ms)
-        )  # fmt: skip
+        stale = (
+            []
+            if view.poll is not None
+            else sorted(c for c, ch in view.channels.items() if not is_live(ch, now_ms, expiry_ms))
+        )
         if not stale and not view.removed_at_ms:
             continue
         channels = dict(view.channels)
@@ -353,11 +438,21 @@ def expire(membership: GroupMembership, now_ms: int,
             gone = channels.pop(channel)
             expired_at = gone.last_update_ms + expiry_ms + 1
             removed_at[channel] = expired_at
-            changes.append(MembershipChange(expired_at, membership.group, broker, ChangeKind.EXPIRED, ChangeReason.SCAN,
-                                            gone.client_id,
-                                            channel, False))  # fmt: skip
-        result = _with_view(result, broker, BrokerView(channels, view.subscriptions, removed_at, view.poll), now_ms,
-                            expiry_ms)  # fmt: skip
+            changes.append(
+                MembershipChange(
+                    expired_at,
+                    membership.group,
+                    broker,
+                    ChangeKind.EXPIRED,
+                    ChangeReason.SCAN,
+                    gone.client_id,
+                    channel,
+                    False,
+                )
+            )
+        result = _with_view(
+            result, broker, BrokerView(channels, view.subscriptions, removed_at, view.poll), now_ms, expiry_ms
+        )
     # In time order: one scan then reports what several earlier scans would have, in the same order (the
     # flapping detector's coalescing depends on it), so how often the engine scans never shows.
     changes.sort(key=lambda c: (c.event_time_ms, c.broker, c.channel))
@@ -366,8 +461,12 @@ def expire(membership: GroupMembership, now_ms: int,
 
 def next_expiry_ms(membership: GroupMembership, expiry_ms: int = DEFAULT_EXPIRY_MS) -> int | None:
     """The earliest event time at which ``expire`` would remove a channel or a tombstone."""
-    times = [ch.last_update_ms + expiry_ms + 1 for v in membership.views.values() if v.poll is None
-             for ch in v.channels.values()]  # fmt: skip
+    times = [
+        ch.last_update_ms + expiry_ms + 1
+        for v in membership.views.values()
+        if v.poll is None
+        for ch in v.channels.values()
+    ]
     times += [t + expiry_ms for v in membership.views.values() for t in v.removed_at_ms.values()]
     return min(times) if times else None
 
@@ -413,11 +512,29 @@ def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int
             topics = existing.topics  # type: ignore[union-attr]  # the client's own, from an earlier poll
         else:
             topics = table_topics  # unknown: the broker's table for the group stands in
-        channels[c.channel] = Channel(c.channel, c.client_id, now, c.client_version, c.allocate_strategy,
-                                      poll.message_model, topics, c.consume_type or poll.consume_type)  # fmt: skip
+        channels[c.channel] = Channel(
+            c.channel,
+            c.client_id,
+            now,
+            c.client_version,
+            c.allocate_strategy,
+            poll.message_model,
+            topics,
+            c.consume_type or poll.consume_type,
+        )
         if not same_client:
-            changes.append(MembershipChange(now, group, poll.broker, ChangeKind.JOIN, ChangeReason.POLL, c.client_id,
-                                            c.channel, _notifies(poll.message_model, c.client_version)))  # fmt: skip
+            changes.append(
+                MembershipChange(
+                    now,
+                    group,
+                    poll.broker,
+                    ChangeKind.JOIN,
+                    ChangeReason.POLL,
+                    c.client_id,
+                    c.channel,
+                    _notifies(poll.message_model, c.client_version),
+                )
+            )
     removed_at = dict(view.removed_at_ms)
     for name, existing in sorted(view.channels.items()):
         if name in channels:
@@ -427,20 +544,36 @@ def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int
             continue
         removed_at[name] = now
         # How it left (expiry, close, unregister) does not show in a poll: whether clients were told is unknown.
-        changes.append(MembershipChange(now, group, poll.broker, ChangeKind.VANISHED, ChangeReason.POLL,
-                                        existing.client_id, name, False))
+        changes.append(
+            MembershipChange(
+                now, group, poll.broker, ChangeKind.VANISHED, ChangeReason.POLL, existing.client_id, name, False
+            )
+        )
     for name in channels:
         removed_at.pop(name, None)
     incoming = {s.topic: s for s in poll.subscriptions}
     added = tuple(sorted(t for t in incoming if t not in view.subscriptions))
     removed = tuple(sorted(t for t in view.subscriptions if t not in incoming))
     if added or removed:
-        changes.append(MembershipChange(now, group, poll.broker, ChangeKind.SUBSCRIPTION_CHANGED, ChangeReason.POLL,
-                                        "", "", _notifies(poll.message_model, None), added, removed))  # fmt: skip
+        changes.append(
+            MembershipChange(
+                now,
+                group,
+                poll.broker,
+                ChangeKind.SUBSCRIPTION_CHANGED,
+                ChangeReason.POLL,
+                "",
+                "",
+                _notifies(poll.message_model, None),
+                added,
+                removed,
+            )
+        )
     state = PollState(now, poll.stale_after_ms, False, poll.collector)
     result = _with_view(membership, poll.broker, BrokerView(channels, incoming, removed_at, state), now, expiry_ms)
-    status = ViewStatus(now, group, poll.broker, ViewFreshness.FRESH, now, poll.stale_after_ms, len(channels),
-                        poll.collector)  # fmt: skip
+    status = ViewStatus(
+        now, group, poll.broker, ViewFreshness.FRESH, now, poll.stale_after_ms, len(channels), poll.collector
+    )
     return result, changes, status
 
 
@@ -454,8 +587,18 @@ def mark_stale(membership: GroupMembership, now_ms: int) -> tuple[GroupMembershi
         if poll is None or poll.stale or now_ms < poll.stale_at_ms:
             continue
         views[broker] = BrokerView(view.channels, view.subscriptions, view.removed_at_ms, poll._replace(stale=True))
-        statuses.append(ViewStatus(poll.stale_at_ms, membership.group, broker, ViewFreshness.STALE, poll.polled_at_ms,
-                                   poll.stale_after_ms, len(view.channels), poll.collector))  # fmt: skip
+        statuses.append(
+            ViewStatus(
+                poll.stale_at_ms,
+                membership.group,
+                broker,
+                ViewFreshness.STALE,
+                poll.polled_at_ms,
+                poll.stale_after_ms,
+                len(view.channels),
+                poll.collector,
+            )
+        )
     if not statuses:
         return membership, []
     return GroupMembership(membership.group, views), statuses
@@ -527,21 +670,37 @@ def restore(data: Mapping[str, Any]) -> GroupMembership:
         topic_lists = [tuple((t[0], t[1]) for t in topics) for topics in view["topic_lists"]]
         names = view["channels"]
         consume_types = view.get("consume_types") or ["CONSUME_PASSIVELY"] * len(names)
-        channels = dict(zip(names, map(
-            Channel, names, view["client_ids"], map(int, view["last_update_ms"]), view["client_versions"],
-            view["allocate_strategies"], view["message_models"], [topic_lists[i] for i in view["topics"]],
-            consume_types,
-        ), strict=True))  # fmt: skip
+        channels = dict(
+            zip(
+                names,
+                map(
+                    Channel,
+                    names,
+                    view["client_ids"],
+                    map(int, view["last_update_ms"]),
+                    view["client_versions"],
+                    view["allocate_strategies"],
+                    view["message_models"],
+                    [topic_lists[i] for i in view["topics"]],
+                    consume_types,
+                ),
+                strict=True,
+            )
+        )
         subscriptions = {s[0]: Subscription(s[0], s[1], int(s[2])) for s in view["subscriptions"]}
         poll = view.get("poll")
-        views[broker] = BrokerView(channels, subscriptions, {k: int(v) for k, v in view["removed_at_ms"].items()},
-                                   None if poll is None else PollState(int(poll[0]), int(poll[1]), bool(poll[2]),
-                                                                       poll[3]))  # fmt: skip
+        views[broker] = BrokerView(
+            channels,
+            subscriptions,
+            {k: int(v) for k, v in view["removed_at_ms"].items()},
+            None if poll is None else PollState(int(poll[0]), int(poll[1]), bool(poll[2]), poll[3]),
+        )
     return GroupMembership(data["group"], views)
 
 
-def apply_all(membership: GroupMembership, events: Iterable[ChannelEvent],
-              expiry_ms: int = DEFAULT_EXPIRY_MS) -> tuple[GroupMembership, list[MembershipChange]]:  # fmt: skip
+def apply_all(
+    membership: GroupMembership, events: Iterable[ChannelEvent], expiry_ms: int = DEFAULT_EXPIRY_MS
+) -> tuple[GroupMembership, list[MembershipChange]]:
     """Apply events in the given order, running the expiry scan at each event's time first."""
     changes: list[MembershipChange] = []
     for event in events:

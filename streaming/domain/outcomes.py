@@ -155,6 +155,16 @@ class IgnoredEvent:
 
 
 Outcome = (
-    MembershipChange | BrokerViewState | BrokerViewChanged | BrokerViewGone | GenerationSnapshot | ExpectedAssignment
-    | AssignmentWithdrawn | EpisodeTransition | GroupSummary | GroupGone | LateEvent | IgnoredEvent
-)  # fmt: skip
+    MembershipChange
+    | BrokerViewState
+    | BrokerViewChanged
+    | BrokerViewGone
+    | GenerationSnapshot
+    | ExpectedAssignment
+    | AssignmentWithdrawn
+    | EpisodeTransition
+    | GroupSummary
+    | GroupGone
+    | LateEvent
+    | IgnoredEvent
+)

@@ -76,8 +76,17 @@ ROUTE_EVENT = "topic_route"
 CHANNEL_EVENT = "consumer_channel"
 POLL_EVENT = "consumer_connections"
 # The channel event's fields the engine reads, passed as columns ``c_<field>`` (see ``shard_input``).
-CHANNEL_FIELDS = ("broker", "kind", "channel", "client_id", "group", "message_model", "consume_type",
-                  "client_version", "allocate_strategy")  # fmt: skip
+CHANNEL_FIELDS = (
+    "broker",
+    "kind",
+    "channel",
+    "client_id",
+    "group",
+    "message_model",
+    "consume_type",
+    "client_version",
+    "allocate_strategy",
+)
 # The key under which ``_events`` attaches an event's Kafka coordinates and raw value to the event it hands the
 # engine, which hands it back untouched when it refuses the event (``IgnoredEvent``): its dead letter's origin.
 ORIGIN_KEY = "_origin"
@@ -115,14 +124,19 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     return classified.select(
         F.explode(shard).alias("shard"),
         F.when(valid, F.timestamp_millis(F.col("event_time_ms"))).alias("event_time"),
-        "event_type", "event_time_ms",
+        "event_type",
+        "event_time_ms",
         F.when(~typed, F.col("raw_value")).alias("raw_value"),
         F.when(~typed, fields_json).alias("typed_json"),
         *[F.when(typed, channel[f]).alias(f"c_{f}") for f in CHANNEL_FIELDS],
         F.when(typed, F.to_json(channel["subscriptions"])).alias("c_subscriptions"),
-        "reason", "detail", "kafka_topic", "kafka_partition", "kafka_offset",
+        "reason",
+        "detail",
+        "kafka_topic",
+        "kafka_partition",
+        "kafka_offset",
         F.when(~typed, F.col("kafka_timestamp")).alias("kafka_timestamp"),  # like the raw value
-    )  # fmt: skip
+    )
 
 
 def make_state_function(settings: Mapping[str, Any], poison_marker: str | None = None):  # type: ignore[no-untyped-def]
@@ -163,9 +177,16 @@ def make_state_function(settings: Mapping[str, Any], poison_marker: str | None =
             (engine, outcomes), refused = isolate(range(len(columns.get("event_type", ()))), attempt)
             for culprit in refused:
                 letters = _refused_letters(columns, culprit.item, culprit.detail)
-                log.error("consumer shard %d: processing fails on %s at %s[%s] offsets %s, dead-lettered as %s: %s",
-                          shard, letters[0]["source"], letters[0]["kafka_topic"], letters[0]["kafka_partition"],
-                          [r["kafka_offset"] for r in letters], PROCESSING_ERROR, culprit.detail)  # fmt: skip
+                log.error(
+                    "consumer shard %d: processing fails on %s at %s[%s] offsets %s, dead-lettered as %s: %s",
+                    shard,
+                    letters[0]["source"],
+                    letters[0]["kafka_topic"],
+                    letters[0]["kafka_partition"],
+                    [r["kafka_offset"] for r in letters],
+                    PROCESSING_ERROR,
+                    culprit.detail,
+                )
                 letter_rows += [(DEAD_LETTERS, letter) for letter in letters]
         records = _as_job_rows(outcomes, shard) + letter_rows
         if engine.is_empty():
@@ -186,8 +207,11 @@ def _raising_on_marker(events: list[Any], marker: str | None) -> Iterator[Any]:
 
     for event in events:
         if marker is not None:
-            text = (event.client_id if isinstance(event, ChannelEvent)
-                    else json.dumps({k: v for k, v in event.items() if k != ORIGIN_KEY}))  # fmt: skip
+            text = (
+                event.client_id
+                if isinstance(event, ChannelEvent)
+                else json.dumps({k: v for k, v in event.items() if k != ORIGIN_KEY})
+            )
             if marker in text:
                 raise ValueError(f"test poison marker {marker!r} in an event")
         yield event
@@ -207,10 +231,18 @@ def _refused_letters(columns: Mapping[str, list[Any]], row: int, detail: str) ->
     packed = columns.get(RUN, [None] * (row + 1))[row]
     offsets = [columns["kafka_offset"][row]] if packed is None else list(unpack_run(packed)[1])
     return [
-        dead_letter(columns["event_type"][row], columns["kafka_topic"][row], int(columns["kafka_partition"][row]),
-                    int(offset), _timestamp_text(columns["kafka_timestamp"][row]), raw, PROCESSING_ERROR, detail)
+        dead_letter(
+            columns["event_type"][row],
+            columns["kafka_topic"][row],
+            int(columns["kafka_partition"][row]),
+            int(offset),
+            _timestamp_text(columns["kafka_timestamp"][row]),
+            raw,
+            PROCESSING_ERROR,
+            detail,
+        )
         for offset in offsets
-    ]  # fmt: skip
+    ]
 
 
 def _as_job_rows(outcomes: list[Outcome], shard: int) -> list[tuple[str, dict[str, Any]]]:
@@ -221,8 +253,9 @@ def _as_job_rows(outcomes: list[Outcome], shard: int) -> list[tuple[str, dict[st
     for outcome in outcomes:
         if type(outcome) is IgnoredEvent:
             topic, partition, offset, timestamp, raw_value = outcome.event[ORIGIN_KEY]
-            rows.append(ignored_letter(outcome, topic, int(partition), int(offset), _timestamp_text(timestamp),
-                                       raw_value))  # fmt: skip
+            rows.append(
+                ignored_letter(outcome, topic, int(partition), int(offset), _timestamp_text(timestamp), raw_value)
+            )
         elif type(outcome) is LateEvent and shard != 0 and outcome.event_type == ROUTE_EVENT:
             continue
         else:
@@ -249,10 +282,28 @@ def _collector_paused() -> Iterator[None]:
 
 
 # The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
-_EVENT_COLUMNS = ("event_time_ms", "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
-                  "raw_value", "typed_json", *(f"c_{f}" for f in CHANNEL_FIELDS), "c_subscriptions")  # fmt: skip
-_DEAD_LETTER_COLUMNS = ("event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
-                        "raw_value", "reason", "detail")  # fmt: skip
+_EVENT_COLUMNS = (
+    "event_time_ms",
+    "event_type",
+    "kafka_topic",
+    "kafka_partition",
+    "kafka_offset",
+    "kafka_timestamp",
+    "raw_value",
+    "typed_json",
+    *(f"c_{f}" for f in CHANNEL_FIELDS),
+    "c_subscriptions",
+)
+_DEAD_LETTER_COLUMNS = (
+    "event_type",
+    "kafka_topic",
+    "kafka_partition",
+    "kafka_offset",
+    "kafka_timestamp",
+    "raw_value",
+    "reason",
+    "detail",
+)
 
 
 def _columns(frames: Iterator[pd.DataFrame], names: tuple[str, ...] = _EVENT_COLUMNS) -> dict[str, list[Any]]:
@@ -273,8 +324,9 @@ _SAME_TIME_RANK = {ROUTE_EVENT: 0, CHANNEL_EVENT: 1, POLL_EVENT: 1}
 _LAST_RANK = 2
 
 
-def _events(columns: Mapping[str, list[Any]], engine: ShardEngine, watermark_ms: int,
-            rows: Iterable[int] | None = None) -> tuple[list[Any], dict[str, int]]:  # fmt: skip
+def _events(
+    columns: Mapping[str, list[Any]], engine: ShardEngine, watermark_ms: int, rows: Iterable[int] | None = None
+) -> tuple[list[Any], dict[str, int]]:
     """The shard's events in the order the engine applies them, and how many of each type were late.
 
     Order: event time, then event type, then Kafka coordinates. The type orders events of the same millisecond
@@ -337,8 +389,9 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine, watermark_ms:
         if subs is None:
             subs = parsed[text] = subscriptions_from_json(json.loads(text))
         broker, kind, channel, client_id, group, model, consume, version, strategy = (f[i] for f in fields)
-        channel_event = ChannelEvent.from_fields(time_ms, broker, kind, channel, client_id, group, model, consume,
-                                                 version, subs, strategy)  # fmt: skip
+        channel_event = ChannelEvent.from_fields(
+            time_ms, broker, kind, channel, client_id, group, model, consume, version, subs, strategy
+        )
         if occurrences is None:
             keyed.append(((*key, offsets[i]), channel_event))
             others.append(channel_event)
@@ -346,8 +399,9 @@ def _events(columns: Mapping[str, list[Any]], engine: ShardEngine, watermark_ms:
             runs.append(HeartbeatRun(channel_event, occurrences))
             run_places.append((topics[i], partitions[i], run_offsets))
     channel_rank = _SAME_TIME_RANK[CHANNEL_EVENT]
-    for run, plan, (topic, partition, run_offset) in zip(runs, engine.apply_runs(runs, others), run_places,
-                                                         strict=True):  # fmt: skip
+    for run, plan, (topic, partition, run_offset) in zip(
+        runs, engine.apply_runs(runs, others), run_places, strict=True
+    ):
         for index, event in plan:
             keyed.append(((run.times[index], channel_rank, topic, partition, run_offset[index]), event))
     keyed.sort(key=operator.itemgetter(0))
@@ -363,8 +417,18 @@ def _timestamp_text(timestamp: Any) -> str | None:
 def _dead_letters(columns: Mapping[str, list[Any]]) -> list[str]:
     rows = zip(*(columns.get(c, []) for c in _DEAD_LETTER_COLUMNS), strict=True)
     return [
-        state_blob.encode(dead_letter(event_type or "consumer", topic, int(partition), int(offset),
-                                      _timestamp_text(timestamp), raw_value, reason, detail))  # fmt: skip
+        state_blob.encode(
+            dead_letter(
+                event_type or "consumer",
+                topic,
+                int(partition),
+                int(offset),
+                _timestamp_text(timestamp),
+                raw_value,
+                reason,
+                detail,
+            )
+        )
         for event_type, topic, partition, offset, timestamp, raw_value, reason, detail in rows
     ]
 

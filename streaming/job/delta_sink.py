@@ -51,8 +51,14 @@ def write_tasks(rows: int, rows_per_task: int = ROWS_PER_WRITE_TASK) -> int:
     return max(1, -(-int(rows) // rows_per_task))
 
 
-def append_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int, rows: int | None = None,
-                      rows_per_task: int = ROWS_PER_WRITE_TASK) -> bool:  # fmt: skip
+def append_idempotent(
+    frame: DataFrame,
+    path: str,
+    app_id: str,
+    batch_id: int,
+    rows: int | None = None,
+    rows_per_task: int = ROWS_PER_WRITE_TASK,
+) -> bool:
     """Append ``frame`` to the Delta table at ``path`` once per (app_id, batch_id); False when the table had
     already committed that batch (or a later one) for ``app_id`` and nothing was written.
 
@@ -112,8 +118,13 @@ def merge_idempotent(
     statement(own)
 
 
-def ensure_table(session: SparkSession, path: str, schema_ddl: str, partition_by: tuple[str, ...] = (),
-                 properties: Mapping[str, str] | None = None) -> None:  # fmt: skip
+def ensure_table(
+    session: SparkSession,
+    path: str,
+    schema_ddl: str,
+    partition_by: tuple[str, ...] = (),
+    properties: Mapping[str, str] | None = None,
+) -> None:
     """Create an empty Delta table with a documented schema if none exists at ``path``."""
     from delta.tables import DeltaTable
 

@@ -120,9 +120,13 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
     valid event) and ``reason``/``detail`` (NULL if valid); ``v`` is the variant of records off the fast path."""
     from pyspark.sql import functions as F
 
-    topic_default = "CASE kafka_topic " + " ".join(
-        f"WHEN {_sql_string(topic)} THEN {_sql_string(event_type)}" for topic, event_type in settings.topics.items()
-    ) + " END"  # fmt: skip
+    topic_default = (
+        "CASE kafka_topic "
+        + " ".join(
+            f"WHEN {_sql_string(topic)} THEN {_sql_string(event_type)}" for topic, event_type in settings.topics.items()
+        )
+        + " END"
+    )
     max_bytes = int(settings.max_event_bytes)
     skew = int(settings.max_future_skew_ms)
     base = records.select(
@@ -165,28 +169,38 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
     )
     base = base.withColumn(
         "event_type",
-        F.expr(f"CASE WHEN _fast THEN _strict.event_type "
-               f"ELSE coalesce(try_variant_get(v, '$.type', 'string'), {topic_default}) END"),
+        F.expr(
+            f"CASE WHEN _fast THEN _strict.event_type "
+            f"ELSE coalesce(try_variant_get(v, '$.type', 'string'), {topic_default}) END"
+        ),
     ).withColumn(
         "event_time_ms",
-        F.expr(f"CASE WHEN _fast THEN {fast_time if fast_accepts else 'NULL'} "
-               "ELSE try_variant_get(v, '$.event_time', 'bigint') END"),
-    )  # fmt: skip
+        F.expr(
+            f"CASE WHEN _fast THEN {fast_time if fast_accepts else 'NULL'} "
+            "ELSE try_variant_get(v, '$.event_time', 'bigint') END"
+        ),
+    )
 
     reason_cases = [
         ("raw_bytes IS NULL", "'NOT_JSON'", "'empty record value'"),
         (f"raw_bytes > {max_bytes}", "'OVERSIZED'", f"concat('event of ', raw_bytes, ' bytes exceeds {max_bytes}')"),
         ("v IS NULL", "'NOT_JSON'", "'value is not valid JSON'"),
-        ("schema_of_variant(v) NOT LIKE 'OBJECT%'", "'NOT_AN_OBJECT'",
-         "concat('JSON ', CASE WHEN schema_of_variant(v) LIKE 'ARRAY%' THEN 'array' "
-         "WHEN schema_of_variant(v) = 'STRING' THEN 'string' WHEN schema_of_variant(v) = 'BOOLEAN' THEN 'boolean' "
-         "WHEN schema_of_variant(v) = 'VOID' THEN 'null' ELSE 'number' END)"),
-    ]  # fmt: skip
+        (
+            "schema_of_variant(v) NOT LIKE 'OBJECT%'",
+            "'NOT_AN_OBJECT'",
+            "concat('JSON ', CASE WHEN schema_of_variant(v) LIKE 'ARRAY%' THEN 'array' "
+            "WHEN schema_of_variant(v) = 'STRING' THEN 'string' WHEN schema_of_variant(v) = 'BOOLEAN' THEN 'boolean' "
+            "WHEN schema_of_variant(v) = 'VOID' THEN 'null' ELSE 'number' END)",
+        ),
+    ]
     known = ", ".join(_sql_string(t) for t in contracts)
     reason_cases.append(
-        (f"event_type IS NULL OR event_type NOT IN ({known})", "'UNKNOWN_TYPE'",
-         "concat('unknown event type ', coalesce(event_type, '<none>'))")
-    )  # fmt: skip
+        (
+            f"event_type IS NULL OR event_type NOT IN ({known})",
+            "'UNKNOWN_TYPE'",
+            "concat('unknown event type ', coalesce(event_type, '<none>'))",
+        )
+    )
     per_type_reason, per_type_detail = [], []
     for event_type, contract in contracts.items():
         versions = ", ".join(str(v) for v in contract.versions)
@@ -210,21 +224,28 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
             continue
         # Off the fast path, a valid event (say with an unknown field) is typed from its variant.
         base = base.withColumn(
-            typed, F.expr(f"CASE WHEN _fast THEN _strict.`{typed}` WHEN event_type = {_sql_string(event_type)} "
-                          f"THEN try_variant_get(v, '$', {_sql_string(fast.struct_ddl)}) END"),
-        )  # fmt: skip
+            typed,
+            F.expr(
+                f"CASE WHEN _fast THEN _strict.`{typed}` WHEN event_type = {_sql_string(event_type)} "
+                f"THEN try_variant_get(v, '$', {_sql_string(fast.struct_ddl)}) END"
+            ),
+        )
     future = f"event_time_ms > unix_millis(kafka_timestamp) + {skew}"
     reason_expr = (
-        "CASE " + " ".join(f"WHEN {c} THEN {r}" for c, r, _ in reason_cases)
-        + " ELSE coalesce(CASE " + " ".join(per_type_reason)
+        "CASE "
+        + " ".join(f"WHEN {c} THEN {r}" for c, r, _ in reason_cases)
+        + " ELSE coalesce(CASE "
+        + " ".join(per_type_reason)
         + f" END, CASE WHEN {future} THEN 'FUTURE_TIMESTAMP' END) END"
-    )  # fmt: skip
+    )
     detail_expr = (
         "CASE WHEN reason IS NULL THEN NULL "
         + " ".join(f"WHEN {c} THEN {d}" for c, _, d in reason_cases)
-        + " ELSE coalesce(CASE " + " ".join(per_type_detail) + f" END, CASE WHEN {future} THEN "
+        + " ELSE coalesce(CASE "
+        + " ".join(per_type_detail)
+        + f" END, CASE WHEN {future} THEN "
         f"concat('event_time ', event_time_ms, ' is more than {skew} ms after the Kafka timestamp') END) END"
-    )  # fmt: skip
+    )
     # The walk runs in the JVM function, and only for records off the fast path (see register_rule_verdict).
     verdict = register_rule_verdict(records.sparkSession, reason_expr, detail_expr)
     inputs = ", ".join(f"'{name}', {name}" for name, _ in _VERDICT_INPUTS)
@@ -242,8 +263,13 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
 
 
 # What the rule walk reads of a record, with their types in ``classify``.
-_VERDICT_INPUTS = (("v", "VARIANT"), ("raw_bytes", "INT"), ("event_type", "STRING"), ("event_time_ms", "BIGINT"),
-                   ("kafka_timestamp", "TIMESTAMP"))  # fmt: skip
+_VERDICT_INPUTS = (
+    ("v", "VARIANT"),
+    ("raw_bytes", "INT"),
+    ("event_type", "STRING"),
+    ("event_time_ms", "BIGINT"),
+    ("kafka_timestamp", "TIMESTAMP"),
+)
 _VERDICT_OUTPUTS = ("reason", "detail")
 
 
@@ -278,11 +304,15 @@ def dead_letter_columns(classified: DataFrame, batch_id: int | None = None) -> D
 
     return classified.where(F.col("reason").isNotNull()).select(
         F.col("event_type").alias("source"),
-        "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp",
+        "kafka_topic",
+        "kafka_partition",
+        "kafka_offset",
+        "kafka_timestamp",
         F.substring("raw_value", 1, 65_536).alias("raw_value"),
-        "reason", "detail",
+        "reason",
+        "detail",
         F.lit(batch_id).cast("bigint").alias("batch_id"),
-    )  # fmt: skip
+    )
 
 
 def contracts_for(event_types: tuple[str, ...] | None = None) -> dict[str, EventContract]:
@@ -296,6 +326,6 @@ def contracts_for(event_types: tuple[str, ...] | None = None) -> dict[str, Event
             events.schema(t, max(events.SUPPORTED_VERSIONS[t])),
             events.SUPPORTED_VERSIONS[t],
             events.REASON_OVERRIDES,
-        )  # fmt: skip
+        )
         for t in chosen
     }

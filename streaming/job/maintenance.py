@@ -43,8 +43,9 @@ def monitor_tables() -> list[tuple[str, str]]:
     return [(name, spec.kind) for name, spec in TABLES.items()] + [(FAULT_UPDATES_TABLE, "internal")]
 
 
-def maintain(session: SparkSession, root: str | Path, *, job_stopped: bool = False,
-             dry_run: bool = False) -> list[TableMaintenance]:  # fmt: skip
+def maintain(
+    session: SparkSession, root: str | Path, *, job_stopped: bool = False, dry_run: bool = False
+) -> list[TableMaintenance]:
     """Compact and VACUUM the monitor's tables under ``root`` (see the module docstring); tables not yet
     created are left out. ``job_stopped`` compacts every table, even those the job compacts or MERGEs."""
     from delta.exceptions import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
@@ -112,10 +113,17 @@ def report_lines(reports: list[TableMaintenance], dry_run: bool = False) -> list
     """The table ``rebalance-monitor maintain`` prints."""
     header = ("table", "kind", "files", "compacted", "now", "vacuumed", "retention")
     rows = [header] + [
-        (r.table, r.kind, str(r.files_before), str(r.files_compacted), str(r.files_after), str(r.files_vacuumed),
-         r.retention.removeprefix("interval "))
+        (
+            r.table,
+            r.kind,
+            str(r.files_before),
+            str(r.files_compacted),
+            str(r.files_after),
+            str(r.files_vacuumed),
+            r.retention.removeprefix("interval "),
+        )
         for r in reports
-    ]  # fmt: skip
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     if dry_run:

@@ -287,12 +287,20 @@ def apply_broker_metrics(metrics: MetricsState, rows: list[dict[str, Any]], all_
 
 
 # The per-broker metrics computed from producers' fault items (``refresh_broker_status``).
-PRODUCER_BROKER_METRICS = ("rmqmon_broker_isolation_episodes_total", "rmqmon_broker_producers_avoiding",
-                           "rmqmon_broker_producers_avoiding_ratio", "rmqmon_broker_producers_seen",
-                           "rmqmon_broker_isolated", "rmqmon_broker_avoided_until_timestamp_seconds",
-                           "rmqmon_broker_send_latency_seconds")  # fmt: skip
-VIEW_METRICS = ("rmqmon_broker_polled_group_views", "rmqmon_broker_stale_group_views",
-                "rmqmon_broker_last_poll_timestamp_seconds")  # fmt: skip
+PRODUCER_BROKER_METRICS = (
+    "rmqmon_broker_isolation_episodes_total",
+    "rmqmon_broker_producers_avoiding",
+    "rmqmon_broker_producers_avoiding_ratio",
+    "rmqmon_broker_producers_seen",
+    "rmqmon_broker_isolated",
+    "rmqmon_broker_avoided_until_timestamp_seconds",
+    "rmqmon_broker_send_latency_seconds",
+)
+VIEW_METRICS = (
+    "rmqmon_broker_polled_group_views",
+    "rmqmon_broker_stale_group_views",
+    "rmqmon_broker_last_poll_timestamp_seconds",
+)
 
 
 def refresh_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -304,10 +312,9 @@ def refresh_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     rows = (
         tables.read("broker_views_current")
         .groupBy("broker")
-        .agg(F.count("*").alias("views"), F.sum(stale).alias("stale"),
-             F.max("polled_at_ms").alias("last_poll_ms"))
+        .agg(F.count("*").alias("views"), F.sum(stale).alias("stale"), F.max("polled_at_ms").alias("last_poll_ms"))
         .collect()
-    )  # fmt: skip
+    )
     metrics.retain("broker", [r["broker"] for r in rows], names=VIEW_METRICS)
     for r in rows:
         labels = (r["broker"],)

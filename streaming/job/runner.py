@@ -76,8 +76,13 @@ class MonitorJob:
         )
         self.session.streams.addListener(ProgressListener(self.board))
         self.tables = DeltaTables(
-            self.session, Path(c.paths.delta_root).resolve(), c.delta.checkpoint_interval, c.delta.auto_compact,
-            c.delta.deleted_file_retention_hours, c.delta.log_retention_hours, c.delta.append_checkpoint_interval,
+            self.session,
+            Path(c.paths.delta_root).resolve(),
+            c.delta.checkpoint_interval,
+            c.delta.auto_compact,
+            c.delta.deleted_file_retention_hours,
+            c.delta.log_retention_hours,
+            c.delta.append_checkpoint_interval,
         )
         self.tables.ensure_all()
         if c.metrics.enabled and self._server is None:
@@ -105,8 +110,11 @@ class MonitorJob:
 
     def restart_query(self, name: str) -> None:
         """Start query ``name`` again from its checkpoint (after it failed; see ``supervision``)."""
-        starters = {"consumer": self._start_consumer_query, "send-ingest": self._start_send_ingest,
-                    "fault-windows": self._start_fault_windows}  # fmt: skip
+        starters = {
+            "consumer": self._start_consumer_query,
+            "send-ingest": self._start_send_ingest,
+            "fault-windows": self._start_fault_windows,
+        }
         starters[name]()
 
     def _checkpoint(self, name: str) -> str:
@@ -253,8 +261,12 @@ class MonitorJob:
             self.session,
             updates_path,
             c.ingest.watermark_delay,
-            {"fault_tables": self.fault_tables(), "default_fault_table": c.producers.default_fault_table,
-             "state_ttl_ms": c.producers.state_ttl_ms, "start_detector_enable": c.producers.start_detector_enable},
+            {
+                "fault_tables": self.fault_tables(),
+                "default_fault_table": c.producers.default_fault_table,
+                "state_ttl_ms": c.producers.state_ttl_ms,
+                "start_detector_enable": c.producers.start_detector_enable,
+            },
             c.producers.state_shards,
         )
         checkpoint = self._checkpoint("fault-windows")
@@ -334,8 +346,12 @@ class MonitorJob:
             for query in self.queries.values():
                 try:
                     running = last_batch(query)  # the batch in progress, if any, reports a higher id when done
-                    while (query.isActive and query.status["isTriggerActive"] and last_batch(query) == running
-                           and time.monotonic() < deadline):  # fmt: skip
+                    while (
+                        query.isActive
+                        and query.status["isTriggerActive"]
+                        and last_batch(query) == running
+                        and time.monotonic() < deadline
+                    ):
                         if hurry.wait(0.05):
                             break
                     query.stop()
@@ -353,8 +369,11 @@ class MonitorJob:
 
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         deadline = None if duration_s is None else time.monotonic() + duration_s
-        supervisor = QuerySupervisor(self.config.supervision, self.restart_query,
-                                     lambda name: self.metrics.inc("rmqmon_query_restarts_total", (name,)))  # fmt: skip
+        supervisor = QuerySupervisor(
+            self.config.supervision,
+            self.restart_query,
+            lambda name: self.metrics.inc("rmqmon_query_restarts_total", (name,)),
+        )
         try:
             self.start()
             # Creating the SparkContext installed PySpark's own SIGINT handler (cancel every job, raise
@@ -419,6 +438,10 @@ class _SendMetricsTables:
             per_broker[row["broker"]] = (uppers, counts, sends, total_ms)
         for broker, (uppers, counts, sends, total_ms) in per_broker.items():
             self._metrics.observe_histogram(
-                "rmqmon_broker_send_latency_seconds", (broker,), [u / 1000 for u in uppers], counts, sends,
+                "rmqmon_broker_send_latency_seconds",
+                (broker,),
+                [u / 1000 for u in uppers],
+                counts,
+                sends,
                 total_ms / 1000,
-            )  # fmt: skip
+            )

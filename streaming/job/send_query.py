@@ -105,8 +105,12 @@ def trim_fault_updates(session: SparkSession, path: str, cutoff_ms: int, app_id:
     try:
         merge_idempotent(session, f"{app_id}:{FAULT_UPDATES_TABLE}:trim", batch_id, delete)
     except (ConcurrentAppendException, ConcurrentDeleteReadException, ConcurrentDeleteDeleteException) as error:
-        log.warning("send-ingest batch %d: trimming %s conflicted with another commit, left for the next trim: %s",
-                    batch_id, FAULT_UPDATES_TABLE, str(error).splitlines()[0])  # fmt: skip
+        log.warning(
+            "send-ingest batch %d: trimming %s conflicted with another commit, left for the next trim: %s",
+            batch_id,
+            FAULT_UPDATES_TABLE,
+            str(error).splitlines()[0],
+        )
         return None
     return deleted[0] if deleted else 0
 
@@ -152,8 +156,9 @@ def fault_table_column(rules: Sequence[FaultTableRule], default_table: str, line
     return expr
 
 
-def fault_table_in_use(rules: Sequence[FaultTableRule], default_table: str, fault_enable_default: bool,
-                       line: Column | None = None) -> Column:  # fmt: skip
+def fault_table_in_use(
+    rules: Sequence[FaultTableRule], default_table: str, fault_enable_default: bool, line: Column | None = None
+) -> Column:
     """The fault table a send's producer uses, NULL when it runs without ``sendLatencyFaultEnable`` (the
     send result's ``send_latency_fault_enable``, else ``fault_enable_default``): RocketMQ then keeps no
     fault items and avoids no broker (semantics 6.4), so no table applies."""
@@ -163,8 +168,13 @@ def fault_table_in_use(rules: Sequence[FaultTableRule], default_table: str, faul
     return F.when(enabled, fault_table_column(rules, default_table, line))
 
 
-def fault_table_template(session: SparkSession, rules: Sequence[FaultTableRule], default_table: str,
-                         fault_enable_default: bool, floors_ms: Mapping[str, int]) -> DataFrame:  # fmt: skip
+def fault_table_template(
+    session: SparkSession,
+    rules: Sequence[FaultTableRule],
+    default_table: str,
+    fault_enable_default: bool,
+    floors_ms: Mapping[str, int],
+) -> DataFrame:
     """``fault_table_in_use`` and its ``latency_floor_column`` projected over (producer_group, client_version,
     send_latency_fault_enable): ``KafkaSendReducer`` evaluates these very expressions, once per distinct triple."""
     columns = "producer_group STRING, client_version STRING, send_latency_fault_enable BOOLEAN"
@@ -187,14 +197,25 @@ def latency_floor_column(floors_ms: Mapping[str, int], table: Column | None = No
 
 
 SEND_FIELDS = (
-    ("producer_id", "string"), ("producer_group", "string"), ("topic", "string"), ("broker", "string"),
-    ("queue_id", "int"), ("latency_ms", "bigint"), ("outcome", "string"), ("client_version", "string"),
+    ("producer_id", "string"),
+    ("producer_group", "string"),
+    ("topic", "string"),
+    ("broker", "string"),
+    ("queue_id", "int"),
+    ("latency_ms", "bigint"),
+    ("outcome", "string"),
+    ("client_version", "string"),
     ("send_latency_fault_enable", "boolean"),
-)  # fmt: skip
+)
 
 
-def send_batch(classified: DataFrame, table_rules: Sequence[FaultTableRule], default_table: str,
-               fault_enable_default: bool, latency_floors_ms: Mapping[str, int]) -> DataFrame:  # fmt: skip
+def send_batch(
+    classified: DataFrame,
+    table_rules: Sequence[FaultTableRule],
+    default_table: str,
+    fault_enable_default: bool,
+    latency_floors_ms: Mapping[str, int],
+) -> DataFrame:
     """Every classified record of a batch with what the send path reads: the dead-letter columns (the raw
     value only for rejects), a valid send's fields from the typed column ``classify`` extracted, the fault
     table in use (``fault_table_in_use``) and whether the send is ``notable`` (``send_reduce.notable_send``).
@@ -202,18 +223,29 @@ def send_batch(classified: DataFrame, table_rules: Sequence[FaultTableRule], def
     from pyspark.sql import functions as F
 
     typed = typed_column("send_result")
-    return classified.select(
-        "event_type", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "event_time_ms",
-        F.when(F.col("reason").isNotNull(), F.col("raw_value")).alias("raw_value"), "reason", "detail",
-        *[F.col(f"{typed}.{name}").cast(type_).alias(name) for name, type_ in SEND_FIELDS],
-    ).withColumn(
-        "client_line", client_line_column()
-    ).withColumn(
-        # The line is read twice, so Spark keeps it in its own projection: inlined into the rules' nested CASE
-        # (where code generation cannot share it) its regex ran up to four times per send, which made the
-        # default rule cost a 500k-send batch about 0.1 s.
-        "fault_table", fault_table_in_use(table_rules, default_table, fault_enable_default, F.col("client_line"))
-    ).withColumn("notable", notable_send(latency_floor_column(latency_floors_ms)))  # fmt: skip
+    return (
+        classified.select(
+            "event_type",
+            "kafka_topic",
+            "kafka_partition",
+            "kafka_offset",
+            "kafka_timestamp",
+            "event_time_ms",
+            F.when(F.col("reason").isNotNull(), F.col("raw_value")).alias("raw_value"),
+            "reason",
+            "detail",
+            *[F.col(f"{typed}.{name}").cast(type_).alias(name) for name, type_ in SEND_FIELDS],
+        )
+        .withColumn("client_line", client_line_column())
+        .withColumn(
+            # The line is read twice, so Spark keeps it in its own projection: inlined into the rules' nested CASE
+            # (where code generation cannot share it) its regex ran up to four times per send, which made the
+            # default rule cost a 500k-send batch about 0.1 s.
+            "fault_table",
+            fault_table_in_use(table_rules, default_table, fault_enable_default, F.col("client_line")),
+        )
+        .withColumn("notable", notable_send(latency_floor_column(latency_floors_ms)))
+    )
 
 
 def start_send_ingest(
@@ -281,8 +313,9 @@ def start_send_ingest(
                 unsure_judged = judged(unsure_records(reduced)).persist()
                 cached.append(unsure_judged)
                 if unsure_judged.where(F.col("reason").isNull()).limit(1).count():
-                    log.info("send-ingest batch %d: a valid send off the fast path; classifying the whole batch",
-                             batch_id)  # fmt: skip
+                    log.info(
+                        "send-ingest batch %d: a valid send off the fast path; classifying the whole batch", batch_id
+                    )
                     reduced.unpersist()
                     reduced = reduce_in_partitions(judged(records), bucket_upper_ms, batch_id).persist()
                     cached.append(reduced)
@@ -305,18 +338,28 @@ def start_send_ingest(
                     log.warning(
                         "send-ingest batch %d: %d (producer, broker) pairs have sends in several partitions "
                         "(is the send-result topic keyed by producer_id?); reducing them again over the batch",
-                        batch_id, summary.spanning_keys,
-                    )  # fmt: skip
+                        batch_id,
+                        summary.spanning_keys,
+                    )
                 # Only a re-reduction reads the classified batch: planning ``classify`` costs a few tenths of a
                 # second of Python and analysis, which a batch keyed as the contract says never pays.
                 valid = judged(records).where(F.col("reason").isNull()) if summary.spanning_keys else None
                 updates = kept_sends(
-                    reduced, valid, latency_floor_column(latency_floors_ms), respan=bool(summary.spanning_keys),
+                    reduced,
+                    valid,
+                    latency_floor_column(latency_floors_ms),
+                    respan=bool(summary.spanning_keys),
                     batch_id=batch_id,
-                )  # fmt: skip
-                writes.append(lambda: append_idempotent(
-                    updates, updates_path, f"{app_id}:{FAULT_UPDATES_TABLE}", batch_id, summary.kept_sends,
-                ))  # fmt: skip
+                )
+                writes.append(
+                    lambda: append_idempotent(
+                        updates,
+                        updates_path,
+                        f"{app_id}:{FAULT_UPDATES_TABLE}",
+                        batch_id,
+                        summary.kept_sends,
+                    )
+                )
             return _PreparedBatch(writes, summary.kept_sends, summary.latest_send_ms, tuple(cached))
         except BaseException:
             for frame in cached:
@@ -347,15 +390,24 @@ def start_send_ingest(
             for frame in prepared.cached:
                 frame.unpersist()
 
-        log.warning("send-ingest batch %d failed before its writes (%s); looking for the records it fails on",
-                    batch_id, error_summary(error))  # fmt: skip
+        log.warning(
+            "send-ingest batch %d failed before its writes (%s); looking for the records it fails on",
+            batch_id,
+            error_summary(error),
+        )
         _, refused = isolate(everything, attempt)
         if not refused:  # it went through this time: not the data
             raise error
         details = {item.item: item.detail for item in refused}
         for (partition, offset), detail in details.items():
-            log.error("send-ingest batch %d: processing fails on partition %d offset %d, dead-lettered as %s: %s",
-                      batch_id, partition, offset, PROCESSING_ERROR, detail)  # fmt: skip
+            log.error(
+                "send-ingest batch %d: processing fails on partition %d offset %d, dead-lettered as %s: %s",
+                batch_id,
+                partition,
+                offset,
+                PROCESSING_ERROR,
+                detail,
+            )
         culprits = " OR ".join(f"(partition = {p} AND offset = {o})" for p, o in details)
         letters = refused_letters(held.where(culprits), details, batch_id)
         return prepare(held.where(f"NOT ({culprits})"), batch_id, letters)
@@ -375,8 +427,13 @@ def start_send_ingest(
                 if deleted is not None:
                     if on_trimmed is not None:
                         on_trimmed(deleted)
-                    log.info("send-ingest batch %d: %d rows of %s older than %d ms deleted",
-                             batch_id, deleted, FAULT_UPDATES_TABLE, cutoff_ms)  # fmt: skip
+                    log.info(
+                        "send-ingest batch %d: %d rows of %s older than %d ms deleted",
+                        batch_id,
+                        deleted,
+                        FAULT_UPDATES_TABLE,
+                        cutoff_ms,
+                    )
         finally:
             for frame in prepared.cached:
                 frame.unpersist()
@@ -413,13 +470,16 @@ def refused_letters(records: DataFrame, details: Mapping[tuple[int, int], str], 
     for (partition, offset), text in details.items():
         detail = F.when((F.col("partition") == partition) & (F.col("offset") == offset), F.lit(text)).otherwise(detail)
     return records.select(
-        F.lit("send_result").alias("source"), F.col("topic").alias("kafka_topic"),
-        F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"),
+        F.lit("send_result").alias("source"),
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
         F.col("timestamp").alias("kafka_timestamp"),
         F.substring(F.col("value").cast("string"), 1, 65_536).alias("raw_value"),
-        F.lit(PROCESSING_ERROR).alias("reason"), detail.alias("detail"),
+        F.lit(PROCESSING_ERROR).alias("reason"),
+        detail.alias("detail"),
         F.lit(batch_id).cast("bigint").alias("batch_id"),
-    )  # fmt: skip
+    )
 
 
 def ensure_fault_updates_table(session: SparkSession, tables: DeltaTables) -> str:

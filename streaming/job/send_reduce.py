@@ -17,9 +17,17 @@ if TYPE_CHECKING:
     from streaming.job.ingest import IngestSettings
 
 FAULT_UPDATE_COLUMNS = (
-    "producer_id", "producer_group", "broker", "event_time_ms", "latency_ms", "outcome",
-    "client_version", "fault_table", "kafka_partition", "kafka_offset",
-)  # fmt: skip
+    "producer_id",
+    "producer_group",
+    "broker",
+    "event_time_ms",
+    "latency_ms",
+    "outcome",
+    "client_version",
+    "fault_table",
+    "kafka_partition",
+    "kafka_offset",
+)
 
 
 def notable_send(latency_floor_ms: Column) -> Column:
@@ -85,13 +93,17 @@ def sum_minutes(partials: DataFrame) -> DataFrame:
 
     key = ["broker", "producer_group", "minute_start"]
     exploded = partials.select(
-        *key, "sends", "errors", "latency_sum_ms", "latency_max_ms", "batch_id", "bucket_upper_ms",
+        *key,
+        "sends",
+        "errors",
+        "latency_sum_ms",
+        "latency_max_ms",
+        "batch_id",
+        "bucket_upper_ms",
         F.posexplode_outer("bucket_counts").alias("bucket", "count"),
-    )  # fmt: skip
+    )
     buckets = exploded.groupBy(*key, "bucket").agg(F.sum("count").alias("count"))
-    buckets = buckets.groupBy(*key).agg(
-        F.array_sort(F.collect_list(F.struct("bucket", "count"))).alias("_buckets")
-    )  # fmt: skip
+    buckets = buckets.groupBy(*key).agg(F.array_sort(F.collect_list(F.struct("bucket", "count"))).alias("_buckets"))
     totals = partials.groupBy(*key).agg(
         F.sum("sends").alias("sends"),
         F.sum("errors").alias("errors"),
@@ -101,9 +113,15 @@ def sum_minutes(partials: DataFrame) -> DataFrame:
         F.max("batch_id").alias("batch_id"),
     )
     return totals.join(buckets, key, "left").select(
-        *key, "sends", "errors", "latency_sum_ms", "latency_max_ms", "bucket_upper_ms",
-        F.transform("_buckets", lambda b: b["count"]).alias("bucket_counts"), "batch_id",
-    )  # fmt: skip
+        *key,
+        "sends",
+        "errors",
+        "latency_sum_ms",
+        "latency_max_ms",
+        "bucket_upper_ms",
+        F.transform("_buckets", lambda b: b["count"]).alias("bucket_counts"),
+        "batch_id",
+    )
 
 
 class BatchSummary(NamedTuple):
@@ -131,9 +149,14 @@ def reduce_in_partitions(records: DataFrame, bucket_upper_ms: Sequence[int], bat
     return DataFrame(reducer.reduce(records._jdf, [int(upper) for upper in bucket_upper_ms], int(batch_id)), session)
 
 
-def reduce_kafka_batch(kafka: DataFrame, strict_spec: tuple[str, str], ingest: IngestSettings,
-                       fault_table_template: DataFrame, bucket_upper_ms: Sequence[int],
-                       batch_id: int) -> DataFrame:  # fmt: skip
+def reduce_kafka_batch(
+    kafka: DataFrame,
+    strict_spec: tuple[str, str],
+    ingest: IngestSettings,
+    fault_table_template: DataFrame,
+    bucket_upper_ms: Sequence[int],
+    batch_id: int,
+) -> DataFrame:
     """``reduce_in_partitions`` straight from a micro-batch of Kafka records (``KafkaSendReducer``): each record
     the ingest fast path takes is read, given its fault table and reduced in the same JVM pass, without a row of
     classified columns per send in between; every other record is a row of kind ``unsure`` (its Kafka columns,
@@ -146,9 +169,16 @@ def reduce_kafka_batch(kafka: DataFrame, strict_spec: tuple[str, str], ingest: I
     assert jvm is not None
     ddl, checks = strict_spec
     reduced = jvm.io.github.rrm.sends.KafkaSendReducer.reduce(
-        kafka._jdf, ddl, checks, dict(ingest.topics), int(ingest.max_event_bytes), int(ingest.max_future_skew_ms),
-        fault_table_template._jdf, [int(upper) for upper in bucket_upper_ms], int(batch_id),
-    )  # fmt: skip
+        kafka._jdf,
+        ddl,
+        checks,
+        dict(ingest.topics),
+        int(ingest.max_event_bytes),
+        int(ingest.max_future_skew_ms),
+        fault_table_template._jdf,
+        [int(upper) for upper in bucket_upper_ms],
+        int(batch_id),
+    )
     return DataFrame(reduced, session)
 
 
@@ -157,10 +187,12 @@ def unsure_records(reduced: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     return reduced.where(F.col("kind") == "unsure").select(
-        F.col("kafka_value").alias("value"), F.col("kafka_topic").alias("topic"),
-        F.col("kafka_partition").alias("partition"), F.col("kafka_offset").alias("offset"),
+        F.col("kafka_value").alias("value"),
+        F.col("kafka_topic").alias("topic"),
+        F.col("kafka_partition").alias("partition"),
+        F.col("kafka_offset").alias("offset"),
         F.col("kafka_timestamp").alias("timestamp"),
-    )  # fmt: skip
+    )
 
 
 def _in_several_partitions() -> Column:
@@ -187,15 +219,22 @@ def minute_partials(reduced: DataFrame, bucket_upper_ms: Sequence[int]) -> DataF
     from pyspark.sql import functions as F
 
     return reduced.where(F.col("kind") == "minute").select(
-        "broker", "producer_group", F.timestamp_millis("minute_start_ms").alias("minute_start"), "sends", "errors",
-        "latency_sum_ms", "latency_max_ms",
-        F.array(*[F.lit(int(u)).cast("bigint") for u in bucket_upper_ms]).alias("bucket_upper_ms"), "bucket_counts",
+        "broker",
+        "producer_group",
+        F.timestamp_millis("minute_start_ms").alias("minute_start"),
+        "sends",
+        "errors",
+        "latency_sum_ms",
+        "latency_max_ms",
+        F.array(*[F.lit(int(u)).cast("bigint") for u in bucket_upper_ms]).alias("bucket_upper_ms"),
+        "bucket_counts",
         "batch_id",
-    )  # fmt: skip
+    )
 
 
-def kept_sends(reduced: DataFrame, valid_sends: DataFrame | None, latency_floor_ms: Column, respan: bool,
-               batch_id: int) -> DataFrame:  # fmt: skip
+def kept_sends(
+    reduced: DataFrame, valid_sends: DataFrame | None, latency_floor_ms: Column, respan: bool, batch_id: int
+) -> DataFrame:
     """The batch's reduced sends (``FAULT_UPDATE_COLUMNS`` and ``batch_id``). With ``respan``, the pairs whose
     sends were seen in more than one partition are reduced again by ``reduce_for_fault_windows`` over
     ``valid_sends`` (the whole batch: a per-partition reduction may have dropped the send right after another
@@ -209,12 +248,7 @@ def kept_sends(reduced: DataFrame, valid_sends: DataFrame | None, latency_floor_
     if valid_sends is None:
         raise ValueError("re-reducing spanning pairs needs the batch's valid sends")
     key = ["producer_id", "broker"]
-    spanning = (
-        sends.groupBy(*key)
-        .agg(_in_several_partitions().alias("_spans"))
-        .where(F.col("_spans"))
-        .select(*key)
-    )
+    spanning = sends.groupBy(*key).agg(_in_several_partitions().alias("_spans")).where(F.col("_spans")).select(*key)
     again = reduce_for_fault_windows(valid_sends.join(spanning, key, "left_semi"), latency_floor_ms)
     again = again.withColumn("batch_id", F.lit(int(batch_id)).cast("bigint"))
     return kept.join(spanning, key, "left_anti").unionByName(again)

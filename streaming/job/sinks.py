@@ -22,9 +22,16 @@ if TYPE_CHECKING:
 class DeltaTables:
     """Paths of the monitor's tables under one root, created on demand from the catalogue."""
 
-    def __init__(self, session: SparkSession, root: str | Path, checkpoint_interval: int = 10,
-                 auto_compact: bool = True, deleted_file_retention_hours: int = 168,
-                 log_retention_hours: int = 168, append_checkpoint_interval: int = 100) -> None:  # fmt: skip
+    def __init__(
+        self,
+        session: SparkSession,
+        root: str | Path,
+        checkpoint_interval: int = 10,
+        auto_compact: bool = True,
+        deleted_file_retention_hours: int = 168,
+        log_retention_hours: int = 168,
+        append_checkpoint_interval: int = 100,
+    ) -> None:
         self.session = session
         self.root = Path(root)
         # Set when a table is created ([delta] checkpoint_interval for current tables, append_checkpoint_interval
@@ -71,8 +78,9 @@ class DeltaTables:
         """Append exactly once; ``rows``, when known, keeps a small frame to one file (``append_idempotent``)."""
         append_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id, rows)
 
-    def merge_upsert(self, name: str, frame: DataFrame, app_id: str, batch_id: int,
-                     delete_condition: str | None = None) -> None:  # fmt: skip
+    def merge_upsert(
+        self, name: str, frame: DataFrame, app_id: str, batch_id: int, delete_condition: str | None = None
+    ) -> None:
         """Upsert rows on the table's key; rows matching ``delete_condition`` (on the source) delete."""
         from delta.tables import DeltaTable
 

@@ -45,8 +45,9 @@ def error_summary(error: Any) -> str:
 class QuerySupervisor:
     """Watches the job's queries (``check`` once a second) and restarts failed ones through ``restart``."""
 
-    def __init__(self, policy: SupervisionConfig, restart: Callable[[str], None],
-                 on_restart: Callable[[str], None]) -> None:  # fmt: skip
+    def __init__(
+        self, policy: SupervisionConfig, restart: Callable[[str], None], on_restart: Callable[[str], None]
+    ) -> None:
         self._policy = policy
         self._restart = restart
         self._on_restart = on_restart
@@ -86,5 +87,11 @@ class QuerySupervisor:
             raise QueryFailedRepeatedly(f"query {name} failed {health.failures} times in a row; last error: {summary}")
         delay = self.backoff_s(health.failures)
         health.restart_at = now + delay
-        log.error("query %s failed (%d of %d in a row): %s -- restarting it from its checkpoint in %.0f s",
-                  name, health.failures, limit, summary, delay)  # fmt: skip
+        log.error(
+            "query %s failed (%d of %d in a row): %s -- restarting it from its checkpoint in %.0f s",
+            name,
+            health.failures,
+            limit,
+            summary,
+            delay,
+        )

@@ -48,18 +48,36 @@ SINK_COLUMNS = frozenset({"batch_id", "event_time"})
 
 
 def _membership_change(change: MembershipChange) -> list[Row]:
-    return [("membership_changes", {
-        "group": change.group, "broker": change.broker, "event_time_ms": change.event_time_ms,
-        "change": change.change, "reason": change.reason, "client_id": change.client_id, "channel": change.channel,
-        "notifies_clients": change.notifies_clients, "topics_added": list(change.topics_added),
-        "topics_removed": list(change.topics_removed),
-    })]  # fmt: skip
+    return [
+        (
+            "membership_changes",
+            {
+                "group": change.group,
+                "broker": change.broker,
+                "event_time_ms": change.event_time_ms,
+                "change": change.change,
+                "reason": change.reason,
+                "client_id": change.client_id,
+                "channel": change.channel,
+                "notifies_clients": change.notifies_clients,
+                "topics_added": list(change.topics_added),
+                "topics_removed": list(change.topics_removed),
+            },
+        )
+    ]
 
 
 def _view_columns(view: ViewStatus) -> dict[str, Any]:
-    return {"group": view.group, "broker": view.broker, "status": view.status, "polled_at_ms": view.polled_at_ms,
-            "stale_after_ms": view.stale_after_ms, "channels": view.channels, "collector": view.collector,
-            "event_time_ms": view.event_time_ms}  # fmt: skip
+    return {
+        "group": view.group,
+        "broker": view.broker,
+        "status": view.status,
+        "polled_at_ms": view.polled_at_ms,
+        "stale_after_ms": view.stale_after_ms,
+        "channels": view.channels,
+        "collector": view.collector,
+        "event_time_ms": view.event_time_ms,
+    }
 
 
 def _view_state(outcome: BrokerViewState) -> list[Row]:
@@ -73,42 +91,102 @@ def _view_changed(outcome: BrokerViewChanged) -> list[Row]:
 
 
 def _view_gone(outcome: BrokerViewGone) -> list[Row]:
-    return [("broker_views_current", {"group": outcome.group, "broker": outcome.broker,
-                                      "event_time_ms": outcome.event_time_ms, OP: DELETE})]  # fmt: skip
+    return [
+        (
+            "broker_views_current",
+            {"group": outcome.group, "broker": outcome.broker, "event_time_ms": outcome.event_time_ms, OP: DELETE},
+        )
+    ]
 
 
 def _snapshot(s: GenerationSnapshot) -> list[Row]:
-    return [("group_snapshots", {
-        "group": s.group, "generation": s.generation, "event_time_ms": s.event_time_ms, "triggers": list(s.triggers),
-        "members": s.members, "channels": s.channels, "brokers": list(s.brokers), "cid_all": list(s.cid_all),
-        "topics": list(s.topics), "strategy": s.strategy, "client_line": s.client_line,
-        "views_diverge": s.views_diverge, "anomalies": list(s.anomalies), "details": s.details,
-    })]  # fmt: skip
+    return [
+        (
+            "group_snapshots",
+            {
+                "group": s.group,
+                "generation": s.generation,
+                "event_time_ms": s.event_time_ms,
+                "triggers": list(s.triggers),
+                "members": s.members,
+                "channels": s.channels,
+                "brokers": list(s.brokers),
+                "cid_all": list(s.cid_all),
+                "topics": list(s.topics),
+                "strategy": s.strategy,
+                "client_line": s.client_line,
+                "views_diverge": s.views_diverge,
+                "anomalies": list(s.anomalies),
+                "details": s.details,
+            },
+        )
+    ]
 
 
 def _expected(a: ExpectedAssignment) -> list[Row]:
     queues = [{"broker": q.broker_name, "queue_id": q.queue_id} for q in a.queues]
-    row = {"group": a.group, "generation": a.generation, "topic": a.topic, "client_id": a.client_id,
-           "queues": queues, "queue_count": len(queues), "strategy": a.strategy, "event_time_ms": a.event_time_ms}
-    current = {"group": a.group, "topic": a.topic, "client_id": a.client_id, "queues": queues,
-               "queue_count": len(queues), "generation": a.generation, "event_time_ms": a.event_time_ms, OP: UPSERT}
-    return [("expected_assignments", row), ("current_assignment", current)]  # fmt: skip
+    row = {
+        "group": a.group,
+        "generation": a.generation,
+        "topic": a.topic,
+        "client_id": a.client_id,
+        "queues": queues,
+        "queue_count": len(queues),
+        "strategy": a.strategy,
+        "event_time_ms": a.event_time_ms,
+    }
+    current = {
+        "group": a.group,
+        "topic": a.topic,
+        "client_id": a.client_id,
+        "queues": queues,
+        "queue_count": len(queues),
+        "generation": a.generation,
+        "event_time_ms": a.event_time_ms,
+        OP: UPSERT,
+    }
+    return [("expected_assignments", row), ("current_assignment", current)]
 
 
 def _withdrawn(w: AssignmentWithdrawn) -> list[Row]:
-    return [("current_assignment", {"group": w.group, "topic": w.topic, "client_id": w.client_id, "queues": [],
-                                    "queue_count": 0, "generation": w.generation, "event_time_ms": w.event_time_ms,
-                                    OP: DELETE})]  # fmt: skip
+    return [
+        (
+            "current_assignment",
+            {
+                "group": w.group,
+                "topic": w.topic,
+                "client_id": w.client_id,
+                "queues": [],
+                "queue_count": 0,
+                "generation": w.generation,
+                "event_time_ms": w.event_time_ms,
+                OP: DELETE,
+            },
+        )
+    ]
 
 
 def _transition(t: EpisodeTransition) -> list[Row]:
     transition, e = t.transition, t.transition.episode
-    return [("anomaly_episodes", {
-        "episode_id": e.episode_id, "group": e.group, "topic": e.topic, "anomaly": e.anomaly,
-        "status": transition.status, "opened_at_ms": e.opened_at_ms, "closed_at_ms": transition.closed_at_ms,
-        "event_time_ms": transition.event_time_ms, "generation": t.generation, "severity": e.severity,
-        "summary": e.summary, "details": e.details_json,
-    })]  # fmt: skip
+    return [
+        (
+            "anomaly_episodes",
+            {
+                "episode_id": e.episode_id,
+                "group": e.group,
+                "topic": e.topic,
+                "anomaly": e.anomaly,
+                "status": transition.status,
+                "opened_at_ms": e.opened_at_ms,
+                "closed_at_ms": transition.closed_at_ms,
+                "event_time_ms": transition.event_time_ms,
+                "generation": t.generation,
+                "severity": e.severity,
+                "summary": e.summary,
+                "details": e.details_json,
+            },
+        )
+    ]
 
 
 # A topic's queues moved by the analysis: the metrics count them, the table does not keep them (a restart
@@ -117,16 +195,36 @@ MOVED_QUEUES = "moved_queues"
 
 
 def _summary(s: GroupSummary) -> list[Row]:
-    return [(GROUP_STATUS, {
-        "group": s.group, "generation": s.generation, "members": s.members, "channels": s.channels,
-        "duplicate_client_ids": s.duplicate_client_ids, "views_diverge": s.views_diverge,
-        "last_rebalance_ms": s.last_rebalance_ms,
-        "open_anomalies": [{"anomaly": k, "episodes": n} for k, n in sorted(s.open_anomalies.items())],
-        "topics": [{"topic": name, "assigned": t.assigned, "orphaned": t.orphaned, "double_owned": t.double_owned,
-                    "idle_members": t.idle, "non_subscribing_members": t.non_subscribing, "skew_queues": t.skew,
-                    MOVED_QUEUES: t.moved} for name, t in sorted(s.topics.items())],
-        "event_time_ms": s.event_time_ms, OP: UPSERT,
-    })]  # fmt: skip
+    return [
+        (
+            GROUP_STATUS,
+            {
+                "group": s.group,
+                "generation": s.generation,
+                "members": s.members,
+                "channels": s.channels,
+                "duplicate_client_ids": s.duplicate_client_ids,
+                "views_diverge": s.views_diverge,
+                "last_rebalance_ms": s.last_rebalance_ms,
+                "open_anomalies": [{"anomaly": k, "episodes": n} for k, n in sorted(s.open_anomalies.items())],
+                "topics": [
+                    {
+                        "topic": name,
+                        "assigned": t.assigned,
+                        "orphaned": t.orphaned,
+                        "double_owned": t.double_owned,
+                        "idle_members": t.idle,
+                        "non_subscribing_members": t.non_subscribing,
+                        "skew_queues": t.skew,
+                        MOVED_QUEUES: t.moved,
+                    }
+                    for name, t in sorted(s.topics.items())
+                ],
+                "event_time_ms": s.event_time_ms,
+                OP: UPSERT,
+            },
+        )
+    ]
 
 
 def _gone(g: GroupGone) -> list[Row]:
@@ -139,13 +237,28 @@ def group_summary(row: Mapping[str, Any]) -> GroupSummary | GroupGone:
     if row.get(OP) == DELETE:
         return GroupGone(row["group"], row["event_time_ms"])
     return GroupSummary(
-        row["group"], row["event_time_ms"], row["members"], row["channels"], row["generation"],
-        row["duplicate_client_ids"], row["views_diverge"], row["last_rebalance_ms"],
+        row["group"],
+        row["event_time_ms"],
+        row["members"],
+        row["channels"],
+        row["generation"],
+        row["duplicate_client_ids"],
+        row["views_diverge"],
+        row["last_rebalance_ms"],
         {AnomalyKind(a["anomaly"]): a["episodes"] for a in row["open_anomalies"] or ()},
-        {t["topic"]: TopicSummary(t["assigned"], t["orphaned"], t["double_owned"], t["idle_members"],
-                                  t["non_subscribing_members"], t["skew_queues"], t.get(MOVED_QUEUES) or 0)
-         for t in row["topics"] or ()},
-    )  # fmt: skip
+        {
+            t["topic"]: TopicSummary(
+                t["assigned"],
+                t["orphaned"],
+                t["double_owned"],
+                t["idle_members"],
+                t["non_subscribing_members"],
+                t["skew_queues"],
+                t.get(MOVED_QUEUES) or 0,
+            )
+            for t in row["topics"] or ()
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +277,17 @@ def metric_values(rows: Iterable[tuple[str, str]]) -> list[GroupSummary | GroupG
         if table == GROUP_STATUS:
             values.append(group_summary(row))
         elif table == LATE_EVENTS:
-            values.append(LateEvent(LateReason(row["reason"]), row["event_type"], row.get("event_time_ms"),
-                                    row["count"], row.get("group"), row.get("broker"), row.get("topic")))
+            values.append(
+                LateEvent(
+                    LateReason(row["reason"]),
+                    row["event_type"],
+                    row.get("event_time_ms"),
+                    row["count"],
+                    row.get("group"),
+                    row.get("broker"),
+                    row.get("topic"),
+                )
+            )
         elif table == DEAD_LETTERS:
             values.append(DeadLettered(row.get("reason")))
     return values
@@ -180,19 +302,51 @@ def _late(late: LateEvent) -> list[Row]:
     return [(LATE_EVENTS, row)]
 
 
-def dead_letter(source: str, kafka_topic: str, kafka_partition: int, kafka_offset: int, kafka_timestamp: str | None,
-                raw_value: str | None, reason: str, detail: str | None) -> dict[str, Any]:
+def dead_letter(
+    source: str,
+    kafka_topic: str,
+    kafka_partition: int,
+    kafka_offset: int,
+    kafka_timestamp: str | None,
+    raw_value: str | None,
+    reason: str,
+    detail: str | None,
+) -> dict[str, Any]:
     """A ``dead_letters`` row: a rejected input record, where it came from and why."""
-    return {"source": source, "kafka_topic": kafka_topic, "kafka_partition": kafka_partition,
-            "kafka_offset": kafka_offset, "kafka_timestamp": kafka_timestamp, "raw_value": raw_value,
-            "reason": reason, "detail": detail}  # fmt: skip
+    return {
+        "source": source,
+        "kafka_topic": kafka_topic,
+        "kafka_partition": kafka_partition,
+        "kafka_offset": kafka_offset,
+        "kafka_timestamp": kafka_timestamp,
+        "raw_value": raw_value,
+        "reason": reason,
+        "detail": detail,
+    }
 
 
-def ignored_letter(ignored: IgnoredEvent, kafka_topic: str, kafka_partition: int, kafka_offset: int,
-                   kafka_timestamp: str | None, raw_value: str | None) -> Row:
+def ignored_letter(
+    ignored: IgnoredEvent,
+    kafka_topic: str,
+    kafka_partition: int,
+    kafka_offset: int,
+    kafka_timestamp: str | None,
+    raw_value: str | None,
+) -> Row:
     """The dead letter of an event the engine refused, at the input coordinates the caller kept for it."""
-    return (DEAD_LETTERS, dead_letter(ignored.event_type, kafka_topic, kafka_partition, kafka_offset, kafka_timestamp,
-                                      raw_value, ignored.reason, ignored.detail))  # fmt: skip
+    return (
+        DEAD_LETTERS,
+        dead_letter(
+            ignored.event_type,
+            kafka_topic,
+            kafka_partition,
+            kafka_offset,
+            kafka_timestamp,
+            raw_value,
+            ignored.reason,
+            ignored.detail,
+        ),
+    )
 
 
 _MAPPERS: dict[type, Callable[[Any], list[Row]]] = {

@@ -29,7 +29,8 @@ TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         TableSpec(
-            "membership_changes", "history",
+            "membership_changes",
+            "history",
             "group STRING, broker STRING, event_time_ms BIGINT, event_time TIMESTAMP, change STRING, "
             "reason STRING, client_id STRING, channel STRING, notifies_clients BOOLEAN, "
             "topics_added ARRAY<STRING>, topics_removed ARRAY<STRING>, batch_id BIGINT",
@@ -40,7 +41,8 @@ TABLES: dict[str, TableSpec] = {
             "notifies_clients says whether the broker would send NOTIFY_CONSUMER_IDS_CHANGED.",
         ),
         TableSpec(
-            "group_snapshots", "history",
+            "group_snapshots",
+            "history",
             "group STRING, generation BIGINT, event_time_ms BIGINT, event_time TIMESTAMP, triggers ARRAY<STRING>, "
             "members INT, channels INT, brokers ARRAY<STRING>, cid_all ARRAY<STRING>, topics ARRAY<STRING>, "
             "strategy STRING, client_line STRING, views_diverge BOOLEAN, anomalies ARRAY<STRING>, "
@@ -52,14 +54,16 @@ TABLES: dict[str, TableSpec] = {
             "allocation, which has no expected assignment.",
         ),
         TableSpec(
-            "expected_assignments", "history",
+            "expected_assignments",
+            "history",
             f"group STRING, generation BIGINT, topic STRING, client_id STRING, queues {QUEUE_LIST}, "
             "queue_count INT, strategy STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
             "What every distinct client of the group computes for each subscribed topic at each generation, "
             "exactly as the real client would (strategy and client line as reported or configured).",
         ),
         TableSpec(
-            "current_assignment", "current",
+            "current_assignment",
+            "current",
             f"group STRING, topic STRING, client_id STRING, queues {QUEUE_LIST}, queue_count INT, "
             "generation BIGINT, event_time_ms BIGINT, batch_id BIGINT",
             "The latest expected assignment per (group, topic, client); rows of clients or topics that left "
@@ -67,7 +71,8 @@ TABLES: dict[str, TableSpec] = {
             key=("group", "topic", "client_id"),
         ),
         TableSpec(
-            "anomaly_episodes", "history",
+            "anomaly_episodes",
+            "history",
             "episode_id STRING, group STRING, topic STRING, anomaly STRING, status STRING, "
             "opened_at_ms BIGINT, closed_at_ms BIGINT, event_time_ms BIGINT, event_time TIMESTAMP, "
             "generation BIGINT, severity STRING, summary STRING, details STRING, batch_id BIGINT",
@@ -78,7 +83,8 @@ TABLES: dict[str, TableSpec] = {
             "details is JSON naming the queues, clients and channels.",
         ),
         TableSpec(
-            "anomalies_current", "current",
+            "anomalies_current",
+            "current",
             "episode_id STRING, group STRING, topic STRING, anomaly STRING, opened_at_ms BIGINT, "
             "event_time_ms BIGINT, generation BIGINT, severity STRING, summary STRING, details STRING, "
             "batch_id BIGINT",
@@ -86,7 +92,8 @@ TABLES: dict[str, TableSpec] = {
             key=("episode_id",),
         ),
         TableSpec(
-            "group_status_current", "current",
+            "group_status_current",
+            "current",
             "group STRING, generation BIGINT, members INT, channels INT, duplicate_client_ids INT, "
             "views_diverge BOOLEAN, last_rebalance_ms BIGINT, "
             "open_anomalies ARRAY<STRUCT<anomaly: STRING, episodes: INT>>, "
@@ -102,7 +109,8 @@ TABLES: dict[str, TableSpec] = {
             key=("group",),
         ),
         TableSpec(
-            "broker_views_current", "current",
+            "broker_views_current",
+            "current",
             "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
             "stale_since_ms BIGINT, channels INT, collector STRING, event_time_ms BIGINT, batch_id BIGINT",
             "Each broker view of a group fed by a collector's polls (consumer_connections): FRESH while polls "
@@ -112,14 +120,16 @@ TABLES: dict[str, TableSpec] = {
             key=("group", "broker"),
         ),
         TableSpec(
-            "broker_view_changes", "history",
+            "broker_view_changes",
+            "history",
             "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
             "channels INT, collector STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
             "Status changes of polled broker views: FRESH at a view's first poll and when polls resume after "
             "STALE, STALE at the first event time without a newer poll (polled_at_ms + stale_after_ms + 1).",
         ),
         TableSpec(
-            "fault_windows", "history",
+            "fault_windows",
+            "history",
             "producer_id STRING, producer_group STRING, broker STRING, status STRING, "
             "window_start_ms BIGINT, window_end_ms BIGINT, previous_end_ms BIGINT, trigger_latency_ms BIGINT, "
             "level INT, cause STRING, isolation BOOLEAN, fault_table STRING, event_time_ms BIGINT, "
@@ -131,7 +141,8 @@ TABLES: dict[str, TableSpec] = {
             "level is the fault table index the trigger fell in; cause the send outcome.",
         ),
         TableSpec(
-            "producer_broker_status_current", "current",
+            "producer_broker_status_current",
+            "current",
             "producer_id STRING, producer_group STRING, broker STRING, fault_table STRING, "
             "unavailable_until_ms BIGINT, last_latency_ms BIGINT, last_send_ms BIGINT, reachable BOOLEAN, "
             "event_time_ms BIGINT, batch_id BIGINT",
@@ -142,14 +153,16 @@ TABLES: dict[str, TableSpec] = {
             key=("producer_id", "broker"),
         ),
         TableSpec(
-            "broker_status_current", "current",
+            "broker_status_current",
+            "current",
             "broker STRING, producers_avoiding INT, producers_seen INT, avoiding_ratio DOUBLE, "
             "avoided_until_ms BIGINT, isolated BOOLEAN, event_time_ms BIGINT, batch_id BIGINT",
             "Per broker: how many producers currently avoid it, out of those that sent to it, and until when.",
             key=("broker",),
         ),
         TableSpec(
-            "send_latency_minutes", "history",
+            "send_latency_minutes",
+            "history",
             "broker STRING, producer_group STRING, minute_start TIMESTAMP, sends BIGINT, errors BIGINT, "
             "latency_sum_ms BIGINT, latency_max_ms BIGINT, bucket_upper_ms ARRAY<BIGINT>, "
             "bucket_counts ARRAY<BIGINT>, batch_id BIGINT",
@@ -160,13 +173,14 @@ TABLES: dict[str, TableSpec] = {
             "Buckets are the fault table's latencyMax thresholds (cumulative counts, Prometheus style).",
         ),
         TableSpec(
-            "dead_letters", "history",
+            "dead_letters",
+            "history",
             "source STRING, kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, "
             "kafka_timestamp TIMESTAMP, raw_value STRING, reason STRING, detail STRING, batch_id BIGINT",
             "Every rejected input with where it came from and why (reason is a fixed code, see docs/events.md).",
         ),
     )
-}  # fmt: skip
+}
 
 
 def split_columns(ddl: str) -> list[str]:
@@ -192,8 +206,13 @@ QUERY_GUIDE_HEADING = "## Querying the tables"
 
 def render_markdown() -> str:
     """The catalogue part of ``docs/tables.md`` (the query guide after it is written by hand)."""
-    lines = ["# Delta tables", "", "Generated from `streaming/job/tables.py` (`python -m streaming.job.tables`), "
-             f"except the last section, {QUERY_GUIDE_HEADING[3:]!r}, which is written by hand.", ""]  # fmt: skip
+    lines = [
+        "# Delta tables",
+        "",
+        "Generated from `streaming/job/tables.py` (`python -m streaming.job.tables`), "
+        f"except the last section, {QUERY_GUIDE_HEADING[3:]!r}, which is written by hand.",
+        "",
+    ]
     for spec in TABLES.values():
         lines += [f"## `{spec.name}` ({spec.kind})", "", spec.description, ""]
         if spec.key:

@@ -21,10 +21,36 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_IGNORED_KEYWORDS = {"$schema", "$id", "title", "description", "examples", "default", "additionalProperties",
-                     "$comment", "format", "x-reason", "x-dead-letter-reason"}  # fmt: skip
-_SUPPORTED = {"type", "properties", "required", "enum", "const", "minimum", "maximum", "exclusiveMinimum",
-              "exclusiveMaximum", "minLength", "maxLength", "pattern", "items", "minItems", "maxItems"}  # fmt: skip
+_IGNORED_KEYWORDS = {
+    "$schema",
+    "$id",
+    "title",
+    "description",
+    "examples",
+    "default",
+    "additionalProperties",
+    "$comment",
+    "format",
+    "x-reason",
+    "x-dead-letter-reason",
+}
+_SUPPORTED = {
+    "type",
+    "properties",
+    "required",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "items",
+    "minItems",
+    "maxItems",
+}
 
 _INTEGER_TYPES = "('BIGINT', 'INT', 'SMALLINT', 'TINYINT')"
 
@@ -109,37 +135,52 @@ class _Compiler:
             yield Rule(f"NOT {_type_predicate(expr, types)}", "WRONG_TYPE", f"{label} must be {' or '.join(types)}")
         string_value = f"variant_get({expr}, '$', 'string')"
         if "const" in schema:
-            yield Rule(f"NOT ({string_value} <=> {_sql_string(str(schema['const']))})",
-                       self.reason_for(field, "const", "INVALID_VALUE"),
-                       f"{label} must be {schema['const']!r}")  # fmt: skip
+            yield Rule(
+                f"NOT ({string_value} <=> {_sql_string(str(schema['const']))})",
+                self.reason_for(field, "const", "INVALID_VALUE"),
+                f"{label} must be {schema['const']!r}",
+            )
         if "enum" in schema:
             allowed = ", ".join(_sql_string(str(v)) for v in schema["enum"])
-            yield Rule(f"NOT ({string_value} IN ({allowed}))", self.reason_for(field, "enum", "INVALID_VALUE"),
-                       f"{label} must be one of {', '.join(map(str, schema['enum']))}")  # fmt: skip
+            yield Rule(
+                f"NOT ({string_value} IN ({allowed}))",
+                self.reason_for(field, "enum", "INVALID_VALUE"),
+                f"{label} must be one of {', '.join(map(str, schema['enum']))}",
+            )
         for keyword, op in (("minimum", "<"), ("maximum", ">"), ("exclusiveMinimum", "<="), ("exclusiveMaximum", ">=")):
             if keyword in schema:
-                yield Rule(_out_of_bound_sql(expr, op, schema[keyword]),
-                           self.reason_for(field, keyword, "INVALID_VALUE"),
-                           f"{label} must be {keyword} {schema[keyword]}")  # fmt: skip
+                yield Rule(
+                    _out_of_bound_sql(expr, op, schema[keyword]),
+                    self.reason_for(field, keyword, "INVALID_VALUE"),
+                    f"{label} must be {keyword} {schema[keyword]}",
+                )
         if "minLength" in schema:
-            yield Rule(f"char_length({string_value}) < {int(schema['minLength'])}",
-                       self.reason_for(field, "minLength", "INVALID_VALUE"),
-                       f"{label} must have at least {schema['minLength']} characters")  # fmt: skip
+            yield Rule(
+                f"char_length({string_value}) < {int(schema['minLength'])}",
+                self.reason_for(field, "minLength", "INVALID_VALUE"),
+                f"{label} must have at least {schema['minLength']} characters",
+            )
         if "maxLength" in schema:
-            yield Rule(f"char_length({string_value}) > {int(schema['maxLength'])}",
-                       self.reason_for(field, "maxLength", "INVALID_VALUE"),
-                       f"{label} must have at most {schema['maxLength']} characters")  # fmt: skip
+            yield Rule(
+                f"char_length({string_value}) > {int(schema['maxLength'])}",
+                self.reason_for(field, "maxLength", "INVALID_VALUE"),
+                f"{label} must have at most {schema['maxLength']} characters",
+            )
         if "pattern" in schema:
-            yield Rule(f"NOT ({string_value} RLIKE {_sql_string(schema['pattern'])})",
-                       self.reason_for(field, "pattern", "INVALID_VALUE"),
-                       f"{label} must match {schema['pattern']}")  # fmt: skip
+            yield Rule(
+                f"NOT ({string_value} RLIKE {_sql_string(schema['pattern'])})",
+                self.reason_for(field, "pattern", "INVALID_VALUE"),
+                f"{label} must match {schema['pattern']}",
+            )
         if "properties" in schema or "required" in schema:
             properties = schema.get("properties", {})
             for name in schema.get("required", []):
                 child = f"variant_get({expr}, {_sql_string(_json_path('$', name))})"
-                yield Rule(f"({child} IS NULL OR is_variant_null({child}))",
-                           self.reason_for(name, "required", "MISSING_FIELD"),
-                           f"missing field {label}.{name}")  # fmt: skip
+                yield Rule(
+                    f"({child} IS NULL OR is_variant_null({child}))",
+                    self.reason_for(name, "required", "MISSING_FIELD"),
+                    f"missing field {label}.{name}",
+                )
             for name, child_schema in properties.items():
                 child = f"variant_get({expr}, {_sql_string(_json_path('$', name))})"
                 present = f"({child} IS NOT NULL AND NOT is_variant_null({child}))"
@@ -150,20 +191,25 @@ class _Compiler:
         if "minItems" in schema or "maxItems" in schema or "items" in schema:
             array = f"variant_get({expr}, '$', 'array<variant>')"
             if "minItems" in schema:
-                yield Rule(f"array_size({array}) < {int(schema['minItems'])}",
-                           self.reason_for(field, "minItems", "INVALID_VALUE"),
-                           f"{label} must have at least {schema['minItems']} items")  # fmt: skip
+                yield Rule(
+                    f"array_size({array}) < {int(schema['minItems'])}",
+                    self.reason_for(field, "minItems", "INVALID_VALUE"),
+                    f"{label} must have at least {schema['minItems']} items",
+                )
             if "maxItems" in schema:
-                yield Rule(f"array_size({array}) > {int(schema['maxItems'])}",
-                           self.reason_for(field, "maxItems", "OVERSIZED"),
-                           f"{label} must have at most {schema['maxItems']} items")  # fmt: skip
+                yield Rule(
+                    f"array_size({array}) > {int(schema['maxItems'])}",
+                    self.reason_for(field, "maxItems", "OVERSIZED"),
+                    f"{label} must have at most {schema['maxItems']} items",
+                )
             if "items" in schema:
                 self.depth += 1
                 var = f"x{self.depth}"
                 for rule in self.rules(schema["items"], var, f"{label}[]"):
                     # JSON null items count as present values: they fail the item's type rule.
-                    yield Rule(f"exists({array}, {var} -> {var} IS NOT NULL AND {rule.violated_sql})",
-                               rule.reason, rule.detail)  # fmt: skip
+                    yield Rule(
+                        f"exists({array}, {var} -> {var} IS NOT NULL AND {rule.violated_sql})", rule.reason, rule.detail
+                    )
                 self.depth -= 1
 
 
@@ -310,6 +356,11 @@ def cross_field_rules(event_type: str, root: str = "v") -> list[Rule]:
     for rule in CROSS_FIELD_RULES.get(event_type, ()):
         child = f"variant_get({root}, {_sql_string(_json_path('$', rule.field))})"
         when = f"try_variant_get({root}, {_sql_string(_json_path('$', rule.when_field))}, 'string')"
-        rules.append(Rule(f"({when} <=> {_sql_string(rule.equals)} AND ({child} IS NULL OR is_variant_null({child})))",
-                          rule.reason, rule.detail))  # fmt: skip
+        rules.append(
+            Rule(
+                f"({when} <=> {_sql_string(rule.equals)} AND ({child} IS NULL OR is_variant_null({child})))",
+                rule.reason,
+                rule.detail,
+            )
+        )
     return rules

@@ -273,8 +273,15 @@ def _storm(rng: random.Random, producers: list[Producer]) -> Scenario:
     # and one member that keeps restarting under the same client id: it joins and leaves every 20 s, more
     # than [anomalies] flapping_threshold (3) times within flapping_window_ms (10 min): flapping
     for life in range(3):
-        group.members.append(Member("10.16.2.1@7#1", "10.16.2.1", ("orders",), joins_ms=5_000 + life * 40_000,
-                                    leaves_ms=25_000 + life * 40_000))  # fmt: skip
+        group.members.append(
+            Member(
+                "10.16.2.1@7#1",
+                "10.16.2.1",
+                ("orders",),
+                joins_ms=5_000 + life * 40_000,
+                leaves_ms=25_000 + life * 40_000,
+            )
+        )
     return Scenario(
         "rebalance-storm",
         "short-lived members join and leave every 10 s; one member restarts every 40 s",

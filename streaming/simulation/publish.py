@@ -71,8 +71,10 @@ def what_to_expect(scenario: Any) -> list[str]:
     from streaming.simulation.fleet import AVOIDED
 
     lines = [f"scenario {scenario.name}: {scenario.description}"]
-    lines.append(f"  {len(scenario.groups)} consumer group(s), {len(scenario.producers)} producer(s), brokers "
-                 f"{', '.join(scenario.brokers)}, topics {', '.join(scenario.topics)}")  # fmt: skip
+    lines.append(
+        f"  {len(scenario.groups)} consumer group(s), {len(scenario.producers)} producer(s), brokers "
+        f"{', '.join(scenario.brokers)}, topics {', '.join(scenario.topics)}"
+    )
     if not scenario.expected:
         lines.append("  the monitor should report no anomaly and no avoided broker")
     for name, kind in sorted(scenario.expected):
@@ -194,8 +196,10 @@ def check_topics(bootstrap_servers: str, topics: list[str], producer_options: di
     if missing and create:
         create_topics(bootstrap_servers, missing, partitions=2, **client_options)
     elif missing:
-        raise MissingTopics(f"topic(s) {', '.join(missing)} do not exist on {bootstrap_servers}: create them as the "
-                            "monitor's topics are created, or pass --create-topics on a test cluster")  # fmt: skip
+        raise MissingTopics(
+            f"topic(s) {', '.join(missing)} do not exist on {bootstrap_servers}: create them as the "
+            "monitor's topics are created, or pass --create-topics on a test cluster"
+        )
 
 
 def run_to_kafka(

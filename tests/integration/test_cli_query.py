@@ -55,8 +55,9 @@ def cli_json(capsys, *argv: str):
 def test_assignment_before_and_after_the_scale_out(delta, capsys):
     (group,) = scenarios()["scale-out"].groups
     first, later = {m.client_id for m in group.members[:2]}, {m.client_id for m in group.members[2:]}
-    before = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT,
-                      "--at", str(START_MS + 60_000))  # fmt: skip
+    before = cli_json(
+        capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT, "--at", str(START_MS + 60_000)
+    )
     assert {r["client_id"] for r in before} == first
     assert [r["queue_count"] for r in before] == [4, 4] and len({r["generation"] for r in before}) == 1
     after = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT)
@@ -66,8 +67,9 @@ def test_assignment_before_and_after_the_scale_out(delta, capsys):
     owned = [(q["broker"], q["queue_id"]) for r in after for q in r["queues"]]
     assert sorted(owned) == [(b, q) for b in ("scale-out-broker-a", "scale-out-broker-b") for q in range(4)]
     # an ISO time means the same instant as epoch ms (UTC)
-    iso = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT,
-                   "--at", "2023-11-14T22:14:20")  # START_MS + 60 s  # fmt: skip
+    iso = cli_json(
+        capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT, "--at", "2023-11-14T22:14:20"
+    )  # START_MS + 60 s
     assert iso == before
 
 
@@ -84,15 +86,26 @@ def test_assignment_as_a_readable_table(delta, capsys):
 def test_time_travel_over_current_assignment(delta, spark, capsys):
     history = spark.sql(f"DESCRIBE HISTORY delta.`{delta}/current_assignment`").collect()
     first_merge = min(r["version"] for r in history if r["operation"] == "MERGE")
-    then = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT,
-                    "--table-version", str(first_merge))  # fmt: skip
+    then = cli_json(
+        capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT, "--table-version", str(first_merge)
+    )
     assert len(then) == 2 and all(r["queue_count"] == 4 for r in then)  # the group began with two members
     now = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT)
-    latest = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT,
-                      "--table-version", str(max(r["version"] for r in history)))  # fmt: skip
+    latest = cli_json(
+        capsys,
+        "query",
+        "assignment",
+        "--delta-root",
+        delta,
+        "--group",
+        SCALE_OUT,
+        "--table-version",
+        str(max(r["version"] for r in history)),
+    )
     assert [(r["client_id"], r["queue_count"]) for r in latest] == [(r["client_id"], r["queue_count"]) for r in now]
-    code, _, err = cli(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT,
-                       "--table-version", "99999")  # fmt: skip
+    code, _, err = cli(
+        capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT, "--table-version", "99999"
+    )
     assert code == 1 and len(err.strip().splitlines()) == 1 and "current_assignment" in err
 
 
@@ -103,17 +116,37 @@ def test_anomaly_episodes_of_a_group_and_in_a_time_range(delta, capsys):
     duplicate = next(r for r in rows if r["anomaly"] == "DUPLICATE_CLIENT_ID")
     assert "172.17.0.1@1" in duplicate["details"] and duplicate["severity"] == "critical"
     # a range: the storm of the rebalance-storm scenario opens within its first 300 s, nothing opens after 6 min
-    storm = cli_json(capsys, "query", "anomalies", "--delta-root", delta, "--kind", "REBALANCE_STORM",
-                     "--since", str(START_MS), "--until", str(START_MS + 300_000))  # fmt: skip
+    storm = cli_json(
+        capsys,
+        "query",
+        "anomalies",
+        "--delta-root",
+        delta,
+        "--kind",
+        "REBALANCE_STORM",
+        "--since",
+        str(START_MS),
+        "--until",
+        str(START_MS + 300_000),
+    )
     assert "rebalance-storm-cache-flapping" in {r["group"] for r in storm}
-    assert all(r["anomaly"] == "REBALANCE_STORM" and START_MS <= r["event_time_ms"] <= START_MS + 300_000
-               for r in storm)  # fmt: skip
-    late = cli_json(capsys, "query", "anomalies", "--delta-root", delta, "--group", DUPLICATES,
-                    "--since", str(START_MS + 3_600_000))  # fmt: skip
+    assert all(
+        r["anomaly"] == "REBALANCE_STORM" and START_MS <= r["event_time_ms"] <= START_MS + 300_000 for r in storm
+    )
+    late = cli_json(
+        capsys, "query", "anomalies", "--delta-root", delta, "--group", DUPLICATES, "--since", str(START_MS + 3_600_000)
+    )
     assert late == []
     code, out, _ = cli(capsys, "query", "anomalies", "--delta-root", delta, "--group", DUPLICATES)
-    assert code == 0 and out.splitlines()[0].split() == ["event_time", "status", "group", "topic", "anomaly",
-                                                         "severity", "summary"]  # fmt: skip
+    assert code == 0 and out.splitlines()[0].split() == [
+        "event_time",
+        "status",
+        "group",
+        "topic",
+        "anomaly",
+        "severity",
+        "summary",
+    ]
     assert "DUPLICATE_CLIENT_ID" in out
 
 
@@ -128,16 +161,19 @@ def test_a_brokers_fault_windows(delta, capsys):
     assert code == 0 and "trigger_latency_ms" in out.splitlines()[0] and SLOW_BROKER in out
 
 
-@pytest.mark.parametrize("argv, code, message", [
-    (["query", "assignment", "--group", "nope"], 1, "no consumer group 'nope' in"),
-    (["query", "anomalies", "--group", "nope"], 1, "no consumer group 'nope' in"),
-    (["query", "faults", "--broker", "broker-z"], 1, "no broker 'broker-z' in"),
-    (["query", "assignment", "--group", SCALE_OUT, "--at", str(START_MS - 1)], 1, "has no assignment at or before"),
-    (["query", "assignment", "--group", SCALE_OUT, "--at", "noon"], 2, "--at: cannot read 'noon'"),
-    (["allocate", "--group", "nope"], 1, "no consumer group 'nope' in"),
-    (["allocate", "--group", SCALE_OUT, "--topic", "payments"], 1, "does not subscribe 'payments'"),
-    (["allocate", "--group", SCALE_OUT, "--strategy", "RANDOM"], 2, "unknown allocation strategy 'RANDOM'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, code, message",
+    [
+        (["query", "assignment", "--group", "nope"], 1, "no consumer group 'nope' in"),
+        (["query", "anomalies", "--group", "nope"], 1, "no consumer group 'nope' in"),
+        (["query", "faults", "--broker", "broker-z"], 1, "no broker 'broker-z' in"),
+        (["query", "assignment", "--group", SCALE_OUT, "--at", str(START_MS - 1)], 1, "has no assignment at or before"),
+        (["query", "assignment", "--group", SCALE_OUT, "--at", "noon"], 2, "--at: cannot read 'noon'"),
+        (["allocate", "--group", "nope"], 1, "no consumer group 'nope' in"),
+        (["allocate", "--group", SCALE_OUT, "--topic", "payments"], 1, "does not subscribe 'payments'"),
+        (["allocate", "--group", SCALE_OUT, "--strategy", "RANDOM"], 2, "unknown allocation strategy 'RANDOM'"),
+    ],
+)
 def test_bad_input_is_one_line_and_a_non_zero_exit(delta, capsys, argv, code, message):
     got, out, err = cli(capsys, *argv[:1], *argv[1:], "--delta-root", delta)
     assert got == code and not out
@@ -205,8 +241,19 @@ def test_anomalies_and_faults_equal_spark_reads(delta, spark, capsys):
     assert len(every) > 10 and same_rows(every, spark_rows(spark, delta, "anomaly_episodes"))
     assert ordered(every, "event_time_ms", "group", "topic", "anomaly")
     since, until = START_MS + 30_000, START_MS + 240_000
-    some = cli_json(capsys, "query", "anomalies", "--delta-root", delta, "--kind", "FLAPPING_MEMBERS",
-                    "--since", str(since), "--until", str(until))  # fmt: skip
+    some = cli_json(
+        capsys,
+        "query",
+        "anomalies",
+        "--delta-root",
+        delta,
+        "--kind",
+        "FLAPPING_MEMBERS",
+        "--since",
+        str(since),
+        "--until",
+        str(until),
+    )
     where = f"anomaly = 'FLAPPING_MEMBERS' AND event_time_ms BETWEEN {since} AND {until}"
     assert some and same_rows(some, spark_rows(spark, delta, "anomaly_episodes", where))
     faults = cli_json(capsys, "query", "faults", "--delta-root", delta, "--broker", SLOW_BROKER)
@@ -223,8 +270,9 @@ def test_assignments_equal_spark_reads(delta, spark, capsys):
     assert ordered(before, "topic", "client_id")
     versions = spark.sql(f"DESCRIBE HISTORY delta.`{delta}/current_assignment`").collect()
     for version in sorted({r["version"] for r in versions}):
-        then = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT,
-                        "--table-version", str(version))  # fmt: skip
+        then = cli_json(
+            capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT, "--table-version", str(version)
+        )
         expected = spark_rows(spark, delta, "current_assignment", f"`group` = '{SCALE_OUT}'", versionAsOf=str(version))
         for row in expected:
             row["event_time"] = datetime.fromtimestamp(row["event_time_ms"] / 1000, UTC).replace(tzinfo=None)
@@ -236,17 +284,25 @@ def test_allocate_reads_the_group_spark_reads(delta, spark, capsys):
     snapshots = spark_rows(spark, delta, "group_snapshots", f"`group` = '{SCALE_OUT}'")
     latest = max(snapshots, key=lambda r: r["generation"])
     assert (now["generation"], now["cid_all"]) == (latest["generation"], latest["cid_all"])
-    owned = spark_rows(spark, delta, "expected_assignments",
-                       f"`group` = '{SCALE_OUT}' AND generation = {latest['generation']}")  # fmt: skip
+    owned = spark_rows(
+        spark, delta, "expected_assignments", f"`group` = '{SCALE_OUT}' AND generation = {latest['generation']}"
+    )
     queues = sorted(f"{q['broker']}/{q['queue_id']}" for r in owned for q in r["queues"])
     assert sorted(q for share in now["shares"] for q in share["queues"]) == queues
 
 
 def test_sql_over_the_tables_equals_spark_sql(delta, spark, capsys):
-    code, out, err = cli(capsys, "query", "sql", "--delta-root", delta, "--csv",
-                         "SELECT g.\"group\", a.anomaly, count(*) AS episodes, max(g.generation) AS generation "
-                         "FROM anomaly_episodes a JOIN group_snapshots g ON a.\"group\" = g.\"group\" "
-                         "WHERE a.status = 'OPENED' GROUP BY ALL ORDER BY 1, 2")  # fmt: skip
+    code, out, err = cli(
+        capsys,
+        "query",
+        "sql",
+        "--delta-root",
+        delta,
+        "--csv",
+        'SELECT g."group", a.anomaly, count(*) AS episodes, max(g.generation) AS generation '
+        'FROM anomaly_episodes a JOIN group_snapshots g ON a."group" = g."group" '
+        "WHERE a.status = 'OPENED' GROUP BY ALL ORDER BY 1, 2",
+    )
     assert code == 0, err
     got = list(csv.reader(io.StringIO(out)))
     expected = spark.sql(
@@ -259,15 +315,31 @@ def test_sql_over_the_tables_equals_spark_sql(delta, spark, capsys):
     # --json, and time travel: a table as of a version and as of a commit time
     history = spark.sql(f"DESCRIBE HISTORY delta.`{delta}/current_assignment`").collect()
     first_merge = min((r for r in history if r["operation"] == "MERGE"), key=lambda r: r["version"])
-    (counted,) = cli_json(capsys, "query", "sql", "--delta-root", delta, "--table-version", str(first_merge["version"]),
-                          "SELECT count(*) AS n, count(DISTINCT \"group\") AS groups FROM current_assignment")  # fmt: skip
+    (counted,) = cli_json(
+        capsys,
+        "query",
+        "sql",
+        "--delta-root",
+        delta,
+        "--table-version",
+        str(first_merge["version"]),
+        'SELECT count(*) AS n, count(DISTINCT "group") AS groups FROM current_assignment',
+    )
     then = spark.read.format("delta").option("versionAsOf", first_merge["version"]).load(f"{delta}/current_assignment")
     assert counted == {"n": then.count(), "groups": then.select("group").distinct().count()}
     moment = _utc(first_merge["timestamp"])
     spark_at = spark.read.format("delta").option("timestampAsOf", moment.strftime("%Y-%m-%d %H:%M:%S.%f"))
     expected = spark_at.load(f"{delta}/current_assignment").count()
-    (at,) = cli_json(capsys, "query", "sql", "--delta-root", delta, "--table-time", moment.isoformat(),
-                     "SELECT count(*) AS n FROM current_assignment")  # fmt: skip
+    (at,) = cli_json(
+        capsys,
+        "query",
+        "sql",
+        "--delta-root",
+        delta,
+        "--table-time",
+        moment.isoformat(),
+        "SELECT count(*) AS n FROM current_assignment",
+    )
     assert at == {"n": expected}
 
 
@@ -278,11 +350,14 @@ def test_every_table_is_a_view_with_the_catalogue_columns(delta, capsys):
         assert out.strip().split(",") == column_names(name)
 
 
-@pytest.mark.parametrize("statement, code, message", [
-    ("SELECT * FROM no_such_table", 1, "no monitor table 'no_such_table'"),
-    ("SELEC 1", 2, "query sql: Parser Error"),
-    ("SELECT nope FROM dead_letters", 2, "query sql: Binder Error"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "statement, code, message",
+    [
+        ("SELECT * FROM no_such_table", 1, "no monitor table 'no_such_table'"),
+        ("SELEC 1", 2, "query sql: Parser Error"),
+        ("SELECT nope FROM dead_letters", 2, "query sql: Binder Error"),
+    ],
+)
 def test_bad_sql_is_one_line_and_a_non_zero_exit(delta, capsys, statement, code, message):
     got, out, err = cli(capsys, "query", "sql", statement, "--delta-root", delta)
     assert got == code and not out
@@ -302,15 +377,29 @@ def test_query_sql_and_allocate_start_no_jvm(delta, spark, tmp_path):
     java = fake_java_home / "bin" / "java"
     java.write_text(f'#!/bin/sh\necho "$@" >> {started}\nexit 1\n')
     java.chmod(0o755)
-    env = {**os.environ, "JAVA_HOME": str(fake_java_home), "PATH": f"{fake_java_home / 'bin'}:{os.environ['PATH']}",
-           "PYTHONPATH": str(ROOT), "SPARK_HOME": str(tmp_path / "no-spark")}  # fmt: skip
+    env = {
+        **os.environ,
+        "JAVA_HOME": str(fake_java_home),
+        "PATH": f"{fake_java_home / 'bin'}:{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "SPARK_HOME": str(tmp_path / "no-spark"),
+    }
     answers = {}
-    for argv in (["query", "anomalies", "--json"], ["query", "faults", "--broker", SLOW_BROKER, "--json"],
-                 ["query", "assignment", "--group", SCALE_OUT, "--table-version", "1", "--json"],
-                 ["query", "sql", "SELECT count(*) AS n FROM fault_windows", "--json"],
-                 ["allocate", "--group", SCALE_OUT, "--json"]):  # fmt: skip
-        result = subprocess.run([sys.executable, "-X", "importtime", "-m", "streaming.cli", *argv, "--delta-root", delta],
-                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    for argv in (
+        ["query", "anomalies", "--json"],
+        ["query", "faults", "--broker", SLOW_BROKER, "--json"],
+        ["query", "assignment", "--group", SCALE_OUT, "--table-version", "1", "--json"],
+        ["query", "sql", "SELECT count(*) AS n FROM fault_windows", "--json"],
+        ["allocate", "--group", SCALE_OUT, "--json"],
+    ):
+        result = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "streaming.cli", *argv, "--delta-root", delta],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
         assert "deltalake" in imported and "duckdb" in imported

@@ -19,10 +19,24 @@ ROOT = Path(__file__).parents[2]
 def test_demo_reports_the_mixed_scenarios_anomalies(spark):
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "demo", "--duration", "200", "--speed", "30", "--no-live",
-         "--metrics-port", str(port)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streaming.cli",
+            "demo",
+            "--duration",
+            "200",
+            "--speed",
+            "30",
+            "--no-live",
+            "--metrics-port",
+            str(port),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     scraped: list[str] = []
 
     def scrape() -> None:

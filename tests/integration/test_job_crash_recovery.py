@@ -24,8 +24,15 @@ def test_sigkill_at_three_seeded_moments_then_restarts_equals_an_uninterrupted_r
     create_topics(kafka_broker.bootstrap_servers, topics.values())
     publish(kafka_broker.bootstrap_servers, workload(), topics)
 
-    outcome = run_with_kills(lambda ref, got: compare_tables(spark, ref, got, TABLES), tmp_path,
-                             kafka_broker.bootstrap_servers, prefix, KILLS, SEED, max_offsets=60)  # fmt: skip
+    outcome = run_with_kills(
+        lambda ref, got: compare_tables(spark, ref, got, TABLES),
+        tmp_path,
+        kafka_broker.bootstrap_servers,
+        prefix,
+        KILLS,
+        SEED,
+        max_offsets=60,
+    )
 
     kills = outcome.kills
     assert len(kills) == KILLS, f"the input was drained after {len(kills)} of {KILLS} kills: {outcome.runs}"

@@ -51,13 +51,18 @@ def test_fault_windows_for_both_tables(kafka_broker, spark, tmp_path):
     events += [send(i, "P5", "5.3.3", lat, out) for i, (lat, out) in enumerate(SENDS)]
     publish(kafka_broker.bootstrap_servers, events, topics)
     run_available(spark, config)
-    got = sorted((r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
-                 for r in read(spark, config, "fault_windows"))  # fmt: skip
+    got = sorted(
+        (r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+        for r in read(spark, config, "fault_windows")
+    )
     want = sorted(expected_windows(ROCKETMQ_4, "P4") + expected_windows(ROCKETMQ_5, "P5"))
     assert got == want
     # The 4.x windows by level: 550 -> 30 s ... 15000 -> 600 s, the error -> 600 s (isolation = 30000 ms).
-    p4 = [(r["window_end_ms"] - r["window_start_ms"]) // 1000 for r in read(spark, config, "fault_windows")
-          if r["producer_id"] == "P4" and r["status"] == "OPENED"]  # fmt: skip
+    p4 = [
+        (r["window_end_ms"] - r["window_start_ms"]) // 1000
+        for r in read(spark, config, "fault_windows")
+        if r["producer_id"] == "P4" and r["status"] == "OPENED"
+    ]
     assert sorted(p4) == sorted([30, 30, 60, 60, 120, 120, 180, 180, 600, 600])
     tables = {r["producer_id"]: r["fault_table"] for r in read(spark, config, "fault_windows")}
     assert tables == {"P4": "rocketmq-4", "P5": "rocketmq-5"}
@@ -76,8 +81,10 @@ def test_sends_only_the_rules_take_join_the_replay_in_their_place(kafka_broker, 
     events.append({**send(0, "PX", "V4_9_8", 5, "OK"), "latency_ms": -1})  # and a reject, dead-lettered
     publish(kafka_broker.bootstrap_servers, events, topics)
     run_available(spark, config)
-    got = sorted((r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
-                 for r in read(spark, config, "fault_windows"))  # fmt: skip
+    got = sorted(
+        (r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+        for r in read(spark, config, "fault_windows")
+    )
     assert got == sorted(expected_windows(ROCKETMQ_4, "P4") + expected_windows(ROCKETMQ_4, "PR"))
     assert sum(r["sends"] for r in read(spark, config, "send_latency_minutes")) == 2 * len(SENDS)
     assert [r["reason"] for r in read(spark, config, "dead_letters")] == ["NEGATIVE_LATENCY"]
@@ -90,13 +97,19 @@ def test_producers_without_send_latency_fault_enable_avoid_nothing(kafka_broker,
     for producer, fault_enable in (("PX", False), ("PN", None), ("PY", True)):
         events += [send(i, producer, "5.3.3", lat, out, fault_enable) for i, (lat, out) in enumerate(SENDS)]
     for default in (False, True):
-        config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path / str(default), f"nofault-{default}",
-                                    RRM__PRODUCERS__SEND_LATENCY_FAULT_ENABLE=str(default).lower())  # fmt: skip
+        config, topics = job_config(
+            kafka_broker.bootstrap_servers,
+            tmp_path / str(default),
+            f"nofault-{default}",
+            RRM__PRODUCERS__SEND_LATENCY_FAULT_ENABLE=str(default).lower(),
+        )
         publish(kafka_broker.bootstrap_servers, events, topics)
         run_available(spark, config)
         enabled = {"PY", "PN"} if default else {"PY"}
-        got = sorted((r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
-                     for r in read(spark, config, "fault_windows"))  # fmt: skip
+        got = sorted(
+            (r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+            for r in read(spark, config, "fault_windows")
+        )
         assert got == sorted(w for p in sorted(enabled) for w in expected_windows(ROCKETMQ_5, p)), default
         status = {r["producer_id"]: r for r in read(spark, config, "producer_broker_status_current")}
         assert set(status) == {"PX", "PN", "PY"}  # every producer that sends to the broker is known
@@ -115,9 +128,13 @@ def test_trimming_the_internal_table_between_runs_leaves_the_fault_windows_exact
     # Trim on every send-ingest batch, keeping 1 h of event time (the sends are GAP = 16 min 40 s apart). The
     # first run cannot trim: the fault-windows query has no checkpoint yet. The second run's batch deletes
     # rows of the first run (read) and two of its own sends (not read yet: its fault-windows batch comes after).
-    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "trim",
-                                RRM__DELTA__FAULT_UPDATES_RETENTION_HOURS="1",
-                                RRM__DELTA__FAULT_UPDATES_TRIM_EVERY_BATCHES="1")  # fmt: skip
+    config, topics = job_config(
+        kafka_broker.bootstrap_servers,
+        tmp_path,
+        "trim",
+        RRM__DELTA__FAULT_UPDATES_RETENTION_HOURS="1",
+        RRM__DELTA__FAULT_UPDATES_TRIM_EVERY_BATCHES="1",
+    )
     events = [send(i, "P4", "V4_9_8", lat, out) for i, (lat, out) in enumerate(SENDS)]
     internal = Path(config.paths.delta_root).resolve() / FAULT_UPDATES_TABLE
     publish(kafka_broker.bootstrap_servers, events[:6], topics)
@@ -135,6 +152,8 @@ def test_trimming_the_internal_table_between_runs_leaves_the_fault_windows_exact
     assert deleted > 0
     # The trims are counted for Prometheus as the DELETE commits count them.
     assert job.metrics.counters["rmqmon_fault_updates_trimmed_rows_total"][()] == deleted
-    got = sorted((r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
-                 for r in read(spark, config, "fault_windows"))  # fmt: skip
+    got = sorted(
+        (r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+        for r in read(spark, config, "fault_windows")
+    )
     assert got == sorted(expected_windows(ROCKETMQ_4, "P4"))

@@ -37,8 +37,9 @@ def _set_max_offsets(config: Path) -> None:
 def _rows(spark, root: Path, table: str) -> list[str]:
     """The table's rows without ``batch_id``: the fault-windows query's batches follow its trigger, which a
     running job and an available-now run meet at different moments; the rows themselves must not differ."""
-    return sorted(repr(sorted((k, v) for k, v in r.items() if k != "batch_id"))
-                  for r in read(spark, _Paths(root), table))  # fmt: skip
+    return sorted(
+        repr(sorted((k, v) for k, v in r.items() if k != "batch_id")) for r in read(spark, _Paths(root), table)
+    )
 
 
 class _Paths:
@@ -74,10 +75,17 @@ def test_kafka_down_for_a_minute_then_back_loses_and_repeats_nothing(spark, tmp_
         with config.open("a") as extra:
             extra.write('[spark]\ntrigger_interval = "1 second"\n[supervision]\nrestart_backoff_max_seconds = 8\n')
         log = (tmp_path / "job.log").open("wb")
-        job = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config)], cwd=ROOT,
-                               start_new_session=True, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-        _wait(lambda: _commits(outage_root, "consumer") >= 1 and _commits(outage_root, "send-ingest") >= 1,
-              "the job has committed a batch of each Kafka query")
+        job = subprocess.Popen(
+            [sys.executable, "-m", "streaming.cli", "run", "--config", str(config)],
+            cwd=ROOT,
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        _wait(
+            lambda: _commits(outage_root, "consumer") >= 1 and _commits(outage_root, "send-ingest") >= 1,
+            "the job has committed a batch of each Kafka query",
+        )
 
         broker.stop()
         unread = {q: _commits(tmp_path / "uninterrupted", q) - _commits(outage_root, q) for q in KAFKA_QUERIES}
@@ -91,7 +99,9 @@ def test_kafka_down_for_a_minute_then_back_loses_and_repeats_nothing(spark, tmp_
         try:
             _wait(lambda: all(_commits(outage_root, q) > n for q, n in before.items()), "the queries commit again")
         except AssertionError as error:
-            raise AssertionError(f"{error}; the job's log ends:\n{(tmp_path / 'job.log').read_text()[-4000:]}") from None
+            raise AssertionError(
+                f"{error}; the job's log ends:\n{(tmp_path / 'job.log').read_text()[-4000:]}"
+            ) from None
         assert job.poll() is None
 
         job.send_signal(signal.SIGTERM)

@@ -25,24 +25,46 @@ HISTOGRAM = "rmqmon_broker_send_latency_seconds"
 
 
 def poll(t, broker, group, clients):
-    return {"type": "consumer_connections", "schema_version": 1, "event_time": BASE + t, "broker": broker,
-            "group": group, "stale_after_ms": 30_000, "collector": "test-collector",
-            "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
-            "connections": [{"channel": f"10.7.0.{i}:1", "client_id": c, "client_version": "479"}
-                            for i, c in enumerate(clients)]}  # fmt: skip
+    return {
+        "type": "consumer_connections",
+        "schema_version": 1,
+        "event_time": BASE + t,
+        "broker": broker,
+        "group": group,
+        "stale_after_ms": 30_000,
+        "collector": "test-collector",
+        "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
+        "connections": [
+            {"channel": f"10.7.0.{i}:1", "client_id": c, "client_version": "479"} for i, c in enumerate(clients)
+        ],
+    }
 
 
 def send(t, producer, broker, latency, version="5.3.3"):
-    return {"type": "send_result", "schema_version": 1, "event_time": BASE + t, "producer_id": producer,
-            "producer_group": "PG", "topic": "T", "broker": broker, "queue_id": 0, "latency_ms": latency,
-            "outcome": "OK", "client_version": version, "send_latency_fault_enable": True}  # fmt: skip
+    return {
+        "type": "send_result",
+        "schema_version": 1,
+        "event_time": BASE + t,
+        "producer_id": producer,
+        "producer_group": "PG",
+        "topic": "T",
+        "broker": broker,
+        "queue_id": 0,
+        "latency_ms": latency,
+        "outcome": "OK",
+        "client_version": version,
+        "send_latency_fault_enable": True,
+    }
 
 
 def run1_events():
     events = [route(0), route(0, "U", (("broker-a", 3), ("broker-b", 3)))]
     for t in range(0, 60_001, 10_000):
-        events += [hb(t, "10.1.0.1:1", DUP, "G-dup"), hb(t, "10.1.0.2:1", DUP, "G-dup"),
-                   hb(t, "10.1.0.3:1", "10.1.0.3@9", "G-dup")]  # fmt: skip
+        events += [
+            hb(t, "10.1.0.1:1", DUP, "G-dup"),
+            hb(t, "10.1.0.2:1", DUP, "G-dup"),
+            hb(t, "10.1.0.3:1", "10.1.0.3@9", "G-dup"),
+        ]
         for g in range(6):
             for c in range(3):
                 if not (g == 1 and c == 2 and t > 20_000):
@@ -51,9 +73,13 @@ def run1_events():
         events += [hb(t, f"10.3.0.{c}:1", f"m{c}", "G-div", broker="broker-b") for c in range(2)]
         events += [poll(t, b, "G-poll", ["p1", "p2"]) for b in ("broker-a", "broker-b")]
     events.append(channel_event("UNREGISTER", 25_000, "10.2.1.2:1", "10.2.1.2@1", "G1"))
-    events += [send(50_000, "P1", "broker-a", 5), send(50_000, "P1", "broker-b", 16_000),
-               send(51_000, "P2", "broker-a", 5, "V4_9_8"), send(51_000, "P2", "broker-b", 7, "V4_9_8"),
-               send(52_000, "P3", "broker-b", 16_000)]  # fmt: skip
+    events += [
+        send(50_000, "P1", "broker-a", 5),
+        send(50_000, "P1", "broker-b", 16_000),
+        send(51_000, "P2", "broker-a", 5, "V4_9_8"),
+        send(51_000, "P2", "broker-b", 7, "V4_9_8"),
+        send(52_000, "P3", "broker-b", 16_000),
+    ]
     return sorted(events, key=lambda e: e["event_time"])
 
 

@@ -19,14 +19,32 @@ from tests.support.events import BASE, hb, report, route
 from tests.support.job import job_config, publish, read
 
 MARKER = "POISON-7"
-TABLES = ("membership_changes", "group_snapshots", "expected_assignments", "current_assignment",
-          "anomaly_episodes", "anomalies_current", "dead_letters", "send_latency_minutes")  # fmt: skip
+TABLES = (
+    "membership_changes",
+    "group_snapshots",
+    "expected_assignments",
+    "current_assignment",
+    "anomaly_episodes",
+    "anomalies_current",
+    "dead_letters",
+    "send_latency_minutes",
+)
 
 
 def send(t, producer, latency_ms, **extra):  # type: ignore[no-untyped-def]
-    return {"type": "send_result", "schema_version": 1, "event_time": BASE + t, "producer_id": producer,
-            "producer_group": "PG", "topic": "T", "broker": "broker-a", "queue_id": 0, "latency_ms": latency_ms,
-            "outcome": "OK", **extra}  # fmt: skip
+    return {
+        "type": "send_result",
+        "schema_version": 1,
+        "event_time": BASE + t,
+        "producer_id": producer,
+        "producer_group": "PG",
+        "topic": "T",
+        "broker": "broker-a",
+        "queue_id": 0,
+        "latency_ms": latency_ms,
+        "outcome": "OK",
+        **extra,
+    }
 
 
 def events():
@@ -76,8 +94,10 @@ def outcome(kafka_broker, spark, tmp_path_factory):
 def test_the_records_processing_cannot_take_are_dead_lettered_with_the_error(outcome):
     letters = [json.loads(r) for r in outcome["first"]["dead_letters"]]
     assert sorted((r["source"], r["reason"]) for r in letters) == [
-        ("consumer_channel", PROCESSING_ERROR), ("reported_assignment", PROCESSING_ERROR),
-        ("send_result", PROCESSING_ERROR)]  # fmt: skip
+        ("consumer_channel", PROCESSING_ERROR),
+        ("reported_assignment", PROCESSING_ERROR),
+        ("send_result", PROCESSING_ERROR),
+    ]
     sent = next(r for r in letters if r["source"] == "send_result")
     assert f"test poison marker '{MARKER}' in a send" in sent["detail"]
     assert json.loads(sent["raw_value"])["producer_id"] == "P2" and sent["kafka_timestamp"] is not None
@@ -98,8 +118,9 @@ def test_the_rest_of_the_batch_is_applied(outcome):
 
 
 def test_they_are_counted_like_every_dead_letter(outcome):
-    assert Counter(outcome["counted"]) == Counter({("consumer", PROCESSING_ERROR): 2,
-                                                   ("send-ingest", PROCESSING_ERROR): 1})  # fmt: skip
+    assert Counter(outcome["counted"]) == Counter(
+        {("consumer", PROCESSING_ERROR): 2, ("send-ingest", PROCESSING_ERROR): 1}
+    )
 
 
 def test_a_replay_of_the_batch_leaves_identical_tables(outcome):

@@ -21,11 +21,18 @@ C1_AGAIN = ("10.5.0.9:1", "c1")  # a second client with c1's id
 
 
 def poll(t, connections, broker, group="G", **extra):
-    return {"type": "consumer_connections", "schema_version": 1, "event_time": BASE + t, "broker": broker,
-            "group": group, "stale_after_ms": STALE_AFTER, "collector": "test-collector",
-            "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
-            "connections": [{"channel": ch, "client_id": cid, "client_version": "479"} for ch, cid in connections],
-            **extra}  # fmt: skip
+    return {
+        "type": "consumer_connections",
+        "schema_version": 1,
+        "event_time": BASE + t,
+        "broker": broker,
+        "group": group,
+        "stale_after_ms": STALE_AFTER,
+        "collector": "test-collector",
+        "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
+        "connections": [{"channel": ch, "client_id": cid, "client_version": "479"} for ch, cid in connections],
+        **extra,
+    }
 
 
 def run1_events():
@@ -35,19 +42,30 @@ def run1_events():
         if t <= 30_000:  # broker-b: c3 gone from its list at 20 s, then no answer after 30 s
             events.append(poll(t, [C1, C2, C3] if t < 20_000 else [C1, C2], "broker-b"))
     for group, extra in (("G-bc", {"message_model": "BROADCASTING"}), ("G-pop", {"consume_type": "CONSUME_POP"})):
-        events += [poll(t, [C1, C1_AGAIN, C2], b, group, **extra) for t in range(0, 250_001, 10_000)
-                   for b in ("broker-a", "broker-b")]  # fmt: skip
+        events += [
+            poll(t, [C1, C1_AGAIN, C2], b, group, **extra)
+            for t in range(0, 250_001, 10_000)
+            for b in ("broker-a", "broker-b")
+        ]
     events.append(dict(poll(5_000, [C1], "broker-a", "G-bad"), stale_after_ms=10))
     return events
 
 
 def run2_events():
     return [poll(t, [C1, C2, C3], "broker-a") for t in (260_000, 270_000)] + [
-        poll(t, [C1, C2], "broker-b") for t in (260_000, 270_000)]
+        poll(t, [C1, C2], "broker-b") for t in (260_000, 270_000)
+    ]
 
 
-TABLES = ("membership_changes", "group_snapshots", "anomaly_episodes", "expected_assignments", "broker_views_current",
-          "broker_view_changes", "dead_letters")  # fmt: skip
+TABLES = (
+    "membership_changes",
+    "group_snapshots",
+    "anomaly_episodes",
+    "expected_assignments",
+    "broker_views_current",
+    "broker_view_changes",
+    "dead_letters",
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +87,11 @@ def of(rows, group="G"):
 
 def test_a_client_vanishing_from_one_brokers_poll_is_removed_from_that_view_at_the_polls_time(outcome):
     first, _, _, _ = outcome
-    removals = [(r["broker"], r["change"], r["client_id"], r["event_time_ms"] - BASE)
-                for r in of(first["membership_changes"]) if r["change"] not in ("JOIN", "SUBSCRIPTION_CHANGED")]  # fmt: skip
+    removals = [
+        (r["broker"], r["change"], r["client_id"], r["event_time_ms"] - BASE)
+        for r in of(first["membership_changes"])
+        if r["change"] not in ("JOIN", "SUBSCRIPTION_CHANGED")
+    ]
     assert removals == [("broker-b", "VANISHED", "c3", 20_000)]
 
 
@@ -94,7 +115,9 @@ def test_polls_that_resume_make_the_view_fresh_and_change_nobody_it_still_lists(
     views = {r["broker"]: r for r in of(second["broker_views_current"])}
     assert views["broker-b"]["status"] == "FRESH" and views["broker-b"]["polled_at_ms"] == BASE + 270_000
     new_changes = [r for r in of(second["broker_view_changes"]) if r not in of(first["broker_view_changes"])]
-    assert [(r["broker"], r["status"], r["event_time_ms"] - BASE) for r in new_changes] == [("broker-b", "FRESH", 260_000)]
+    assert [(r["broker"], r["status"], r["event_time_ms"] - BASE) for r in new_changes] == [
+        ("broker-b", "FRESH", 260_000)
+    ]
     assert len(of(second["membership_changes"])) == len(of(first["membership_changes"]))
     assert metrics.gauges["rmqmon_broker_stale_group_views"][("broker-b",)] == 0
 

@@ -34,8 +34,11 @@ def run1_events():
     # LEAVE: c0 unregisters at 60 s; c2 goes silent after its first heartbeat and expires.
     for t in range(0, 180_001, 30_000):
         events.append(hb(t, "10.2.0.1:1", "c1", "G-leave"))
-    events += [hb(0, "10.2.0.0:1", "c0", "G-leave"), ev("UNREGISTER", 60_000, "10.2.0.0:1", "c0", "G-leave"),
-               hb(0, "10.2.0.2:1", "c2", "G-leave")]  # fmt: skip
+    events += [
+        hb(0, "10.2.0.0:1", "c0", "G-leave"),
+        ev("UNREGISTER", 60_000, "10.2.0.0:1", "c0", "G-leave"),
+        hb(0, "10.2.0.2:1", "c2", "G-leave"),
+    ]
     # Subscription change (run 2 drops U from c2).
     events += alive("G-sub", "10.3.0.1:1", "c1", ("T", "U")) + alive("G-sub", "10.3.0.2:1", "c2", ("T", "U"))
     # Diverging views: broker-b never saw c2.
@@ -48,8 +51,11 @@ def run1_events():
 
 
 def run2_events():
-    return [hb(200_000, "10.3.0.2:1", "c2", "G-sub", topics=("T",)), hb(200_000, "10.3.0.1:1", "c1", "G-sub", topics=("T", "U")),
-            hb(210_000, "10.2.0.1:1", "c1", "G-leave")]  # fmt: skip
+    return [
+        hb(200_000, "10.3.0.2:1", "c2", "G-sub", topics=("T",)),
+        hb(200_000, "10.3.0.1:1", "c1", "G-sub", topics=("T", "U")),
+        hb(210_000, "10.2.0.1:1", "c1", "G-leave"),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +98,11 @@ def bad_input():
 
 
 def test_unregister_and_expiry_are_membership_changes_at_their_event_times(outcome):
-    changes = {(r["change"], r["reason"], r["client_id"], r["event_time_ms"] - BASE)
-               for r in outcome["membership_changes"] if r["group"] == "G-leave"}  # fmt: skip
+    changes = {
+        (r["change"], r["reason"], r["client_id"], r["event_time_ms"] - BASE)
+        for r in outcome["membership_changes"]
+        if r["group"] == "G-leave"
+    }
     assert ("LEAVE", "UNREGISTER", "c0", 60_000) in changes
     assert ("EXPIRED", "SCAN", "c2", 120_001) in changes
     assert not any(c[0] in ("LEAVE", "EXPIRED") and c[2] == "c1" for c in changes)

@@ -20,23 +20,43 @@ def batch_ids(directory: Path) -> list[int]:
 
 
 def heartbeats(groups: int, members: int, rounds: int) -> list[dict]:
-    events = [{"type": "topic_route", "schema_version": 1, "event_time": BASE, "topic": "T",
-               "brokers": [{"broker": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}]}]  # fmt: skip
+    events = [
+        {
+            "type": "topic_route",
+            "schema_version": 1,
+            "event_time": BASE,
+            "topic": "T",
+            "brokers": [{"broker": "broker-a", "read_queue_nums": 8, "write_queue_nums": 8, "perm": 6}],
+        }
+    ]
     for r in range(rounds):
         for g in range(groups):
             for m in range(members):
-                events.append({"type": "consumer_channel", "schema_version": 1, "event_time": BASE + r * 30_000 + m,
-                               "broker": "broker-a", "kind": "HEARTBEAT", "channel": f"10.1.{g}.{m}:4000",
-                               "client_id": f"10.1.{g}.{m}@1", "group": f"G{g}",
-                               "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}]})  # fmt: skip
+                events.append(
+                    {
+                        "type": "consumer_channel",
+                        "schema_version": 1,
+                        "event_time": BASE + r * 30_000 + m,
+                        "broker": "broker-a",
+                        "kind": "HEARTBEAT",
+                        "channel": f"10.1.{g}.{m}:4000",
+                        "client_id": f"10.1.{g}.{m}@1",
+                        "group": f"G{g}",
+                        "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
+                    }
+                )
     return events
 
 
 @pytest.mark.parametrize("hurry", [False, True], ids=["waits-for-the-batch", "second-signal-does-not-wait"])
 def test_a_stop_in_the_middle_of_a_batch_lets_it_commit_first_unless_hurried(kafka_broker, spark, tmp_path, hurry):
-    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, f"stop-{hurry}",
-                                RRM__SPARK__TRIGGER_INTERVAL='"1 second"',
-                                RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER="2000")  # fmt: skip
+    config, topics = job_config(
+        kafka_broker.bootstrap_servers,
+        tmp_path,
+        f"stop-{hurry}",
+        RRM__SPARK__TRIGGER_INTERVAL='"1 second"',
+        RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER="2000",
+    )
     publish(kafka_broker.bootstrap_servers, heartbeats(groups=40, members=5, rounds=20), topics)
     checkpoint = Path(config.paths.checkpoint_root).resolve() / "consumer"
     job = MonitorJob(config)

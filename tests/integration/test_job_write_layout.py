@@ -31,11 +31,13 @@ def files_per_append(table_path: Path) -> list[int]:
 
 def test_every_append_adds_one_file_whatever_the_partitions(kafka_broker, spark, tmp_path):
     prefix = "layout"
-    create_topics(kafka_broker.bootstrap_servers, [f"{prefix}.{name}" for name in DEFAULT_TOPICS.values()],
-                  partitions=PARTITIONS)  # fmt: skip
+    create_topics(
+        kafka_broker.bootstrap_servers, [f"{prefix}.{name}" for name in DEFAULT_TOPICS.values()], partitions=PARTITIONS
+    )
     # Groups and producers over 8 state shards, whose results then come from several shuffle partitions.
-    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, prefix, RRM__MEMBERSHIP__SHARDS="8",
-                                RRM__PRODUCERS__STATE_SHARDS="8")  # fmt: skip
+    config, topics = job_config(
+        kafka_broker.bootstrap_servers, tmp_path, prefix, RRM__MEMBERSHIP__SHARDS="8", RRM__PRODUCERS__STATE_SHARDS="8"
+    )
     # Three members per group, one with another's client id (a duplicate-client-id anomaly), so that every
     # consumer history table has rows.
     groups = [f"G{g}" for g in range(12)]
@@ -51,15 +53,24 @@ def test_every_append_adds_one_file_whatever_the_partitions(kafka_broker, spark,
     root = Path(config.paths.delta_root).resolve()
     written = {
         table: files_per_append(root / table)
-        for table in ("membership_changes", "group_snapshots", "expected_assignments", "anomaly_episodes",
-                      "fault_windows", "send_latency_minutes", FAULT_UPDATES_TABLE)
-    }  # fmt: skip
+        for table in (
+            "membership_changes",
+            "group_snapshots",
+            "expected_assignments",
+            "anomaly_episodes",
+            "fault_windows",
+            "send_latency_minutes",
+            FAULT_UPDATES_TABLE,
+        )
+    }
     assert all(written.values()), written  # every table was appended to
     assert {table: set(files) for table, files in written.items()} == {table: {1} for table in written}
 
     # The same rows as ever: every group joined, every send counted, the 4.x windows exact.
     assert {r["group"] for r in read(spark, config, "membership_changes")} == set(groups)
     assert sum(r["sends"] for r in read(spark, config, "send_latency_minutes")) == 2 * len(SENDS)
-    got = sorted((r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
-                 for r in read(spark, config, "fault_windows"))  # fmt: skip
+    got = sorted(
+        (r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+        for r in read(spark, config, "fault_windows")
+    )
     assert got == sorted(expected_windows(ROCKETMQ_4, "P4") + expected_windows(ROCKETMQ_5, "P5"))

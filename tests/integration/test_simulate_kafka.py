@@ -55,15 +55,16 @@ def test_kafka_holds_exactly_the_events_of_the_file_mode_on_the_config_s_topics_
     expected = [json.loads(line) for line in (tmp_path / "same.jsonl").read_text().splitlines()]
 
     records = read_topics(kafka_broker.bootstrap_servers, topics)
-    as_published = Counter(
-        (topic, key, json.dumps(event, sort_keys=True)) for topic, key, event in records
-    )
+    as_published = Counter((topic, key, json.dumps(event, sort_keys=True)) for topic, key, event in records)
     as_written = Counter(
         (topics[e["type"]], str(e[KEY_FIELD[e["type"]]]), json.dumps(e, sort_keys=True)) for e in expected
     )
     assert as_published == as_written
-    assert {topic for topic, _, _ in records} == {topics["consumer_channel"], topics["topic_route"],
-                                                 topics["send_result"]}  # fmt: skip
+    assert {topic for topic, _, _ in records} == {
+        topics["consumer_channel"],
+        topics["topic_route"],
+        topics["send_result"],
+    }
 
 
 def test_fleet_time_never_runs_past_the_monitor_s_future_skew_limit(kafka_broker, tmp_path, capsys):
@@ -89,13 +90,37 @@ def test_missing_topics_and_an_unreachable_broker_are_one_clear_line(kafka_broke
     assert "do not exist" in err and topics["send_result"] in err and len(err.splitlines()) == 1
 
     # --create-topics creates them, and the run goes through
-    assert main(["simulate", "--config", config, "--fleet-seconds", "10", "--create-topics",
-                 "--start", str(int(time.time() * 1000) - 60_000), "--speed", "100"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "simulate",
+                "--config",
+                config,
+                "--fleet-seconds",
+                "10",
+                "--create-topics",
+                "--start",
+                str(int(time.time() * 1000) - 60_000),
+                "--speed",
+                "100",
+            ]
+        )
+        == 0
+    )
     assert read_topics(kafka_broker.bootstrap_servers, topics)
 
     nobody = f"127.0.0.1:{free_port()}"
-    code = main(["simulate", "--bootstrap-servers", nobody, "--fleet-seconds", "10",
-                 "--producer-option", "request_timeout_ms=2000"])  # fmt: skip
+    code = main(
+        [
+            "simulate",
+            "--bootstrap-servers",
+            nobody,
+            "--fleet-seconds",
+            "10",
+            "--producer-option",
+            "request_timeout_ms=2000",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 1
     assert "cannot publish to Kafka" in err and len(err.splitlines()) == 1, err
@@ -107,11 +132,22 @@ def test_the_config_s_kafka_options_reach_the_producer_and_the_command_line_wins
     config, topics = config_file(tmp_path, kafka_broker.bootstrap_servers)
     jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username=\\"u\\" password=\\"p\\";'
     with open(config, "a") as extra:
-        extra.write(f'[kafka.options]\n"security.protocol" = "SASL_PLAINTEXT"\n"sasl.mechanism" = "PLAIN"\n'
-                    f'"sasl.jaas.config" = "{jaas}"\n"request.timeout.ms" = "3000"\n"fetch.max.bytes" = "1048576"\n')  # fmt: skip
+        extra.write(
+            f'[kafka.options]\n"security.protocol" = "SASL_PLAINTEXT"\n"sasl.mechanism" = "PLAIN"\n'
+            f'"sasl.jaas.config" = "{jaas}"\n"request.timeout.ms" = "3000"\n"fetch.max.bytes" = "1048576"\n'
+        )
     create_topics(kafka_broker.bootstrap_servers, topics.values(), partitions=1)
-    run = ["simulate", "--config", config, "--fleet-seconds", "10", "--start", str(int(time.time() * 1000) - 60_000),
-           "--speed", "100"]  # fmt: skip
+    run = [
+        "simulate",
+        "--config",
+        config,
+        "--fleet-seconds",
+        "10",
+        "--start",
+        str(int(time.time() * 1000) - 60_000),
+        "--speed",
+        "100",
+    ]
 
     assert main(run) == 1
     captured = capsys.readouterr()

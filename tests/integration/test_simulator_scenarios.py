@@ -95,8 +95,11 @@ def test_scale_out_ends_with_four_members_sharing_the_queues(tables):
         (r for r in tables["group_snapshots"] if r["group"] == group.name), key=lambda r: r["generation"]
     )
     assert snapshots[0]["members"] == 2 and snapshots[-1]["members"] == 4
-    joined = {r["client_id"] for r in tables["membership_changes"]
-              if r["group"] == group.name and r["change"] == "JOIN" and r["event_time_ms"] - START_MS == 90_000}  # fmt: skip
+    joined = {
+        r["client_id"]
+        for r in tables["membership_changes"]
+        if r["group"] == group.name and r["change"] == "JOIN" and r["event_time_ms"] - START_MS == 90_000
+    }
     assert joined == {m.client_id for m in group.members[2:]}
     topic = json.loads(snapshots[-1]["details"])["topics"]["scale-out-orders"]
     assert (topic["queues"], topic["orphaned"], topic["double_owned"], topic["skew_queues"]) == (8, 0, 0, 0)
@@ -131,8 +134,11 @@ def test_the_emitter_reports_what_the_broker_refused_and_refuses_what_the_job_wo
         admin.close()
     create_topics(kafka_broker.bootstrap_servers, ["tiny.routes"])
     events = Simulation(build_scenario("steady"), START_MS).events_until(START_MS + 1)
-    emitter = EventEmitter(kafka_broker.bootstrap_servers, {"consumer_channel": "tiny.channels",
-                           "topic_route": "tiny.routes", "send_result": "tiny.routes"}, retries=0)  # fmt: skip
+    emitter = EventEmitter(
+        kafka_broker.bootstrap_servers,
+        {"consumer_channel": "tiny.channels", "topic_route": "tiny.routes", "send_result": "tiny.routes"},
+        retries=0,
+    )
     try:
         emitter.emit_all(events)
         report = emitter.flush()

@@ -27,8 +27,12 @@ from streaming.domain.queues import MessageQueue
 from tests.support.rocketmq_jvm import rocketmq
 
 PACKAGE = "org.apache.rocketmq.client.consumer.rebalance."
-EXAMPLES = settings(max_examples=2000, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+EXAMPLES = settings(
+    max_examples=2000,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 client_id = st.one_of(
     st.builds(lambda a, p, n: f"10.0.{a}.1@{p}#{n}", st.integers(0, 40), st.integers(1, 70000), st.integers(0, 10**15)),
@@ -53,8 +57,12 @@ def cases(draw):
 def java_allocate(line: str, strategy, current, cids, mqs):  # type: ignore[no-untyped-def]
     r = rocketmq(line)
     try:
-        result = strategy.allocate("G", current, r.array_list([r.message_queue(q.topic, q.broker_name, q.queue_id) for q in mqs]),
-                                   r.array_list(cids))  # fmt: skip
+        result = strategy.allocate(
+            "G",
+            current,
+            r.array_list([r.message_queue(q.topic, q.broker_name, q.queue_id) for q in mqs]),
+            r.array_list(cids),
+        )
     except jpype.JException as error:
         return ("exception", error.getClass().getSimpleName())
     return ("result", [(str(q.getTopic()), str(q.getBrokerName()), int(q.getQueueId())) for q in result])
@@ -128,10 +136,16 @@ OUR = {
     "NEARBY_CIRCLE": lambda p: MachineRoomNearby(AveragelyByCircle(), SplitResolver("-")),
     "NEARBY_REGEX": lambda p: MachineRoomNearby(Averagely(), RegexResolver(p)),
 }
-PARAMS = {"AVG": [None], "CIRCLE": [None], "CH": [0, 1, 10], "MR": [("IDC1",), ("IDC1", "IDC2", "")],
-          "NEARBY_AVG": [None], "NEARBY_CIRCLE": [None],
-          # a room before "-" or "@"; an optional group that may not take part (no room, like null)
-          "NEARBY_REGEX": ["^([A-Za-z0-9]+)[-@]", "(?:IDC([0-9]))?-"]}  # fmt: skip
+PARAMS = {
+    "AVG": [None],
+    "CIRCLE": [None],
+    "CH": [0, 1, 10],
+    "MR": [("IDC1",), ("IDC1", "IDC2", "")],
+    "NEARBY_AVG": [None],
+    "NEARBY_CIRCLE": [None],
+    # a room before "-" or "@"; an optional group that may not take part (no room, like null)
+    "NEARBY_REGEX": ["^([A-Za-z0-9]+)[-@]", "(?:IDC([0-9]))?-"],
+}
 
 
 @pytest.mark.parametrize("line", ["4.9", "5"])

@@ -495,14 +495,17 @@ def replay_time_shifted(producer: JavaProducer, table: FaultTable, raw, detector
         tracker = tracker.apply(SendResult("p", broker, event_time, latency, outcome)).tracker
         for name in ("broker-a", "broker-b"):
             tracked = tracker.get("p", name)
-            model = None if tracked is None else (
-                tracked.item.current_latency_ms, tracked.item.start_timestamp_ms, tracked.item.reachable
-            )  # fmt: skip
+            model = (
+                None
+                if tracked is None
+                else (tracked.item.current_latency_ms, tracked.item.start_timestamp_ms, tracked.item.reachable)
+            )
             assert producer.item(name) == model, (name, event_time)
 
 
-def update_java_fault_item(producer: JavaProducer, table: FaultTable, broker: str, latency: int, outcome: str,
-                           detector: bool) -> int:  # fmt: skip
+def update_java_fault_item(
+    producer: JavaProducer, table: FaultTable, broker: str, latency: int, outcome: str, detector: bool
+) -> int:
     """One ``MQFaultStrategy.updateFaultItem`` call as the client makes it after a send; the millisecond the
     bracket proves Java used."""
     update = fault_update_for(outcome, table.client_line, detector)

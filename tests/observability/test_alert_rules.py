@@ -52,7 +52,9 @@ def test_promtool_tests_catch_a_wrong_expectation(tmp_path):
 def test_committed_rule_files_are_generated():
     generated = files()
     for name in ("prometheus/alerts.yml", "prometheus/alerts_test.yml"):
-        assert (ROOT / "dashboards" / name).read_text() == generated[name], f"run python -m dashboards.generate ({name})"
+        assert (ROOT / "dashboards" / name).read_text() == generated[name], (
+            f"run python -m dashboards.generate ({name})"
+        )
 
 
 def _seconds(duration: str) -> int:

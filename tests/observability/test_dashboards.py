@@ -30,8 +30,13 @@ DASHBOARDS = {name: build() for name, build in panels.DASHBOARDS.items()}
 
 def _lint(path: Path) -> subprocess.CompletedProcess[str]:
     assert LINTER.exists(), f"{LINTER} missing: run scripts/install_observability_tools.sh"
-    return subprocess.run([str(LINTER), "lint", "--strict", "--verbose", path.name], cwd=path.parent,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [str(LINTER), "lint", "--strict", "--verbose", path.name],
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_committed_files_equal_what_the_generator_writes():
@@ -74,8 +79,12 @@ def test_variables(name):
             assert variable["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
             assert re.fullmatch(r"label_values\(rmqmon_\w+(\{.*\})?, \w+\)", variable["query"]["query"])
             assert families(variable["query"]["query"]) <= set(BY_NAME)
-    expected = {"overview": set(), "group-drilldown": {"consumer_group", "topic"}, "broker-faults": {"broker"},
-                "monitor-health": {"query"}}[name]  # fmt: skip
+    expected = {
+        "overview": set(),
+        "group-drilldown": {"consumer_group", "topic"},
+        "broker-faults": {"broker"},
+        "monitor-health": {"query"},
+    }[name]
     assert set(variables) == {"datasource", "job", "instance"} | expected
 
 

@@ -27,11 +27,22 @@ def group_row(i: int, removed: bool = False) -> GroupSummary | GroupGone:
     group = f"flood-{i:06d}"
     if removed:
         return GroupGone(group, event_time_ms=1)
-    topics = {t: TopicSummary(assigned=7, orphaned=1, double_owned=0, idle=0, non_subscribing=0, skew=1, moved=2)
-              for t in ("orders", "payments")}  # fmt: skip
-    return GroupSummary(group, event_time_ms=1, members=3, channels=6, generation=2, duplicate_client_ids=0,
-                        views_diverge=False, last_rebalance_ms=1_000,
-                        open_anomalies={AnomalyKind.ORPHANED_QUEUES: 1}, topics=topics)  # fmt: skip
+    topics = {
+        t: TopicSummary(assigned=7, orphaned=1, double_owned=0, idle=0, non_subscribing=0, skew=1, moved=2)
+        for t in ("orders", "payments")
+    }
+    return GroupSummary(
+        group,
+        event_time_ms=1,
+        members=3,
+        channels=6,
+        generation=2,
+        duplicate_client_ids=0,
+        views_diverge=False,
+        last_rebalance_ms=1_000,
+        open_anomalies={AnomalyKind.ORPHANED_QUEUES: 1},
+        topics=topics,
+    )
 
 
 def feed(state: MetricsState, start: int, stop: int, chunk: int = 5_000) -> None:

@@ -18,11 +18,14 @@ CAP = 1_000  # [metrics] label_value_cap for this run: small, so the flood is a 
 
 
 def test_flood_through_the_job(kafka_broker, spark, tmp_path):
-    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "flood",
-                                RRM__METRICS__LABEL_VALUE_CAP=str(CAP))  # fmt: skip
+    config, topics = job_config(
+        kafka_broker.bootstrap_servers, tmp_path, "flood", RRM__METRICS__LABEL_VALUE_CAP=str(CAP)
+    )
     events = [route(0, "T", brokers=(("broker-a", 4),))]
-    events += [hb(1_000 + i % 1_000, f"10.{i // 65_536}.{i // 256 % 256}.{i % 256}:1", f"c{i}", f"flood-{i:06d}")
-               for i in range(GROUPS)]  # fmt: skip
+    events += [
+        hb(1_000 + i % 1_000, f"10.{i // 65_536}.{i // 256 % 256}.{i % 256}:1", f"c{i}", f"flood-{i:06d}")
+        for i in range(GROUPS)
+    ]
     publish(kafka_broker.bootstrap_servers, events, topics)
     job = run_available(spark, config)  # queries finished; the session is the test session's, left running
     families = list(text_string_to_metric_families(generate_latest(new_registry(job.metrics)).decode()))

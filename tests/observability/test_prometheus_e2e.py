@@ -36,14 +36,18 @@ OVERALL_TIMEOUT_S = 480  # generous: Spark's first batches on a busy 2-core mach
 EXPECTED_FIRING = {
     (f"{alerts.PREFIX}{name}", who)
     for name, who in (
-        ("OrphanedQueues", "ledger-containers"), ("DoubleOwnedQueues", "ledger-containers"),
-        ("DuplicateClientIds", "ledger-containers"), ("OrphanedQueues", "mailer-mixed-subs"),
-        ("InconsistentSubscriptions", "mailer-mixed-subs"), ("DivergingBrokerViews", "risk-split-view"),
-        ("RebalanceStorm", "cache-flapping"), ("FlappingMembers", "cache-flapping"),
+        ("OrphanedQueues", "ledger-containers"),
+        ("DoubleOwnedQueues", "ledger-containers"),
+        ("DuplicateClientIds", "ledger-containers"),
+        ("OrphanedQueues", "mailer-mixed-subs"),
+        ("InconsistentSubscriptions", "mailer-mixed-subs"),
+        ("DivergingBrokerViews", "risk-split-view"),
+        ("RebalanceStorm", "cache-flapping"),
+        ("FlappingMembers", "cache-flapping"),
         ("BrokerAvoidedByMostProducers", "broker-b"),
         ("DeadLettersRising", "consumer"),
     )
-}  # fmt: skip
+}
 # Never fires here: nothing reaches the label cap.
 NEVER_FIRING = {f"{alerts.PREFIX}LabelCapReached"}
 # Not firing at the end, while the job runs and is scraped. (Checked at the end only: with ``for:`` cut to
@@ -67,12 +71,16 @@ class Incident:
     def __init__(self, kafka_broker, root: Path) -> None:
         self.metrics_port = free_port()
         self.config, self.topics = job_config(
-            kafka_broker.bootstrap_servers, root, "obs",
-            RRM__METRICS__ENABLED="true", RRM__METRICS__PORT=str(self.metrics_port),
-            RRM__SPARK__TRIGGER_INTERVAL='"2 seconds"', RRM__INGEST__WATERMARK_DELAY='"10 seconds"',
+            kafka_broker.bootstrap_servers,
+            root,
+            "obs",
+            RRM__METRICS__ENABLED="true",
+            RRM__METRICS__PORT=str(self.metrics_port),
+            RRM__SPARK__TRIGGER_INTERVAL='"2 seconds"',
+            RRM__INGEST__WATERMARK_DELAY='"10 seconds"',
             # the simulated fleet's event time runs ahead of the Kafka timestamps: do not reject it as future
             RRM__INGEST__MAX_FUTURE_SKEW_MS="86400000",
-        )  # fmt: skip
+        )
         self.bootstrap = kafka_broker.bootstrap_servers
         self.emitter = EventEmitter(self.bootstrap, self.topics)
         self.rejected = EventEmitter(self.bootstrap, self.topics, validate=False)  # what the contract rejects

@@ -23,10 +23,19 @@ DUPLICATED_IP = "127.0.0.9"  # only the client id's text: the client still conne
 
 
 def consumer(line: str, name: str, tmp_path: Path, cluster, agent: dict[str, str], **identity: str) -> ClientProcess:
-    return ClientProcess(line, "consumer", tmp_path / name, agent=agent,
-                         jvm_properties={"rocketmq.client.rebalance.waitInterval": "2000"},
-                         namesrv=cluster.namesrv_addr, group=GROUP, topics=TOPIC, strategy="AVG",
-                         heartbeat_ms=3000, **identity)  # fmt: skip
+    return ClientProcess(
+        line,
+        "consumer",
+        tmp_path / name,
+        agent=agent,
+        jvm_properties={"rocketmq.client.rebalance.waitInterval": "2000"},
+        namesrv=cluster.namesrv_addr,
+        group=GROUP,
+        topics=TOPIC,
+        strategy="AVG",
+        heartbeat_ms=3000,
+        **identity,
+    )
 
 
 def held(line: dict) -> dict[str, frozenset[tuple[str, int]]]:
@@ -50,8 +59,12 @@ def test_every_holder_of_a_duplicated_client_id_reports_its_own_queues(rocketmq_
     rocketmq_cluster.create_topic(TOPIC, 4)
     reports = "agent-dup.reported-assignments"
     create_topics(kafka_broker.bootstrap_servers, [reports])
-    agent = {"bootstrap.servers": kafka_broker.bootstrap_servers, "topic.reported.assignments": reports,
-             "report.interval.ms": "2000", "report.check.interval.ms": "200"}  # fmt: skip
+    agent = {
+        "bootstrap.servers": kafka_broker.bootstrap_servers,
+        "topic.reported.assignments": reports,
+        "report.interval.ms": "2000",
+        "report.check.interval.ms": "200",
+    }
     clients = [
         consumer("5", "dup5", tmp_path, rocketmq_cluster, agent, instance_name="dup", client_ip=DUPLICATED_IP),
         consumer("4.9", "dup49", tmp_path, rocketmq_cluster, agent, instance_name="dup", client_ip=DUPLICATED_IP),

@@ -29,10 +29,21 @@ SAME_INSTANT_MS = 200
 SAMPLED_WITHIN_MS = 1000
 
 
-def producer(line: str, name: str, namesrv: str, topic: str, tmp_path: Path, agent: dict[str, str], *,
-             fault_enable: bool) -> ClientProcess:  # fmt: skip
-    return ClientProcess(line, "producer", tmp_path / name, agent=agent, namesrv=namesrv, group=f"{name}_group",
-                         topic=topic, instance_name=name, fault_enable=fault_enable, rate=20)  # fmt: skip
+def producer(
+    line: str, name: str, namesrv: str, topic: str, tmp_path: Path, agent: dict[str, str], *, fault_enable: bool
+) -> ClientProcess:
+    return ClientProcess(
+        line,
+        "producer",
+        tmp_path / name,
+        agent=agent,
+        namesrv=namesrv,
+        group=f"{name}_group",
+        topic=topic,
+        instance_name=name,
+        fault_enable=fault_enable,
+        rate=20,
+    )
 
 
 def frozen(cluster, broker: str, seconds: float) -> None:
@@ -72,8 +83,10 @@ def assert_windows_match_the_producer(client: ClientProcess, windows: list[dict]
     # A window that opens after the producer's last sample (an attempt failing as the producer shuts down) was
     # never shown by the producer: only the windows it could have shown are judged.
     last_sample = max(line["time"] for line in client.of_kind("faults"))
-    intervals = {broker: [(start, end) for start, end in found if start <= last_sample - SAMPLED_WITHIN_MS]
-                 for broker, found in monitor_intervals(windows).items()}  # fmt: skip
+    intervals = {
+        broker: [(start, end) for start, end in found if start <= last_sample - SAMPLED_WITHIN_MS]
+        for broker, found in monitor_intervals(windows).items()
+    }
     assert set(intervals) <= set(samples), "the monitor has windows for a broker the producer has no item for"
     compared = 0
     for broker, broker_samples in samples.items():
@@ -118,8 +131,13 @@ def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, k
         frozen(rocketmq_cluster, FROZEN_BROKER, FREEZE_S)
         # After the freeze the 5.x producer's 10 s isolation ends and it sends to broker-b again.
         p5 = clients["p5"]
-        p5.wait_for(lambda line: line["kind"] == "faults" and any(
-            i["broker"] == FROZEN_BROKER and i["available"] and i["start_timestamp"] > 0 for i in line["items"]), 60)
+        p5.wait_for(
+            lambda line: line["kind"] == "faults"
+            and any(
+                i["broker"] == FROZEN_BROKER and i["available"] and i["start_timestamp"] > 0 for i in line["items"]
+            ),
+            60,
+        )
         time.sleep(3)
     finally:
         for client in clients.values():
@@ -158,22 +176,36 @@ def test_with_kafka_stopped_sends_succeed_and_the_hook_drops_and_counts(rocketmq
     kafka = LocalKafkaBroker(tmp_path / "kafka")
     bootstrap = kafka.start().bootstrap_servers
     create_topics(bootstrap, ["agent.down"])
-    agent = {"bootstrap.servers": bootstrap, "topic.send.results": "agent.down", "buffer.capacity": "20",
-             "kafka.delivery.timeout.ms": "3000", "kafka.request.timeout.ms": "2000"}  # fmt: skip
+    agent = {
+        "bootstrap.servers": bootstrap,
+        "topic.send.results": "agent.down",
+        "buffer.capacity": "20",
+        "kafka.delivery.timeout.ms": "3000",
+        "kafka.request.timeout.ms": "2000",
+    }
     rocketmq_cluster.create_topic("agent_kafka_down", 4)
     namesrv = rocketmq_cluster.namesrv_addr
-    clients = [producer(line, f"down{line.replace('.', '')}", namesrv, "agent_kafka_down", tmp_path, agent,
-                        fault_enable=True) for line in ("4.9", "5")]  # fmt: skip
+    clients = [
+        producer(line, f"down{line.replace('.', '')}", namesrv, "agent_kafka_down", tmp_path, agent, fault_enable=True)
+        for line in ("4.9", "5")
+    ]
     try:
         for client in clients:
             client.start()
-        before = [client.wait_for(lambda line: line["kind"] == "faults" and line["agent"]["published"] >= 20, 60)
-                  for client in clients]  # fmt: skip
+        before = [
+            client.wait_for(lambda line: line["kind"] == "faults" and line["agent"]["published"] >= 20, 60)
+            for client in clients
+        ]
         kafka.stop()
-        after = [client.wait_for(lambda line, b=b: line["kind"] == "faults"
-                                 and line["agent"]["dropped"] >= b["agent"]["dropped"] + 100
-                                 and line["sends_ok"] >= b["sends_ok"] + 100, 90)
-                 for client, b in zip(clients, before, strict=True)]  # fmt: skip
+        after = [
+            client.wait_for(
+                lambda line, b=b: line["kind"] == "faults"
+                and line["agent"]["dropped"] >= b["agent"]["dropped"] + 100
+                and line["sends_ok"] >= b["sends_ok"] + 100,
+                90,
+            )
+            for client, b in zip(clients, before, strict=True)
+        ]
     finally:
         for client in clients:
             client.stop()

@@ -71,23 +71,34 @@ def fleet(request, rocketmq_clusters, kafka_broker, tmp_path_factory) -> Iterato
     cluster.create_group(empty)
     kafka_topics = {kind: f"{prefix}.{kind}" for kind in ("consumer_channel", "reported_assignment", "topic_route")}
     create_topics(kafka_broker.bootstrap_servers, kafka_topics.values())
-    config = load_config(env={
-        "RRM__KAFKA__BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers,
-        **{f"RRM__KAFKA__TOPICS__{kind.upper()}": name for kind, name in kafka_topics.items()},
-        "RRM__COLLECTOR__NAMESRV_ADDR": cluster.namesrv_addr,
-        "RRM__COLLECTOR__COLLECTOR_ID": f"test-{prefix}",
-        "RRM__COLLECTOR__POLL_INTERVAL_MS": str(POLL_MS),
-        "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": str(POLL_MS),
-        "RRM__COLLECTOR__ADMIN_TIMEOUT_MS": "2000",
-        "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}-*"]',
-    })  # fmt: skip
+    config = load_config(
+        env={
+            "RRM__KAFKA__BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers,
+            **{f"RRM__KAFKA__TOPICS__{kind.upper()}": name for kind, name in kafka_topics.items()},
+            "RRM__COLLECTOR__NAMESRV_ADDR": cluster.namesrv_addr,
+            "RRM__COLLECTOR__COLLECTOR_ID": f"test-{prefix}",
+            "RRM__COLLECTOR__POLL_INTERVAL_MS": str(POLL_MS),
+            "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": str(POLL_MS),
+            "RRM__COLLECTOR__ADMIN_TIMEOUT_MS": "2000",
+            "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}-*"]',
+        }
+    )
     consumers: list[ConsumerProcess] = []
     collector = CollectorProcess(config, tmp_path_factory.mktemp(f"collector-{prefix}"), metrics_port=free_port())
     records = None
     try:
         for instance, strategy in (("dup", "AVG"), ("dup", "AVG"), ("solo", "AVG_BY_CIRCLE")):
-            consumers.append(ConsumerProcess(line, cluster.namesrv_addr, group, [topic, missing], instance=instance,
-                                             client_ip="10.9.9.9", strategy=strategy))  # fmt: skip
+            consumers.append(
+                ConsumerProcess(
+                    line,
+                    cluster.namesrv_addr,
+                    group,
+                    [topic, missing],
+                    instance=instance,
+                    client_ip="10.9.9.9",
+                    strategy=strategy,
+                )
+            )
         collector.start()
         for consumer in consumers:
             assert consumer.client_id  # all three started in parallel
@@ -118,10 +129,15 @@ def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say
         wait_for(f"{broker}'s view of {fleet.group} with running info", lambda b=broker: _complete_view(fleet, b))
 
         def same_as_admin(b: str = broker) -> dict[str, Any] | None:
-            admin = {(c["client_id"], c["channel"], str(c["version"])) for c in fleet.cluster.connections(fleet.group, b)}
+            admin = {
+                (c["client_id"], c["channel"], str(c["version"])) for c in fleet.cluster.connections(fleet.group, b)
+            }
             asked = int(time.time() * 1000)
-            wait_for("a poll after the admin read", lambda: (e := fleet.latest("consumer_connections", group=fleet.group,
-                                                                              broker=b)) and e["event_time"] > asked)
+            wait_for(
+                "a poll after the admin read",
+                lambda: (e := fleet.latest("consumer_connections", group=fleet.group, broker=b))
+                and e["event_time"] > asked,
+            )
             event = fleet.latest("consumer_connections", group=fleet.group, broker=b)
             published = {(c["client_id"], c["channel"], c["client_version"]) for c in event["connections"]}
             return event if published == admin else None
@@ -150,15 +166,21 @@ def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say
 
     wait_for("the solo client's reported queues equal its own", lambda: reported_equals_client(solo_id, [fleet.solo]))
     # Running info reaches the first channel with the id: one of the two duplicates, whichever it is.
-    wait_for("the duplicate id's reported queues equal one holder's", lambda: reported_equals_client(dup_id, fleet.duplicates))
+    wait_for(
+        "the duplicate id's reported queues equal one holder's",
+        lambda: reported_equals_client(dup_id, fleet.duplicates),
+    )
 
     for broker in ("broker-a", "broker-b"):
-        empty = wait_for("the empty group's poll", lambda b=broker: fleet.latest("consumer_connections",
-                                                                                   group=fleet.empty_group, broker=b))
+        empty = wait_for(
+            "the empty group's poll",
+            lambda b=broker: fleet.latest("consumer_connections", group=fleet.empty_group, broker=b),
+        )
         assert (empty["connections"], empty["subscriptions"]) == ([], [])
     route = fleet.latest("topic_route", topic=fleet.topic)
-    assert {b["broker"]: {k: b[k] for k in ("read_queue_nums", "write_queue_nums", "perm")} for b in route["brokers"]} \
-        == fleet.cluster.route(fleet.topic)
+    assert {
+        b["broker"]: {k: b[k] for k in ("read_queue_nums", "write_queue_nums", "perm")} for b in route["brokers"]
+    } == fleet.cluster.route(fleet.topic)
     assert all(b["has_master"] for b in route["brokers"])
     assert fleet.latest("topic_route", topic=fleet.missing_topic)["brokers"] == []
 
@@ -176,8 +198,9 @@ def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say
 @pytest.mark.parametrize("fleet", ["4.9"], indirect=True)
 def test_a_frozen_client_and_a_stopped_broker_are_counted_and_the_collector_goes_on(fleet: Fleet):
     def failures() -> float:
-        return (fleet.counter('rmqcol_problems_total{kind="running_info_timeout"}')
-                + fleet.counter('rmqcol_problems_total{kind="running_info_failed"}'))  # fmt: skip
+        return fleet.counter('rmqcol_problems_total{kind="running_info_timeout"}') + fleet.counter(
+            'rmqcol_problems_total{kind="running_info_failed"}'
+        )
 
     before = failures()
     fleet.solo.freeze()
@@ -191,16 +214,20 @@ def test_a_frozen_client_and_a_stopped_broker_are_counted_and_the_collector_goes
     assert f"running info of client {fleet.solo.client_id} (group {fleet.group})" in fleet.collector.log_text()
 
     def broker_problems() -> float:
-        return (fleet.counter('rmqcol_problems_total{kind="broker_left"}')
-                + fleet.counter('rmqcol_problems_total{kind="broker_unreachable"}'))  # fmt: skip
+        return fleet.counter('rmqcol_problems_total{kind="broker_left"}') + fleet.counter(
+            'rmqcol_problems_total{kind="broker_unreachable"}'
+        )
 
     before = broker_problems()
     fleet.cluster.stop_broker("broker-b")
     stopped_at = int(time.time() * 1000)
     try:
         wait_for("broker-b counted as gone", lambda: broker_problems() > before, 60)
-        wait_for("broker-a still polled", lambda: (e := fleet.latest("consumer_connections", group=fleet.group,
-                                                                    broker="broker-a")) and e["event_time"] > stopped_at + POLL_MS)
+        wait_for(
+            "broker-a still polled",
+            lambda: (e := fleet.latest("consumer_connections", group=fleet.group, broker="broker-a"))
+            and e["event_time"] > stopped_at + POLL_MS,
+        )
         cycles = fleet.counter("rmqcol_cycles_total")
         wait_for("two more cycles", lambda: fleet.counter("rmqcol_cycles_total") >= cycles + 2, 60)
         last_b = fleet.latest("consumer_connections", group=fleet.group, broker="broker-b")
@@ -208,8 +235,11 @@ def test_a_frozen_client_and_a_stopped_broker_are_counted_and_the_collector_goes
     finally:
         fleet.cluster.start_broker("broker-b")
     restarted_at = int(time.time() * 1000)
-    wait_for("broker-b polled again", lambda: (e := fleet.latest("consumer_connections", group=fleet.group,
-                                                                 broker="broker-b")) and e["event_time"] > restarted_at)
+    wait_for(
+        "broker-b polled again",
+        lambda: (e := fleet.latest("consumer_connections", group=fleet.group, broker="broker-b"))
+        and e["event_time"] > restarted_at,
+    )
     assert fleet.collector.running()
 
 
@@ -219,17 +249,35 @@ def test_collect_command_polls_the_configured_cycles_and_exits(rocketmq_clusters
     topic = "cli.consumer-connections"
     create_topics(kafka_broker.bootstrap_servers, [topic])
     config = tmp_path / "monitor.toml"
-    config.write_text(f'[kafka]\nbootstrap_servers = "{kafka_broker.bootstrap_servers}"\n'
-                      f'[kafka.topics]\nconsumer_channel = "{topic}"\n'
-                      f'[collector]\nnamesrv_addr = "{cluster.namesrv_addr}"\ncollector_id = "cli"\n'
-                      'poll_interval_ms = 1000\nmetrics_port = 0\ninclude_groups = ["cli-*"]\n')  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "streaming.cli", "collect", "--config", str(config), "--cycles", "3",
-                           "--work-dir", str(tmp_path / "work")], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ))  # fmt: skip
+    config.write_text(
+        f'[kafka]\nbootstrap_servers = "{kafka_broker.bootstrap_servers}"\n'
+        f'[kafka.topics]\nconsumer_channel = "{topic}"\n'
+        f'[collector]\nnamesrv_addr = "{cluster.namesrv_addr}"\ncollector_id = "cli"\n'
+        'poll_interval_ms = 1000\nmetrics_port = 0\ninclude_groups = ["cli-*"]\n'
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "streaming.cli",
+            "collect",
+            "--config",
+            str(config),
+            "--cycles",
+            "3",
+            "--work-dir",
+            str(tmp_path / "work"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "cycle 3 took" in done.stderr
     records = KafkaRecords(kafka_broker.bootstrap_servers, [topic])
     try:
+
         def both_brokers() -> list[dict[str, Any]] | None:
             polls = [r for r in records.poll() if r["group"] == "cli-empty"]
             return polls if len({r["broker"] for r in polls}) == 2 else None
@@ -238,8 +286,10 @@ def test_collect_command_polls_the_configured_cycles_and_exits(rocketmq_clusters
     finally:
         records.close()
     # One poll per broker and cycle (a first cycle on a busy machine may find the name server slow, and skip).
-    assert {(r["broker"], r["collector"], len(r["connections"])) for r in polls} == {("broker-a", "cli", 0),
-                                                                                      ("broker-b", "cli", 0)}
+    assert {(r["broker"], r["collector"], len(r["connections"])) for r in polls} == {
+        ("broker-a", "cli", 0),
+        ("broker-b", "cli", 0),
+    }
     assert len(polls) <= 6
 
 
@@ -254,13 +304,20 @@ def test_calls_refused_by_access_control_are_logged_and_counted_as_acl_denied(ka
         cluster.create_group("acl-g")  # signed with the account: the brokers know one group
         topic = "acl.consumer-connections"
         create_topics(kafka_broker.bootstrap_servers, [topic])
-        base = {"RRM__KAFKA__BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers,
-                "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": topic, "RRM__COLLECTOR__NAMESRV_ADDR": cluster.namesrv_addr,
-                "RRM__COLLECTOR__POLL_INTERVAL_MS": str(POLL_MS), "RRM__COLLECTOR__INCLUDE_GROUPS": '["acl-*"]'}  # fmt: skip
+        base = {
+            "RRM__KAFKA__BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers,
+            "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": topic,
+            "RRM__COLLECTOR__NAMESRV_ADDR": cluster.namesrv_addr,
+            "RRM__COLLECTOR__POLL_INTERVAL_MS": str(POLL_MS),
+            "RRM__COLLECTOR__INCLUDE_GROUPS": '["acl-*"]',
+        }
         credentials = {
             "none": {},
             "wrong": {"RRM__COLLECTOR__ACCESS_KEY": account.access_key, "RRM__COLLECTOR__SECRET_KEY": "not-the-secret"},
-            "right": {"RRM__COLLECTOR__ACCESS_KEY": account.access_key, "RRM__COLLECTOR__SECRET_KEY": account.secret_key},
+            "right": {
+                "RRM__COLLECTOR__ACCESS_KEY": account.access_key,
+                "RRM__COLLECTOR__SECRET_KEY": account.secret_key,
+            },
         }
         counters, logs = {}, {}
         for name, extra in credentials.items():
@@ -282,6 +339,9 @@ def test_calls_refused_by_access_control_are_logged_and_counted_as_acl_denied(ka
         assert counters[name].get('rmqcol_problems_total{kind="admin_error"}', 0) == 0, (name, counters[name])
         assert counters[name].get("rmqcol_groups") == 0, (name, counters[name])
         refusals = [line for line in logs[name].splitlines() if "refused by access control" in line]
-        assert {b for b in ("broker-a", "broker-b") if any(b in line for line in refusals)} == {"broker-a", "broker-b"}, logs[name][-2000:]
+        assert {b for b in ("broker-a", "broker-b") if any(b in line for line in refusals)} == {
+            "broker-a",
+            "broker-b",
+        }, logs[name][-2000:]
     assert counters["right"].get('rmqcol_problems_total{kind="acl_denied"}', 0) == 0, counters["right"]
     assert counters["right"].get("rmqcol_groups") == 1, counters["right"]

@@ -51,7 +51,8 @@ class Script:
     def __init__(self, output: str) -> None:
         self.twin, self.ledger = one(r"duplicate client ID: two consumers with client id (\S+) joined (\S+) ", output)
         self.newcomer, self.audit, self.own_topic, self.others_topic = one(
-            r"inconsistent subscription: (\S+) joined (\S+) subscribing (\S+) instead of (\S+),", output)  # fmt: skip
+            r"inconsistent subscription: (\S+) joined (\S+) subscribing (\S+) instead of (\S+),", output
+        )
         self.orders, self.crashed = one(r"crash: SIGKILL consumer \S+ of (\S+), client id (\S+) ", output)
         self.joined, self.scaled = one(r"scale-out: client id (\S+) joined (\S+) ", output)
         self.tables = MonitorTables(one(r"Delta tables: (\S+)", output))
@@ -66,17 +67,33 @@ class Script:
         kinds = {(e["group"], e["anomaly"]) for e in self.episodes()}
         changes = self.changes()
         removed = {r["broker"] for r in changes if r["client_id"] == self.crashed and r["change"] in REMOVALS}
-        return ({(self.ledger, "DUPLICATE_CLIENT_ID"), (self.audit, "INCONSISTENT_SUBSCRIPTION")} <= kinds
-                and removed == {"broker-a", "broker-b"}
-                and any(r["client_id"] == self.joined and r["change"] == "JOIN" for r in changes))  # fmt: skip
+        return (
+            {(self.ledger, "DUPLICATE_CLIENT_ID"), (self.audit, "INCONSISTENT_SUBSCRIPTION")} <= kinds
+            and removed == {"broker-a", "broker-b"}
+            and any(r["client_id"] == self.joined and r["change"] == "JOIN" for r in changes)
+        )
 
 
 def test_rocketmq_demo_reports_its_script_and_stops_every_process(tmp_path):
     process = subprocess.Popen(
-        [sys.executable, "-u", "-m", "streaming.cli", "demo", "--rocketmq", "--duration", str(DURATION_S),
-         "--no-live", "--metrics-port", str(free_port())],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-u",
+            "-m",
+            "streaming.cli",
+            "demo",
+            "--rocketmq",
+            "--duration",
+            str(DURATION_S),
+            "--no-live",
+            "--metrics-port",
+            str(free_port()),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)  # type: ignore[arg-type]
     reader.start()

@@ -51,8 +51,13 @@ def test_one_broker_stops_and_starts_alone(rocketmq_cluster):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streaming.cli", "rocketmq", *args], capture_output=True, text=True,
-                          env=dict(os.environ), timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "streaming.cli", "rocketmq", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=300,
+    )
 
 
 def test_cli_starts_reports_and_stops_a_cluster_by_pid(tmp_path):

@@ -107,14 +107,19 @@ def test_expected_assignment_is_what_each_real_client_holds(monitor_run, spark, 
     """Every strategy with three clients of one line, on the cluster of the same line; on 5.x also a
     BROADCASTING group, on 4.9.7 also a group mixing a 4.9.8 and a 5.3.3 client."""
     run = monitor_run(line, f"assign{line.replace('.', '')}")
-    specs = [(line, run.group(s.lower()), run.topic, f"{s.lower()}-{i}", {"strategy": s})
-             for s in STRATEGIES for i in range(3)]  # fmt: skip
+    specs = [
+        (line, run.group(s.lower()), run.topic, f"{s.lower()}-{i}", {"strategy": s})
+        for s in STRATEGIES
+        for i in range(3)
+    ]
     if line == "5":
-        specs += [(line, run.group("broadcast"), run.topic, f"broadcast-{i}", {"model": "BROADCASTING"})
-                  for i in range(2)]  # fmt: skip
+        specs += [
+            (line, run.group("broadcast"), run.topic, f"broadcast-{i}", {"model": "BROADCASTING"}) for i in range(2)
+        ]
     else:
-        specs += [(client_line, run.group("mixed"), run.topic, f"mixed-{client_line}", {})
-                  for client_line in ("4.9", "5")]  # fmt: skip
+        specs += [
+            (client_line, run.group("mixed"), run.topic, f"mixed-{client_line}", {}) for client_line in ("4.9", "5")
+        ]
     clients = run.fleet.consumers(specs)
     groups: dict[str, list] = {}
     for (_, group, *_), client in zip(specs, clients, strict=True):
@@ -147,10 +152,18 @@ def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(monitor_
     of the duplicates): the monitor's double-owned and orphaned queues must be what those reports show."""
     run = monitor_run("5", "dup")
     group = run.group("avg")
-    agent = {"bootstrap.servers": run.bootstrap, "topic.reported.assignments": run.topics["reported_assignment"],
-             "report.interval.ms": "2000", "report.check.interval.ms": "200"}  # fmt: skip
-    clients = run.fleet.consumers([("5", group, run.topic, name, {"client_ip": ip, "agent": agent})
-                                   for name, ip in (("twin", "192.0.2.7"), ("twin", "192.0.2.7"), ("other", None))])
+    agent = {
+        "bootstrap.servers": run.bootstrap,
+        "topic.reported.assignments": run.topics["reported_assignment"],
+        "report.interval.ms": "2000",
+        "report.check.interval.ms": "200",
+    }
+    clients = run.fleet.consumers(
+        [
+            ("5", group, run.topic, name, {"client_ip": ip, "agent": agent})
+            for name, ip in (("twin", "192.0.2.7"), ("twin", "192.0.2.7"), ("other", None))
+        ]
+    )
     assert clients[0].client_id == clients[1].client_id != clients[2].client_id
     settled = run.settle({group: clients})
     reports = reports_by_process(run, clients)
@@ -204,8 +217,10 @@ def test_departures_are_the_membership_changes_the_survivors_rebalance_on(monito
     monitor's membership exactly as long."""
     run = monitor_run("5", "leave")
     departing, frozen_group = run.group("departing"), run.group("frozen")
-    clients = run.fleet.consumers([("5", departing, run.topic, f"departing-{i}", {}) for i in range(4)]
-                                  + [("5", frozen_group, run.topic, f"frozen-{i}", {}) for i in range(3)])
+    clients = run.fleet.consumers(
+        [("5", departing, run.topic, f"departing-{i}", {}) for i in range(4)]
+        + [("5", frozen_group, run.topic, f"frozen-{i}", {}) for i in range(3)]
+    )
     departing_clients, frozen_clients = clients[:4], clients[4:]
     run.settle({departing: departing_clients, frozen_group: frozen_clients})
 
@@ -239,8 +254,11 @@ def test_departures_are_the_membership_changes_the_survivors_rebalance_on(monito
     for client in departing_clients[2:] + frozen_clients[1:]:
         assert not [r for r in changes if r["client_id"] == client.client_id and r["change"] in REMOVALS]
     # The frozen client left each broker's view at the poll that first missed it, not before.
-    frozen_removals = {r["broker"]: r["event_time_ms"] for r in changes
-                       if r["client_id"] == frozen.client_id and r["change"] in REMOVALS}  # fmt: skip
+    frozen_removals = {
+        r["broker"]: r["event_time_ms"]
+        for r in changes
+        if r["client_id"] == frozen.client_id and r["change"] in REMOVALS
+    }
     assert frozen_removals == gone_at
     for snapshot in run.read(spark, "group_snapshots", frozen_group):
         if frozen_at <= snapshot["event_time_ms"] < min(gone_at.values()):
@@ -305,10 +323,16 @@ def test_a_pop_mode_group_is_broker_side_without_queue_anomalies(monitor_run, sp
     run = monitor_run("5", "pop")
     group = run.group("pop")
     run.cluster.set_pop_mode(run.topic, group)
-    clients = run.fleet.consumers([("5", group, run.topic, f"pop-{i}", {"client_rebalance": False})
-                                   for i in range(2)])  # fmt: skip
-    producer = ClientProcess("5", "producer", run.root / "producer", namesrv=run.cluster.namesrv_addr,
-                             group=run.group("producer"), topic=run.topic, rate=20)  # fmt: skip
+    clients = run.fleet.consumers([("5", group, run.topic, f"pop-{i}", {"client_rebalance": False}) for i in range(2)])
+    producer = ClientProcess(
+        "5",
+        "producer",
+        run.root / "producer",
+        namesrv=run.cluster.namesrv_addr,
+        group=run.group("producer"),
+        topic=run.topic,
+        rate=20,
+    )
     run.fleet.clients.append(producer)
     producer.start()
 
@@ -346,8 +370,9 @@ def test_a_topic_one_member_subscribes_is_analysed_from_the_clients_own_subscrip
     run.cluster.create_topic(second, 4)
     second_queues = all_queues(run.cluster.route(second))
     group = run.group("mixed")
-    clients = run.fleet.consumers([("5", group, run.topic, "first-only", {}),
-                                   ("5", group, f"{run.topic},{second}", "both", {})])  # fmt: skip
+    clients = run.fleet.consumers(
+        [("5", group, run.topic, "first-only", {}), ("5", group, f"{run.topic},{second}", "both", {})]
+    )
     first_only, both = clients
     wait_converged(clients, second)
     settled = run.settle({group: clients})

@@ -33,15 +33,22 @@ TYPE_RANK = {"topic_route": 0, "consumer_channel": 1, "reported_assignment": 2}
 def _generated() -> list[dict]:
     events = []
     for i in range(40):
-        event = dict(GOOD["consumer_channel"], event_time=KAFKA_TS - (i * 7919) % 5000, group=f"G{i % 5}",
-                     channel=f"10.0.{i % 3}.{i}:4000{i % 2}", client_id=f"c{i}@{i}#ünï")  # fmt: skip
+        event = dict(
+            GOOD["consumer_channel"],
+            event_time=KAFKA_TS - (i * 7919) % 5000,
+            group=f"G{i % 5}",
+            channel=f"10.0.{i % 3}.{i}:4000{i % 2}",
+            client_id=f"c{i}@{i}#ünï",
+        )
         if i % 4 == 0:
             event.pop("allocate_strategy")
         if i % 5 == 0:
             event["client_version"] = None
         if i % 3 == 0:
-            event["subscriptions"] = [{"topic": f"T{i % 2}", "expression": "tagA || tagB", "sub_version": i},
-                                      {"topic": "%RETRY%G", "sub_version": None}]  # fmt: skip
+            event["subscriptions"] = [
+                {"topic": f"T{i % 2}", "expression": "tagA || tagB", "sub_version": i},
+                {"topic": "%RETRY%G", "sub_version": None},
+            ]
         events.append(event)
     return events
 
@@ -84,11 +91,12 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
         assert all(type(g) is type(e) for g, e in zip(got, expected, strict=True))
         # events that travel as JSON carry where they came from, for a dead letter of the engine's
         raw = [(origin, offset) for origin, offset in zip(origins, by_offset["kafka_offset"], strict=True) if origin]
-        assert raw and all(o[:3] == (topic, offset % 2, offset) and o[3] == ts.replace(tzinfo=None)
-                           and o[4] == values[offset] for o, offset in raw)  # fmt: skip
+        assert raw and all(
+            o[:3] == (topic, offset % 2, offset) and o[3] == ts.replace(tzinfo=None) and o[4] == values[offset]
+            for o, offset in raw
+        )
         seen += sum(isinstance(g, ChannelEvent) for g in got)
     assert seen == len(channel_values) + 40
-
 
 
 def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called():
@@ -99,13 +107,25 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
     other_report = dict(report, client_id="r2")
     earlier_report = dict(report, event_time=KAFKA_TS - 1, client_id="r0")
     # (event, topic, partition, offset): the topic names sort reports < routes < channels, against the rank.
-    published = [(channel, "c-channels", 0, 7), (other_report, "a-reports", 1, 2), (route, "b-routes", 0, 1),
-                 (report, "a-reports", 0, 3), (earlier_report, "a-reports", 0, 9)]  # fmt: skip
+    published = [
+        (channel, "c-channels", 0, 7),
+        (other_report, "a-reports", 1, 2),
+        (route, "b-routes", 0, 1),
+        (report, "a-reports", 0, 3),
+        (earlier_report, "a-reports", 0, 9),
+    ]
     columns: dict[str, list] = {name: [] for name in _EVENT_COLUMNS}
     for event, topic, partition, offset in published:
         row = dict.fromkeys(_EVENT_COLUMNS)
-        row.update(event_time_ms=event["event_time"], event_type=event["type"], kafka_topic=topic,
-                   kafka_partition=partition, kafka_offset=offset, raw_value=json.dumps(event), typed_json=json.dumps(event))  # fmt: skip
+        row.update(
+            event_time_ms=event["event_time"],
+            event_type=event["type"],
+            kafka_topic=topic,
+            kafka_partition=partition,
+            kafka_offset=offset,
+            raw_value=json.dumps(event),
+            typed_json=json.dumps(event),
+        )
         for name in _EVENT_COLUMNS:
             columns[name].append(row[name])
 
@@ -113,8 +133,13 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
     events = _applied(columns)
     origins = [event.pop(ORIGIN_KEY) for event in events]
     assert events == [earlier_report, route, channel, report, other_report]
-    assert [origin[:3] for origin in origins] == [("a-reports", 0, 9), ("b-routes", 0, 1), ("c-channels", 0, 7),
-                                                  ("a-reports", 0, 3), ("a-reports", 1, 2)]  # fmt: skip
+    assert [origin[:3] for origin in origins] == [
+        ("a-reports", 0, 9),
+        ("b-routes", 0, 1),
+        ("c-channels", 0, 7),
+        ("a-reports", 0, 3),
+        ("a-reports", 1, 2),
+    ]
 
 
 def _raw_columns(published) -> dict[str, list]:  # type: ignore[no-untyped-def]
@@ -122,9 +147,16 @@ def _raw_columns(published) -> dict[str, list]:  # type: ignore[no-untyped-def]
     columns: dict[str, list] = {name: [] for name in _EVENT_COLUMNS}
     for event, topic, partition, offset, timestamp in published:
         row = dict.fromkeys(_EVENT_COLUMNS)
-        row.update(event_time_ms=event["event_time"], event_type=event["type"], kafka_topic=topic,
-                   kafka_partition=partition, kafka_offset=offset, kafka_timestamp=timestamp,
-                   raw_value=json.dumps(event), typed_json=json.dumps(event))  # fmt: skip
+        row.update(
+            event_time_ms=event["event_time"],
+            event_type=event["type"],
+            kafka_topic=topic,
+            kafka_partition=partition,
+            kafka_offset=offset,
+            kafka_timestamp=timestamp,
+            raw_value=json.dumps(event),
+            typed_json=json.dumps(event),
+        )
         for name in _EVENT_COLUMNS:
             columns[name].append(row[name])
     return columns
@@ -149,12 +181,30 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
         rows = _as_job_rows(records, shard)
         assert {t for t, _ in rows} == ({"dead_letters", "late_events"} if shard == 0 else {"dead_letters"})
         letters = [r for t, r in rows if t == "dead_letters"]
-        assert letters == [{
-            "source": "reported_assignment", "kafka_topic": "rmq.reports", "kafka_partition": 2, "kafka_offset": 41,
-            "kafka_timestamp": str(kafka_ts), "raw_value": json.dumps(ghost), "reason": UNKNOWN_GROUP,
-            "detail": letters[0]["detail"],
-        }]  # fmt: skip
+        assert letters == [
+            {
+                "source": "reported_assignment",
+                "kafka_topic": "rmq.reports",
+                "kafka_partition": 2,
+                "kafka_offset": 41,
+                "kafka_timestamp": str(kafka_ts),
+                "raw_value": json.dumps(ghost),
+                "reason": UNKNOWN_GROUP,
+                "detail": letters[0]["detail"],
+            }
+        ]
         assert "nobody-knows-me" in letters[0]["detail"] and ghost["client_id"] in letters[0]["detail"]
         stale = [r for t, r in rows if t == "late_events"]
-        assert stale == ([{"reason": STALE_ROUTE, "event_type": "topic_route", "count": 1, "topic": older_route["topic"],
-                           "event_time_ms": KAFKA_TS - 1}] if shard == 0 else [])  # fmt: skip
+        assert stale == (
+            [
+                {
+                    "reason": STALE_ROUTE,
+                    "event_type": "topic_route",
+                    "count": 1,
+                    "topic": older_route["topic"],
+                    "event_time_ms": KAFKA_TS - 1,
+                }
+            ]
+            if shard == 0
+            else []
+        )

@@ -24,8 +24,10 @@ ROWS_PER_BATCH = 5
 
 
 def dead_letters(spark, batch: int):
-    values = [("send_result", "t", 0, batch * ROWS_PER_BATCH + i, None, "{", "MALFORMED_JSON", "x", batch)
-              for i in range(ROWS_PER_BATCH)]  # fmt: skip
+    values = [
+        ("send_result", "t", 0, batch * ROWS_PER_BATCH + i, None, "{", "MALFORMED_JSON", "x", batch)
+        for i in range(ROWS_PER_BATCH)
+    ]
     return spark.createDataFrame(values, TABLES["dead_letters"].schema_ddl)
 
 

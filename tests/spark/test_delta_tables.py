@@ -6,8 +6,14 @@ from streaming.job.sinks import DeltaTables
 
 
 def test_tables_carry_the_checkpoint_interval_and_log_retention_and_current_tables_a_change_feed(spark, tmp_path):
-    tables = DeltaTables(spark, tmp_path, checkpoint_interval=7, deleted_file_retention_hours=24,
-                         log_retention_hours=48, append_checkpoint_interval=70)  # fmt: skip
+    tables = DeltaTables(
+        spark,
+        tmp_path,
+        checkpoint_interval=7,
+        deleted_file_retention_hours=24,
+        log_retention_hours=48,
+        append_checkpoint_interval=70,
+    )
     tables.ensure_all(["dead_letters", "current_assignment"])
 
     def properties(name: str) -> dict[str, str]:
@@ -68,18 +74,22 @@ def test_merges_of_one_batch_run_together_each_once_and_leave_the_callers_sessio
 
     tables = DeltaTables(spark, tmp_path)
     tables.ensure_all(["current_assignment", "broker_status_current"])
-    schema = {name: tables.read(name).select(*column_names(name)).schema for name in
-              ("current_assignment", "broker_status_current")}  # fmt: skip
+    schema = {
+        name: tables.read(name).select(*column_names(name)).schema
+        for name in ("current_assignment", "broker_status_current")
+    }
 
     def assignment(batch: int, client: str) -> None:
         row = ("G", "T", client, [("broker-a", 0)], 1, batch, 1_000 * batch, batch)
-        tables.merge_upsert("current_assignment", spark.createDataFrame([row], schema["current_assignment"]),
-                            "app", batch)  # fmt: skip
+        tables.merge_upsert(
+            "current_assignment", spark.createDataFrame([row], schema["current_assignment"]), "app", batch
+        )
 
     def status(batch: int, avoiding: int) -> None:
         row = ("broker-a", avoiding, 4, avoiding / 4, None, avoiding > 0, 1_000 * batch, batch)
-        tables.merge_upsert("broker_status_current", spark.createDataFrame([row], schema["broker_status_current"]),
-                            "app", batch)  # fmt: skip
+        tables.merge_upsert(
+            "broker_status_current", spark.createDataFrame([row], schema["broker_status_current"]), "app", batch
+        )
 
     run_concurrently([lambda: assignment(1, "c1"), lambda: status(1, 2)])
     run_concurrently([lambda: assignment(1, "c-replayed"), lambda: status(1, 3)])  # the replay of batch 1
@@ -94,7 +104,8 @@ def test_merges_of_one_batch_run_together_each_once_and_leave_the_callers_sessio
     for name in ("current_assignment", "broker_status_current"):
         log = spark.read.json(f"{tables.path(name)}/_delta_log/*.json").where("txn IS NOT NULL")
         assert sorted((r["txn"]["appId"], r["txn"]["version"]) for r in log.collect()) == [
-            (f"app:{name}", 1), (f"app:{name}", 2)
+            (f"app:{name}", 1),
+            (f"app:{name}", 2),
         ]
     assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None
     assert spark.conf.get("spark.databricks.delta.write.txnVersion", None) is None

@@ -23,8 +23,10 @@ T0 = 1_700_000_000_000
 
 
 def sends(batch: int, times: list[int]) -> list[tuple]:
-    return [("p1", "PG", "broker-a", t, 5, "OK", "V4_9_8", "rocketmq-4", 0, batch * 100 + i, batch)
-            for i, t in enumerate(times)]  # fmt: skip
+    return [
+        ("p1", "PG", "broker-a", t, 5, "OK", "V4_9_8", "rocketmq-4", 0, batch * 100 + i, batch)
+        for i, t in enumerate(times)
+    ]
 
 
 def test_trims_lose_and_repeat_no_row_for_the_fault_stream_even_rows_it_has_not_read(spark, tmp_path):
@@ -41,10 +43,12 @@ def test_trims_lose_and_repeat_no_row_for_the_fault_stream_even_rows_it_has_not_
 
     def read_what_is_new() -> None:
         query = (
-            fault_updates_stream(spark, path).writeStream.option("checkpointLocation", reader_checkpoint)
+            fault_updates_stream(spark, path)
+            .writeStream.option("checkpointLocation", reader_checkpoint)
             .foreachBatch(lambda frame, _: seen.extend(tuple(r) for r in frame.collect()))
-            .trigger(availableNow=True).start()
-        )  # fmt: skip
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         assert query.exception() is None
 

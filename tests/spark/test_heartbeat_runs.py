@@ -29,8 +29,20 @@ SHARD_INPUT_DDL = (
     "kafka_timestamp TIMESTAMP"
 )
 COLUMNS = [field.split(" ")[0] for field in SHARD_INPUT_DDL.split(", ")]
-KEY = ("shard", "c_group", "c_broker", "c_channel", "c_client_id", "c_message_model", "c_consume_type",
-       "c_client_version", "c_allocate_strategy", "c_subscriptions", "kafka_topic", "kafka_partition")  # fmt: skip
+KEY = (
+    "shard",
+    "c_group",
+    "c_broker",
+    "c_channel",
+    "c_client_id",
+    "c_message_model",
+    "c_consume_type",
+    "c_client_version",
+    "c_allocate_strategy",
+    "c_subscriptions",
+    "kafka_topic",
+    "kafka_partition",
+)
 TIMESTAMPS = ("event_time", "kafka_timestamp")
 T0 = 1_717_243_200_000  # 2024-06-01T12:00:00Z
 TOPIC = "rmq_consumer_channel"
@@ -40,10 +52,24 @@ SUBS = '[{"topic":"T1","expression":"*","sub_version":7}]'
 def channel_event(offset: int, time_ms: int, kind: str = "HEARTBEAT", **fields: object) -> dict:
     """A typed channel event as shard_input emits it (no raw value, no Kafka timestamp)."""
     row = dict.fromkeys(COLUMNS)
-    row.update(shard=1, event_type="consumer_channel", event_time_ms=time_ms, c_broker="broker-a", c_kind=kind,
-               c_channel="10.0.0.1:40001", c_client_id="c1@1", c_group="G1", c_message_model="CLUSTERING",
-               c_consume_type="CONSUME_PASSIVELY", c_client_version="V4_9_8", c_allocate_strategy="AVG",
-               c_subscriptions=SUBS, kafka_topic=TOPIC, kafka_partition=0, kafka_offset=offset)  # fmt: skip
+    row.update(
+        shard=1,
+        event_type="consumer_channel",
+        event_time_ms=time_ms,
+        c_broker="broker-a",
+        c_kind=kind,
+        c_channel="10.0.0.1:40001",
+        c_client_id="c1@1",
+        c_group="G1",
+        c_message_model="CLUSTERING",
+        c_consume_type="CONSUME_PASSIVELY",
+        c_client_version="V4_9_8",
+        c_allocate_strategy="AVG",
+        c_subscriptions=SUBS,
+        kafka_topic=TOPIC,
+        kafka_partition=0,
+        kafka_offset=offset,
+    )
     row.update(fields)
     row["event_time"] = None if row["reason"] is not None else row["event_time_ms"]
     return row
@@ -52,8 +78,14 @@ def channel_event(offset: int, time_ms: int, kind: str = "HEARTBEAT", **fields: 
 def other_row(offset: int, time_ms: int | None, **fields: object) -> dict:
     """A row that travels with its raw value: a route (valid) or a dead letter (with a reason)."""
     row = dict.fromkeys(COLUMNS)
-    row.update(shard=0, event_time_ms=time_ms, kafka_topic=TOPIC, kafka_partition=0, kafka_offset=offset,
-               kafka_timestamp=T0 + 5)  # fmt: skip
+    row.update(
+        shard=0,
+        event_time_ms=time_ms,
+        kafka_topic=TOPIC,
+        kafka_partition=0,
+        kafka_offset=offset,
+        kafka_timestamp=T0 + 5,
+    )
     row.update(fields)
     row["event_time"] = None if row["reason"] is not None or time_ms is None else time_ms
     return row
@@ -73,8 +105,18 @@ def batch_rows() -> list[dict]:
     rows.append(channel_event(23, T0 + 7000, c_channel="10.0.0.2:40002", c_client_version="V4"))
     # Channel C, NULL key fields (one run, NULL equal to NULL), and D/E whose fields would concatenate alike.
     for offset, dt in ((30, 800), (31, 600), (32, 700)):
-        rows.append(channel_event(offset, T0 + dt, c_channel="10.0.0.3:40003", c_broker=None, c_client_id=None,
-                                  c_allocate_strategy=None, c_subscriptions=None, c_client_version=None))  # fmt: skip
+        rows.append(
+            channel_event(
+                offset,
+                T0 + dt,
+                c_channel="10.0.0.3:40003",
+                c_broker=None,
+                c_client_id=None,
+                c_allocate_strategy=None,
+                c_subscriptions=None,
+                c_client_version=None,
+            )
+        )
     rows.append(channel_event(33, T0 + 900, c_channel="x|y", c_client_id="z"))
     rows.append(channel_event(34, T0 + 900, c_channel="x", c_client_id="y|z"))
     rows.append(channel_event(35, T0 + 950, c_channel="x", c_client_id="y|z", c_group="G2", shard=2))
@@ -85,10 +127,28 @@ def batch_rows() -> list[dict]:
     route = '{"type":"topic_route","topic":"T1"}'
     rows.append(other_row(40, T0 + 100, event_type="topic_route", raw_value=route))
     rows.append(other_row(40, T0 + 100, event_type="topic_route", raw_value=route, shard=1))
-    rows.append(other_row(41, None, shard=-1, event_type="consumer_channel", raw_value="{not json",
-                          reason="unparseable", detail="line 1"))  # fmt: skip
-    rows.append(other_row(42, T0 + 300, shard=-1, event_type="consumer_channel", raw_value='{"kind":"HEARTBEAT"}',
-                          reason="missing_field", detail="group"))  # fmt: skip
+    rows.append(
+        other_row(
+            41,
+            None,
+            shard=-1,
+            event_type="consumer_channel",
+            raw_value="{not json",
+            reason="unparseable",
+            detail="line 1",
+        )
+    )
+    rows.append(
+        other_row(
+            42,
+            T0 + 300,
+            shard=-1,
+            event_type="consumer_channel",
+            raw_value='{"kind":"HEARTBEAT"}',
+            reason="missing_field",
+            detail="group",
+        )
+    )
     rows.append(channel_event(43, T0 + 200, kind="UNREGISTER"))
     rows.append(channel_event(44, T0 + 250, reason="late", detail="a dead letter with typed fields"))
     rows.append(channel_event(45, T0 + 260, raw_value='{"type":"consumer_channel"}'))
@@ -118,8 +178,12 @@ def comparable(frame: DataFrame) -> list[dict]:
 
 
 def is_typed_heartbeat(row: dict) -> bool:
-    return (row["reason"] is None and row["raw_value"] is None and row["event_type"] == "consumer_channel"
-            and row["c_kind"] == "HEARTBEAT")  # fmt: skip
+    return (
+        row["reason"] is None
+        and row["raw_value"] is None
+        and row["event_type"] == "consumer_channel"
+        and row["c_kind"] == "HEARTBEAT"
+    )
 
 
 def expected_output(rows: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -140,9 +204,14 @@ def expected_output(rows: list[dict]) -> tuple[list[dict], list[dict]]:
             expected.append({**members[0], RUN_TIMES: None, RUN_OFFSETS: None})
             continue
         ordered = sorted(members, key=lambda r: (r["event_time_ms"], r["kafka_offset"]))
-        expected.append({**ordered[0], "event_time": max(r["event_time_ms"] for r in members) * 1000,
-                         RUN_TIMES: [r["event_time_ms"] for r in ordered],
-                         RUN_OFFSETS: [r["kafka_offset"] for r in ordered]})  # fmt: skip
+        expected.append(
+            {
+                **ordered[0],
+                "event_time": max(r["event_time_ms"] for r in members) * 1000,
+                RUN_TIMES: [r["event_time_ms"] for r in ordered],
+                RUN_OFFSETS: [r["kafka_offset"] for r in ordered],
+            }
+        )
     return passed, expected
 
 
@@ -240,11 +309,16 @@ JSON_DDL = ", ".join(f for f in SHARD_INPUT_DDL.split(", ") if f.split(" ")[0] n
 
 
 def to_shard_input(raw: DataFrame) -> DataFrame:
-    return raw.select(*[
-        F.when(F.col("reason").isNull(), F.timestamp_millis("event_time_ms")).alias(c) if c == "event_time"
-        else F.lit(None).cast("timestamp").alias(c) if c == "kafka_timestamp" else c
-        for c in COLUMNS
-    ])  # fmt: skip
+    return raw.select(
+        *[
+            F.when(F.col("reason").isNull(), F.timestamp_millis("event_time_ms")).alias(c)
+            if c == "event_time"
+            else F.lit(None).cast("timestamp").alias(c)
+            if c == "kafka_timestamp"
+            else c
+            for c in COLUMNS
+        ]
+    )
 
 
 def test_streaming_runs_and_watermark(spark, tmp_path):
@@ -271,9 +345,13 @@ def test_streaming_runs_and_watermark(spark, tmp_path):
 
     # The run's latest heartbeat (90 s) is the batch's latest event time; its head (0 s) and the UNREGISTER
     # (10 s) are earlier.
-    first = [channel_event(0, T0), channel_event(1, T0 + 30_000), channel_event(2, T0 + 90_000),
-             channel_event(3, T0 + 10_000, kind="UNREGISTER"),
-             other_row(4, T0 + 5000, shard=-1, raw_value="x", reason="unparseable", event_type="consumer_channel")]  # fmt: skip
+    first = [
+        channel_event(0, T0),
+        channel_event(1, T0 + 30_000),
+        channel_event(2, T0 + 90_000),
+        channel_event(3, T0 + 10_000, kind="UNREGISTER"),
+        other_row(4, T0 + 5000, shard=-1, raw_value="x", reason="unparseable", event_type="consumer_channel"),
+    ]
     write("1.json", first)
     progress = run()
     assert progress["numInputRows"] == 5 and progress["eventTime"]["max"] == "2024-06-01T12:01:30.000Z"

@@ -52,9 +52,11 @@ def _fast_taken(spark, raws: list[tuple[str, str]]) -> list[tuple[bool, dict | N
             f"THEN to_json(try_variant_get(try_parse_json(raw), '$', '{fast.struct_ddl}')) END"
         )
     rows = frame.selectExpr(
-        "i", f"coalesce({' OR '.join(taken)}, FALSE) AS taken",
-        f"coalesce({', '.join(fast_typed)}) AS fast", f"coalesce({', '.join(rule_typed)}) AS rules",
-    ).collect()  # fmt: skip
+        "i",
+        f"coalesce({' OR '.join(taken)}, FALSE) AS taken",
+        f"coalesce({', '.join(fast_typed)}) AS fast",
+        f"coalesce({', '.join(rule_typed)}) AS rules",
+    ).collect()
     by_index = {r.i: r for r in rows}
     return [
         (
@@ -88,10 +90,45 @@ def test_fast_path_takes_the_plain_good_events_and_never_a_bad_one(spark):
 def _mutations(rng: random.Random, event: dict) -> str:
     """One random edit of a valid event, as raw JSON text: retyped, nulled, dropped or extra fields, numbers
     Spark reads differently from Python, duplicate keys, escapes, trailing text, edits inside arrays."""
-    odd_values = [None, True, False, 0, -1, 1.0, 1.5, 1e3, 2**63, -(2**63), 10**40, "", "x", "1", " ", "\u00e9",
-                  "\ud83d\ude00", "\ud800", "a\udc00", [], [None], [1], {}, {"a": 1}, "OK", "HEARTBEAT",
-                  1_700_000_000_000, 999_999_999_999, 10**12, 9_999_999_999_999, 10**13, "a" * 255, "a" * 256,
-                  "10.0.0.1:1", "[fe80::1]:40000", "SEND_OK", "CLUSTERING"]  # fmt: skip
+    odd_values = [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        1.0,
+        1.5,
+        1e3,
+        2**63,
+        -(2**63),
+        10**40,
+        "",
+        "x",
+        "1",
+        " ",
+        "\u00e9",
+        "\ud83d\ude00",
+        "\ud800",
+        "a\udc00",
+        [],
+        [None],
+        [1],
+        {},
+        {"a": 1},
+        "OK",
+        "HEARTBEAT",
+        1_700_000_000_000,
+        999_999_999_999,
+        10**12,
+        9_999_999_999_999,
+        10**13,
+        "a" * 255,
+        "a" * 256,
+        "10.0.0.1:1",
+        "[fe80::1]:40000",
+        "SEND_OK",
+        "CLUSTERING",
+    ]
     event = json.loads(json.dumps(event))
     target = event
     arrays = [k for k, v in event.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
@@ -109,8 +146,14 @@ def _mutations(rng: random.Random, event: dict) -> str:
     if action == 5:  # a duplicate key, spelt literally
         text = text[:-1] + f', "{key}": ' + json.dumps(rng.choice(odd_values)) + "}"
     elif action == 6:  # numbers as Spark and Python spell them differently, or escaped names
-        text = rng.choice([text.replace(": 1,", ": 1.0,", 1), text.replace(": 1,", ": 1e0,", 1),
-                           text.replace('"type"', '"\\u0074ype"', 1), text.replace(": 6", ": 06", 1)])  # fmt: skip
+        text = rng.choice(
+            [
+                text.replace(": 1,", ": 1.0,", 1),
+                text.replace(": 1,", ": 1e0,", 1),
+                text.replace('"type"', '"\\u0074ype"', 1),
+                text.replace(": 6", ": 06", 1),
+            ]
+        )
     elif action == 7:
         text = rng.choice([text + " trailing", text + " {}", "\ufeff" + text, "  \n" + text, text + ",", text[:-1]])
     return text
@@ -189,11 +232,19 @@ def test_the_rule_trees_travel_as_a_broadcast_not_in_every_task(spark):
     settings = IngestSettings("unused:9092", {DEFAULT_TOPICS[t]: t for t in consumer_types})
     ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
     good = json.dumps(GOOD["consumer_channel"])
-    bad = [json.dumps({**GOOD["consumer_channel"], "subscriptions": [{"topic": ""}]}),
-           json.dumps({**GOOD["topic_route"],
-                       "brokers": [{"broker": "broker-a", "read_queue_nums": -1, "write_queue_nums": 4, "perm": 6}]})]  # fmt: skip
+    bad = [
+        json.dumps({**GOOD["consumer_channel"], "subscriptions": [{"topic": ""}]}),
+        json.dumps(
+            {
+                **GOOD["topic_route"],
+                "brokers": [{"broker": "broker-a", "read_queue_nums": -1, "write_queue_nums": 4, "perm": 6}],
+            }
+        ),
+    ]
     values = [bad[i % 2] if i % 3 else good for i in range(600)]
-    topics = [DEFAULT_TOPICS["topic_route"] if value == bad[1] else DEFAULT_TOPICS["consumer_channel"] for value in values]
+    topics = [
+        DEFAULT_TOPICS["topic_route"] if value == bad[1] else DEFAULT_TOPICS["consumer_channel"] for value in values
+    ]
     records = spark.createDataFrame(
         [(value.encode(), topic, 0, i, ts) for i, (value, topic) in enumerate(zip(values, topics, strict=True))],
         "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",
@@ -306,6 +357,8 @@ def test_the_job_classifies_the_hostile_harness_records_as_the_python_validator(
         if taken:
             expected = validate_event(text, KAFKA_TS, default_type=default_type)
             # The size rule runs on the raw bytes before the fast path, which does not check it.
-            assert not isinstance(expected, Rejection) or expected.reason in ("FUTURE_TIMESTAMP", "OVERSIZED"), \
-                (text[:160], expected)
+            assert not isinstance(expected, Rejection) or expected.reason in ("FUTURE_TIMESTAMP", "OVERSIZED"), (
+                text[:160],
+                expected,
+            )
             assert fast == rules, text[:160]

@@ -26,8 +26,13 @@ def _start(spark, checkpoint: Path, failing: Path, seen: Path):
         (seen / str(batch_id)).write_text(str(frame.count()))
 
     stream = spark.readStream.format("rate").option("rowsPerSecond", 5).load()
-    return (stream.writeStream.queryName("supervised").option("checkpointLocation", str(checkpoint))
-            .foreachBatch(sink).trigger(processingTime="500 milliseconds").start())  # fmt: skip
+    return (
+        stream.writeStream.queryName("supervised")
+        .option("checkpointLocation", str(checkpoint))
+        .foreachBatch(sink)
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
 
 
 def _supervise_until(supervisor, queries, done, timeout_s=120.0):

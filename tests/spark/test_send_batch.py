@@ -67,7 +67,9 @@ def _batch(spark, rows, keyed: bool):  # type: ignore[no-untyped-def]
     frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
     # keyed: a Spark partition per Kafka partition, as the Kafka source reads them; else every pair everywhere
     frame = frame.repartition(4, "partition") if keyed else frame.repartition(4)
-    classified = classify(frame, contracts_for(("send_result",)), IngestSettings("unused:9092", {"sends": "send_result"}))
+    classified = classify(
+        frame, contracts_for(("send_result",)), IngestSettings("unused:9092", {"sends": "send_result"})
+    )
     return send_batch(classified, RULES, "rocketmq-4", False, FLOORS)
 
 
@@ -98,18 +100,38 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         else:
             assert summary.spanning_keys > 0
             # without the re-reduction, the per-partition rows differ from the batch's (the test can tell)
-            assert _rows(kept_sends(reduced, valid, floor, respan=False, batch_id=7), FAULT_UPDATE_COLUMNS) != expected_sends
+            assert (
+                _rows(kept_sends(reduced, valid, floor, respan=False, batch_id=7), FAULT_UPDATE_COLUMNS)
+                != expected_sends
+            )
 
-        minute_columns = ("broker", "producer_group", "minute_start", "sends", "errors", "latency_sum_ms",
-                          "latency_max_ms", "bucket_upper_ms", "bucket_counts")  # fmt: skip
+        minute_columns = (
+            "broker",
+            "producer_group",
+            "minute_start",
+            "sends",
+            "errors",
+            "latency_sum_ms",
+            "latency_max_ms",
+            "bucket_upper_ms",
+            "bucket_counts",
+        )
         expected_minutes = _rows(minute_statistics(valid, BUCKETS), minute_columns)
         partials = minute_partials(reduced, BUCKETS)
         assert {row["batch_id"] for row in partials.collect()} == {7}
         assert _rows(sum_minutes(partials), minute_columns) == expected_minutes
         assert summary.minutes == partials.count() > len(expected_minutes) == 3 * 2 * 4  # brokers x groups x minutes
 
-        dead_columns = ("source", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "raw_value",
-                        "reason", "detail")  # fmt: skip
+        dead_columns = (
+            "source",
+            "kafka_topic",
+            "kafka_partition",
+            "kafka_offset",
+            "kafka_timestamp",
+            "raw_value",
+            "reason",
+            "detail",
+        )
         expected_dead = _rows(dead_letter_columns(records), dead_columns)
         assert summary.rejected == len(expected_dead) > 0
         assert _rows(dead_letter_columns(reduced.where(F.col("kind") == "reject")), dead_columns) == expected_dead
@@ -121,16 +143,48 @@ def test_client_line_rules_choose_the_table_per_send_reading_the_version_once(sp
     from streaming.domain.versions import ClientLine
 
     # Real clients' forms, then texts only a broken collector sends: both readings must agree on every one.
-    versions = ["V4_9_8", "4.9.8", "5.3.3", "V5_1_4", "409", "441", "unknown", "V", " v4_9_8 ", "VV4", "3.0",
-                "0409", "100.1", "412abc", "99999999999999999999999", "\t5", "", "4", "5", "v99"]  # fmt: skip
+    versions = [
+        "V4_9_8",
+        "4.9.8",
+        "5.3.3",
+        "V5_1_4",
+        "409",
+        "441",
+        "unknown",
+        "V",
+        " v4_9_8 ",
+        "VV4",
+        "3.0",
+        "0409",
+        "100.1",
+        "412abc",
+        "99999999999999999999999",
+        "\t5",
+        "",
+        "4",
+        "5",
+        "v99",
+    ]
     rows = []
     for offset, version in enumerate(versions):
-        event = {"type": "send_result", "schema_version": 1, "event_time": BASE, "producer_id": f"p{offset}",
-                 "producer_group": "PG", "topic": "T", "broker": "b", "queue_id": 0, "latency_ms": 600,
-                 "outcome": "OK", "client_version": version}  # fmt: skip
+        event = {
+            "type": "send_result",
+            "schema_version": 1,
+            "event_time": BASE,
+            "producer_id": f"p{offset}",
+            "producer_group": "PG",
+            "topic": "T",
+            "broker": "b",
+            "queue_id": 0,
+            "latency_ms": 600,
+            "outcome": "OK",
+            "client_version": version,
+        }
         rows.append((json.dumps(event).encode(), "sends", 0, offset, datetime.fromtimestamp(BASE / 1000, tz=UTC)))
     frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
-    classified = classify(frame, contracts_for(("send_result",)), IngestSettings("unused:9092", {"sends": "send_result"}))
+    classified = classify(
+        frame, contracts_for(("send_result",)), IngestSettings("unused:9092", {"sends": "send_result"})
+    )
     # A table per line and a third one for a version no line rule reads, which ClientLine.parse shows by
     # answering with whichever default it is given.
     rules = [FaultTableRule("rocketmq-4", "*", "4.9"), FaultTableRule("rocketmq-5", "*", "5")]
@@ -156,9 +210,19 @@ def _kafka_records(seed: int) -> list[tuple[bytes | None, str, int, int, datetim
     field), which only the rules accept."""
     rows: list[tuple[bytes | None, str, int, int, datetime | None]] = list(_records(seed, 2000))
     stamp = datetime.fromtimestamp(BASE / 1000 + 3600, tz=UTC)
-    event = {"type": "send_result", "schema_version": 1, "event_time": BASE, "producer_id": "10.0.0.1@1#1",
-             "producer_group": "PG-billing", "topic": "T", "broker": "broker-0", "queue_id": 1, "latency_ms": 900,
-             "outcome": "OK", "client_version": "V4_9_8"}  # fmt: skip
+    event = {
+        "type": "send_result",
+        "schema_version": 1,
+        "event_time": BASE,
+        "producer_id": "10.0.0.1@1#1",
+        "producer_group": "PG-billing",
+        "topic": "T",
+        "broker": "broker-0",
+        "queue_id": 1,
+        "latency_ms": 900,
+        "outcome": "OK",
+        "client_version": "V4_9_8",
+    }
     odd = [
         json.dumps({**event, "producer_group": "x" * 70_000}).encode(),  # OVERSIZED
         json.dumps({**event, "event_time": BASE + 3600_000 + 300_001}).encode(),  # FUTURE_TIMESTAMP
@@ -184,8 +248,12 @@ def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, 
 
     rows = _kafka_records(seed=5)
     if not rules_only:
-        rows = [row for row in rows if row[4] is not None
-                and (row[0] is None or b'"extra"' not in row[0] and b'"schema_version": 1.0' not in row[0])]
+        rows = [
+            row
+            for row in rows
+            if row[4] is not None
+            and (row[0] is None or b'"extra"' not in row[0] and b'"schema_version": 1.0' not in row[0])
+        ]
     frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
     frame = (frame.repartition(4, "partition") if keyed else frame.repartition(4)).persist()
     contracts = contracts_for(("send_result",))
@@ -194,9 +262,13 @@ def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, 
     classified = send_batch(classify(frame, contracts, settings), rules, "rocketmq-4", True, FLOORS)
     classic = reduce_in_partitions(classified, BUCKETS, 3).persist()
     one_pass = reduce_kafka_batch(
-        frame, strict_events_spec(contracts), settings,
-        fault_table_template(spark, rules, "rocketmq-4", True, FLOORS), BUCKETS, 3,
-    ).persist()  # fmt: skip
+        frame,
+        strict_events_spec(contracts),
+        settings,
+        fault_table_template(spark, rules, "rocketmq-4", True, FLOORS),
+        BUCKETS,
+        3,
+    ).persist()
     try:
         expected, got = summarize(classic), summarize(one_pass)
         assert got.rejected == 0 and expected.unsure == 0
@@ -205,22 +277,50 @@ def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, 
         assert valid_for_rules == (3 if rules_only else 0)
         # Left to the rules: exactly the rejects, and the valid sends the fast path does not take.
         assert got.unsure == expected.rejected + valid_for_rules
-        dead_columns = ("source", "kafka_topic", "kafka_partition", "kafka_offset", "kafka_timestamp", "raw_value",
-                        "reason", "detail")  # fmt: skip
+        dead_columns = (
+            "source",
+            "kafka_topic",
+            "kafka_partition",
+            "kafka_offset",
+            "kafka_timestamp",
+            "raw_value",
+            "reason",
+            "detail",
+        )
         assert _rows(dead_letter_columns(judged), dead_columns) == _rows(dead_letter_columns(classified), dead_columns)
         assert {r["reason"] for r in dead_letter_columns(judged).collect()} >= {
-            "OVERSIZED", "FUTURE_TIMESTAMP", "NOT_JSON", "UNKNOWN_TYPE", "NEGATIVE_LATENCY"}
+            "OVERSIZED",
+            "FUTURE_TIMESTAMP",
+            "NOT_JSON",
+            "UNKNOWN_TYPE",
+            "NEGATIVE_LATENCY",
+        }
         if rules_only:
             return  # the job reduces such a batch the classic way (send_query.write_batch)
         assert (got.kept_sends, got.minutes, got.spanning_keys, got.latest_send_ms) == (
-            expected.kept_sends, expected.minutes, expected.spanning_keys, expected.latest_send_ms)
+            expected.kept_sends,
+            expected.minutes,
+            expected.spanning_keys,
+            expected.latest_send_ms,
+        )
         send_columns = ("spark_partition", *FAULT_UPDATE_COLUMNS)
         assert _rows(one_pass.where(F.col("kind") == "send"), send_columns) == _rows(
-            classic.where(F.col("kind") == "send"), send_columns)
+            classic.where(F.col("kind") == "send"), send_columns
+        )
         tables = {r["fault_table"] for r in one_pass.where(F.col("kind") == "send").collect()}
         assert tables == {"rocketmq-4", "rocketmq-5", None}  # both rules, and producer 4 without fault tolerance
-        minute_columns = ("spark_partition", "broker", "producer_group", "minute_start", "sends", "errors",
-                          "latency_sum_ms", "latency_max_ms", "bucket_upper_ms", "bucket_counts")  # fmt: skip
+        minute_columns = (
+            "spark_partition",
+            "broker",
+            "producer_group",
+            "minute_start",
+            "sends",
+            "errors",
+            "latency_sum_ms",
+            "latency_max_ms",
+            "bucket_upper_ms",
+            "bucket_counts",
+        )
         partials = minute_partials(one_pass, BUCKETS).withColumn("spark_partition", F.lit(0))
         reference = minute_partials(classic, BUCKETS).withColumn("spark_partition", F.lit(0))
         assert _rows(partials, minute_columns) == _rows(reference, minute_columns)

@@ -7,8 +7,10 @@ from pyspark.sql import functions as F
 from streaming.job.send_query import FaultTableRule, fault_table_column, latency_floor_column
 from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows, sum_minutes
 
-COLUMNS = ("producer_id STRING, producer_group STRING, broker STRING, event_time_ms BIGINT, latency_ms BIGINT, "
-           "outcome STRING, client_version STRING, kafka_partition INT, kafka_offset BIGINT")  # fmt: skip
+COLUMNS = (
+    "producer_id STRING, producer_group STRING, broker STRING, event_time_ms BIGINT, latency_ms BIGINT, "
+    "outcome STRING, client_version STRING, kafka_partition INT, kafka_offset BIGINT"
+)
 
 
 def test_fault_table_per_send_never_fails_on_free_text_versions(spark):
@@ -37,8 +39,10 @@ def test_reduction_keeps_exactly_the_sends_that_can_matter(spark):
 
 
 def test_minute_statistics_with_cumulative_buckets(spark):
-    rows = [("p", "PG", "b", 60_000 * (i // 3), lat, "OK" if lat < 3000 else "TIMEOUT", "V5", 0, i)
-            for i, lat in enumerate([10, 60, 700, 20, 3000, 40])]  # fmt: skip
+    rows = [
+        ("p", "PG", "b", 60_000 * (i // 3), lat, "OK" if lat < 3000 else "TIMEOUT", "V5", 0, i)
+        for i, lat in enumerate([10, 60, 700, 20, 3000, 40])
+    ]
     stats = {
         r["minute_start"].minute: r
         for r in minute_statistics(spark.createDataFrame(rows, COLUMNS), [50, 550, 2000]).collect()
@@ -54,10 +58,19 @@ def test_summed_partials_equal_the_statistics_of_all_sends_at_once(spark):
 
     rng = random.Random(7)
     rows = [
-        ("p", rng.choice(["PG", "PH"]), rng.choice(["b1", "b2"]), rng.randrange(0, 240_000),
-         rng.choice([3, 40, 80, 600, 2500, 9000]), rng.choice(["OK", "OK", "OK", "TIMEOUT"]), "V5", 0, i)
+        (
+            "p",
+            rng.choice(["PG", "PH"]),
+            rng.choice(["b1", "b2"]),
+            rng.randrange(0, 240_000),
+            rng.choice([3, 40, 80, 600, 2500, 9000]),
+            rng.choice(["OK", "OK", "OK", "TIMEOUT"]),
+            "V5",
+            0,
+            i,
+        )
         for i in range(400)
-    ]  # fmt: skip
+    ]
     sends = spark.createDataFrame(rows, COLUMNS)
     buckets = [50, 550, 2000]
     partials = None
@@ -69,8 +82,9 @@ def test_summed_partials_equal_the_statistics_of_all_sends_at_once(spark):
 
     def by_key(frame):  # type: ignore[no-untyped-def]
         columns = ("sends", "errors", "latency_sum_ms", "latency_max_ms", "bucket_upper_ms", "bucket_counts")
-        return {(r["broker"], r["producer_group"], r["minute_start"]): tuple(r[c] for c in columns)
-                for r in frame.collect()}  # fmt: skip
+        return {
+            (r["broker"], r["producer_group"], r["minute_start"]): tuple(r[c] for c in columns) for r in frame.collect()
+        }
 
     summed = by_key(sum_minutes(partials))
     assert summed == by_key(minute_statistics(sends, buckets))
@@ -93,7 +107,10 @@ def test_reduction_keeps_only_presence_of_producers_without_a_fault_table(spark)
     # no fault item, so only the first and the last (presence) are kept
     latencies = [5, 5, 900, 5, 5, 5, 5, 5]
     outcomes = ["OK", "OK", "OK", "OK", "OK", "TIMEOUT", "OK", "OK"]
-    rows = [("p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i) for i, (lat, out) in enumerate(zip(latencies, outcomes, strict=True))]
+    rows = [
+        ("p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i)
+        for i, (lat, out) in enumerate(zip(latencies, outcomes, strict=True))
+    ]
     frame = spark.createDataFrame(rows, COLUMNS).withColumn("fault_table", F.lit(None).cast("string"))
     kept = reduce_for_fault_windows(frame, latency_floor_column({"rocketmq-4": 550}))
     assert sorted(r["kafka_offset"] for r in kept.collect()) == [0, 7]

@@ -26,7 +26,7 @@ def test_a_stop_during_a_python_batch_is_recognised_as_an_interrupt_even_with_a_
 
 
 def test_local_checkpoints_are_written_through_the_filesystem_api():  # type: ignore[no-untyped-def]
-    """"auto" picks Hadoop's FileSystem API for a local checkpoint root only; "spark" and [spark.conf] win."""
+    """ "auto" picks Hadoop's FileSystem API for a local checkpoint root only; "spark" and [spark.conf] win."""
     from streaming.job.spark_session import (
         CHECKPOINT_FILE_MANAGER_KEY,
         FILESYSTEM_CHECKPOINT_FILE_MANAGER,
@@ -39,7 +39,11 @@ def test_local_checkpoints_are_written_through_the_filesystem_api():  # type: ig
 
     for local in (".run/checkpoints", "/var/lib/rrm/checkpoints", "file:///var/lib/rrm/checkpoints"):
         assert manager(checkpoint_root=local) == FILESYSTEM_CHECKPOINT_FILE_MANAGER, local
-    for remote in ("hdfs://nn:8020/rrm/checkpoints", "s3a://bucket/rrm/checkpoints", "abfss://c@a.dfs.core.windows.net/x"):
+    for remote in (
+        "hdfs://nn:8020/rrm/checkpoints",
+        "s3a://bucket/rrm/checkpoints",
+        "abfss://c@a.dfs.core.windows.net/x",
+    ):
         assert manager(checkpoint_root=remote) is None, remote
     assert manager() is None  # no checkpoint root given: Spark's choice
     assert manager(checkpoint_root="/tmp/c", checkpoint_file_manager="spark") is None
@@ -103,7 +107,11 @@ def test_python_workers_reach_the_jvm_over_a_unix_domain_socket(spark):  # type:
         def table_inodes(path: str, column: int) -> set[str]:
             try:
                 with open(path) as table:
-                    return {fields[column] for fields in map(str.split, table.read().splitlines()[1:]) if len(fields) > column}
+                    return {
+                        fields[column]
+                        for fields in map(str.split, table.read().splitlines()[1:])
+                        if len(fields) > column
+                    }
             except FileNotFoundError:
                 return set()
 

@@ -51,9 +51,9 @@ def write_small_batches(spark, tables: DeltaTables, batches: int = 3) -> None:
             [("p1", "PG", "broker-a", 1_700_000_000_000 + batch, 5, "OK", "V4_9_8", "rocketmq-4", 0, batch, batch)],
             FAULT_UPDATES_DDL,
         )
-        send.write.format("delta").mode("append").option("txnAppId", "app:internal").option(
-            "txnVersion", batch
-        ).save(internal)
+        send.write.format("delta").mode("append").option("txnAppId", "app:internal").option("txnVersion", batch).save(
+            internal
+        )
         assignment = spark.createDataFrame(
             [("g", "T", "c1", [("broker-a", batch)], 1, batch, 1_700_000_000_000 + batch, batch)], ASSIGNMENT_DDL
         ).select(*column_names("current_assignment"))
@@ -91,8 +91,9 @@ def test_the_writer_compacts_small_files_once_they_pile_up_only_when_asked(spark
     spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", "3")  # Delta's default is 50
     try:
         for batch in range(4):
-            frame = spark.createDataFrame([("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)],
-                                          DEAD_LETTER_DDL)  # fmt: skip
+            frame = spark.createDataFrame(
+                [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
+            )
             tables.append("dead_letters", frame, "app", batch)
     finally:
         spark.conf.unset("spark.databricks.delta.autoCompact.minNumFiles")
@@ -101,7 +102,6 @@ def test_the_writer_compacts_small_files_once_they_pile_up_only_when_asked(spark
         assert files_in_table(spark, path) < 4
     else:
         assert files_in_table(spark, path) == 4
-
 
 
 def test_a_failed_auto_compaction_leaves_the_write_committed_and_the_writer_writing(spark, tmp_path):
@@ -113,8 +113,9 @@ def test_a_failed_auto_compaction_leaves_the_write_committed_and_the_writer_writ
     path = tables.path("dead_letters")
 
     def append(batch: int) -> None:
-        frame = spark.createDataFrame([("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)],
-                                      DEAD_LETTER_DDL)  # fmt: skip
+        frame = spark.createDataFrame(
+            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
+        )
         tables.append("dead_letters", frame, "app", batch)
 
     spark.conf.set("spark.databricks.delta.autoCompact.minNumFiles", "3")
@@ -131,6 +132,8 @@ def test_a_failed_auto_compaction_leaves_the_write_committed_and_the_writer_writ
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
     assert [r["operation"] for r in history] == ["CREATE TABLE"] + ["WRITE"] * 4  # no OPTIMIZE committed
     assert files_in_table(spark, path) == 4
+
+
 def test_maintain_compacts_append_only_tables_and_vacuums_every_table_after_a_dry_run(spark, written):
     root = written.root
     paths = {name: str(root / name) for name in ("dead_letters", "current_assignment", FAULT_UPDATES_TABLE)}
@@ -167,8 +170,9 @@ def test_tables_the_job_compacts_or_merges_are_compacted_only_with_the_job_stopp
     tables = DeltaTables(spark, tmp_path, auto_compact=True)  # the job's default: the writer compacts
     tables.ensure_all(["dead_letters", "current_assignment"])
     for batch in range(3):  # three files each (the writer compacts only from 50 on), none replaced
-        dead = spark.createDataFrame([("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)],
-                                     DEAD_LETTER_DDL)  # fmt: skip
+        dead = spark.createDataFrame(
+            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
+        )
         tables.append("dead_letters", dead, "app", batch)
         frame = spark.createDataFrame([("g", "T", f"c{batch}", [("broker-a", batch)], 1, 1, 1, batch)], ASSIGNMENT_DDL)
         tables.merge_upsert("current_assignment", frame.select(*column_names("current_assignment")), "app", batch)
@@ -188,8 +192,9 @@ def test_tables_the_job_compacts_or_merges_are_compacted_only_with_the_job_stopp
     assert {name: rows(spark, tables.path(name)) for name in before} == before
 
 
-def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_tables(spark, written, tmp_path_factory,
-                                                                                   capsys):  # fmt: skip
+def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_tables(
+    spark, written, tmp_path_factory, capsys
+):
     from streaming.cli import main
 
     config = tmp_path_factory.mktemp("conf") / "monitor.toml"
@@ -200,9 +205,11 @@ def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_table
     assert lines[0].split()[:5] == ["table", "kind", "files", "compacted", "now"]
     assert lines[0].split()[-1] == "retention"
     table = {line.split()[0]: line.split()[1:5] + line.split()[-2:] for line in lines[1:4]}
-    assert table == {"dead_letters": ["history", "3", "3", "1", "0", "hours"],
-                     "current_assignment": ["current", "1", "0", "1", "0", "hours"],  # one row, rewritten
-                     FAULT_UPDATES_TABLE: ["internal", "3", "3", "1", "0", "hours"]}  # fmt: skip
+    assert table == {
+        "dead_letters": ["history", "3", "3", "1", "0", "hours"],
+        "current_assignment": ["current", "1", "0", "1", "0", "hours"],  # one row, rewritten
+        FAULT_UPDATES_TABLE: ["internal", "3", "3", "1", "0", "hours"],
+    }
     assert lines[-1] == "not compacted, the running job MERGEs them (--job-stopped compacts here): current_assignment"
 
     assert main(["maintain", "--config", str(config), "--dry-run"]) == 0
@@ -260,9 +267,20 @@ def test_after_a_restart_an_append_only_table_is_compacted_only_once_it_has_the_
     restart_version = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").agg({"version": "max"}).first()[0]
     assert files_in_table(spark, path) == 2
     restarted = subprocess.run(
-        [sys.executable, "-m", "tests.support.dead_letter_writer", str(tmp_path), str(threshold + 1), "6", str(threshold)],
-        cwd=Path(__file__).parents[2], capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tests.support.dead_letter_writer",
+            str(tmp_path),
+            str(threshold + 1),
+            "6",
+            str(threshold),
+        ],
+        cwd=Path(__file__).parents[2],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert restarted.returncode == 0, restarted.stderr[-3000:]
 
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where(f"version > {restart_version}").orderBy("version")

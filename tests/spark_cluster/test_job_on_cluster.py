@@ -29,9 +29,14 @@ def write_config(path: Path, master: str) -> Path:
 
 
 def start_job(config: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
-                            cwd=ROOT, env={**os.environ, **env}, start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def finish(process: subprocess.Popen) -> None:
@@ -90,8 +95,9 @@ def consumer_commits(env: dict[str, str]) -> int:
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
 
 
-def test_a_worker_killed_mid_run_leaves_the_job_to_the_other_and_the_tables_whole(kafka_broker, spark, spark_cluster,
-                                                                                 tmp_path):  # fmt: skip
+def test_a_worker_killed_mid_run_leaves_the_job_to_the_other_and_the_tables_whole(
+    kafka_broker, spark, spark_cluster, tmp_path
+):
     bootstrap = kafka_broker.bootstrap_servers
     batches = {"RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER": "60"}  # many micro-batches, so the kill lands mid-run
     local, topics = job_env(bootstrap, tmp_path / "local", "cl-kill", **batches)
@@ -138,8 +144,9 @@ def test_executors_import_the_job_from_the_zip_the_driver_ships(spark_cluster):
     (this checkout, on this machine): the job's code must come from what the driver shipped."""
     from connectors.python_package import python_zip
 
-    result = subprocess.run([sys.executable, "-c", PROBE, spark_cluster.master_url], cwd=ROOT, capture_output=True,
-                            text=True, timeout=600)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, spark_cluster.master_url], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     seen = [json.loads(entry) for entry in json.loads(result.stdout.strip().splitlines()[-1])]
     shipped = python_zip().name
@@ -155,8 +162,13 @@ def test_the_cli_starts_reports_and_stops_a_cluster_by_pid(tmp_path):
     from connectors.processes import pid_alive
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "streaming.cli", "spark-cluster", *args, "--home", str(tmp_path)],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "streaming.cli", "spark-cluster", *args, "--home", str(tmp_path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     pids: list[int] = []
     started = cli("start", "--workers", "1")

@@ -34,5 +34,7 @@ def read_records(
     bootstrap: str, topic: str, *, at_least: int = 1, timeout_s: float = 90.0
 ) -> list[tuple[dict[str, str], dict]]:
     """Every record of ``topic`` as (headers as name to UTF-8 text, event)."""
-    return [({k: v.decode() for k, v in r.headers}, json.loads(r.value))
-            for r in _records(bootstrap, topic, at_least, timeout_s)]  # fmt: skip
+    return [
+        ({k: v.decode() for k, v in r.headers}, json.loads(r.value))
+        for r in _records(bootstrap, topic, at_least, timeout_s)
+    ]

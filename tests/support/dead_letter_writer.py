@@ -23,8 +23,9 @@ def append_batches(spark, root: str, first: int, count: int) -> None:  # type: i
     tables = DeltaTables(spark, root, auto_compact=True)
     tables.ensure_all(["dead_letters"])
     for batch in range(first, first + count):
-        frame = spark.createDataFrame([("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)],
-                                      DEAD_LETTER_DDL)  # fmt: skip
+        frame = spark.createDataFrame(
+            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
+        )
         tables.append("dead_letters", frame, "app", batch, 1)
 
 
@@ -32,8 +33,14 @@ def main(root: str, first: int, count: int, min_num_files: int) -> None:
     from streaming.job.spark_session import SparkSettings, build_spark_session
 
     with tempfile.TemporaryDirectory() as scratch:
-        spark = build_spark_session(SparkSettings(app_name="rrm-writer", local_dir=scratch, checkpoint_root=scratch,
-                                                  extra_conf={MIN_NUM_FILES: str(min_num_files)}))  # fmt: skip
+        spark = build_spark_session(
+            SparkSettings(
+                app_name="rrm-writer",
+                local_dir=scratch,
+                checkpoint_root=scratch,
+                extra_conf={MIN_NUM_FILES: str(min_num_files)},
+            )
+        )
         try:
             append_batches(spark, root, first, count)
         finally:

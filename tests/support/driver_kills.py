@@ -26,9 +26,20 @@ from streaming.job.runner import QUERY_NAMES
 BASE = 1_700_000_000_000
 ROOT = Path(__file__).parents[2]
 # The tables the crash test has always compared; ``streaming.job.tables.TABLES`` adds the brokers' views.
-TABLES = ("membership_changes", "group_snapshots", "expected_assignments", "current_assignment", "anomaly_episodes",
-          "anomalies_current", "group_status_current", "fault_windows", "producer_broker_status_current", "broker_status_current",
-          "send_latency_minutes", "dead_letters")  # fmt: skip
+TABLES = (
+    "membership_changes",
+    "group_snapshots",
+    "expected_assignments",
+    "current_assignment",
+    "anomaly_episodes",
+    "anomalies_current",
+    "group_status_current",
+    "fault_windows",
+    "producer_broker_status_current",
+    "broker_status_current",
+    "send_latency_minutes",
+    "dead_letters",
+)
 
 # startup: JVM start, table checks, queries starting (timed from the spawn, as a fraction of the reference's
 # start-up); first-batch: the restored state's first batch (after the run's first write of any kind);
@@ -42,25 +53,56 @@ def workload():
     """Six consumer groups over 330 s of fleet time (one member expires), five producers' sends, two bad
     records: every table gets rows."""
     rng = random.Random(7)
-    events = [{"type": "topic_route", "schema_version": 1, "event_time": BASE, "topic": t,
-               "brokers": [{"broker": b, "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6} for b in ("broker-a", "broker-b")]}
-              for t in ("T1", "T2")]  # fmt: skip
+    events = [
+        {
+            "type": "topic_route",
+            "schema_version": 1,
+            "event_time": BASE,
+            "topic": t,
+            "brokers": [
+                {"broker": b, "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6} for b in ("broker-a", "broker-b")
+            ],
+        }
+        for t in ("T1", "T2")
+    ]
     for t in range(0, 330_000, 30_000):
         for g in range(6):
             for c in range(4 if g % 3 else 3):
                 if g == 4 and c == 3 and t > 200_000:
                     continue  # a member that goes silent and expires
                 cid = "172.17.0.1@1" if (g == 5 and c < 2) else f"10.0.{g}.{c}@{c}#9"
-                events.append({"type": "consumer_channel", "schema_version": 1, "event_time": BASE + t + c, "broker": "broker-a",
-                               "kind": "HEARTBEAT", "channel": f"10.9.{g}.{c}:4000", "client_id": cid, "group": f"G{g}",
-                               "subscriptions": [{"topic": "T1" if g % 2 else "T2", "expression": "*", "sub_version": 1}]})  # fmt: skip
+                events.append(
+                    {
+                        "type": "consumer_channel",
+                        "schema_version": 1,
+                        "event_time": BASE + t + c,
+                        "broker": "broker-a",
+                        "kind": "HEARTBEAT",
+                        "channel": f"10.9.{g}.{c}:4000",
+                        "client_id": cid,
+                        "group": f"G{g}",
+                        "subscriptions": [{"topic": "T1" if g % 2 else "T2", "expression": "*", "sub_version": 1}],
+                    }
+                )
         for p in range(5):
             for _ in range(10):
                 latency = rng.choice([3, 8, 20, 600, 1200, 2500, 16000]) if rng.random() < 0.2 else rng.randint(1, 40)
-                events.append({"type": "send_result", "schema_version": 1, "event_time": BASE + t + rng.randint(0, 29_999),
-                               "producer_id": f"P{p}", "producer_group": "PG", "topic": "T1", "broker": rng.choice(["broker-a", "broker-b"]),
-                               "queue_id": 0, "latency_ms": latency, "outcome": "OK" if rng.random() > 0.03 else "TIMEOUT",
-                               "client_version": "V4_9_8" if p % 2 else "5.3.3", "send_latency_fault_enable": True})  # fmt: skip
+                events.append(
+                    {
+                        "type": "send_result",
+                        "schema_version": 1,
+                        "event_time": BASE + t + rng.randint(0, 29_999),
+                        "producer_id": f"P{p}",
+                        "producer_group": "PG",
+                        "topic": "T1",
+                        "broker": rng.choice(["broker-a", "broker-b"]),
+                        "queue_id": 0,
+                        "latency_ms": latency,
+                        "outcome": "OK" if rng.random() > 0.03 else "TIMEOUT",
+                        "client_version": "V4_9_8" if p % 2 else "5.3.3",
+                        "send_latency_fault_enable": True,
+                    }
+                )
     events.sort(key=lambda e: e["event_time"])
     return events + [("consumer_channel", b"{broken"), ("send_result", b'{"type": "send_result"}')]
 
@@ -116,9 +158,11 @@ class Progress:
 
         checkpoints, delta = root / "checkpoints", root / "delta"
         tables = os.listdir(delta) if delta.exists() else []
-        return cls({q: count(checkpoints / q / "offsets") for q in QUERY_NAMES},
-                   {q: count(checkpoints / q / "commits") for q in QUERY_NAMES},
-                   sum(count(delta / t / "_delta_log", ".json") for t in tables))  # fmt: skip
+        return cls(
+            {q: count(checkpoints / q / "offsets") for q in QUERY_NAMES},
+            {q: count(checkpoints / q / "commits") for q in QUERY_NAMES},
+            sum(count(delta / t / "_delta_log", ".json") for t in tables),
+        )
 
     def in_flight(self) -> list[str]:
         """Queries with a planned batch not yet committed."""
@@ -190,8 +234,13 @@ def run_monitored(config: Path, point: KillPoint | None, timeout_s: float = 3600
     log_path = config.parent / f"{config.stem}.log"
     started = time.monotonic()
     with log_path.open("ab") as log:
-        process = subprocess.Popen([sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
-                                   cwd=ROOT, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
+            cwd=ROOT,
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     before = Progress.of(root)
     first_write_s, fire_at, cpu_s, last_cpu_sample = None, None, 0.0, 0.0
     try:
@@ -203,9 +252,15 @@ def run_monitored(config: Path, point: KillPoint | None, timeout_s: float = 3600
                 after = Progress.of(root)
                 if process.returncode != 0:
                     raise AssertionError(f"the job exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
-                return RunRecord(None if point is None else asdict(point), False, round(now - started, 2),
-                                 round(cpu_s, 2), first_write_s, _commits(after) - _commits(before),
-                                 after.delta_versions - before.delta_versions)  # fmt: skip
+                return RunRecord(
+                    None if point is None else asdict(point),
+                    False,
+                    round(now - started, 2),
+                    round(cpu_s, 2),
+                    first_write_s,
+                    _commits(after) - _commits(before),
+                    after.delta_versions - before.delta_versions,
+                )
             assert now - started < timeout_s, f"the job ran longer than {timeout_s} s"
             progress = Progress.of(root)
             if first_write_s is None and progress != before:
@@ -217,9 +272,17 @@ def run_monitored(config: Path, point: KillPoint | None, timeout_s: float = 3600
                 pids = _process_tree(process.pid)
                 cpu_s = max(cpu_s, _tree_cpu_s(pids))
                 orphans = kill_tree(process, pids)
-                return RunRecord(asdict(point), True, round(time.monotonic() - started, 2), round(cpu_s, 2),
-                                 first_write_s, _commits(at_kill) - _commits(before),
-                                 at_kill.delta_versions - before.delta_versions, at_kill.in_flight(), orphans)  # fmt: skip
+                return RunRecord(
+                    asdict(point),
+                    True,
+                    round(time.monotonic() - started, 2),
+                    round(cpu_s, 2),
+                    first_write_s,
+                    _commits(at_kill) - _commits(before),
+                    at_kill.delta_versions - before.delta_versions,
+                    at_kill.in_flight(),
+                    orphans,
+                )
             time.sleep(POLL_S)
     finally:
         if process.poll() is None:
@@ -339,9 +402,13 @@ def compare_tables(spark, reference: Path, interrupted: Path, tables: tuple[str,
         expected = Counter(table_rows(spark, reference, table))
         actual = Counter(table_rows(spark, interrupted, table))
         missing, extra = expected - actual, actual - expected
-        verdicts[table] = {"equal": not missing and not extra, "rows": sum(expected.values()),
-                           "rows_after_kills": sum(actual.values()),
-                           "missing": sorted(missing.elements())[:20], "extra": sorted(extra.elements())[:20]}  # fmt: skip
+        verdicts[table] = {
+            "equal": not missing and not extra,
+            "rows": sum(expected.values()),
+            "rows_after_kills": sum(actual.values()),
+            "missing": sorted(missing.elements())[:20],
+            "extra": sorted(extra.elements())[:20],
+        }
     return verdicts
 
 
@@ -360,9 +427,16 @@ class KillsOutcome:
         return {t: v for t, v in self.tables.items() if not v["equal"]}
 
 
-def run_with_kills(compare: Callable[[Path, Path], dict[str, dict[str, Any]]], workdir: Path, bootstrap: str,
-                   prefix: str, kills: int, seed: int, max_offsets: int,
-                   on_run: Callable[[RunRecord], None] = lambda run: None) -> KillsOutcome:  # fmt: skip
+def run_with_kills(
+    compare: Callable[[Path, Path], dict[str, dict[str, Any]]],
+    workdir: Path,
+    bootstrap: str,
+    prefix: str,
+    kills: int,
+    seed: int,
+    max_offsets: int,
+    on_run: Callable[[RunRecord], None] = lambda run: None,
+) -> KillsOutcome:
     """The reference run, then the ``seed``'s ``kills`` points each followed by a restart from the same
     checkpoints, then a run that drains the input; ``on_run`` sees each run's record as it ends, and
     ``compare(reference_root, interrupted_root)`` judges the tables. The workload must already be in the

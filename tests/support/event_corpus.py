@@ -34,8 +34,14 @@ GOOD = {
         "consume_type": "CONSUME_PASSIVELY",
         "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
         "connections": [
-            {"channel": "10.0.0.7:51234", "client_id": "10.0.0.7@1#123", "language": "JAVA", "client_version": "479",
-             "allocate_strategy": "AVG", "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}]},
+            {
+                "channel": "10.0.0.7:51234",
+                "client_id": "10.0.0.7@1#123",
+                "language": "JAVA",
+                "client_version": "479",
+                "allocate_strategy": "AVG",
+                "subscriptions": [{"topic": "T", "expression": "*", "sub_version": 1}],
+            },
         ],
     },
     "reported_assignment": {
@@ -151,9 +157,16 @@ BAD = [
     ),
     (_with("consumer_connections", connections=...), "MISSING_FIELD", "a poll without its connection list"),
     (_with("consumer_connections", stale_after_ms=10), "INVALID_VALUE", "a poll stale after 10 ms"),
-    (_with("consumer_connections", connections=[{"channel": "10.0.0.7:1"}]), "MISSING_FIELD", "a connection without id"),
-    (_with("consumer_connections", connections=[{"channel": "nowhere", "client_id": "c"}]), "INVALID_VALUE",
-     "a connection's channel without port"),
+    (
+        _with("consumer_connections", connections=[{"channel": "10.0.0.7:1"}]),
+        "MISSING_FIELD",
+        "a connection without id",
+    ),
+    (
+        _with("consumer_connections", connections=[{"channel": "nowhere", "client_id": "c"}]),
+        "INVALID_VALUE",
+        "a connection's channel without port",
+    ),
     (_with("consumer_connections", consume_type="CONSUME_SOMEHOW"), "INVALID_VALUE", "an unknown consume type"),
 ]
 

@@ -197,17 +197,61 @@ def _with_literal(event: dict[str, Any], path: Path_, literal: str) -> bytes:
 
 def _number_literals(schema: Mapping[str, Any]) -> list[str]:
     """Numbers at and beyond every bound and width, in every spelling."""
-    values = {0, 1, -1, 2**31 - 1, 2**31, -(2**31) - 1, 2**32, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**63 + 1,
-              -(2**63), -(2**63) - 1, 2**64, 10**38 - 1, 10**38, -(10**38), 10**39}  # fmt: skip
+    values = {
+        0,
+        1,
+        -1,
+        2**31 - 1,
+        2**31,
+        -(2**31) - 1,
+        2**32,
+        2**53,
+        2**53 + 1,
+        2**63 - 1,
+        2**63,
+        2**63 + 1,
+        -(2**63),
+        -(2**63) - 1,
+        2**64,
+        10**38 - 1,
+        10**38,
+        -(10**38),
+        10**39,
+    }
     for keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         if keyword in schema:
             bound = int(schema[keyword])
             values |= {bound - 1, bound, bound + 1}
     literals = [str(v) for v in sorted(values)]
-    literals += ["-0", "0.0", "-0.0", "1.0", "1.5", "1e3", "1E3", "1e-3", "1.0e2", "-1e0", "1e308", "1e400", "-1e400",
-                 "0.000000000000000000000000000000000000001", "12.000000000000000000000000000000000000000000",
-                 "9223372036854775807.0", "9223372036854775808.0", "4.9e-324", "00", "01", "+1", ".5", "1.",
-                 "0x10", "NaN", "Infinity", "-Infinity"]  # fmt: skip
+    literals += [
+        "-0",
+        "0.0",
+        "-0.0",
+        "1.0",
+        "1.5",
+        "1e3",
+        "1E3",
+        "1e-3",
+        "1.0e2",
+        "-1e0",
+        "1e308",
+        "1e400",
+        "-1e400",
+        "0.000000000000000000000000000000000000001",
+        "12.000000000000000000000000000000000000000000",
+        "9223372036854775807.0",
+        "9223372036854775808.0",
+        "4.9e-324",
+        "00",
+        "01",
+        "+1",
+        ".5",
+        "1.",
+        "0x10",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+    ]
     return literals
 
 
@@ -215,8 +259,9 @@ _UNICODE = ["é", "\u0301", "\U0001f600", "\u202e", "\u2028", "\u00a0", "\u0000"
 _ESCAPED = ['"\\ud800"', '"\\udc00"', '"\\ud83d\\ude00"', '"\\u0000"', '"a\\u0000b"', '"\\/"', '"\\x41"', '"\\u00"']
 
 
-def mutations(event_type: str, schema: Mapping[str, Any], event: dict[str, Any], rng: random.Random,
-              topic_types: list[str]) -> Iterator[Hostile]:  # fmt: skip
+def mutations(
+    event_type: str, schema: Mapping[str, Any], event: dict[str, Any], rng: random.Random, topic_types: list[str]
+) -> Iterator[Hostile]:
     """Every mutation family for one base event (see the module docstring)."""
     plain = json.dumps(event).encode()
     yield Hostile(event_type, plain, "base")
@@ -233,10 +278,21 @@ def mutations(event_type: str, schema: Mapping[str, Any], event: dict[str, Any],
             low, high = int(field.get("minLength", 0)), int(field.get("maxLength", 300))
             char = rng.choice(_UNICODE)
             base_text = valid_value(field, rng, f"H{rng.randint(0, 10**6)}") if "pattern" in field else "s"
-            for text in (char * high, char * (high + 1), "a" * max(low - 1, 0), base_text + char,
-                         char + base_text, base_text + "\n", " " + base_text, base_text.upper()):  # fmt: skip
-                yield Hostile(event_type, json.dumps(_set(event, path, text), ensure_ascii=rng.random() < 0.5).encode(),
-                              f"{label} unicode {text[:8]!r}")  # fmt: skip
+            for text in (
+                char * high,
+                char * (high + 1),
+                "a" * max(low - 1, 0),
+                base_text + char,
+                char + base_text,
+                base_text + "\n",
+                " " + base_text,
+                base_text.upper(),
+            ):
+                yield Hostile(
+                    event_type,
+                    json.dumps(_set(event, path, text), ensure_ascii=rng.random() < 0.5).encode(),
+                    f"{label} unicode {text[:8]!r}",
+                )
             for literal in _ESCAPED:
                 yield Hostile(event_type, _with_literal(event, path, literal), f"{label}={literal}")
         if "array" in kinds and "items" in field and isinstance(_get(event, path), list):
@@ -247,13 +303,26 @@ def mutations(event_type: str, schema: Mapping[str, Any], event: dict[str, Any],
                 yield Hostile(event_type, json.dumps(_set(event, path, filled)).encode(), f"{label} x{count}")
     # the whole record
     text = plain.decode()
-    for before, after in (("", " trailing"), ("", "}"), ("", "{}"), ("", "\n"), ("", "\u0000"), ("", " {\"type\": 1}"),
-                          (" \t\r\n", ""), ("\ufeff", ""), ("\u00a0", ""), ("[", "]"), ("x", ""), ("", ",")):  # fmt: skip
+    for before, after in (
+        ("", " trailing"),
+        ("", "}"),
+        ("", "{}"),
+        ("", "\n"),
+        ("", "\u0000"),
+        ("", ' {"type": 1}'),
+        (" \t\r\n", ""),
+        ("\ufeff", ""),
+        ("\u00a0", ""),
+        ("[", "]"),
+        ("x", ""),
+        ("", ","),
+    ):
         yield Hostile(event_type, (before + text + after).encode(), f"wrapped {before!r}...{after!r}")
     first_key = next(iter(event))
     for duplicate in (json.dumps(event[first_key]), json.dumps("other"), "null"):
-        yield Hostile(event_type, (text[:-1] + f", {json.dumps(first_key)}: {duplicate}}}").encode(),
-                      f"duplicate {first_key}")  # fmt: skip
+        yield Hostile(
+            event_type, (text[:-1] + f", {json.dumps(first_key)}: {duplicate}}}").encode(), f"duplicate {first_key}"
+        )
     padding = MAX_EVENT_BYTES - len(plain) - len(', "pad": ""')
     for extra in (padding, padding + 1):
         yield Hostile(event_type, json.dumps({**event, "pad": "p" * extra}).encode(), f"padded to {extra}")
@@ -266,8 +335,11 @@ def mutations(event_type: str, schema: Mapping[str, Any], event: dict[str, Any],
     for other in topic_types:
         if other != event_type:
             yield Hostile(other, plain, f"on the {other} topic")
-            yield Hostile(other, json.dumps({k: v for k, v in event.items() if k != "type"}).encode(),
-                          f"without type on the {other} topic")  # fmt: skip
+            yield Hostile(
+                other,
+                json.dumps({k: v for k, v in event.items() if k != "type"}).encode(),
+                f"without type on the {other} topic",
+            )
 
 
 def _get(event: Any, path: Path_) -> Any:

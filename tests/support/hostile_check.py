@@ -46,7 +46,9 @@ class Seen:
     late: int = 0
 
 
-def publish_recorded(bootstrap: str, seed: int, records: Iterable[Hostile], topics: Mapping[str, str]) -> list[Published]:
+def publish_recorded(
+    bootstrap: str, seed: int, records: Iterable[Hostile], topics: Mapping[str, str]
+) -> list[Published]:
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_request_size=2_000_000)
@@ -102,8 +104,11 @@ def check_outcome(published: list[Published], seen: Seen, topics: Mapping[str, s
     send_topic = topics["send_result"]
     verdicts = [expected_verdict(p, SEND_TYPES if p.topic == send_topic else CONSUMER_TYPES) for p in published]
     # The consumer query's watermark when the second run starts: the newest valid event of the first.
-    first_times = [v.event_time_ms for p, v in zip(published[:restart_after], verdicts, strict=False)
-                   if isinstance(v, ValidEvent) and p.topic != send_topic]  # fmt: skip
+    first_times = [
+        v.event_time_ms
+        for p, v in zip(published[:restart_after], verdicts, strict=False)
+        if isinstance(v, ValidEvent) and p.topic != send_topic
+    ]
     watermark = max(first_times, default=-1)
     expected_sends: Counter[tuple[str, str]] = Counter()
     expected_late = 0
@@ -116,7 +121,9 @@ def check_outcome(published: list[Published], seen: Seen, topics: Mapping[str, s
             elif letter["reason"] != verdict.reason:
                 problems.append(f"dead-lettered {letter['reason']}, expected {verdict.reason}: {where}")
             continue
-        if letter is not None and not (letter["reason"] == UNKNOWN_GROUP and verdict.event_type == "reported_assignment"):
+        if letter is not None and not (
+            letter["reason"] == UNKNOWN_GROUP and verdict.event_type == "reported_assignment"
+        ):
             problems.append(f"valid but dead-lettered {letter['reason']} ({letter['detail']}): {where}")
             continue
         event = verdict.payload

@@ -42,9 +42,16 @@ def main() -> None:
     import jpype
 
     home = tempfile.mkdtemp(prefix="rrm-consumer-")
-    jpype.startJVM("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", f"-Duser.home={home}",
-                   f"-Drocketmq.client.logRoot={home}", "-Drocketmq.client.logLevel=WARN",
-                   f"-Drocketmq.client.rebalance.waitInterval={args.rebalance_wait_ms}", convertStrings=True)  # fmt: skip
+    jpype.startJVM(
+        "-Xmx128m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+        f"-Duser.home={home}",
+        f"-Drocketmq.client.logRoot={home}",
+        "-Drocketmq.client.logLevel=WARN",
+        f"-Drocketmq.client.rebalance.waitInterval={args.rebalance_wait_ms}",
+        convertStrings=True,
+    )
     from tests.support.rocketmq_jvm import rocketmq
 
     classes = rocketmq(args.line)
@@ -83,19 +90,45 @@ def main() -> None:
 class ConsumerProcess:
     """A consumer process started from a test; ``queues()`` asks it what it holds."""
 
-    def __init__(self, line: str, namesrv: str, group: str, topics: list[str], instance: str | None = None,
-                 client_ip: str | None = None, strategy: str = "AVG") -> None:  # fmt: skip
-        command = [sys.executable, "-m", "tests.support.rocketmq_consumer", "--line", line, "--namesrv", namesrv,
-                   "--group", group, "--strategy", strategy]  # fmt: skip
+    def __init__(
+        self,
+        line: str,
+        namesrv: str,
+        group: str,
+        topics: list[str],
+        instance: str | None = None,
+        client_ip: str | None = None,
+        strategy: str = "AVG",
+    ) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "tests.support.rocketmq_consumer",
+            "--line",
+            line,
+            "--namesrv",
+            namesrv,
+            "--group",
+            group,
+            "--strategy",
+            strategy,
+        ]
         for topic in topics:
             command += ["--topic", topic]
         if instance:
             command += ["--instance", instance]
         if client_ip:
             command += ["--client-ip", client_ip]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                        stderr=subprocess.DEVNULL, cwd=Path(__file__).parents[2],
-                                        env=dict(os.environ), start_new_session=True)  # fmt: skip
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            stderr=subprocess.DEVNULL,
+            cwd=Path(__file__).parents[2],
+            env=dict(os.environ),
+            start_new_session=True,
+        )
         self.group = group
         self._client_id: str | None = None
 

@@ -32,18 +32,23 @@ def all_queues(route: dict[str, Any]) -> set[Queue]:
 
 def e2e_config(bootstrap: str, root: Path, prefix: str, namesrv: str, **env: str):
     """The job's and the collector's configuration for one test: its own topics, tables and groups."""
-    return job_config(bootstrap, root, prefix, **{
-        "RRM__COLLECTOR__NAMESRV_ADDR": f'"{namesrv}"',
-        "RRM__COLLECTOR__COLLECTOR_ID": f'"{prefix}"',
-        "RRM__COLLECTOR__POLL_INTERVAL_MS": "2000",
-        "RRM__COLLECTOR__STALE_AFTER_MS": "10000",
-        "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "5000",
-        "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}_*"]',
-        "RRM__COLLECTOR__METRICS_PORT": "0",
-        "RRM__MEMBERSHIP__HEARTBEAT_INTERVAL_MS": str(TEST_SPEED.client_heartbeat_interval_ms),
-        "RRM__MEMBERSHIP__CHANNEL_EXPIRY_MS": str(TEST_SPEED.channel_expired_timeout_ms),
-        **env,
-    })  # fmt: skip
+    return job_config(
+        bootstrap,
+        root,
+        prefix,
+        **{
+            "RRM__COLLECTOR__NAMESRV_ADDR": f'"{namesrv}"',
+            "RRM__COLLECTOR__COLLECTOR_ID": f'"{prefix}"',
+            "RRM__COLLECTOR__POLL_INTERVAL_MS": "2000",
+            "RRM__COLLECTOR__STALE_AFTER_MS": "10000",
+            "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "5000",
+            "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}_*"]',
+            "RRM__COLLECTOR__METRICS_PORT": "0",
+            "RRM__MEMBERSHIP__HEARTBEAT_INTERVAL_MS": str(TEST_SPEED.client_heartbeat_interval_ms),
+            "RRM__MEMBERSHIP__CHANNEL_EXPIRY_MS": str(TEST_SPEED.channel_expired_timeout_ms),
+            **env,
+        },
+    )
 
 
 class Fleet:
@@ -53,15 +58,35 @@ class Fleet:
         self.namesrv, self.log_dir = namesrv, log_dir
         self.clients: list[ClientProcess] = []
 
-    def consumer(self, line: str, group: str, topic: str, name: str, *, strategy: str = "AVG",
-                 model: str = "CLUSTERING", client_ip: str | None = None,
-                 agent: Mapping[str, str] | None = None, client_rebalance: bool = True) -> ClientProcess:  # fmt: skip
+    def consumer(
+        self,
+        line: str,
+        group: str,
+        topic: str,
+        name: str,
+        *,
+        strategy: str = "AVG",
+        model: str = "CLUSTERING",
+        client_ip: str | None = None,
+        agent: Mapping[str, str] | None = None,
+        client_rebalance: bool = True,
+    ) -> ClientProcess:
         """Start one push consumer of client line ``line`` with instance name ``name`` (with the client agent's
         reporter when ``agent`` gives its settings; ``client_rebalance=False``: the broker assigns its queues).
         ``topic`` may name several topics, comma-separated."""
-        client = consumer_process(line, self.log_dir / name, namesrv=self.namesrv, group=group, topics=topic,
-                                  instance_name=name, client_ip=client_ip, strategy=strategy, model=model,
-                                  agent=agent, client_rebalance=client_rebalance)  # fmt: skip
+        client = consumer_process(
+            line,
+            self.log_dir / name,
+            namesrv=self.namesrv,
+            group=group,
+            topics=topic,
+            instance_name=name,
+            client_ip=client_ip,
+            strategy=strategy,
+            model=model,
+            agent=agent,
+            client_rebalance=client_rebalance,
+        )
         self.clients.append(client)
         return client.start()
 
@@ -71,8 +96,10 @@ class Fleet:
         for line in sorted({spec[0] for spec in specs}):
             agent_artifacts.client_classpath(line)  # builds the clients once, not once per thread
         with ThreadPoolExecutor(max_workers=4) as pool:
-            futures = [pool.submit(self.consumer, line, group, topic, name, **options)
-                       for line, group, topic, name, options in specs]  # fmt: skip
+            futures = [
+                pool.submit(self.consumer, line, group, topic, name, **options)
+                for line, group, topic, name, options in specs
+            ]
             return [f.result() for f in futures]
 
     def stop(self) -> None:
@@ -90,8 +117,9 @@ def holdings(clients: Iterable[ClientProcess], topic: str) -> tuple[frozenset[Qu
     return tuple(held(c, topic) for c in clients)
 
 
-def wait_converged(clients: list[ClientProcess], topic: str, quiet_s: float = CONVERGED_QUIET_S,
-                   timeout_s: float = 240.0) -> tuple[frozenset[Queue], ...]:  # fmt: skip
+def wait_converged(
+    clients: list[ClientProcess], topic: str, quiet_s: float = CONVERGED_QUIET_S, timeout_s: float = 240.0
+) -> tuple[frozenset[Queue], ...]:
     """Wait until no client's held queues of ``topic`` changed for ``quiet_s``; their holdings then."""
     deadline = time.monotonic() + timeout_s
     last, since = holdings(clients, topic), time.monotonic()
@@ -111,8 +139,9 @@ class PollLog:
     def __init__(self, bootstrap: str, topic: str) -> None:
         from kafka import KafkaConsumer
 
-        self._consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                       enable_auto_commit=False, group_id=None)  # fmt: skip
+        self._consumer = KafkaConsumer(
+            topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False, group_id=None
+        )
         self.polls: list[dict[str, Any]] = []
 
     def refresh(self) -> list[dict[str, Any]]:
@@ -127,8 +156,15 @@ class PollLog:
     def of(self, group: str, broker: str | None = None) -> list[dict[str, Any]]:
         return [p for p in self.refresh() if p["group"] == group and broker in (None, p["broker"])]
 
-    def wait(self, groups: Iterable[str], brokers: Iterable[str], after_ms: int, *, strategies: bool = True,
-             timeout_s: float = 120.0) -> None:  # fmt: skip
+    def wait(
+        self,
+        groups: Iterable[str],
+        brokers: Iterable[str],
+        after_ms: int,
+        *,
+        strategies: bool = True,
+        timeout_s: float = 120.0,
+    ) -> None:
         """Wait for a poll of every (group, broker) read after ``after_ms`` (epoch ms) that lists at least one
         channel and, with ``strategies``, carries every listed client's strategy (from its running info)."""
         pending = {(g, b) for g in groups for b in brokers}
@@ -137,8 +173,12 @@ class PollLog:
             for poll in self.refresh():
                 key = (poll["group"], poll["broker"])
                 connections = poll["connections"]
-                if (key in pending and poll["event_time"] > after_ms and connections
-                        and (not strategies or all(c.get("allocate_strategy") for c in connections))):  # fmt: skip
+                if (
+                    key in pending
+                    and poll["event_time"] > after_ms
+                    and connections
+                    and (not strategies or all(c.get("allocate_strategy") for c in connections))
+                ):
                     pending.discard(key)
             if pending:
                 time.sleep(1.0)
@@ -156,8 +196,11 @@ def start_collector(config, work_dir: Path) -> CollectorProcess:
 
 def expected_by_client(rows: list[dict[str, Any]], group: str, topic: str) -> dict[str, frozenset[Queue]]:
     """The monitor's current expected assignment of ``group`` and ``topic``, client by client."""
-    return {r["client_id"]: frozenset((q["broker"], q["queue_id"]) for q in r["queues"])
-            for r in rows if r["group"] == group and r["topic"] == topic}  # fmt: skip
+    return {
+        r["client_id"]: frozenset((q["broker"], q["queue_id"]) for q in r["queues"])
+        for r in rows
+        if r["group"] == group and r["topic"] == topic
+    }
 
 
 def real_by_client(clients: Iterable[ClientProcess], topic: str) -> dict[str, frozenset[Queue]]:

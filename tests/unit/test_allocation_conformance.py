@@ -28,8 +28,9 @@ def test_every_allocation_vector_matches_the_java_client(file_name):
         expected = ("exception", case["exception"]) if "exception" in case else ("result", case["result"])
         actual = ("exception", outcome.exception) if outcome.exception else ("result", outcome.result)
         if actual != expected:
-            mismatches.append(f"case {number} ({case['strategy']}, extra={case.get('extra')!r}): "
-                              f"expected {expected}, got {actual}")  # fmt: skip
+            mismatches.append(
+                f"case {number} ({case['strategy']}, extra={case.get('extra')!r}): expected {expected}, got {actual}"
+            )
     assert not mismatches, f"{len(mismatches)} of {len(cases)} vectors differ:\n" + "\n".join(mismatches[:20])
 
 

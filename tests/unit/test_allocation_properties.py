@@ -33,10 +33,18 @@ queues = st.lists(
         st.sampled_from(["broker-a", "broker-b", "IDC1@b", "IDC2-b"]),
         st.integers(0, 15),
     ),
-    min_size=1, max_size=40, unique=True,
-)  # fmt: skip
-STRATEGIES = [Averagely(), AveragelyByCircle(), ConsistentHash(3), ConsistentHash(0),
-              MachineRoomNearby(Averagely()), ByMachineRoom(frozenset({"IDC1"}))]  # fmt: skip
+    min_size=1,
+    max_size=40,
+    unique=True,
+)
+STRATEGIES = [
+    Averagely(),
+    AveragelyByCircle(),
+    ConsistentHash(3),
+    ConsistentHash(0),
+    MachineRoomNearby(Averagely()),
+    ByMachineRoom(frozenset({"IDC1"})),
+]
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -129,9 +137,11 @@ def test_reference_examples():
     near = [MessageQueue("T", f"{room}-b", i) for room in ("IDC1", "IDC2", "IDC3") for i in range(3)]
     nearby = allocate_group(MachineRoomNearby(Averagely()), ["IDC1-c0", "IDC1-c1", "IDC2-c0"], near)
     as_ids = {c: [(m.broker_name[:4], m.queue_id) for m in s] for c, s in nearby.shares.items()}
-    assert as_ids == {"IDC1-c0": [("IDC1", 0), ("IDC1", 1), ("IDC3", 0)],
-                      "IDC1-c1": [("IDC1", 2), ("IDC3", 1)],
-                      "IDC2-c0": [("IDC2", 0), ("IDC2", 1), ("IDC2", 2), ("IDC3", 2)]}  # fmt: skip
+    assert as_ids == {
+        "IDC1-c0": [("IDC1", 0), ("IDC1", 1), ("IDC3", 0)],
+        "IDC1-c1": [("IDC1", 2), ("IDC3", 1)],
+        "IDC2-c0": [("IDC2", 0), ("IDC2", 1), ("IDC2", 2), ("IDC3", 2)],
+    }
     # 6. CONFIG: the configured list for everyone, even a client not in cidAll
     configured = (q[0], q[1])
     assert ByConfig(configured).allocate("G", "nobody", q, cids) == list(configured)

@@ -18,9 +18,13 @@ def hb(channel, cid, topics=("T",), broker="broker-a", t=0):
 def analyse(events, queues=None, previous=None, reported=None):
     membership, _ = apply_all(GroupMembership("G"), events)
     return analyze_group(
-        membership, {"T": queues or Q8, "U": Q8}, lambda name, version: strategy_from_name(name or "AVG"), 1_000,
-        previous, reported,
-    )  # fmt: skip
+        membership,
+        {"T": queues or Q8, "U": Q8},
+        lambda name, version: strategy_from_name(name or "AVG"),
+        1_000,
+        previous,
+        reported,
+    )
 
 
 def ids(queues):
@@ -30,8 +34,9 @@ def ids(queues):
 def test_two_containers_sharing_a_client_id_with_avg():
     # cidAll sorted: [10.0.0.9@12#3, 172.17.0.1@1, 172.17.0.1@1]; 8 queues, sizes 3/3/2 (mod 2).
     # indexOf gives both duplicates index 1: both pull queues 3..5 (a3, b0, b1); block 2 (b2, b3) has no consumer.
-    a = analyse([hb("10.1.0.1:4000", "172.17.0.1@1"), hb("10.1.0.2:4000", "172.17.0.1@1"),
-                 hb("10.1.0.3:4000", "10.0.0.9@12#3")])  # fmt: skip
+    a = analyse(
+        [hb("10.1.0.1:4000", "172.17.0.1@1"), hb("10.1.0.2:4000", "172.17.0.1@1"), hb("10.1.0.3:4000", "10.0.0.9@12#3")]
+    )
     topic = a.topics["T"]
     assert ids(topic.orphaned) == [("b", 2), ("b", 3)]
     assert ids(topic.double_owned) == [("a", 3), ("b", 0), ("b", 1)]
@@ -85,10 +90,31 @@ def test_reported_assignment_mismatch():
 
 
 def test_strategy_reported_by_clients_is_used():
-    membership, _ = apply_all(GroupMembership("G"), [
-        ChannelEvent(0, "b", "HEARTBEAT", "c1:1", "c1", "G", subscriptions=(Subscription("T"),), allocate_strategy="AVG_BY_CIRCLE"),
-        ChannelEvent(0, "b", "HEARTBEAT", "c2:1", "c2", "G", subscriptions=(Subscription("T"),), allocate_strategy="AVG_BY_CIRCLE"),
-    ])  # fmt: skip
+    membership, _ = apply_all(
+        GroupMembership("G"),
+        [
+            ChannelEvent(
+                0,
+                "b",
+                "HEARTBEAT",
+                "c1:1",
+                "c1",
+                "G",
+                subscriptions=(Subscription("T"),),
+                allocate_strategy="AVG_BY_CIRCLE",
+            ),
+            ChannelEvent(
+                0,
+                "b",
+                "HEARTBEAT",
+                "c2:1",
+                "c2",
+                "G",
+                subscriptions=(Subscription("T"),),
+                allocate_strategy="AVG_BY_CIRCLE",
+            ),
+        ],
+    )
     seen = []
 
     def factory(name, version):
@@ -102,10 +128,22 @@ def test_strategy_reported_by_clients_is_used():
 def test_a_strategy_of_the_application_s_own_is_reported_and_nothing_is_expected():
     """A custom strategy's getName() can be anything: the analysis cannot compute it, so it names it and
     expects no queue of anyone (no orphaned queues), instead of failing the group's analysis."""
-    membership, _ = apply_all(GroupMembership("G"), [
-        ChannelEvent(0, "b", "HEARTBEAT", f"c{i}:1", f"c{i}", "G", subscriptions=(Subscription("T"),),
-                     allocate_strategy="com.example.RackAwareStrategy") for i in range(2)
-    ])  # fmt: skip
+    membership, _ = apply_all(
+        GroupMembership("G"),
+        [
+            ChannelEvent(
+                0,
+                "b",
+                "HEARTBEAT",
+                f"c{i}:1",
+                f"c{i}",
+                "G",
+                subscriptions=(Subscription("T"),),
+                allocate_strategy="com.example.RackAwareStrategy",
+            )
+            for i in range(2)
+        ],
+    )
     a = analyze_group(membership, {"T": Q8}, lambda name, version: strategy_from_name(name or "AVG"), 0)
     assert [f.anomaly for f in a.findings] == ["UNKNOWN_STRATEGY"]
     assert a.findings[0].details["strategy"] == "com.example.RackAwareStrategy"

@@ -37,12 +37,15 @@ def test_allocate_table_output(capsys):
     assert "c1         4      broker-a/0,broker-a/1,broker-a/2,broker-a/3" in out and "orphaned     (0): -" in out
 
 
-@pytest.mark.parametrize("argv", [
-    ["allocate", "--strategy", "NOPE", "--queues", "2", "--clients", "a"],
-    ["allocate", "--queues", "0", "--clients", "a"],
-    ["allocate", "--queues", "2", "--clients", ""],
-    ["allocate", "--queues", "two", "--clients", "a"],
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["allocate", "--strategy", "NOPE", "--queues", "2", "--clients", "a"],
+        ["allocate", "--queues", "0", "--clients", "a"],
+        ["allocate", "--queues", "2", "--clients", ""],
+        ["allocate", "--queues", "two", "--clients", "a"],
+    ],
+)
 def test_bad_arguments_give_one_line_and_a_non_zero_exit(argv, capsys):
     try:
         code = main(argv)

@@ -36,8 +36,13 @@ def test_every_command_has_help_with_runnable_looking_examples(command, capsys):
     parser = build_parser()._subparsers._group_actions[0].choices[command]
     parsers = [parser, *(parser._subparsers._group_actions[0].choices.values() if parser._subparsers else ())]
     options = {o for p in parsers for a in p._actions for o in a.option_strings}
-    used = {w.split("=")[0] for line in examples.splitlines() if f"rebalance-monitor {command}" in line
-            for w in line.split() if w.startswith("--")}  # fmt: skip
+    used = {
+        w.split("=")[0]
+        for line in examples.splitlines()
+        if f"rebalance-monitor {command}" in line
+        for w in line.split()
+        if w.startswith("--")
+    }
     assert used <= options, used - options
 
 
@@ -46,30 +51,33 @@ def test_top_level_help_lists_every_command(capsys):
     assert code == 0 and all(c in out for c in COMMANDS)
 
 
-@pytest.mark.parametrize("argv, message", [
-    ([], "the following arguments are required: COMMAND"),
-    (["nope"], "invalid choice: 'nope'"),
-    (["demo", "--scenario", "chaos"], "invalid choice: 'chaos'"),
-    (["demo", "--duration", "-5"], "'-5' must be > 0"),
-    (["demo", "--speed", "fast"], "'fast' is not a number"),
-    (["demo", "--groups", "many"], "'many' is not a whole number"),
-    (["demo", "--clients", "0"], "'0' must be > 0"),
-    (["demo", "--rocketmq", "--line", "4.8"], "invalid choice: '4.8'"),
-    (["query"], "the following arguments are required: WHAT"),
-    (["query", "owners"], "invalid choice: 'owners'"),
-    (["query", "assignment", "--table-version", "x"], "invalid int value: 'x'"),
-    (["allocate", "--queues", "two", "--clients", "a"], "invalid int value: 'two'"),
-    (["allocate", "--client-line", "6", "--queues", "2", "--clients", "a"], "invalid choice: '6'"),
-    (["allocate", "--virtual-nodes", "0", "--queues", "2", "--clients", "a"], "'0' must be > 0"),
-    (["kafka", "restart"], "invalid choice: 'restart'"),
-    (["spark-cluster", "restart"], "invalid choice: 'restart'"),
-    (["spark-cluster", "start", "--workers", "0"], "'0' must be > 0"),
-    (["spark-cluster", "start", "--worker-cores", "one"], "'one' is not a whole number"),
-    (["query", "sql", "--delta-root", "."], "the following arguments are required: statement"),
-    (["query", "anomalies", "SELECT 1"], "unrecognized arguments: SELECT 1"),
-    (["query", "history"], "invalid choice: 'history'"),
-    (["smoke", "--count"], "expected one argument"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "the following arguments are required: COMMAND"),
+        (["nope"], "invalid choice: 'nope'"),
+        (["demo", "--scenario", "chaos"], "invalid choice: 'chaos'"),
+        (["demo", "--duration", "-5"], "'-5' must be > 0"),
+        (["demo", "--speed", "fast"], "'fast' is not a number"),
+        (["demo", "--groups", "many"], "'many' is not a whole number"),
+        (["demo", "--clients", "0"], "'0' must be > 0"),
+        (["demo", "--rocketmq", "--line", "4.8"], "invalid choice: '4.8'"),
+        (["query"], "the following arguments are required: WHAT"),
+        (["query", "owners"], "invalid choice: 'owners'"),
+        (["query", "assignment", "--table-version", "x"], "invalid int value: 'x'"),
+        (["allocate", "--queues", "two", "--clients", "a"], "invalid int value: 'two'"),
+        (["allocate", "--client-line", "6", "--queues", "2", "--clients", "a"], "invalid choice: '6'"),
+        (["allocate", "--virtual-nodes", "0", "--queues", "2", "--clients", "a"], "'0' must be > 0"),
+        (["kafka", "restart"], "invalid choice: 'restart'"),
+        (["spark-cluster", "restart"], "invalid choice: 'restart'"),
+        (["spark-cluster", "start", "--workers", "0"], "'0' must be > 0"),
+        (["spark-cluster", "start", "--worker-cores", "one"], "'one' is not a whole number"),
+        (["query", "sql", "--delta-root", "."], "the following arguments are required: statement"),
+        (["query", "anomalies", "SELECT 1"], "unrecognized arguments: SELECT 1"),
+        (["query", "history"], "invalid choice: 'history'"),
+        (["smoke", "--count"], "expected one argument"),
+    ],
+)
 def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
     code, out, err = run_main(argv, capsys)
     assert code == 2 and not out
@@ -78,30 +86,45 @@ def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
     assert lines[0].startswith("rebalance-monitor") and message in lines[0] and "--help" in lines[0]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["query", "assignment", "--delta-root", "{tmp}"], "query assignment needs --group"),
-    (["query", "assignment", "--group", "G", "--at", "yesterday", "--delta-root", "{tmp}"],
-     "--at: cannot read 'yesterday' as epoch milliseconds or an ISO-8601 time"),
-    (["query", "anomalies", "--since", "2026-13-40", "--delta-root", "{tmp}"], "--since: cannot read '2026-13-40'"),
-    (["query", "anomalies", "--since", "2000", "--until", "1000", "--delta-root", "{tmp}"],
-     "--since is after --until"),
-    (["query", "faults", "--at", "1000", "--delta-root", "{tmp}"], "--at and --table-version are for query assignment"),
-    (["query", "sql", "SELECT 1", "--group", "G", "--delta-root", "{tmp}"], "query sql takes only its statement"),
-    (["query", "sql", "SELECT 1", "--json", "--csv", "--delta-root", "{tmp}"], "give --json or --csv, not both"),
-    (["query", "anomalies", "--csv", "--delta-root", "{tmp}"], "--csv is for query sql"),
-    (["query", "sql", "SELECT 1", "--table-version", "1", "--table-time", "1000", "--delta-root", "{tmp}"],
-     "give --table-version or --table-time, not both"),
-    (["query", "sql", "SELECT count(*) FROM dead_letters", "--delta-root", "{tmp}"], "no monitor tables under {tmp}"),
-    (["query", "anomalies", "--delta-root", "{tmp}/nowhere"], "no monitor tables under {tmp}/nowhere"),
-    (["query", "assignment", "--group", "G", "--delta-root", "{tmp}"], "no monitor tables under {tmp}"),
-    (["allocate", "--queues", "2"], "allocate needs --clients and --queues"),
-    (["allocate", "--group", "G"], "needs both --delta-root and --group"),
-    (["allocate", "--delta-root", "{tmp}", "--group", "G", "--clients", "a"], "give either --clients and --queues"),
-    (["allocate", "--delta-root", "{tmp}", "--group", "G"], "no monitor tables under {tmp}"),
-    (["allocate", "--strategy", "NOPE", "--queues", "2", "--clients", "a"], "unknown allocation strategy 'NOPE'"),
-    (["allocate", "--queues", "0", "--clients", "a"], "--queues >= 1"),
-    (["allocate", "--queues", "2", "--clients", ",,"], "a client in --clients"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["query", "assignment", "--delta-root", "{tmp}"], "query assignment needs --group"),
+        (
+            ["query", "assignment", "--group", "G", "--at", "yesterday", "--delta-root", "{tmp}"],
+            "--at: cannot read 'yesterday' as epoch milliseconds or an ISO-8601 time",
+        ),
+        (["query", "anomalies", "--since", "2026-13-40", "--delta-root", "{tmp}"], "--since: cannot read '2026-13-40'"),
+        (
+            ["query", "anomalies", "--since", "2000", "--until", "1000", "--delta-root", "{tmp}"],
+            "--since is after --until",
+        ),
+        (
+            ["query", "faults", "--at", "1000", "--delta-root", "{tmp}"],
+            "--at and --table-version are for query assignment",
+        ),
+        (["query", "sql", "SELECT 1", "--group", "G", "--delta-root", "{tmp}"], "query sql takes only its statement"),
+        (["query", "sql", "SELECT 1", "--json", "--csv", "--delta-root", "{tmp}"], "give --json or --csv, not both"),
+        (["query", "anomalies", "--csv", "--delta-root", "{tmp}"], "--csv is for query sql"),
+        (
+            ["query", "sql", "SELECT 1", "--table-version", "1", "--table-time", "1000", "--delta-root", "{tmp}"],
+            "give --table-version or --table-time, not both",
+        ),
+        (
+            ["query", "sql", "SELECT count(*) FROM dead_letters", "--delta-root", "{tmp}"],
+            "no monitor tables under {tmp}",
+        ),
+        (["query", "anomalies", "--delta-root", "{tmp}/nowhere"], "no monitor tables under {tmp}/nowhere"),
+        (["query", "assignment", "--group", "G", "--delta-root", "{tmp}"], "no monitor tables under {tmp}"),
+        (["allocate", "--queues", "2"], "allocate needs --clients and --queues"),
+        (["allocate", "--group", "G"], "needs both --delta-root and --group"),
+        (["allocate", "--delta-root", "{tmp}", "--group", "G", "--clients", "a"], "give either --clients and --queues"),
+        (["allocate", "--delta-root", "{tmp}", "--group", "G"], "no monitor tables under {tmp}"),
+        (["allocate", "--strategy", "NOPE", "--queues", "2", "--clients", "a"], "unknown allocation strategy 'NOPE'"),
+        (["allocate", "--queues", "0", "--clients", "a"], "--queues >= 1"),
+        (["allocate", "--queues", "2", "--clients", ",,"], "a client in --clients"),
+    ],
+)
 def test_bad_input_found_after_parsing_is_one_line_too(argv, message, tmp_path, capsys):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     code, out, err = run_main(argv, capsys)
@@ -113,7 +136,12 @@ def test_bad_input_found_after_parsing_is_one_line_too(argv, message, tmp_path, 
 
 
 def test_the_installed_command_exits_non_zero_with_one_line():
-    result = subprocess.run([sys.executable, "-m", "streaming.cli", "allocate", "--queues", "x", "--clients", "a"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "streaming.cli", "allocate", "--queues", "x", "--clients", "a"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and not result.stdout
     assert result.stderr.count("\n") == 1 and "invalid int value: 'x'" in result.stderr

@@ -74,7 +74,9 @@ def test_same_arguments_same_bytes_and_another_seed_another_fleet(tmp_path, caps
 
 
 def test_standard_output_carries_only_events(capsys):
-    code = main(["simulate", "--output", "-", "--start", str(START_MS), "--scenario", "steady", "--fleet-seconds", "30"])
+    code = main(
+        ["simulate", "--output", "-", "--start", str(START_MS), "--scenario", "steady", "--fleet-seconds", "30"]
+    )
     captured = capsys.readouterr()
     assert code == 0
     lines = captured.out.splitlines()
@@ -90,8 +92,10 @@ def test_standard_output_carries_only_events(capsys):
         (["--output", "x.jsonl", "--fleet-seconds", "10", "--start", "yesterday"], "--start: cannot read"),
         (["--speed", "0"], "'0'"),
         (["--bootstrap-servers", "127.0.0.1:1", "--producer-option", "acks"], "expected KEY=VALUE"),
-        (["--bootstrap-servers", "127.0.0.1:1", "--producer-option", "security.protocol=SSL"],
-         "not a kafka-python producer option"),
+        (
+            ["--bootstrap-servers", "127.0.0.1:1", "--producer-option", "security.protocol=SSL"],
+            "not a kafka-python producer option",
+        ),
         (["--scenario", "nope"], "invalid choice"),
     ],
 )

@@ -11,17 +11,19 @@ from streaming.config import ConfigError, load_config
 
 
 def test_settings_carry_the_collector_and_kafka_sections():
-    config = load_config(env={
-        "RRM__KAFKA__BOOTSTRAP_SERVERS": "k1:9092, k2:9092",
-        "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": "prod.channels",
-        "RRM__KAFKA__OPTIONS__SECURITY_PROTOCOL": "SASL_SSL",
-        "RRM__COLLECTOR__NAMESRV_ADDR": "ns1:9876;ns2:9876",
-        "RRM__COLLECTOR__POLL_INTERVAL_MS": "5000",
-        "RRM__COLLECTOR__INCLUDE_GROUPS": '["orders-*", "pay?"]',
-        "RRM__COLLECTOR__EXCLUDE_GROUPS": '["orders-test*"]',
-        "RRM__COLLECTOR__ACCESS_KEY": "ak",
-        "RRM__COLLECTOR__SECRET_KEY": "sk",
-    })  # fmt: skip
+    config = load_config(
+        env={
+            "RRM__KAFKA__BOOTSTRAP_SERVERS": "k1:9092, k2:9092",
+            "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": "prod.channels",
+            "RRM__KAFKA__OPTIONS__SECURITY_PROTOCOL": "SASL_SSL",
+            "RRM__COLLECTOR__NAMESRV_ADDR": "ns1:9876;ns2:9876",
+            "RRM__COLLECTOR__POLL_INTERVAL_MS": "5000",
+            "RRM__COLLECTOR__INCLUDE_GROUPS": '["orders-*", "pay?"]',
+            "RRM__COLLECTOR__EXCLUDE_GROUPS": '["orders-test*"]',
+            "RRM__COLLECTOR__ACCESS_KEY": "ak",
+            "RRM__COLLECTOR__SECRET_KEY": "sk",
+        }
+    )
     settings = collector_settings(config, max_cycles=2, metrics_port=0)
     assert settings["namesrv.addr"] == "ns1:9876;ns2:9876"
     assert settings["stale.after.ms"] == "15000"  # three poll intervals when unset
@@ -40,13 +42,16 @@ def test_properties_text_escapes_what_java_properties_would_misread():
     assert text == 'kafka.sasl.jaas.config=Module required user\\="u" pass\\="a\\=b\\:c\\#d";\\n\n'
 
 
-@pytest.mark.parametrize(("env", "option"), [
-    ({"RRM__COLLECTOR__ACCESS_KEY": "ak"}, "collector.secret_key"),
-    ({"RRM__COLLECTOR__SECRET_KEY": "sk"}, "collector.access_key"),
-    ({"RRM__COLLECTOR__STALE_AFTER_MS": "10000"}, "collector.stale_after_ms"),
-    ({"RRM__COLLECTOR__NAMESRV_ADDR": "ns1"}, "collector.namesrv_addr"),
-    ({"RRM__COLLECTOR__INCLUDE_GROUPS": '[" "]'}, "collector.include_groups[0]"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("env", "option"),
+    [
+        ({"RRM__COLLECTOR__ACCESS_KEY": "ak"}, "collector.secret_key"),
+        ({"RRM__COLLECTOR__SECRET_KEY": "sk"}, "collector.access_key"),
+        ({"RRM__COLLECTOR__STALE_AFTER_MS": "10000"}, "collector.stale_after_ms"),
+        ({"RRM__COLLECTOR__NAMESRV_ADDR": "ns1"}, "collector.namesrv_addr"),
+        ({"RRM__COLLECTOR__INCLUDE_GROUPS": '[" "]'}, "collector.include_groups[0]"),
+    ],
+)
 def test_bad_collector_options_name_the_option(env, option):
     with pytest.raises(ConfigError) as raised:
         load_config(env=env)

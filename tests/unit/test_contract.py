@@ -39,14 +39,45 @@ from streaming.contract.events import (
 DOCS = Path(__file__).parents[2] / "docs" / "events.md"
 NOW = 1_700_000_000_000
 
-SEND = {"type": "send_result", "schema_version": 1, "event_time": NOW, "producer_id": "10.0.0.9@1#88",
-        "producer_group": "PG", "topic": "T", "broker": "broker-a", "queue_id": 1, "latency_ms": 12, "outcome": "OK"}  # fmt: skip
-HEARTBEAT = {"type": "consumer_channel", "schema_version": 1, "event_time": NOW, "broker": "broker-a", "kind": "HEARTBEAT",
-             "channel": "10.0.0.7:51234", "client_id": "10.0.0.7@1#123", "group": "G", "subscriptions": []}  # fmt: skip
-REPORT = {"type": "reported_assignment", "schema_version": 1, "event_time": NOW, "group": "G", "client_id": "c",
-          "topic": "T", "queues": [{"broker": "broker-a", "queue_id": 0}]}  # fmt: skip
-ROUTE = {"type": "topic_route", "schema_version": 1, "event_time": NOW, "topic": "T",
-         "brokers": [{"broker": "broker-a", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6}]}  # fmt: skip
+SEND = {
+    "type": "send_result",
+    "schema_version": 1,
+    "event_time": NOW,
+    "producer_id": "10.0.0.9@1#88",
+    "producer_group": "PG",
+    "topic": "T",
+    "broker": "broker-a",
+    "queue_id": 1,
+    "latency_ms": 12,
+    "outcome": "OK",
+}
+HEARTBEAT = {
+    "type": "consumer_channel",
+    "schema_version": 1,
+    "event_time": NOW,
+    "broker": "broker-a",
+    "kind": "HEARTBEAT",
+    "channel": "10.0.0.7:51234",
+    "client_id": "10.0.0.7@1#123",
+    "group": "G",
+    "subscriptions": [],
+}
+REPORT = {
+    "type": "reported_assignment",
+    "schema_version": 1,
+    "event_time": NOW,
+    "group": "G",
+    "client_id": "c",
+    "topic": "T",
+    "queues": [{"broker": "broker-a", "queue_id": 0}],
+}
+ROUTE = {
+    "type": "topic_route",
+    "schema_version": 1,
+    "event_time": NOW,
+    "topic": "T",
+    "brokers": [{"broker": "broker-a", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 6}],
+}
 
 
 def w(base: dict, **changes: object) -> str:
@@ -90,7 +121,12 @@ CASES = [
     (23, w(SEND, broker=None), "MISSING_FIELD", "a required field null"),
     (24, w(SEND, latency_ms="slow"), "WRONG_TYPE", "a string where an integer belongs"),
     (25, w(SEND, latency_ms=12.5), "WRONG_TYPE", "a fraction is not an integer"),
-    (26, w(SEND).replace('"latency_ms": 12', '"latency_ms": 1e3'), "WRONG_TYPE", "an exponent makes a double, not an integer"),
+    (
+        26,
+        w(SEND).replace('"latency_ms": 12', '"latency_ms": 1e3'),
+        "WRONG_TYPE",
+        "an exponent makes a double, not an integer",
+    ),
     (27, w(SEND, latency_ms=12.0), None, "a zero fraction is an integer"),
     (28, w(SEND, queue_id=10**40), "WRONG_TYPE", "beyond 38 digits Spark reads a double"),
     (29, w(SEND, outcome="MAYBE"), "INVALID_VALUE", "outside the enumeration"),
@@ -114,11 +150,25 @@ CASES = [
     (47, w(HEARTBEAT, allocate_strategy="MY_OWN_STRATEGY"), None, "custom strategies are real members too"),
     (48, w(HEARTBEAT, subscriptions=[{"topic": "T"}] * 1001), "OVERSIZED", "too many subscriptions"),
     (49, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": -1}]), "INVALID_VALUE", "a nested bound"),
-    (50, w(REPORT, queues=[{"broker": 5, "queue_id": 0}, {"broker": "b"}]), "MISSING_FIELD",
-     "item rules run one rule at a time over all items: required before property types"),
+    (
+        50,
+        w(REPORT, queues=[{"broker": 5, "queue_id": 0}, {"broker": "b"}]),
+        "MISSING_FIELD",
+        "item rules run one rule at a time over all items: required before property types",
+    ),
     (51, w(REPORT, queues=[None]), "WRONG_TYPE", "a null item is present and not an object"),
-    (52, w(ROUTE, brokers=[{"broker": "b", "read_queue_nums": "4", "write_queue_nums": 4, "perm": 6}]), "WRONG_TYPE", "nested wrong type"),
-    (53, w(ROUTE, brokers=[{"broker": "b", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 8}]), "INVALID_VALUE", "perm is 0..7"),
+    (
+        52,
+        w(ROUTE, brokers=[{"broker": "b", "read_queue_nums": "4", "write_queue_nums": 4, "perm": 6}]),
+        "WRONG_TYPE",
+        "nested wrong type",
+    ),
+    (
+        53,
+        w(ROUTE, brokers=[{"broker": "b", "read_queue_nums": 4, "write_queue_nums": 4, "perm": 8}]),
+        "INVALID_VALUE",
+        "perm is 0..7",
+    ),
     (54, w(SEND, broker=5, latency_ms=-1), "WRONG_TYPE", "several faults: the first rule in schema order wins"),
     # cross-field rule
     (55, w(HEARTBEAT, subscriptions=...), "MISSING_FIELD", "a heartbeat must carry its subscription list"),
@@ -129,17 +179,25 @@ CASES = [
     (59, w(SEND, event_time=NOW + 300_001), "FUTURE_TIMESTAMP", "beyond the allowed skew"),
     # integer bounds compare exactly, whatever the integer's size
     (60, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 2**63 - 1}]), None, "the largest sub_version"),
-    (61, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 2**63}]), "INVALID_VALUE",
-     "2^63 is past the maximum, though a double rounds the maximum to it"),
+    (
+        61,
+        w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 2**63}]),
+        "INVALID_VALUE",
+        "2^63 is past the maximum, though a double rounds the maximum to it",
+    ),
     (62, w(HEARTBEAT, subscriptions=[{"topic": "T", "sub_version": 10**37}]), "INVALID_VALUE", "a 38-digit integer"),
     (63, w(SEND, queue_id=2**31), "INVALID_VALUE", "beyond an INT"),
     (64, w(SEND, queue_id=2**63 - 1), "INVALID_VALUE", "the largest BIGINT"),
     (65, w(REPORT) + ' {"more": 1}', None, "a report followed by another object: only the first counts"),
     (66, w(ROUTE) + "]", None, "a route followed by stray text"),
     (67, w(SEND).replace('"latency_ms": 12', '"latency_ms": 12.' + "0" * 36), None, "38 digits: a DECIMAL, 12"),
-    (68, w(SEND).replace('"latency_ms": 12', '"latency_ms": 12.' + "0" * 37), "WRONG_TYPE",
-     "39 digits, trailing zeros included: Spark reads a double"),
-]  # fmt: skip
+    (
+        68,
+        w(SEND).replace('"latency_ms": 12', '"latency_ms": 12.' + "0" * 37),
+        "WRONG_TYPE",
+        "39 digits, trailing zeros included: Spark reads a double",
+    ),
+]
 
 
 @pytest.mark.parametrize(("number", "raw", "reason", "why"), CASES, ids=[f"{c[0]:02d}" for c in CASES])
@@ -282,9 +340,11 @@ def test_docs_document_every_field_reason_topic_and_cross_field_rule():
 
 
 def test_contract_and_config_import_without_spark_or_kafka():
-    code = ("import sys, streaming.contract.events, streaming.config; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'kafka', 'delta', 'pandas')]; "
-            "assert not bad, bad")  # fmt: skip
+    code = (
+        "import sys, streaming.contract.events, streaming.config; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'kafka', 'delta', 'pandas')]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
 
 
@@ -301,11 +361,14 @@ def test_a_poll_is_keyed_by_group_on_the_channel_events_topic_and_its_bad_shapes
     for raw, reason in bad_polls:
         assert validate_event(raw, KAFKA_TS).reason == reason, raw  # type: ignore[union-attr]
         assert not is_valid_by_jsonschema(json.loads(raw))
+
+
 def test_doubles_in_details_are_written_as_java_writes_them():
     """Spark prints a DOUBLE with Java's Double.toString: at least two digits, the two closest to the exact value
     (the hostile-input differential test met 4.9E-324, which Python's shortest repr writes 5e-324)."""
     raw = w(SEND).replace('"schema_version": 1', '"schema_version": 4.9e-324')
-    assert validate_event(raw, NOW) == Rejection("UNKNOWN_SCHEMA_VERSION",
-                                                 "schema_version 4.9E-324 of send_result is not one of [1]")  # fmt: skip
+    assert validate_event(raw, NOW) == Rejection(
+        "UNKNOWN_SCHEMA_VERSION", "schema_version 4.9E-324 of send_result is not one of [1]"
+    )
     raw = w(SEND).replace('"schema_version": 1', '"schema_version": 1e23')
     assert validate_event(raw, NOW).detail == "schema_version 1.0E23 of send_result is not one of [1]"

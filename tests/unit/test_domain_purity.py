@@ -29,11 +29,11 @@ def test_importing_every_domain_module_loads_no_heavy_dependency():
 
 
 def test_import_contract_holds():
-    result = subprocess.run([str(Path(sys.executable).with_name("lint-imports"))], capture_output=True,
-                            text=True, cwd=ROOT)  # fmt: skip
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports"))], capture_output=True, text=True, cwd=ROOT
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     plain = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout)
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     assert "The RocketMQ domain is pure Python" in plain
     assert f"Contracts: {len(contracts)} kept, 0 broken" in plain
-

@@ -51,19 +51,45 @@ def settings(**producers: object) -> dict[str, object]:
     env = {f"RRM__PRODUCERS__{k.upper()}": json.dumps(v) for k, v in producers.items()}
     job = MonitorJob(load_config(None, env=env))
     c = job.config
-    return {"fault_tables": job.fault_tables(), "default_fault_table": c.producers.default_fault_table,
-            "state_ttl_ms": c.producers.state_ttl_ms, "start_detector_enable": c.producers.start_detector_enable}  # fmt: skip
+    return {
+        "fault_tables": job.fault_tables(),
+        "default_fault_table": c.producers.default_fault_table,
+        "state_ttl_ms": c.producers.state_ttl_ms,
+        "start_detector_enable": c.producers.start_detector_enable,
+    }
 
 
 def run(process, state, sends, pair=("P", "b")):
     """Call the function for shard 0 with ``sends`` of ``pair`` (none: the shard's timeout fired)."""
-    frame = pd.DataFrame([
-        {"producer_id": pair[0], "producer_group": "PG", "broker": pair[1], "event_time_ms": t,
-         "latency_ms": latency, "outcome": outcome, "client_version": "5.3.3", "fault_table": table,
-         "kafka_partition": 0, "kafka_offset": i}
-        for i, (t, latency, outcome, table) in enumerate(sends)
-    ], columns=["producer_id", "producer_group", "broker", "event_time_ms", "latency_ms", "outcome", "client_version",
-                "fault_table", "kafka_partition", "kafka_offset"])  # fmt: skip
+    frame = pd.DataFrame(
+        [
+            {
+                "producer_id": pair[0],
+                "producer_group": "PG",
+                "broker": pair[1],
+                "event_time_ms": t,
+                "latency_ms": latency,
+                "outcome": outcome,
+                "client_version": "5.3.3",
+                "fault_table": table,
+                "kafka_partition": 0,
+                "kafka_offset": i,
+            }
+            for i, (t, latency, outcome, table) in enumerate(sends)
+        ],
+        columns=[
+            "producer_id",
+            "producer_group",
+            "broker",
+            "event_time_ms",
+            "latency_ms",
+            "outcome",
+            "client_version",
+            "fault_table",
+            "kafka_partition",
+            "kafka_offset",
+        ],
+    )
     out = pd.concat(list(process((0,), iter([frame] if sends else []), state)))
     return [(t, json.loads(p)) for t, p in zip(out["table"], out["payload"], strict=True)]
 
@@ -82,8 +108,9 @@ def test_start_detector_enable_makes_a_remoting_error_unreachable_on_5x():
 def test_a_restart_with_another_detector_setting_applies_it_to_the_stored_item():
     state = FakeState()
     run(make_state_function(settings(start_detector_enable=False)), state, [(1_000, 5, "OK", "rocketmq-5")])
-    row = status(run(make_state_function(settings(start_detector_enable=True)), state,
-                     [(2_000, 5, "TIMEOUT", "rocketmq-5")]))  # fmt: skip
+    row = status(
+        run(make_state_function(settings(start_detector_enable=True)), state, [(2_000, 5, "TIMEOUT", "rocketmq-5")])
+    )
     assert row["reachable"] is False
 
 
@@ -94,7 +121,11 @@ def test_sends_without_a_fault_table_keep_the_pair_known_and_avoid_nothing():
     assert [t for t, _ in rows] == ["producer_broker_status_current"]  # no fault window
     row = status(rows)
     assert (row["fault_table"], row["unavailable_until_ms"], row["last_latency_ms"], row["reachable"]) == (
-        None, None, None, None)  # fmt: skip
+        None,
+        None,
+        None,
+        None,
+    )
     assert row["last_send_ms"] == 2_000 and state.exists
     # the same producer with the feature on (e.g. restarted with it): windows as usual
     rows = run(process, state, [(3_000, 5, "BROKER_ERROR", "rocketmq-5")])
@@ -126,7 +157,9 @@ def test_pairs_of_one_shard_keep_their_own_windows_wake_ups_and_eviction():
     state.watermark_ms = 601_001
     rows = run(process, state, [(601_001, 5, "OK", "rocketmq-4")], pair=("Q", "b"))
     assert sorted((p["producer_id"], p["_op"]) for t, p in rows if t == "producer_broker_status_current") == [
-        ("P", "delete"), ("Q", "upsert")]  # fmt: skip
+        ("P", "delete"),
+        ("Q", "upsert"),
+    ]
     assert state.exists and state.timeout_ms == 1_201_001
     state.watermark_ms = 1_201_002
     rows = run(process, state, [])

@@ -308,8 +308,19 @@ def send(t, latency, outcome="OK", producer="p1", broker="broker-a"):
 
 
 def rows(episodes):
-    return [(e.status.value, e.event_time_ms, e.window_start_ms, e.window_end_ms, e.previous_end_ms,
-             e.trigger_latency_ms, e.level, e.cause) for e in episodes]  # fmt: skip
+    return [
+        (
+            e.status.value,
+            e.event_time_ms,
+            e.window_start_ms,
+            e.window_end_ms,
+            e.previous_end_ms,
+            e.trigger_latency_ms,
+            e.level,
+            e.cause,
+        )
+        for e in episodes
+    ]
 
 
 def test_tracker_4_9_overwrite_episodes():
@@ -379,27 +390,37 @@ def test_tracker_refuses_late_sends_and_never_moves_back():
 
 def test_expiries_are_reported_in_end_order_across_producers_and_brokers():
     tracker = FaultWindowTracker(ROCKETMQ_4)
-    step = tracker.apply_all([
-        send(0, 1000, producer="p2", broker="b"),  # ends 60 000
-        send(0, 600, producer="p1", broker="c"),  # ends 30 000
-        send(1, 600, producer="p1", broker="a"),  # ends 30 001
-    ])  # fmt: skip
+    step = tracker.apply_all(
+        [
+            send(0, 1000, producer="p2", broker="b"),  # ends 60 000
+            send(0, 600, producer="p1", broker="c"),  # ends 30 000
+            send(1, 600, producer="p1", broker="a"),  # ends 30 001
+        ]
+    )
     assert [e.status for e in step.episodes] == [WindowStatus.OPENED] * 3
     expired = step.tracker.advance(100_000).episodes
     assert [(e.producer_id, e.broker, e.event_time_ms) for e in expired] == [
-        ("p1", "c", 30_000), ("p1", "a", 30_001), ("p2", "b", 60_000),
-    ]  # fmt: skip
+        ("p1", "c", 30_000),
+        ("p1", "a", 30_001),
+        ("p2", "b", 60_000),
+    ]
     # a send at 45 000 expires the first two before its own update
     mid = step.tracker.apply(send(45_000, 5, producer="p3", broker="z")).episodes
     assert [(e.status.value, e.broker) for e in mid] == [("EXPIRED", "c"), ("EXPIRED", "a")]
 
 
 def test_all_brokers_unavailable_and_fallback_views():
-    tracker = FaultWindowTracker(ROCKETMQ_4).apply_all([
-        send(0, 700, broker="a"),  # 30 s, latency 700
-        send(0, 1500, broker="b"),  # 60 s, latency 1500
-        send(0, 5, broker="x"),  # available, but not one of the topic's brokers
-    ]).tracker  # fmt: skip
+    tracker = (
+        FaultWindowTracker(ROCKETMQ_4)
+        .apply_all(
+            [
+                send(0, 700, broker="a"),  # 30 s, latency 700
+                send(0, 1500, broker="b"),  # 60 s, latency 1500
+                send(0, 5, broker="x"),  # available, but not one of the topic's brokers
+            ]
+        )
+        .tracker
+    )
     assert tracker.all_brokers_unavailable("p1", ["a", "b"], 10)
     assert not tracker.all_brokers_unavailable("p1", ["a", "b", "c"], 10)  # c has no item: available
     assert not tracker.all_brokers_unavailable("p1", [], 10)  # no route is not this failure
@@ -407,19 +428,34 @@ def test_all_brokers_unavailable_and_fallback_views():
     # pickOneAtLeast: available first (x), then lower latency (a); half of 3 is 1 -> only items[0]
     assert tracker.fallback("p1", ["a", "b"], 10).candidates == ("x",)
     assert tracker.fallback("p1", ["a", "b"], 30_000).all_unavailable is False
-    five = FaultWindowTracker(ROCKETMQ_5).apply_all([
-        send(0, 5, "BROKER_ERROR", broker="a"), send(0, 5, "REMOTING_ERROR", broker="b"),
-    ]).tracker  # fmt: skip
+    five = (
+        FaultWindowTracker(ROCKETMQ_5)
+        .apply_all(
+            [
+                send(0, 5, "BROKER_ERROR", broker="a"),
+                send(0, 5, "REMOTING_ERROR", broker="b"),
+            ]
+        )
+        .tracker
+    )
     assert five.fallback("p1", ["a", "b"], 10).candidates == ("b",)  # only b is still reachable
     five = five.apply(send(1, 5, "BROKER_ERROR", broker="b")).tracker
     assert five.fallback("p1", ["a", "b"], 10).candidates == ("a", "b")  # none reachable: plain round robin
 
 
 def test_broker_status_counts_avoiding_producers():
-    tracker = FaultWindowTracker(ROCKETMQ_4).apply_all([
-        send(0, 700, producer="p1", broker="a"), send(0, 2000, producer="p2", broker="a"),
-        send(0, 5, producer="p3", broker="a"), send(0, 5, producer="p1", broker="b"),
-    ]).tracker  # fmt: skip
+    tracker = (
+        FaultWindowTracker(ROCKETMQ_4)
+        .apply_all(
+            [
+                send(0, 700, producer="p1", broker="a"),
+                send(0, 2000, producer="p2", broker="a"),
+                send(0, 5, producer="p3", broker="a"),
+                send(0, 5, producer="p1", broker="b"),
+            ]
+        )
+        .tracker
+    )
     status = {s.broker: s for s in tracker.broker_status(10)}
     assert (status["a"].producers_seen, status["a"].producers_avoiding, status["a"].avoided_until_ms) == (3, 2, 120_000)
     assert status["a"].avoiding_ratio == pytest.approx(2 / 3)
@@ -435,9 +471,17 @@ def test_fault_tolerance_view_feeds_the_selection_model():
 
 
 def test_evict_idle_keeps_open_windows_and_unreachable_items():
-    tracker = FaultWindowTracker(ROCKETMQ_5).apply_all([
-        send(0, 5, broker="idle"), send(0, 5, "BROKER_ERROR", broker="unreachable"), send(0, 20_000, broker="open"),
-    ]).tracker  # fmt: skip
+    tracker = (
+        FaultWindowTracker(ROCKETMQ_5)
+        .apply_all(
+            [
+                send(0, 5, broker="idle"),
+                send(0, 5, "BROKER_ERROR", broker="unreachable"),
+                send(0, 20_000, broker="open"),
+            ]
+        )
+        .tracker
+    )
     kept = tracker.advance(25_000).tracker.evict_idle(now_ms=25_000, idle_ms=20_000)
     assert sorted(b for _, b in kept.items) == ["open", "unreachable"]
     assert tracker.evict_idle(now_ms=10, idle_ms=20_000) is tracker
@@ -450,8 +494,13 @@ def disabled(t, latency, outcome="OK", producer="p1", broker="broker-a"):
 @pytest.mark.parametrize("table", [ROCKETMQ_4, ROCKETMQ_5], ids=["4.9", "5"])
 def test_a_producer_without_send_latency_fault_enable_never_avoids_a_broker(table):
     # sendLatencyFaultEnable=false: updateFaultItem does nothing, the selection never consults the items
-    sends = [disabled(0, 5, "REMOTING_ERROR"), disabled(10, 20_000), disabled(20, 5, "BROKER_ERROR"),
-             disabled(30, 700, broker="b"), send(30, 700, producer="p2", broker="b")]  # fmt: skip
+    sends = [
+        disabled(0, 5, "REMOTING_ERROR"),
+        disabled(10, 20_000),
+        disabled(20, 5, "BROKER_ERROR"),
+        disabled(30, 700, broker="b"),
+        send(30, 700, producer="p2", broker="b"),
+    ]
     step = FaultWindowTracker(table, detector_enabled=True).apply_all(sends)
     assert [(e.producer_id, e.status.value) for e in step.episodes] == [("p2", "OPENED")]
     tracker = step.tracker
@@ -480,10 +529,18 @@ def test_a_producer_that_turns_the_feature_off_stops_avoiding_at_once():
 
 
 def test_snapshot_round_trip_through_json_and_schema_version():
-    tracker = FaultWindowTracker(ROCKETMQ_5, detector_enabled=True).apply_all([
-        send(0, 5, "REMOTING_ERROR", broker="a"), send(10, 3000, broker="b"), send(20, 3, broker="c"),
-        disabled(30, 4000, broker="d"),
-    ]).tracker  # fmt: skip
+    tracker = (
+        FaultWindowTracker(ROCKETMQ_5, detector_enabled=True)
+        .apply_all(
+            [
+                send(0, 5, "REMOTING_ERROR", broker="a"),
+                send(10, 3000, broker="b"),
+                send(20, 3, broker="c"),
+                disabled(30, 4000, broker="d"),
+            ]
+        )
+        .tracker
+    )
     data = json.loads(json.dumps(tracker.to_dict()))
     assert [i["fault_enabled"] for i in data["items"]] == [True, True, True, False]
     older = {**data, "items": [{k: v for k, v in i.items() if k != "fault_enabled"} for i in data["items"][:3]]}
@@ -549,9 +606,12 @@ def test_replay_properties(raw, table, cut):
         update = fault_update_for(event.outcome, table.client_line)
         model = models.get(event.producer_id, reference)
         models[event.producer_id] = model.update_fault_item(
-            event.broker, event.latency_ms, table.duration_ms(event.latency_ms, update.isolation),
-            event.event_time_ms, update.reachable,
-        )  # fmt: skip
+            event.broker,
+            event.latency_ms,
+            table.duration_ms(event.latency_ms, update.isolation),
+            event.event_time_ms,
+            update.reachable,
+        )
         # the tracker's item is exactly LatencyFaultToleranceImpl's, and a window is open iff unavailable
         for (producer, broker), tracked in tracker.items.items():
             assert tracked.item == models[producer].get(broker)

@@ -69,8 +69,19 @@ def run(batches, settings=None):
 
 
 def test_duplicate_client_id_names_the_orphaned_and_double_owned_queues():
-    out, _ = run([([route(0), hb(1_000, "10.1.0.1:1", "172.17.0.1@1"), hb(1_000, "10.1.0.2:1", "172.17.0.1@1"),
-                    hb(1_000, "10.1.0.3:1", "10.0.0.9@5#77")], 0)])  # fmt: skip
+    out, _ = run(
+        [
+            (
+                [
+                    route(0),
+                    hb(1_000, "10.1.0.1:1", "172.17.0.1@1"),
+                    hb(1_000, "10.1.0.2:1", "172.17.0.1@1"),
+                    hb(1_000, "10.1.0.3:1", "10.0.0.9@5#77"),
+                ],
+                0,
+            )
+        ]
+    )
     opened = {r["anomaly"]: json.loads(r["details"]) for r in rows(out, "anomaly_episodes") if r["status"] == "OPENED"}
     assert set(opened) == {"ORPHANED_QUEUES", "DOUBLE_OWNED_QUEUES", "DUPLICATE_CLIENT_ID"}
     assert opened["ORPHANED_QUEUES"]["queues"] == [
@@ -97,17 +108,21 @@ def test_channels_counts_cid_all_on_one_broker_so_only_a_duplicated_id_adds_one(
     assert (first.members, first.channels, first.duplicate_client_ids) == (5, 5, 0)
     assert (second.members, second.channels, second.duplicate_client_ids) == (5, 6, 1)
     assert [(r["members"], r["channels"], r["duplicate_client_ids"]) for r in rows(out, "group_status_current")] == [
-        (5, 5, 0), (5, 6, 1)]
+        (5, 5, 0),
+        (5, 6, 1),
+    ]
 
 
 def test_unregister_and_silent_expiry_at_the_right_event_times():
     members = [hb(0, f"10.1.0.{i}:1", f"c{i}") for i in range(3)]
-    out, _ = run([
-        ([route(0), *members], 0),
-        ([ev("UNREGISTER", 10_000, "10.1.0.0:1", "c0"), hb(30_000, "10.1.0.1:1", "c1")], 0),
-        ([hb(60_000, "10.1.0.1:1", "c1"), hb(90_000, "10.1.0.1:1", "c1"), hb(120_000, "10.1.0.1:1", "c1")], 0),
-        ([hb(150_000, "10.1.0.1:1", "c1")], 130_000),
-    ])  # fmt: skip
+    out, _ = run(
+        [
+            ([route(0), *members], 0),
+            ([ev("UNREGISTER", 10_000, "10.1.0.0:1", "c0"), hb(30_000, "10.1.0.1:1", "c1")], 0),
+            ([hb(60_000, "10.1.0.1:1", "c1"), hb(90_000, "10.1.0.1:1", "c1"), hb(120_000, "10.1.0.1:1", "c1")], 0),
+            ([hb(150_000, "10.1.0.1:1", "c1")], 130_000),
+        ]
+    )
     changes = [(r["change"], r["reason"], r["client_id"], r["event_time_ms"]) for r in rows(out, "membership_changes")]
     assert ("LEAVE", "UNREGISTER", "c0", 10_000) in changes
     assert ("EXPIRED", "SCAN", "c2", 120_001) in changes  # last heartbeat at 0, silent for more than 120 s
@@ -120,10 +135,12 @@ def test_unregister_and_silent_expiry_at_the_right_event_times():
 
 
 def test_subscription_change_moves_queues_and_route_change_reanalyses():
-    out, _ = run([
-        ([route(0), hb(0, "a:1", "c1", topics=("T", "U")), hb(0, "b:1", "c2", topics=("T", "U"))], 0),
-        ([hb(30_000, "b:1", "c2", topics=("T",))], 0),
-    ])  # fmt: skip
+    out, _ = run(
+        [
+            ([route(0), hb(0, "a:1", "c1", topics=("T", "U")), hb(0, "b:1", "c2", topics=("T", "U"))], 0),
+            ([hb(30_000, "b:1", "c2", topics=("T",))], 0),
+        ]
+    )
     last = rows(out, "group_snapshots")[-1]
     assert "SUBSCRIPTION_CHANGED" in last["triggers"]
     out2, _ = run(
@@ -161,17 +178,20 @@ def test_a_window_that_slides_re_analyses_a_group_only_when_an_anomaly_can_chang
 
     stormy = [route(0)] + [hb(i * 1_000, f"10.0.0.{i}:1", f"c{i}") for i in range(6)]
     out, _ = run([(stormy, 0), ([hb(200_000, "10.0.0.0:1", "c0")], 190_000)], {**quiet, "expiry_ms": 3_600_000})
-    storm = [(r["status"], r["event_time_ms"]) for r in rows(out, "anomaly_episodes")
-             if r["anomaly"] == "REBALANCE_STORM"]  # fmt: skip
+    storm = [
+        (r["status"], r["event_time_ms"]) for r in rows(out, "anomaly_episodes") if r["anomaly"] == "REBALANCE_STORM"
+    ]
     assert storm[0][0] == "OPENED" and storm[-1] == ("CLOSED", 190_000)
 
 
 def test_a_group_that_empties_and_returns_continues_its_generations():
-    out, _ = run([
-        ([route(0), hb(0, "a:1", "c1")], 0),
-        ([ev("UNREGISTER", 1_000, "a:1", "c1")], 0),
-        ([hb(5_000, "a:1", "c1")], 0),
-    ])  # fmt: skip
+    out, _ = run(
+        [
+            ([route(0), hb(0, "a:1", "c1")], 0),
+            ([ev("UNREGISTER", 1_000, "a:1", "c1")], 0),
+            ([hb(5_000, "a:1", "c1")], 0),
+        ]
+    )
     assert [r["generation"] for r in rows(out, "group_snapshots")] == [1, 2]
     assert GroupGone("G", 1_000) in out
     assert {"group": "G", "event_time_ms": 1_000, "_op": "delete"} in rows(out, "group_status_current")
@@ -201,8 +221,12 @@ def episodes_of(out, anomaly):
 def test_a_member_joining_and_leaving_more_than_the_threshold_is_flapping_and_stops_after_the_window():
     stable = both_brokers(join, 0, "10.0.0.1:1", "steady")
     # "crashy" restarts every 20 s; each join and leave is seen through both brokers (one change each)
-    cycle = [both_brokers(join, 1_000, "10.0.0.2:1", "crashy"), both_brokers(close, 20_000, "10.0.0.2:1", "crashy"),
-             both_brokers(join, 40_000, "10.0.0.2:2", "crashy"), both_brokers(close, 60_000, "10.0.0.2:2", "crashy")]  # fmt: skip
+    cycle = [
+        both_brokers(join, 1_000, "10.0.0.2:1", "crashy"),
+        both_brokers(close, 20_000, "10.0.0.2:1", "crashy"),
+        both_brokers(join, 40_000, "10.0.0.2:2", "crashy"),
+        both_brokers(close, 60_000, "10.0.0.2:2", "crashy"),
+    ]
     settings = {**FLAPPING, "expiry_ms": 3_600_000}  # no channel expires in this test
     out, snapshot = run([([route(0), *stable, *cycle[0], *cycle[1], *cycle[2]], 0)], settings)
     assert episodes_of(out, "FLAPPING_MEMBERS") == []  # 3 changes (6 broker events) is not more than 3
@@ -225,7 +249,9 @@ def test_a_member_joining_and_leaving_more_than_the_threshold_is_flapping_and_st
 def test_flapping_also_closes_in_a_batch_with_input_when_the_window_slides():
     events = [route(0), hb(0, "s:1", "steady")]
     for i in range(4):
-        events.append(hb(10_000 * i, f"f:{i}", "flappy") if i % 2 == 0 else ev("UNREGISTER", 10_000 * i, f"f:{i - 1}", "flappy"))
+        events.append(
+            hb(10_000 * i, f"f:{i}", "flappy") if i % 2 == 0 else ev("UNREGISTER", 10_000 * i, f"f:{i - 1}", "flappy")
+        )
     out, _ = run([(events, 0), ([hb(700_000, "s:1", "steady")], 650_000)], FLAPPING)
     assert [r["status"] for r in episodes_of(out, "FLAPPING_MEMBERS")] == ["OPENED", "CLOSED"]
 
@@ -255,8 +281,15 @@ GRACE = {"convergence_grace_ms": 20_000, "route_poll_interval_ms": 30_000}
 
 
 def report(t, cid, queues, topic="T", group="G"):
-    return {"type": "reported_assignment", "schema_version": 1, "event_time": t, "group": group, "client_id": cid,
-            "topic": topic, "queues": [{"broker": b, "queue_id": q, "dropped": False} for b, q in queues]}  # fmt: skip
+    return {
+        "type": "reported_assignment",
+        "schema_version": 1,
+        "event_time": t,
+        "group": group,
+        "client_id": cid,
+        "topic": topic,
+        "queues": [{"broker": b, "queue_id": q, "dropped": False} for b, q in queues],
+    }
 
 
 A = [("broker-a", i) for i in range(4)]
@@ -273,12 +306,18 @@ def test_a_mismatch_within_the_grace_after_a_join_opens_nothing_and_one_that_per
     (opened,) = episodes_of(out, "ASSIGNMENT_MISMATCH")
     assert (opened["status"], opened["opened_at_ms"]) == ("OPENED", 20_000)
     assert json.loads(opened["details"])["clients"] == {
-        "c1": {"missing": [], "unexpected": [{"broker": b, "queue_id": q} for b, q in B]}}
+        "c1": {"missing": [], "unexpected": [{"broker": b, "queue_id": q} for b, q in B]}
+    }
 
 
 def test_clients_that_converge_within_the_grace_never_open_a_mismatch():
-    out, snapshot = run([([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(5_000, "c1", A + B)], 0),
-                         ([report(15_000, "c1", A), report(15_000, "c2", B)], 0)], GRACE)  # fmt: skip
+    out, snapshot = run(
+        [
+            ([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(5_000, "c1", A + B)], 0),
+            ([report(15_000, "c1", A), report(15_000, "c2", B)], 0),
+        ],
+        GRACE,
+    )
     engine = ShardEngine.restore(snapshot, GRACE)
     out += engine.advance(25_000) + engine.apply([report(40_000, "c1", A)], 30_000)
     assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
@@ -316,21 +355,31 @@ def test_an_open_mismatch_is_neither_closed_nor_reopened_by_a_later_change():
 
 
 def test_machine_room_regex_names_the_rooms_of_brokers_and_clients():
-    rule = {"group": "G", "strategy": "MACHINE_ROOM_NEARBY-AVG", "machine_room_separator": "-",
-            "machine_room_regex": r"\b(hz|sh)\b"}  # fmt: skip
+    rule = {
+        "group": "G",
+        "strategy": "MACHINE_ROOM_NEARBY-AVG",
+        "machine_room_separator": "-",
+        "machine_room_regex": r"\b(hz|sh)\b",
+    }
     brokers = (("broker-a.hz", 3), ("broker-b.sh", 1))
     events = [route(0, brokers=brokers), hb(0, "a:1", "10.0.0.1@1#hz"), hb(0, "b:1", "10.0.0.2@1#sh")]
     out, _ = run([(events, 0)], {"group_rules": [rule]})
-    shares = {r["client_id"]: [(q["broker"], q["queue_id"]) for q in r["queues"]]
-              for r in rows(out, "expected_assignments")}  # fmt: skip
-    assert shares == {"10.0.0.1@1#hz": [("broker-a.hz", 0), ("broker-a.hz", 1), ("broker-a.hz", 2)],
-                      "10.0.0.2@1#sh": [("broker-b.sh", 0)]}  # fmt: skip
+    shares = {
+        r["client_id"]: [(q["broker"], q["queue_id"]) for q in r["queues"]] for r in rows(out, "expected_assignments")
+    }
+    assert shares == {
+        "10.0.0.1@1#hz": [("broker-a.hz", 0), ("broker-a.hz", 1), ("broker-a.hz", 2)],
+        "10.0.0.2@1#sh": [("broker-b.sh", 0)],
+    }
     # by the separator the brokers' room is "broker", where no client is: everyone shares all queues (AVG)
     out, _ = run([(events, 0)], {"group_rules": [{**rule, "machine_room_regex": None}]})
-    by_separator = {r["client_id"]: [(q["broker"], q["queue_id"]) for q in r["queues"]]
-                    for r in rows(out, "expected_assignments")}  # fmt: skip
-    assert by_separator == {"10.0.0.1@1#hz": [("broker-a.hz", 0), ("broker-a.hz", 1)],
-                            "10.0.0.2@1#sh": [("broker-a.hz", 2), ("broker-b.sh", 0)]}  # fmt: skip
+    by_separator = {
+        r["client_id"]: [(q["broker"], q["queue_id"]) for q in r["queues"]] for r in rows(out, "expected_assignments")
+    }
+    assert by_separator == {
+        "10.0.0.1@1#hz": [("broker-a.hz", 0), ("broker-a.hz", 1)],
+        "10.0.0.2@1#sh": [("broker-a.hz", 2), ("broker-b.sh", 0)],
+    }
 
 
 def test_a_name_the_regex_does_not_match_is_a_strategy_error_like_a_null_room():
@@ -355,7 +404,9 @@ def test_the_job_hands_every_anomaly_membership_and_machine_room_option_to_the_e
     settings = EngineSettings.from_mapping(MonitorJob(load_config(path, env={})).engine_settings())
     assert (settings.convergence_grace_ms, settings.route_poll_interval_ms) == (7_000, 9_000)
     assert (settings.flapping_window_ms, settings.flapping_threshold, settings.storm_coalesce_ms) == (120_000, 5, 250)
-    assert settings.group_rules == (GroupRule("orders-*", "MACHINE_ROOM_NEARBY-AVG", machine_room_regex="^(idc[0-9]+)-"),)
+    assert settings.group_rules == (
+        GroupRule("orders-*", "MACHINE_ROOM_NEARBY-AVG", machine_room_regex="^(idc[0-9]+)-"),
+    )
     engine = ShardEngine.restore(None, settings)
     assert (engine.flapping.window_ms, engine.flapping.threshold, engine.flapping.coalesce_ms) == (120_000, 5, 250)
 
@@ -369,10 +420,14 @@ def test_a_report_for_a_group_no_broker_knows_is_handed_back_with_its_origin_and
     before = engine.snapshot()
     ghost = dict(report(5_000, "c9", A[:2], group="ghosts"), _origin=("reports", 3, 17))
     out = engine.apply([ghost], 0)
-    assert out == [IgnoredEvent(
-        ghost, "reported_assignment", IgnoredReason.UNKNOWN_GROUP,
-        "group ghosts is known to no broker at 5000: the report of c9 (2 queues of T) has nothing to compare with",
-    )]  # fmt: skip
+    assert out == [
+        IgnoredEvent(
+            ghost,
+            "reported_assignment",
+            IgnoredReason.UNKNOWN_GROUP,
+            "group ghosts is known to no broker at 5000: the report of c9 (2 queues of T) has nothing to compare with",
+        )
+    ]
     assert out[0].event is ghost and ghost["_origin"] == ("reports", 3, 17)  # handed back as given
     assert engine.snapshot() == before
 
@@ -394,18 +449,25 @@ def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing(
     before = engine.snapshot()
     out = engine.apply([route(5_000, brokers=(("broker-a", 1),))], 0)
     assert out == [LateEvent(LateReason.STALE_ROUTE, "topic_route", 5_000, topic="T")]
-    assert rows(out, "late_events") == [{"reason": "stale_route", "event_type": "topic_route", "count": 1,
-                                         "event_time_ms": 5_000, "topic": "T"}]  # fmt: skip
+    assert rows(out, "late_events") == [
+        {"reason": "stale_route", "event_type": "topic_route", "count": 1, "event_time_ms": 5_000, "topic": "T"}
+    ]
     assert engine.snapshot() == before
     # the same route again, at its own time, is not late: it changes nothing and says nothing
     assert engine.apply([route(10_000)], 0) == []
 
 
 def test_group_metrics_of_a_restored_shard_are_what_each_group_last_emitted_with_nothing_moved():
-    dup = [hb(1_000, "10.1.0.1:1", "172.17.0.1@1", group="G-dup"), hb(1_000, "10.1.0.2:1", "172.17.0.1@1", group="G-dup"),
-           hb(1_000, "10.1.0.3:1", "c3", group="G-dup")]  # fmt: skip
+    dup = [
+        hb(1_000, "10.1.0.1:1", "172.17.0.1@1", group="G-dup"),
+        hb(1_000, "10.1.0.2:1", "172.17.0.1@1", group="G-dup"),
+        hb(1_000, "10.1.0.3:1", "c3", group="G-dup"),
+    ]
     moving = [hb(1_000, f"10.2.0.{i}:1", f"c{i}", group="G-move") for i in range(3)]
-    later = [ev("UNREGISTER", 5_000, "10.2.0.2:1", "c2", group="G-move"), report(6_000, "c3", [("broker-a", 0)], group="G-dup")]
+    later = [
+        ev("UNREGISTER", 5_000, "10.2.0.2:1", "c2", group="G-move"),
+        report(6_000, "c3", [("broker-a", 0)], group="G-dup"),
+    ]
     out, snapshot = run([([route(0), *dup, *moving], 0), (later, 0)])
     last = {s.group: s for s in out if isinstance(s, GroupSummary)}
     assert last["G-move"].topics["T"].moved > 0  # the unregister moved queues; a restored shard moved none

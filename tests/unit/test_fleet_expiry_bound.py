@@ -29,8 +29,16 @@ def to_events(steps):
     events, t = [], 1_700_000_000_000
     for gap, kind, channel, broker, topics in steps:
         t += gap * 7  # gaps up to 280 s: expiries happen inside and between batches
-        event = {"type": "consumer_channel", "schema_version": 1, "event_time": t, "broker": broker, "kind": kind,
-                 "channel": f"10.0.0.{channel}:1", "client_id": f"c{channel}", "group": "G"}  # fmt: skip
+        event = {
+            "type": "consumer_channel",
+            "schema_version": 1,
+            "event_time": t,
+            "broker": broker,
+            "kind": kind,
+            "channel": f"10.0.0.{channel}:1",
+            "client_id": f"c{channel}",
+            "group": "G",
+        }
         if kind == "HEARTBEAT":
             event["subscriptions"] = [{"topic": x, "expression": "*", "sub_version": 1} for x in topics]
         events.append(event)
@@ -73,6 +81,7 @@ def test_skipped_scans_change_nothing(steps, cuts):
     if not retired_once:
         assert got_membership == expected_membership
     else:  # the group emptied on the way and the engine retired it with its tombstones: compare channels
+
         def channels(snapshot):
             views = ms.restore(snapshot).views if snapshot else {}
             return {b: dict(v.channels) for b, v in views.items() if v.channels}

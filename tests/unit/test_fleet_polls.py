@@ -15,11 +15,17 @@ def conn(channel, cid, **extra):
 
 def poll(t, connections, broker="broker-a", group="G", topics=("T",), **extra):
     return {
-        "type": "consumer_connections", "schema_version": 1, "event_time": t, "broker": broker, "group": group,
-        "stale_after_ms": STALE_AFTER, "collector": "collector-1",
+        "type": "consumer_connections",
+        "schema_version": 1,
+        "event_time": t,
+        "broker": broker,
+        "group": group,
+        "stale_after_ms": STALE_AFTER,
+        "collector": "collector-1",
         "subscriptions": [{"topic": x, "expression": "*", "sub_version": 1} for x in topics],
-        "connections": list(connections), **extra,
-    }  # fmt: skip
+        "connections": list(connections),
+        **extra,
+    }
 
 
 C1, C2, C3 = conn("10.0.0.1:1", "c1"), conn("10.0.0.2:1", "c2"), conn("10.0.0.3:1", "c3")
@@ -31,8 +37,7 @@ def both(t, a, b=None):
 
 
 def test_a_client_vanishing_from_one_brokers_poll_is_removed_from_that_view_only():
-    out, _ = run([([route(0), *both(1_000, [C1, C2, C3])], 1_000),
-                  (both(11_000, [C1, C2, C3], [C1, C2]), 11_000)])  # fmt: skip
+    out, _ = run([([route(0), *both(1_000, [C1, C2, C3])], 1_000), (both(11_000, [C1, C2, C3], [C1, C2]), 11_000)])
     vanished = [r for r in rows(out, "membership_changes") if r["change"] == "VANISHED"]
     assert [(r["broker"], r["client_id"], r["event_time_ms"]) for r in vanished] == [("broker-b", "c3", 11_000)]
     diverging = [e for e in rows(out, "anomaly_episodes") if e["anomaly"] == "DIVERGING_BROKER_VIEWS"]
@@ -48,7 +53,10 @@ def test_a_view_whose_polls_stop_turns_stale_without_removal_or_orphaned_queues_
     assert not [e for e in rows(out_stale, "anomaly_episodes") if e["anomaly"] == "ORPHANED_QUEUES"]
     changes = rows(out_stale, "broker_view_changes")
     assert [(r["broker"], r["status"], r["event_time_ms"]) for r in changes] == [
-        ("broker-a", "FRESH", 1_000), ("broker-b", "FRESH", 1_000), ("broker-b", "STALE", 1_000 + STALE_AFTER + 1)]
+        ("broker-a", "FRESH", 1_000),
+        ("broker-b", "FRESH", 1_000),
+        ("broker-b", "STALE", 1_000 + STALE_AFTER + 1),
+    ]
     current = {r["broker"]: r for r in rows(out_stale, "broker_views_current")}  # the last row per broker wins
     assert current["broker-b"]["status"] == "STALE" and current["broker-b"]["channels"] == 2
     assert current["broker-b"]["stale_since_ms"] == 1_000 + STALE_AFTER + 1
@@ -56,10 +64,11 @@ def test_a_view_whose_polls_stop_turns_stale_without_removal_or_orphaned_queues_
     # broker-b answers again, without c2: fresh again, and the difference from the last seen view is a change.
     batches.append((both(221_000, [C1, C2], [C1]), 221_000))
     out, _ = run(batches)
-    resumed = out[len(out_stale):]
+    resumed = out[len(out_stale) :]
     assert [(r["broker"], r["status"]) for r in rows(resumed, "broker_view_changes")] == [("broker-b", "FRESH")]
     assert [(r["broker"], r["change"], r["client_id"]) for r in rows(resumed, "membership_changes")] == [
-        ("broker-b", "VANISHED", "c2")]
+        ("broker-b", "VANISHED", "c2")
+    ]
     assert snapshot["groups"]["G"]["membership"]["views"]["broker-b"]["poll"][2] is True  # stale in the state
 
 
@@ -89,24 +98,32 @@ def test_an_empty_poll_of_an_unknown_group_keeps_nothing_and_a_group_that_emptie
 
 
 def heartbeats(t, model, consume_type):
-    return [hb(t, f"10.0.0.{i}:1", f"c{i}", broker=b, message_model=model, consume_type=consume_type)
-            for i in (1, 2, 3) for b in ("broker-a", "broker-b")]  # fmt: skip
+    return [
+        hb(t, f"10.0.0.{i}:1", f"c{i}", broker=b, message_model=model, consume_type=consume_type)
+        for i in (1, 2, 3)
+        for b in ("broker-a", "broker-b")
+    ]
 
 
 def polls(t, model, consume_type):
-    return both(t, [C1, C2, C3]) if model is None else [
-        {**p, "message_model": model, "consume_type": consume_type} for p in both(t, [C1, C1_AGAIN, C2, C3])]
+    return (
+        both(t, [C1, C2, C3])
+        if model is None
+        else [{**p, "message_model": model, "consume_type": consume_type} for p in both(t, [C1, C1_AGAIN, C2, C3])]
+    )
 
 
 @pytest.mark.parametrize("source", [heartbeats, polls])
-@pytest.mark.parametrize(("model", "consume_type", "mode"), [("BROADCASTING", "CONSUME_PASSIVELY", "BROADCAST"),
-                                                             ("CLUSTERING", "CONSUME_POP", "BROKER")])
+@pytest.mark.parametrize(
+    ("model", "consume_type", "mode"),
+    [("BROADCASTING", "CONSUME_PASSIVELY", "BROADCAST"), ("CLUSTERING", "CONSUME_POP", "BROKER")],
+)
 def test_groups_without_client_side_allocation_get_no_expected_assignment_from_either_source(
-        source, model, consume_type, mode):  # fmt: skip
+    source, model, consume_type, mode
+):
     # Four brokers' worth of queues on two routes, and (for polls) a client id on two channels: a client-side
     # group would have orphaned and double-owned queues here.
-    out, _ = run([([route(0, brokers=(("broker-a", 8), ("broker-b", 8))), *source(1_000, model, consume_type)],
-                   1_000)])  # fmt: skip
+    out, _ = run([([route(0, brokers=(("broker-a", 8), ("broker-b", 8))), *source(1_000, model, consume_type)], 1_000)])
     snapshot = rows(out, "group_snapshots")[-1]
     assert snapshot["strategy"] == mode and f'"allocation":"{mode}"' in snapshot["details"]
     assert not rows(out, "expected_assignments") and not rows(out, "current_assignment")
@@ -126,7 +143,10 @@ def test_diverging_views_close_while_one_is_stale_and_reopen_when_it_answers_the
     batches += [([poll(t, [C1, C2], "broker-a")], t) for t in range(11_000, 61_001, 10_000)]
     batches.append((both(71_000, [C1, C2], [C1]), 71_000))
     out, _ = run(batches)
-    diverging = [(e["status"], e["event_time_ms"]) for e in rows(out, "anomaly_episodes")
-                 if e["anomaly"] == "DIVERGING_BROKER_VIEWS"]  # fmt: skip
+    diverging = [
+        (e["status"], e["event_time_ms"])
+        for e in rows(out, "anomaly_episodes")
+        if e["anomaly"] == "DIVERGING_BROKER_VIEWS"
+    ]
     assert diverging == [("OPENED", 1_000), ("CLOSED", 1_000 + STALE_AFTER + 1), ("OPENED", 71_000)]
     assert [s["generation"] for s in rows(out, "group_snapshots")] == [1]  # staleness is no rebalance

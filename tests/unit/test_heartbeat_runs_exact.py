@@ -46,8 +46,13 @@ action_strategy = st.one_of(
         st.integers(1, 8),  # how many heartbeats
         st.sampled_from((10_000, 30_000, 30_000, 60_000, 119_000, 121_000)),  # their spacing
     ),
-    st.tuples(st.just("leave"), st.sampled_from(("G1", "G2")), st.sampled_from(("b1", "b2")), st.integers(0, 2),
-              st.sampled_from(("UNREGISTER", "CHANNEL_CLOSE"))),  # fmt: skip
+    st.tuples(
+        st.just("leave"),
+        st.sampled_from(("G1", "G2")),
+        st.sampled_from(("b1", "b2")),
+        st.integers(0, 2),
+        st.sampled_from(("UNREGISTER", "CHANNEL_CLOSE")),
+    ),
     st.tuples(st.just("route"), st.sampled_from(("T", "U")), st.integers(1, 4)),
     st.tuples(st.just("report"), st.sampled_from(("G1", "G2")), st.integers(0, 2), st.integers(0, 3)),
 )
@@ -68,27 +73,54 @@ def published(steps):
         if kind == "beats":
             _, group, broker, channel, subs, suffix, count, spacing = action
             for k in range(count):
-                event = {"type": "consumer_channel", "schema_version": 1, "event_time": t + k * spacing,
-                         "broker": broker, "kind": "HEARTBEAT", "channel": f"10.0.0.{channel}:9{broker[-1]}",
-                         "client_id": f"{group}-c{channel}{suffix}", "group": group,
-                         "subscriptions": [{"topic": a, "expression": e, "sub_version": v}
-                                           for a, e, v in SUBSCRIPTIONS[subs]]}  # fmt: skip
+                event = {
+                    "type": "consumer_channel",
+                    "schema_version": 1,
+                    "event_time": t + k * spacing,
+                    "broker": broker,
+                    "kind": "HEARTBEAT",
+                    "channel": f"10.0.0.{channel}:9{broker[-1]}",
+                    "client_id": f"{group}-c{channel}{suffix}",
+                    "group": group,
+                    "subscriptions": [
+                        {"topic": a, "expression": e, "sub_version": v} for a, e, v in SUBSCRIPTIONS[subs]
+                    ],
+                }
                 out.append((event, group, how))
         elif kind == "leave":
             _, group, broker, channel, removal = action
-            event = {"type": "consumer_channel", "schema_version": 1, "event_time": t, "broker": broker,
-                     "kind": removal, "channel": f"10.0.0.{channel}:9{broker[-1]}",
-                     "client_id": f"{group}-c{channel}", "group": group}  # fmt: skip
+            event = {
+                "type": "consumer_channel",
+                "schema_version": 1,
+                "event_time": t,
+                "broker": broker,
+                "kind": removal,
+                "channel": f"10.0.0.{channel}:9{broker[-1]}",
+                "client_id": f"{group}-c{channel}",
+                "group": group,
+            }
             out.append((event, group, how))
         elif kind == "route":
             _, topic, queues = action
-            event = {"type": "topic_route", "schema_version": 1, "event_time": t, "topic": topic,
-                     "brokers": [{"broker": "b1", "read_queue_nums": queues, "write_queue_nums": queues, "perm": 6}]}
+            event = {
+                "type": "topic_route",
+                "schema_version": 1,
+                "event_time": t,
+                "topic": topic,
+                "brokers": [{"broker": "b1", "read_queue_nums": queues, "write_queue_nums": queues, "perm": 6}],
+            }
             out.append((event, topic, how))
         else:
             _, group, channel, queue = action
-            event = {"type": "reported_assignment", "schema_version": 1, "event_time": t, "group": group,
-                     "client_id": f"{group}-c{channel}", "topic": "T", "queues": [{"broker": "b1", "queue_id": queue}]}
+            event = {
+                "type": "reported_assignment",
+                "schema_version": 1,
+                "event_time": t,
+                "group": group,
+                "client_id": f"{group}-c{channel}",
+                "topic": "T",
+                "queues": [{"broker": "b1", "queue_id": queue}],
+            }
             out.append((event, group, how))
         clock += advance
     return out
@@ -103,8 +135,13 @@ def rows_of(batch, first_offsets):
         offset = first_offsets[partition]
         first_offsets[partition] += 1
         row = dict.fromkeys(_EVENT_COLUMNS)
-        row.update(event_time_ms=event["event_time"], event_type=event["type"], kafka_topic="rmq",
-                   kafka_partition=partition, kafka_offset=offset)  # fmt: skip
+        row.update(
+            event_time_ms=event["event_time"],
+            event_type=event["type"],
+            kafka_topic="rmq",
+            kafka_partition=partition,
+            kafka_offset=offset,
+        )
         if event["type"] == "consumer_channel" and how != "raw json":
             row.update({f"c_{f}": event.get(f) for f in ("broker", "kind", "channel", "client_id", "group")})
             row["c_subscriptions"] = json.dumps(event.get("subscriptions", []))
@@ -170,8 +207,10 @@ def test_runs_give_every_batch_the_answer_of_one_row_per_heartbeat(steps, cuts):
 def test_a_steady_group_costs_one_event_per_batch_once_known():
     """Not only exact: a batch of a dozen rounds of a new group applies a held heartbeat per channel and one
     heartbeat at the end; the next batch (the channels known) applies that one heartbeat only."""
-    rounds = [[(("beats", "G1", b, c, 0, "", 12, 30_000), start, 0, "keyed") for b in ("b1", "b2") for c in range(3)]
-              for start in (0, 360_000)]  # fmt: skip
+    rounds = [
+        [(("beats", "G1", b, c, 0, "", 12, 30_000), start, 0, "keyed") for b in ("b1", "b2") for c in range(3)]
+        for start in (0, 360_000)
+    ]
     batches = [published(steps) for steps in rounds]
     folded, plain = run_shard(batches, fold=True), run_shard(batches, fold=False)
     assert [t[:4] for t in folded] == [t[:4] for t in plain]
@@ -186,42 +225,70 @@ CASES = {  # name: (batches, whether a run is held)
     # A removal seen in an earlier batch, then a run that starts before it: only the heartbeats after the
     # removal count, so the run's first heartbeat cannot stand for the others.
     # (A second channel keeps the group, and with it the removal's tombstone.)
-    "run across an earlier removal": ([
-        [beats("G1", "b1", 0, 0), beats("G1", "b1", 1, 90_000), (("leave", "G1", "b1", 0, "UNREGISTER"), 100_000, 0, "keyed")],
-        [beats("G1", "b1", 0, 50_000, count=6), beats("G1", "b1", 1, 120_000)],
-    ], False),
+    "run across an earlier removal": (
+        [
+            [
+                beats("G1", "b1", 0, 0),
+                beats("G1", "b1", 1, 90_000),
+                (("leave", "G1", "b1", 0, "UNREGISTER"), 100_000, 0, "keyed"),
+            ],
+            [beats("G1", "b1", 0, 50_000, count=6), beats("G1", "b1", 1, 120_000)],
+        ],
+        False,
+    ),
     # An update seen in an earlier batch is newer than the run's first heartbeats, which are ignored; held
     # anyway, the channel would look silent to the scan that another channel's heartbeat runs at 330 s.
-    "run behind a newer update": ([
-        [beats("G1", "b1", 0, 200_000)],
-        [beats("G1", "b1", 0, 150_000, count=11), beats("G1", "b1", 1, 330_000)],
-    ], False),
+    "run behind a newer update": (
+        [
+            [beats("G1", "b1", 0, 200_000)],
+            [beats("G1", "b1", 0, 150_000, count=11), beats("G1", "b1", 1, 330_000)],
+        ],
+        False,
+    ),
     # A channel on the other broker subscribing U expires inside a run; a route of U after that must not
     # re-analyse the group, whether or not a scan ran in between.
-    "route after an expiry inside a run": ([
-        [beats("G1", "b2", 1, 0, subscriptions=3), beats("G1", "b1", 0, 100_000, count=9),
-         (("route", "U", 2), 250_000, 0, "keyed")],
-    ], True),
+    "route after an expiry inside a run": (
+        [
+            [
+                beats("G1", "b2", 1, 0, subscriptions=3),
+                beats("G1", "b1", 0, 100_000, count=9),
+                (("route", "U", 2), 250_000, 0, "keyed"),
+            ],
+        ],
+        True,
+    ),
     # Two channels expire inside a run, the one on the later broker first: reported in time order either way.
-    "two expiries inside a run": ([
-        [beats("G1", "b2", 1, 0), beats("G1", "b1", 2, 20_000), beats("G1", "b1", 0, 100_000, count=11)],
-    ], True),
+    "two expiries inside a run": (
+        [
+            [beats("G1", "b2", 1, 0), beats("G1", "b1", 2, 20_000), beats("G1", "b1", 0, 100_000, count=11)],
+        ],
+        True,
+    ),
     # A known channel's run that does not only refresh it: a new client id on the channel (a join), a higher
     # sub_version (the table changes). Held, not taken as refreshes.
-    "run of a new client on a known channel": ([
-        [beats("G1", "b1", 0, 0)],
-        [(("beats", "G1", "b1", 0, 0, "x", 4, 30_000), 30_000, 0, "keyed")],
-    ], True),
-    "run raising the sub_version": ([
-        [beats("G1", "b1", 0, 0)],
-        [beats("G1", "b1", 0, 30_000, count=4, subscriptions=2)],
-    ], True),
+    "run of a new client on a known channel": (
+        [
+            [beats("G1", "b1", 0, 0)],
+            [(("beats", "G1", "b1", 0, 0, "x", 4, 30_000), 30_000, 0, "keyed")],
+        ],
+        True,
+    ),
+    "run raising the sub_version": (
+        [
+            [beats("G1", "b1", 0, 0)],
+            [beats("G1", "b1", 0, 30_000, count=4, subscriptions=2)],
+        ],
+        True,
+    ),
     # Two runs of a group end at different times; a channel on the other broker expires between the ends: the
     # group's scan must reach the later end within the batch.
-    "runs ending apart, an expiry between": ([
-        [beats("G1", "b2", 1, 0), beats("G1", "b1", 0, 0), beats("G1", "b1", 2, 0)],
-        [beats("G1", "b1", 0, 10_000, count=4), beats("G1", "b1", 2, 10_000, count=7)],
-    ], True),
+    "runs ending apart, an expiry between": (
+        [
+            [beats("G1", "b2", 1, 0), beats("G1", "b1", 0, 0), beats("G1", "b1", 2, 0)],
+            [beats("G1", "b1", 0, 10_000, count=4), beats("G1", "b1", 2, 10_000, count=7)],
+        ],
+        True,
+    ),
 }
 
 
@@ -243,5 +310,7 @@ def test_an_event_at_the_watermark_is_late_whether_alone_or_inside_a_run():
     events, late = _events(as_runs(rows, fold=True), engine, watermark)
     assert late == {"consumer_channel": 3}
     assert sorted((e.event_time_ms, e.channel, e.held_until_ms) for e in events) == [
-        (watermark + 1, "10.0.0.0:91", watermark + 2), (watermark + 1, "10.0.0.2:92", None),
-        (watermark + 2, "10.0.0.0:91", None)]  # fmt: skip
+        (watermark + 1, "10.0.0.0:91", watermark + 2),
+        (watermark + 1, "10.0.0.2:92", None),
+        (watermark + 2, "10.0.0.0:91", None),
+    ]

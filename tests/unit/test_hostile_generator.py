@@ -43,8 +43,19 @@ def test_the_records_meet_every_reason_and_many_stay_valid():
     for record in generate(0):
         verdict = validate_event(record.raw, NOW, default_type=record.topic_type)
         verdicts[verdict.reason if isinstance(verdict, Rejection) else "valid"] += 1
-    assert {"NOT_JSON", "NOT_AN_OBJECT", "UNKNOWN_TYPE", "UNKNOWN_SCHEMA_VERSION", "MISSING_FIELD", "WRONG_TYPE",
-            "INVALID_VALUE", "NEGATIVE_LATENCY", "OVERSIZED", "FUTURE_TIMESTAMP", "valid"} <= set(verdicts)  # fmt: skip
+    assert {
+        "NOT_JSON",
+        "NOT_AN_OBJECT",
+        "UNKNOWN_TYPE",
+        "UNKNOWN_SCHEMA_VERSION",
+        "MISSING_FIELD",
+        "WRONG_TYPE",
+        "INVALID_VALUE",
+        "NEGATIVE_LATENCY",
+        "OVERSIZED",
+        "FUTURE_TIMESTAMP",
+        "valid",
+    } <= set(verdicts)
     assert verdicts["valid"] > 200
 
 

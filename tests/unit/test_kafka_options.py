@@ -6,31 +6,49 @@ import pytest
 
 from connectors.kafka_options import UntranslatableOption, producer_options
 
-SCRAM = ('org.apache.kafka.common.security.scram.ScramLoginModule required username="svc-\\"rrm\\"" '
-         'password="s3cr=t;";')  # fmt: skip
+SCRAM = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="svc-\\"rrm\\"" password="s3cr=t;";'
 
 
 def test_sasl_ssl_with_scram_and_a_pem_truststore_carries_over():
-    translated = producer_options({
-        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.jaas.config": SCRAM,
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": "/etc/kafka/ca.pem",
-        "ssl.endpoint.identification.algorithm": "", "request.timeout.ms": "20000",
-    })  # fmt: skip
+    translated = producer_options(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": SCRAM,
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": "/etc/kafka/ca.pem",
+            "ssl.endpoint.identification.algorithm": "",
+            "request.timeout.ms": "20000",
+        }
+    )
     assert translated.options == {
-        "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
-        "sasl_plain_username": 'svc-"rrm"', "sasl_plain_password": "s3cr=t;",
-        "ssl_cafile": "/etc/kafka/ca.pem", "ssl_check_hostname": False, "request_timeout_ms": 20000,
-    }  # fmt: skip
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": 'svc-"rrm"',
+        "sasl_plain_password": "s3cr=t;",
+        "ssl_cafile": "/etc/kafka/ca.pem",
+        "ssl_check_hostname": False,
+        "request_timeout_ms": 20000,
+    }
     assert translated.not_used == []
 
 
 def test_a_pem_keystore_and_its_key_password_carry_over_and_host_names_are_checked_with_https():
-    translated = producer_options({
-        "security.protocol": "SSL", "ssl.keystore.type": "pem", "ssl.keystore.location": "/etc/kafka/client.pem",
-        "ssl.key.password": "k", "ssl.endpoint.identification.algorithm": "https",
-    })  # fmt: skip
-    assert translated.options == {"security_protocol": "SSL", "ssl_certfile": "/etc/kafka/client.pem",
-                                  "ssl_password": "k", "ssl_check_hostname": True}  # fmt: skip
+    translated = producer_options(
+        {
+            "security.protocol": "SSL",
+            "ssl.keystore.type": "pem",
+            "ssl.keystore.location": "/etc/kafka/client.pem",
+            "ssl.key.password": "k",
+            "ssl.endpoint.identification.algorithm": "https",
+        }
+    )
+    assert translated.options == {
+        "security_protocol": "SSL",
+        "ssl_certfile": "/etc/kafka/client.pem",
+        "ssl_password": "k",
+        "ssl_check_hostname": True,
+    }
 
 
 def test_consumer_tuning_is_reported_as_not_used():
@@ -42,11 +60,23 @@ def test_consumer_tuning_is_reported_as_not_used():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"security.protocol": "SSL", "ssl.truststore.location": "/t.jks"}, "PEM files only, not JKS; convert it and pass --producer-option ssl_cafile=FILE"),
-        ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/k.p12"}, "not PKCS12; convert it and pass --producer-option ssl_certfile=FILE"),
+        (
+            {"security.protocol": "SSL", "ssl.truststore.location": "/t.jks"},
+            "PEM files only, not JKS; convert it and pass --producer-option ssl_cafile=FILE",
+        ),
+        (
+            {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "/k.p12"},
+            "not PKCS12; convert it and pass --producer-option ssl_certfile=FILE",
+        ),
         ({"sasl.mechanism": "GSSAPI"}, "sasl.mechanism GSSAPI"),
-        ({"sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"}, "Krb5LoginModule is not a PLAIN or SCRAM login"),
-        ({"sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;"}, 'no username="..." password="..."'),
+        (
+            {"sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"},
+            "Krb5LoginModule is not a PLAIN or SCRAM login",
+        ),
+        (
+            {"sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;"},
+            'no username="..." password="..."',
+        ),
     ],
 )
 def test_what_kafka_python_cannot_follow_is_refused_with_what_to_pass_instead(options, message):

@@ -41,35 +41,77 @@ CASES = [
     # 2. the same channel heartbeats again: nothing
     ([hb(0), hb(30_000)], [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True)]),
     # 3. a higher sub_version of the same topic replaces silently
-    ([hb(0), hb(30_000, subs=(Subscription("T", "tagA", 2),))],
-     [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True)]),
+    (
+        [hb(0), hb(30_000, subs=(Subscription("T", "tagA", 2),))],
+        [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True)],
+    ),
     # 4. a topic added is a CHANGE
-    ([hb(0), hb(30_000, subs=(*T, Subscription("U")))],
-     [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True),
-      ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 30_000, True)]),
+    (
+        [hb(0), hb(30_000, subs=(*T, Subscription("U")))],
+        [
+            ("JOIN", "HEARTBEAT", 0, True),
+            ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True),
+            ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 30_000, True),
+        ],
+    ),
     # 5. UNREGISTER removes the channel: CHANGE
-    ([hb(0), ev("UNREGISTER", 5_000)],
-     [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True), ("LEAVE", "UNREGISTER", 5_000, True)]),
+    (
+        [hb(0), ev("UNREGISTER", 5_000)],
+        [
+            ("JOIN", "HEARTBEAT", 0, True),
+            ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True),
+            ("LEAVE", "UNREGISTER", 5_000, True),
+        ],
+    ),
     # 6-8. close, exception and idle remove the channel: CHANGE
-    *[([hb(0), ev(kind, 7_000)],
-       [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True), ("LEAVE", kind, 7_000, True)])
-      for kind in ("CHANNEL_CLOSE", "CHANNEL_EXCEPTION", "CHANNEL_IDLE")],
+    *[
+        (
+            [hb(0), ev(kind, 7_000)],
+            [
+                ("JOIN", "HEARTBEAT", 0, True),
+                ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True),
+                ("LEAVE", kind, 7_000, True),
+            ],
+        )
+        for kind in ("CHANNEL_CLOSE", "CHANNEL_EXCEPTION", "CHANNEL_IDLE")
+    ],
     # 9. silent for exactly 120 s: still there (the scan needs MORE than the expiry)
-    ([hb(0), hb(120_000, channel="10.0.0.2:1", cid="c2")],
-     [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True), ("JOIN", "HEARTBEAT", 120_000, True)]),
+    (
+        [hb(0), hb(120_000, channel="10.0.0.2:1", cid="c2")],
+        [
+            ("JOIN", "HEARTBEAT", 0, True),
+            ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True),
+            ("JOIN", "HEARTBEAT", 120_000, True),
+        ],
+    ),
     # 10. silent for 120 s + 1 ms: EXPIRED, without a CHANGE notification
-    ([hb(0), hb(120_001, channel="10.0.0.2:1", cid="c2")],
-     [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True), ("EXPIRED", "SCAN", 120_001, False),
-      ("JOIN", "HEARTBEAT", 120_001, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 120_001, True)]),
+    (
+        [hb(0), hb(120_001, channel="10.0.0.2:1", cid="c2")],
+        [
+            ("JOIN", "HEARTBEAT", 0, True),
+            ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True),
+            ("EXPIRED", "SCAN", 120_001, False),
+            ("JOIN", "HEARTBEAT", 120_001, True),
+            ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 120_001, True),
+        ],
+    ),
     # 11. UNREGISTER of an id the channel does not carry: ignored
-    ([hb(0), ev("UNREGISTER", 5_000, cid="someone-else")],
-     [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True)]),
+    (
+        [hb(0), ev("UNREGISTER", 5_000, cid="someone-else")],
+        [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True)],
+    ),
     # 12. a heartbeat older than the channel's removal does not resurrect it
-    ([hb(0), ev("CHANNEL_CLOSE", 10_000), hb(9_000)],
-     [("JOIN", "HEARTBEAT", 0, True), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True), ("LEAVE", "CHANNEL_CLOSE", 10_000, True)]),
+    (
+        [hb(0), ev("CHANNEL_CLOSE", 10_000), hb(9_000)],
+        [
+            ("JOIN", "HEARTBEAT", 0, True),
+            ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, True),
+            ("LEAVE", "CHANNEL_CLOSE", 10_000, True),
+        ],
+    ),
     # 13. a 5.x broadcasting consumer joins without a CHANGE notification
     ([hb(0, message_model="BROADCASTING", client_version="V5_3_3", subs=())], [("JOIN", "HEARTBEAT", 0, False)]),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("events", "expected"), CASES, ids=[f"case-{i}" for i in range(1, len(CASES) + 1)])
@@ -78,8 +120,10 @@ def test_membership_rules(events, expected):
 
 
 def test_duplicate_client_id_on_two_channels_stays_twice_in_cid_all():
-    m, _ = apply_all(GroupMembership("G"), [hb(0, "10.0.0.1:1", "172.17.0.1@1"), hb(1, "10.0.0.2:1", "172.17.0.1@1"),
-                                             hb(2, "10.0.0.3:1", "10.0.0.3@7")])  # fmt: skip
+    m, _ = apply_all(
+        GroupMembership("G"),
+        [hb(0, "10.0.0.1:1", "172.17.0.1@1"), hb(1, "10.0.0.2:1", "172.17.0.1@1"), hb(2, "10.0.0.3:1", "10.0.0.3@7")],
+    )
     assert sorted(cid_all(m.views["b1"])) == ["10.0.0.3@7", "172.17.0.1@1", "172.17.0.1@1"]
 
 
@@ -113,7 +157,7 @@ events = st.lists(
             st.builds(Subscription, st.sampled_from(["T", "U"]), st.just("*"), st.integers(0, 3)),
             max_size=2,
             unique_by=lambda s: s.topic,
-        ).map(tuple),  # fmt: skip
+        ).map(tuple),
     ),
     max_size=25,
 )

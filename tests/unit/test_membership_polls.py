@@ -60,54 +60,117 @@ POLL_CASES = [
     # 1. a first poll: each listed channel JOINs, the table's topic is added
     ([poll(0, A, B)], [("JOIN", "POLL", 0, "c1"), ("JOIN", "POLL", 0, "c2"), ("SUBSCRIPTION_CHANGED", "POLL", 0, "")]),
     # 2. the same list again: a refresh, nothing changes
-    ([poll(0, A, B), poll(10_000, A, B)],
-     [("JOIN", "POLL", 0, "c1"), ("JOIN", "POLL", 0, "c2"), ("SUBSCRIPTION_CHANGED", "POLL", 0, "")]),
+    (
+        [poll(0, A, B), poll(10_000, A, B)],
+        [("JOIN", "POLL", 0, "c1"), ("JOIN", "POLL", 0, "c2"), ("SUBSCRIPTION_CHANGED", "POLL", 0, "")],
+    ),
     # 3. a channel missing from the next poll VANISHED at that poll's time
-    ([poll(0, A, B), poll(10_000, A)],
-     [("JOIN", "POLL", 0, "c1"), ("JOIN", "POLL", 0, "c2"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
-      ("VANISHED", "POLL", 10_000, "c2")]),
+    (
+        [poll(0, A, B), poll(10_000, A)],
+        [
+            ("JOIN", "POLL", 0, "c1"),
+            ("JOIN", "POLL", 0, "c2"),
+            ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
+            ("VANISHED", "POLL", 10_000, "c2"),
+        ],
+    ),
     # 4. a new channel in a later poll JOINs then
-    ([poll(0, A), poll(10_000, A, B)],
-     [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""), ("JOIN", "POLL", 10_000, "c2")]),
+    (
+        [poll(0, A), poll(10_000, A, B)],
+        [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""), ("JOIN", "POLL", 10_000, "c2")],
+    ),
     # 5. a poll older than the view's last poll is ignored (it would resurrect c2)
-    ([poll(0, A, B), poll(10_000, A), poll(5_000, A, B)],
-     [("JOIN", "POLL", 0, "c1"), ("JOIN", "POLL", 0, "c2"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
-      ("VANISHED", "POLL", 10_000, "c2"), ("IGNORED", 5_000)]),
+    (
+        [poll(0, A, B), poll(10_000, A), poll(5_000, A, B)],
+        [
+            ("JOIN", "POLL", 0, "c1"),
+            ("JOIN", "POLL", 0, "c2"),
+            ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
+            ("VANISHED", "POLL", 10_000, "c2"),
+            ("IGNORED", 5_000),
+        ],
+    ),
     # 6. the poll's table replaces the group's: a topic removed and one added are one change
-    ([poll(0, A), poll(10_000, A, subs=(Subscription("U"),))],
-     [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""), ("SUBSCRIPTION_CHANGED", "POLL", 10_000, "")]),
+    (
+        [poll(0, A), poll(10_000, A, subs=(Subscription("U"),))],
+        [
+            ("JOIN", "POLL", 0, "c1"),
+            ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
+            ("SUBSCRIPTION_CHANGED", "POLL", 10_000, ""),
+        ],
+    ),
     # 7. an empty poll: every channel VANISHED
-    ([poll(0, A, B), poll(10_000)],
-     [("JOIN", "POLL", 0, "c1"), ("JOIN", "POLL", 0, "c2"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
-      ("VANISHED", "POLL", 10_000, "c1"), ("VANISHED", "POLL", 10_000, "c2")]),
+    (
+        [poll(0, A, B), poll(10_000)],
+        [
+            ("JOIN", "POLL", 0, "c1"),
+            ("JOIN", "POLL", 0, "c2"),
+            ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
+            ("VANISHED", "POLL", 10_000, "c1"),
+            ("VANISHED", "POLL", 10_000, "c2"),
+        ],
+    ),
     # 8. a polled view is never expired by the scan, however long it is silent
     ([poll(0, A), ("scan", 10_000_000)], [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, "")]),
     # 9. the polls stop: STALE once the watermark passes the last poll + stale_after_ms, channels kept, no removal
-    ([poll(0, A, B), ("stale", STALE_AFTER), ("stale", STALE_AFTER + 1), ("stale", 500_000)],
-     [("JOIN", "POLL", 0, "c1"), ("JOIN", "POLL", 0, "c2"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
-      ("STALE", "b1", STALE_AFTER + 1, 2)]),
+    (
+        [poll(0, A, B), ("stale", STALE_AFTER), ("stale", STALE_AFTER + 1), ("stale", 500_000)],
+        [
+            ("JOIN", "POLL", 0, "c1"),
+            ("JOIN", "POLL", 0, "c2"),
+            ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
+            ("STALE", "b1", STALE_AFTER + 1, 2),
+        ],
+    ),
     # 10. polls resume after a long silence: the first is diffed against the last seen state
-    ([poll(0, A, B), ("stale", 500_000), poll(500_000, A, Connection("10.0.0.3:1", "c3"))],
-     [("JOIN", "POLL", 0, "c1"), ("JOIN", "POLL", 0, "c2"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
-      ("STALE", "b1", STALE_AFTER + 1, 2), ("JOIN", "POLL", 500_000, "c3"), ("VANISHED", "POLL", 500_000, "c2")]),
+    (
+        [poll(0, A, B), ("stale", 500_000), poll(500_000, A, Connection("10.0.0.3:1", "c3"))],
+        [
+            ("JOIN", "POLL", 0, "c1"),
+            ("JOIN", "POLL", 0, "c2"),
+            ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
+            ("STALE", "b1", STALE_AFTER + 1, 2),
+            ("JOIN", "POLL", 500_000, "c3"),
+            ("VANISHED", "POLL", 500_000, "c2"),
+        ],
+    ),
     # 11. another client id on the same channel is a JOIN (as for a heartbeat)
-    ([poll(0, A), poll(10_000, Connection(A.channel, "c9"))],
-     [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""), ("JOIN", "POLL", 10_000, "c9")]),
+    (
+        [poll(0, A), poll(10_000, Connection(A.channel, "c9"))],
+        [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""), ("JOIN", "POLL", 10_000, "c9")],
+    ),
     # 12. a channel vanished and listed again by a later poll JOINs again
-    ([poll(0, A), poll(10_000), poll(20_000, A)],
-     [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""), ("VANISHED", "POLL", 10_000, "c1"),
-      ("JOIN", "POLL", 20_000, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 20_000, "")]),
+    (
+        [poll(0, A), poll(10_000), poll(20_000, A)],
+        [
+            ("JOIN", "POLL", 0, "c1"),
+            ("SUBSCRIPTION_CHANGED", "POLL", 0, ""),
+            ("VANISHED", "POLL", 10_000, "c1"),
+            ("JOIN", "POLL", 20_000, "c1"),
+            ("SUBSCRIPTION_CHANGED", "POLL", 20_000, ""),
+        ],
+    ),
     # 13. a heartbeat-fed view taken over by a poll: the poll is the whole view (c2 vanished)
-    ([hb(0, channel=A.channel, cid="c1"), hb(0, channel=B.channel, cid="c2"), poll(10_000, A)],
-     [("JOIN", "HEARTBEAT", 0, "c1"), ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, "c1"), ("JOIN", "HEARTBEAT", 0, "c2"),
-      ("VANISHED", "POLL", 10_000, "c2")]),
+    (
+        [hb(0, channel=A.channel, cid="c1"), hb(0, channel=B.channel, cid="c2"), poll(10_000, A)],
+        [
+            ("JOIN", "HEARTBEAT", 0, "c1"),
+            ("SUBSCRIPTION_CHANGED", "HEARTBEAT", 0, "c1"),
+            ("JOIN", "HEARTBEAT", 0, "c2"),
+            ("VANISHED", "POLL", 10_000, "c2"),
+        ],
+    ),
     # 14. a removal observed after the poll was taken is not undone by that poll
-    ([poll(0, A), hb(1_000, channel=B.channel, cid="c2", broker="b1"), poll(500, A, B)],
-     [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""), ("JOIN", "HEARTBEAT", 1_000, "c2")]),
+    (
+        [poll(0, A), hb(1_000, channel=B.channel, cid="c2", broker="b1"), poll(500, A, B)],
+        [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, ""), ("JOIN", "HEARTBEAT", 1_000, "c2")],
+    ),
     # 15. a fresh view does not turn stale while polls keep coming
-    ([poll(0, A), poll(STALE_AFTER, A), ("stale", STALE_AFTER + 1)],
-     [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, "")]),
-]  # fmt: skip
+    (
+        [poll(0, A), poll(STALE_AFTER, A), ("stale", STALE_AFTER + 1)],
+        [("JOIN", "POLL", 0, "c1"), ("SUBSCRIPTION_CHANGED", "POLL", 0, "")],
+    ),
+]
 
 
 @pytest.mark.parametrize(("steps", "expected"), POLL_CASES, ids=[f"case-{i}" for i in range(1, len(POLL_CASES) + 1)])
@@ -133,8 +196,9 @@ def test_polled_views_have_no_expiry_deadline_but_their_tombstones_do():
 
 def test_the_poll_carries_group_level_model_and_type_and_the_clients_own_topics():
     own = Connection("10.0.0.1:5000", "c1", "479", "AVG_BY_CIRCLE", (Subscription("U"),), "JAVA")
-    membership, _, _ = apply_poll(GroupMembership("G"), poll(0, own, B, message_model="BROADCASTING",
-                                                               consume_type="CONSUME_POP"))  # fmt: skip
+    membership, _, _ = apply_poll(
+        GroupMembership("G"), poll(0, own, B, message_model="BROADCASTING", consume_type="CONSUME_POP")
+    )
     channels = membership.views["b1"].channels
     assert channels[A.channel].topics == (("U", "*"),) and channels[B.channel].topics == (("T", "*"),)
     assert channels[A.channel].client_version == "479" and channels[A.channel].allocate_strategy == "AVG_BY_CIRCLE"
@@ -172,7 +236,16 @@ def test_a_clients_own_consume_type_stands_for_its_channel_and_makes_the_group_b
     membership, _, _ = apply_poll(GroupMembership("G"), poll(0, A, B, consume_type="CONSUME_PASSIVELY"))
     analysis = analyze_group(membership, mq_all, lambda name, version: strategy_from_name(name or "AVG"), 0)
     assert analysis.allocation == CLIENT_SIDE and set(analysis.topics) == {"T"}
-    parsed = ConnectionPoll.from_json({"event_time": 1, "broker": "b1", "group": "G", "stale_after_ms": 1000,
-                                       "connections": [{"channel": "x:1", "client_id": "c", "consume_type": "CONSUME_POP"},
-                                                       {"channel": "y:1", "client_id": "d"}]})  # fmt: skip
+    parsed = ConnectionPoll.from_json(
+        {
+            "event_time": 1,
+            "broker": "b1",
+            "group": "G",
+            "stale_after_ms": 1000,
+            "connections": [
+                {"channel": "x:1", "client_id": "c", "consume_type": "CONSUME_POP"},
+                {"channel": "y:1", "client_id": "d"},
+            ],
+        }
+    )
     assert [c.consume_type for c in parsed.connections] == ["CONSUME_POP", None]

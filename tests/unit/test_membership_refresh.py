@@ -14,8 +14,15 @@ from hypothesis import strategies as st
 from streaming.domain import membership as ms
 
 EXPIRY_MS = 120_000
-TOPIC_SETS = (("T", "*", 1),), (("T", "*", 2),), (("T", "tag", 1),), (("T", "*", 1), ("U", "*", 1)), (
-    ("U", "*", 1), ("T", "*", 1)), (("T", "*", 1), ("T", "*", 3)), ()  # fmt: skip
+TOPIC_SETS = (
+    (("T", "*", 1),),
+    (("T", "*", 2),),
+    (("T", "tag", 1),),
+    (("T", "*", 1), ("U", "*", 1)),
+    (("U", "*", 1), ("T", "*", 1)),
+    (("T", "*", 1), ("T", "*", 3)),
+    (),
+)
 
 step_strategy = st.tuples(
     st.integers(-5_000, 70_000),  # time step: sometimes backwards, sometimes past the expiry
@@ -39,8 +46,9 @@ def event_for(time_ms, kind, channel, broker, variant):
     elif variant >= 11:
         topics = TOPIC_SETS[1 + (time_ms + channel) % (len(TOPIC_SETS) - 1)]
     subscriptions = tuple(ms.Subscription(t, e, v) for t, e, v in topics)
-    return ms.ChannelEvent.from_fields(time_ms, broker, kind, f"10.0.0.{channel}:1", client, "G", model, None,
-                                       version, subscriptions, strategy)  # fmt: skip
+    return ms.ChannelEvent.from_fields(
+        time_ms, broker, kind, f"10.0.0.{channel}:1", client, "G", model, None, version, subscriptions, strategy
+    )
 
 
 def run(steps, shortcut, monkeypatch):
@@ -79,6 +87,7 @@ def test_shortcut_is_taken_for_a_repeated_heartbeat_only():
     for variant in (7, 8, 9, 10):  # another client id, version, strategy, message model
         assert ms._refresh(membership.views["b1"], event_for(31_000, "HEARTBEAT", 0, "b1", variant)) is None
     assert ms._refresh(membership.views["b1"], event_for(500, "HEARTBEAT", 0, "b1", 0)) is None  # older
-    higher = ms.ChannelEvent.from_fields(31_000, "b1", "HEARTBEAT", "10.0.0.0:1", "c0", "G", None, None, "V5_3_3",
-                                         (ms.Subscription("T", "*", 2),), None)  # fmt: skip
+    higher = ms.ChannelEvent.from_fields(
+        31_000, "b1", "HEARTBEAT", "10.0.0.0:1", "c0", "G", None, None, "V5_3_3", (ms.Subscription("T", "*", 2),), None
+    )
     assert ms._refresh(membership.views["b1"], higher) is None  # a higher sub_version replaces the table entry

@@ -19,9 +19,18 @@ from streaming.job.outputs import apply_consumer_metrics
 
 def group_row(group: str, members: int, generation: int) -> GroupSummary:
     topics = {"T": TopicSummary(assigned=8, orphaned=0, double_owned=0, idle=0, non_subscribing=0, skew=0, moved=1)}
-    return GroupSummary(group, event_time_ms=1, members=members, channels=members, generation=generation,
-                        duplicate_client_ids=0, views_diverge=False, last_rebalance_ms=1_000, open_anomalies={},
-                        topics=topics)  # fmt: skip
+    return GroupSummary(
+        group,
+        event_time_ms=1,
+        members=members,
+        channels=members,
+        generation=generation,
+        duplicate_client_ids=0,
+        views_diverge=False,
+        last_rebalance_ms=1_000,
+        open_anomalies={},
+        topics=topics,
+    )
 
 
 @pytest.fixture
@@ -45,8 +54,12 @@ def test_a_name_filter_returns_exactly_that_family_with_its_series(endpoint):
     url, _ = endpoint
     got = families(url + "?name[]=rmqmon_group_members")
     # Two groups under the cap of two: the third was refused, as on the whole page.
-    assert got == {"rmqmon_group_members": [("rmqmon_group_members", {"consumer_group": "G1"}, 3.0),
-                                            ("rmqmon_group_members", {"consumer_group": "G2"}, 5.0)]}  # fmt: skip
+    assert got == {
+        "rmqmon_group_members": [
+            ("rmqmon_group_members", {"consumer_group": "G1"}, 3.0),
+            ("rmqmon_group_members", {"consumer_group": "G2"}, 5.0),
+        ]
+    }
 
 
 def test_filters_name_the_samples_of_counters_and_may_ask_for_several(endpoint):

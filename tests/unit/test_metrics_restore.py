@@ -37,15 +37,32 @@ def latest_per_group(summaries: list[GroupSummary | GroupGone]) -> dict[str, Gro
 def scenario() -> list[GroupSummary | GroupGone]:
     """Group D: a client ID on two channels (orphaned and double-owned queues); group S: two topics, one member
     not subscribing the second, one member leaving; group X: empties and is gone."""
-    out, _ = run([
-        ([route(0), route(0, "U", (("broker-a", 3),)),
-          hb(1_000, "10.1.0.1:1", "dup@1", group="D"), hb(1_000, "10.1.0.2:1", "dup@1", group="D"),
-          hb(1_000, "10.1.0.3:1", "solo@1", group="D"),
-          hb(1_000, "10.2.0.1:1", "s1", ("T", "U"), group="S"), hb(1_000, "10.2.0.2:1", "s2", ("T",), group="S"),
-          hb(1_000, "10.2.0.3:1", "s3", ("T", "U"), group="S"), hb(1_000, "10.3.0.1:1", "x1", group="X")], 0),
-        ([ev("UNREGISTER", 5_000, "10.2.0.3:1", "s3", group="S"), ev("UNREGISTER", 5_000, "10.3.0.1:1", "x1", group="X"),
-          hb(6_000, "10.1.0.3:1", "solo@1", group="D")], 0),
-    ])  # fmt: skip
+    out, _ = run(
+        [
+            (
+                [
+                    route(0),
+                    route(0, "U", (("broker-a", 3),)),
+                    hb(1_000, "10.1.0.1:1", "dup@1", group="D"),
+                    hb(1_000, "10.1.0.2:1", "dup@1", group="D"),
+                    hb(1_000, "10.1.0.3:1", "solo@1", group="D"),
+                    hb(1_000, "10.2.0.1:1", "s1", ("T", "U"), group="S"),
+                    hb(1_000, "10.2.0.2:1", "s2", ("T",), group="S"),
+                    hb(1_000, "10.2.0.3:1", "s3", ("T", "U"), group="S"),
+                    hb(1_000, "10.3.0.1:1", "x1", group="X"),
+                ],
+                0,
+            ),
+            (
+                [
+                    ev("UNREGISTER", 5_000, "10.2.0.3:1", "s3", group="S"),
+                    ev("UNREGISTER", 5_000, "10.3.0.1:1", "x1", group="X"),
+                    hb(6_000, "10.1.0.3:1", "solo@1", group="D"),
+                ],
+                0,
+            ),
+        ]
+    )
     return [o for o in out if isinstance(o, GroupSummary | GroupGone)]
 
 
@@ -71,9 +88,21 @@ def test_restored_rows_set_every_group_series_the_engine_summaries_set_to_the_sa
 
 
 def test_a_row_without_topics_or_open_anomalies_restores_empty_series_sets():
-    summary = group_summary({"group": "E", "generation": 3, "members": 1, "channels": 1,
-                             "duplicate_client_ids": 0, "views_diverge": True, "last_rebalance_ms": None,
-                             "open_anomalies": None, "topics": [], "event_time_ms": 5, "batch_id": 1})  # fmt: skip
+    summary = group_summary(
+        {
+            "group": "E",
+            "generation": 3,
+            "members": 1,
+            "channels": 1,
+            "duplicate_client_ids": 0,
+            "views_diverge": True,
+            "last_rebalance_ms": None,
+            "open_anomalies": None,
+            "topics": [],
+            "event_time_ms": 5,
+            "batch_id": 1,
+        }
+    )
     assert isinstance(summary, GroupSummary) and summary.topics == {} and summary.open_anomalies == {}
     state = MetricsState()
     apply_consumer_metrics(state, [summary])

@@ -17,8 +17,12 @@ ROOT = Path(__file__).parents[2]
 def test_the_zip_holds_every_source_and_data_file_and_no_bytecode(tmp_path, monkeypatch):
     monkeypatch.setenv("RRM_CACHE_DIR", str(tmp_path))
     names = set(zipfile.ZipFile(python_zip()).namelist())
-    on_disk = {p.relative_to(ROOT).as_posix() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
-               if "__pycache__" not in p.parts}  # fmt: skip
+    on_disk = {
+        p.relative_to(ROOT).as_posix()
+        for pkg in PACKAGES
+        for p in (ROOT / pkg).rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
     assert on_disk <= names
     assert any(n.startswith("streaming/contract/schemas/") and n.endswith(".json") for n in names)
     assert not any(n.endswith(".pyc") or "__pycache__" in n for n in names)
@@ -35,8 +39,9 @@ def test_a_python_given_only_the_zip_imports_the_job_from_it_and_reads_its_schem
     )
     # From a directory outside the project, with no PYTHONPATH: what a worker elsewhere has.
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", probe, str(archive)], cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(archive)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     where, verdict = json.loads(result.stdout.strip().splitlines()[-1])
     assert where.startswith(str(archive)) and verdict == "Rejection"

@@ -19,8 +19,14 @@ from streaming.domain.outcomes import EpisodeTransition
 from streaming.simulation.fleet import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario
 
 START = 1_700_000_000_000
-ENGINE = {"default_strategy": "AVG", "default_client_line": "5", "expiry_ms": 120_000,
-          "storm_window_ms": 300_000, "storm_threshold": 10, "group_rules": []}  # fmt: skip
+ENGINE = {
+    "default_strategy": "AVG",
+    "default_client_line": "5",
+    "expiry_ms": 120_000,
+    "storm_window_ms": 300_000,
+    "storm_threshold": 10,
+    "group_rules": [],
+}
 
 
 def consumer_anomalies(name: str, batch_ms: int, minutes: int = 7) -> tuple[set[tuple[str, str]], dict[str, list[int]]]:
@@ -94,8 +100,12 @@ def test_members_heartbeat_every_broker_every_30_s_and_leave_with_unregister():
     assert {e["event_time"] - START for e in beats} == {0, HEARTBEAT_MS, 2 * HEARTBEAT_MS, 3 * HEARTBEAT_MS}
     short = scenario.groups[0].members[2]  # joins at 10 s, leaves at 20 s
     kinds = [(e["kind"], e["broker"], e["event_time"] - START) for e in events if e.get("client_id") == short.client_id]
-    assert kinds == [("HEARTBEAT", "broker-a", 10_000), ("HEARTBEAT", "broker-b", 10_000),
-                     ("UNREGISTER", "broker-a", 20_000), ("UNREGISTER", "broker-b", 20_000)]  # fmt: skip
+    assert kinds == [
+        ("HEARTBEAT", "broker-a", 10_000),
+        ("HEARTBEAT", "broker-b", 10_000),
+        ("UNREGISTER", "broker-a", 20_000),
+        ("UNREGISTER", "broker-b", 20_000),
+    ]
 
 
 def test_a_crashed_member_just_goes_silent():
@@ -145,8 +155,9 @@ def test_namespaces_keep_scenarios_apart():
     assert a.expected_avoided_brokers == {"a-broker-b"}
 
 
-@pytest.mark.parametrize("bad", [dict(name="nope"), dict(name="steady", extra_groups=-1),
-                                 dict(name="steady", clients_per_group=0)])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad", [dict(name="nope"), dict(name="steady", extra_groups=-1), dict(name="steady", clients_per_group=0)]
+)
 def test_bad_knobs_are_refused(bad):
     with pytest.raises(ValueError):
         build_scenario(**bad)

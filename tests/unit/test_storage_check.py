@@ -40,10 +40,16 @@ def test_remote_uris_are_left_to_their_file_system():
 def test_run_with_an_unwritable_delta_root_prints_one_line_and_exits_non_zero(tmp_path):
     (tmp_path / "file").write_text("not a directory")
     config = tmp_path / "monitor.toml"
-    config.write_text(f'[paths]\ndelta_root = "{tmp_path / "file" / "delta"}"\n'
-                      f'checkpoint_root = "{tmp_path / "checkpoints"}"\n')  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "streaming.cli", "run", "--config", str(config)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    config.write_text(
+        f'[paths]\ndelta_root = "{tmp_path / "file" / "delta"}"\ncheckpoint_root = "{tmp_path / "checkpoints"}"\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "streaming.cli", "run", "--config", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
         f"rebalance-monitor run: cannot write the Delta root ([paths] delta_root) at {tmp_path / 'file' / 'delta'}: "

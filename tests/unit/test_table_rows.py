@@ -60,24 +60,44 @@ STALE = ViewStatus(9, "G", "broker-a", ViewFreshness.STALE, 1, 5, 2, "collector-
 EPISODE = Episode("e1", "G", "T", AnomalyKind.ORPHANED_QUEUES, 3, Severity.CRITICAL, "2 orphaned", "{}")
 # One of every outcome the engine returns (an ignored event maps through ``ignored_letter``, below).
 EVERY_OUTCOME = [
-    MembershipChange(1, "G", "broker-a", ChangeKind.SUBSCRIPTION_CHANGED, ChangeReason.HEARTBEAT, "c1", "ch1", True,
-                     ("T",), ("U",)),
+    MembershipChange(
+        1, "G", "broker-a", ChangeKind.SUBSCRIPTION_CHANGED, ChangeReason.HEARTBEAT, "c1", "ch1", True, ("T",), ("U",)
+    ),
     BrokerViewState(STALE),
     BrokerViewChanged(STALE),
     BrokerViewGone("G", "broker-a", 10),
-    GenerationSnapshot("G", 2, 4, (Trigger.JOIN,), 2, 3, ("broker-a",), ("c1", "c2"), ("T",), "AVG", "5", False,
-                       (AnomalyKind.ORPHANED_QUEUES,), "{}"),
+    GenerationSnapshot(
+        "G",
+        2,
+        4,
+        (Trigger.JOIN,),
+        2,
+        3,
+        ("broker-a",),
+        ("c1", "c2"),
+        ("T",),
+        "AVG",
+        "5",
+        False,
+        (AnomalyKind.ORPHANED_QUEUES,),
+        "{}",
+    ),
     ExpectedAssignment("G", 2, "T", "c1", (MessageQueue("T", "broker-a", 0),), "AVG", 4),
     AssignmentWithdrawn("G", "T", "c2", 2, 4),
     EpisodeTransition(Transition(EpisodeStatus.CLOSED, EPISODE, 5, closed_at_ms=5), 2),
-    GroupSummary("G", 4, 2, 3, 2, 0, False, 4, {AnomalyKind.ORPHANED_QUEUES: 1},
-                 {"T": TopicSummary(3, 1, 0, 0, 0, 1, 2)}),
+    GroupSummary(
+        "G", 4, 2, 3, 2, 0, False, 4, {AnomalyKind.ORPHANED_QUEUES: 1}, {"T": TopicSummary(3, 1, 0, 0, 0, 1, 2)}
+    ),
     GroupGone("G", 6),
     LateEvent(LateReason.STALE_POLL, "consumer_connections", 7, group="G", broker="broker-a", topic="T"),
-]  # fmt: skip
+]
 # The consumer sink's Delta tables: written from these rows, or derived by the sink from another table's.
-CONSUMER_TABLES = {*HISTORY_OUTPUTS} - {"fault_windows"} | {"current_assignment", "broker_views_current",
-                                                              "group_status_current", "anomalies_current"}  # fmt: skip
+CONSUMER_TABLES = {*HISTORY_OUTPUTS} - {"fault_windows"} | {
+    "current_assignment",
+    "broker_views_current",
+    "group_status_current",
+    "anomalies_current",
+}
 DERIVED = {"anomalies_current": "anomaly_episodes"}  # the open episodes, from the episodes' history
 
 
@@ -167,4 +187,3 @@ def test_every_row_is_json_with_the_words_as_text():
             assert "ViewFreshness" not in text and "AnomalyKind" not in text, table
     (current,) = mapped_rows()["broker_views_current"][:1]
     assert current["status"] == "STALE" and current["stale_since_ms"] == STALE.event_time_ms
-

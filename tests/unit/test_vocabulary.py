@@ -16,8 +16,9 @@ from streaming.domain import membership as ms
 from streaming.domain import vocabulary
 from streaming.domain.vocabulary import ChangeKind, ChangeReason, ChannelEventKind, Trigger
 
-VOCABULARIES = [v for v in vars(vocabulary).values()
-                if isinstance(v, type) and issubclass(v, StrEnum) and v is not StrEnum]
+VOCABULARIES = [
+    v for v in vars(vocabulary).values() if isinstance(v, type) and issubclass(v, StrEnum) and v is not StrEnum
+]
 
 
 @pytest.mark.parametrize("vocabulary", VOCABULARIES, ids=lambda v: v.__name__)
@@ -39,8 +40,9 @@ def test_every_membership_change_and_channel_event_kind_has_its_trigger_and_reas
 
 
 def test_a_membership_change_row_keeps_the_words_text():
-    event = ms.ChannelEvent(1_000, "broker-a", "HEARTBEAT", "10.0.0.1:1", "c1", "G",
-                            subscriptions=(ms.Subscription("T", "*", 1),))  # fmt: skip
+    event = ms.ChannelEvent(
+        1_000, "broker-a", "HEARTBEAT", "10.0.0.1:1", "c1", "G", subscriptions=(ms.Subscription("T", "*", 1),)
+    )
     _, changes = ms.apply_event(ms.GroupMembership("G"), event)
     (join,) = [c for c in changes if c.change == ChangeKind.JOIN]
     assert join.change is ChangeKind.JOIN and join.reason is ChangeReason.HEARTBEAT
