@@ -110,24 +110,17 @@ def _queue_ref(mq: MessageQueue) -> dict[str, object]:
     return {"broker": mq.broker_name, "queue_id": mq.queue_id}
 
 
-def analyze_group(
-    membership: GroupMembership,
-    mq_all_by_topic: Mapping[str, Sequence[MessageQueue]],
-    strategy_for: StrategyFactory,
-    now_ms: int,
-    previous_owners: Mapping[str, Mapping[MessageQueue, tuple[str, ...]]] | None = None,
-    reported: Mapping[tuple[str, str], frozenset[MessageQueue]] | None = None,
-) -> Analysis:
-    """Analyse the group at event time ``now_ms`` (see the module docstring for the rules)."""
-    group = membership.group
-    broker, view = primary_view(membership)
-    views = {b: tuple(sorted_client_ids(cid_all(v))) for b, v in fresh_views(membership).items()}
-    stale = tuple(sorted(b for b, v in membership.views.items() if v.channels and b not in views))
-    findings: list[Finding] = []
-    if view is None:
-        return Analysis(group, now_ms, None, (), {}, {}, {}, (), CLIENT_SIDE, stale)
-    channels = sorted(view.channels.values(), key=lambda c: c.channel)
-    cids = tuple(sorted_client_ids(cid_all(view)))
+@dataclass(frozen=True)
+class _Census:
+    """Who is connected to the primary view, with which topics, and what most channels report."""
+
+    channels_by_client: dict[str, list[str]]
+    topics_by_client: dict[str, set[str]]
+    reported_strategy: str | None
+    version: str | None
+
+
+def _census(channels: Sequence[Channel]) -> _Census:
     channels_by_client: dict[str, list[str]] = {}
     topics_by_client: dict[str, set[str]] = {}
     versions: Counter[str] = Counter()
@@ -142,56 +135,115 @@ def analyze_group(
     # The group's strategy and version: what most channels report (ties: smallest name), else configured.
     reported_strategy = min(strategies, key=lambda s: (-strategies[s], s)) if strategies else None
     version = min(versions, key=lambda s: (-versions[s], s)) if versions else None
-    multiplicity = Counter(cids)
-    mode = allocation_mode(channels)
+    return _Census(channels_by_client, topics_by_client, reported_strategy, version)
 
-    topic_results: dict[str, TopicAnalysis] = {}
-    subscribed_topics = sorted(set().union(*topics_by_client.values()) if topics_by_client else set())
+
+def analyze_group(
+    membership: GroupMembership,
+    mq_all_by_topic: Mapping[str, Sequence[MessageQueue]],
+    strategy_for: StrategyFactory,
+    now_ms: int,
+    previous_owners: Mapping[str, Mapping[MessageQueue, tuple[str, ...]]] | None = None,
+    reported: Mapping[tuple[str, str], frozenset[MessageQueue]] | None = None,
+) -> Analysis:
+    """Analyse the group at event time ``now_ms`` (see the module docstring for the rules)."""
+    group = membership.group
+    broker, view = primary_view(membership)
+    views = {b: tuple(sorted_client_ids(cid_all(v))) for b, v in fresh_views(membership).items()}
+    stale = tuple(sorted(b for b, v in membership.views.items() if v.channels and b not in views))
+    if view is None:
+        return Analysis(group, now_ms, None, (), {}, {}, {}, (), CLIENT_SIDE, stale)
+    channels = sorted(view.channels.values(), key=lambda c: c.channel)
+    cids = tuple(sorted_client_ids(cid_all(view)))
+    census = _census(channels)
+    mode = allocation_mode(channels)
+    findings: list[Finding] = []
+
+    subscribed_topics = sorted(set().union(*census.topics_by_client.values()) if census.topics_by_client else set())
     if mode != CLIENT_SIDE:
         subscribed_topics = []  # no client computes a share: nothing to expect, nothing orphaned or doubled
     strategy: AllocationStrategy | None = None
     if any(mq_all_by_topic.get(t) for t in subscribed_topics):
         try:
-            strategy = strategy_for(reported_strategy, version)
+            strategy = strategy_for(census.reported_strategy, census.version)
         except DomainError as error:
             # A strategy of the application's own (any name its getName() returns): the monitor cannot compute
             # it, so it expects nothing rather than report every queue orphaned.
-            findings.append(_unknown_strategy(group, reported_strategy, error))
+            findings.append(_unknown_strategy(group, census.reported_strategy, error))
             subscribed_topics = []
+    topic_results: dict[str, TopicAnalysis] = {}
+    multiplicity = Counter(cids)
     for topic in subscribed_topics:
         mq_all = mq_all_by_topic.get(topic)
         if not mq_all or strategy is None:
             continue  # no route yet: RebalanceImpl keeps the current assignment and computes nothing
-        allocation = allocate_group(strategy, cids, mq_all, consumer_group=group)
-        subscribers = tuple(c for c in sorted_client_ids(channels_by_client) if topic in topics_by_client[c])
-        non_subscribers = tuple(c for c in sorted_client_ids(channels_by_client) if topic not in topics_by_client[c])
-        owner_counts = allocation.owner_counts_for({c: multiplicity[c] for c in subscribers})
-        sizes = [len(set(allocation.shares.get(c, ()))) for c in subscribers]
-        idle = tuple(c for c in subscribers if not allocation.shares.get(c))
-        skew = (max(sizes) - min(sizes)) if sizes else 0
-        skew_ratio = (max(sizes) / (len(allocation.mq_all) / len(subscribers))) if sizes and allocation.mq_all else 0.0
-        moved: tuple[MessageQueue, ...] = ()
-        if previous_owners is not None and topic in previous_owners:
-            before = previous_owners[topic]
-            now_owners = _owners(allocation, subscribers)
-            moved = tuple(mq for mq in allocation.mq_all if before.get(mq, ()) != now_owners.get(mq, ()))
-        result = TopicAnalysis(
-            topic,
-            strategy.name,
-            allocation,
-            subscribers,
-            non_subscribers,
-            owner_counts,
-            idle,
-            skew,
-            round(skew_ratio, 6),
-            moved,
-        )
+        before = previous_owners.get(topic) if previous_owners is not None else None
+        result = _analyse_topic(group, topic, strategy, cids, mq_all, census, multiplicity, before)
         topic_results[topic] = result
-        findings += _topic_findings(group, result, multiplicity, dict(channels_by_client))
+        findings += _topic_findings(group, result, multiplicity, dict(census.channels_by_client))
         if reported:
             findings += _mismatch_findings(group, result, reported)
+    findings += _membership_findings(group, broker, census.channels_by_client, views)
+    return Analysis(
+        group,
+        now_ms,
+        broker,
+        cids,
+        {c: tuple(v) for c, v in census.channels_by_client.items()},
+        views,
+        topic_results,
+        tuple(sorted(findings, key=lambda f: (f.topic, f.anomaly))),
+        mode,
+        stale,
+    )
 
+
+def _analyse_topic(
+    group: str,
+    topic: str,
+    strategy: AllocationStrategy,
+    cids: tuple[str, ...],
+    mq_all: Sequence[MessageQueue],
+    census: _Census,
+    multiplicity: Counter[str],
+    owners_before: Mapping[MessageQueue, tuple[str, ...]] | None,
+) -> TopicAnalysis:
+    """The allocation every client computes for ``topic`` and how the subscribers' shares fall out."""
+    allocation = allocate_group(strategy, cids, mq_all, consumer_group=group)
+    clients = sorted_client_ids(census.channels_by_client)
+    subscribers = tuple(c for c in clients if topic in census.topics_by_client[c])
+    non_subscribers = tuple(c for c in clients if topic not in census.topics_by_client[c])
+    owner_counts = allocation.owner_counts_for({c: multiplicity[c] for c in subscribers})
+    sizes = [len(set(allocation.shares.get(c, ()))) for c in subscribers]
+    idle = tuple(c for c in subscribers if not allocation.shares.get(c))
+    skew = (max(sizes) - min(sizes)) if sizes else 0
+    skew_ratio = (max(sizes) / (len(allocation.mq_all) / len(subscribers))) if sizes and allocation.mq_all else 0.0
+    moved: tuple[MessageQueue, ...] = ()
+    if owners_before is not None:
+        now_owners = _owners(allocation, subscribers)
+        moved = tuple(mq for mq in allocation.mq_all if owners_before.get(mq, ()) != now_owners.get(mq, ()))
+    return TopicAnalysis(
+        topic,
+        strategy.name,
+        allocation,
+        subscribers,
+        non_subscribers,
+        owner_counts,
+        idle,
+        skew,
+        round(skew_ratio, 6),
+        moved,
+    )
+
+
+def _membership_findings(
+    group: str,
+    broker: str | None,
+    channels_by_client: Mapping[str, list[str]],
+    views: Mapping[str, tuple[str, ...]],
+) -> list[Finding]:
+    """Duplicate client ids on the primary view, and brokers that disagree about the members."""
+    findings: list[Finding] = []
     duplicates = {c: tuple(chs) for c, chs in sorted(channels_by_client.items()) if len(chs) > 1}
     if duplicates:
         findings.append(
@@ -215,18 +267,7 @@ def analyze_group(
                 {"views": {b: list(v) for b, v in views.items()}},
             )
         )
-    return Analysis(
-        group,
-        now_ms,
-        broker,
-        cids,
-        {c: tuple(v) for c, v in channels_by_client.items()},
-        views,
-        topic_results,
-        tuple(sorted(findings, key=lambda f: (f.topic, f.anomaly))),
-        mode,
-        stale,
-    )
+    return findings
 
 
 def _unknown_strategy(group: str, name: str | None, error: DomainError) -> Finding:
@@ -259,15 +300,6 @@ def _topic_findings(
     findings = []
     orphaned, doubled = r.orphaned, r.double_owned
     if orphaned:
-        causes = []
-        if any(multiplicity[c] > 1 for c in r.allocation.shares):
-            causes.append("duplicate client id")
-        if r.non_subscribers and any(r.allocation.shares.get(c) for c in r.non_subscribers):
-            causes.append("share computed for a member that does not subscribe the topic")
-        if r.allocation.errors:
-            causes.append("strategy error: " + "; ".join(sorted({str(e) for e in r.allocation.errors.values()})))
-        if not any(r.allocation.shares.values()) and not r.allocation.errors:
-            causes.append(f"{r.strategy} gives no client any queue")
         findings.append(
             Finding(
                 group,
@@ -277,7 +309,7 @@ def _topic_findings(
                 f"{len(orphaned)} of {len(r.allocation.mq_all)} queues of {r.topic} have no consumer",
                 {
                     "queues": [_queue_ref(q) for q in orphaned],
-                    "causes": causes,
+                    "causes": _orphan_causes(r, multiplicity),
                     "cid_all": list(r.allocation.cid_all),
                     "strategy": r.strategy,
                 },
@@ -323,6 +355,20 @@ def _topic_findings(
             )
         )
     return findings
+
+
+def _orphan_causes(r: TopicAnalysis, multiplicity: Counter[str]) -> list[str]:
+    """Why queues of the topic have no consumer, as far as the group's own reports tell."""
+    causes = []
+    if any(multiplicity[c] > 1 for c in r.allocation.shares):
+        causes.append("duplicate client id")
+    if r.non_subscribers and any(r.allocation.shares.get(c) for c in r.non_subscribers):
+        causes.append("share computed for a member that does not subscribe the topic")
+    if r.allocation.errors:
+        causes.append("strategy error: " + "; ".join(sorted({str(e) for e in r.allocation.errors.values()})))
+    if not any(r.allocation.shares.values()) and not r.allocation.errors:
+        causes.append(f"{r.strategy} gives no client any queue")
+    return causes
 
 
 def _mismatch_findings(

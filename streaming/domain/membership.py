@@ -496,10 +496,43 @@ def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int
     if view.poll is not None and poll.event_time_ms < view.poll.polled_at_ms:
         return membership, [], None
     now, group = poll.event_time_ms, membership.group
-    changes: list[MembershipChange] = []
+    channels, changes = _polled_channels(view, poll, group)
+    removed_at = dict(view.removed_at_ms)
+    for name, existing in sorted(view.channels.items()):
+        if name in channels:
+            continue
+        if existing.last_update_ms > now:
+            channels[name] = existing  # registered by a heartbeat after the poll was taken
+            continue
+        removed_at[name] = now
+        # How it left (expiry, close, unregister) does not show in a poll: whether clients were told is unknown.
+        changes.append(
+            MembershipChange(
+                now, group, poll.broker, ChangeKind.VANISHED, ChangeReason.POLL, existing.client_id, name, False
+            )
+        )
+    for name in channels:
+        removed_at.pop(name, None)
+    incoming = {s.topic: s for s in poll.subscriptions}
+    changes += _table_change(view, poll, group, incoming)
+    state = PollState(now, poll.stale_after_ms, False, poll.collector)
+    result = _with_view(membership, poll.broker, BrokerView(channels, incoming, removed_at, state), now, expiry_ms)
+    status = ViewStatus(
+        now, group, poll.broker, ViewFreshness.FRESH, now, poll.stale_after_ms, len(channels), poll.collector
+    )
+    return result, changes, status
+
+
+def _polled_channels(
+    view: BrokerView, poll: ConnectionPoll, group: str
+) -> tuple[dict[str, Channel], list[MembershipChange]]:
+    """The poll's connections as channels of the view (one removed after the poll was taken stays out), and a
+    JOIN for each channel the view did not have with the same client id."""
+    now = poll.event_time_ms
     table_topics = tuple(sorted((s.topic, s.expression) for s in poll.subscriptions))
     previous_table = tuple(sorted((s.topic, s.expression) for s in view.subscriptions.values()))
     channels: dict[str, Channel] = {}
+    joins: list[MembershipChange] = []
     for c in poll.connections:
         tombstone = view.removed_at_ms.get(c.channel)
         if tombstone is not None and now < tombstone:
@@ -523,7 +556,7 @@ def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int
             c.consume_type or poll.consume_type,
         )
         if not same_client:
-            changes.append(
+            joins.append(
                 MembershipChange(
                     now,
                     group,
@@ -535,46 +568,31 @@ def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int
                     _notifies(poll.message_model, c.client_version),
                 )
             )
-    removed_at = dict(view.removed_at_ms)
-    for name, existing in sorted(view.channels.items()):
-        if name in channels:
-            continue
-        if existing.last_update_ms > now:
-            channels[name] = existing  # registered by a heartbeat after the poll was taken
-            continue
-        removed_at[name] = now
-        # How it left (expiry, close, unregister) does not show in a poll: whether clients were told is unknown.
-        changes.append(
-            MembershipChange(
-                now, group, poll.broker, ChangeKind.VANISHED, ChangeReason.POLL, existing.client_id, name, False
-            )
-        )
-    for name in channels:
-        removed_at.pop(name, None)
-    incoming = {s.topic: s for s in poll.subscriptions}
+    return channels, joins
+
+
+def _table_change(
+    view: BrokerView, poll: ConnectionPoll, group: str, incoming: Mapping[str, Subscription]
+) -> list[MembershipChange]:
+    """A SUBSCRIPTION_CHANGED when the topics of the broker's table for the group differ from the view's."""
     added = tuple(sorted(t for t in incoming if t not in view.subscriptions))
     removed = tuple(sorted(t for t in view.subscriptions if t not in incoming))
-    if added or removed:
-        changes.append(
-            MembershipChange(
-                now,
-                group,
-                poll.broker,
-                ChangeKind.SUBSCRIPTION_CHANGED,
-                ChangeReason.POLL,
-                "",
-                "",
-                _notifies(poll.message_model, None),
-                added,
-                removed,
-            )
+    if not (added or removed):
+        return []
+    return [
+        MembershipChange(
+            poll.event_time_ms,
+            group,
+            poll.broker,
+            ChangeKind.SUBSCRIPTION_CHANGED,
+            ChangeReason.POLL,
+            "",
+            "",
+            _notifies(poll.message_model, None),
+            added,
+            removed,
         )
-    state = PollState(now, poll.stale_after_ms, False, poll.collector)
-    result = _with_view(membership, poll.broker, BrokerView(channels, incoming, removed_at, state), now, expiry_ms)
-    status = ViewStatus(
-        now, group, poll.broker, ViewFreshness.FRESH, now, poll.stale_after_ms, len(channels), poll.collector
-    )
-    return result, changes, status
+    ]
 
 
 def mark_stale(membership: GroupMembership, now_ms: int) -> tuple[GroupMembership, list[ViewStatus]]:
