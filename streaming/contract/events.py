@@ -456,11 +456,21 @@ def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, st
     minItems, maxItems, items. Array items are checked rule by rule across all items (the first rule any
     item breaks wins), as the job's ``exists(array, x -> ...)`` does.
     """
+    yield from _value_rules(node, label, reasons)
+    if "properties" in node or "required" in node:
+        yield from _object_rules(node, label, reasons)
+    yield from _array_rules(node, label, reasons)
+
+
+def _reason_for(reasons: Mapping[str, str], label: str) -> Callable[[str, str], str]:
+    """The reason a keyword of this value gives: the contract's override for ``<field>.<keyword>``, else the default."""
     field = label.rsplit(".", 1)[-1].rstrip("[]")
+    return lambda keyword, default: reasons.get(f"{field}.{keyword}", default)
 
-    def reason(keyword: str, default: str) -> str:
-        return reasons.get(f"{field}.{keyword}", default)
 
+def _value_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, str]) -> Iterator[Rule]:
+    """Type, const, enum, bounds, lengths and pattern of the value itself."""
+    reason = _reason_for(reasons, label)
     types = node.get("type")
     if types is not None:
         wanted = [types] if isinstance(types, str) else list(types)
@@ -504,18 +514,26 @@ def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, st
             f"{label} must match {node['pattern']}",
             partial(_no_match, re.compile(node["pattern"])),
         )
-    if "properties" in node or "required" in node:
-        for name in node.get("required", []):
-            yield Rule(
-                reasons.get(f"{name}.required", Reason.MISSING_FIELD),
-                f"missing field {label}.{name}",
-                partial(_missing, name),
-            )
-        for name, child in node.get("properties", {}).items():
-            child_types = child.get("type") or []
-            nullable = child_types == "null" or (isinstance(child_types, list) and "null" in child_types)
-            for rule in _ordered_rules(child, f"{label}.{name}", reasons):
-                yield Rule(rule.reason, rule.detail, _in_property(name, nullable, rule.violated))
+
+
+def _object_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, str]) -> Iterator[Rule]:
+    """Required fields, then each present property's own rules."""
+    for name in node.get("required", []):
+        yield Rule(
+            reasons.get(f"{name}.required", Reason.MISSING_FIELD),
+            f"missing field {label}.{name}",
+            partial(_missing, name),
+        )
+    for name, child in node.get("properties", {}).items():
+        child_types = child.get("type") or []
+        nullable = child_types == "null" or (isinstance(child_types, list) and "null" in child_types)
+        for rule in _ordered_rules(child, f"{label}.{name}", reasons):
+            yield Rule(rule.reason, rule.detail, _in_property(name, nullable, rule.violated))
+
+
+def _array_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, str]) -> Iterator[Rule]:
+    """Item counts, then each item's rules."""
+    reason = _reason_for(reasons, label)
     if "minItems" in node:
         yield Rule(
             reason("minItems", Reason.INVALID_VALUE),

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, Protocol
+from typing import Protocol
 
 from .errors import DomainError, IllegalArgument, NullPointer
 from .javacompat import java_split
@@ -515,51 +515,3 @@ def _group_generic(
             if position is not None:
                 counts[position] += multiplicity[cid]
     return GroupAllocation(strategy.name, mqs, cids, shares, errors, tuple(counts))
-
-
-# --------------------------------------------------------------------------------------------------
-# Golden vectors
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConformanceOutcome:
-    """The share as ``[topic, broker, queueId]`` triples, or the Java exception's simple class name."""
-
-    result: list[list[Any]] | None = None
-    exception: str | None = None
-
-
-_SHORT_NAMES = {
-    "AVG": "AVG",
-    "CIRCLE": "AVG_BY_CIRCLE",
-    "CH": "CONSISTENT_HASH",
-    "MR": "MACHINE_ROOM",
-    "NEARBY_AVG": "MACHINE_ROOM_NEARBY-AVG",
-    "NEARBY_CIRCLE": "MACHINE_ROOM_NEARBY-AVG_BY_CIRCLE",
-}
-
-
-def replay_conformance_case(case: Mapping[str, Any], line: ClientLine) -> ConformanceOutcome:
-    """Replay one golden vector exactly as given: lists in the given order, the given current client id.
-
-    ``case`` has ``strategy`` (a vector short name -- AVG, CIRCLE, CH, MR, NEARBY_AVG, NEARBY_CIRCLE -- or a
-    RocketMQ name), ``currentCID``, ``cidAll``, ``mqAll`` (``[topic, broker, queueId]``) and ``extra``
-    (CH: virtual node count, "" = 10; MR: comma-separated consumer idcs, "" = empty set). NEARBY cases use
-    the resolver of the vectors, ``split("-")[0]`` on broker names and client ids.
-    """
-    name = _SHORT_NAMES.get(case["strategy"], case["strategy"])
-    extra = case.get("extra", "") or ""
-    mq_all = [MessageQueue(t, b, int(q)) for t, b, q in case["mqAll"]] if case.get("mqAll") is not None else None
-    cid_all = case.get("cidAll")
-    try:
-        if name.endswith("CONSISTENT_HASH"):
-            strategy = strategy_from_name(name, virtual_node_count=int(extra) if extra else 10, line=line)
-        elif name.endswith("MACHINE_ROOM"):
-            strategy = strategy_from_name(name, consumer_idcs=[i for i in extra.split(",") if i], line=line)
-        else:
-            strategy = strategy_from_name(name, line=line)
-        share = strategy.allocate("G", case.get("currentCID"), mq_all, cid_all)
-    except DomainError as error:
-        return ConformanceOutcome(exception=error.java_exception)
-    return ConformanceOutcome(result=None if share is None else [list(mq.as_tuple()) for mq in share])

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streaming.job.validation import compile_rules, cross_field_rules, fast_path, first_violation_sql
+from streaming.job.validation import FastPath, compile_rules, cross_field_rules, fast_path, first_violation_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -128,7 +128,6 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         + " END"
     )
     max_bytes = int(settings.max_event_bytes)
-    skew = int(settings.max_future_skew_ms)
     base = records.select(
         F.col("topic").alias("kafka_topic"),
         F.col("partition").alias("kafka_partition"),
@@ -138,32 +137,8 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         F.octet_length("value").alias("raw_bytes"),
         F.col("value").alias("_value"),  # the bytes, for the fast path (StrictEvents reads UTF-8 itself)
     )
-
-    # The fast path (see validation.fast_path): one strict JVM parse into typed fields and their value checks.
-    # Only records it does not take are parsed into a variant and walk the rules; only rejects compute a
-    # detail.
-    strict = register_strict_events(records.sparkSession, contracts)
     fast_paths = {t: fast_path(contract.schema, t) for t, contract in contracts.items()}
-    fast_accepts, fast_times = [], []
-    for event_type in contracts:
-        if strict is None or fast_paths[event_type] is None:
-            continue
-        typed = f"_strict.`{typed_column(event_type)}`"
-        fast_accepts.append(f"(_strict.event_type = {_sql_string(event_type)} AND {typed} IS NOT NULL)")
-        fast_times.append(f"{typed}.event_time")
-    if fast_accepts:
-        base = base.withColumn(
-            "_strict", F.expr(f"CASE WHEN raw_bytes <= {max_bytes} THEN {strict}(_value, {topic_default}) END")
-        )
-        fast_time = f"coalesce({', '.join(fast_times)})"
-        fast_valid = (
-            f"_strict IS NOT NULL AND NOT ({fast_time} > unix_millis(kafka_timestamp) + {skew}) "
-            f"AND ({' OR '.join(fast_accepts)})"
-        )
-        base = base.withColumn("_fast", F.expr(f"coalesce({fast_valid}, FALSE)"))
-    else:
-        base = base.withColumn("_strict", F.lit(None)).withColumn("_fast", F.lit(False))
-
+    base, fast_time = _with_fast_path(base, contracts, fast_paths, topic_default, settings)
     base = base.withColumn(
         "v", F.expr(f"CASE WHEN NOT _fast AND raw_bytes <= {max_bytes} THEN try_parse_json(raw_value) END")
     )
@@ -175,12 +150,75 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         ),
     ).withColumn(
         "event_time_ms",
-        F.expr(
-            f"CASE WHEN _fast THEN {fast_time if fast_accepts else 'NULL'} "
-            "ELSE try_variant_get(v, '$.event_time', 'bigint') END"
-        ),
+        F.expr(f"CASE WHEN _fast THEN {fast_time} ELSE try_variant_get(v, '$.event_time', 'bigint') END"),
     )
+    for event_type, fast in fast_paths.items():
+        typed = typed_column(event_type)
+        if fast is None:
+            base = base.withColumn(typed, F.lit(None))
+            continue
+        # Off the fast path, a valid event (say with an unknown field) is typed from its variant.
+        base = base.withColumn(
+            typed,
+            F.expr(
+                f"CASE WHEN _fast THEN _strict.`{typed}` WHEN event_type = {_sql_string(event_type)} "
+                f"THEN try_variant_get(v, '$', {_sql_string(fast.struct_ddl)}) END"
+            ),
+        )
+    # The walk runs in the JVM function, and only for records off the fast path (see register_rule_verdict).
+    verdict = register_rule_verdict(records.sparkSession, *_verdict_sql(contracts, settings))
+    inputs = ", ".join(f"'{name}', {name}" for name, _ in _VERDICT_INPUTS)
+    judged = (
+        base.withColumn("_verdict", F.expr(f"CASE WHEN _fast THEN NULL ELSE {verdict}(named_struct({inputs})) END"))
+        .withColumn("reason", F.col("_verdict.reason"))
+        .withColumn("detail", F.col("_verdict.detail"))
+    )
+    # Every later step reads a record's typed fields, never its raw value again, and only what validation
+    # proved: a rejected record's fields (a queue id of 2^40, say) stay NULL, so no cast downstream meets them.
+    for event_type in contracts:
+        typed = typed_column(event_type)
+        judged = judged.withColumn(typed, F.when(F.col("reason").isNull(), F.col(typed)))
+    return judged.drop("_value", "_strict", "_fast", "_verdict")
 
+
+def _with_fast_path(
+    base: DataFrame,
+    contracts: Mapping[str, EventContract],
+    fast_paths: Mapping[str, FastPath | None],
+    topic_default: str,
+    settings: IngestSettings,
+) -> tuple[DataFrame, str]:
+    """``base`` with ``_strict`` (the fast path's typed parse, see validation.fast_path) and ``_fast`` (whether it
+    takes the record); and the SQL of a taken record's event time. Only records it does not take are parsed into
+    a variant and walk the rules; only rejects compute a detail."""
+    from pyspark.sql import functions as F
+
+    max_bytes, skew = int(settings.max_event_bytes), int(settings.max_future_skew_ms)
+    strict = register_strict_events(base.sparkSession, contracts)
+    fast_accepts, fast_times = [], []
+    for event_type in contracts:
+        if strict is None or fast_paths[event_type] is None:
+            continue
+        typed = f"_strict.`{typed_column(event_type)}`"
+        fast_accepts.append(f"(_strict.event_type = {_sql_string(event_type)} AND {typed} IS NOT NULL)")
+        fast_times.append(f"{typed}.event_time")
+    if not fast_accepts:
+        return base.withColumn("_strict", F.lit(None)).withColumn("_fast", F.lit(False)), "NULL"
+    base = base.withColumn(
+        "_strict", F.expr(f"CASE WHEN raw_bytes <= {max_bytes} THEN {strict}(_value, {topic_default}) END")
+    )
+    fast_time = f"coalesce({', '.join(fast_times)})"
+    fast_valid = (
+        f"_strict IS NOT NULL AND NOT ({fast_time} > unix_millis(kafka_timestamp) + {skew}) "
+        f"AND ({' OR '.join(fast_accepts)})"
+    )
+    return base.withColumn("_fast", F.expr(f"coalesce({fast_valid}, FALSE)")), fast_time
+
+
+def _verdict_sql(contracts: Mapping[str, EventContract], settings: IngestSettings) -> tuple[str, str]:
+    """The SQL of a record's dead-letter reason and detail: the checks in ``docs/design/event-validation.md``'s
+    order, the first failure naming the reason."""
+    max_bytes, skew = int(settings.max_event_bytes), int(settings.max_future_skew_ms)
     reason_cases = [
         ("raw_bytes IS NULL", "'NOT_JSON'", "'empty record value'"),
         (f"raw_bytes > {max_bytes}", "'OVERSIZED'", f"concat('event of ', raw_bytes, ' bytes exceeds {max_bytes}')"),
@@ -217,19 +255,6 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
             f"concat('schema_version ', coalesce(try_variant_get(v, '$.schema_version', 'string'), '<none>'), "
             f"' of {event_type} is not one of [{versions}]') ELSE {detail_sql} END"
         )
-        fast = fast_paths[event_type]
-        typed = typed_column(event_type)
-        if fast is None:
-            base = base.withColumn(typed, F.lit(None))
-            continue
-        # Off the fast path, a valid event (say with an unknown field) is typed from its variant.
-        base = base.withColumn(
-            typed,
-            F.expr(
-                f"CASE WHEN _fast THEN _strict.`{typed}` WHEN event_type = {_sql_string(event_type)} "
-                f"THEN try_variant_get(v, '$', {_sql_string(fast.struct_ddl)}) END"
-            ),
-        )
     future = f"event_time_ms > unix_millis(kafka_timestamp) + {skew}"
     reason_expr = (
         "CASE "
@@ -246,20 +271,7 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         + f" END, CASE WHEN {future} THEN "
         f"concat('event_time ', event_time_ms, ' is more than {skew} ms after the Kafka timestamp') END) END"
     )
-    # The walk runs in the JVM function, and only for records off the fast path (see register_rule_verdict).
-    verdict = register_rule_verdict(records.sparkSession, reason_expr, detail_expr)
-    inputs = ", ".join(f"'{name}', {name}" for name, _ in _VERDICT_INPUTS)
-    judged = (
-        base.withColumn("_verdict", F.expr(f"CASE WHEN _fast THEN NULL ELSE {verdict}(named_struct({inputs})) END"))
-        .withColumn("reason", F.col("_verdict.reason"))
-        .withColumn("detail", F.col("_verdict.detail"))
-    )
-    # Every later step reads a record's typed fields, never its raw value again, and only what validation
-    # proved: a rejected record's fields (a queue id of 2^40, say) stay NULL, so no cast downstream meets them.
-    for event_type in contracts:
-        typed = typed_column(event_type)
-        judged = judged.withColumn(typed, F.when(F.col("reason").isNull(), F.col(typed)))
-    return judged.drop("_value", "_strict", "_fast", "_verdict")
+    return reason_expr, detail_expr
 
 
 # What the rule walk reads of a record, with their types in ``classify``.

@@ -129,6 +129,14 @@ class _Compiler:
         if unknown:
             raise UnsupportedSchema(f"{label}: unsupported JSON Schema keywords {sorted(unknown)}")
         field = label.rsplit(".", 1)[-1].rstrip("[]")
+        yield from self._value_rules(schema, expr, label, field)
+        if "properties" in schema or "required" in schema:
+            yield from self._object_rules(schema, expr, label)
+        if "minItems" in schema or "maxItems" in schema or "items" in schema:
+            yield from self._array_rules(schema, expr, label, field)
+
+    def _value_rules(self, schema: Mapping[str, Any], expr: str, label: str, field: str) -> Iterator[Rule]:
+        """Type, const, enum, bounds, lengths and pattern of the value itself."""
         types = schema.get("type")
         if types is not None:
             types = [types] if isinstance(types, str) else list(types)
@@ -172,45 +180,49 @@ class _Compiler:
                 self.reason_for(field, "pattern", "INVALID_VALUE"),
                 f"{label} must match {schema['pattern']}",
             )
-        if "properties" in schema or "required" in schema:
-            properties = schema.get("properties", {})
-            for name in schema.get("required", []):
-                child = f"variant_get({expr}, {_sql_string(_json_path('$', name))})"
+
+    def _object_rules(self, schema: Mapping[str, Any], expr: str, label: str) -> Iterator[Rule]:
+        """Required fields, then each present property's own rules."""
+        properties = schema.get("properties", {})
+        for name in schema.get("required", []):
+            child = f"variant_get({expr}, {_sql_string(_json_path('$', name))})"
+            yield Rule(
+                f"({child} IS NULL OR is_variant_null({child}))",
+                self.reason_for(name, "required", "MISSING_FIELD"),
+                f"missing field {label}.{name}",
+            )
+        for name, child_schema in properties.items():
+            child = f"variant_get({expr}, {_sql_string(_json_path('$', name))})"
+            present = f"({child} IS NOT NULL AND NOT is_variant_null({child}))"
+            if child_schema.get("type") == "null" or "null" in (child_schema.get("type") or []):
+                present = f"({child} IS NOT NULL)"
+            for rule in self.rules(child_schema, child, f"{label}.{name}"):
+                yield Rule(f"({present} AND {rule.violated_sql})", rule.reason, rule.detail)
+
+    def _array_rules(self, schema: Mapping[str, Any], expr: str, label: str, field: str) -> Iterator[Rule]:
+        """Item counts, then each item's rules (any item breaking one breaks it)."""
+        array = f"variant_get({expr}, '$', 'array<variant>')"
+        if "minItems" in schema:
+            yield Rule(
+                f"array_size({array}) < {int(schema['minItems'])}",
+                self.reason_for(field, "minItems", "INVALID_VALUE"),
+                f"{label} must have at least {schema['minItems']} items",
+            )
+        if "maxItems" in schema:
+            yield Rule(
+                f"array_size({array}) > {int(schema['maxItems'])}",
+                self.reason_for(field, "maxItems", "OVERSIZED"),
+                f"{label} must have at most {schema['maxItems']} items",
+            )
+        if "items" in schema:
+            self.depth += 1
+            var = f"x{self.depth}"
+            for rule in self.rules(schema["items"], var, f"{label}[]"):
+                # JSON null items count as present values: they fail the item's type rule.
                 yield Rule(
-                    f"({child} IS NULL OR is_variant_null({child}))",
-                    self.reason_for(name, "required", "MISSING_FIELD"),
-                    f"missing field {label}.{name}",
+                    f"exists({array}, {var} -> {var} IS NOT NULL AND {rule.violated_sql})", rule.reason, rule.detail
                 )
-            for name, child_schema in properties.items():
-                child = f"variant_get({expr}, {_sql_string(_json_path('$', name))})"
-                present = f"({child} IS NOT NULL AND NOT is_variant_null({child}))"
-                if child_schema.get("type") == "null" or "null" in (child_schema.get("type") or []):
-                    present = f"({child} IS NOT NULL)"
-                for rule in self.rules(child_schema, child, f"{label}.{name}"):
-                    yield Rule(f"({present} AND {rule.violated_sql})", rule.reason, rule.detail)
-        if "minItems" in schema or "maxItems" in schema or "items" in schema:
-            array = f"variant_get({expr}, '$', 'array<variant>')"
-            if "minItems" in schema:
-                yield Rule(
-                    f"array_size({array}) < {int(schema['minItems'])}",
-                    self.reason_for(field, "minItems", "INVALID_VALUE"),
-                    f"{label} must have at least {schema['minItems']} items",
-                )
-            if "maxItems" in schema:
-                yield Rule(
-                    f"array_size({array}) > {int(schema['maxItems'])}",
-                    self.reason_for(field, "maxItems", "OVERSIZED"),
-                    f"{label} must have at most {schema['maxItems']} items",
-                )
-            if "items" in schema:
-                self.depth += 1
-                var = f"x{self.depth}"
-                for rule in self.rules(schema["items"], var, f"{label}[]"):
-                    # JSON null items count as present values: they fail the item's type rule.
-                    yield Rule(
-                        f"exists({array}, {var} -> {var} IS NOT NULL AND {rule.violated_sql})", rule.reason, rule.detail
-                    )
-                self.depth -= 1
+            self.depth -= 1
 
 
 def compile_rules(schema: Mapping[str, Any], root: str = "v", reasons: Mapping[str, str] | None = None) -> list[Rule]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.domain.allocation import replay_conformance_case
+from streaming.domain.reference.vectors import replay_conformance_case
 from streaming.domain.versions import ClientLine
 
 CONFORMANCE = Path(__file__).parents[3] / "shared" / "reference" / "conformance"

@@ -14,16 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from streaming.domain.producer import (
-    CONFORMANCE_NOW_MS,
+from streaming.domain.reference.producer import (
     MQFaultStrategy,
     ProducerThreadState,
     QueueData,
     SelectionPath,
     TopicPublishInfo,
-    replay_producer_conformance_case,
-    seeded_faults,
 )
+from streaming.domain.reference.vectors import CONFORMANCE_NOW_MS, replay_producer_conformance_case, seeded_faults
 from streaming.domain.versions import ClientLine
 
 CONFORMANCE = Path(__file__).parents[3] / "shared" / "reference" / "conformance"

@@ -13,7 +13,8 @@ import pytest
 from streaming.domain.errors import IllegalArgument, IndexOutOfBounds, NullPointer
 from streaming.domain.faults import FaultSemantics, LatencyFaultTolerance
 from streaming.domain.javacompat import INT_MAX, INT_MIN, JavaRandom
-from streaming.domain.producer import (
+from streaming.domain.queues import MessageQueue
+from streaming.domain.reference.producer import (
     ArithmeticException,
     IndexVariant,
     JavaLong,
@@ -30,7 +31,6 @@ from streaming.domain.producer import (
     TopicPublishInfo,
     java_hash_code,
 )
-from streaming.domain.queues import MessageQueue
 from streaming.domain.versions import ClientLine
 
 T = "TopicTest"

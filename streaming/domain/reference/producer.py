@@ -2,10 +2,10 @@
 ``TopicPublishInfo.selectOneMessageQueue``, ``MQFaultStrategy.selectOneMessageQueue`` (4.9.8 and 5.x
 develop) and the ``MessageQueueSelector`` implementations.
 
-Role: lets the monitor (and its tests) compute which queue a producer thread picks, given the thread's
-index and the producer's fault items, value for value against the Java client. Everything is a frozen
-value; a selection returns the queue *and* the thread state after it (indexes advanced, 4.9.x fault
-items removed by the fallback path). Plain Python only; time comes in as ``now_ms``.
+Role: computes which queue a producer thread picks, given the thread's index and the producer's fault
+items, value for value against the Java client (the conformance and differential tests hold it to the
+client). Everything is a frozen value; a selection returns the queue *and* the thread state after it
+(indexes advanced, 4.9.x fault items removed by the fallback path). Plain Python only; time comes in as ``now_ms``.
 
 The start of a ``ThreadLocalIndex`` is random in Java (an unseeded ``java.util.Random``), so it must be
 given -- the golden vectors set it by reflection -- or drawn from an explicit ``JavaRandom``.
@@ -18,15 +18,15 @@ record the index after the last call).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Protocol
 
-from .errors import DomainError, IllegalArgument, IndexOutOfBounds, NullPointer
-from .faults import FaultSemantics, LatencyFaultTolerance
-from .javacompat import INT_MAX, INT_MIN, JavaRandom, int32, java_sort_key, java_split, java_string_hash
-from .queues import MessageQueue
-from .versions import ClientLine
+from ..errors import DomainError, IllegalArgument, IndexOutOfBounds, NullPointer
+from ..faults import FaultSemantics, LatencyFaultTolerance
+from ..javacompat import INT_MAX, INT_MIN, JavaRandom, int32, java_sort_key, java_split, java_string_hash
+from ..queues import MessageQueue
+from ..versions import ClientLine
 
 PERM_READ = 4  # PermName.PERM_READ
 PERM_WRITE = 2  # PermName.PERM_WRITE
@@ -555,55 +555,3 @@ class SelectMessageQueueByMachineRoom:
 
     def select(self, mqs: Sequence[MessageQueue], arg: object = None) -> MessageQueue | None:
         return None
-
-
-# --------------------------------------------------------------------------------------------------
-# Golden vectors
-# --------------------------------------------------------------------------------------------------
-
-CONFORMANCE_TOPIC = "TopicTest"
-CONFORMANCE_NOW_MS = 1_700_000_000_000
-CONFORMANCE_OFFSET_MS = 1_000_000_000
-
-
-@dataclass(frozen=True)
-class ProducerConformanceOutcome:
-    selected: list[list[Any]]
-    send_which_queue_end: int | None
-    which_item_worst_end: int | None
-
-
-def seeded_faults(faults: Mapping[str, Mapping[str, Any]], line: ClientLine, now_ms: int) -> LatencyFaultTolerance:
-    """The fault items the vectors put in before the calls (see the conformance README):
-    4.9.8 ``updateFaultItem(name, latency, available ? -1e9 : +1e9)``; develop
-    ``updateFaultItem(name, latency, available ? 0 : 1e9, reachable)``."""
-    if line is ClientLine.V4_9:
-        tolerance = LatencyFaultTolerance(FaultSemantics.OVERWRITE)
-        for name, f in faults.items():
-            offset = -CONFORMANCE_OFFSET_MS if f["available"] else CONFORMANCE_OFFSET_MS
-            tolerance = tolerance.update_fault_item(name, int(f["latency"]), offset, now_ms)
-        return tolerance
-    tolerance = LatencyFaultTolerance(FaultSemantics.EXTEND_ONLY)
-    for name, f in faults.items():
-        duration = 0 if f["available"] else CONFORMANCE_OFFSET_MS
-        tolerance = tolerance.update_fault_item(name, int(f["latency"]), duration, now_ms, bool(f["reachable"]))
-    return tolerance
-
-
-def replay_producer_conformance_case(case: Mapping[str, Any], line: ClientLine) -> ProducerConformanceOutcome:
-    """Replay one ``producer-select-*.jsonl`` vector: ``calls`` selections in a row on one thread."""
-    route = [QueueData(b, w, w, p) for b, w, p in case["route"]]
-    info = TopicPublishInfo.from_route(CONFORMANCE_TOPIC, route)
-    state = ProducerThreadState.start(
-        line,
-        case["sendWhichQueueStart"],
-        case.get("whichItemWorstStart"),
-        seeded_faults(case["faults"], line, CONFORMANCE_NOW_MS),
-    )
-    strategy = MQFaultStrategy(line, bool(case["sendLatencyFaultEnable"]))
-    selected = []
-    for _ in range(int(case["calls"])):
-        selection = strategy.select_one_message_queue(info, state, case["lastBrokerName"], CONFORMANCE_NOW_MS)
-        selected.append([selection.queue.broker_name, selection.queue.queue_id])
-        state = selection.state
-    return ProducerConformanceOutcome(selected, state.send_which_queue.stored, state.which_item_worst.stored)
