@@ -38,6 +38,8 @@ QUERY_METRICS = (
 COUNTERS = ("rmqmon_input_rows_total", "delta_data_bytes", "delta_data_files", "delta_log_files", "checkpoint_files")
 METRICS_URL = re.compile(r"metrics on (http://127\.0\.0\.1:\d+/metrics)")
 RUN_DIR = re.compile(r"Delta tables : (\S+)/delta")
+# spark.sql.streaming.minBatchesToRetain: a checkpoint holds this many batches' files once it is full.
+RETAINED_BATCHES = 100
 
 
 def process_tree(root_pid: int) -> dict[int, str]:
@@ -122,8 +124,7 @@ def disk_usage(run_dir: Path) -> dict[str, int]:
             usage["checkpoint_bytes"] += size
             usage["checkpoint_files"] += 1
             if len(parts) == 4 and parts[2] == "offsets" and parts[3].isdigit():
-                # Spark keeps the last spark.sql.streaming.minBatchesToRetain (100) batches' files: the
-                # checkpoint grows until each query holds that many, then stays.
+                # the checkpoint grows until each query holds RETAINED_BATCHES, then stays
                 key = f"checkpoint_batches{{{parts[1]}}}"
                 usage[key] = usage.get(key, 0) + 1
         elif "_delta_log" in parts:
@@ -323,6 +324,10 @@ def main() -> None:
             for query, seen in batches.items()
         },
     }
+    held = {k: r["early"] or 0 for k, r in report.items() if k.startswith("checkpoint_batches")}
+    filling = [k for k, early in held.items() if early < RETAINED_BATCHES]
+    if filling:
+        print(f"checkpoint bytes: early window before {RETAINED_BATCHES} retained batches in {', '.join(filling)}")
     args.results.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.results} (demo output: {log_path})")
 
