@@ -4,7 +4,9 @@ Run: ``.venv/bin/python -m bench.bench_soak [--duration 1800 --groups 50 --speed
 -> prints a table and writes ``bench/results/soak.json``. It runs the demo with ``--groups`` extra healthy groups
 and samples every process's resident memory, each query's batch duration, state rows and lag from the job's
 metrics, and the Delta and checkpoint files; each series is reported as its last window over an early one, so a
-leak or slow-down shows as a ratio that grows with ``--duration``.
+leak or slow-down shows as a ratio that grows with ``--duration``. Batch durations are also read per micro-batch
+from each query's checkpoint and compared kind with kind (batches with input, and the no-data batches Spark runs
+to fire state timeouts), since the last-batch gauge sampled every 10 s mixes both in varying shares.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ QUERY_METRICS = (
 COUNTERS = ("rmqmon_input_rows_total", "delta_data_bytes", "delta_data_files", "delta_log_files", "checkpoint_files")
 METRICS_URL = re.compile(r"metrics on (http://127\.0\.0\.1:\d+/metrics)")
 RUN_DIR = re.compile(r"Delta tables : (\S+)/delta")
+# spark.sql.streaming.minBatchesToRetain: a checkpoint holds this many batches' files once it is full.
+RETAINED_BATCHES = 100
 
 
 def process_tree(root_pid: int) -> dict[int, str]:
@@ -99,7 +103,8 @@ def job_metrics(url: str) -> dict[str, float]:
 
 
 def disk_usage(run_dir: Path) -> dict[str, int]:
-    """Bytes and file counts of the Delta tables' data files, their logs and the checkpoints."""
+    """Bytes and file counts of the Delta tables' data files, their logs and the checkpoints, and the batches each
+    query's checkpoint holds."""
     usage = {
         "delta_data_bytes": 0,
         "delta_data_files": 0,
@@ -118,6 +123,10 @@ def disk_usage(run_dir: Path) -> dict[str, int]:
         if parts[0] == "checkpoints":
             usage["checkpoint_bytes"] += size
             usage["checkpoint_files"] += 1
+            if len(parts) == 4 and parts[2] == "offsets" and parts[3].isdigit():
+                # the checkpoint grows until each query holds RETAINED_BATCHES, then stays
+                key = f"checkpoint_batches{{{parts[1]}}}"
+                usage[key] = usage.get(key, 0) + 1
         elif "_delta_log" in parts:
             usage["delta_log_files"] += 1
         elif parts[0] == "delta" and path.suffix == ".parquet":
@@ -136,6 +145,73 @@ def sample(demo_pid: int, url: str) -> dict[str, float]:
     newest_run = max((ROOT / ".run" / "demo").iterdir())
     values.update({k: float(v) for k, v in disk_usage(newest_run).items()})
     return values
+
+
+def read_offsets(path: Path) -> tuple[float, list[str]]:
+    """A checkpoint's offsets entry: the batch's start (s since the epoch) and its sources' end offsets."""
+    lines = path.read_text().splitlines()
+    return json.loads(lines[1])["batchTimestampMs"] / 1000, lines[2:]
+
+
+def query_batches(checkpoints: Path, batches: dict[str, dict[int, dict]], offsets: dict[tuple[str, int], list]) -> None:
+    """Add every query's micro-batches committed since the last call to ``batches`` (query -> id -> record).
+
+    A record holds the batch's end (the commit file's time, s since the epoch), its duration from its trigger
+    time, and whether it read input: a no-data batch ends at the offsets the batch before it ended at.
+    ``offsets`` keeps each batch's end offsets, as Spark deletes old entries (``minBatchesToRetain``)."""
+    for query in sorted(p for p in checkpoints.iterdir() if (p / "commits").is_dir()):
+        seen = batches.setdefault(query.name, {})
+        for entry in sorted((query / "commits").iterdir(), key=lambda e: (len(e.name), e.name)):
+            if not entry.name.isdigit() or int(entry.name) in seen:
+                continue
+            batch = int(entry.name)
+            try:
+                ended = entry.stat().st_mtime
+                started, ends = read_offsets(query / "offsets" / entry.name)
+            except (OSError, ValueError, IndexError, KeyError):  # being written or already deleted
+                continue
+            offsets[(query.name, batch)] = ends
+            previous = offsets.get((query.name, batch - 1))
+            seen[batch] = {
+                "end": round(ended, 3),
+                "duration_s": round(ended - started, 3),
+                "data": None if previous is None else ends != previous,
+            }
+
+
+def batch_series(batches: dict[str, dict[int, dict]], started: float) -> list[tuple[str, float, float]]:
+    """(series, seconds since ``started``, value) per batch: its duration under its kind (``data`` or
+    ``no-data``), and 1.0 or 0.0 under ``no_data_batch_share``."""
+    points = []
+    for query, seen in sorted(batches.items()):
+        for record in seen.values():
+            if record["data"] is None:
+                continue
+            kind = "data" if record["data"] else "no-data"
+            t_s = record["end"] - started
+            points.append((f"batch_duration_s{{{query},{kind}}}", t_s, record["duration_s"]))
+            points.append((f"no_data_batch_share{{{query}}}", t_s, 0.0 if record["data"] else 1.0))
+    return points
+
+
+def summarize_batches(points: list[tuple[str, float, float]], warmup_s: float, window_s: float, end_s: float) -> dict:
+    """Per batch series: the median of the batches that ended in the early and in the last window, their ratio
+    and how many batches each window holds (a share is the mean, not the median)."""
+    report = {}
+    for key in sorted({k for k, _, _ in points}):
+        measure = statistics.fmean if key.startswith("no_data_batch_share") else statistics.median
+        early_values = [v for k, t, v in points if k == key and warmup_s <= t < warmup_s + window_s]
+        late_values = [v for k, t, v in points if k == key and end_s - window_s <= t < end_s]
+        early = round(measure(early_values), 3) if early_values else None
+        late = round(measure(late_values), 3) if late_values else None
+        ratio = late / early if early and late is not None else None
+        report[key] = {
+            "early": early,
+            "late": late,
+            "late_over_early": None if ratio is None else round(ratio, 3),
+            "batches": [len(early_values), len(late_values)],
+        }
+    return report
 
 
 def window_median(samples: list[dict], key: str, start_s: float, end_s: float) -> float | None:
@@ -192,7 +268,9 @@ def main() -> None:
     log_path = args.results.with_suffix(".log")
     url = None
     samples: list[dict] = []
-    started = next_sample = 0.0
+    batches: dict[str, dict[int, dict]] = {}
+    offsets: dict[tuple[str, int], list] = {}
+    started = next_sample = started_wall = 0.0
     with log_path.open("w") as log:
         demo = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -203,9 +281,11 @@ def main() -> None:
                     if url is None:
                         continue
                     started = next_sample = time.monotonic()
+                    started_wall = time.time()
                     print(f"monitor up, sampling {url} every {args.sample:.0f} s", flush=True)
                 if time.monotonic() >= next_sample:
                     samples.append({"t_s": round(time.monotonic() - started, 1), "values": sample(demo.pid, url)})
+                    query_batches(max((ROOT / ".run" / "demo").iterdir()) / "checkpoints", batches, offsets)
                     next_sample += args.sample
         except KeyboardInterrupt:
             os.killpg(demo.pid, signal.SIGINT)
@@ -216,6 +296,8 @@ def main() -> None:
         sys.exit(f"the demo ended with {demo.returncode} after {len(samples)} samples; its output is in {log_path}")
 
     report = summarize(samples, args.warmup, args.window)
+    end_s = samples[-1]["t_s"] + 1e-9
+    report |= summarize_batches(batch_series(batches, started_wall), args.warmup, args.window, end_s)
     print(f"{'series':<62} {'early':>14} {'late':>14} {'late/early':>10}")
     for key, row in report.items():
         early, late = row["early"], row["late"]
@@ -237,7 +319,15 @@ def main() -> None:
         },
         "summary": report,
         "samples": samples,
+        "batches": {
+            query: [{"batch": b, **r, "end": round(r["end"] - started_wall, 1)} for b, r in sorted(seen.items())]
+            for query, seen in batches.items()
+        },
     }
+    held = {k: r["early"] or 0 for k, r in report.items() if k.startswith("checkpoint_batches")}
+    filling = [k for k, early in held.items() if early < RETAINED_BATCHES]
+    if filling:
+        print(f"checkpoint bytes: early window before {RETAINED_BATCHES} retained batches in {', '.join(filling)}")
     args.results.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.results} (demo output: {log_path})")
 
