@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import fnmatch
 import json
 import os
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, get_args, get_origin, get_type_hints
 
 from streaming.contract.events import ALLOCATE_STRATEGIES, DEFAULT_TOPICS, MACHINE_ROOM_NEARBY_PREFIX
 from streaming.domain.errors import ConfigurationError
-from streaming.domain.faults import PRESETS, FaultSemantics
+from streaming.domain.faults import PRESETS, FaultSemantics, FaultTable
+from streaming.domain.fleet import EngineSettings
+from streaming.domain.rules import FaultSettings, GroupRule, ProducerRule, group_rule_for, producer_rule_for
 
 ENV_PREFIX = "RRM__"
 CLIENT_LINES = ("4.9", "5")
@@ -275,13 +277,16 @@ class GroupAllocationConfig:
     config_queues: tuple[tuple[str, str, int], ...] | None = _opt(None, parse="config_queues")
 
     @property
-    def params(self) -> StrategyParams:
-        return StrategyParams(
+    def rule(self) -> GroupRule:
+        """This rule as the engine reads it."""
+        return GroupRule(
+            self.group,
+            self.strategy,
             self.virtual_node_count,
             self.consumer_idcs,
             self.machine_room_separator,
-            self.machine_room_regex,
             self.config_queues,
+            self.machine_room_regex,
         )
 
 
@@ -291,38 +296,43 @@ class AllocationConfig:
     default_client_line: str = _opt("5", choices=CLIENT_LINES)
     groups: tuple[GroupAllocationConfig, ...] = _opt(())
 
-    def rule_for(self, group: str) -> GroupAllocationConfig | None:
-        """The first rule whose ``group`` equals the name or matches it as a glob (``fnmatchcase``)."""
-        for rule in self.groups:
-            if rule.group == group or fnmatch.fnmatchcase(group, rule.group):
-                return rule
-        return None
+    @cached_property
+    def rules(self) -> tuple[GroupRule, ...]:
+        """The ``[[allocation.groups]]`` rules as the engine reads them, built once."""
+        return tuple(g.rule for g in self.groups)
 
     def strategy_for_group(self, group: str) -> tuple[str, StrategyParams]:
         """The strategy the monitor assumes for ``group`` when its clients report none, and its parameters.
 
-        First matching rule wins; a rule without ``strategy`` contributes parameters only. What clients report
-        (``allocate_strategy``) takes precedence over the name, since it is what they run; the parameters
-        always come from here.
+        First matching rule wins (``rules.group_rule_for``, the engine's matcher); a rule without ``strategy``
+        contributes parameters only. What clients report (``allocate_strategy``) takes precedence over the
+        name, since it is what they run; the parameters always come from here.
         """
-        rule = self.rule_for(group)
+        rule = group_rule_for(self.rules, group)
         if rule is None:
             return self.default_strategy, StrategyParams()
-        return rule.strategy or self.default_strategy, rule.params
+        params = StrategyParams(
+            rule.virtual_node_count,
+            rule.consumer_idcs,
+            rule.machine_room_separator,
+            rule.machine_room_regex,
+            rule.config_queues,
+        )
+        return rule.strategy or self.default_strategy, params
 
 
 @dataclass(frozen=True)
-class ProducerRule:
+class ProducerRuleConfig:
     """Which fault table the producers of a group glob (and optionally a client line) use."""
 
     fault_table: str = _opt(check=_not_blank)
     producer_group: str = _opt("*", check=_not_blank)
     client_line: str | None = _opt(None, choices=CLIENT_LINES)
 
-    def matches(self, producer_group: str, client_line: str | None) -> bool:
-        if not (self.producer_group == producer_group or fnmatch.fnmatchcase(producer_group, self.producer_group)):
-            return False
-        return self.client_line is None or self.client_line == client_line
+    @property
+    def rule(self) -> ProducerRule:
+        """This rule as the send path and the fault engine read it."""
+        return ProducerRule(self.fault_table, self.producer_group, self.client_line)
 
 
 @dataclass(frozen=True)
@@ -334,6 +344,13 @@ class FaultTableConfig:
     not_available_duration_ms: tuple[int, ...] = _opt(item_low=0)
     isolation_latency_ms: int = _opt(low=0)
     semantics: str = _opt(choices=(*SEMANTICS, "extend-only"))
+
+    def table(self, name: str) -> FaultTable:
+        """This table as the engines read it, named ``name``."""
+        semantics = FaultSemantics.OVERWRITE if self.semantics == "overwrite" else FaultSemantics.EXTEND_ONLY
+        return FaultTable(
+            name, self.latency_max_ms, self.not_available_duration_ms, self.isolation_latency_ms, semantics
+        )
 
 
 PRESET_FAULT_TABLES: Mapping[str, FaultTableConfig] = MappingProxyType(
@@ -352,7 +369,7 @@ PRESET_FAULT_TABLES: Mapping[str, FaultTableConfig] = MappingProxyType(
 @dataclass(frozen=True)
 class ProducersConfig:
     default_fault_table: str = _opt("rocketmq-5", check=_not_blank)
-    rules: tuple[ProducerRule, ...] = _opt((ProducerRule("rocketmq-4", "*", "4.9"),))
+    rules: tuple[ProducerRuleConfig, ...] = _opt((ProducerRuleConfig("rocketmq-4", "*", "4.9"),))
     fault_tables: Mapping[str, FaultTableConfig] = _opt(factory=lambda: MappingProxyType({}))
     state_ttl_ms: int = _opt(3_600_000, low=1_000, high=30 * 86_400_000)
     state_shards: int = _opt(8, low=1, high=4_096)
@@ -429,6 +446,39 @@ class MonitorConfig:
         """Every fault table by name: the presets ``rocketmq-4``/``rocketmq-5`` and the custom ones."""
         return {**PRESET_FAULT_TABLES, **self.producers.fault_tables}
 
+    @cached_property
+    def engine_settings(self) -> EngineSettings:
+        """What the consumer engine reads, built once: the Spark job pickles this very object to its workers."""
+        m, a = self.membership, self.anomalies
+        return EngineSettings(
+            default_strategy=self.allocation.default_strategy,
+            default_client_line=self.allocation.default_client_line,
+            expiry_ms=m.channel_expiry_ms,
+            storm_window_ms=a.storm_window_ms,
+            storm_threshold=a.storm_threshold,
+            group_rules=self.allocation.rules,
+            storm_coalesce_ms=a.storm_coalesce_ms,
+            flapping_window_ms=a.flapping_window_ms,
+            flapping_threshold=a.flapping_threshold,
+            convergence_grace_ms=m.convergence_grace_ms,
+            route_poll_interval_ms=m.route_poll_interval_ms,
+        )
+
+    @cached_property
+    def fault_settings(self) -> FaultSettings:
+        """What the send path and the fault engine read, built once: the presets as the domain's own objects,
+        the custom tables and the producer rules as frozen domain values."""
+        p = self.producers
+        custom = tuple(table.table(name) for name, table in p.fault_tables.items())
+        return FaultSettings(
+            tables=(*PRESETS.values(), *custom),
+            default_table=p.default_fault_table,
+            rules=tuple(r.rule for r in p.rules),
+            state_ttl_ms=p.state_ttl_ms,
+            start_detector_enable=p.start_detector_enable,
+            send_latency_fault_enable=p.send_latency_fault_enable,
+        )
+
     def strategy_for_group(self, group: str) -> tuple[str, StrategyParams]:
         """See ``AllocationConfig.strategy_for_group``."""
         return self.allocation.strategy_for_group(group)
@@ -436,12 +486,11 @@ class MonitorConfig:
     def fault_table_for(self, producer_group: str, client_line: str | None) -> tuple[str, FaultTableConfig]:
         """The fault table (name, table) of a producer: the first ``[[producers.rules]]`` entry whose
         ``producer_group`` glob matches and whose ``client_line`` is unset or equal (``"4.9"``/``"5"``, None
-        when the producer reported no version), else ``default_fault_table``."""
+        when the producer reported no version), else ``default_fault_table`` (``rules.producer_rule_for``,
+        the send path's matcher)."""
         line = getattr(client_line, "value", client_line)  # a domain ClientLine works too
-        for rule in self.producers.rules:
-            if rule.matches(producer_group, line):
-                return rule.fault_table, self.fault_tables()[rule.fault_table]
-        name = self.producers.default_fault_table
+        rule = producer_rule_for(self.fault_settings.rules, producer_group, line)
+        name = self.producers.default_fault_table if rule is None else rule.fault_table
         return name, self.fault_tables()[name]
 
 

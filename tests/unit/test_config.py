@@ -67,9 +67,9 @@ def test_reference_file_sets_every_option_explicitly():
 
 def test_reference_file_documents_every_rule_and_table_key():
     text = REFERENCE.read_text()
-    from streaming.config import FaultTableConfig, GroupAllocationConfig, ProducerRule
+    from streaming.config import FaultTableConfig, GroupAllocationConfig, ProducerRuleConfig
 
-    for cls in (GroupAllocationConfig, ProducerRule, FaultTableConfig):
+    for cls in (GroupAllocationConfig, ProducerRuleConfig, FaultTableConfig):
         for f in dataclasses.fields(cls):
             assert re.search(rf"^#? ?{f.name} = ", text, re.M), f"{cls.__name__}.{f.name} not in conf/monitor.toml"
 
