@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import logging
 import os
 import re
 import tomllib
@@ -28,10 +29,17 @@ from streaming.domain.fleet import EngineSettings
 from streaming.domain.rules import FaultSettings, GroupRule, ProducerRule, group_rule_for, producer_rule_for
 
 ENV_PREFIX = "RRM__"
+# Options the monitor no longer has: files and environments that set one still load, with a warning.
+RETIRED_OPTIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "membership.heartbeat_interval_ms": "nothing reads it: channels expire after membership.channel_expiry_ms",
+    }
+)
 CLIENT_LINES = ("4.9", "5")
 SEMANTICS = ("overwrite", "extend")
 _SECRET_HINTS = ("password", "jaas", "secret", "key", "token", "credential")
 REDACTED = "<redacted>"
+log = logging.getLogger(__name__)
 
 
 def is_secret(name: str) -> bool:
@@ -237,7 +245,6 @@ class IngestConfig:
 
 @dataclass(frozen=True)
 class MembershipConfig:
-    heartbeat_interval_ms: int = _opt(30_000, low=1_000, high=3_600_000)
     channel_expiry_ms: int = _opt(120_000, low=1_000, high=86_400_000)
     convergence_grace_ms: int = _opt(20_000, low=0, high=3_600_000)
     route_poll_interval_ms: int = _opt(30_000, low=0, high=3_600_000)
@@ -528,6 +535,7 @@ class _Builder:
         self.problems: list[str] = []
         self.invalid: set[str] = set()
         self.env_paths = env_paths  # option path -> environment variable that set it
+        self.retired: list[str] = []  # retired options that were set, one line each
 
     # reporting
     def problem(self, path: str, message: str) -> None:
@@ -567,7 +575,11 @@ class _Builder:
         hints = get_type_hints(cls)
         for key in data:
             if key not in fields:
-                self.unknown(path, key, fields)
+                where = _join(path, key)
+                if where in RETIRED_OPTIONS:
+                    self.retired.append(f"{where}: ignored, {RETIRED_OPTIONS[where]}{self._source(where)}")
+                else:
+                    self.unknown(path, key, fields)
         values: dict[str, Any] = {}
         complete = True
         for name, spec in fields.items():
@@ -724,15 +736,6 @@ def _needs(strategy: str) -> str | None:
 
 
 def _cross_field_problems(config: MonitorConfig, b: _Builder) -> None:
-    m = config.membership
-    if not b.is_invalid("membership.channel_expiry_ms", "membership.heartbeat_interval_ms"):
-        if m.channel_expiry_ms <= m.heartbeat_interval_ms:
-            b.problem(
-                "membership.channel_expiry_ms",
-                f"must exceed membership.heartbeat_interval_ms ({m.heartbeat_interval_ms}), got "
-                f"{m.channel_expiry_ms}: every channel would expire between two heartbeats",
-            )
-
     delta = config.delta
     if not b.is_invalid("delta.log_retention_hours", "delta.deleted_file_retention_hours"):
         if delta.log_retention_hours < delta.deleted_file_retention_hours:
@@ -922,4 +925,6 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
     _cross_field_problems(config, builder)
     if builder.problems:
         raise ConfigError(builder.problems, origin)
+    for notice in builder.retired:
+        log.warning("%s: %s", origin, notice)
     return config

@@ -16,4 +16,5 @@ Modules:
 * ``producer`` / ``faults`` -- producer queue selection and latency fault tolerance.
 * ``membership`` -- the broker's consumer-group membership rules as a state machine.
 * ``analysis`` -- per-topic findings for a group (orphans, double owners, duplicates, skew, churn...).
+* ``rules`` -- configured group and producer rules, their one matcher, and the fault engine's settings.
 """

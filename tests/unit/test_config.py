@@ -199,11 +199,7 @@ CASES = [
     ),
     (23, '[paths]\ndelta_root = " "', 'paths.delta_root: must not be empty, got " "'),
     # membership
-    (
-        24,
-        "[membership]\nchannel_expiry_ms = 20000",
-        "membership.channel_expiry_ms: must exceed membership.heartbeat_interval_ms (30000), got 20000",
-    ),
+    (24, "[membership]\nshards = 0", "membership.shards: must be between 1 and 4096, got 0"),
     # allocation
     (
         25,
@@ -371,7 +367,7 @@ def test_case_numbers_are_in_order():
 def test_several_problems_of_every_kind_are_reported_together(tmp_path):
     found = problems(
         tmp_path,
-        '[metrics]\nport = 70000\nhots = "x"\n[membership]\nchannel_expiry_ms = 1000\n'
+        '[metrics]\nport = 70000\nhots = "x"\n[delta]\nlog_retention_hours = 48\n'
         '[spark]\nshuffle_partitions = "8"\n[allocation]\ndefault_strategy = "X"\n',
     )
     # In the order of the sections, unknown keys of a table before its values, rules across fields last.
@@ -380,7 +376,7 @@ def test_several_problems_of_every_kind_are_reported_together(tmp_path):
         "allocation.default_strategy",
         "metrics.hots",
         "metrics.port",
-        "membership.channel_expiry_ms",
+        "delta.log_retention_hours",
     ]
     with pytest.raises(ConfigError) as raised:
         load(tmp_path, "[metrics]\nport = 0\n[spark]\nshuffle_partitions = 0\n")
