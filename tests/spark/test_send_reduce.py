@@ -25,6 +25,24 @@ def test_fault_table_per_send_never_fails_on_free_text_versions(spark):
     assert got == ["rocketmq-4", "rocketmq-5", "rocketmq-4", "rocketmq-5", "rocketmq-5", "rocketmq-5"]
 
 
+def test_the_jvm_names_each_sends_fault_table_as_the_python_matcher_does(spark):
+    from streaming.domain.rules import FaultSettings
+
+    rules = (
+        ProducerRule("rocketmq-4", "pay_*"),
+        ProducerRule("rocketmq-4", "ord[!x]r?", "5"),
+        ProducerRule("rocketmq-4", "a[1]"),
+        ProducerRule("rocketmq-4", "50%"),
+    )
+    faults = FaultSettings(rules=rules)
+    groups = ["pay_eu", "payXeu", "order", "ordxr", "orders", "a[1]", "a1", "a2", "50%", "500", "", "pay_\nx"]
+    rows = [("p", g, "b", 0, 1, "OK", "5.3.3", 0, i) for i, g in enumerate(groups)]
+    frame = spark.createDataFrame(rows, COLUMNS).withColumn("fault_table", fault_table_column(rules, "rocketmq-5"))
+    got = [r["fault_table"] for r in frame.orderBy("kafka_offset").collect()]
+    assert got == [faults.table_for(g, "5").name for g in groups]
+    assert got.count("rocketmq-4") == 6  # pay_eu, orders, a[1], a1, 50%, pay_\nx
+
+
 def test_reduction_keeps_exactly_the_sends_that_can_matter(spark):
     # offsets: 0 first (kept), 1 fast (dropped), 2 slow (notable), 3 fast right after (kept: may end the window),
     # 4 fast (dropped), 5 error (notable), 6 fast after it (kept), 7 fast and last (kept: presence)
