@@ -67,7 +67,6 @@ def main() -> None:
     from bench.bench_job import noop_state_function
     from streaming.config import load_config
     from streaming.job import fault_query
-    from streaming.job.runner import MonitorJob
     from streaming.job.send_query import FAULT_UPDATES_DDL
     from streaming.job.spark_session import SparkSettings, build_spark_session
 
@@ -75,14 +74,8 @@ def main() -> None:
     try:
         spark = build_spark_session(SparkSettings(app_name="rrm-bench-faults", checkpoint_root=str(work)))
         config = load_config(None, env={"RRM__PRODUCERS__SEND_LATENCY_FAULT_ENABLE": "true"})
-        job = MonitorJob(config, available_now=True)
         p = config.producers
-        settings = {
-            "fault_tables": job.fault_tables(),
-            "default_fault_table": p.default_fault_table,
-            "state_ttl_ms": p.state_ttl_ms,
-            "start_detector_enable": p.start_detector_enable,
-        }
+        settings = config.fault_settings
         updates = str(work / "_send_fault_updates")
 
         def keyed_by_pair(function):  # type: ignore[no-untyped-def]

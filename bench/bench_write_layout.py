@@ -36,6 +36,8 @@ def main() -> None:
 
     from bench.bench_job import measure, produce, sends
     from localenv.kafka_broker import LocalKafkaBroker, create_topics
+    from streaming.domain.faults import ROCKETMQ_4
+    from streaming.domain.rules import FaultSettings
     from streaming.job import delta_sink
     from streaming.job.ingest import IngestSettings, contracts_for
     from streaming.job.send_query import FAULT_UPDATES_TABLE, ensure_fault_updates_table, start_send_ingest
@@ -47,8 +49,8 @@ def main() -> None:
     def partition_layout(_rows: int, _rows_per_task: int = 0) -> int:
         return 1 << 30  # a coalesce to more partitions than the frame has leaves it as it is
 
-    floors = {"rocketmq-4": 550}
-    buckets = [50, 100, 550, 1000, 2000, 3000, 15000]
+    # One table, the 4.9 one (floor 550 ms, its thresholds the buckets), for every producer.
+    faults = FaultSettings((ROCKETMQ_4,), ROCKETMQ_4.name, (), send_latency_fault_enable=True)
     batch_ms: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
     files: dict[str, list[dict[str, int]]] = {layout: [] for layout in LAYOUTS}
     with tempfile.TemporaryDirectory(prefix="rrm-bench-layout-") as work:
@@ -71,15 +73,11 @@ def main() -> None:
                         tables,
                         ingest,
                         contracts_for(("send_result",)),
-                        [],
-                        "rocketmq-4",
-                        floors,
-                        buckets,
+                        faults,
                         str(root / "checkpoint"),
                         "bench",
                         None,
                         available_now=True,
-                        fault_enable_default=True,
                     )
                     query.awaitTermination()
                     median = measure(query, 1)["sustained"]["median_batch_ms"]

@@ -12,11 +12,15 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from streaming.config import MonitorConfig
 
 MAX_FUTURE_SKEW_MS = 86_400_000  # the most ingest.max_future_skew_ms allows (a day)
 HEAD_START_MS = 12 * 3_600_000  # simulated time starts this long before the wall clock
@@ -126,33 +130,50 @@ def start_kafka(broker: Any, status: _StatusLine) -> Any:
     return info
 
 
-def job_env(bootstrap: str, stamp: str, run_dir: Path, metrics_port: int) -> tuple[dict[str, str], dict[str, str], int]:
-    """A demo job's own topics (``demo-<stamp>.*``, created) and its configuration as ``RRM__`` overrides:
-    those topics, tables and checkpoints under ``run_dir``, a 3 s trigger, and ``metrics_port`` (a free port
-    when it is taken). Returns the topics, the overrides and the metrics port."""
+def job_config(bootstrap: str, topics: Mapping[str, str], run_dir: Path, metrics_port: int) -> MonitorConfig:
+    """A demo job's configuration: the defaults with ``topics`` (event type -> Kafka topic), tables and
+    checkpoints under ``run_dir``, a 3 s trigger and ``metrics_port``."""
+    from streaming.config import MonitorConfig
+    from streaming.contract.events import TOPIC_OPTIONS
+
+    c = MonitorConfig()
+    own_topics = {t: name for t, name in topics.items() if TOPIC_OPTIONS[t] == t}
+    return replace(
+        c,
+        kafka=replace(c.kafka, bootstrap_servers=bootstrap, topics=replace(c.kafka.topics, **own_topics)),
+        paths=replace(c.paths, delta_root=str(run_dir / "delta"), checkpoint_root=str(run_dir / "checkpoints")),
+        spark=replace(c.spark, trigger_interval="3 seconds"),
+        metrics=replace(c.metrics, port=metrics_port),
+    )
+
+
+def job_setup(bootstrap: str, stamp: str, run_dir: Path, metrics_port: int) -> tuple[dict[str, str], MonitorConfig]:
+    """A demo job's own topics (``demo-<stamp>.*``, created) and its ``job_config``, whose metrics port is
+    ``metrics_port``, or a free port when that one is taken."""
     from connectors.processes import free_port, port_is_open
     from localenv.kafka_broker import create_topics
-    from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
+    from streaming.contract.events import DEFAULT_TOPICS
 
     topics = {t: f"demo-{stamp}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
     create_topics(bootstrap, topics.values())
     port = metrics_port if not port_is_open(metrics_port) else free_port()
-    env = {
-        "RRM__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
-        **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items() if TOPIC_OPTIONS[t] == t},
-        "RRM__PATHS__DELTA_ROOT": str(run_dir / "delta"),
-        "RRM__PATHS__CHECKPOINT_ROOT": str(run_dir / "checkpoints"),
-        "RRM__SPARK__TRIGGER_INTERVAL": '"3 seconds"',
-        "RRM__METRICS__PORT": str(port),
-    }
-    return topics, env, port
+    return topics, job_config(bootstrap, topics, run_dir, port)
+
+
+def simulated_fleet_config(config: MonitorConfig) -> MonitorConfig:
+    """``config`` for the simulated fleet: a 10 s watermark delay, 4 shards, and the longest future skew the
+    configuration allows, because simulated time runs ahead of the Kafka record timestamps (wall clock)."""
+    return replace(
+        config,
+        ingest=replace(config.ingest, watermark_delay="10 seconds", max_future_skew_ms=MAX_FUTURE_SKEW_MS),
+        membership=replace(config.membership, shards=4),
+    )
 
 
 def run_demo(settings: DemoSettings) -> int:
     from connectors import jvm_artifacts
     from connectors.emitter import EventEmitter
     from localenv.kafka_broker import LocalKafkaBroker
-    from streaming.config import load_config
     from streaming.job.runner import MonitorJob
     from streaming.job.spark_session import set_logger_levels
     from streaming.simulation.fleet import Simulation, build_scenario
@@ -173,14 +194,9 @@ def run_demo(settings: DemoSettings) -> int:
     info = start_kafka(broker, status)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = PROJECT_ROOT / ".run" / "demo" / stamp
-    topics, env, port = job_env(info.bootstrap_servers, stamp, run_dir, settings.metrics_port)
-    env |= {
-        "RRM__INGEST__WATERMARK_DELAY": '"10 seconds"',
-        "RRM__MEMBERSHIP__SHARDS": "4",
-        # simulated time runs ahead of the Kafka record timestamps (wall clock): accept the most the config allows
-        "RRM__INGEST__MAX_FUTURE_SKEW_MS": str(MAX_FUTURE_SKEW_MS),
-    }
-    config = load_config(None, env=env)
+    topics, config = job_setup(info.bootstrap_servers, stamp, run_dir, settings.metrics_port)
+    config = simulated_fleet_config(config)
+    port = config.metrics.port
     emitter = EventEmitter(info.bootstrap_servers, topics)
     # Simulated time starts in the past, so that running --speed times faster it stays within the job's
     # future-skew limit of the wall clock for a long while; once it would not, it runs at wall-clock speed.

@@ -15,9 +15,9 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
 from localenv.rocketmq_clients import ClientProcess, consumer_process
@@ -27,12 +27,15 @@ from streaming.demo import (
     _say,
     _StatusLine,
     _Waiting,
-    job_env,
+    job_setup,
     show,
     start_kafka,
     state_summary,
     view_lines,
 )
+
+if TYPE_CHECKING:
+    from streaming.config import MonitorConfig
 
 QUEUES_PER_BROKER = 4
 FIRST_STEP_S = 8.0  # from the monitor running to the script's first step
@@ -196,11 +199,11 @@ class _RocketMQSide:
     """The cluster, its topics, the collector and the initial consumers, started in a thread of their own while
     Spark starts; ``stop`` stops by PID what it started (a cluster found running is left running)."""
 
-    def __init__(self, line: str, prefix: str, run_dir: Path, collector_env: dict[str, str]) -> None:
+    def __init__(self, line: str, prefix: str, run_dir: Path, config: MonitorConfig) -> None:
         from localenv.rocketmq_cluster import LocalRocketMQCluster
 
         self.line, self.prefix, self.run_dir = line, prefix, run_dir
-        self.collector_env = collector_env
+        self.config = config  # the collector's, but for the name server's address (known once it runs)
         self.cluster = LocalRocketMQCluster(line)
         self.started_cluster = False
         self.namesrv = ""
@@ -223,7 +226,6 @@ class _RocketMQSide:
 
     def _start(self) -> None:
         from connectors.rocketmq_collector import CollectorProcess
-        from streaming.config import load_config
 
         version = VERSION_BY_LINE[self.line]
         phase = time.monotonic()
@@ -244,7 +246,7 @@ class _RocketMQSide:
         _say(f"topics {', '.join(self.script.topics)}: {QUEUES_PER_BROKER} queues on each of broker-a and broker-b")
         self._check()
         phase = time.monotonic()
-        config = load_config(None, env={**self.collector_env, "RRM__COLLECTOR__NAMESRV_ADDR": f'"{self.namesrv}"'})
+        config = replace(self.config, collector=replace(self.config.collector, namesrv_addr=self.namesrv))
         self.collector = CollectorProcess(config, self.run_dir / "collector")
         self.collector.start()
         self.collector.wait_polling()
@@ -277,13 +279,32 @@ class _RocketMQSide:
         return steps
 
 
+def rocketmq_cluster_config(config: MonitorConfig, prefix: str, collector_metrics_port: int) -> MonitorConfig:
+    """``config`` for the local cluster: a 60 s stop grace (a busy machine's batch still commits when the demo
+    stops), a 5 s watermark delay, 2 shards, and a collector polling the groups named ``<prefix>-*`` every 2 s
+    (running info every 5 s) with its metrics on ``collector_metrics_port``."""
+    return replace(
+        config,
+        spark=replace(config.spark, stop_grace_seconds=60),
+        ingest=replace(config.ingest, watermark_delay="5 seconds"),
+        membership=replace(config.membership, shards=2),
+        collector=replace(
+            config.collector,
+            collector_id=prefix,
+            poll_interval_ms=2_000,
+            running_info_interval_ms=5_000,
+            include_groups=(f"{prefix}-*",),
+            metrics_port=collector_metrics_port,
+        ),
+    )
+
+
 def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
     from connectors import jvm_artifacts
     from connectors.processes import free_port
     from localenv import agent_artifacts
     from localenv.kafka_broker import LocalKafkaBroker
     from localenv.rocketmq_cluster import PROFILE_BY_LINE
-    from streaming.config import load_config
     from streaming.job.runner import MonitorJob
     from streaming.job.spark_session import set_logger_levels
 
@@ -315,23 +336,13 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
 
         started_kafka = kafka.info() is None  # before its start: a half-started broker is stopped too
         kafka_info = start_kafka(kafka, status)
-        _, env, port = job_env(kafka_info.bootstrap_servers, stamp, run_dir, settings.metrics_port)
-        env |= {
-            "RRM__SPARK__STOP_GRACE_SECONDS": "60",  # a busy machine's batch still commits when the demo stops
-            "RRM__INGEST__WATERMARK_DELAY": '"5 seconds"',
-            "RRM__MEMBERSHIP__SHARDS": "2",
-            "RRM__MEMBERSHIP__HEARTBEAT_INTERVAL_MS": str(TEST_SPEED.client_heartbeat_interval_ms),
-            "RRM__COLLECTOR__COLLECTOR_ID": f'"{prefix}"',
-            "RRM__COLLECTOR__POLL_INTERVAL_MS": "2000",
-            "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "5000",
-            "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}-*"]',
-            "RRM__COLLECTOR__METRICS_PORT": str(free_port()),
-        }
-        config = load_config(None, env=env)
+        _, config = job_setup(kafka_info.bootstrap_servers, stamp, run_dir, settings.metrics_port)
+        config = rocketmq_cluster_config(config, prefix, free_port())
+        port = config.metrics.port
         _say(f"Delta tables: {run_dir / 'delta'} (readable with rebalance-monitor query while the demo runs)")
 
         # The cluster, the collector and the consumers start while Spark does: neither needs the other yet.
-        side = _RocketMQSide(settings.line, prefix, run_dir, env)
+        side = _RocketMQSide(settings.line, prefix, run_dir, config)
         side.thread.start()
         _say("starting Spark and the monitor ...")
         job = MonitorJob(config)

@@ -808,7 +808,8 @@ class FaultWindowTracker:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FaultWindowTracker:
+    def from_dict(cls, data: Mapping[str, Any], known: Iterable[FaultTable] = ()) -> FaultWindowTracker:
+        """The tracker ``to_dict`` gave; its table is the one of ``known`` it equals, else read from the data."""
         version = data.get("schema_version")
         if version != SNAPSHOT_SCHEMA_VERSION:
             raise IllegalArgument(
@@ -819,8 +820,10 @@ class FaultWindowTracker:
         for raw in data["items"]:
             tracked = _tracked_from_dict(raw)
             items[(tracked.producer_id, tracked.broker)] = tracked
+        stored = data["fault_table"]
+        table = next((t for t in known if t.name == stored.get("name") and t.to_dict() == stored), None)
         return cls(
-            fault_table=fault_table_from_config(data["fault_table"]),
+            fault_table=table or fault_table_from_config(stored),
             detector_enabled=bool(data["detector_enabled"]),
             clock_ms=None if data["clock_ms"] is None else int(data["clock_ms"]),
             items=MappingProxyType(items),

@@ -53,13 +53,12 @@ change) during which a difference between reported and expected assignments open
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from . import membership as ms
-from .allocation import AllocationStrategy, MachineRoomResolver, RegexResolver, SplitResolver, strategy_from_name
+from .allocation import AllocationStrategy, strategy_from_name
 from .analysis import CLIENT_SIDE, Analysis, analyze_group, owners_by_topic
 from .episodes import (
     Episode,
@@ -88,6 +87,7 @@ from .outcomes import (
     TopicSummary,
 )
 from .queues import MessageQueue
+from .rules import GroupRule, group_rule_for
 from .versions import ClientLine
 from .vocabulary import (
     AnomalyKind,
@@ -129,26 +129,9 @@ _MEMBER_DIRECTION = {
 
 
 @dataclass(frozen=True)
-class GroupRule:
-    """Allocation settings for groups whose name matches ``group`` (exact name or glob)."""
-
-    group: str
-    strategy: str | None = None
-    virtual_node_count: int = 10
-    consumer_idcs: tuple[str, ...] = ()
-    machine_room_separator: str = "-"
-    config_queues: tuple[tuple[str, str, int], ...] | None = None
-    machine_room_regex: str | None = None  # MACHINE_ROOM_NEARBY: wins over machine_room_separator
-
-    @property
-    def resolver(self) -> MachineRoomResolver:
-        if self.machine_room_regex is not None:
-            return RegexResolver(self.machine_room_regex)
-        return SplitResolver(self.machine_room_separator)
-
-
-@dataclass(frozen=True)
 class EngineSettings:
+    """What the consumer engine reads; ``MonitorConfig.engine_settings`` builds it once per configuration."""
+
     default_strategy: str = "AVG"
     default_client_line: str = "5"
     expiry_ms: int = ms.DEFAULT_EXPIRY_MS
@@ -163,39 +146,8 @@ class EngineSettings:
     convergence_grace_ms: int = 20_000
     route_poll_interval_ms: int = 30_000
 
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> EngineSettings:
-        rules = tuple(
-            GroupRule(
-                r["group"],
-                r.get("strategy"),
-                int(r.get("virtual_node_count", 10)),
-                tuple(r.get("consumer_idcs") or ()),
-                r.get("machine_room_separator", "-"),
-                None if r.get("config_queues") is None else tuple(tuple(q) for q in r["config_queues"]),
-                r.get("machine_room_regex"),
-            )
-            for r in data.get("group_rules", ())
-        )
-        return cls(
-            data.get("default_strategy", "AVG"),
-            str(data.get("default_client_line", "5")),
-            int(data.get("expiry_ms", ms.DEFAULT_EXPIRY_MS)),
-            int(data.get("storm_window_ms", 300_000)),
-            int(data.get("storm_threshold", 10)),
-            rules,
-            int(data.get("storm_coalesce_ms", 1_000)),
-            int(data.get("flapping_window_ms", 600_000)),
-            int(data.get("flapping_threshold", 3)),
-            int(data.get("convergence_grace_ms", 20_000)),
-            int(data.get("route_poll_interval_ms", 30_000)),
-        )
-
     def rule_for(self, group: str) -> GroupRule | None:
-        for rule in self.group_rules:
-            if rule.group == group or fnmatch.fnmatchcase(group, rule.group):
-                return rule
-        return None
+        return group_rule_for(self.group_rules, group)
 
     def strategy_factory(self, group: str):  # type: ignore[no-untyped-def]
         rule = self.rule_for(group)
@@ -348,14 +300,13 @@ class ShardEngine:
 
     # -- persistence ---------------------------------------------------------------------------------
     @classmethod
-    def restore(cls, snapshot: Mapping[str, Any] | None, settings: Mapping[str, Any] | EngineSettings) -> ShardEngine:
-        engine_settings = settings if isinstance(settings, EngineSettings) else EngineSettings.from_mapping(settings)
+    def restore(cls, snapshot: Mapping[str, Any] | None, settings: EngineSettings) -> ShardEngine:
         if not snapshot:
-            return cls(engine_settings, {}, {})
+            return cls(settings, {}, {})
         if snapshot.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(f"unsupported shard snapshot schema_version {snapshot.get('schema_version')!r}")
         groups = {g: GroupState.from_json(d) for g, d in snapshot["groups"].items()}
-        return cls(engine_settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})))
+        return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})))
 
     def snapshot(self) -> dict[str, Any]:
         return {

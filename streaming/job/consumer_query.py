@@ -53,7 +53,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from streaming.contract.events import EVENT_TYPES
-from streaming.domain.fleet import ShardEngine
+from streaming.domain.fleet import EngineSettings, ShardEngine
 from streaming.domain.outcomes import IgnoredEvent, LateEvent, Outcome
 from streaming.domain.vocabulary import LateReason
 from streaming.job import heartbeat_runs, state_blob
@@ -139,8 +139,9 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     )
 
 
-def make_state_function(settings: Mapping[str, Any], poison_marker: str | None = None):  # type: ignore[no-untyped-def]
-    """The function given to ``applyInPandasWithState``; ``settings`` is plain data (picklable).
+def make_state_function(settings: EngineSettings, poison_marker: str | None = None):  # type: ignore[no-untyped-def]
+    """The function given to ``applyInPandasWithState``; ``settings`` is the configuration's
+    ``engine_settings`` (frozen, pickled to the workers as is).
 
     ``poison_marker`` is for tests only: applying an event whose client id or JSON holds it raises, as an
     event the validator did not foresee might (see ``poison``)."""
@@ -455,7 +456,7 @@ def build_consumer_stream(
     contracts: Mapping[str, EventContract],
     shards: int,
     watermark_delay: str,
-    engine_settings: Mapping[str, Any],
+    engine_settings: EngineSettings,
     state_function: Callable[..., Iterator[pd.DataFrame]] | None = None,
     poison_marker: str | None = None,
 ) -> DataFrame:
@@ -470,7 +471,7 @@ def build_consumer_stream(
     sharded = heartbeat_runs.compress(shard_input(classified, shards))
     sharded = _without_spark_late_filter(sharded.withWatermark("event_time", watermark_delay))
     return sharded.groupBy("shard").applyInPandasWithState(
-        state_function or make_state_function(dict(engine_settings), poison_marker),
+        state_function or make_state_function(engine_settings, poison_marker),
         OUTPUT_SCHEMA,
         STATE_SCHEMA,
         "append",

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
 
+    from streaming.domain.rules import FaultSettings
+
 OUTPUT_SCHEMA = "table STRING, payload STRING"
 STATE_SCHEMA = state_blob.SCHEMA
 SNAPSHOT_SCHEMA_VERSION = 1
@@ -70,9 +72,8 @@ class _Stored(NamedTuple):
     tracker: dict[str, Any]  # FaultWindowTracker.to_dict()
 
 
-def make_state_function(settings: Mapping[str, Any]):  # type: ignore[no-untyped-def]
-    """``settings``: {"fault_tables": {name: mapping}, "default_fault_table": name, "state_ttl_ms": int,
-    "start_detector_enable": bool} (plain, picklable)."""
+def make_state_function(settings: FaultSettings):  # type: ignore[no-untyped-def]
+    """``settings``: the configuration's ``fault_settings`` (frozen, pickled to the workers as is)."""
 
     def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         import pandas as pd
@@ -104,18 +105,18 @@ def _process_pair(
     rows: list[_Send],
     stored: _Stored | None,
     watermark_ms: int,
-    settings: Mapping[str, Any],
+    settings: FaultSettings,
     out: list[tuple[str, dict[str, Any]]],
 ) -> _Stored | None:
     """One pair's sends of the batch in replay order (none: its wake-up time passed), appended to ``out``
     as output rows; its new state, None when it is evicted."""
-    from streaming.domain.faults import FaultWindowTracker, SendOutcome, SendResult, fault_table_from_config
+    from streaming.domain.faults import FaultWindowTracker, SendOutcome, SendResult
 
     producer_id, broker = pair
     tracker, group = None, ""
     if stored is not None:
-        tracker, group = FaultWindowTracker.from_dict(stored.tracker), stored.group
-    detector = bool(settings.get("start_detector_enable", False))
+        tracker, group = FaultWindowTracker.from_dict(stored.tracker, settings.tables), stored.group
+    detector = settings.start_detector_enable
     if rows:
         group = str(rows[-1].producer_group)
         # NULL (None or NaN from pandas): the producer runs without sendLatencyFaultEnable.
@@ -123,11 +124,10 @@ def _process_pair(
         if tables:
             table_name = tables[-1]
         else:  # no table in use: keep the one the item had, else any (no send of this batch uses it)
-            table_name = tracker.fault_table.name if tracker else str(settings["default_fault_table"])
+            table_name = tracker.fault_table.name if tracker else settings.default_table
         if tracker is None or tracker.fault_table.name != table_name or tracker.detector_enabled != detector:
-            table = fault_table_from_config({"name": table_name, **settings["fault_tables"][table_name]})
             tracker = FaultWindowTracker(
-                table,
+                settings.table(table_name),
                 detector_enabled=detector,
                 clock_ms=None if tracker is None else tracker.clock_ms,
                 items=({} if tracker is None else tracker.items),
@@ -155,7 +155,7 @@ def _process_pair(
     for episode in episodes:
         out.append(("fault_windows", {**episode.as_row(), "producer_group": group}))
     tracked = tracker.get(producer_id, broker)
-    ttl_ms = int(settings["state_ttl_ms"])
+    ttl_ms = settings.state_ttl_ms
     if tracked is None or (tracked.window is None and tracked.last_event_ms + ttl_ms <= watermark_ms):
         out.append(
             (
@@ -233,7 +233,7 @@ def build_fault_stream(
     session: SparkSession,
     updates_path: str,
     watermark_delay: str,
-    settings: Mapping[str, Any],
+    settings: FaultSettings,
     shards: int,
     state_function: Callable[..., Iterator[pd.DataFrame]] | None = None,
 ) -> DataFrame:
@@ -250,7 +250,7 @@ def build_fault_stream(
         .withColumn("shard", F.pmod(F.xxhash64("producer_id"), F.lit(shards)))
     )
     return updates.groupBy("shard").applyInPandasWithState(
-        state_function or make_state_function(dict(settings)),
+        state_function or make_state_function(settings),
         OUTPUT_SCHEMA,
         STATE_SCHEMA,
         "append",

@@ -141,33 +141,6 @@ class MonitorJob:
             kafka_options=dict(c.kafka.options),
         )
 
-    def engine_settings(self) -> dict[str, Any]:
-        c = self.config
-        return {
-            "default_strategy": c.allocation.default_strategy,
-            "default_client_line": c.allocation.default_client_line,
-            "expiry_ms": c.membership.channel_expiry_ms,
-            "storm_window_ms": c.anomalies.storm_window_ms,
-            "storm_threshold": c.anomalies.storm_threshold,
-            "storm_coalesce_ms": c.anomalies.storm_coalesce_ms,
-            "flapping_window_ms": c.anomalies.flapping_window_ms,
-            "flapping_threshold": c.anomalies.flapping_threshold,
-            "convergence_grace_ms": c.membership.convergence_grace_ms,
-            "route_poll_interval_ms": c.membership.route_poll_interval_ms,
-            "group_rules": [
-                {
-                    "group": g.group,
-                    "strategy": g.strategy,
-                    "virtual_node_count": g.virtual_node_count,
-                    "consumer_idcs": list(g.consumer_idcs),
-                    "machine_room_separator": g.machine_room_separator,
-                    "machine_room_regex": g.machine_room_regex,
-                    "config_queues": None if g.config_queues is None else [list(q) for q in g.config_queues],
-                }
-                for g in c.allocation.groups
-            ],
-        }
-
     def _start_consumer_query(self, name: str = "consumer", state_function: Any = None) -> None:
         """The heartbeat path's query; ``state_function`` replaces the engine (the benchmark's no-op floor)."""
         from streaming.job.consumer_query import build_consumer_stream
@@ -181,7 +154,7 @@ class MonitorJob:
             contracts_for((*types, "consumer_connections")),  # polls ride on the channel events' topic
             self.config.membership.shards,
             self.config.ingest.watermark_delay,
-            self.engine_settings(),
+            self.config.engine_settings,
             state_function,
             self.poison_marker,
         )
@@ -192,17 +165,6 @@ class MonitorJob:
         writer = self._trigger(writer.foreachBatch(consumer_sink(self.tables, app_id, self.metrics)))
         self.queries[name] = writer.start()
 
-    def fault_tables(self) -> dict[str, dict[str, Any]]:
-        return {
-            name: {
-                "latency_max_ms": list(t.latency_max_ms),
-                "not_available_duration_ms": list(t.not_available_duration_ms),
-                "isolation_latency_ms": t.isolation_latency_ms,
-                "semantics": t.semantics,
-            }
-            for name, t in self.config.fault_tables().items()
-        }
-
     def _start_send_queries(self) -> None:
         self._start_send_ingest()
         if self.available_now:
@@ -210,10 +172,8 @@ class MonitorJob:
         self._start_fault_windows()
 
     def _start_send_ingest(self) -> None:
-        from streaming.domain.faults import fault_table_from_config
         from streaming.job.ingest import contracts_for
         from streaming.job.send_query import (
-            FaultTableRule,
             FaultUpdatesTrim,
             ensure_fault_updates_table,
             start_send_ingest,
@@ -221,9 +181,6 @@ class MonitorJob:
 
         c = self.config
         assert self.tables is not None
-        tables = {n: fault_table_from_config({"name": n, **m}) for n, m in self.fault_tables().items()}
-        floors = {n: (t.latency_floor_ms if t.latency_floor_ms is not None else 2**62) for n, t in tables.items()}
-        default = tables[c.producers.default_fault_table]
         checkpoint = self._checkpoint("send-ingest")
         ensure_fault_updates_table(self.session, self.tables)  # what send-ingest writes to
         self.queries["send-ingest"] = start_send_ingest(
@@ -231,15 +188,11 @@ class MonitorJob:
             _SendMetricsTables(self.tables, self.metrics),
             self._ingest_settings(("send_result",)),
             contracts_for(("send_result",)),
-            [FaultTableRule(r.fault_table, r.producer_group, r.client_line) for r in c.producers.rules],
-            c.producers.default_fault_table,
-            floors,
-            list(default.latency_max_ms),
+            c.fault_settings,
             checkpoint,
             checkpoint_app_id(checkpoint, c.delta.app_id_prefix),
             c.spark.trigger_interval,
             self.available_now,
-            fault_enable_default=c.producers.send_latency_fault_enable,
             trim=FaultUpdatesTrim(
                 c.delta.fault_updates_retention_hours * 3_600_000,
                 c.delta.fault_updates_trim_every_batches,
@@ -261,12 +214,7 @@ class MonitorJob:
             self.session,
             updates_path,
             c.ingest.watermark_delay,
-            {
-                "fault_tables": self.fault_tables(),
-                "default_fault_table": c.producers.default_fault_table,
-                "state_ttl_ms": c.producers.state_ttl_ms,
-                "start_detector_enable": c.producers.start_detector_enable,
-            },
+            c.fault_settings,
             c.producers.state_shards,
         )
         checkpoint = self._checkpoint("fault-windows")

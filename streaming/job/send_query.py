@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from streaming.domain.rules import FaultSettings, ProducerRule
+
 log = logging.getLogger(__name__)
 
 FAULT_UPDATES_TABLE = "_send_fault_updates"
@@ -115,15 +117,6 @@ def trim_fault_updates(session: SparkSession, path: str, cutoff_ms: int, app_id:
     return deleted[0] if deleted else 0
 
 
-@dataclass(frozen=True)
-class FaultTableRule:
-    """Which fault table a producer uses: first rule whose group glob / client line matches wins."""
-
-    table: str
-    producer_group_glob: str = "*"
-    client_line: str | None = None  # "4.9" or "5", from the send result's client_version
-
-
 def client_line_column() -> Column:
     """The client line ("4.9" or "5") of each send's ``client_version``, NULL where ``ClientLine.parse`` cannot
     read one (it falls back to a default there; here no client-line rule matches)."""
@@ -141,23 +134,24 @@ def client_line_column() -> Column:
     )
 
 
-def fault_table_column(rules: Sequence[FaultTableRule], default_table: str, line: Column | None = None) -> Column:
+def fault_table_column(rules: Sequence[ProducerRule], default_table: str, line: Column | None = None) -> Column:
     """A JVM expression naming each send's fault table (first matching rule, else the default); ``line`` is
-    the client line (default ``client_line_column()``, or a column holding it)."""
+    the client line (default ``client_line_column()``, or a column holding it). A rule names its groups with
+    ``ProducerRule.group_regex``, the regex Python's ``ProducerRule.matches`` reads too."""
     from pyspark.sql import functions as F
 
     line = client_line_column() if line is None else line
     expr = F.lit(default_table)
     for rule in reversed(list(rules)):
-        condition = F.col("producer_group").like(rule.producer_group_glob.replace("*", "%").replace("?", "_"))
+        condition = F.col("producer_group").rlike(rule.group_regex)
         if rule.client_line is not None:
             condition = condition & (line == F.lit(rule.client_line))
-        expr = F.when(condition, F.lit(rule.table)).otherwise(expr)
+        expr = F.when(condition, F.lit(rule.fault_table)).otherwise(expr)
     return expr
 
 
 def fault_table_in_use(
-    rules: Sequence[FaultTableRule], default_table: str, fault_enable_default: bool, line: Column | None = None
+    rules: Sequence[ProducerRule], default_table: str, fault_enable_default: bool, line: Column | None = None
 ) -> Column:
     """The fault table a send's producer uses, NULL when it runs without ``sendLatencyFaultEnable`` (the
     send result's ``send_latency_fault_enable``, else ``fault_enable_default``): RocketMQ then keeps no
@@ -170,7 +164,7 @@ def fault_table_in_use(
 
 def fault_table_template(
     session: SparkSession,
-    rules: Sequence[FaultTableRule],
+    rules: Sequence[ProducerRule],
     default_table: str,
     fault_enable_default: bool,
     floors_ms: Mapping[str, int],
@@ -211,7 +205,7 @@ SEND_FIELDS = (
 
 def send_batch(
     classified: DataFrame,
-    table_rules: Sequence[FaultTableRule],
+    table_rules: Sequence[ProducerRule],
     default_table: str,
     fault_enable_default: bool,
     latency_floors_ms: Mapping[str, int],
@@ -253,20 +247,18 @@ def start_send_ingest(
     tables: DeltaTables,
     ingest: IngestSettings,
     contracts: Mapping[str, EventContract],
-    table_rules: Sequence[FaultTableRule],
-    default_table: str,
-    latency_floors_ms: Mapping[str, int],
-    bucket_upper_ms: Sequence[int],
+    faults: FaultSettings,
     checkpoint: str,
     app_id: str,
     trigger_interval: str | None,
     available_now: bool = False,
-    fault_enable_default: bool = False,
     trim: FaultUpdatesTrim | None = None,
     on_trimmed: Callable[[int], None] | None = None,
     poison_marker: str | None = None,
 ) -> StreamingQuery:
-    """Start send-ingest (see the module docstring); ``on_trimmed`` hears how many rows each trim deleted.
+    """Start send-ingest (see the module docstring); ``faults``: the producer rules and fault tables, whose
+    default table's thresholds are the latency statistics' buckets; ``on_trimmed`` hears how many rows each
+    trim deleted.
 
     A batch whose preparation fails because of some of its records is prepared again without them, and they
     are dead-lettered as ``PROCESSING_ERROR`` (``poison``); ``poison_marker``, for tests only, makes the rules
@@ -274,6 +266,13 @@ def start_send_ingest(
     strict_spec = strict_events_spec(contracts)
     if strict_spec is None or set(contracts) != {"send_result"}:
         raise ValueError("send-ingest reads send results only, with the contract's fast path")
+    table_rules, default_table, fault_enable_default = (
+        faults.rules,
+        faults.default_table,
+        faults.send_latency_fault_enable,
+    )
+    latency_floors_ms = faults.latency_floors_ms
+    bucket_upper_ms = list(faults.table(default_table).latency_max_ms)
     template = fault_table_template(session, table_rules, default_table, fault_enable_default, latency_floors_ms)
     updates_path = str(tables.root / FAULT_UPDATES_TABLE)
 

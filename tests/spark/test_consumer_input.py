@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime
 
 from streaming.contract.events import DEFAULT_TOPICS
-from streaming.domain.fleet import STALE_ROUTE, UNKNOWN_GROUP, ShardEngine
+from streaming.domain.fleet import STALE_ROUTE, UNKNOWN_GROUP, EngineSettings, ShardEngine
 from streaming.domain.membership import ChannelEvent
 from streaming.job.consumer_query import (
     _EVENT_COLUMNS,
@@ -55,7 +55,7 @@ def _generated() -> list[dict]:
 
 def _applied(columns, engine=None):  # type: ignore[no-untyped-def]
     """The events the state function hands the engine for these columns (none late: watermark 0)."""
-    events, late = _events(columns, engine or ShardEngine.restore(None, {}), 0)
+    events, late = _events(columns, engine or ShardEngine.restore(None, EngineSettings()), 0)
     assert not late
     return events
 
@@ -175,7 +175,7 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
     late = _raw_columns([(older_route, "rmq.routes", 0, 6, kafka_ts)])
 
     for shard in (0, 1):
-        engine = ShardEngine.restore(None, {})
+        engine = ShardEngine.restore(None, EngineSettings())
         records = engine.apply(_applied(columns, engine), KAFKA_TS - 60_000)
         records += engine.apply(_applied(late, engine), KAFKA_TS - 60_000)
         rows = _as_job_rows(records, shard)

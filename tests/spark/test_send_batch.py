@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 import pytest
 from pyspark.sql import functions as F
 
+from streaming.domain.rules import ProducerRule
 from streaming.job.ingest import IngestSettings, classify, contracts_for, dead_letter_columns
-from streaming.job.send_query import FaultTableRule, latency_floor_column, send_batch
+from streaming.job.send_query import latency_floor_column, send_batch
 from streaming.job.send_reduce import (
     FAULT_UPDATE_COLUMNS,
     kept_sends,
@@ -31,7 +32,7 @@ from streaming.job.send_reduce import (
 BASE = 1_700_000_000_000
 BUCKETS = [50, 100, 550, 1000, 2000, 3000, 15000]
 FLOORS = {"rocketmq-4": 550, "rocketmq-5": 100}
-RULES = [FaultTableRule("rocketmq-5", "PG5*")]
+RULES = [ProducerRule("rocketmq-5", "PG5*")]
 
 
 def _records(seed: int, count: int) -> list[tuple[bytes, str, int, int, datetime]]:
@@ -187,7 +188,7 @@ def test_client_line_rules_choose_the_table_per_send_reading_the_version_once(sp
     )
     # A table per line and a third one for a version no line rule reads, which ClientLine.parse shows by
     # answering with whichever default it is given.
-    rules = [FaultTableRule("rocketmq-4", "*", "4.9"), FaultTableRule("rocketmq-5", "*", "5")]
+    rules = [ProducerRule("rocketmq-4", "*", "4.9"), ProducerRule("rocketmq-5", "*", "5")]
     batch = send_batch(classified, rules, "unread", True, FLOORS | {"unread": 550})
     got = {r["producer_id"]: r["fault_table"] for r in batch.where(F.col("reason").isNull()).collect()}
     expected = {}
@@ -258,7 +259,7 @@ def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, 
     frame = (frame.repartition(4, "partition") if keyed else frame.repartition(4)).persist()
     contracts = contracts_for(("send_result",))
     settings = IngestSettings("unused:9092", {"sends": "send_result"})
-    rules = [FaultTableRule("rocketmq-5", "PG5*"), FaultTableRule("rocketmq-5", "*", "5")]
+    rules = [ProducerRule("rocketmq-5", "PG5*"), ProducerRule("rocketmq-5", "*", "5")]
     classified = send_batch(classify(frame, contracts, settings), rules, "rocketmq-4", True, FLOORS)
     classic = reduce_in_partitions(classified, BUCKETS, 3).persist()
     one_pass = reduce_kafka_batch(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from streaming.job.send_query import FaultTableRule, fault_table_column, latency_floor_column
+from streaming.domain.rules import ProducerRule
+from streaming.job.send_query import fault_table_column, latency_floor_column
 from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows, sum_minutes
 
 COLUMNS = (
@@ -18,10 +19,28 @@ def test_fault_table_per_send_never_fails_on_free_text_versions(spark):
         ("p", "PG", "b", 0, 1, "OK", v, 0, i) for i, v in enumerate(["V4_9_8", "5.3.3", "409", "441", "unknown", None])
     ]
     frame = spark.createDataFrame(rows, COLUMNS).withColumn(
-        "fault_table", fault_table_column([FaultTableRule("rocketmq-4", "*", "4.9")], "rocketmq-5")
+        "fault_table", fault_table_column([ProducerRule("rocketmq-4", "*", "4.9")], "rocketmq-5")
     )
     got = [r["fault_table"] for r in frame.orderBy("kafka_offset").collect()]
     assert got == ["rocketmq-4", "rocketmq-5", "rocketmq-4", "rocketmq-5", "rocketmq-5", "rocketmq-5"]
+
+
+def test_the_jvm_names_each_sends_fault_table_as_the_python_matcher_does(spark):
+    from streaming.domain.rules import FaultSettings
+
+    rules = (
+        ProducerRule("rocketmq-4", "pay_*"),
+        ProducerRule("rocketmq-4", "ord[!x]r?", "5"),
+        ProducerRule("rocketmq-4", "a[1]"),
+        ProducerRule("rocketmq-4", "50%"),
+    )
+    faults = FaultSettings(rules=rules)
+    groups = ["pay_eu", "payXeu", "order", "ordxr", "orders", "a[1]", "a1", "a2", "50%", "500", "", "pay_\nx"]
+    rows = [("p", g, "b", 0, 1, "OK", "5.3.3", 0, i) for i, g in enumerate(groups)]
+    frame = spark.createDataFrame(rows, COLUMNS).withColumn("fault_table", fault_table_column(rules, "rocketmq-5"))
+    got = [r["fault_table"] for r in frame.orderBy("kafka_offset").collect()]
+    assert got == [faults.table_for(g, "5").name for g in groups]
+    assert got.count("rocketmq-4") == 6  # pay_eu, orders, a[1], a1, 50%, pay_\nx
 
 
 def test_reduction_keeps_exactly_the_sends_that_can_matter(spark):
@@ -96,7 +115,7 @@ def test_fault_table_in_use_is_null_for_producers_without_send_latency_fault_ena
 
     rows = [("p", "PG", "b", 0, 1, "OK", "V4_9_8", 0, i, flag) for i, flag in enumerate([True, False, None])]
     frame = spark.createDataFrame(rows, COLUMNS + ", send_latency_fault_enable BOOLEAN")
-    rules = [FaultTableRule("rocketmq-4", "*", "4.9")]
+    rules = [ProducerRule("rocketmq-4", "*", "4.9")]
     for default, want in ((False, ["rocketmq-4", None, None]), (True, ["rocketmq-4", None, "rocketmq-4"])):
         got = frame.withColumn("fault_table", fault_table_in_use(rules, "rocketmq-5", default)).orderBy("kafka_offset")
         assert [r["fault_table"] for r in got.collect()] == want, default

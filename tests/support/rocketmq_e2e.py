@@ -44,7 +44,6 @@ def e2e_config(bootstrap: str, root: Path, prefix: str, namesrv: str, **env: str
             "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "5000",
             "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}_*"]',
             "RRM__COLLECTOR__METRICS_PORT": "0",
-            "RRM__MEMBERSHIP__HEARTBEAT_INTERVAL_MS": str(TEST_SPEED.client_heartbeat_interval_ms),
             "RRM__MEMBERSHIP__CHANNEL_EXPIRY_MS": str(TEST_SPEED.channel_expired_timeout_ms),
             **env,
         },

@@ -67,9 +67,9 @@ def test_reference_file_sets_every_option_explicitly():
 
 def test_reference_file_documents_every_rule_and_table_key():
     text = REFERENCE.read_text()
-    from streaming.config import FaultTableConfig, GroupAllocationConfig, ProducerRule
+    from streaming.config import FaultTableConfig, GroupAllocationConfig, ProducerRuleConfig
 
-    for cls in (GroupAllocationConfig, ProducerRule, FaultTableConfig):
+    for cls in (GroupAllocationConfig, ProducerRuleConfig, FaultTableConfig):
         for f in dataclasses.fields(cls):
             assert re.search(rf"^#? ?{f.name} = ", text, re.M), f"{cls.__name__}.{f.name} not in conf/monitor.toml"
 
@@ -199,11 +199,7 @@ CASES = [
     ),
     (23, '[paths]\ndelta_root = " "', 'paths.delta_root: must not be empty, got " "'),
     # membership
-    (
-        24,
-        "[membership]\nchannel_expiry_ms = 20000",
-        "membership.channel_expiry_ms: must exceed membership.heartbeat_interval_ms (30000), got 20000",
-    ),
+    (24, "[membership]\nshards = 0", "membership.shards: must be between 1 and 4096, got 0"),
     # allocation
     (
         25,
@@ -371,7 +367,7 @@ def test_case_numbers_are_in_order():
 def test_several_problems_of_every_kind_are_reported_together(tmp_path):
     found = problems(
         tmp_path,
-        '[metrics]\nport = 70000\nhots = "x"\n[membership]\nchannel_expiry_ms = 1000\n'
+        '[metrics]\nport = 70000\nhots = "x"\n[delta]\nlog_retention_hours = 48\n'
         '[spark]\nshuffle_partitions = "8"\n[allocation]\ndefault_strategy = "X"\n',
     )
     # In the order of the sections, unknown keys of a table before its values, rules across fields last.
@@ -380,7 +376,7 @@ def test_several_problems_of_every_kind_are_reported_together(tmp_path):
         "allocation.default_strategy",
         "metrics.hots",
         "metrics.port",
-        "membership.channel_expiry_ms",
+        "delta.log_retention_hours",
     ]
     with pytest.raises(ConfigError) as raised:
         load(tmp_path, "[metrics]\nport = 0\n[spark]\nshuffle_partitions = 0\n")

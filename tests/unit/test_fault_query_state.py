@@ -13,8 +13,8 @@ import json
 import pandas as pd
 
 from streaming.config import load_config
+from streaming.domain.rules import FaultSettings
 from streaming.job.fault_query import make_state_function
-from streaming.job.runner import MonitorJob
 
 
 class FakeState:
@@ -47,16 +47,9 @@ class FakeState:
         return self.watermark_ms
 
 
-def settings(**producers: object) -> dict[str, object]:
+def settings(**producers: object) -> FaultSettings:
     env = {f"RRM__PRODUCERS__{k.upper()}": json.dumps(v) for k, v in producers.items()}
-    job = MonitorJob(load_config(None, env=env))
-    c = job.config
-    return {
-        "fault_tables": job.fault_tables(),
-        "default_fault_table": c.producers.default_fault_table,
-        "state_ttl_ms": c.producers.state_ttl_ms,
-        "start_detector_enable": c.producers.start_detector_enable,
-    }
+    return load_config(None, env=env).fault_settings
 
 
 def run(process, state, sends, pair=("P", "b")):

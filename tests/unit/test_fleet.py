@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from streaming.domain.fleet import ShardEngine
+from streaming.domain.fleet import EngineSettings, GroupRule, ShardEngine
 from streaming.domain.outcomes import GroupGone, GroupSummary, IgnoredEvent, LateEvent
 from streaming.domain.vocabulary import IgnoredReason, LateReason
 from streaming.job.table_rows import rows_of
@@ -58,11 +58,18 @@ def rows(outcomes, table):
     return [r for t, r in table_rows(outcomes) if t == table]
 
 
+def engine_settings(options=None):
+    """``EngineSettings`` from a table of this file's options; ``group_rules`` as tables of ``GroupRule`` fields."""
+    options = dict(options or {})
+    rules = tuple(GroupRule(**rule) for rule in options.pop("group_rules", ()))
+    return EngineSettings(**options, group_rules=rules)
+
+
 def run(batches, settings=None):
     """Each batch: (events, watermark). The engine is snapshotted and restored between batches, as in Spark."""
     snapshot, out = None, []
     for events, watermark in batches:
-        engine = ShardEngine.restore(json.loads(json.dumps(snapshot)) if snapshot else None, settings or {})
+        engine = ShardEngine.restore(json.loads(json.dumps(snapshot)) if snapshot else None, engine_settings(settings))
         out += engine.apply(events, watermark)
         snapshot = engine.snapshot()
     return out, snapshot
@@ -230,7 +237,7 @@ def test_a_member_joining_and_leaving_more_than_the_threshold_is_flapping_and_st
     settings = {**FLAPPING, "expiry_ms": 3_600_000}  # no channel expires in this test
     out, snapshot = run([([route(0), *stable, *cycle[0], *cycle[1], *cycle[2]], 0)], settings)
     assert episodes_of(out, "FLAPPING_MEMBERS") == []  # 3 changes (6 broker events) is not more than 3
-    engine = ShardEngine.restore(snapshot, settings)
+    engine = ShardEngine.restore(snapshot, engine_settings(settings))
     out = engine.apply(cycle[3], 0)
     (opened,) = episodes_of(out, "FLAPPING_MEMBERS")
     assert (opened["status"], opened["opened_at_ms"], opened["topic"]) == ("OPENED", 60_000, "")
@@ -298,7 +305,7 @@ B = [("broker-b", i) for i in range(4)]
 
 def test_a_mismatch_within_the_grace_after_a_join_opens_nothing_and_one_that_persists_opens_when_it_ends():
     # c1 and c2 join at 0 (expected: c1 a0-a3, c2 b0-b3); c1 still reports its old share of everything at 5 s
-    engine = ShardEngine.restore(None, GRACE)
+    engine = ShardEngine.restore(None, engine_settings(GRACE))
     out = engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(5_000, "c1", A + B)], 0)
     assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
     assert engine.next_wakeup_ms() == 20_000  # the grace's end, not only the 120 s expiry
@@ -318,7 +325,7 @@ def test_clients_that_converge_within_the_grace_never_open_a_mismatch():
         ],
         GRACE,
     )
-    engine = ShardEngine.restore(snapshot, GRACE)
+    engine = ShardEngine.restore(snapshot, engine_settings(GRACE))
     out += engine.advance(25_000) + engine.apply([report(40_000, "c1", A)], 30_000)
     assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
 
@@ -330,7 +337,9 @@ def test_a_mismatch_after_the_grace_opens_at_once():
 
 def test_a_route_change_extends_the_grace_by_the_route_poll_interval():
     steady = [route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(30_000, "c1", A), report(30_000, "c2", B)]
-    engine = ShardEngine.restore(None, {**GRACE, "expiry_ms": 3_600_000})  # no channel expires in this test
+    engine = ShardEngine.restore(
+        None, engine_settings({**GRACE, "expiry_ms": 3_600_000})
+    )  # no channel expires in this test
     engine.apply(steady, 0)
     # broker-b loses its queues at 100 s; c2 keeps reporting b0-b3 (its next route poll is up to 30 s away)
     out = engine.apply([route(100_000, brokers=(("broker-a", 8),)), report(140_000, "c2", B)], 90_000)
@@ -341,7 +350,7 @@ def test_a_route_change_extends_the_grace_by_the_route_poll_interval():
 
 
 def test_an_open_mismatch_is_neither_closed_nor_reopened_by_a_later_change():
-    engine = ShardEngine.restore(None, GRACE)
+    engine = ShardEngine.restore(None, engine_settings(GRACE))
     out = engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(30_000, "c1", A + B)], 0)
     (opened,) = episodes_of(out, "ASSIGNMENT_MISMATCH")
     out = engine.apply([hb(50_000, "c:1", "c3")], 40_000)  # a join: a new grace, the mismatch still holds
@@ -391,8 +400,6 @@ def test_a_name_the_regex_does_not_match_is_a_strategy_error_like_a_null_room():
 
 def test_the_job_hands_every_anomaly_membership_and_machine_room_option_to_the_engine(tmp_path):
     from streaming.config import load_config
-    from streaming.domain.fleet import EngineSettings, GroupRule
-    from streaming.job.runner import MonitorJob
 
     path = tmp_path / "monitor.toml"
     path.write_text(
@@ -401,7 +408,7 @@ def test_the_job_hands_every_anomaly_membership_and_machine_room_option_to_the_e
         '[[allocation.groups]]\ngroup = "orders-*"\nstrategy = "MACHINE_ROOM_NEARBY-AVG"\n'
         'machine_room_regex = "^(idc[0-9]+)-"\n'
     )
-    settings = EngineSettings.from_mapping(MonitorJob(load_config(path, env={})).engine_settings())
+    settings = load_config(path, env={}).engine_settings
     assert (settings.convergence_grace_ms, settings.route_poll_interval_ms) == (7_000, 9_000)
     assert (settings.flapping_window_ms, settings.flapping_threshold, settings.storm_coalesce_ms) == (120_000, 5, 250)
     assert settings.group_rules == (
@@ -415,7 +422,7 @@ def test_the_job_hands_every_anomaly_membership_and_machine_room_option_to_the_e
 
 
 def test_a_report_for_a_group_no_broker_knows_is_handed_back_with_its_origin_and_changes_nothing():
-    engine = ShardEngine.restore(None, GRACE)
+    engine = ShardEngine.restore(None, engine_settings(GRACE))
     engine.apply([route(0)], 0)
     before = engine.snapshot()
     ghost = dict(report(5_000, "c9", A[:2], group="ghosts"), _origin=("reports", 3, 17))
@@ -433,7 +440,7 @@ def test_a_report_for_a_group_no_broker_knows_is_handed_back_with_its_origin_and
 
 
 def test_a_report_after_the_group_emptied_is_handed_back_and_one_while_it_lives_is_not():
-    engine = ShardEngine.restore(None, GRACE)
+    engine = ShardEngine.restore(None, engine_settings(GRACE))
     out = engine.apply([route(0), hb(0, "a:1", "c1"), report(1_000, "c1", A + B)], 0)
     assert not [o for o in out if isinstance(o, IgnoredEvent)]
     # the last member leaves; a report after that, in the same batch or the next, has nothing to compare with
@@ -444,7 +451,7 @@ def test_a_report_after_the_group_emptied_is_handed_back_and_one_while_it_lives_
 
 
 def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing():
-    engine = ShardEngine.restore(None, {})
+    engine = ShardEngine.restore(None, EngineSettings())
     engine.apply([route(10_000), hb(10_000, "a:1", "c1")], 0)
     before = engine.snapshot()
     out = engine.apply([route(5_000, brokers=(("broker-a", 1),))], 0)
@@ -471,7 +478,7 @@ def test_group_metrics_of_a_restored_shard_are_what_each_group_last_emitted_with
     out, snapshot = run([([route(0), *dup, *moving], 0), (later, 0)])
     last = {s.group: s for s in out if isinstance(s, GroupSummary)}
     assert last["G-move"].topics["T"].moved > 0  # the unregister moved queues; a restored shard moved none
-    engine = ShardEngine.restore(json.loads(json.dumps(snapshot)), {})
+    engine = ShardEngine.restore(json.loads(json.dumps(snapshot)), EngineSettings())
     restored = {s.group: s for s in engine.group_metrics(9_000)}
 
     def without_time_and_moves(summary):

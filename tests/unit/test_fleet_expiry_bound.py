@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.domain import membership as ms
-from streaming.domain.fleet import ShardEngine
+from streaming.domain.fleet import EngineSettings, ShardEngine
 
 EXPIRY_MS = 120_000
 KINDS = ("HEARTBEAT", "HEARTBEAT", "HEARTBEAT", "UNREGISTER", "CHANNEL_CLOSE", "CHANNEL_IDLE")
@@ -71,7 +71,7 @@ def test_skipped_scans_change_nothing(steps, cuts):
             batches.append((chunk, chunk[-1]["event_time"] - 60_000))  # watermark one minute behind
     engine, snapshot, rows, retired_once = None, None, [], False
     for chunk, watermark in batches:
-        engine = ShardEngine.restore(snapshot, {"expiry_ms": EXPIRY_MS})
+        engine = ShardEngine.restore(snapshot, EngineSettings(expiry_ms=EXPIRY_MS))
         rows += [c for c in engine.apply(chunk, watermark) if type(c) is ms.MembershipChange]
         retired_once |= "G" in engine.retired
         snapshot = engine.snapshot()

@@ -24,7 +24,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.domain.fleet import ShardEngine
+from streaming.domain.fleet import EngineSettings, ShardEngine
 from streaming.job.consumer_query import _EVENT_COLUMNS, _events
 from streaming.job.heartbeat_runs import RUN
 from tests.unit.test_fleet import table_rows
@@ -33,7 +33,7 @@ EXPIRY_MS = 120_000
 DELAY_MS = 60_000
 START = 1_700_000_000_000
 SUBSCRIPTIONS = ([("T", "*", 1)], [("T", "*", 1), ("U", "*", 1)], [("T", "*", 2)], [("U", "tag", 1)])
-ENGINE = {"expiry_ms": EXPIRY_MS, "storm_threshold": 3, "flapping_threshold": 2}
+ENGINE = EngineSettings(expiry_ms=EXPIRY_MS, storm_threshold=3, flapping_threshold=2)
 
 action_strategy = st.one_of(
     st.tuples(

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from streaming.domain.fleet import EngineSettings
 from streaming.job import consumer_query, fault_query, python_worker
 from tests.unit.test_fault_query_state import FakeState, run, settings
 
@@ -49,7 +50,7 @@ def test_the_fault_window_function_freezes_its_worker_once(fresh_worker: list[in
 
 
 def test_the_consumer_function_freezes_its_worker_once(fresh_worker: list[int]) -> None:
-    process = consumer_query.make_state_function({})
+    process = consumer_query.make_state_function(EngineSettings())
     for _ in range(2):
         # The dead-letter shard with no rows: the function's shortest path still runs in the worker.
         out = list(process((consumer_query.DEAD_LETTER_SHARD,), iter([]), FakeState()))

@@ -13,20 +13,15 @@ from collections import Counter
 import pytest
 
 from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
-from streaming.domain.fleet import ShardEngine
+from streaming.domain.fleet import EngineSettings, ShardEngine
 from streaming.domain.membership import MembershipChange
 from streaming.domain.outcomes import EpisodeTransition
 from streaming.simulation.fleet import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario
 
 START = 1_700_000_000_000
-ENGINE = {
-    "default_strategy": "AVG",
-    "default_client_line": "5",
-    "expiry_ms": 120_000,
-    "storm_window_ms": 300_000,
-    "storm_threshold": 10,
-    "group_rules": [],
-}
+ENGINE = EngineSettings(
+    default_strategy="AVG", default_client_line="5", expiry_ms=120_000, storm_window_ms=300_000, storm_threshold=10
+)
 
 
 def consumer_anomalies(name: str, batch_ms: int, minutes: int = 7) -> tuple[set[tuple[str, str]], dict[str, list[int]]]:
