@@ -141,7 +141,7 @@ def main() -> None:
             {
                 "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
                 "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "input": vars(args) | {"results": str(args.results)},
+                "input": {k: v for k, v in vars(args).items() if k != "results"},
                 "sustained_median": summary,
                 "batches": [{k: round(v, 3) for k, v in b.items()} for b in per_batch],
             },
