@@ -431,10 +431,16 @@ def render_markdown(specs: Iterable[MetricSpec] = CATALOGUE) -> str:
 
 NOTES = """## When the series change
 
-* **Before the tables.** A consumer batch's group series are set as soon as the stateful stage has produced the
-  batch's results, before the batch's Delta writes: an alert does not wait for the MERGEs. A metric may
-  therefore lead `current_assignment`, `anomalies_current` and the history tables by the batch's writes (a few
-  seconds); should a write fail, the query stops and the batch is replayed, to the same values.
+* **Before the tables.** A batch's series are set as soon as the stateful stage has produced the batch's
+  results, before the batch's Delta writes: an alert does not wait for the MERGEs. The consumer query sets the
+  group series and the polled-view `rmqmon_broker_*` series, the fault-windows query the producer-side
+  `rmqmon_broker_*` series and `rmqmon_producers_all_brokers_unavailable`; the per-broker values are computed
+  on the driver from the current table as committed plus the batch's rows, as the MERGE will leave it. A metric
+  may therefore briefly lead its tables (`group_status_current`, `current_assignment`, `anomalies_current`,
+  `broker_views_current`, `producer_broker_status_current`, `broker_status_current` and the history tables) by
+  the batch's writes, a few seconds; should a write fail, the query stops and the batch is replayed, to the same
+  values. The tables stay exactly-once: every write still commits once per batch id. Counters (isolation
+  episodes, late sends) of the fault-windows query are counted after its writes.
 * **After a restart.** Before its first batch the job sets every group's and broker's series from the current
   tables, to the value it had before the stop (`streaming/job/outputs.py`, `restore_metrics`): the
   `rmqmon_group_*` series from `group_status_current` (per group, the record its last analysis set them from),

@@ -4,8 +4,10 @@ The batch DataFrame is persisted once (so the stateful operator is never recompu
 parsed from JSON with the table's schema and written exactly once (see ``sinks``), and the small
 per-group / per-broker summaries are applied to the driver's ``MetricsState``: the consumer's as soon as the
 stateful stage has produced them, before the Delta writes, so an alert never waits for the MERGEs (a metric
-may lead its table by the batch's writes; a failed write fails the query, which replays the batch). At start,
-``restore_metrics`` sets every group's and broker's series from the current tables the sinks keep.
+may lead its table by the batch's writes; a failed write fails the query, which replays the batch). The
+per-broker gauges are computed on the driver from the sink's copy of the current table's few columns they need
+(``broker_gauges``), with the batch's rows applied. At start, ``restore_metrics`` sets every group's and
+broker's series from the current tables the sinks keep.
 """
 
 from __future__ import annotations
@@ -16,13 +18,23 @@ from typing import TYPE_CHECKING, Any
 
 from streaming.domain.faults import WindowStatus
 from streaming.domain.outcomes import GroupGone, GroupSummary, LateEvent
-from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus, ViewFreshness
+from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus
+from streaming.job.broker_gauges import (
+    ITEM_COLUMNS,
+    ITEM_KEY,
+    VIEW_COLUMNS,
+    VIEW_KEY,
+    CurrentRows,
+    broker_status,
+    producers_all_down,
+    view_summary,
+)
 from streaming.job.sinks import DeltaTables, run_concurrently
 from streaming.job.table_rows import DEAD_LETTERS, GROUP_STATUS, LATE_EVENTS, DeadLettered, group_summary, metric_values
-from streaming.job.tables import TABLES
+from streaming.job.tables import TABLES, column_names
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from connectors.metrics import MetricsState
 
@@ -69,17 +81,24 @@ def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id
     )
 
 
-# The consumer rows the driver's metrics are computed from (one per analysed group, dead letter or late event).
-_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS)
+# The consumer rows the driver's metrics are computed from (one per analysed group, dead letter, late event or
+# polled view).
+_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, "broker_views_current")
+
+
+def current_rows(tables: DeltaTables, table: str, key: tuple[str, ...], columns: tuple[str, ...]) -> CurrentRows:
+    """``columns`` of a current table's committed rows, kept by ``key``."""
+    return CurrentRows(key, columns, (r.asDict() for r in tables.read(table).select(*columns, *key).collect()))
 
 
 def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
     # The last batch whose metrics were applied: a batch replayed in this process (its writes failed and the
     # query was restarted) must not count its rebalances, dead letters and late events twice.
     metered_through = -1
+    views: CurrentRows | None = None  # broker_views_current as the batches' MERGEs leave it
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        nonlocal metered_through
+        nonlocal metered_through, views
         from pyspark.sql import functions as F
 
         batch = batch.persist()
@@ -95,6 +114,12 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             if metrics is not None and batch_id > metered_through:  # the alert path first, before the writes
                 apply_consumer_metrics(metrics, metric_values((r["table"], p) for r in summary for p in r["payloads"]))
                 metered_through = batch_id
+            if metrics is not None and "broker_views_current" in present:
+                if views is None:
+                    views = current_rows(tables, "broker_views_current", VIEW_KEY, VIEW_COLUMNS)
+                batch_views = (r["payloads"] for r in summary if r["table"] == "broker_views_current")
+                views.apply(json.loads(p) for payloads in batch_views for p in payloads)
+                apply_view_metrics(metrics, view_summary(views.rows()))
 
             def append(table: str) -> Callable[[], None]:
                 frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
@@ -103,10 +128,8 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             def assignment() -> None:
                 _merge_latest_rows(tables, batch, "current_assignment", app_id, batch_id)
 
-            def views() -> None:
+            def broker_views() -> None:
                 _merge_latest_rows(tables, batch, "broker_views_current", app_id, batch_id)
-                if metrics is not None:
-                    refresh_view_metrics(tables, metrics)
 
             def group_status() -> None:
                 _merge_latest_rows(tables, batch, GROUP_STATUS, app_id, batch_id)
@@ -128,7 +151,7 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
             writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
             writes += [assignment] if "current_assignment" in present else []
             writes += [anomalies] if "anomaly_episodes" in present else []
-            writes += [views] if "broker_views_current" in present else []
+            writes += [broker_views] if "broker_views_current" in present else []
             writes += [group_status] if GROUP_STATUS in present else []
             run_concurrently(writes)
         finally:
@@ -142,7 +165,7 @@ def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     last batches left them (``docs/metrics.md``)."""
     restore_group_metrics(tables, metrics)
     restore_broker_metrics(tables, metrics)
-    refresh_view_metrics(tables, metrics)
+    restore_view_metrics(tables, metrics)
 
 
 def restore_group_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -161,113 +184,86 @@ def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     if not last:
         return
     now_ms = int(last[0]["event_time_ms"])
-    items = tables.read("producer_broker_status_current")
-    rows = broker_status_frame(items, now_ms).collect()
-    apply_broker_metrics(metrics, [r.asDict() for r in rows], producers_all_down(items, now_ms))
+    items = current_rows(tables, "producer_broker_status_current", ITEM_KEY, ITEM_COLUMNS).rows()
+    apply_broker_metrics(metrics, broker_status(items, now_ms), producers_all_down(items, now_ms))
+
+
+def restore_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The polled-view series from ``broker_views_current``."""
+    apply_view_metrics(
+        metrics, view_summary(current_rows(tables, "broker_views_current", VIEW_KEY, VIEW_COLUMNS).rows())
+    )
+
+
+# The fault-windows rows the driver reads: the items the broker rows are computed from, and with metrics, what
+# is counted.
+_FAULT_ITEMS = "producer_broker_status_current"
+_FAULT_COUNTED = ("fault_windows", "late_sends")
 
 
 def fault_sink(
     tables: DeltaTables, app_id: str, metrics: MetricsState | None, bucket_sink: Callable[[], None] | None = None
 ) -> Callable[[DataFrame, int], None]:
+    # producer_broker_status_current as the batches' MERGEs leave it (read from the table at the first batch)
+    items: CurrentRows | None = None
+
     def write(batch: DataFrame, batch_id: int) -> None:
+        nonlocal items
         from pyspark.sql import functions as F
 
+        read = (_FAULT_ITEMS, *_FAULT_COUNTED) if metrics is not None else (_FAULT_ITEMS,)
         batch = batch.persist()
         try:
-            # One pass over the batch for the tables present and the batch's latest event time.
+            # One pass over the batch for the tables present, the batch's latest event time and the rows the
+            # driver reads.
             summary = (
                 batch.groupBy("table")
                 .agg(
                     F.count("*").alias("n"),
                     F.max(F.get_json_object("payload", "$.event_time_ms").cast("bigint")).alias("latest_ms"),
+                    F.collect_list(F.when(F.col("table").isin(*read), F.col("payload"))).alias("payloads"),
                 )
                 .collect()
             )
             present = {r["table"]: r["n"] for r in summary}
+            payloads = {r["table"]: [json.loads(p) for p in r["payloads"]] for r in summary}
             writes = []
             if "fault_windows" in present:
                 frame = _rows(batch, "fault_windows").withColumn("batch_id", F.lit(batch_id).cast("bigint"))
                 rows = present["fault_windows"]
                 writes.append(lambda: tables.append("fault_windows", frame, app_id, batch_id, rows))
             if "producer_broker_status_current" in present:
+                if items is None:
+                    items = current_rows(tables, "producer_broker_status_current", ITEM_KEY, ITEM_COLUMNS)
+                items.apply(payloads["producer_broker_status_current"])
                 latest = [r["latest_ms"] for r in summary if r["table"] != "late_sends" and r["latest_ms"] is not None]
-
-                def statuses() -> None:
-                    # In sequence: the broker rows are computed from the producer rows this MERGE writes.
-                    _merge_latest_rows(tables, batch, "producer_broker_status_current", app_id, batch_id)
-                    now_ms = max(latest, default=0)
-                    refresh_broker_status(tables, batch.sparkSession, app_id, batch_id, now_ms, metrics)
-
-                writes.append(statuses)
-            # The history append beside the MERGEs: it carries its txn ids as writer options, each MERGE
-            # theirs in a session of its own (see merge_idempotent), so none disturbs another.
+                now_ms = max(latest, default=0)
+                per_broker = broker_status(items.rows(), now_ms)
+                if metrics is not None:  # the alert path first, before the writes
+                    apply_broker_metrics(metrics, per_broker, producers_all_down(items.rows(), now_ms))
+                writes.append(
+                    lambda: _merge_latest_rows(tables, batch, "producer_broker_status_current", app_id, batch_id)
+                )
+                if per_broker:
+                    columns = column_names("broker_status_current")
+                    status = batch.sparkSession.createDataFrame(
+                        [tuple({**r, "batch_id": batch_id}[c] for c in columns) for r in per_broker],
+                        TABLES["broker_status_current"].schema_ddl,
+                    )
+                    writes.append(lambda: tables.merge_upsert("broker_status_current", status, app_id, batch_id))
+            # Each write carries its own txn ids (the append as writer options, each MERGE in a session of its
+            # own, see merge_idempotent), so none disturbs another.
             run_concurrently(writes)
             if metrics is not None:
-                windows = batch.where(F.col("table").isin("fault_windows", "late_sends")).collect()
-                for row in windows:
-                    payload = json.loads(row["payload"])
-                    if row["table"] == "fault_windows" and payload["status"] == WindowStatus.OPENED.value:
+                for payload in payloads.get("fault_windows", []):
+                    if payload["status"] == WindowStatus.OPENED.value:
                         metrics.inc("rmqmon_broker_isolation_episodes_total", (payload["broker"],))
-                    elif row["table"] == "late_sends":
-                        metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), payload["count"])
+                for payload in payloads.get("late_sends", []):
+                    metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), payload["count"])
         finally:
             batch.unpersist()
 
     return write
-
-
-def refresh_broker_status(
-    tables: DeltaTables, session: SparkSession, app_id: str, batch_id: int, now_ms: int, metrics: MetricsState | None
-) -> None:
-    """Recompute ``broker_status_current`` from every producer's item at event time ``now_ms``.
-
-    ``session`` is the micro-batch's own (its MERGE's clone inherits its settings; see ``merge_idempotent``).
-    The per-broker rows are computed once and collected (one row per broker), and the MERGE reads them from
-    the driver: given the aggregation itself as its source, MERGE would scan and aggregate every producer's
-    item again for each of its passes.
-    """
-    from pyspark.sql import functions as F
-
-    items = tables.read("producer_broker_status_current")
-    per_broker = broker_status_frame(items, now_ms).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-    rows = per_broker.collect()
-    status = session.createDataFrame(rows, TABLES["broker_status_current"].schema_ddl)
-    tables.merge_upsert("broker_status_current", status, app_id, batch_id)
-    if metrics is not None:
-        apply_broker_metrics(metrics, [r.asDict() for r in rows], producers_all_down(items, now_ms))
-
-
-def broker_status_frame(items: DataFrame, now_ms: int) -> DataFrame:
-    """Per broker of the producers' fault items, at event time ``now_ms``: ``broker_status_current``'s columns
-    but ``batch_id``."""
-    from pyspark.sql import functions as F
-
-    avoiding = F.col("unavailable_until_ms") > F.lit(now_ms)
-    return (
-        items.groupBy("broker")
-        .agg(
-            F.sum(F.when(avoiding, 1).otherwise(0)).cast("int").alias("producers_avoiding"),
-            F.count("*").cast("int").alias("producers_seen"),
-            F.max(F.when(avoiding, F.col("unavailable_until_ms"))).alias("avoided_until_ms"),
-        )
-        .select(
-            "broker",
-            "producers_avoiding",
-            "producers_seen",
-            (F.col("producers_avoiding") / F.col("producers_seen")).alias("avoiding_ratio"),
-            "avoided_until_ms",
-            (F.col("producers_avoiding") > 0).alias("isolated"),
-            F.lit(now_ms).cast("bigint").alias("event_time_ms"),
-        )
-    )
-
-
-def producers_all_down(items: DataFrame, now_ms: int) -> int:
-    """Producers whose fault item makes every broker they know unavailable at event time ``now_ms``."""
-    from pyspark.sql import functions as F
-
-    all_down = items.groupBy("producer_id").agg(F.min(F.col("unavailable_until_ms") > F.lit(now_ms)).alias("down"))
-    return all_down.where("down").count()
 
 
 def apply_broker_metrics(metrics: MetricsState, rows: list[dict[str, Any]], all_down: int) -> None:
@@ -286,7 +282,7 @@ def apply_broker_metrics(metrics: MetricsState, rows: list[dict[str, Any]], all_
     metrics.set_gauge("rmqmon_producers_all_brokers_unavailable", (), float(all_down))
 
 
-# The per-broker metrics computed from producers' fault items (``refresh_broker_status``).
+# The per-broker metrics computed from producers' fault items (``apply_broker_metrics``).
 PRODUCER_BROKER_METRICS = (
     "rmqmon_broker_isolation_episodes_total",
     "rmqmon_broker_producers_avoiding",
@@ -303,24 +299,16 @@ VIEW_METRICS = (
 )
 
 
-def refresh_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
-    """Per broker, from ``broker_views_current`` (every shard's polled views): the group views polls feed, how
-    many are stale, and the latest poll's event time."""
-    from pyspark.sql import functions as F
-
-    stale = F.when(F.col("status") == str(ViewFreshness.STALE), 1).otherwise(0)
-    rows = (
-        tables.read("broker_views_current")
-        .groupBy("broker")
-        .agg(F.count("*").alias("views"), F.sum(stale).alias("stale"), F.max("polled_at_ms").alias("last_poll_ms"))
-        .collect()
-    )
+def apply_view_metrics(metrics: MetricsState, rows: list[dict[str, Any]]) -> None:
+    """Per broker of ``broker_views_current`` (``view_summary``): the group views polls feed, how many are
+    stale, and the latest poll's event time."""
     metrics.retain("broker", [r["broker"] for r in rows], names=VIEW_METRICS)
     for r in rows:
         labels = (r["broker"],)
         metrics.set_gauge("rmqmon_broker_polled_group_views", labels, r["views"])
         metrics.set_gauge("rmqmon_broker_stale_group_views", labels, r["stale"])
-        metrics.set_gauge("rmqmon_broker_last_poll_timestamp_seconds", labels, r["last_poll_ms"] / 1000)
+        if r["last_poll_ms"] is not None:
+            metrics.set_gauge("rmqmon_broker_last_poll_timestamp_seconds", labels, r["last_poll_ms"] / 1000)
 
 
 ConsumerMetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered

@@ -1,0 +1,155 @@
+"""Benchmark (not a test): the fault-windows query's Delta sink, and when its broker gauges are set.
+
+Run: ``.venv/bin/python -m bench.bench_fault_sink [--producers 200 --brokers 8 --changing 40 --batches 12]``
+-> prints a line per batch and writes ``bench/results/fault_sink.json``. The real sink (``outputs.fault_sink``)
+with a ``MetricsState`` on batches shaped as the fault-windows stage emits them: the first batch a status row
+for every (producer, broker) pair, then rows for ``--changing`` producers' pairs and a window opened for each.
+Per batch: wall and Spark JVM CPU seconds of the sink, seconds from its start to the broker gauges being set,
+and the Delta commits it made (``_delta_log`` entries); ``sustained`` leaves out the first two batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results" / "fault_sink.json"
+BASE = 1_700_000_000_000
+TABLES = ("fault_windows", "producer_broker_status_current", "broker_status_current")
+
+
+def batch_rows(batch: int, producers: int, brokers: int, changing: int) -> list[tuple[str, str]]:
+    from streaming.job.state_blob import encode
+
+    rng = random.Random(batch)
+    t = BASE + batch * 10_000
+    chosen = range(producers) if batch == 0 else rng.sample(range(producers), changing)
+    rows = []
+    for p in chosen:
+        for b in range(brokers):
+            until = t + rng.choice((0, 0, 30_000, 60_000))
+            status = {
+                "producer_id": f"p{p}",
+                "producer_group": "PG",
+                "broker": f"broker-{b}",
+                "fault_table": "rocketmq-5",
+                "unavailable_until_ms": until,
+                "last_latency_ms": 700,
+                "last_send_ms": t,
+                "reachable": True,
+                "event_time_ms": t,
+                "_op": "upsert",
+            }
+            rows.append(("producer_broker_status_current", encode(status)))
+            if batch and until > t:
+                window = {
+                    "status": "OPENED",
+                    "producer_id": f"p{p}",
+                    "producer_group": "PG",
+                    "broker": f"broker-{b}",
+                    "event_time_ms": t,
+                    "window_start_ms": t,
+                    "window_end_ms": until,
+                    "previous_end_ms": None,
+                    "trigger_latency_ms": 700,
+                    "level": 2,
+                    "cause": "SLOW",
+                    "isolation": False,
+                    "fault_table": "rocketmq-5",
+                }
+                rows.append(("fault_windows", encode(window)))
+    return rows
+
+
+def commits(root: Path) -> int:
+    return sum(len(list((root / t / "_delta_log").glob("*.json"))) for t in TABLES)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--producers", type=int, default=200)
+    parser.add_argument("--brokers", type=int, default=8)
+    parser.add_argument("--changing", type=int, default=40, help="producers with new rows per batch")
+    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    args = parser.parse_args()
+
+    from bench.bench_job import cpu_clock
+    from connectors.metrics import MetricsState
+    from streaming.job import outputs
+    from streaming.job.fault_query import OUTPUT_SCHEMA
+    from streaming.job.sinks import DeltaTables
+    from streaming.job.spark_session import build_spark_session
+
+    class Timed(MetricsState):
+        """Records when the batch's broker gauges were first set."""
+
+        gauges_at: float | None = None
+
+        def set_gauge(self, name: str, labels: tuple[str, ...], value: float) -> None:
+            if name == "rmqmon_broker_producers_avoiding" and self.gauges_at is None:
+                self.gauges_at = time.perf_counter()
+            super().set_gauge(name, labels, value)
+
+    spark = build_spark_session()
+    clock = cpu_clock(spark)
+    root = Path(tempfile.mkdtemp(prefix="bench-fault-sink-"))
+    tables = DeltaTables(spark, root)
+    tables.ensure_all(list(TABLES))
+    metrics = Timed()
+    sink = outputs.fault_sink(tables, "bench", metrics)
+    per_batch: list[dict[str, Any]] = []
+    try:
+        for batch_id in range(args.batches):
+            rows = batch_rows(batch_id, args.producers, args.brokers, args.changing)
+            frame = spark.createDataFrame(rows, OUTPUT_SCHEMA)
+            metrics.gauges_at = None
+            before_commits, before_cpu, start = commits(root), clock(), time.perf_counter()
+            sink(frame, batch_id)
+            wall, cpu = time.perf_counter() - start, clock() - before_cpu
+            to_gauges = (metrics.gauges_at or float("nan")) - start
+            made = commits(root) - before_commits
+            per_batch.append(
+                {"rows": len(rows), "wall_s": wall, "cpu_s": cpu, "to_gauges_s": to_gauges, "commits": made}
+            )
+            print(
+                f"batch {batch_id:3} rows {len(rows):5} wall {wall:6.2f} s cpu {cpu:6.2f} s "
+                f"gauges after {to_gauges:6.2f} s commits {made}"
+            )
+    finally:
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    sustained = per_batch[2:]
+    summary = {
+        key: round(statistics.median(b[key] for b in sustained), 3) for key in ("wall_s", "cpu_s", "to_gauges_s")
+    }
+    summary["commits_per_batch"] = statistics.median(b["commits"] for b in sustained)
+    print("sustained median: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(
+        json.dumps(
+            {
+                "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "input": {k: v for k, v in vars(args).items() if k != "results"},
+                "sustained_median": summary,
+                "batches": [{k: round(v, 3) for k, v in b.items()} for b in per_batch],
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""The driver's per-broker values (``streaming.job.broker_gauges``): a current table's rows as its MERGE leaves
+them, and the per-broker polled-view and fault-item summaries the gauges and ``broker_status_current`` take."""
+
+from __future__ import annotations
+
+from streaming.job.broker_gauges import (
+    ITEM_COLUMNS,
+    ITEM_KEY,
+    CurrentRows,
+    broker_status,
+    producers_all_down,
+    view_summary,
+)
+
+
+def item(producer: str, broker: str, until: int | None, t: int = 0, op: str = "upsert") -> dict:
+    return {"producer_id": producer, "broker": broker, "unavailable_until_ms": until, "event_time_ms": t, "_op": op}
+
+
+def test_a_batch_replaces_each_key_by_its_latest_row_and_deletes_on_delete_rows():
+    rows = CurrentRows(ITEM_KEY, ITEM_COLUMNS, [item("p1", "a", 5), item("p2", "a", 7)])
+    rows.apply([item("p1", "a", 9, t=2), item("p1", "a", 8, t=1), item("p2", "a", None, t=3, op="delete")])
+    assert rows.rows() == [{"producer_id": "p1", "broker": "a", "unavailable_until_ms": 9}]
+
+
+def test_applying_a_batch_twice_leaves_what_applying_it_once_does():
+    batch = [item("p1", "a", 9, t=2), item("p2", "a", None, t=3, op="delete"), item("p3", "b", 1, t=3)]
+    once = CurrentRows(ITEM_KEY, ITEM_COLUMNS, [item("p2", "a", 7)])
+    once.apply(batch)
+    twice = CurrentRows(ITEM_KEY, ITEM_COLUMNS, [item("p2", "a", 7)])
+    twice.apply(batch)
+    twice.apply(batch)
+    assert once.rows() == twice.rows()
+
+
+def test_broker_status_counts_avoiding_producers_at_the_event_time():
+    items = [item("p1", "a", 200), item("p2", "a", 100), item("p3", "a", None), item("p1", "b", 50)]
+    by_broker = {r["broker"]: r for r in broker_status(items, 100)}
+    assert by_broker["a"] == {
+        "broker": "a",
+        "producers_avoiding": 1,
+        "producers_seen": 3,
+        "avoiding_ratio": 1 / 3,
+        "avoided_until_ms": 200,
+        "isolated": True,
+        "event_time_ms": 100,
+    }
+    assert by_broker["b"]["producers_avoiding"] == 0
+    assert by_broker["b"]["avoided_until_ms"] is None
+    assert by_broker["b"]["isolated"] is False
+
+
+def test_a_producer_is_all_down_when_every_item_with_an_end_is_unavailable():
+    items = [
+        item("down", "a", 200),
+        item("down", "b", 300),
+        item("down", "c", None),  # no end: not counted either way
+        item("half", "a", 200),
+        item("half", "b", 50),
+        item("none", "a", None),
+    ]
+    assert producers_all_down(items, 100) == 1
+
+
+def test_view_summary_counts_views_stale_ones_and_the_latest_poll():
+    views = [
+        {"broker": "a", "status": "FRESH", "polled_at_ms": 10},
+        {"broker": "a", "status": "STALE", "polled_at_ms": 30},
+        {"broker": "b", "status": "FRESH", "polled_at_ms": 20},
+    ]
+    by_broker = {r["broker"]: r for r in view_summary(views)}
+    assert by_broker["a"] == {"broker": "a", "views": 2, "stale": 1, "last_poll_ms": 30}
+    assert by_broker["b"] == {"broker": "b", "views": 1, "stale": 0, "last_poll_ms": 20}
