@@ -201,9 +201,7 @@ _FAULT_ITEMS = "producer_broker_status_current"
 _FAULT_COUNTED = ("fault_windows", "late_sends")
 
 
-def fault_sink(
-    tables: DeltaTables, app_id: str, metrics: MetricsState | None, bucket_sink: Callable[[], None] | None = None
-) -> Callable[[DataFrame, int], None]:
+def fault_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
     # producer_broker_status_current as the batches' MERGEs leave it (read from the table at the first batch)
     items: CurrentRows | None = None
 
@@ -238,9 +236,10 @@ def fault_sink(
                 items.apply(payloads["producer_broker_status_current"])
                 latest = [r["latest_ms"] for r in summary if r["table"] != "late_sends" and r["latest_ms"] is not None]
                 now_ms = max(latest, default=0)
-                per_broker = broker_status(items.rows(), now_ms)
+                current = items.rows()
+                per_broker = broker_status(current, now_ms)
                 if metrics is not None:  # the alert path first, before the writes
-                    apply_broker_metrics(metrics, per_broker, producers_all_down(items.rows(), now_ms))
+                    apply_broker_metrics(metrics, per_broker, producers_all_down(current, now_ms))
                 writes.append(
                     lambda: _merge_latest_rows(tables, batch, "producer_broker_status_current", app_id, batch_id)
                 )
