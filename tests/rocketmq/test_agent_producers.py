@@ -5,7 +5,9 @@ and print what their ``MQFaultStrategy``'s fault tolerance holds, read by reflec
 While broker-b is frozen (SIGSTOP) their sends to it time out; the hook publishes every attempt to Kafka, the
 monitor's real job turns them into fault windows, and the windows must say what the producers' own items
 say: the same ends, starts where the producer first showed the item, and the same availability at every
-moment the producer was sampled.
+moment the producer was sampled. The hook's span of an attempt lies inside the producer's own, so where the
+producer measured a first-threshold latency and every attempt the hook saw then was below it, the hook's own
+events show that no window could come from them, and that item is not judged.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from localenv.kafka_broker import LocalKafkaBroker, create_topics
+from tests.support.agent_events import read_events
 from tests.support.job import job_config, read, run_available
 from tests.support.rocketmq_client import ClientProcess
 
@@ -27,6 +30,8 @@ FREEZE_S = 8.0
 SAME_INSTANT_MS = 200
 # The producer's items are sampled every 20 ms: a new item shows within one sample, or a few on a busy machine.
 SAMPLED_WITHIN_MS = 1000
+# The first latency threshold of both client lines' fault tables (semantics §6): below it, no isolation.
+FIRST_THRESHOLD_MS = 550
 
 
 def producer(
@@ -77,9 +82,38 @@ def producer_items(client: ClientProcess) -> dict[str, list[tuple[int, int, bool
     return samples
 
 
-def assert_windows_match_the_producer(client: ClientProcess, windows: list[dict]) -> int:
-    """The monitor's windows of one producer against its own items; returns the number of samples compared."""
+def producer_latencies(client: ClientProcess) -> dict[tuple[str, int], int]:
+    """(broker, startTimestamp) -> the producer's own currentLatency of that item."""
+    return {
+        (item["broker"], item["start_timestamp"]): item["current_latency"]
+        for line in client.of_kind("faults")
+        for item in line["items"]
+    }
+
+
+def unseen_by_the_hook(attempts: list[dict], broker: str, first_seen: int, producer_latency: int) -> bool:
+    """Whether the hook's own events show that an item the producer shows from ``first_seen`` had no cause
+    the hook could see: the producer measured a first-threshold latency, and every attempt the hook saw on that
+    broker up to then (within the sampling interval) stayed below that threshold and below the producer's."""
+    near = [
+        a
+        for a in attempts
+        if a["broker"] == broker
+        and first_seen - SAMPLED_WITHIN_MS - SAME_INSTANT_MS <= a["event_time"] <= first_seen + SAME_INSTANT_MS
+    ]
+    return (
+        producer_latency >= FIRST_THRESHOLD_MS
+        and bool(near)
+        and all(a["outcome"] == "OK" and a["latency_ms"] < min(FIRST_THRESHOLD_MS, producer_latency) for a in near)
+    )
+
+
+def assert_windows_match_the_producer(client: ClientProcess, windows: list[dict], attempts: list[dict]) -> int:
+    """The monitor's windows of one producer against its own items; returns the number of samples compared.
+
+    ``attempts`` are the send results the hook published for this producer."""
     samples = producer_items(client)
+    latencies = producer_latencies(client)
     # A window that opens after the producer's last sample (an attempt failing as the producer shuts down) was
     # never shown by the producer: only the windows it could have shown are judged.
     last_sample = max(line["time"] for line in client.of_kind("faults"))
@@ -92,10 +126,18 @@ def assert_windows_match_the_producer(client: ClientProcess, windows: list[dict]
     for broker, broker_samples in samples.items():
         ends = [end for _, end in intervals.get(broker, [])]
         # Ends: every isolation the producer held is a window end of the monitor, and the other way round.
-        held = {}
+        held: dict[int, int] = {}
         for time_ms, start_timestamp, _ in broker_samples:
             if start_timestamp > time_ms:
                 held.setdefault(start_timestamp, time_ms)  # the first sample that showed it
+        unseen = {
+            end: first_seen
+            for end, first_seen in held.items()
+            if not any(abs(end - e) <= SAME_INSTANT_MS for e in ends)
+            and unseen_by_the_hook(attempts, broker, first_seen, latencies[(broker, end)])
+        }
+        for end in unseen:
+            del held[end]
         for end, first_seen in held.items():
             assert any(abs(end - e) <= SAME_INSTANT_MS for e in ends), (broker, end, ends)
             (start,) = [s for s, e in intervals[broker] if abs(end - e) <= SAME_INSTANT_MS]
@@ -106,6 +148,11 @@ def assert_windows_match_the_producer(client: ClientProcess, windows: list[dict]
         boundaries = [t for interval in intervals.get(broker, []) for t in interval]
         for time_ms, _, available in broker_samples:
             if any(abs(time_ms - b) <= SAMPLED_WITHIN_MS for b in boundaries):
+                continue
+            if any(
+                first_seen - SAMPLED_WITHIN_MS <= time_ms < end + SAMPLED_WITHIN_MS
+                for end, first_seen in unseen.items()
+            ):
                 continue
             in_window = any(start <= time_ms < end for start, end in intervals.get(broker, []))
             assert available == (not in_window), (broker, time_ms, intervals.get(broker))
@@ -147,6 +194,10 @@ def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, k
         assert line is not None and line["unexpected"] == 0, (name, line, clients[name].of_kind("unexpected"))
         assert line["agent"]["dropped"] == 0 and line["agent"]["published"] == line["agent"]["send_attempts"], line
 
+    published = sum(line["agent"]["published"] for line in stopped.values())
+    attempts = defaultdict(list)
+    for key, event in read_events(kafka_broker.bootstrap_servers, topics["send_result"], at_least=published):
+        attempts[key].append(event)
     run_available(spark, config)
     windows = read(spark, config, "fault_windows")
     by_producer = defaultdict(list)
@@ -157,7 +208,7 @@ def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, k
         mine = by_producer[ids[name]]
         assert any(r["broker"] == FROZEN_BROKER and r["status"] == "OPENED" for r in mine), (name, mine)
         assert any(not available for _, _, available in producer_items(clients[name])[FROZEN_BROKER])
-        assert assert_windows_match_the_producer(clients[name], mine) > 0
+        assert assert_windows_match_the_producer(clients[name], mine, attempts[ids[name]]) > 0
     assert {r["fault_table"] for r in by_producer[ids["p49"]]} == {"rocketmq-4"}
     assert {r["fault_table"] for r in by_producer[ids["p5"]]} == {"rocketmq-5"}
 
