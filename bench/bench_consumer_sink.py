@@ -44,7 +44,8 @@ def _channel(t: int, kind: str, group: str, channel: str, client_id: str) -> dic
 
 def engine_batches(groups: int, members: int, changing: int, batches: int) -> list[list[tuple[str, str]]]:
     """Each batch's ``(table, payload)`` rows, as the consumer query's state function emits them."""
-    from streaming.domain.fleet import EngineSettings, ShardEngine
+    from streaming.domain.engine_settings import EngineSettings
+    from streaming.domain.fleet import ShardEngine
     from streaming.job.state_blob import encode
     from streaming.job.table_rows import table_rows
 

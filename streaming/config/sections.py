@@ -28,8 +28,8 @@ from streaming.config.formats import (
     interval_ms,
 )
 from streaming.contract.events import DEFAULT_TOPICS
+from streaming.domain.engine_settings import EngineSettings
 from streaming.domain.faults import PRESETS, FaultSemantics, FaultTable
-from streaming.domain.fleet import EngineSettings
 from streaming.domain.rules import FaultSettings, GroupRule, ProducerRule, group_rule_for, producer_rule_for
 
 # -- the configuration tree -------------------------------------------------------------------------------

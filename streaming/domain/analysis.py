@@ -16,7 +16,8 @@ from .allocation import AllocationStrategy, GroupAllocation, allocate_group
 from .episodes import Finding
 from .errors import DomainError
 from .javacompat import java_sort_key
-from .membership import BrokerView, Channel, GroupMembership, cid_all, fresh_views
+from .membership import BrokerView, Channel, GroupMembership, cid_all
+from .polled_views import fresh_views
 from .queues import MessageQueue, sorted_client_ids
 from .vocabulary import AllocationMode, AnomalyKind, Severity
 

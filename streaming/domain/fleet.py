@@ -13,11 +13,11 @@ Per event:
   the event (``membership``); every change is a ``MembershipChange`` and marks the group for
   re-analysis.
 * ``consumer_connections``: one broker's poll of the group replaces that broker's view at its time
-  (``membership.apply_poll``): changes as for a channel event, plus a ``BrokerViewState`` (the view's
+  (``polled_views.apply_poll``): changes as for a channel event, plus a ``BrokerViewState`` (the view's
   status, last poll and channels) and, when the status changes, a ``BrokerViewChanged``. A poll older
   than the view's last is a ``LateEvent`` (reason ``stale_poll``); a poll without connections of a
   group the shard does not know changes nothing. A polled view is never scanned for expiry: without a poll
-  newer than its ``stale_after_ms`` it turns STALE (``membership.mark_stale``), before any later poll of the
+  newer than its ``stale_after_ms`` it turns STALE (``polled_views.mark_stale``), before any later poll of the
   group and at each watermark, its channels kept; STALE is a status, not a membership change: the group is
   re-analysed (trigger VIEW_STALE, and VIEW_FRESH when polls resume) without a new generation, because the
   analysis leaves stale views out while a fresh one has channels.
@@ -53,53 +53,58 @@ change) during which a difference between reported and expected assignments open
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from . import membership as ms
-from .allocation import AllocationStrategy, strategy_from_name
-from .analysis import CLIENT_SIDE, Analysis, analyze_group, owners_by_topic
+from .analysis import Analysis, analyze_group, owners_by_topic
+from .engine_settings import EngineSettings
 from .episodes import (
-    Episode,
-    Finding,
     FlappingDetector,
-    MemberChanges,
     StormDetector,
-    close_all,
     hold_in_grace,
     reconcile,
 )
-from .errors import DomainError
+from .group_rows import (
+    assignment_outcomes,
+    generation_snapshot,
+    group_gone_outcomes,
+    group_summary,
+    stale_outcomes,
+    without_superseded_views,
+)
+from .group_state import (
+    GroupState,
+    RouteQueues,
+    queue_key,
+    queue_of_key,
+    readable_queues,
+    slide_matters,
+    subscribed_topics,
+)
+from .heartbeat_plan import HeartbeatRun, RunEvents, plan_runs, steady_runs
 from .outcomes import (
-    AssignmentWithdrawn,
     BrokerViewChanged,
-    BrokerViewGone,
     BrokerViewState,
     EpisodeTransition,
-    ExpectedAssignment,
-    GenerationSnapshot,
-    GroupGone,
     GroupSummary,
     IgnoredEvent,
     LateEvent,
     Outcome,
-    TopicSummary,
 )
+from .polled_views import ConnectionPoll, apply_poll, mark_stale, next_stale_ms
 from .queues import MessageQueue
-from .rules import GroupRule, group_rule_for
-from .versions import ClientLine
+from .state_codec import unwrap_state, wrap_state
 from .vocabulary import (
     AnomalyKind,
     ChangeKind,
-    ChannelEventKind,
     IgnoredReason,
     LateReason,
     MemberDirection,
-    Severity,
     Trigger,
 )
 
+SNAPSHOT_KIND = "shard"
 SCHEMA_VERSION = 1
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
@@ -126,152 +131,6 @@ _MEMBER_DIRECTION = {
     ChangeKind.EXPIRED: MemberDirection.LEAVE,
     ChangeKind.VANISHED: MemberDirection.LEAVE,
 }
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """What the consumer engine reads; ``MonitorConfig.engine_settings`` builds it once per configuration."""
-
-    default_strategy: str = "AVG"
-    default_client_line: str = "5"
-    expiry_ms: int = ms.DEFAULT_EXPIRY_MS
-    storm_window_ms: int = 300_000
-    storm_threshold: int = 10
-    group_rules: tuple[GroupRule, ...] = ()
-    storm_coalesce_ms: int = 1_000
-    flapping_window_ms: int = 600_000
-    flapping_threshold: int = 3
-    # After a membership change clients rebalance within this (RocketMQ's 20 s wait; a CHANGE notification
-    # is sooner); after a route change they first learn it at their next route poll (30 s).
-    convergence_grace_ms: int = 20_000
-    route_poll_interval_ms: int = 30_000
-
-    def rule_for(self, group: str) -> GroupRule | None:
-        return group_rule_for(self.group_rules, group)
-
-    def strategy_factory(self, group: str):  # type: ignore[no-untyped-def]
-        rule = self.rule_for(group)
-
-        def build(reported_name: str | None, client_version: str | None) -> AllocationStrategy:
-            # What the clients report is what they run; configuration fills in what is invisible (parameters).
-            name = reported_name or (rule.strategy if rule and rule.strategy else None) or self.default_strategy
-            line = ClientLine.parse(client_version, ClientLine.parse(self.default_client_line))
-            if rule is None:
-                return strategy_from_name(name, line=line)
-            queues = None
-            if rule.config_queues is not None:
-                queues = [MessageQueue(t, b, int(q)) for t, b, q in rule.config_queues]
-            return strategy_from_name(
-                name,
-                virtual_node_count=rule.virtual_node_count,
-                consumer_idcs=rule.consumer_idcs,
-                config_queues=queues,
-                resolver=rule.resolver,
-                line=line,
-            )
-
-        return build
-
-
-def readable_queues(route: Mapping[str, Any]) -> list[MessageQueue]:
-    """mqAll from a route event: every readable broker's queues ``0..read_queue_nums-1`` (semantics 1.3)."""
-    topic = route["topic"]
-    result = []
-    for broker in route.get("brokers") or ():
-        if int(broker.get("perm", 6)) & 4:
-            result += [MessageQueue(topic, broker["broker"], i) for i in range(int(broker.get("read_queue_nums", 0)))]
-    return result
-
-
-@dataclass
-class GroupState:
-    membership: ms.GroupMembership
-    generation: int = 0
-    owners: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # topic -> "broker/qid" -> owners
-    assigned: dict[str, list[str]] = field(default_factory=dict)  # topic -> clients with a current expected share
-    episodes: dict[tuple[str, str, str], Episode] = field(default_factory=dict)
-    rebalances_ms: tuple[int, ...] = ()
-    reported: dict[str, list[list[Any]]] = field(default_factory=dict)  # "client\x00topic" -> [[broker, qid]]
-    member_changes: MemberChanges = field(default_factory=dict)  # FlappingDetector's joins and leaves
-    converge_by_ms: int | None = None  # reported-vs-expected differences count from then on
-    # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
-    expiry_bound_ms: int | None = field(default=None, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "membership": ms.snapshot(self.membership),
-            "generation": self.generation,
-            "owners": self.owners,
-            "assigned": self.assigned,
-            "episodes": [vars(e) for e in self.episodes.values()],
-            "rebalances_ms": list(self.rebalances_ms),
-            "reported": self.reported,
-            "member_changes": self.member_changes,
-            "converge_by_ms": self.converge_by_ms,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GroupState:
-        episodes = {(e["group"], e["topic"], e["anomaly"]): _episode(e) for e in data["episodes"]}
-        return cls(
-            ms.restore(data["membership"]),
-            int(data["generation"]),
-            data["owners"],
-            data["assigned"],
-            episodes,
-            tuple(data["rebalances_ms"]),
-            data["reported"],
-            data.get("member_changes") or {},
-            data.get("converge_by_ms"),
-        )
-
-
-class HeartbeatRun(NamedTuple):
-    """A channel's identical heartbeats of one batch: ``event`` is the first, ``times`` every one's event time
-    in the order they apply (``times[0]`` is the event's own)."""
-
-    event: ms.ChannelEvent
-    times: tuple[int, ...]
-
-
-RunEvents = list[tuple[int, ms.ChannelEvent]]
-"""Events that apply (part of) a heartbeat run, each with the index into ``HeartbeatRun.times`` of the heartbeat
-it stands at, so the caller can put it where that heartbeat would go."""
-
-
-def _every_heartbeat(run: HeartbeatRun) -> RunEvents:
-    return [(i, run.event if i == 0 else run.event._replace(event_time_ms=t)) for i, t in enumerate(run.times)]
-
-
-_MIXED_VIEW = object()  # a broker view whose channel events of the batch are not all alike heartbeats
-
-
-def _queue_key(mq: MessageQueue) -> str:
-    return f"{mq.broker_name}/{mq.queue_id}"
-
-
-class _RouteQueues(Mapping[str, list[MessageQueue]]):
-    """mqAll per topic, built on first read from the topic's current route and kept while that route is."""
-
-    def __init__(
-        self, routes: Mapping[str, Mapping[str, Any]], built: dict[str, tuple[Mapping[str, Any], list[MessageQueue]]]
-    ) -> None:
-        self._routes, self._built = routes, built
-
-    def __getitem__(self, topic: str) -> list[MessageQueue]:
-        route = self._routes[topic]
-        cached = self._built.get(topic)
-        if cached is not None and cached[0] is route:
-            return cached[1]
-        queues = [MessageQueue(topic, b, int(q)) for b, q in route["queues"]]
-        self._built[topic] = (route, queues)
-        return queues
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._routes)
-
-    def __len__(self) -> int:
-        return len(self._routes)
 
 
 class ShardEngine:
@@ -303,25 +162,24 @@ class ShardEngine:
     def restore(cls, snapshot: Mapping[str, Any] | None, settings: EngineSettings) -> ShardEngine:
         if not snapshot:
             return cls(settings, {}, {})
-        if snapshot.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"unsupported shard snapshot schema_version {snapshot.get('schema_version')!r}")
+        snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot)
         groups = {g: GroupState.from_json(d) for g, d in snapshot["groups"].items()}
         return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})))
 
     def snapshot(self) -> dict[str, Any]:
-        return {
-            "schema_version": SCHEMA_VERSION,
+        payload = {
             "routes": self.routes,
             "groups": {g: s.to_json() for g, s in sorted(self.groups.items())},
             "retired": dict(sorted(self.retired.items())),
         }
+        return wrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, payload)
 
     def is_empty(self) -> bool:
         return not self.groups and not self.routes and not self.retired
 
     def next_wakeup_ms(self) -> int | None:
         times = [ms.next_expiry_ms(s.membership, self.settings.expiry_ms) for s in self.groups.values()]
-        times += [ms.next_stale_ms(s.membership) for s in self.groups.values()]
+        times += [next_stale_ms(s.membership) for s in self.groups.values()]
         times += [t + self.settings.storm_window_ms + 1 for s in self.groups.values() for t in s.rebalances_ms[:1]]
         times += [self.flapping.next_expiry_ms(s.member_changes) for s in self.groups.values() if s.member_changes]
         times += [s.converge_by_ms for s in self.groups.values() if s.reported and s.converge_by_ms is not None]
@@ -331,115 +189,14 @@ class ShardEngine:
     # -- processing ----------------------------------------------------------------------------------
     def apply_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]) -> list[RunEvents]:
         """Take the batch's heartbeat runs (``others``: its other channel events) before ``apply``: apply what
-        needs no place among the batch's events, and return, per run, the events that still apply it.
-
-        * A steady run (``steady_runs``) whose first heartbeat ``repeats`` what the shard holds for its channel,
-          within the expiry of the channel's last update: the channel is last updated at the run's end, now.
-          Applied in its place, every heartbeat of the run would have done only that, and nothing of the batch
-          before the run's end could tell the difference (no scan finds the channel silent, a route finds it
-          subscribed either way).
-        * Another steady run: its first heartbeat, held until its last (``ChannelEvent.held_until_ms``).
-        * Any other run: every heartbeat.
-
-        Besides, each group's latest heartbeat of a steady run is applied: the scan before it reports, in time
-        order, what the scans before the skipped heartbeats would have (``membership.expire``), and prunes the
-        removals they would have pruned.
-        """
-        if not runs:
-            return []  # a batch of a fleet the job keeps up with: a heartbeat per channel, no runs
-        steady = self.steady_runs(runs, others)
-        plans: list[RunEvents] = []
-        refreshes: dict[tuple[str, str], dict[str, int]] = {}
-        latest: dict[str, int] = {}  # group -> the steady run ending last
-        for i, (run, is_steady) in enumerate(zip(runs, steady, strict=True)):
-            if not is_steady:
-                plans.append(_every_heartbeat(run))
-                continue
-            event, last_ms = run.event, run.times[-1]
-            if event.group not in latest or last_ms > runs[latest[event.group]].times[-1]:
-                latest[event.group] = i
-            if self._refreshes_only(event):
-                refreshes.setdefault((event.group, event.broker), {})[event.channel] = last_ms
-                plans.append([])
-            else:
-                plans.append([(0, event._replace(held_until_ms=last_ms))])
-        for (group, broker), last_updates in refreshes.items():
-            state = self.groups[group]
-            state.membership = ms.refreshed(state.membership, broker, last_updates)
-        for i in latest.values():
-            run = runs[i]
-            plans[i].append((len(run.times) - 1, run.event._replace(event_time_ms=run.times[-1])))
-        return plans
-
-    def _refreshes_only(self, event: ms.ChannelEvent) -> bool:
-        """The shard holds the heartbeat's channel, not silent by the heartbeat's time, and it ``repeats`` it."""
-        state = self.groups.get(event.group)
-        view = state.membership.views.get(event.broker) if state is not None else None
-        existing = view.channels.get(event.channel) if view is not None else None
-        if view is None or existing is None or not ms.is_live(existing, event.event_time_ms, self.settings.expiry_ms):
-            return False
-        return ms.repeats(view, existing, event)
+        needs no place among the batch's events, and return, per run, the events that still apply it
+        (``heartbeat_plan.plan_runs``)."""
+        return plan_runs(self.groups, self.settings.expiry_ms, runs, others)
 
     def steady_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]) -> list[bool]:
-        """For each run of the batch: may it be applied as its first heartbeat held until its last, followed
-        (at the latest) by a scan at its last, with exactly the effect of applying every one of its heartbeats?
-        ``others`` are the batch's other channel events.
-
-        Applied one by one, every heartbeat after the first must be a steady refresh (``membership._refresh``)
-        whose only effect is the channel's last update, and no scan between two of them may find the channel
-        silent. That holds when:
-
-        * no gap between two of the run's heartbeats exceeds the expiry;
-        * the first heartbeat is applied: the channel has no removal and no update later than it;
-        * nothing else of the batch is about the channel, and every channel event of its broker view in the
-          batch is a heartbeat with the same subscriptions, so the view's subscription table keeps its topics.
-
-        The expiry scans the skipped heartbeats would have run come with the group's next event (at the latest
-        the run's last heartbeat) and report the same changes in the same order (``membership.expire``), and
-        routes read the subscriptions as of their own time, so skipping them changes nothing.
-        """
-        events_per_channel: dict[tuple[str, str, str], int] = {}
-        view_subscriptions: dict[tuple[str, str], object] = {}
-
-        def note(event: ms.ChannelEvent) -> None:
-            channel = (event.group, event.broker, event.channel)
-            events_per_channel[channel] = events_per_channel.get(channel, 0) + 1
-            view = (event.group, event.broker)
-            subscriptions = event.subscriptions if event.kind == ChannelEventKind.HEARTBEAT else _MIXED_VIEW
-            seen = view_subscriptions.setdefault(view, subscriptions)
-            if seen is not _MIXED_VIEW and seen != subscriptions:
-                view_subscriptions[view] = _MIXED_VIEW
-
-        for run in runs:
-            note(run.event)
-        for event in others:
-            note(event)
-        expiry_ms = self.settings.expiry_ms
-        return [self._is_steady(run, expiry_ms, events_per_channel, view_subscriptions) for run in runs]
-
-    def _is_steady(
-        self,
-        run: HeartbeatRun,
-        expiry_ms: int,
-        events_per_channel: Mapping[tuple[str, str, str], int],
-        view_subscriptions: Mapping[tuple[str, str], object],
-    ) -> bool:
-        event, times = run.event, run.times
-        if len(times) < 2 or events_per_channel[(event.group, event.broker, event.channel)] != 1:
-            return False
-        if view_subscriptions[(event.group, event.broker)] is _MIXED_VIEW:
-            return False
-        if any(later - earlier > expiry_ms for earlier, later in zip(times, times[1:], strict=False)):
-            return False
-        state = self.groups.get(event.group)
-        view = state.membership.views.get(event.broker) if state is not None else None
-        if view is None:
-            return True
-        removed_at = view.removed_at_ms.get(event.channel)
-        if removed_at is not None and event.event_time_ms < removed_at:
-            return False
-        existing = view.channels.get(event.channel)
-        return existing is None or event.event_time_ms >= existing.last_update_ms
+        """For each run of the batch: may it be applied as its first heartbeat held until its last, with exactly
+        the effect of applying every one of its heartbeats? (``heartbeat_plan.steady_runs``)"""
+        return steady_runs(self.groups, self.settings.expiry_ms, runs, others)
 
     def apply(self, events: Iterable[Mapping[str, Any] | ms.ChannelEvent], watermark_ms: int) -> list[Outcome]:
         """Apply events (JSON objects, or channel events the caller already parsed) in the given order."""
@@ -449,14 +206,14 @@ class ShardEngine:
             if isinstance(event, ms.ChannelEvent):
                 self._apply_channel(event, records, dirty)
                 continue
-            if isinstance(event, ms.ConnectionPoll):
+            if isinstance(event, ConnectionPoll):
                 self._apply_poll(event, records, dirty)
                 continue
             kind = event.get("type")
             if kind == "consumer_channel":
                 self._apply_channel(ms.ChannelEvent.from_json(event), records, dirty)
             elif kind == "consumer_connections":
-                self._apply_poll(ms.ConnectionPoll.from_json(event), records, dirty)
+                self._apply_poll(ConnectionPoll.from_json(event), records, dirty)
             elif kind == "topic_route":
                 self._apply_route(event, records, dirty)
             elif kind == "reported_assignment":
@@ -465,7 +222,7 @@ class ShardEngine:
         self._due_windows(watermark_ms, dirty)
         records += self._analyse(dirty)
         self._forget_retired(watermark_ms)
-        return _without_superseded_views(records)
+        return without_superseded_views(records)
 
     def _forget_retired(self, now_ms: int) -> None:
         horizon = now_ms - RETIRED_GENERATION_TTL_MS
@@ -477,7 +234,7 @@ class ShardEngine:
         records = self._expire_all(watermark_ms, dirty)
         self._forget_retired(watermark_ms)
         self._due_windows(watermark_ms, dirty)
-        return _without_superseded_views(records + self._analyse(dirty))
+        return without_superseded_views(records + self._analyse(dirty))
 
     def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> None:
         """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
@@ -491,14 +248,14 @@ class ShardEngine:
             pruned = self.storms.prune(state.rebalances_ms, watermark_ms)
             if pruned != state.rebalances_ms:
                 state.rebalances_ms = pruned
-                if _slide_matters(state, AnomalyKind.REBALANCE_STORM, self.storms.finding(group, pruned)):
+                if slide_matters(state, AnomalyKind.REBALANCE_STORM, self.storms.finding(group, pruned)):
                     due(group, Trigger.STORM_WINDOW)
             if state.member_changes:
                 changes = self.flapping.prune(state.member_changes, watermark_ms)
                 if changes != state.member_changes:
                     state.member_changes = changes
                     finding = self.flapping.finding(group, changes, watermark_ms)
-                    if _slide_matters(state, AnomalyKind.FLAPPING_MEMBERS, finding):
+                    if slide_matters(state, AnomalyKind.FLAPPING_MEMBERS, finding):
                         due(group, Trigger.FLAPPING_WINDOW)
             if state.reported and state.converge_by_ms is not None and state.converge_by_ms <= watermark_ms:
                 due(group, Trigger.CONVERGENCE_GRACE)
@@ -548,7 +305,7 @@ class ShardEngine:
             self._count_member_change(state, change)
 
     def _apply_poll(
-        self, poll: ms.ConnectionPoll, records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+        self, poll: ConnectionPoll, records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
     ) -> None:
         state = self.groups.get(poll.group)
         if state is None:
@@ -559,14 +316,14 @@ class ShardEngine:
             if len(retired) > 2:
                 state.member_changes = self.flapping.prune(retired[2], poll.event_time_ms)
         now_ms, expiry_ms = poll.event_time_ms, self.settings.expiry_ms
-        membership, statuses = ms.mark_stale(state.membership, now_ms)
+        membership, statuses = mark_stale(state.membership, now_ms)
         membership, expired = ms.expire(membership, now_ms, expiry_ms)
         previous = membership.views.get(poll.broker)
-        membership, changes, status = ms.apply_poll(membership, poll, expiry_ms)
+        membership, changes, status = apply_poll(membership, poll, expiry_ms)
         state.membership = membership
         state.expiry_bound_ms = None
         self.groups[poll.group] = state
-        records += [outcome for s in statuses for outcome in _stale_outcomes(s)]
+        records += [outcome for s in statuses for outcome in stale_outcomes(s)]
         for stale in statuses:
             self._mark(dirty, poll.group, stale.event_time_ms, Trigger.VIEW_STALE)
         if status is None:
@@ -597,7 +354,7 @@ class ShardEngine:
         if current is not None and current["queues"] == queues:
             return
         for group, state in self.groups.items():
-            if topic in _subscribed_topics(state.membership, time_ms, self.settings.expiry_ms):
+            if topic in subscribed_topics(state.membership, time_ms, self.settings.expiry_ms):
                 self._mark(dirty, group, time_ms, Trigger.ROUTE_CHANGED)
 
     def _apply_report(
@@ -629,8 +386,8 @@ class ShardEngine:
         records: list[Outcome] = []
         for group in sorted(self.groups):
             state = self.groups[group]
-            membership, statuses = ms.mark_stale(state.membership, now_ms)
-            records += [outcome for s in statuses for outcome in _stale_outcomes(s)]
+            membership, statuses = mark_stale(state.membership, now_ms)
+            records += [outcome for s in statuses for outcome in stale_outcomes(s)]
             for stale in statuses:
                 self._mark(dirty, group, stale.event_time_ms, Trigger.VIEW_STALE)
             membership, changes = ms.expire(membership, now_ms, self.settings.expiry_ms)
@@ -655,7 +412,7 @@ class ShardEngine:
             time_ms, triggers = dirty[group]
             state = self.groups[group]
             if state.membership.is_empty:
-                records += self._group_gone(group, state, time_ms)
+                records += group_gone_outcomes(group, state, time_ms)
                 del self.groups[group]
                 self.retired[group] = [state.generation, time_ms]
                 if state.member_changes:
@@ -665,18 +422,20 @@ class ShardEngine:
             records += self._analyse_group(group, state, time_ms, sorted(triggers), rebalance)
         return records
 
-    def _mq_all(self) -> _RouteQueues:
-        return _RouteQueues(self.routes, self._queues_of_route)
+    def _mq_all(self) -> RouteQueues:
+        return RouteQueues(self.routes, self._queues_of_route)
 
     def group_metrics(self, now_ms: int) -> list[GroupSummary]:
         """Every group's ``GroupSummary`` as its last analysis emitted it, changing nothing: what a
         restarted job exports before the shard's next batch. Every change of a group's membership, routes,
         reports or episodes re-analysed it, so analysing the state again finds the same values, and no queue
         has moved since (``moved`` is 0)."""
-        return [_summary(self._analysis(group, state, now_ms), state) for group, state in sorted(self.groups.items())]
+        return [
+            group_summary(self._analysis(group, state, now_ms), state) for group, state in sorted(self.groups.items())
+        ]
 
     def _analysis(self, group: str, state: GroupState, time_ms: int) -> Analysis:
-        previous = {t: {_mq(t, k): tuple(v) for k, v in owners.items()} for t, owners in state.owners.items()}
+        previous = {t: {queue_of_key(t, k): tuple(v) for k, v in owners.items()} for t, owners in state.owners.items()}
         reported = {}
         for key, queues in state.reported.items():
             client, topic = key.split("\x00", 1)
@@ -705,157 +464,10 @@ class ShardEngine:
         state.episodes, transitions = reconcile(state.episodes, findings, time_ms)
         records: list[Outcome] = [EpisodeTransition(t, state.generation) for t in transitions]
         if rebalance:
-            records.append(_snapshot(analysis, state, time_ms, triggers))
-            records += self._assignments(analysis, state, time_ms)
+            records.append(generation_snapshot(analysis, state, time_ms, triggers))
+            records += assignment_outcomes(analysis, state, time_ms)
         state.owners = {
-            t: {_queue_key(mq): list(o) for mq, o in owners.items()} for t, owners in owners_by_topic(analysis).items()
+            t: {queue_key(mq): list(o) for mq, o in owners.items()} for t, owners in owners_by_topic(analysis).items()
         }
-        records.append(_summary(analysis, state))
+        records.append(group_summary(analysis, state))
         return records
-
-    def _assignments(self, analysis: Analysis, state: GroupState, time_ms: int) -> list[Outcome]:
-        outcomes: list[Outcome] = []
-        assigned: dict[str, list[str]] = {}
-        for topic, result in analysis.topics.items():
-            for client, share in result.expected_shares().items():
-                outcomes.append(
-                    ExpectedAssignment(analysis.group, state.generation, topic, client, share, result.strategy, time_ms)
-                )
-                assigned.setdefault(topic, []).append(client)
-        for topic, clients in state.assigned.items():
-            for client in clients:
-                if client not in assigned.get(topic, ()):
-                    outcomes.append(AssignmentWithdrawn(analysis.group, topic, client, state.generation, time_ms))
-        state.assigned = assigned
-        return outcomes
-
-    def _group_gone(self, group: str, state: GroupState, time_ms: int) -> list[Outcome]:
-        records: list[Outcome] = [EpisodeTransition(t, state.generation) for t in close_all(state.episodes, time_ms)]
-        for topic, clients in state.assigned.items():
-            records += [AssignmentWithdrawn(group, topic, c, state.generation, time_ms) for c in clients]
-        for broker, view in sorted(state.membership.views.items()):
-            if view.poll is not None:  # the group is gone from every broker: so is its polled view
-                records.append(BrokerViewGone(group, broker, time_ms))
-        records.append(GroupGone(group, time_ms))
-        return records
-
-
-def _without_superseded_views(outcomes: list[Outcome]) -> list[Outcome]:
-    """The outcomes without the ``BrokerViewState`` of groups gone by the end of the call: their
-    ``BrokerViewGone`` (at the time of the poll that emptied the group, like that poll's state) is what holds."""
-    gone = {o.group for o in outcomes if type(o) is BrokerViewGone}
-    if not gone:
-        return outcomes
-    return [o for o in outcomes if not (type(o) is BrokerViewState and o.view.group in gone)]
-
-
-def _episode(data: Mapping[str, Any]) -> Episode:
-    """An open episode as ``GroupState.to_json`` stored it, its words typed again."""
-    return Episode(**{**data, "anomaly": AnomalyKind(data["anomaly"]), "severity": Severity(data["severity"])})
-
-
-def _subscribed_topics(membership: ms.GroupMembership, now_ms: int, expiry_ms: int) -> set[str]:
-    """The topics the group's channels registered at ``now_ms`` subscribe (the membership as of then)."""
-    return {
-        t
-        for v in membership.views.values()
-        for ch in v.channels.values()
-        if ms.is_registered(v, ch, now_ms, expiry_ms)
-        for t, _ in ch.topics
-    }
-
-
-def _slide_matters(state: GroupState, kind: AnomalyKind, finding_now: Finding | None) -> bool:
-    """Whether a storm or flapping window that slid by the watermark can change the group's analysis: only
-    when the window still finds the anomaly (its details move) or its episode is open (it may close). Otherwise
-    the group is not analysed for the slide: nothing else of it changed since its last analysis (every change
-    marks it), so the analysis would find what the last one found and emit no transition, only the group's
-    metrics row again (the same values). A fleet with some churn slid every changed group's windows five and
-    ten minutes after each change, re-running the allocation of all its members for nothing."""
-    return finding_now is not None or any(key[2] == kind for key in state.episodes)
-
-
-def _mq(topic: str, key: str) -> MessageQueue:
-    broker, _, queue_id = key.rpartition("/")
-    return MessageQueue(topic, broker, int(queue_id))
-
-
-def _stale_outcomes(status: ms.ViewStatus) -> list[Outcome]:
-    return [BrokerViewState(status), BrokerViewChanged(status)]
-
-
-def _snapshot(analysis: Analysis, state: GroupState, time_ms: int, triggers: list[Trigger]) -> GenerationSnapshot:
-    import json
-
-    strategies = sorted({t.strategy for t in analysis.topics.values()})
-    details = {
-        "views": {b: list(v) for b, v in analysis.views.items()},
-        "primary_broker": analysis.primary_broker,
-        "topics": {
-            t: {
-                "queues": len(r.allocation.mq_all),
-                "orphaned": len(r.orphaned),
-                "double_owned": len(r.double_owned),
-                "moved": len(r.moved_queues),
-                "subscribers": len(r.subscribers),
-                "non_subscribers": list(r.non_subscribers),
-                "skew_queues": r.skew_queues,
-                "errors": sorted({str(e) for e in r.allocation.errors.values()}),
-            }
-            for t, r in analysis.topics.items()
-        },
-        "duplicate_client_ids": {c: list(v) for c, v in analysis.duplicate_client_ids.items()},
-        "allocation": analysis.allocation,
-        "stale_views": list(analysis.stale_views),
-    }
-    versions = sorted({ch.client_version or "" for v in state.membership.views.values() for ch in v.channels.values()})
-    return GenerationSnapshot(
-        analysis.group,
-        state.generation,
-        time_ms,
-        tuple(triggers),
-        analysis.members,
-        len(analysis.cid_all),
-        tuple(sorted(analysis.views)),
-        tuple(analysis.cid_all),
-        tuple(sorted(analysis.topics)),
-        # A group without client-side allocation has no strategy: its allocation mode (BROADCAST, BROKER) says so.
-        ",".join(strategies) if analysis.allocation == CLIENT_SIDE else analysis.allocation,
-        ",".join(v for v in versions if v),
-        analysis.views_diverge,
-        tuple(sorted({e.anomaly for e in state.episodes.values()})),
-        json.dumps(details, sort_keys=True, separators=(",", ":")),
-    )
-
-
-def _summary(analysis: Analysis, state: GroupState) -> GroupSummary:
-    open_by_kind: dict[AnomalyKind, int] = {}
-    for episode in state.episodes.values():
-        open_by_kind[episode.anomaly] = open_by_kind.get(episode.anomaly, 0) + 1
-    topics = {
-        t: TopicSummary(
-            sum(1 for c in r.owner_counts if c == 1),
-            len(r.orphaned),
-            len(r.double_owned),
-            len(r.idle_members),
-            len(r.non_subscribers),
-            r.skew_queues,
-            len(r.moved_queues),
-        )
-        for t, r in analysis.topics.items()
-    }
-    return GroupSummary(
-        analysis.group,
-        analysis.event_time_ms,
-        analysis.members,
-        len(analysis.cid_all),
-        state.generation,
-        len(analysis.duplicate_client_ids),
-        analysis.views_diverge,
-        state.rebalances_ms[-1] if state.rebalances_ms else None,
-        open_by_kind,
-        topics,
-    )
-
-
-__all__ = ["EngineSettings", "Finding", "GroupRule", "ShardEngine", "readable_queues", "DomainError"]

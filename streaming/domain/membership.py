@@ -1,9 +1,9 @@
 """The broker's consumer-group membership rules, as a pure state machine per group and broker view.
 
 Each broker keeps its own channels and one subscription table per group; heartbeats, unregisters, channel
-closes and the expiry scan change them exactly as RocketMQ's ``ConsumerManager`` does, out-of-order input never
-resurrects a channel that left, and a view may instead be fed by a collector's polls (replaced whole, turning
-STALE without newer polls). The rules and their reasons: ``docs/design/membership-rules.md``.
+closes and the expiry scan change them exactly as RocketMQ's ``ConsumerManager`` does, and out-of-order input
+never resurrects a channel that left. Views fed by a collector's polls: ``polled_views``; the snapshot form:
+``membership_snapshot``. The rules and their reasons: ``docs/design/membership-rules.md``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .versions import ClientLine
-from .vocabulary import ChangeKind, ChangeReason, ChannelEventKind, ViewFreshness
+from .vocabulary import ChangeKind, ChangeReason, ChannelEventKind
 
-SCHEMA_VERSION = 2  # 2: channels by column
 DEFAULT_EXPIRY_MS = 120_000
 REMOVAL_KINDS = (
     ChannelEventKind.UNREGISTER,
@@ -110,61 +109,6 @@ def subscriptions_from_json(items: Iterable[Mapping[str, Any]] | None) -> tuple[
     )
 
 
-class Connection(NamedTuple):
-    """One channel of a poll (a ``connections`` item of the ``consumer_connections`` event)."""
-
-    channel: str
-    client_id: str
-    client_version: str | None = None
-    allocate_strategy: str | None = None
-    # The client's own subscriptions from its running info; None: unknown (the broker's table stands in).
-    subscriptions: tuple[Subscription, ...] | None = None
-    language: str | None = None
-    # The client's own consume type from its running info (CONSUME_POP: the broker assigns its queues); None: the
-    # group's, as the broker reports it, stands in.
-    consume_type: str | None = None
-
-
-class ConnectionPoll(NamedTuple):
-    """One broker's whole view of one group at poll time (the ``consumer_connections`` event)."""
-
-    event_time_ms: int
-    broker: str
-    group: str
-    stale_after_ms: int
-    subscriptions: tuple[Subscription, ...]
-    connections: tuple[Connection, ...]
-    message_model: str = "CLUSTERING"
-    consume_type: str = "CONSUME_PASSIVELY"
-    collector: str | None = None
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ConnectionPoll:
-        connections = tuple(
-            Connection(
-                str(c["channel"]),
-                str(c["client_id"]),
-                c.get("client_version"),
-                c.get("allocate_strategy"),
-                None if c.get("subscriptions") is None else subscriptions_from_json(c["subscriptions"]),
-                c.get("language"),
-                c.get("consume_type"),
-            )
-            for c in data.get("connections") or ()
-        )
-        return cls(
-            int(data["event_time"]),
-            str(data["broker"]),
-            str(data["group"]),
-            int(data["stale_after_ms"]),
-            subscriptions_from_json(data.get("subscriptions")),
-            connections,
-            str(data.get("message_model") or "CLUSTERING"),
-            str(data.get("consume_type") or "CONSUME_PASSIVELY"),
-            data.get("collector"),
-        )
-
-
 class Channel(NamedTuple):
     channel: str
     client_id: str
@@ -221,8 +165,9 @@ class MembershipChange(NamedTuple):
     topics_removed: tuple[str, ...] = ()
 
 
-def _notifies(message_model: str, client_version: str | None) -> bool:
-    # 5.x brokers send no CHANGE for broadcasting groups; 4.9.x brokers always do.
+def notifies_clients(message_model: str, client_version: str | None) -> bool:
+    """Whether the broker tells the group's clients of a change: 5.x brokers send no CHANGE for broadcasting
+    groups; 4.9.x brokers always do."""
     return not (message_model == "BROADCASTING" and ClientLine.parse(client_version) is ClientLine.V5)
 
 
@@ -246,7 +191,7 @@ def apply_event(
         view, changes = _remove(membership.group, view, event)
     else:
         return membership, []
-    return _with_view(membership, event.broker, view, event.event_time_ms, expiry_ms), changes
+    return with_view(membership, event.broker, view, event.event_time_ms, expiry_ms), changes
 
 
 def _held(view: BrokerView, event: ChannelEvent) -> BrokerView:
@@ -321,7 +266,7 @@ def _refresh(view: BrokerView, event: ChannelEvent) -> BrokerView | None:
 def _heartbeat(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerView, list[MembershipChange]]:
     changes: list[MembershipChange] = []
     existing = view.channels.get(event.channel)
-    notifies = _notifies(event.message_model, event.client_version)
+    notifies = notifies_clients(event.message_model, event.client_version)
     channels = dict(view.channels)
     if existing is not None and event.event_time_ms < existing.last_update_ms:
         return view, []  # out of order: a newer heartbeat of this channel was applied already
@@ -395,14 +340,16 @@ def _remove(group: str, view: BrokerView, event: ChannelEvent) -> tuple[BrokerVi
         ChangeReason(event.kind),
         existing.client_id,
         event.channel,
-        _notifies(existing.message_model, existing.client_version),
+        notifies_clients(existing.message_model, existing.client_version),
     )
     return BrokerView(channels, view.subscriptions, removed_at, view.poll), [change]
 
 
-def _with_view(
+def with_view(
     membership: GroupMembership, broker: str, view: BrokerView, now_ms: int, expiry_ms: int
 ) -> GroupMembership:
+    """The membership with ``view`` as ``broker``'s at ``now_ms``: tombstones older than ``expiry_ms`` pruned, a
+    view with neither channels, tombstones nor poll state dropped."""
     views = dict(membership.views)
     tombstones = {k: v for k, v in view.removed_at_ms.items() if v > now_ms - expiry_ms}
     if view.channels:
@@ -450,7 +397,7 @@ def expire(
                     False,
                 )
             )
-        result = _with_view(
+        result = with_view(
             result, broker, BrokerView(channels, view.subscriptions, removed_at, view.poll), now_ms, expiry_ms
         )
     # In time order: one scan then reports what several earlier scans would have, in the same order (the
@@ -471,176 +418,6 @@ def next_expiry_ms(membership: GroupMembership, expiry_ms: int = DEFAULT_EXPIRY_
     return min(times) if times else None
 
 
-class ViewStatus(NamedTuple):
-    """A polled view's state after a poll (FRESH) or when its polls stopped (STALE), at ``event_time_ms``."""
-
-    event_time_ms: int
-    group: str
-    broker: str
-    status: ViewFreshness
-    polled_at_ms: int
-    stale_after_ms: int
-    channels: int
-    collector: str | None
-
-
-PollOutcome = tuple[GroupMembership, list[MembershipChange], ViewStatus | None]
-
-
-def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int = DEFAULT_EXPIRY_MS) -> PollOutcome:
-    """The broker's view of the group replaced by its poll: listed channels are registered (a new one JOINs) or
-    refreshed, the view's other channels VANISHED at the poll's time, the group's table is the poll's. A poll
-    older than the view's last poll changes nothing (status None): replaying polls in another order gives the
-    same view."""
-    view = membership.views.get(poll.broker) or BrokerView()
-    if view.poll is not None and poll.event_time_ms < view.poll.polled_at_ms:
-        return membership, [], None
-    now, group = poll.event_time_ms, membership.group
-    channels, changes = _polled_channels(view, poll, group)
-    removed_at = dict(view.removed_at_ms)
-    for name, existing in sorted(view.channels.items()):
-        if name in channels:
-            continue
-        if existing.last_update_ms > now:
-            channels[name] = existing  # registered by a heartbeat after the poll was taken
-            continue
-        removed_at[name] = now
-        # How it left (expiry, close, unregister) does not show in a poll: whether clients were told is unknown.
-        changes.append(
-            MembershipChange(
-                now, group, poll.broker, ChangeKind.VANISHED, ChangeReason.POLL, existing.client_id, name, False
-            )
-        )
-    for name in channels:
-        removed_at.pop(name, None)
-    incoming = {s.topic: s for s in poll.subscriptions}
-    changes += _table_change(view, poll, group, incoming)
-    state = PollState(now, poll.stale_after_ms, False, poll.collector)
-    result = _with_view(membership, poll.broker, BrokerView(channels, incoming, removed_at, state), now, expiry_ms)
-    status = ViewStatus(
-        now, group, poll.broker, ViewFreshness.FRESH, now, poll.stale_after_ms, len(channels), poll.collector
-    )
-    return result, changes, status
-
-
-def _polled_channels(
-    view: BrokerView, poll: ConnectionPoll, group: str
-) -> tuple[dict[str, Channel], list[MembershipChange]]:
-    """The poll's connections as channels of the view (one removed after the poll was taken stays out), and a
-    JOIN for each channel the view did not have with the same client id."""
-    now = poll.event_time_ms
-    table_topics = tuple(sorted((s.topic, s.expression) for s in poll.subscriptions))
-    previous_table = tuple(sorted((s.topic, s.expression) for s in view.subscriptions.values()))
-    channels: dict[str, Channel] = {}
-    joins: list[MembershipChange] = []
-    for c in poll.connections:
-        tombstone = view.removed_at_ms.get(c.channel)
-        if tombstone is not None and now < tombstone:
-            continue  # removed after this poll was taken: must not come back
-        existing = view.channels.get(c.channel)
-        same_client = existing is not None and existing.client_id == c.client_id
-        if c.subscriptions is not None:
-            topics = tuple(sorted((s.topic, s.expression) for s in c.subscriptions))
-        elif same_client and existing.topics != previous_table:  # type: ignore[union-attr]
-            topics = existing.topics  # type: ignore[union-attr]  # the client's own, from an earlier poll
-        else:
-            topics = table_topics  # unknown: the broker's table for the group stands in
-        channels[c.channel] = Channel(
-            c.channel,
-            c.client_id,
-            now,
-            c.client_version,
-            c.allocate_strategy,
-            poll.message_model,
-            topics,
-            c.consume_type or poll.consume_type,
-        )
-        if not same_client:
-            joins.append(
-                MembershipChange(
-                    now,
-                    group,
-                    poll.broker,
-                    ChangeKind.JOIN,
-                    ChangeReason.POLL,
-                    c.client_id,
-                    c.channel,
-                    _notifies(poll.message_model, c.client_version),
-                )
-            )
-    return channels, joins
-
-
-def _table_change(
-    view: BrokerView, poll: ConnectionPoll, group: str, incoming: Mapping[str, Subscription]
-) -> list[MembershipChange]:
-    """A SUBSCRIPTION_CHANGED when the topics of the broker's table for the group differ from the view's."""
-    added = tuple(sorted(t for t in incoming if t not in view.subscriptions))
-    removed = tuple(sorted(t for t in view.subscriptions if t not in incoming))
-    if not (added or removed):
-        return []
-    return [
-        MembershipChange(
-            poll.event_time_ms,
-            group,
-            poll.broker,
-            ChangeKind.SUBSCRIPTION_CHANGED,
-            ChangeReason.POLL,
-            "",
-            "",
-            _notifies(poll.message_model, None),
-            added,
-            removed,
-        )
-    ]
-
-
-def mark_stale(membership: GroupMembership, now_ms: int) -> tuple[GroupMembership, list[ViewStatus]]:
-    """Polled views without a poll newer than their ``stale_after_ms`` by ``now_ms`` turn STALE: their channels
-    stay as last seen (no removal), only the status changes, at the first time it holds."""
-    statuses: list[ViewStatus] = []
-    views = dict(membership.views)
-    for broker, view in sorted(membership.views.items()):
-        poll = view.poll
-        if poll is None or poll.stale or now_ms < poll.stale_at_ms:
-            continue
-        views[broker] = BrokerView(view.channels, view.subscriptions, view.removed_at_ms, poll._replace(stale=True))
-        statuses.append(
-            ViewStatus(
-                poll.stale_at_ms,
-                membership.group,
-                broker,
-                ViewFreshness.STALE,
-                poll.polled_at_ms,
-                poll.stale_after_ms,
-                len(view.channels),
-                poll.collector,
-            )
-        )
-    if not statuses:
-        return membership, []
-    return GroupMembership(membership.group, views), statuses
-
-
-def next_stale_ms(membership: GroupMembership) -> int | None:
-    """The earliest event time at which ``mark_stale`` would find a fresh polled view stale."""
-    times = [v.poll.stale_at_ms for v in membership.views.values() if v.poll is not None and not v.poll.stale]
-    return min(times) if times else None
-
-
-def is_registered(view: BrokerView, channel: Channel, now_ms: int, expiry_ms: int = DEFAULT_EXPIRY_MS) -> bool:
-    """The channel counts as registered at ``now_ms``: always in a polled view (its polls say), else ``is_live``."""
-    return view.poll is not None or is_live(channel, now_ms, expiry_ms)
-
-
-def fresh_views(membership: GroupMembership) -> dict[str, BrokerView]:
-    """The views with channels that are not stale; when every view with channels is stale, all of them (the last
-    seen state is then the best there is)."""
-    views = views_with_channels(membership)
-    fresh = {b: v for b, v in views.items() if v.poll is None or not v.poll.stale}
-    return fresh or views
-
-
 def cid_all(view: BrokerView) -> list[str]:
     """What the broker returns for GET_CONSUMER_LIST_BY_GROUP: one id per channel, duplicates kept."""
     return [channel.client_id for _, channel in sorted(view.channels.items())]
@@ -648,72 +425,6 @@ def cid_all(view: BrokerView) -> list[str]:
 
 def views_with_channels(membership: GroupMembership) -> dict[str, BrokerView]:
     return {b: v for b, v in sorted(membership.views.items()) if v.channels}
-
-
-# -- snapshot / restore (the Spark job keeps this in its state store) ---------------------------------
-
-
-def snapshot(membership: GroupMembership) -> dict[str, Any]:
-    """JSON-ready state. Channels are stored by column, and each distinct topic list once per view: the
-    job restores and stores every channel of its shard in every micro-batch, and this layout makes the
-    JSON several times smaller in objects (so faster both ways) than one list per channel."""
-    views = {}
-    for broker, view in membership.views.items():
-        channels = list(view.channels.values())
-        topic_lists: dict[tuple[tuple[str, str], ...], int] = {}
-        for c in channels:
-            topic_lists.setdefault(c.topics, len(topic_lists))
-        views[broker] = {
-            "channels": [c.channel for c in channels],
-            "client_ids": [c.client_id for c in channels],
-            "last_update_ms": [c.last_update_ms for c in channels],
-            "client_versions": [c.client_version for c in channels],
-            "allocate_strategies": [c.allocate_strategy for c in channels],
-            "message_models": [c.message_model for c in channels],
-            "consume_types": [c.consume_type for c in channels],
-            "topics": [topic_lists[c.topics] for c in channels],  # an index into topic_lists
-            "topic_lists": [[list(t) for t in topics] for topics in topic_lists],
-            "subscriptions": [[s.topic, s.expression, s.sub_version] for s in view.subscriptions.values()],
-            "removed_at_ms": dict(view.removed_at_ms),
-            "poll": None if view.poll is None else list(view.poll),
-        }
-    return {"schema_version": SCHEMA_VERSION, "group": membership.group, "views": views}
-
-
-def restore(data: Mapping[str, Any]) -> GroupMembership:
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(f"unsupported membership snapshot schema_version {data.get('schema_version')!r}")
-    views = {}
-    for broker, view in data["views"].items():
-        topic_lists = [tuple((t[0], t[1]) for t in topics) for topics in view["topic_lists"]]
-        names = view["channels"]
-        consume_types = view.get("consume_types") or ["CONSUME_PASSIVELY"] * len(names)
-        channels = dict(
-            zip(
-                names,
-                map(
-                    Channel,
-                    names,
-                    view["client_ids"],
-                    map(int, view["last_update_ms"]),
-                    view["client_versions"],
-                    view["allocate_strategies"],
-                    view["message_models"],
-                    [topic_lists[i] for i in view["topics"]],
-                    consume_types,
-                ),
-                strict=True,
-            )
-        )
-        subscriptions = {s[0]: Subscription(s[0], s[1], int(s[2])) for s in view["subscriptions"]}
-        poll = view.get("poll")
-        views[broker] = BrokerView(
-            channels,
-            subscriptions,
-            {k: int(v) for k, v in view["removed_at_ms"].items()},
-            None if poll is None else PollState(int(poll[0]), int(poll[1]), bool(poll[2]), poll[3]),
-        )
-    return GroupMembership(data["group"], views)
 
 
 def apply_all(

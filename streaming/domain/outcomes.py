@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .episodes import Transition
-from .membership import MembershipChange, ViewStatus
+from .membership import MembershipChange
+from .polled_views import ViewStatus
 from .queues import MessageQueue
 from .vocabulary import AnomalyKind, IgnoredReason, LateReason, Trigger
 

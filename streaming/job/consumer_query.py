@@ -53,7 +53,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from streaming.contract.events import EVENT_TYPES
-from streaming.domain.fleet import EngineSettings, ShardEngine
+from streaming.domain.engine_settings import EngineSettings
+from streaming.domain.fleet import ShardEngine
 from streaming.domain.outcomes import IgnoredEvent, LateEvent, Outcome
 from streaming.domain.vocabulary import LateReason
 from streaming.job import heartbeat_runs, state_blob
@@ -338,7 +339,7 @@ def _events(
     An event (or a run's heartbeat) at or before ``watermark_ms`` is late: counted, not applied. ``rows``
     restricts the input to those rows (indices; default all).
     """
-    from streaming.domain.fleet import HeartbeatRun
+    from streaming.domain.heartbeat_plan import HeartbeatRun
     from streaming.domain.membership import ChannelEvent, subscriptions_from_json
 
     late: dict[str, int] = {}

@@ -8,7 +8,7 @@ state key costs ``applyInPandasWithState`` about 0.8 ms per batch in pandas and 
 function does anything -- most of the query's time with thousands of pairs. Inside a shard the state and
 the processing are per pair, as they were per key:
 
-* each pair holds a one-item ``FaultWindowTracker`` (``streaming.domain.faults``) with the producer's fault
+* each pair holds a one-item ``FaultWindowTracker`` (``streaming.domain.fault_tracker``) with the producer's fault
   table and semantics, and its producer group;
 * each pair has its own wake-up time -- its window's end, else its last send + ``state_ttl_ms`` -- and the
   shard asks to be woken at the earliest (event-time timeout). When the watermark passes a pair's wake-up
@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from streaming.domain.state_codec import unwrap_state, wrap_state
 from streaming.job import state_blob
 from streaming.job.python_worker import freeze_imported_heap
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 OUTPUT_SCHEMA = "table STRING, payload STRING"
 STATE_SCHEMA = state_blob.SCHEMA
+SNAPSHOT_KIND = "fault shard"
 SNAPSHOT_SCHEMA_VERSION = 1
 
 Pair = tuple[str, str]  # (producer id, broker)
@@ -110,7 +112,8 @@ def _process_pair(
 ) -> _Stored | None:
     """One pair's sends of the batch in replay order (none: its wake-up time passed), appended to ``out``
     as output rows; its new state, None when it is evicted."""
-    from streaming.domain.faults import FaultWindowTracker, SendOutcome, SendResult
+    from streaming.domain.fault_tracker import FaultWindowTracker
+    from streaming.domain.faults import SendOutcome, SendResult
 
     producer_id, broker = pair
     tracker, group = None, ""
@@ -207,19 +210,23 @@ def _sends_by_pair(frames: Iterator[pd.DataFrame]) -> dict[Pair, list[_Send]]:
 
 def _load_state(state: Any) -> dict[Pair, _Stored]:
     data = state_blob.load(state)
-    if data is None:
-        return {}
-    if data.get("schema_version") != SNAPSHOT_SCHEMA_VERSION:
-        raise ValueError(f"unsupported fault shard snapshot schema_version {data.get('schema_version')!r}")
+    return {} if data is None else pairs_from_snapshot(data)
+
+
+def pairs_from_snapshot(data: Mapping[str, Any]) -> dict[Pair, _Stored]:
+    """The shard's pairs ``pairs_snapshot`` stored; ``StateVersionError`` for another schema version."""
+    data = unwrap_state(SNAPSHOT_KIND, SNAPSHOT_SCHEMA_VERSION, data)
     return {(p, b): _Stored(int(wake), group, tracker) for p, b, wake, group, tracker in data["pairs"]}
 
 
+def pairs_snapshot(pairs: Mapping[Pair, _Stored]) -> dict[str, Any]:
+    """The shard's state document: every pair with its wake-up time, producer group and tracker, in pair order."""
+    payload = {"pairs": [[p, b, s.wake_ms, s.group, s.tracker] for (p, b), s in sorted(pairs.items())]}
+    return wrap_state(SNAPSHOT_KIND, SNAPSHOT_SCHEMA_VERSION, payload)
+
+
 def _store_state(state: Any, pairs: Mapping[Pair, _Stored]) -> None:
-    snapshot = {
-        "schema_version": SNAPSHOT_SCHEMA_VERSION,
-        "pairs": [[p, b, s.wake_ms, s.group, s.tracker] for (p, b), s in sorted(pairs.items())],
-    }
-    state_blob.store(state, snapshot)
+    state_blob.store(state, pairs_snapshot(pairs))
 
 
 def fault_updates_stream(session: SparkSession, updates_path: str) -> DataFrame:

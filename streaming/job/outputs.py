@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from streaming.domain.faults import WindowStatus
+from streaming.domain.fault_windows import WindowStatus
 from streaming.domain.outcomes import GroupGone, GroupSummary, LateEvent
 from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus
 from streaming.job.broker_gauges import (

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.domain.membership import MembershipChange, ViewStatus
+from streaming.domain.membership import MembershipChange
 from streaming.domain.outcomes import (
     AssignmentWithdrawn,
     BrokerViewChanged,
@@ -31,6 +31,7 @@ from streaming.domain.outcomes import (
     Outcome,
     TopicSummary,
 )
+from streaming.domain.polled_views import ViewStatus
 from streaming.domain.vocabulary import AnomalyKind, LateReason, ViewFreshness
 
 Row = tuple[str, dict[str, Any]]

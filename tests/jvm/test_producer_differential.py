@@ -32,12 +32,12 @@ from hypothesis import HealthCheck, currently_in_test_context, event, given, set
 from hypothesis import strategies as st
 
 from streaming.domain.errors import DomainError
+from streaming.domain.fault_tracker import FaultWindowTracker
 from streaming.domain.faults import (
     ROCKETMQ_4,
     ROCKETMQ_5,
     FaultSemantics,
     FaultTable,
-    FaultWindowTracker,
     LatencyFaultTolerance,
     SendOutcome,
     SendResult,

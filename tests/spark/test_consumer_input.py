@@ -12,7 +12,8 @@ import json
 from datetime import UTC, datetime
 
 from streaming.contract.events import DEFAULT_TOPICS
-from streaming.domain.fleet import STALE_ROUTE, UNKNOWN_GROUP, EngineSettings, ShardEngine
+from streaming.domain.engine_settings import EngineSettings
+from streaming.domain.fleet import STALE_ROUTE, UNKNOWN_GROUP, ShardEngine
 from streaming.domain.membership import ChannelEvent
 from streaming.job.consumer_query import (
     _EVENT_COLUMNS,

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 import streaming.demo
 import streaming.demo_rocketmq
 from streaming.config import MonitorConfig, load_config
-from streaming.domain import faults
+from streaming.domain import fault_tracker
+from streaming.domain.engine_settings import EngineSettings
+from streaming.domain.fault_tracker import FaultWindowTracker
 from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5, FaultSemantics, FaultTable
-from streaming.domain.fleet import EngineSettings
 from streaming.domain.rules import GroupRule, ProducerRule, glob_regex, name_matches
 from streaming.job import fault_query
 from tests.unit.test_fault_query_state import FakeState, run
@@ -90,7 +91,7 @@ def test_the_fault_replay_reads_its_tables_without_parsing_any(tmp_path):
     process = fault_query.make_state_function(fault_settings)
     state = FakeState(watermark_ms=0)
     parse = mock.Mock(side_effect=AssertionError("a fault table was parsed"))
-    with mock.patch.object(faults, "fault_table_from_config", parse):
+    with mock.patch.object(fault_tracker, "fault_table_from_config", parse):
         run(process, state, [(1_000, 15, "OK", "slow")])
         run(process, state, [(2_000, 30, "OK", "slow"), (3_000, 5, "OK", "rocketmq-4")])
         run(process, state, [])  # the timeout: restored from the stored state only
@@ -99,10 +100,10 @@ def test_the_fault_replay_reads_its_tables_without_parsing_any(tmp_path):
 
 
 def test_a_stored_table_the_settings_do_not_know_is_still_read(tmp_path):
-    tracker = faults.FaultWindowTracker(replace(ROCKETMQ_5, isolation_latency_ms=1)).to_dict()
-    assert faults.FaultWindowTracker.from_dict(tracker, (ROCKETMQ_5,)).fault_table.isolation_latency_ms == 1
+    tracker = FaultWindowTracker(replace(ROCKETMQ_5, isolation_latency_ms=1)).to_dict()
+    assert FaultWindowTracker.from_dict(tracker, (ROCKETMQ_5,)).fault_table.isolation_latency_ms == 1
     assert (
-        faults.FaultWindowTracker.from_dict(tracker | {"fault_table": ROCKETMQ_5.to_dict()}, (ROCKETMQ_5,)).fault_table
+        FaultWindowTracker.from_dict(tracker | {"fault_table": ROCKETMQ_5.to_dict()}, (ROCKETMQ_5,)).fault_table
         is ROCKETMQ_5
     )
 

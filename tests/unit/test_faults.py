@@ -2,8 +2,8 @@
 the outcome -> (isolation, reachable) call sites, custom-table validation, and the fault-window tracker's
 episodes with exact start and end times.
 
-This file is the "correctness proof" of ``streaming.domain.faults``: each table below is numbered so a
-failure names the case, and each case says why it is there.
+This file is the "correctness proof" of ``streaming.domain.faults`` and the replay (``fault_tracker``): each
+table below is numbered so a failure names the case, and each case says why it is there.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.domain.errors import ConfigurationError, IllegalArgument, NullPointer
+from streaming.domain.fault_tracker import FaultWindowTracker
+from streaming.domain.fault_windows import WindowStatus
 from streaming.domain.faults import (
     PRESETS,
     ROCKETMQ_4,
@@ -23,11 +25,9 @@ from streaming.domain.faults import (
     FaultSemantics,
     FaultTable,
     FaultUpdate,
-    FaultWindowTracker,
     LatencyFaultTolerance,
     SendOutcome,
     SendResult,
-    WindowStatus,
     compute_not_available_duration_ms,
     fault_table_for_line,
     fault_table_from_config,
@@ -35,6 +35,7 @@ from streaming.domain.faults import (
     preset,
     updated_fault_item,
 )
+from streaming.domain.state_codec import StateVersionError
 from streaming.domain.versions import ClientLine
 
 # --------------------------------------------------------------------------------------------------
@@ -550,7 +551,7 @@ def test_snapshot_round_trip_through_json_and_schema_version():
     assert restored == tracker
     later = send(6010, 5000, broker="b")  # extends b's window in both
     assert restored.apply(later) == tracker.apply(later)
-    with pytest.raises(IllegalArgument, match="schema_version 2"):
+    with pytest.raises(StateVersionError, match="fault tracker snapshot schema_version 2"):
         FaultWindowTracker.from_dict({**data, "schema_version": 2})
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from streaming.domain.fleet import EngineSettings, GroupRule, ShardEngine
+from streaming.domain.engine_settings import EngineSettings
+from streaming.domain.fleet import ShardEngine
 from streaming.domain.outcomes import GroupGone, GroupSummary, IgnoredEvent, LateEvent
+from streaming.domain.rules import GroupRule
 from streaming.domain.vocabulary import IgnoredReason, LateReason
 from streaming.job.table_rows import rows_of
 

@@ -24,7 +24,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.domain.fleet import EngineSettings, ShardEngine
+from streaming.domain.engine_settings import EngineSettings
+from streaming.domain.fleet import ShardEngine
 from streaming.job.consumer_query import _EVENT_COLUMNS, _events
 from streaming.job.heartbeat_runs import RUN
 from tests.unit.test_fleet import table_rows

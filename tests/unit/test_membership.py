@@ -15,9 +15,8 @@ from streaming.domain.membership import (
     cid_all,
     expire,
     next_expiry_ms,
-    restore,
-    snapshot,
 )
+from streaming.domain.membership_snapshot import restore, snapshot
 
 T = (Subscription("T", "*", 1),)
 

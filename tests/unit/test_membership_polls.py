@@ -9,20 +9,15 @@ import pytest
 from streaming.domain.allocation import strategy_from_name
 from streaming.domain.analysis import BROKER_SIDE, CLIENT_SIDE, analyze_group
 from streaming.domain.membership import (
-    Connection,
-    ConnectionPoll,
     GroupMembership,
     Subscription,
     apply_event,
-    apply_poll,
     cid_all,
     expire,
-    mark_stale,
     next_expiry_ms,
-    next_stale_ms,
-    restore,
-    snapshot,
 )
+from streaming.domain.membership_snapshot import restore, snapshot
+from streaming.domain.polled_views import Connection, ConnectionPoll, apply_poll, mark_stale, next_stale_ms
 from streaming.domain.queues import MessageQueue
 from tests.unit.test_membership import hb
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.domain import membership as ms
+from streaming.domain import membership_snapshot as msnap
 
 EXPIRY_MS = 120_000
 TOPIC_SETS = (
@@ -64,7 +65,7 @@ def run(steps, shortcut, monkeypatch):
                 membership, changes = ms.apply_event(
                     membership, event_for(t, kind, channel, broker, variant), EXPIRY_MS
                 )
-            trace.append((ms.snapshot(membership), changes))
+            trace.append((msnap.snapshot(membership), changes))
         return trace
     finally:
         monkeypatch.undo()

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streaming.domain.fleet import EngineSettings
+from streaming.domain.engine_settings import EngineSettings
 from streaming.job import consumer_query, fault_query, python_worker
 from tests.unit.test_fault_query_state import FakeState, run, settings
 

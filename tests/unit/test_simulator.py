@@ -13,7 +13,8 @@ from collections import Counter
 import pytest
 
 from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
-from streaming.domain.fleet import EngineSettings, ShardEngine
+from streaming.domain.engine_settings import EngineSettings
+from streaming.domain.fleet import ShardEngine
 from streaming.domain.membership import MembershipChange
 from streaming.domain.outcomes import EpisodeTransition
 from streaming.simulation.fleet import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario

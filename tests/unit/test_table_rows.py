@@ -15,7 +15,7 @@ import pytest
 
 from streaming.domain import outcomes
 from streaming.domain.episodes import Episode, Transition
-from streaming.domain.membership import MembershipChange, ViewStatus
+from streaming.domain.membership import MembershipChange
 from streaming.domain.outcomes import (
     AssignmentWithdrawn,
     BrokerViewChanged,
@@ -30,6 +30,7 @@ from streaming.domain.outcomes import (
     LateEvent,
     TopicSummary,
 )
+from streaming.domain.polled_views import ViewStatus
 from streaming.domain.queues import MessageQueue
 from streaming.domain.vocabulary import (
     AnomalyKind,

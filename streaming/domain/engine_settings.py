@@ -1,0 +1,61 @@
+"""What the consumer engine reads from the configuration, built once per configuration.
+
+``EngineSettings`` holds the expiry, the storm, flapping and convergence windows, the default strategy and
+client line, and the per-group rules; ``strategy_factory`` turns a group's rule and what its clients report
+into the ``AllocationStrategy`` each client runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .allocation import AllocationStrategy, strategy_from_name
+from .membership import DEFAULT_EXPIRY_MS
+from .queues import MessageQueue
+from .rules import GroupRule, group_rule_for
+from .versions import ClientLine
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What the consumer engine reads; ``MonitorConfig.engine_settings`` builds it once per configuration."""
+
+    default_strategy: str = "AVG"
+    default_client_line: str = "5"
+    expiry_ms: int = DEFAULT_EXPIRY_MS
+    storm_window_ms: int = 300_000
+    storm_threshold: int = 10
+    group_rules: tuple[GroupRule, ...] = ()
+    storm_coalesce_ms: int = 1_000
+    flapping_window_ms: int = 600_000
+    flapping_threshold: int = 3
+    # After a membership change clients rebalance within this (RocketMQ's 20 s wait; a CHANGE notification
+    # is sooner); after a route change they first learn it at their next route poll (30 s).
+    convergence_grace_ms: int = 20_000
+    route_poll_interval_ms: int = 30_000
+
+    def rule_for(self, group: str) -> GroupRule | None:
+        return group_rule_for(self.group_rules, group)
+
+    def strategy_factory(self, group: str):  # type: ignore[no-untyped-def]
+        rule = self.rule_for(group)
+
+        def build(reported_name: str | None, client_version: str | None) -> AllocationStrategy:
+            # What the clients report is what they run; configuration fills in what is invisible (parameters).
+            name = reported_name or (rule.strategy if rule and rule.strategy else None) or self.default_strategy
+            line = ClientLine.parse(client_version, ClientLine.parse(self.default_client_line))
+            if rule is None:
+                return strategy_from_name(name, line=line)
+            queues = None
+            if rule.config_queues is not None:
+                queues = [MessageQueue(t, b, int(q)) for t, b, q in rule.config_queues]
+            return strategy_from_name(
+                name,
+                virtual_node_count=rule.virtual_node_count,
+                consumer_idcs=rule.consumer_idcs,
+                config_queues=queues,
+                resolver=rule.resolver,
+                line=line,
+            )
+
+        return build

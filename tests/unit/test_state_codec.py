@@ -1,0 +1,274 @@
+"""Every kind of kept state through the one codec (``streaming.domain.state_codec``).
+
+Checkpoints written before the codec must still restore: one literal snapshot per kind, as that code wrote it
+(a JSON round trip, as the state store keeps it), restores and snapshots again to the same document, key
+order included. A snapshot of another schema version raises ``StateVersionError`` naming the kind and both
+versions. The version rule: ``docs/design/state-snapshots.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from streaming.domain import membership_snapshot
+from streaming.domain.engine_settings import EngineSettings
+from streaming.domain.fault_tracker import FaultWindowTracker
+from streaming.domain.faults import PRESETS
+from streaming.domain.fleet import ShardEngine
+from streaming.domain.state_codec import StateVersionError, unwrap_state, wrap_state
+from streaming.job import fault_query, state_blob
+
+MEMBERSHIP = {
+    "schema_version": 2,
+    "group": "G",
+    "views": {
+        "broker-a": {
+            "channels": ["10.0.0.1:1"],
+            "client_ids": ["c1"],
+            "last_update_ms": [130000],
+            "client_versions": ["V5_3_3"],
+            "allocate_strategies": [None],
+            "message_models": ["CLUSTERING"],
+            "consume_types": ["CONSUME_PASSIVELY"],
+            "topics": [0],
+            "topic_lists": [[["T", "*"]]],
+            "subscriptions": [["T", "*", 1]],
+            "removed_at_ms": {"10.0.0.2:1": 121001},
+            "poll": None,
+        },
+        "broker-b": {
+            "channels": ["10.0.0.1:1", "10.0.0.9:1"],
+            "client_ids": ["c1", "c1"],
+            "last_update_ms": [1500, 1500],
+            "client_versions": [None, None],
+            "allocate_strategies": [None, None],
+            "message_models": ["CLUSTERING", "CLUSTERING"],
+            "consume_types": ["CONSUME_PASSIVELY", "CONSUME_PASSIVELY"],
+            "topics": [0, 0],
+            "topic_lists": [[["T", "*"]]],
+            "subscriptions": [["T", "*", 1]],
+            "removed_at_ms": {},
+            "poll": [1500, 30000, True, "collector-1"],
+        },
+    },
+}
+
+SHARD = {
+    "schema_version": 1,
+    "routes": {"T": {"event_time_ms": 0, "queues": [["broker-a", 0], ["broker-a", 1]]}},
+    "groups": {
+        "G": {
+            "membership": MEMBERSHIP,  # the membership literal above: the same group, as the shard holds it
+            "generation": 2,
+            "owners": {"T": {"broker-a/0": ["c1"], "broker-a/1": ["c1"]}},
+            "assigned": {"T": ["c1"]},
+            "episodes": [],
+            "rebalances_ms": [1000, 121001, 130000],
+            "reported": {"c1\x00T": [["broker-a", 0]]},
+            "member_changes": {"c1": [[1000, "JOIN"], [121001, "LEAVE"], [130000, "JOIN"]]},
+            "converge_by_ms": 150000,
+        }
+    },
+    "retired": {},
+}
+
+FAULT_TRACKER = {
+    "schema_version": 1,
+    "fault_table": {
+        "name": "rocketmq-5",
+        "latency_max_ms": [50, 100, 550, 1800, 3000, 5000, 15000],
+        "not_available_duration_ms": [0, 0, 2000, 5000, 6000, 10000, 30000],
+        "isolation_latency_ms": 10000,
+        "semantics": "extend-only",
+    },
+    "detector_enabled": True,
+    "clock_ms": 20,
+    "items": [
+        {
+            "producer_id": "P",
+            "broker": "broker-a",
+            "current_latency_ms": 5,
+            "start_timestamp_ms": 10000,
+            "reachable": False,
+            "last_event_ms": 0,
+            "fault_enabled": True,
+            "window": {
+                "window_start_ms": 0,
+                "window_end_ms": 10000,
+                "opened_by": {
+                    "event_time_ms": 0,
+                    "latency_ms": 5,
+                    "outcome": "REMOTING_ERROR",
+                    "isolation": True,
+                    "level": 5,
+                    "duration_ms": 10000,
+                },
+                "last_moved_by": {
+                    "event_time_ms": 0,
+                    "latency_ms": 5,
+                    "outcome": "REMOTING_ERROR",
+                    "isolation": True,
+                    "level": 5,
+                    "duration_ms": 10000,
+                },
+            },
+        },
+        {
+            "producer_id": "P",
+            "broker": "broker-b",
+            "current_latency_ms": 3000,
+            "start_timestamp_ms": 6010,
+            "reachable": True,
+            "last_event_ms": 10,
+            "fault_enabled": True,
+            "window": {
+                "window_start_ms": 10,
+                "window_end_ms": 6010,
+                "opened_by": {
+                    "event_time_ms": 10,
+                    "latency_ms": 3000,
+                    "outcome": "OK",
+                    "isolation": False,
+                    "level": 4,
+                    "duration_ms": 6000,
+                },
+                "last_moved_by": {
+                    "event_time_ms": 10,
+                    "latency_ms": 3000,
+                    "outcome": "OK",
+                    "isolation": False,
+                    "level": 4,
+                    "duration_ms": 6000,
+                },
+            },
+        },
+        {
+            "producer_id": "P",
+            "broker": "broker-c",
+            "current_latency_ms": 0,
+            "start_timestamp_ms": 0,
+            "reachable": True,
+            "last_event_ms": 20,
+            "fault_enabled": False,
+            "window": None,
+        },
+    ],
+}
+
+FAULT_SHARD = {
+    "schema_version": 1,
+    "pairs": [
+        [
+            "P",
+            "broker-a",
+            5000,
+            "PG",
+            {
+                "schema_version": 1,
+                "fault_table": {
+                    "name": "rocketmq-5",
+                    "latency_max_ms": [50, 100, 550, 1800, 3000, 5000, 15000],
+                    "not_available_duration_ms": [0, 0, 2000, 5000, 6000, 10000, 30000],
+                    "isolation_latency_ms": 10000,
+                    "semantics": "extend-only",
+                },
+                "detector_enabled": False,
+                "clock_ms": 0,
+                "items": [
+                    {
+                        "producer_id": "P",
+                        "broker": "broker-a",
+                        "current_latency_ms": 2000,
+                        "start_timestamp_ms": 5000,
+                        "reachable": True,
+                        "last_event_ms": 0,
+                        "fault_enabled": True,
+                        "window": {
+                            "window_start_ms": 0,
+                            "window_end_ms": 5000,
+                            "opened_by": {
+                                "event_time_ms": 0,
+                                "latency_ms": 2000,
+                                "outcome": "OK",
+                                "isolation": False,
+                                "level": 3,
+                                "duration_ms": 5000,
+                            },
+                            "last_moved_by": {
+                                "event_time_ms": 0,
+                                "latency_ms": 2000,
+                                "outcome": "OK",
+                                "isolation": False,
+                                "level": 3,
+                                "duration_ms": 5000,
+                            },
+                        },
+                    }
+                ],
+            },
+        ]
+    ],
+}
+
+
+def same_document(got: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
+    assert got == expected
+    assert state_blob.encode(got) == state_blob.encode(expected)  # the stored bytes: key order included
+
+
+def test_a_membership_snapshot_restores_and_snapshots_to_the_same_document():
+    same_document(membership_snapshot.snapshot(membership_snapshot.restore(MEMBERSHIP)), MEMBERSHIP)
+
+
+def test_a_shard_snapshot_restores_and_snapshots_to_the_same_document():
+    same_document(ShardEngine.restore(SHARD, EngineSettings()).snapshot(), SHARD)
+
+
+def test_a_fault_tracker_snapshot_restores_and_snapshots_to_the_same_document():
+    same_document(FaultWindowTracker.from_dict(FAULT_TRACKER, PRESETS.values()).to_dict(), FAULT_TRACKER)
+    same_document(FaultWindowTracker.from_dict(FAULT_TRACKER).to_dict(), FAULT_TRACKER)  # table read from the data
+
+
+def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
+    pairs = fault_query.pairs_from_snapshot(FAULT_SHARD)
+    same_document(fault_query.pairs_snapshot(pairs), FAULT_SHARD)
+    for stored in pairs.values():  # and the trackers inside it
+        same_document(FaultWindowTracker.from_dict(stored.tracker).to_dict(), stored.tracker)
+
+
+RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
+    ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 1),
+    ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
+    ("fault shard", fault_query.pairs_from_snapshot, FAULT_SHARD, 1),
+]
+
+
+@pytest.mark.parametrize(("kind", "restore", "snapshot", "version"), RESTORES, ids=[r[0] for r in RESTORES])
+@pytest.mark.parametrize("missing", [False, True], ids=["another version", "no version"])
+def test_a_snapshot_of_another_version_raises_the_one_error(kind, restore, snapshot, version, missing):
+    assert snapshot["schema_version"] == version
+    if missing:
+        data, found = {k: v for k, v in snapshot.items() if k != "schema_version"}, None
+    else:
+        data, found = {**snapshot, "schema_version": version + 1}, version + 1
+    with pytest.raises(StateVersionError) as raised:
+        restore(data)
+    error = raised.value
+    assert isinstance(error, ValueError)  # callers that catch ValueError still do
+    assert (error.kind, error.found, error.expected) == (kind, found, version)
+    assert str(error) == (
+        f"{kind} snapshot schema_version {found!r} is not supported (this code reads {version}); "
+        "restart the query from a new checkpoint"
+    )
+
+
+def test_wrap_puts_the_version_first_and_unwrap_hands_back_the_snapshot():
+    snapshot = wrap_state("thing", 3, {"a": 1, "b": [2]})
+    assert list(snapshot) == ["schema_version", "a", "b"] and snapshot["schema_version"] == 3
+    assert unwrap_state("thing", 3, snapshot) is snapshot
+    with pytest.raises(ValueError, match="thing snapshot payload must not carry its own 'schema_version'"):
+        wrap_state("thing", 3, {"schema_version": 2})
