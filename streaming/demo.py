@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 from connectors.jvm_artifacts import PROJECT_ROOT
 
 if TYPE_CHECKING:
+    from connectors.emitter import EventEmitter
     from streaming.config import MonitorConfig
+    from streaming.job.runner import MonitorJob
+    from streaming.simulation.fleet import Scenario, Simulation
 
 MAX_FUTURE_SKEW_MS = 86_400_000  # the most ingest.max_future_skew_ms allows (a day)
 HEAD_START_MS = 12 * 3_600_000  # simulated time starts this long before the wall clock
@@ -171,12 +174,11 @@ def simulated_fleet_config(config: MonitorConfig) -> MonitorConfig:
 
 
 def run_demo(settings: DemoSettings) -> int:
-    from connectors import jvm_artifacts
+    """Run the demo until Ctrl-C or ``--duration``, then print where the results are; the job's exit code."""
     from connectors.emitter import EventEmitter
     from localenv.kafka_broker import LocalKafkaBroker
     from streaming.job.runner import MonitorJob
-    from streaming.job.spark_session import set_logger_levels
-    from streaming.simulation.fleet import Simulation, build_scenario
+    from streaming.simulation.fleet import build_scenario
 
     scenario = build_scenario(
         settings.scenario,
@@ -185,19 +187,46 @@ def run_demo(settings: DemoSettings) -> int:
         clients_per_group=settings.clients_per_group,
     )
     status = _StatusLine()
-    phase = time.monotonic()
-    _say("JVM jars (first run: downloaded from Maven Central into .cache/jars) ...")
-    counts = {profile: len(jvm_artifacts.jars(profile, status.update)) for profile in ("spark", "kafka")}
-    status.done()
-    _say(f"jars ready: {', '.join(f'{p} {n}' for p, n in counts.items())} ({time.monotonic() - phase:.0f} s)")
+    _fetch_jars(status)
     broker = LocalKafkaBroker(PROJECT_ROOT / ".run" / "kafka")
     info = start_kafka(broker, status)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = PROJECT_ROOT / ".run" / "demo" / stamp
     topics, config = job_setup(info.bootstrap_servers, stamp, run_dir, settings.metrics_port)
     config = simulated_fleet_config(config)
-    port = config.metrics.port
     emitter = EventEmitter(info.bootstrap_servers, topics)
+    simulation, start_ms = _simulation(settings, scenario)
+    _say(f"starting Spark and the monitor (scenario {scenario.name}: {scenario.description}) ...")
+    job = MonitorJob(config)
+    waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the three queries")
+    feed = _FleetFeed(settings, scenario.name, emitter, simulation, start_ms, config.metrics.port, waiting)
+    try:
+        code = job.run(duration_s=settings.duration_s, on_tick=feed.tick)
+    finally:
+        waiting.stop()
+        try:
+            emitter.close()
+        finally:
+            broker.stop()
+    _print_results(scenario, simulation, start_ms, run_dir, config.metrics.port, emitter)
+    return code
+
+
+def _fetch_jars(status: _StatusLine) -> None:
+    """The Spark and Kafka jars, downloaded on the first run, with progress on ``status``."""
+    from connectors import jvm_artifacts
+
+    phase = time.monotonic()
+    _say("JVM jars (first run: downloaded from Maven Central into .cache/jars) ...")
+    counts = {profile: len(jvm_artifacts.jars(profile, status.update)) for profile in ("spark", "kafka")}
+    status.done()
+    _say(f"jars ready: {', '.join(f'{p} {n}' for p, n in counts.items())} ({time.monotonic() - phase:.0f} s)")
+
+
+def _simulation(settings: DemoSettings, scenario: Scenario) -> tuple[Simulation, int]:
+    """The simulated fleet of ``scenario`` and the simulated time it starts at."""
+    from streaming.simulation.fleet import Simulation
+
     # Simulated time starts in the past, so that running --speed times faster it stays within the job's
     # future-skew limit of the wall clock for a long while; once it would not, it runs at wall-clock speed.
     start_ms = int(time.time() * 1000) - HEAD_START_MS
@@ -208,24 +237,44 @@ def run_demo(settings: DemoSettings) -> int:
         queues_per_broker=settings.queues_per_broker,
         sends_per_second=settings.sends_per_second,
     )
-    clock: dict[str, float] = {}
-    paced_by = ("consumer",)  # the query with an event-time watermark over Kafka (send-ingest has none)
-    _say(f"starting Spark and the monitor (scenario {scenario.name}: {scenario.description}) ...")
-    job = MonitorJob(config)
-    waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the three queries")
+    return simulation, start_ms
 
-    def tick(job: MonitorJob) -> None:
+
+class _FleetFeed:
+    """The demo's ``on_tick``: once the monitor runs, sends the simulated fleet's events up to a simulated time
+    that runs ``--speed`` times faster than the wall clock, and shows the live view (or a line now and then)."""
+
+    PACED_BY = ("consumer",)  # the query with an event-time watermark over Kafka (send-ingest has none)
+
+    def __init__(
+        self,
+        settings: DemoSettings,
+        scenario_name: str,
+        emitter: EventEmitter,
+        simulation: Simulation,
+        start_ms: int,
+        port: int,
+        waiting: _Waiting,
+    ) -> None:
+        self.settings, self.scenario_name, self.emitter = settings, scenario_name, emitter
+        self.simulation, self.start_ms, self.port, self.waiting = simulation, start_ms, port, waiting
+        self.clock: dict[str, float] = {}
+
+    def tick(self, job: MonitorJob) -> None:
+        from streaming.job.spark_session import set_logger_levels
+
+        settings, clock, start_ms = self.settings, self.clock, self.start_ms
         now = time.monotonic()
-        if not waiting.finished.is_set():
+        if not self.waiting.finished.is_set():
             set_logger_levels(job.session, {FALLING_BEHIND_LOGGER: "ERROR"})
-            _say(f"monitor running ({waiting.stop():.0f} s); metrics on http://127.0.0.1:{port}/metrics")
+            _say(f"monitor running ({self.waiting.stop():.0f} s); metrics on http://127.0.0.1:{self.port}/metrics")
             clock["last_tick"], clock["virtual"] = now, float(start_ms)  # the fleet starts when the monitor is up
         # Simulated time runs --speed times faster than the wall clock, but never more than LEAD_MS ahead of
         # what every query has processed: on a slow machine the fleet slows down instead of piling up a
         # backlog, so each micro-batch stays small and the view stays current.
         advance = (now - clock["last_tick"]) * settings.speed * 1000
         clock["last_tick"] = now
-        paced = max(processed_ms(job, paced_by), start_ms) + LEAD_MS
+        paced = max(processed_ms(job, self.PACED_BY), start_ms) + LEAD_MS
         skew_limit = int(time.time() * 1000) + MAX_FUTURE_SKEW_MS - 60_000
         if clock["virtual"] + advance > skew_limit and "capped" not in clock:
             clock["capped"] = 1.0
@@ -233,24 +282,21 @@ def run_demo(settings: DemoSettings) -> int:
                 _say("simulated time reached the job's future-skew limit: it runs at wall-clock speed from now on")
         clock["virtual"] = max(clock["virtual"], min(clock["virtual"] + advance, paced, skew_limit))
         virtual_now = int(clock["virtual"])
-        emitter.emit_all(simulation.events_until(virtual_now))
-        report = emitter.flush()
+        self.emitter.emit_all(self.simulation.events_until(virtual_now))
+        report = self.emitter.flush()
         if report.errors and not settings.live:
             _say(f"{report.failed} event(s) could not be delivered, e.g. {report.errors[-1]}")
         if settings.live:
-            render(job, scenario.name, virtual_now - start_ms, report.sent, report.failed, port)
+            render(job, self.scenario_name, virtual_now - start_ms, report.sent, report.failed, self.port)
         elif time.monotonic() - clock.get("last_line", 0.0) >= 15:
             clock["last_line"] = time.monotonic()
             _say(summary_line(job, virtual_now - start_ms, report.sent))
 
-    try:
-        code = job.run(duration_s=settings.duration_s, on_tick=tick)
-    finally:
-        waiting.stop()
-        try:
-            emitter.close()
-        finally:
-            broker.stop()
+
+def _print_results(
+    scenario: Scenario, simulation: Simulation, start_ms: int, run_dir: Path, port: int, emitter: EventEmitter
+) -> None:
+    """Where the demo's results are, and commands that read them."""
     print()
     _say("stopped. Results:")
     print(
@@ -273,7 +319,6 @@ def run_demo(settings: DemoSettings) -> int:
     if scenario.expected_avoided_brokers:
         broker_name = sorted(scenario.expected_avoided_brokers)[0]
         print(f"    .venv/bin/rebalance-monitor query faults --delta-root {delta} --broker {broker_name}")
-    return code
 
 
 def summary_line(job: Any, virtual_ms: int, sent: int) -> str:

@@ -36,6 +36,7 @@ from streaming.demo import (
 
 if TYPE_CHECKING:
     from streaming.config import MonitorConfig
+    from streaming.job.runner import MonitorJob
 
 QUEUES_PER_BROKER = 4
 FIRST_STEP_S = 8.0  # from the monitor running to the script's first step
@@ -300,13 +301,11 @@ def rocketmq_cluster_config(config: MonitorConfig, prefix: str, collector_metric
 
 
 def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
-    from connectors import jvm_artifacts
+    """Run the demo on a local RocketMQ cluster until Ctrl-C or ``--duration``, stop by PID what it started and
+    print where the results are; the exit code (1 if the RocketMQ side or a stop failed)."""
     from connectors.processes import free_port
-    from localenv import agent_artifacts
     from localenv.kafka_broker import LocalKafkaBroker
-    from localenv.rocketmq_cluster import PROFILE_BY_LINE
     from streaming.job.runner import MonitorJob
-    from streaming.job.spark_session import set_logger_levels
 
     status = _StatusLine()
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -317,23 +316,10 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
     started_kafka = False
     side: _RocketMQSide | None = None
     script_thread: threading.Thread | None = None
-    monitor_shows = threading.Event()  # the monitor shows the initial groups: the script may start
-    clock: dict[str, float] = {}
     port = 0
     code = 1
     try:
-        phase = time.monotonic()
-        _say("JVM jars and test clients (first run: downloaded from Maven Central, compiled) ...")
-        profiles = ("spark", "kafka", "collector", PROFILE_BY_LINE[settings.line])
-        counts = {profile: len(jvm_artifacts.jars(profile, status.update)) for profile in profiles}
-        for line in CLIENT_VERSION:
-            agent_artifacts.client_classpath(line)
-        status.done()
-        _say(
-            f"jars ready: {', '.join(f'{p} {n}' for p, n in counts.items())}, test clients of both client "
-            f"lines ({time.monotonic() - phase:.0f} s)"
-        )
-
+        _fetch_jars_and_clients(status, settings.line)
         started_kafka = kafka.info() is None  # before its start: a half-started broker is stopped too
         kafka_info = start_kafka(kafka, status)
         _, config = job_setup(kafka_info.bootstrap_servers, stamp, run_dir, settings.metrics_port)
@@ -347,57 +333,107 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
         _say("starting Spark and the monitor ...")
         job = MonitorJob(config)
         waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the three queries")
-
-        def tick(job: MonitorJob) -> bool:
-            now = time.monotonic()
-            if "up" not in clock:
-                set_logger_levels(job.session, {FALLING_BEHIND_LOGGER: "ERROR"})
-                _say(
-                    f"monitor running ({waiting.stop():.0f} s, Spark JVM pid {_jvm_pid(job)}); metrics on "
-                    f"http://127.0.0.1:{port}/metrics"
-                )
-                clock["up"] = now
-            if side.error is not None:
-                _say(f"the RocketMQ side could not start: {side.error}")
-                clock["failed"] = 1.0
-                return True
-            if side.ready.is_set() and not monitor_shows.is_set() and _caught_up(job):
-                _say(f"the monitor's first consumer batch is done and shows {_groups(job)} groups; the script starts")
-                clock["script"] = now
-                monitor_shows.set()
-            elapsed = now - clock["up"]
-            # --duration counts from the script's start (from GROUPS_WAIT_S after the monitor runs at the latest)
-            since = clock.get("script", clock["up"] + GROUPS_WAIT_S)
-            script = side.script
-            if settings.live:
-                header = (
-                    f"RocketMQ rebalance monitor -- demo on a local RocketMQ {version} cluster "
-                    f"({side.namesrv or 'starting'}), +{elapsed:.0f} s, metrics http://127.0.0.1:{port}/metrics"
-                )
-                done = script.done if script is not None else []
-                upcoming = [title for title, _ in script.steps[len(done) :]] if script is not None else []
-                steps = [f"  {line}" for line in done] + ([f"  next: {', '.join(upcoming)}"] if upcoming else [])
-                show([header, "", *view_lines(job), "", "script:", *steps, "", "Ctrl-C stops the demo."])
-            elif now - clock.get("last_line", 0.0) >= 15:
-                clock["last_line"] = now
-                _say(f"+{elapsed:.0f} s; {state_summary(job)}")
-            return settings.duration_s is not None and now - since >= settings.duration_s
-
-        def play() -> None:
-            while not side.ready.wait(0.5):
-                if side.stopping.is_set() or side.error is not None:
-                    return
-            side.script.play(monitor_shows, side.stopping, clock)
-
-        script_thread = threading.Thread(target=play, name="demo-script", daemon=True)
+        view = _RocketMQView(settings, version, side, port, waiting)
+        script_thread = threading.Thread(
+            target=_play_script, args=(side, view.monitor_shows, view.clock), name="demo-script", daemon=True
+        )
         script_thread.start()
         try:
-            code = job.run(on_tick=tick)
+            code = job.run(on_tick=view.tick)
         finally:
             waiting.stop()
-        code = 1 if "failed" in clock else code
+        code = 1 if "failed" in view.clock else code
     finally:
         code = _stop_everything(code, side, script_thread, kafka if started_kafka else None)
+    _print_rocketmq_results(run_dir, port, side, settings.line)
+    return code
+
+
+def _fetch_jars_and_clients(status: _StatusLine, line: str) -> None:
+    """The jars of Spark, Kafka, the collector and client line ``line``, and the test clients of both lines,
+    downloaded and compiled on the first run, with progress on ``status``."""
+    from connectors import jvm_artifacts
+    from localenv import agent_artifacts
+    from localenv.rocketmq_cluster import PROFILE_BY_LINE
+
+    phase = time.monotonic()
+    _say("JVM jars and test clients (first run: downloaded from Maven Central, compiled) ...")
+    profiles = ("spark", "kafka", "collector", PROFILE_BY_LINE[line])
+    counts = {profile: len(jvm_artifacts.jars(profile, status.update)) for profile in profiles}
+    for client_line in CLIENT_VERSION:
+        agent_artifacts.client_classpath(client_line)
+    status.done()
+    _say(
+        f"jars ready: {', '.join(f'{p} {n}' for p, n in counts.items())}, test clients of both client "
+        f"lines ({time.monotonic() - phase:.0f} s)"
+    )
+
+
+class _RocketMQView:
+    """The demo's ``on_tick``: says when the monitor runs, starts the script once the monitor shows the initial
+    groups (``monitor_shows``), shows the live view (or a line now and then), and says when to stop."""
+
+    def __init__(
+        self, settings: RocketMQDemoSettings, version: str, side: _RocketMQSide, port: int, waiting: _Waiting
+    ) -> None:
+        self.settings, self.side, self.port, self.waiting = settings, side, port, waiting
+        self.version = version
+        self.monitor_shows = threading.Event()  # the monitor shows the initial groups: the script may start
+        self.clock: dict[str, float] = {}
+
+    def tick(self, job: MonitorJob) -> bool:
+        from streaming.job.spark_session import set_logger_levels
+
+        side, clock, settings = self.side, self.clock, self.settings
+        now = time.monotonic()
+        if "up" not in clock:
+            set_logger_levels(job.session, {FALLING_BEHIND_LOGGER: "ERROR"})
+            _say(
+                f"monitor running ({self.waiting.stop():.0f} s, Spark JVM pid {_jvm_pid(job)}); metrics on "
+                f"http://127.0.0.1:{self.port}/metrics"
+            )
+            clock["up"] = now
+        if side.error is not None:
+            _say(f"the RocketMQ side could not start: {side.error}")
+            clock["failed"] = 1.0
+            return True
+        if side.ready.is_set() and not self.monitor_shows.is_set() and _caught_up(job):
+            _say(f"the monitor's first consumer batch is done and shows {_groups(job)} groups; the script starts")
+            clock["script"] = now
+            self.monitor_shows.set()
+        elapsed = now - clock["up"]
+        # --duration counts from the script's start (from GROUPS_WAIT_S after the monitor runs at the latest)
+        since = clock.get("script", clock["up"] + GROUPS_WAIT_S)
+        if settings.live:
+            show(self.live_view(job, elapsed))
+        elif now - clock.get("last_line", 0.0) >= 15:
+            clock["last_line"] = now
+            _say(f"+{elapsed:.0f} s; {state_summary(job)}")
+        return settings.duration_s is not None and now - since >= settings.duration_s
+
+    def live_view(self, job: MonitorJob, elapsed: float) -> list[str]:
+        """The terminal's lines: the monitor's view, the script's steps done and those to come."""
+        script = self.side.script
+        header = (
+            f"RocketMQ rebalance monitor -- demo on a local RocketMQ {self.version} cluster "
+            f"({self.side.namesrv or 'starting'}), +{elapsed:.0f} s, metrics http://127.0.0.1:{self.port}/metrics"
+        )
+        done = script.done if script is not None else []
+        upcoming = [title for title, _ in script.steps[len(done) :]] if script is not None else []
+        steps = [f"  {line}" for line in done] + ([f"  next: {', '.join(upcoming)}"] if upcoming else [])
+        return [header, "", *view_lines(job), "", "script:", *steps, "", "Ctrl-C stops the demo."]
+
+
+def _play_script(side: _RocketMQSide, monitor_shows: threading.Event, clock: dict[str, float]) -> None:
+    """Once the RocketMQ side is ready, play its script (unless the demo stops or the side failed first)."""
+    while not side.ready.wait(0.5):
+        if side.stopping.is_set() or side.error is not None:
+            return
+    side.script.play(monitor_shows, side.stopping, clock)
+
+
+def _print_rocketmq_results(run_dir: Path, port: int, side: _RocketMQSide | None, line: str) -> None:
+    """Where the demo's results are, what was left running, and commands that read the results."""
     print()
     _say("stopped. Results:")
     print(f"  Delta tables : {run_dir / 'delta'}  (one folder per table, see docs/tables.md)")
@@ -405,7 +441,7 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
     if side is not None and side.collector is not None:
         print(f"  collector log: {side.collector.log_path}")
     if side is not None and not side.started_cluster and side.namesrv:
-        print(f"  RocketMQ     : left running as found (rebalance-monitor rocketmq stop --line {settings.line})")
+        print(f"  RocketMQ     : left running as found (rebalance-monitor rocketmq stop --line {line})")
     if side is not None and side.script is not None:
         delta, script = run_dir / "delta", side.script
         print("  try:")
@@ -415,7 +451,6 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
             f'    .venv/bin/rebalance-monitor query sql --delta-root {delta} "select * from membership_changes '
             f'where \\"group\\" = \'{script.orders}\'"'
         )
-    return code
 
 
 def _caught_up(job: Any) -> bool:

@@ -152,55 +152,80 @@ def make_state_function(settings: EngineSettings, poison_marker: str | None = No
 
         freeze_imported_heap()
         with _collector_paused():
-            tables, payloads = _process(int(key[0]), frames, state)
+            tables, payloads = _process_shard(int(key[0]), frames, state, settings, poison_marker)
         yield pd.DataFrame({"table": tables, "payload": payloads})
 
-    def _process(shard: int, frames: Iterator[pd.DataFrame], state: Any) -> tuple[list[str], list[str]]:
-        from streaming.domain.fleet import ShardEngine
-
-        if shard == DEAD_LETTER_SHARD:
-            payloads = _dead_letters(_columns(frames, _DEAD_LETTER_COLUMNS))
-            return [DEAD_LETTERS] * len(payloads), payloads
-        columns = _columns(frames)  # read even when the state timed out (then without rows)
-        watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
-        letter_rows: list[tuple[str, dict[str, Any]]] = []
-        if state.hasTimedOut:
-            engine = ShardEngine.restore(state_blob.load(state), settings)
-            outcomes = engine.advance(watermark_ms)
-        else:
-
-            def attempt(rows: Sequence[int]) -> tuple[ShardEngine, list[Outcome]]:
-                # From the stored state each time: a failed attempt may have changed its engine half-way.
-                engine = ShardEngine.restore(state_blob.load(state), settings)
-                events, late = _events(columns, engine, watermark_ms, rows)
-                outcomes = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms)
-                return engine, outcomes + [LateEvent(LateReason.WATERMARK, t, count=n) for t, n in late.items()]
-
-            (engine, outcomes), refused = isolate(range(len(columns.get("event_type", ()))), attempt)
-            for culprit in refused:
-                letters = _refused_letters(columns, culprit.item, culprit.detail)
-                log.error(
-                    "consumer shard %d: processing fails on %s at %s[%s] offsets %s, dead-lettered as %s: %s",
-                    shard,
-                    letters[0]["source"],
-                    letters[0]["kafka_topic"],
-                    letters[0]["kafka_partition"],
-                    [r["kafka_offset"] for r in letters],
-                    PROCESSING_ERROR,
-                    culprit.detail,
-                )
-                letter_rows += [(DEAD_LETTERS, letter) for letter in letters]
-        records = _as_job_rows(outcomes, shard) + letter_rows
-        if engine.is_empty():
-            state.remove()
-        else:
-            state_blob.store(state, engine.snapshot())
-            next_wakeup_ms = engine.next_wakeup_ms()
-            if next_wakeup_ms is not None:
-                state.setTimeoutTimestamp(max(next_wakeup_ms, watermark_ms + 1))
-        return [t for t, _ in records], [state_blob.encode(p) for _, p in records]
-
     return process
+
+
+def _process_shard(
+    shard: int, frames: Iterator[pd.DataFrame], state: Any, settings: EngineSettings, poison_marker: str | None
+) -> tuple[list[str], list[str]]:
+    """One call for a shard: its rows' tables and payloads. The dead-letter shard's rows pass as they are; any
+    other shard's engine is restored from its state, advanced (a timeout) or given the rows, and stored again."""
+    if shard == DEAD_LETTER_SHARD:
+        payloads = _dead_letters(_columns(frames, _DEAD_LETTER_COLUMNS))
+        return [DEAD_LETTERS] * len(payloads), payloads
+    columns = _columns(frames)  # read even when the state timed out (then without rows)
+    watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
+    letter_rows: list[tuple[str, dict[str, Any]]] = []
+    if state.hasTimedOut:
+        engine = ShardEngine.restore(state_blob.load(state), settings)
+        outcomes = engine.advance(watermark_ms)
+    else:
+        engine, outcomes, letter_rows = _apply_isolating_poison(
+            shard, columns, state, settings, watermark_ms, poison_marker
+        )
+    records = _as_job_rows(outcomes, shard) + letter_rows
+    _store_engine(state, engine, watermark_ms)
+    return [t for t, _ in records], [state_blob.encode(p) for _, p in records]
+
+
+def _apply_isolating_poison(
+    shard: int,
+    columns: dict[str, list[Any]],
+    state: Any,
+    settings: EngineSettings,
+    watermark_ms: int,
+    poison_marker: str | None,
+) -> tuple[ShardEngine, list[Outcome], list[tuple[str, dict[str, Any]]]]:
+    """The shard's rows applied to its engine; the records processing fails on are set apart (``poison.isolate``)
+    and returned as dead-letter rows."""
+
+    def attempt(rows: Sequence[int]) -> tuple[ShardEngine, list[Outcome]]:
+        # From the stored state each time: a failed attempt may have changed its engine half-way.
+        engine = ShardEngine.restore(state_blob.load(state), settings)
+        events, late = _events(columns, engine, watermark_ms, rows)
+        outcomes = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms)
+        return engine, outcomes + [LateEvent(LateReason.WATERMARK, t, count=n) for t, n in late.items()]
+
+    (engine, outcomes), refused = isolate(range(len(columns.get("event_type", ()))), attempt)
+    letter_rows: list[tuple[str, dict[str, Any]]] = []
+    for culprit in refused:
+        letters = _refused_letters(columns, culprit.item, culprit.detail)
+        log.error(
+            "consumer shard %d: processing fails on %s at %s[%s] offsets %s, dead-lettered as %s: %s",
+            shard,
+            letters[0]["source"],
+            letters[0]["kafka_topic"],
+            letters[0]["kafka_partition"],
+            [r["kafka_offset"] for r in letters],
+            PROCESSING_ERROR,
+            culprit.detail,
+        )
+        letter_rows += [(DEAD_LETTERS, letter) for letter in letters]
+    return engine, outcomes, letter_rows
+
+
+def _store_engine(state: Any, engine: ShardEngine, watermark_ms: int) -> None:
+    """Keep the engine in the shard's state (removed when empty), waking the shard at its next expiry."""
+    if engine.is_empty():
+        state.remove()
+    else:
+        state_blob.store(state, engine.snapshot())
+        next_wakeup_ms = engine.next_wakeup_ms()
+        if next_wakeup_ms is not None:
+            state.setTimeoutTimestamp(max(next_wakeup_ms, watermark_ms + 1))
 
 
 def _raising_on_marker(events: list[Any], marker: str | None) -> Iterator[Any]:
@@ -340,74 +365,122 @@ def _events(
     restricts the input to those rows (indices; default all).
     """
     from streaming.domain.heartbeat_plan import HeartbeatRun
-    from streaming.domain.membership import ChannelEvent, subscriptions_from_json
+    from streaming.domain.membership import ChannelEvent
 
     late: dict[str, int] = {}
     if not columns:
         return [], late
-    times, event_types = columns["event_time_ms"], columns["event_type"]
+    times, event_types, raw_values = columns["event_time_ms"], columns["event_type"], columns["raw_value"]
     topics, partitions, offsets = columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"]
-    raw_values, typed_jsons, timestamps = columns["raw_value"], columns["typed_json"], columns["kafka_timestamp"]
-    fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
-    subscriptions = columns["c_subscriptions"]
+    channel_event_of = _typed_channel_events(columns)
     packed_runs = columns.get(RUN) or [None] * len(times)
-    parsed: dict[str | None, Any] = {None: ()}
     keyed: list[tuple[tuple[Any, ...], Any]] = []
     runs: list[HeartbeatRun] = []
     run_places: list[tuple[str, int, tuple[int, ...]]] = []  # per run: its Kafka topic, partition and offsets
     others: list[ChannelEvent] = []  # channel events outside runs: the runs' context (``apply_runs``)
     for i in range(len(event_types)) if rows is None else rows:
         event_type = event_types[i]
-        packed = packed_runs[i]
-        if packed is None:  # one event
+        if (packed := packed_runs[i]) is None:  # one event
             occurrences = None
             time_ms = times[i]
             if time_ms <= watermark_ms:
                 late[event_type] = late.get(event_type, 0) + 1
                 continue
         else:  # a run: its late heartbeats come first
-            occurrences, run_offsets = unpack_run(packed)
-            first = bisect.bisect_right(occurrences, watermark_ms)
-            if first:
-                late[event_type] = late.get(event_type, 0) + first
-                if first == len(occurrences):
+            late_count, occurrences, run_offsets = _run_in_time(packed, watermark_ms)
+            if late_count:
+                late[event_type] = late.get(event_type, 0) + late_count
+                if not occurrences:
                     continue
-                occurrences, run_offsets = occurrences[first:], run_offsets[first:]
             time_ms = occurrences[0]
-        key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i])
-        raw = raw_values[i]
-        if raw is not None:
-            event = json.loads(typed_jsons[i])
-            event[ORIGIN_KEY] = (topics[i], partitions[i], offsets[i], timestamps[i], raw)
-            keyed.append(((*key, offsets[i]), event))
-            if event_type == CHANNEL_EVENT:
-                others.append(ChannelEvent.from_json(event))
-            elif event_type == POLL_EVENT:
-                # A poll replaces its broker's view: no heartbeat run of that view may skip its place.
-                others.append(ChannelEvent(time_ms, str(event["broker"]), "POLL", "", "", str(event["group"])))
+        key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i], offsets[i])
+        if raw_values[i] is not None:
+            event, context = _json_event(columns, i, time_ms)
+            keyed.append((key, event))
+            others += context
             continue
+        channel_event = channel_event_of(i, time_ms)
+        if occurrences is None:
+            keyed.append((key, channel_event))
+            others.append(channel_event)
+        else:
+            runs.append(HeartbeatRun(channel_event, occurrences))
+            run_places.append((topics[i], partitions[i], run_offsets))
+    keyed += _run_events(engine, runs, others, run_places)
+    keyed.sort(key=operator.itemgetter(0))
+    return [event for _, event in keyed], late
+
+
+def _run_in_time(packed: bytes, watermark_ms: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """A packed heartbeat run (``heartbeat_runs``) split at ``watermark_ms``: how many of its heartbeats are
+    late (they come first), and the times and Kafka offsets of the others."""
+    occurrences, run_offsets = unpack_run(packed)
+    first = bisect.bisect_right(occurrences, watermark_ms)
+    if first:
+        occurrences, run_offsets = occurrences[first:], run_offsets[first:]
+    return first, occurrences, run_offsets
+
+
+def _typed_channel_events(columns: Mapping[str, list[Any]]) -> Callable[[int, int], Any]:
+    """A function building the channel event of a typed row (``shard_input``'s ``c_`` columns) at a time; it
+    parses each distinct subscription list once."""
+    from streaming.domain.membership import ChannelEvent, subscriptions_from_json
+
+    fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
+    subscriptions = columns["c_subscriptions"]
+    parsed: dict[str | None, Any] = {None: ()}
+
+    def channel_event(i: int, time_ms: int) -> ChannelEvent:
         text = subscriptions[i]
         subs = parsed.get(text)
         if subs is None:
             subs = parsed[text] = subscriptions_from_json(json.loads(text))
         broker, kind, channel, client_id, group, model, consume, version, strategy = (f[i] for f in fields)
-        channel_event = ChannelEvent.from_fields(
+        return ChannelEvent.from_fields(
             time_ms, broker, kind, channel, client_id, group, model, consume, version, subs, strategy
         )
-        if occurrences is None:
-            keyed.append(((*key, offsets[i]), channel_event))
-            others.append(channel_event)
-        else:
-            runs.append(HeartbeatRun(channel_event, occurrences))
-            run_places.append((topics[i], partitions[i], run_offsets))
+
+    return channel_event
+
+
+def _json_event(columns: Mapping[str, list[Any]], i: int, time_ms: int) -> tuple[dict[str, Any], list[Any]]:
+    """Row ``i`` that kept its raw value (any but a typed channel event) as the JSON of its fields, its origin
+    attached (``ORIGIN_KEY``), and the channel events it puts in the runs' context (one or none)."""
+    from streaming.domain.membership import ChannelEvent
+
+    event = json.loads(columns["typed_json"][i])
+    event[ORIGIN_KEY] = (
+        columns["kafka_topic"][i],
+        columns["kafka_partition"][i],
+        columns["kafka_offset"][i],
+        columns["kafka_timestamp"][i],
+        columns["raw_value"][i],
+    )
+    event_type = columns["event_type"][i]
+    if event_type == CHANNEL_EVENT:
+        return event, [ChannelEvent.from_json(event)]
+    if event_type == POLL_EVENT:
+        # A poll replaces its broker's view: no heartbeat run of that view may skip its place.
+        return event, [ChannelEvent(time_ms, str(event["broker"]), "POLL", "", "", str(event["group"]))]
+    return event, []
+
+
+def _run_events(
+    engine: ShardEngine,
+    runs: list[Any],
+    others: list[Any],
+    run_places: list[tuple[str, int, tuple[int, ...]]],
+) -> list[tuple[tuple[Any, ...], Any]]:
+    """The events ``engine.apply_runs`` leaves to apply of the heartbeat ``runs`` (``others``: the channel
+    events outside runs), each keyed at the time and Kafka offset of its heartbeat."""
     channel_rank = _SAME_TIME_RANK[CHANNEL_EVENT]
-    for run, plan, (topic, partition, run_offset) in zip(
-        runs, engine.apply_runs(runs, others), run_places, strict=True
-    ):
-        for index, event in plan:
-            keyed.append(((run.times[index], channel_rank, topic, partition, run_offset[index]), event))
-    keyed.sort(key=operator.itemgetter(0))
-    return [event for _, event in keyed], late
+    return [
+        ((run.times[index], channel_rank, topic, partition, run_offset[index]), event)
+        for run, plan, (topic, partition, run_offset) in zip(
+            runs, engine.apply_runs(runs, others), run_places, strict=True
+        )
+        for index, event in plan
+    ]
 
 
 def _timestamp_text(timestamp: Any) -> str | None:

@@ -34,7 +34,7 @@ from streaming.job.table_rows import DEAD_LETTERS, GROUP_STATUS, LATE_EVENTS, De
 from streaming.job.tables import TABLES, column_names
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, Row
 
     from connectors.metrics import MetricsState
 
@@ -99,17 +99,9 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal metered_through, views
-        from pyspark.sql import functions as F
-
         batch = batch.persist()
         try:
-            # One pass for the tables present and, with metrics, the small rows they are computed from.
-            wanted = F.col("table").isin(*_METRIC_TABLES) if metrics is not None else F.lit(False)
-            summary = (
-                batch.groupBy("table")
-                .agg(F.count("*").alias("n"), F.collect_list(F.when(wanted, F.col("payload"))).alias("payloads"))
-                .collect()
-            )
+            summary = _consumer_batch_summary(batch, metrics is not None)
             present = {r["table"]: r["n"] for r in summary}
             if metrics is not None and batch_id > metered_through:  # the alert path first, before the writes
                 apply_consumer_metrics(metrics, metric_values((r["table"], p) for r in summary for p in r["payloads"]))
@@ -120,44 +112,72 @@ def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None
                 batch_views = (r["payloads"] for r in summary if r["table"] == "broker_views_current")
                 views.apply(json.loads(p) for payloads in batch_views for p in payloads)
                 apply_view_metrics(metrics, view_summary(views.rows()))
-
-            def append(table: str) -> Callable[[], None]:
-                frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                return lambda: tables.append(table, frame, app_id, batch_id, present[table])
-
-            def assignment() -> None:
-                _merge_latest_rows(tables, batch, "current_assignment", app_id, batch_id)
-
-            def broker_views() -> None:
-                _merge_latest_rows(tables, batch, "broker_views_current", app_id, batch_id)
-
-            def group_status() -> None:
-                _merge_latest_rows(tables, batch, GROUP_STATUS, app_id, batch_id)
-
-            def anomalies() -> None:
-                episodes = _rows(batch, "anomaly_episodes")
-                current = _latest_per_key(episodes, ("episode_id",)).withColumn(
-                    "batch_id", F.lit(batch_id).cast("bigint")
-                )
-                tables.merge_upsert(
-                    "anomalies_current",
-                    current.withColumn("_op", F.col("status")),
-                    app_id,
-                    batch_id,
-                    delete_condition=f"s._op = '{EpisodeStatus.CLOSED}'",
-                )
-
-            # All at once: each MERGE carries its txn ids in a session of its own (see merge_idempotent).
-            writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
-            writes += [assignment] if "current_assignment" in present else []
-            writes += [anomalies] if "anomaly_episodes" in present else []
-            writes += [broker_views] if "broker_views_current" in present else []
-            writes += [group_status] if GROUP_STATUS in present else []
-            run_concurrently(writes)
+            run_concurrently(_consumer_writes(tables, batch, present, app_id, batch_id))
         finally:
             batch.unpersist()
 
     return write
+
+
+def _consumer_batch_summary(batch: DataFrame, with_metrics: bool) -> list[Row]:
+    """One pass for the tables present (``n`` rows each) and, ``with_metrics``, the small rows the metrics are
+    computed from (``payloads``, of ``_METRIC_TABLES``)."""
+    from pyspark.sql import functions as F
+
+    wanted = F.col("table").isin(*_METRIC_TABLES) if with_metrics else F.lit(False)
+    return (
+        batch.groupBy("table")
+        .agg(F.count("*").alias("n"), F.collect_list(F.when(wanted, F.col("payload"))).alias("payloads"))
+        .collect()
+    )
+
+
+def _consumer_writes(
+    tables: DeltaTables, batch: DataFrame, present: dict[str, int], app_id: str, batch_id: int
+) -> list[Callable[[], None]]:
+    """The batch's writes, one per table ``present``: appends to the history tables, MERGEs into the current
+    ones."""
+    from pyspark.sql import functions as F
+
+    def append(table: str) -> Callable[[], None]:
+        frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+        return lambda: tables.append(table, frame, app_id, batch_id, present[table])
+
+    def assignment() -> None:
+        _merge_latest_rows(tables, batch, "current_assignment", app_id, batch_id)
+
+    def broker_views() -> None:
+        _merge_latest_rows(tables, batch, "broker_views_current", app_id, batch_id)
+
+    def group_status() -> None:
+        _merge_latest_rows(tables, batch, GROUP_STATUS, app_id, batch_id)
+
+    def anomalies() -> None:
+        _merge_current_anomalies(tables, batch, app_id, batch_id)
+
+    # All at once: each MERGE carries its txn ids in a session of its own (see merge_idempotent). The MERGEs keep
+    # their names: bench_consumer_sink tells them apart by them.
+    writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
+    writes += [assignment] if "current_assignment" in present else []
+    writes += [anomalies] if "anomaly_episodes" in present else []
+    writes += [broker_views] if "broker_views_current" in present else []
+    writes += [group_status] if GROUP_STATUS in present else []
+    return writes
+
+
+def _merge_current_anomalies(tables: DeltaTables, batch: DataFrame, app_id: str, batch_id: int) -> None:
+    """MERGE the batch's latest row per anomaly episode into ``anomalies_current``; a closed one is deleted."""
+    from pyspark.sql import functions as F
+
+    episodes = _rows(batch, "anomaly_episodes")
+    current = _latest_per_key(episodes, ("episode_id",)).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+    tables.merge_upsert(
+        "anomalies_current",
+        current.withColumn("_op", F.col("status")),
+        app_id,
+        batch_id,
+        delete_condition=f"s._op = '{EpisodeStatus.CLOSED}'",
+    )
 
 
 def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -212,17 +232,7 @@ def fault_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -
         read = (_FAULT_ITEMS, *_FAULT_COUNTED) if metrics is not None else (_FAULT_ITEMS,)
         batch = batch.persist()
         try:
-            # One pass over the batch for the tables present, the batch's latest event time and the rows the
-            # driver reads.
-            summary = (
-                batch.groupBy("table")
-                .agg(
-                    F.count("*").alias("n"),
-                    F.max(F.get_json_object("payload", "$.event_time_ms").cast("bigint")).alias("latest_ms"),
-                    F.collect_list(F.when(F.col("table").isin(*read), F.col("payload"))).alias("payloads"),
-                )
-                .collect()
-            )
+            summary = _fault_batch_summary(batch, read)
             present = {r["table"]: r["n"] for r in summary}
             payloads = {r["table"]: [json.loads(p) for p in r["payloads"]] for r in summary}
             writes = []
@@ -235,34 +245,67 @@ def fault_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -
                     items = current_rows(tables, "producer_broker_status_current", ITEM_KEY, ITEM_COLUMNS)
                 items.apply(payloads["producer_broker_status_current"])
                 latest = [r["latest_ms"] for r in summary if r["table"] != "late_sends" and r["latest_ms"] is not None]
-                now_ms = max(latest, default=0)
-                current = items.rows()
-                per_broker = broker_status(current, now_ms)
-                if metrics is not None:  # the alert path first, before the writes
-                    apply_broker_metrics(metrics, per_broker, producers_all_down(current, now_ms))
-                writes.append(
-                    lambda: _merge_latest_rows(tables, batch, "producer_broker_status_current", app_id, batch_id)
-                )
-                if per_broker:
-                    columns = column_names("broker_status_current")
-                    status = batch.sparkSession.createDataFrame(
-                        [tuple({**r, "batch_id": batch_id}[c] for c in columns) for r in per_broker],
-                        TABLES["broker_status_current"].schema_ddl,
-                    )
-                    writes.append(lambda: tables.merge_upsert("broker_status_current", status, app_id, batch_id))
+                writes += _broker_status_writes(tables, batch, items, max(latest, default=0), metrics, app_id, batch_id)
             # Each write carries its own txn ids (the append as writer options, each MERGE in a session of its
             # own, see merge_idempotent), so none disturbs another.
             run_concurrently(writes)
             if metrics is not None:
-                for payload in payloads.get("fault_windows", []):
-                    if payload["status"] == WindowStatus.OPENED.value:
-                        metrics.inc("rmqmon_broker_isolation_episodes_total", (payload["broker"],))
-                for payload in payloads.get("late_sends", []):
-                    metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), payload["count"])
+                _count_isolations_and_late_sends(metrics, payloads)
         finally:
             batch.unpersist()
 
     return write
+
+
+def _fault_batch_summary(batch: DataFrame, read: tuple[str, ...]) -> list[Row]:
+    """One pass over the batch for the tables present (``n`` rows each), each table's latest event time
+    (``latest_ms``) and the rows the driver reads (``payloads``, of the tables ``read``)."""
+    from pyspark.sql import functions as F
+
+    return (
+        batch.groupBy("table")
+        .agg(
+            F.count("*").alias("n"),
+            F.max(F.get_json_object("payload", "$.event_time_ms").cast("bigint")).alias("latest_ms"),
+            F.collect_list(F.when(F.col("table").isin(*read), F.col("payload"))).alias("payloads"),
+        )
+        .collect()
+    )
+
+
+def _broker_status_writes(
+    tables: DeltaTables,
+    batch: DataFrame,
+    items: CurrentRows,
+    now_ms: int,
+    metrics: MetricsState | None,
+    app_id: str,
+    batch_id: int,
+) -> list[Callable[[], None]]:
+    """With the batch's ``items`` applied: the per-broker metrics set at ``now_ms`` (the alert path, before the
+    writes), and the MERGEs of the items and of ``broker_status_current``."""
+    current = items.rows()
+    per_broker = broker_status(current, now_ms)
+    if metrics is not None:  # the alert path first, before the writes
+        apply_broker_metrics(metrics, per_broker, producers_all_down(current, now_ms))
+    writes = [lambda: _merge_latest_rows(tables, batch, "producer_broker_status_current", app_id, batch_id)]
+    if per_broker:
+        columns = column_names("broker_status_current")
+        status = batch.sparkSession.createDataFrame(
+            [tuple({**r, "batch_id": batch_id}[c] for c in columns) for r in per_broker],
+            TABLES["broker_status_current"].schema_ddl,
+        )
+        writes.append(lambda: tables.merge_upsert("broker_status_current", status, app_id, batch_id))
+    return writes
+
+
+def _count_isolations_and_late_sends(metrics: MetricsState, payloads: dict[str, list[dict[str, Any]]]) -> None:
+    """Count the batch's opened fault windows (isolation episodes) and late sends."""
+    for payload in payloads.get("fault_windows", []):
+        if payload["status"] == WindowStatus.OPENED.value:
+            metrics.inc("rmqmon_broker_isolation_episodes_total", (payload["broker"],))
+    for payload in payloads.get("late_sends", []):
+        metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), payload["count"])
 
 
 def apply_broker_metrics(metrics: MetricsState, rows: list[dict[str, Any]], all_down: int) -> None:

@@ -26,6 +26,7 @@ from streaming.job.ingest import (
 )
 from streaming.job.poison import PROCESSING_ERROR, error_summary, isolate
 from streaming.job.send_reduce import (
+    BatchSummary,
     kept_sends,
     minute_partials,
     notable_send,
@@ -266,126 +267,196 @@ def start_send_ingest(
     strict_spec = strict_events_spec(contracts)
     if strict_spec is None or set(contracts) != {"send_result"}:
         raise ValueError("send-ingest reads send results only, with the contract's fast path")
-    table_rules, default_table, fault_enable_default = (
-        faults.rules,
-        faults.default_table,
-        faults.send_latency_fault_enable,
+    bucket_upper_ms = list(faults.table(faults.default_table).latency_max_ms)
+    template = fault_table_template(
+        session, faults.rules, faults.default_table, faults.send_latency_fault_enable, faults.latency_floors_ms
     )
-    latency_floors_ms = faults.latency_floors_ms
-    bucket_upper_ms = list(faults.table(default_table).latency_max_ms)
-    template = fault_table_template(session, table_rules, default_table, fault_enable_default, latency_floors_ms)
-    updates_path = str(tables.root / FAULT_UPDATES_TABLE)
+    batches = _SendIngestBatches(
+        tables=tables,
+        ingest=ingest,
+        contracts=contracts,
+        faults=faults,
+        app_id=app_id,
+        strict_spec=strict_spec,
+        template=template,
+        bucket_upper_ms=bucket_upper_ms,
+        updates_path=str(tables.root / FAULT_UPDATES_TABLE),
+        trim=trim,
+        on_trimmed=on_trimmed,
+        poison_marker=poison_marker,
+    )
+    records_stream = kafka_stream(session, ingest)
+    writer = records_stream.writeStream.queryName("send-ingest").foreachBatch(batches.write_batch)
+    writer = writer.option("checkpointLocation", checkpoint)
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    elif trigger_interval:
+        writer = writer.trigger(processingTime=trigger_interval)
+    return writer.start()
 
-    def judged(kafka: DataFrame) -> DataFrame:
+
+@dataclass(frozen=True)
+class _SendIngestBatches:
+    """What send-ingest does with each micro-batch (``write_batch``), and the inputs it reads, fixed when the
+    query starts: ``strict_spec`` for the fast path's reader, the ``fault_table_template`` and the latency
+    statistics' buckets (``bucket_upper_ms``)."""
+
+    tables: DeltaTables
+    ingest: IngestSettings
+    contracts: Mapping[str, EventContract]
+    faults: FaultSettings
+    app_id: str
+    strict_spec: tuple[str, str]
+    template: DataFrame
+    bucket_upper_ms: list[int]
+    updates_path: str
+    trim: FaultUpdatesTrim | None
+    on_trimmed: Callable[[int], None] | None
+    poison_marker: str | None
+
+    def write_batch(self, records: DataFrame, batch_id: int) -> None:
+        try:
+            prepared = self.prepare(records, batch_id)
+        except _NOT_ABOUT_DATA:
+            raise
+        except Exception as error:  # noqa: BLE001 - told apart by without_poison: data, or raised again
+            prepared = self.without_poison(records, batch_id, error)
+        try:
+            run_concurrently(prepared.writes)
+            if self.trim is not None and prepared.kept_sends and self.trim.due(batch_id):
+                self.trim_old_updates(records.sparkSession, self.trim.cutoff_ms(prepared.latest_send_ms), batch_id)
+        finally:
+            for frame in prepared.cached:
+                frame.unpersist()
+
+    def trim_old_updates(self, session: SparkSession, cutoff_ms: int, batch_id: int) -> None:
+        """``trim_fault_updates`` after the batch's writes, heard by ``on_trimmed`` and logged."""
+        deleted = trim_fault_updates(session, self.updates_path, cutoff_ms, self.app_id, batch_id)
+        if deleted is not None:
+            if self.on_trimmed is not None:
+                self.on_trimmed(deleted)
+            log.info(
+                "send-ingest batch %d: %d rows of %s older than %d ms deleted",
+                batch_id,
+                deleted,
+                FAULT_UPDATES_TABLE,
+                cutoff_ms,
+            )
+
+    def judged(self, kafka: DataFrame) -> DataFrame:
         """Kafka records classified by the rules, with the send path's columns (``send_batch``)."""
         from pyspark.sql import functions as F
 
-        classified = classify(kafka, contracts, ingest)
-        if poison_marker is not None:  # tests only: processing fails on records holding the marker
-            marked = F.col("raw_value").contains(poison_marker)
-            message = F.lit(f"test poison marker '{poison_marker}' in a send")
+        classified = classify(kafka, self.contracts, self.ingest)
+        if self.poison_marker is not None:  # tests only: processing fails on records holding the marker
+            marked = F.col("raw_value").contains(self.poison_marker)
+            message = F.lit(f"test poison marker '{self.poison_marker}' in a send")
             reason = F.when(marked, F.raise_error(message)).otherwise(F.col("reason"))
             classified = classified.withColumn("reason", reason)
-        return send_batch(classified, table_rules, default_table, fault_enable_default, latency_floors_ms)
+        faults = self.faults
+        return send_batch(
+            classified, faults.rules, faults.default_table, faults.send_latency_fault_enable, faults.latency_floors_ms
+        )
 
-    def prepare(records: DataFrame, batch_id: int, refused: DataFrame | None = None) -> _PreparedBatch:
+    def prepare(self, records: DataFrame, batch_id: int, refused: DataFrame | None = None) -> _PreparedBatch:
         """Everything of the batch before its writes: read, checked, reduced and cached, so that a failure of the
         batch's data shows here, before anything is written; ``refused``: dead letters to add."""
-        from pyspark.sql import functions as F
-
-        from streaming.job.delta_sink import append_idempotent
-
         # One pass in the JVM reads the Kafka records, takes those the ingest fast path takes and reduces them,
         # leaving only the records for the rules, the sends the fault-window replay needs and the minute
         # partials (about 2 % of a batch), cached: every write below reads the cache, and the records are not
         # read again unless some need the rules or a producer's sends span partitions.
-        reduced = reduce_kafka_batch(records, strict_spec, ingest, template, bucket_upper_ms, batch_id).persist()
+        reduced = reduce_kafka_batch(
+            records, self.strict_spec, self.ingest, self.template, self.bucket_upper_ms, batch_id
+        ).persist()
         cached = [reduced]
         try:
-            # One small pass over the cache says which writes the batch has; an empty append would still cost
-            # a commit, and a replay of the batch skips the same ones.
-            summary = summarize(reduced)
-            rejects = None
-            if summary.unsure:
-                # Almost always rejects. A valid send among them (one the fast path leaves to the rules) belongs
-                # in its key's replay order, so then the batch is classified and reduced again as a whole.
-                unsure_judged = judged(unsure_records(reduced)).persist()
-                cached.append(unsure_judged)
-                if unsure_judged.where(F.col("reason").isNull()).limit(1).count():
-                    log.info(
-                        "send-ingest batch %d: a valid send off the fast path; classifying the whole batch", batch_id
-                    )
-                    reduced.unpersist()
-                    reduced = reduce_in_partitions(judged(records), bucket_upper_ms, batch_id).persist()
-                    cached.append(reduced)
-                    summary = summarize(reduced)
-                    rejects = reduced.where(F.col("kind") == "reject")
-                else:
-                    unsure_judged.count()  # every unsure record judged now, not in a write
-                    rejects = unsure_judged
-                    summary = summary._replace(rejected=summary.unsure)
-            writes = []
-            dead_rows = summary.rejected + (refused.count() if refused is not None else 0)
-            if dead_rows:
-                dead = dead_letter_columns(rejects, batch_id) if rejects is not None else None
-                dead = refused if dead is None else (dead if refused is None else dead.unionByName(refused))
-                writes.append(lambda: tables.append("dead_letters", dead, app_id, batch_id, dead_rows))
+            reduced, summary, rejects = self.judge_unsure(records, reduced, batch_id, cached)
+            writes = self.dead_letter_writes(summary, rejects, refused, batch_id)
             if summary.minutes:  # ingest accepts only send results here (see runner)
-                minutes = minute_partials(reduced, bucket_upper_ms)
-                writes.append(lambda: tables.append("send_latency_minutes", minutes, app_id, batch_id, summary.minutes))
-                if summary.spanning_keys:
-                    log.warning(
-                        "send-ingest batch %d: %d (producer, broker) pairs have sends in several partitions "
-                        "(is the send-result topic keyed by producer_id?); reducing them again over the batch",
-                        batch_id,
-                        summary.spanning_keys,
-                    )
-                # Only a re-reduction reads the classified batch: planning ``classify`` costs a few tenths of a
-                # second of Python and analysis, which a batch keyed as the contract says never pays.
-                valid = judged(records).where(F.col("reason").isNull()) if summary.spanning_keys else None
-                updates = kept_sends(
-                    reduced,
-                    valid,
-                    latency_floor_column(latency_floors_ms),
-                    respan=bool(summary.spanning_keys),
-                    batch_id=batch_id,
-                )
-                writes.append(
-                    lambda: append_idempotent(
-                        updates,
-                        updates_path,
-                        f"{app_id}:{FAULT_UPDATES_TABLE}",
-                        batch_id,
-                        summary.kept_sends,
-                    )
-                )
+                writes += self.send_writes(records, reduced, summary, batch_id)
             return _PreparedBatch(writes, summary.kept_sends, summary.latest_send_ms, tuple(cached))
         except BaseException:
             for frame in cached:
                 frame.unpersist()
             raise
 
-    def without_poison(records: DataFrame, batch_id: int, error: Exception) -> _PreparedBatch:
+    def judge_unsure(
+        self, records: DataFrame, reduced: DataFrame, batch_id: int, cached: list[DataFrame]
+    ) -> tuple[DataFrame, BatchSummary, DataFrame | None]:
+        """The batch's reduction, its summary and its rejects (None without unsure records), once the records
+        the fast path left to the rules are judged; frames it caches are added to ``cached``."""
+        from pyspark.sql import functions as F
+
+        # One small pass over the cache says which writes the batch has; an empty append would still cost
+        # a commit, and a replay of the batch skips the same ones.
+        summary = summarize(reduced)
+        if not summary.unsure:
+            return reduced, summary, None
+        # Almost always rejects. A valid send among them (one the fast path leaves to the rules) belongs
+        # in its key's replay order, so then the batch is classified and reduced again as a whole.
+        unsure_judged = self.judged(unsure_records(reduced)).persist()
+        cached.append(unsure_judged)
+        if unsure_judged.where(F.col("reason").isNull()).limit(1).count():
+            log.info("send-ingest batch %d: a valid send off the fast path; classifying the whole batch", batch_id)
+            reduced.unpersist()
+            reduced = reduce_in_partitions(self.judged(records), self.bucket_upper_ms, batch_id).persist()
+            cached.append(reduced)
+            return reduced, summarize(reduced), reduced.where(F.col("kind") == "reject")
+        unsure_judged.count()  # every unsure record judged now, not in a write
+        return reduced, summary._replace(rejected=summary.unsure), unsure_judged
+
+    def dead_letter_writes(
+        self, summary: BatchSummary, rejects: DataFrame | None, refused: DataFrame | None, batch_id: int
+    ) -> list[Callable[[], None]]:
+        """The append of the batch's dead letters, the rules' ``rejects`` and the ``refused`` records, if any."""
+        dead_rows = summary.rejected + (refused.count() if refused is not None else 0)
+        if not dead_rows:
+            return []
+        dead = dead_letter_columns(rejects, batch_id) if rejects is not None else None
+        dead = refused if dead is None else (dead if refused is None else dead.unionByName(refused))
+        return [lambda: self.tables.append("dead_letters", dead, self.app_id, batch_id, dead_rows)]
+
+    def send_writes(
+        self, records: DataFrame, reduced: DataFrame, summary: BatchSummary, batch_id: int
+    ) -> list[Callable[[], None]]:
+        """The appends of the batch's minute partials to ``send_latency_minutes`` and of its kept sends to
+        ``_send_fault_updates``."""
+        from pyspark.sql import functions as F
+
+        from streaming.job.delta_sink import append_idempotent
+
+        minutes = minute_partials(reduced, self.bucket_upper_ms)
+        writes = [lambda: self.tables.append("send_latency_minutes", minutes, self.app_id, batch_id, summary.minutes)]
+        if summary.spanning_keys:
+            log.warning(
+                "send-ingest batch %d: %d (producer, broker) pairs have sends in several partitions "
+                "(is the send-result topic keyed by producer_id?); reducing them again over the batch",
+                batch_id,
+                summary.spanning_keys,
+            )
+        # Only a re-reduction reads the classified batch: planning ``classify`` costs a few tenths of a
+        # second of Python and analysis, which a batch keyed as the contract says never pays.
+        valid = self.judged(records).where(F.col("reason").isNull()) if summary.spanning_keys else None
+        updates = kept_sends(
+            reduced,
+            valid,
+            latency_floor_column(self.faults.latency_floors_ms),
+            respan=bool(summary.spanning_keys),
+            batch_id=batch_id,
+        )
+        key = f"{self.app_id}:{FAULT_UPDATES_TABLE}"
+        writes.append(lambda: append_idempotent(updates, self.updates_path, key, batch_id, summary.kept_sends))
+        return writes
+
+    def without_poison(self, records: DataFrame, batch_id: int, error: Exception) -> _PreparedBatch:
         """The batch prepared without the records its preparation fails on, and those as dead letters
         (``PROCESSING_ERROR``; see ``poison.isolate`` and docs/design/poison-pills.md)."""
         # The records held apart from Kafka first: should Kafka be gone, this fails, and it is not the data.
         held = records.localCheckpoint(eager=True)
         everything = sorted((int(r[0]), int(r[1])) for r in held.select("partition", "offset").collect())
 
-        def part(items: Sequence[tuple[int, int]]) -> DataFrame:
-            # ``items`` is a prefix of what is still kept: those up to its last, but the ones set aside before.
-            if not items:
-                return held.limit(0)
-            last = items[-1]
-            upto = bisect.bisect_right(everything, last)
-            gone = set(everything[:upto]) - set(items) if upto != len(items) else set()
-            condition = f"(partition < {last[0]} OR (partition = {last[0]} AND offset <= {last[1]}))"
-            if gone:
-                condition += " AND NOT (" + " OR ".join(f"(partition = {p} AND offset = {o})" for p, o in gone) + ")"
-            return held.where(condition)
-
         def attempt(items: Sequence[tuple[int, int]]) -> None:
-            prepared = prepare(part(items), batch_id)
+            prepared = self.prepare(_kept_records(held, everything, items), batch_id)
             for frame in prepared.cached:
                 frame.unpersist()
 
@@ -409,42 +480,23 @@ def start_send_ingest(
             )
         culprits = " OR ".join(f"(partition = {p} AND offset = {o})" for p, o in details)
         letters = refused_letters(held.where(culprits), details, batch_id)
-        return prepare(held.where(f"NOT ({culprits})"), batch_id, letters)
+        return self.prepare(held.where(f"NOT ({culprits})"), batch_id, letters)
 
-    def write_batch(records: DataFrame, batch_id: int) -> None:
-        try:
-            prepared = prepare(records, batch_id)
-        except _NOT_ABOUT_DATA:
-            raise
-        except Exception as error:  # noqa: BLE001 - told apart by without_poison: data, or raised again
-            prepared = without_poison(records, batch_id, error)
-        try:
-            run_concurrently(prepared.writes)
-            if trim is not None and prepared.kept_sends and trim.due(batch_id):
-                cutoff_ms = trim.cutoff_ms(prepared.latest_send_ms)
-                deleted = trim_fault_updates(records.sparkSession, updates_path, cutoff_ms, app_id, batch_id)
-                if deleted is not None:
-                    if on_trimmed is not None:
-                        on_trimmed(deleted)
-                    log.info(
-                        "send-ingest batch %d: %d rows of %s older than %d ms deleted",
-                        batch_id,
-                        deleted,
-                        FAULT_UPDATES_TABLE,
-                        cutoff_ms,
-                    )
-        finally:
-            for frame in prepared.cached:
-                frame.unpersist()
 
-    records_stream = kafka_stream(session, ingest)
-    writer = records_stream.writeStream.queryName("send-ingest").foreachBatch(write_batch)
-    writer = writer.option("checkpointLocation", checkpoint)
-    if available_now:
-        writer = writer.trigger(availableNow=True)
-    elif trigger_interval:
-        writer = writer.trigger(processingTime=trigger_interval)
-    return writer.start()
+def _kept_records(
+    held: DataFrame, everything: Sequence[tuple[int, int]], items: Sequence[tuple[int, int]]
+) -> DataFrame:
+    """The ``held`` records at (partition, offset) ``items``, a prefix of what is still kept of the sorted
+    ``everything``: those up to its last, but the ones set aside before."""
+    if not items:
+        return held.limit(0)
+    last = items[-1]
+    upto = bisect.bisect_right(everything, last)
+    gone = set(everything[:upto]) - set(items) if upto != len(items) else set()
+    condition = f"(partition < {last[0]} OR (partition = {last[0]} AND offset <= {last[1]}))"
+    if gone:
+        condition += " AND NOT (" + " OR ".join(f"(partition = {p} AND offset = {o})" for p, o in gone) + ")"
+    return held.where(condition)
 
 
 @dataclass(frozen=True)

@@ -84,63 +84,7 @@ def on_loopback(master: str) -> bool:
 
 def spark_conf(settings: SparkSettings) -> dict[str, str]:
     """The complete configuration the factory applies (exposed for tests and ``--print-config``)."""
-    jars = ",".join(str(jar) for jar in [*jvm_artifacts.jars("spark"), jvm_artifacts.ingest_jar()])
-    conf = {
-        "spark.master": settings.master,
-        "spark.app.name": settings.app_name,
-        "spark.jars": jars,
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-        "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
-        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": str(settings.rocksdb_max_memory_mb),
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.pyspark.python": sys.executable,
-        "spark.pyspark.driver.python": sys.executable,
-        "spark.driver.memory": settings.driver_memory,
-        "spark.ui.enabled": str(settings.ui_enabled).lower(),
-        "spark.ui.showConsoleProgress": "false",
-        "spark.databricks.delta.schema.autoMerge.enabled": "false",
-        # Delta rebuilds a table's snapshot (log replay) before every idempotent MERGE, and before an append
-        # whose table checksum lacks its transactions (delta_sink.append_idempotent), to read the table's
-        # last txnVersion, with 50 tasks by default: for the monitor's small tables that is dozens of
-        # near-empty tasks on every commit and MERGE, and it was most of a send-ingest batch's time on 2 cores
-        # (26 s against 1.4 s for an empty dead-letter append at 2). One task replays a log of thousands of
-        # files in well under a second and costs 15 % less CPU per append than 4 (bench_delta_commit: 3.8 vs
-        # 4.5 CPU s per one-row append); a cluster with very large tables raises it through [spark.conf].
-        "spark.databricks.delta.snapshotPartitions": "1",
-        # A failed post-commit hook (auto compaction that lost a race or could not read a file) is logged and
-        # the write it follows stands: its data is committed, only the compaction did not happen. Delta
-        # rethrows instead when DELTA_TESTING is in the environment, which would stop the query over a
-        # housekeeping step; pinned so the job behaves the same wherever it runs.
-        "spark.databricks.delta.postCommitHook.throwOnError": "false",
-        # Every Delta commit lists the table's _delta_log, which holds every commit of the log retention
-        # (30 days by default: hundreds of thousands of files for a table written every few seconds). Delta's
-        # default store for local paths builds a Hadoop FileStatus per file for that, about 14 us each: an
-        # exactly-once append took 1.6 s with 100,000 expired files in the log and 4.8 s with 300,000, against
-        # 0.21 s with none. This one (Delta's own HDFSLogStore, writes included) stats only the files from the
-        # last checkpoint on: 0.26 s and 0.35 s (bench_delta_log). Other schemes keep Delta's stores.
-        "spark.delta.logStore.file.impl": LOCAL_LOG_STORE,
-        # The JVM talks to its Python workers over a Unix domain socket instead of loopback TCP. Over TCP a
-        # runner that sends little (a stateful operator's timeout pass, a shard with a few rows) waited about
-        # 40 ms for the small segments of its header, command and data to be acknowledged (Nagle's algorithm
-        # against delayed ACKs); a stateful operator runs two runners per partition and batch. Measured on a
-        # no-op applyInPandasWithState, one partition: 45 ms per empty runner over TCP, 3-8 ms over the socket.
-        "spark.python.unix.domain.socket.enabled": "true",
-    }
-    # HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; Spark's generated code for the
-    # ingest rules (one CASE per contract rule) is larger, so it ran interpreted: classifying a record
-    # cost 2.5x parsing it, against 1.0x once compiled (JVM CPU seconds on 200,000 sends, warm JIT).
-    # -Xss: when a query is stopped during a foreachBatch, Spark tells an interrupt from a failure by
-    # matching the Python error's whole text against ``(.|\r\n|\r|\n)*`` (StreamExecution.PROXY_ERROR),
-    # which recurses once per character; on the default 1 MB thread stack a traceback of a few thousand
-    # characters overflowed it, and every clean stop printed a StackOverflowError of a thousand lines.
-    java_options = "-XX:-DontCompileHugeMethods -Xss32m"
-    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
-        conf[key] = " ".join(filter(None, [java_options, settings.extra_conf.get(key, "")]))
+    conf = {**_base_conf(settings), **_TUNED_DEFAULTS, **_java_options(settings)}
     if settings.master.startswith("local") or on_loopback(settings.master):
         # Keep a laptop or CI run on loopback only (a cluster on this machine too: its executors reach the
         # driver at 127.0.0.1). A cluster elsewhere reaches the driver at Spark's own choice of address, or at
@@ -159,6 +103,79 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         conf[CHECKPOINT_FILE_MANAGER_KEY] = FILESYSTEM_CHECKPOINT_FILE_MANAGER
     conf.update({k: v for k, v in settings.extra_conf.items() if k not in conf or not k.endswith("JavaOptions")})
     return conf
+
+
+def _base_conf(settings: SparkSettings) -> dict[str, str]:
+    """The master, the jars, Delta, the RocksDB state store and this interpreter for Python workers."""
+    jars = ",".join(str(jar) for jar in [*jvm_artifacts.jars("spark"), jvm_artifacts.ingest_jar()])
+    return {
+        "spark.master": settings.master,
+        "spark.app.name": settings.app_name,
+        "spark.jars": jars,
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.shuffle.partitions": str(settings.shuffle_partitions),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage": "true",
+        "spark.sql.streaming.stateStore.rocksdb.maxMemoryUsageMB": str(settings.rocksdb_max_memory_mb),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.pyspark.python": sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.driver.memory": settings.driver_memory,
+        "spark.ui.enabled": str(settings.ui_enabled).lower(),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+    }
+
+
+# Spark's and Delta's defaults the factory replaces, each for the reason given beside it.
+_TUNED_DEFAULTS = {
+    # Delta rebuilds a table's snapshot (log replay) before every idempotent MERGE, and before an append
+    # whose table checksum lacks its transactions (delta_sink.append_idempotent), to read the table's
+    # last txnVersion, with 50 tasks by default: for the monitor's small tables that is dozens of
+    # near-empty tasks on every commit and MERGE, and it was most of a send-ingest batch's time on 2 cores
+    # (26 s against 1.4 s for an empty dead-letter append at 2). One task replays a log of thousands of
+    # files in well under a second and costs 15 % less CPU per append than 4 (bench_delta_commit: 3.8 vs
+    # 4.5 CPU s per one-row append); a cluster with very large tables raises it through [spark.conf].
+    "spark.databricks.delta.snapshotPartitions": "1",
+    # A failed post-commit hook (auto compaction that lost a race or could not read a file) is logged and
+    # the write it follows stands: its data is committed, only the compaction did not happen. Delta
+    # rethrows instead when DELTA_TESTING is in the environment, which would stop the query over a
+    # housekeeping step; pinned so the job behaves the same wherever it runs.
+    "spark.databricks.delta.postCommitHook.throwOnError": "false",
+    # Every Delta commit lists the table's _delta_log, which holds every commit of the log retention
+    # (30 days by default: hundreds of thousands of files for a table written every few seconds). Delta's
+    # default store for local paths builds a Hadoop FileStatus per file for that, about 14 us each: an
+    # exactly-once append took 1.6 s with 100,000 expired files in the log and 4.8 s with 300,000, against
+    # 0.21 s with none. This one (Delta's own HDFSLogStore, writes included) stats only the files from the
+    # last checkpoint on: 0.26 s and 0.35 s (bench_delta_log). Other schemes keep Delta's stores.
+    "spark.delta.logStore.file.impl": LOCAL_LOG_STORE,
+    # The JVM talks to its Python workers over a Unix domain socket instead of loopback TCP. Over TCP a
+    # runner that sends little (a stateful operator's timeout pass, a shard with a few rows) waited about
+    # 40 ms for the small segments of its header, command and data to be acknowledged (Nagle's algorithm
+    # against delayed ACKs); a stateful operator runs two runners per partition and batch. Measured on a
+    # no-op applyInPandasWithState, one partition: 45 ms per empty runner over TCP, 3-8 ms over the socket.
+    "spark.python.unix.domain.socket.enabled": "true",
+}
+
+# HotSpot never JIT-compiles a method over 8,000 bytes of bytecode; Spark's generated code for the
+# ingest rules (one CASE per contract rule) is larger, so it ran interpreted: classifying a record
+# cost 2.5x parsing it, against 1.0x once compiled (JVM CPU seconds on 200,000 sends, warm JIT).
+# -Xss: when a query is stopped during a foreachBatch, Spark tells an interrupt from a failure by
+# matching the Python error's whole text against ``(.|\r\n|\r|\n)*`` (StreamExecution.PROXY_ERROR),
+# which recurses once per character; on the default 1 MB thread stack a traceback of a few thousand
+# characters overflowed it, and every clean stop printed a StackOverflowError of a thousand lines.
+_JAVA_OPTIONS = "-XX:-DontCompileHugeMethods -Xss32m"
+
+
+def _java_options(settings: SparkSettings) -> dict[str, str]:
+    """The driver's and executors' JVM options: ``_JAVA_OPTIONS`` followed by those of ``extra_conf``."""
+    return {
+        key: " ".join(filter(None, [_JAVA_OPTIONS, settings.extra_conf.get(key, "")]))
+        for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+    }
 
 
 def build_spark_session(settings: SparkSettings | None = None) -> SparkSession:
