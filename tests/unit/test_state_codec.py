@@ -75,15 +75,17 @@ SHARD = {
     "retired": {},
 }
 
+ROCKETMQ_5_TABLE = {
+    "name": "rocketmq-5",
+    "latency_max_ms": [50, 100, 550, 1800, 3000, 5000, 15000],
+    "not_available_duration_ms": [0, 0, 2000, 5000, 6000, 10000, 30000],
+    "isolation_latency_ms": 10000,
+    "semantics": "extend-only",
+}
+
 FAULT_TRACKER = {
     "schema_version": 1,
-    "fault_table": {
-        "name": "rocketmq-5",
-        "latency_max_ms": [50, 100, 550, 1800, 3000, 5000, 15000],
-        "not_available_duration_ms": [0, 0, 2000, 5000, 6000, 10000, 30000],
-        "isolation_latency_ms": 10000,
-        "semantics": "extend-only",
-    },
+    "fault_table": ROCKETMQ_5_TABLE,
     "detector_enabled": True,
     "clock_ms": 20,
     "items": [
@@ -168,13 +170,7 @@ FAULT_SHARD = {
             "PG",
             {
                 "schema_version": 1,
-                "fault_table": {
-                    "name": "rocketmq-5",
-                    "latency_max_ms": [50, 100, 550, 1800, 3000, 5000, 15000],
-                    "not_available_duration_ms": [0, 0, 2000, 5000, 6000, 10000, 30000],
-                    "isolation_latency_ms": 10000,
-                    "semantics": "extend-only",
-                },
+                "fault_table": ROCKETMQ_5_TABLE,  # each tracker stores its table whole
                 "detector_enabled": False,
                 "clock_ms": 0,
                 "items": [
