@@ -12,9 +12,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .allocation import AllocationStrategy, GroupAllocation, allocate_group
+from .allocation import AllocationStrategy
 from .episodes import Finding
 from .errors import DomainError
+from .group_allocation import GroupAllocation, allocate_group
 from .javacompat import java_sort_key
 from .membership import BrokerView, Channel, GroupMembership, cid_all
 from .polled_views import fresh_views
