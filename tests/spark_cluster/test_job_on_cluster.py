@@ -2,7 +2,8 @@
 
 The cluster is the project's own (``spark_cluster`` fixture: a master and two 1-core workers started without
 the caller's ``PYTHONPATH``); the job runs as ``rebalance-monitor run --config FILE --available-now`` with only
-``[spark] master`` naming the cluster. The reference is the same input through the same job in ``local[2]``.
+``[spark] master`` naming the cluster. The reference is the same input through the same job in the tests'
+own ``local[2]`` session, in this process (``run_available``): no second JVM to start for it.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from streaming.job.tables import TABLES
 from tests.integration.test_job_scenarios import bad_input, run1_events, run2_events
 from tests.support.driver_kills import workload
-from tests.support.job import job_env, publish, read
+from tests.support.job import job_config, job_env, publish, read, run_available
 
 ROOT = Path(__file__).parents[2]
 
@@ -52,18 +54,19 @@ def run_job(config: Path, env: dict[str, str]) -> None:
     finish(start_job(config, env))
 
 
-def rows(spark, env: dict[str, str], table: str) -> list[str]:
-    class Cfg:
-        class paths:  # noqa: N801 - mimics MonitorConfig.paths
-            delta_root = env["RRM__PATHS__DELTA_ROOT"]
+def rows(spark, delta_root: str, table: str) -> list[str]:
+    return sorted(
+        repr(sorted(r.items()))
+        for r in read(spark, SimpleNamespace(paths=SimpleNamespace(delta_root=delta_root)), table)
+    )
 
-    return sorted(repr(sorted(r.items())) for r in read(spark, Cfg, table))
 
-
-def assert_same_tables(spark, reference: dict[str, str], cluster: dict[str, str]) -> dict[str, int]:
+def assert_same_tables(spark, reference, cluster: dict[str, str]) -> dict[str, int]:
+    """Every table of the cluster's run (``RRM__`` settings ``cluster``) equal to the reference's (a config)."""
     counts = {}
     for table in TABLES:
-        expected, actual = rows(spark, reference, table), rows(spark, cluster, table)
+        expected = rows(spark, reference.paths.delta_root, table)
+        actual = rows(spark, cluster["RRM__PATHS__DELTA_ROOT"], table)
         assert actual == expected, f"{table}: {len(actual)} rows on the cluster vs {len(expected)} in local[2]"
         counts[table] = len(expected)
     return counts
@@ -71,16 +74,15 @@ def assert_same_tables(spark, reference: dict[str, str], cluster: dict[str, str]
 
 def test_the_scenarios_on_the_cluster_give_the_tables_of_local(kafka_broker, spark, spark_cluster, tmp_path):
     bootstrap = kafka_broker.bootstrap_servers
-    local, topics = job_env(bootstrap, tmp_path / "local", "cl-scen")
+    local, topics = job_config(bootstrap, tmp_path / "local", "cl-scen")
     cluster, _ = job_env(bootstrap, tmp_path / "cluster", "cl-scen")
-    local_config = write_config(tmp_path / "local.toml", "local[2]")
     cluster_config = write_config(tmp_path / "cluster.toml", spark_cluster.master_url)
 
     publish(bootstrap, [(t, raw.encode()) for t, raw, _ in bad_input()] + run1_events(), topics)
-    run_job(local_config, local)
+    run_available(spark, local)
     run_job(cluster_config, cluster)
     publish(bootstrap, run2_events(), topics)
-    run_job(local_config, local)  # both restarted from their checkpoints
+    run_available(spark, local)  # both restarted from their checkpoints
     run_job(cluster_config, cluster)
 
     counts = assert_same_tables(spark, local, cluster)
@@ -100,10 +102,10 @@ def test_a_worker_killed_mid_run_leaves_the_job_to_the_other_and_the_tables_whol
 ):
     bootstrap = kafka_broker.bootstrap_servers
     batches = {"RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER": "60"}  # many micro-batches, so the kill lands mid-run
-    local, topics = job_env(bootstrap, tmp_path / "local", "cl-kill", **batches)
+    local, topics = job_config(bootstrap, tmp_path / "local", "cl-kill", **batches)
     cluster, _ = job_env(bootstrap, tmp_path / "cluster", "cl-kill", **batches)
     publish(bootstrap, workload(), topics)
-    run_job(write_config(tmp_path / "local.toml", "local[2]"), local)
+    run_available(spark, local)
 
     process = start_job(write_config(tmp_path / "cluster.toml", spark_cluster.master_url), cluster)
     try:
