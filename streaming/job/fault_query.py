@@ -86,7 +86,7 @@ def _sends_by_pair(frames: Iterator[pd.DataFrame]) -> dict[Pair, list[PairSend]]
 
 def fault_updates_stream(session: SparkSession, updates_path: str) -> DataFrame:
     """``_send_fault_updates`` as the Delta stream the query reads: the rows each commit appends, once. The
-    commits of send-ingest's trims (``send_query.FaultUpdatesTrim``) are skipped: they delete rows the stream
+    commits of send-ingest's trims (``send_trim.FaultUpdatesTrim``) are skipped: they delete rows the stream
     has read, and re-add the rows they kept of the files they touched, which it has read too."""
     return session.readStream.format("delta").option("skipChangeCommits", "true").load(updates_path)
 
