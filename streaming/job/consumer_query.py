@@ -1,44 +1,9 @@
 """The heartbeat path: consumer channel events, reported assignments and topic routes -> group analysis.
 
-Design (the README's "How it works" places it among the three queries):
-
-* One Kafka source subscribes the three consumer-side topics (one watermark); brokers' polls
-  (``consumer_connections``) share the channel events' topic and reach the engine as their JSON.
-  ``ingest.classify`` runs in the JVM; dead letters and valid events continue in the same plan.
-* The stateful operator is ``applyInPandasWithState`` keyed by a **shard of groups**
-  (``pmod(hash(group), shards)``), not by the group itself: a topic route must reach every group that
-  subscribes the topic, and a route event knows its topic, not its groups. Route events are therefore
-  replicated into every shard (``explode(sequence(0, shards - 1))``) -- routes change rarely, so this
-  costs ``shards`` rows per route change -- and each shard keeps the routes it needs beside the
-  membership of its groups. Inside a shard, state and processing are per group.
-* ``applyInPandasWithState`` rather than ``transformWithStateInPandas``: one state tuple per key travels
-  inside the Arrow batches (no socket round trip per state access, measured ~20% faster in the
-  engineering notes), the shard's state is read and written once per batch anyway, and the event-time
-  timeout (``GroupStateTimeout.EventTimeTimeout``) is exactly what channel expiry needs: the shard asks to
-  be called again at its earliest channel expiry, even when none of its groups sends anything.
-* Dead letters ride through the same operator on a reserved key (shard -1) with a NULL event time, so
-  the watermark never drops them; the function emits them unchanged.
-* Valid channel events (nearly all the traffic: steady heartbeats) reach Python as their typed fields
-  from ingest, not as JSON to parse again; the shard's state is one zlib-compressed JSON blob whose
-  membership is stored by column (``membership.snapshot``). A steady heartbeat costs the Python side
-  about 25 us of CPU, state included (a round of 40,000 in about 1 s over 8 shards; it was 70 us).
-* Before the operator, the JVM folds each channel's identical heartbeats of a Spark partition into one row
-  with every heartbeat's time and offset (``heartbeat_runs``): a batch of a fleet catching up holds a dozen
-  heartbeats per channel, and only one row each crosses to Python. There the engine takes them before the
-  batch's events (``fleet.ShardEngine.apply_runs``): a run that only refreshes a channel it knows costs a
-  dictionary update, and the answer is exactly that of applying every heartbeat.
-* Late input: an event at or before the watermark the operator sees (``GroupState.getCurrentWatermarkMs``,
-  the batch's watermark) is counted as a ``late_events`` record (reason ``watermark``) and not applied. The
-  check is made here, per heartbeat of a run, rather than by Spark: Spark drops rows older than the
-  *previous* batch's watermark, which a state function cannot know, and a run's row stands for heartbeats of
-  several times. So the operator's event-time column is NULL on every row (``_without_spark_late_filter``);
-  the watermark itself is computed before that, from every row's real time.
-* The engine returns typed outcomes; the function emits them as rows ``(table, payload)`` -- payload is JSON
-  in the shape of the Delta table, mapped in ``table_rows`` -- and the ``foreachBatch`` sink fans them out into
-  the tables, exactly once.
-
-The per-shard logic itself is pure Python in ``streaming.domain.fleet`` (time passed in as the watermark),
-so this module is only the Spark adapter: rows in, state (de)serialisation, rows out.
+The Spark adapter around ``streaming.domain.fleet.ShardEngine``: Kafka records classified in the JVM, keyed by
+a shard of groups (routes replicated into every shard), heartbeat runs folded, then ``applyInPandasWithState``
+restores each shard's engine, applies its events at the batch's watermark (``consumer_events``) and emits the
+outcomes as rows ``(table, payload)`` (``table_rows``). Why so: ``docs/design/consumer-query.md``.
 """
 
 from __future__ import annotations
