@@ -59,7 +59,7 @@ def run_bench(line: str, namesrv: str, topic: str, bootstrap: str, args: argpars
     return lines
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--line", choices=["5", "4.9"], default="5", help="RocketMQ client and cluster line")
     parser.add_argument("--messages", type=int, default=2000, help="messages per round and side")
@@ -68,8 +68,11 @@ def main() -> None:
     parser.add_argument("--namesrv", help="use this running cluster's name server instead of starting one")
     parser.add_argument("--topic", default="bench_agent", help="with --namesrv: an existing topic")
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def run_on_brokers(args: argparse.Namespace) -> list[dict]:
+    """``run_bench`` against a Kafka broker of its own and the given cluster, or one of its own."""
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
         work = Path(tmp)
         kafka = LocalKafkaBroker(work / "kafka")
@@ -85,12 +88,15 @@ def main() -> None:
                 cluster.start(timeout_s=300)
                 cluster.create_topic(args.topic, 4)
                 namesrv = cluster.namesrv_addr
-            lines = run_bench(args.line, namesrv, args.topic, bootstrap, args, work)
+            return run_bench(args.line, namesrv, args.topic, bootstrap, args, work)
         finally:
             if cluster is not None:
                 cluster.stop()
             kafka.stop()
 
+
+def report_document(args: argparse.Namespace, lines: list[dict]) -> dict:
+    """Both sides' summaries, the ratios hook/plain and the CPU per send, and every round."""
     summary = next(line for line in lines if line["kind"] == "summary")
     plain, hooked = summary["without_hook"], summary["with_hook"]
     ratios = {
@@ -103,7 +109,7 @@ def main() -> None:
         side: round(summary[side]["cpu_ms"] * 1000 / (args.messages * args.rounds), 1)
         for side in ("without_hook", "with_hook")
     }
-    report = {
+    return {
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
         "command": "python -m bench.bench_agent "
@@ -118,7 +124,12 @@ def main() -> None:
         "agent_counters": summary["agent"],
         "rounds": [line for line in lines if line["kind"] == "round"],
     }
-    print(json.dumps({"ratio_hook_over_plain": ratios, "process_cpu_us_per_send": per_send_cpu_us}))
+
+
+def main() -> None:
+    args = parse_args()
+    report = report_document(args, run_on_brokers(args))
+    print(json.dumps({k: report[k] for k in ("ratio_hook_over_plain", "process_cpu_us_per_send")}))
     args.results.write_text(json.dumps(report, indent=2) + "\n")
 
 

@@ -159,11 +159,54 @@ def collector_cycles(config, work_dir: Path) -> list[dict[str, float]]:  # type:
     return cycles
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=1000)
     parser.add_argument("--channels", type=int, default=10)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def collector_config(bootstrap: str, namesrv: str):  # type: ignore[no-untyped-def]
+    """The collector's configuration: polling every second, running info off, the bench's groups only."""
+    return load_config(
+        env={
+            "RRM__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+            "RRM__COLLECTOR__NAMESRV_ADDR": namesrv,
+            "RRM__COLLECTOR__POLL_INTERVAL_MS": "1000",
+            "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "0",
+            "RRM__COLLECTOR__INCLUDE_GROUPS": '["bench-*"]',
+        }
+    )
+
+
+def results_document(  # type: ignore[no-untyped-def]
+    args: argparse.Namespace, config, cycles: list[dict], baseline: dict[str, float], registered: dict[str, int]
+) -> dict:
+    """The collector's warm cycles (the last three that polled groups) beside the exporter's way."""
+    warm = [c for c in cycles if c["by_call"].get("consumer_connections")][-3:]
+    collector = {
+        "cycle_s": statistics.mean(c["cycle_s"] for c in warm),
+        "rpcs": warm[-1]["rpcs"],
+        "by_call": warm[-1]["by_call"],
+        "cycles": cycles,
+        "concurrency": config.collector.concurrency,
+    }
+    return {
+        "groups": args.groups,
+        "channels_per_group_per_broker": args.channels,
+        "brokers": 2,
+        "collector": collector,
+        "exporter_way": baseline,
+        "cycle_time_ratio_collector_over_exporter": round(collector["cycle_s"] / baseline["cycle_s"], 2),
+        "rpc_ratio_collector_over_exporter": round(collector["rpcs"] / baseline["rpcs"], 2),
+        "broker_views_per_group": {"collector": 2, "exporter_way": 1},
+        "channels_of_the_last_group_per_broker": registered,
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def main() -> None:
+    args = parse_args()
     import jpype
 
     work = Path(tempfile.mkdtemp(prefix="rrm-bench-collector-"))
@@ -189,15 +232,7 @@ def main() -> None:
         generator.start()
         print(f"{args.groups} groups x {args.channels} channels registered on both brokers", flush=True)
         registered = {broker: len(cluster.connections(groups[-1], broker)) for broker in info.brokers}
-        config = load_config(
-            env={
-                "RRM__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
-                "RRM__COLLECTOR__NAMESRV_ADDR": info.namesrv_addr,
-                "RRM__COLLECTOR__POLL_INTERVAL_MS": "1000",
-                "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "0",
-                "RRM__COLLECTOR__INCLUDE_GROUPS": '["bench-*"]',
-            }
-        )
+        config = collector_config(bootstrap, info.namesrv_addr)
         cycles = collector_cycles(config, work / "collector")
         baseline = exporter_way(info.namesrv_addr, groups)
     finally:
@@ -206,26 +241,7 @@ def main() -> None:
         cluster.stop()
         kafka.stop()
         shutil.rmtree(work, ignore_errors=True)
-    warm = [c for c in cycles if c["by_call"].get("consumer_connections")][-3:]
-    collector = {
-        "cycle_s": statistics.mean(c["cycle_s"] for c in warm),
-        "rpcs": warm[-1]["rpcs"],
-        "by_call": warm[-1]["by_call"],
-        "cycles": cycles,
-        "concurrency": config.collector.concurrency,
-    }
-    results = {
-        "groups": args.groups,
-        "channels_per_group_per_broker": args.channels,
-        "brokers": 2,
-        "collector": collector,
-        "exporter_way": baseline,
-        "cycle_time_ratio_collector_over_exporter": round(collector["cycle_s"] / baseline["cycle_s"], 2),
-        "rpc_ratio_collector_over_exporter": round(collector["rpcs"] / baseline["rpcs"], 2),
-        "broker_views_per_group": {"collector": 2, "exporter_way": 1},
-        "channels_of_the_last_group_per_broker": registered,
-        "load_average": os.getloadavg()[0],
-    }
+    results = results_document(args, config, cycles, baseline, registered)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
 

@@ -106,61 +106,65 @@ def jpype_start() -> dict[str, float]:
     return {"wall_s": time.perf_counter() - start, "cpu_s": cpu, "rss_mb": usage.ru_maxrss / 1024}
 
 
-def main() -> None:
+def decoded_answers() -> list:
+    """``LISTS`` connection lists, decoded as the admin client decodes a broker's answer."""
     import jpype
-
-    jvm = jvm_process_start()
-    embedded = jpype_start()
 
     ConsumerConnection = jpype.JClass("org.apache.rocketmq.remoting.protocol.body.ConsumerConnection")
     RemotingSerializable = jpype.JClass("org.apache.rocketmq.remoting.protocol.RemotingSerializable")
-    JSON = jpype.JClass("com.alibaba.fastjson.JSON")
-    answers = [RemotingSerializable.decode(connection_list_json(i).encode(), ConsumerConnection) for i in range(LISTS)]
+    return [RemotingSerializable.decode(connection_list_json(i).encode(), ConsumerConnection) for i in range(LISTS)]
 
-    def from_python() -> int:
-        size = 0
-        for answer in answers:
-            subscriptions = [
-                {"topic": s.getTopic(), "expression": s.getSubString(), "sub_version": s.getSubVersion()}
-                for s in answer.getSubscriptionTable().values()
-            ]
-            connections = [
+
+def from_python(answers: list) -> int:
+    """Every answer turned into event JSON field by field from Python, as a JPype collector must."""
+    size = 0
+    for answer in answers:
+        subscriptions = [
+            {"topic": s.getTopic(), "expression": s.getSubString(), "sub_version": s.getSubVersion()}
+            for s in answer.getSubscriptionTable().values()
+        ]
+        connections = [
+            {
+                "channel": c.getClientAddr(),
+                "client_id": c.getClientId(),
+                "language": str(c.getLanguage().name()),
+                "client_version": str(c.getVersion()),
+            }
+            for c in answer.getConnectionSet()
+        ]
+        size += len(
+            json.dumps(
                 {
-                    "channel": c.getClientAddr(),
-                    "client_id": c.getClientId(),
-                    "language": str(c.getLanguage().name()),
-                    "client_version": str(c.getVersion()),
+                    "message_model": str(answer.getMessageModel().name()),
+                    "consume_type": str(answer.getConsumeType().name()),
+                    "subscriptions": subscriptions,
+                    "connections": connections,
                 }
-                for c in answer.getConnectionSet()
-            ]
-            size += len(
-                json.dumps(
-                    {
-                        "message_model": str(answer.getMessageModel().name()),
-                        "consume_type": str(answer.getConsumeType().name()),
-                        "subscriptions": subscriptions,
-                        "connections": connections,
-                    }
-                )
             )
-        return size
+        )
+    return size
 
-    def in_jvm() -> int:
-        return sum(len(JSON.toJSONString(answer)) for answer in answers)
 
-    def measure(fn) -> dict[str, float]:  # type: ignore[no-untyped-def]
-        fn()  # warm-up
-        samples = []
-        for _ in range(3):
-            wall, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-            fn()
-            after = resource.getrusage(resource.RUSAGE_SELF)
-            samples.append((time.perf_counter() - wall, after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime))
-        samples.sort()
-        return {"wall_s": samples[1][0], "cpu_s": samples[1][1]}
+def in_jvm(to_json, answers: list) -> int:  # type: ignore[no-untyped-def]
+    """Every answer turned into JSON by one call into the JVM, as the JVM collector does."""
+    return sum(len(to_json.toJSONString(answer)) for answer in answers)
 
-    python_side, jvm_side = measure(from_python), measure(in_jvm)
-    results = {
+
+def measure(fn) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """The median of three runs after a warm-up one, wall and CPU seconds."""
+    fn()  # warm-up
+    samples = []
+    for _ in range(3):
+        wall, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        fn()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        samples.append((time.perf_counter() - wall, after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime))
+    samples.sort()
+    return {"wall_s": samples[1][0], "cpu_s": samples[1][1]}
+
+
+def results_document(jvm: dict, embedded: dict, python_side: dict, jvm_side: dict) -> dict:
+    return {
         "connection_lists": LISTS,
         "channels_per_list": CHANNELS,
         "admin_call_from_cold": {
@@ -177,6 +181,19 @@ def main() -> None:
         "load_average": os.getloadavg()[0],
         "python": sys.version.split()[0],
     }
+
+
+def main() -> None:
+    import jpype
+
+    jvm = jvm_process_start()
+    embedded = jpype_start()
+
+    to_json = jpype.JClass("com.alibaba.fastjson.JSON")
+    answers = decoded_answers()
+    python_side = measure(lambda: from_python(answers))
+    jvm_side = measure(lambda: in_jvm(to_json, answers))
+    results = results_document(jvm, embedded, python_side, jvm_side)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
 

@@ -10,9 +10,6 @@ cloned sessions beside the appends against the same MERGEs in sequence, in turn 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import shutil
 import statistics
 import tempfile
@@ -20,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench.common import machine, measured_at, write_results
 
 RESULTS = Path(__file__).parent / "results" / "consumer_sink.json"
 BASE = 1_700_000_000_000
@@ -106,45 +105,32 @@ def fleet_arguments(results: Path) -> argparse.ArgumentParser:
     return parser
 
 
-def main() -> None:
-    args = fleet_arguments(RESULTS).parse_args()
-
+def run_batches(spark, sinks: dict, variants: dict, rows: list) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
+    """Every batch through each variant's sink, in alternating order; seconds per batch, by variant."""
     from streaming.job import outputs
     from streaming.job.consumer_query import OUTPUT_SCHEMA
-    from streaming.job.sinks import DeltaTables, run_concurrently
-    from streaming.job.spark_session import build_spark_session
 
-    rows = engine_batches(args.groups, args.members, args.changing, args.batches)
-    spark = build_spark_session()
-    root = Path(tempfile.mkdtemp(prefix="bench-consumer-sink-"))
-    variants = {"monitor": run_concurrently, "merges_in_sequence": in_sequence(run_concurrently)}
-    sinks = {}
-    for name in variants:
-        tables = DeltaTables(spark, root / name)
-        tables.ensure_all()
-        sinks[name] = outputs.consumer_sink(tables, f"bench-{name}", None)
     seconds: dict[str, list[float]] = {name: [] for name in variants}
-    try:
-        for batch_id, batch_rows in enumerate(rows):
-            frame = spark.createDataFrame(batch_rows, OUTPUT_SCHEMA)
-            # alternate which variant goes first, so neither always runs right after the other's writes
-            order = list(variants) if batch_id % 2 == 0 else list(reversed(variants))
-            for name in order:
-                outputs.run_concurrently = variants[name]
-                start = time.perf_counter()
-                sinks[name](frame, batch_id)
-                seconds[name].append(time.perf_counter() - start)
-            tables_written = sorted({t for t, _ in batch_rows})
-            print(
-                f"batch {batch_id:3} rows {len(batch_rows):5} "
-                + " ".join(f"{n} {seconds[n][-1]:6.2f} s" for n in variants)
-                + f"  {tables_written}"
-            )
-    finally:
-        outputs.run_concurrently = run_concurrently
-        spark.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    for batch_id, batch_rows in enumerate(rows):
+        frame = spark.createDataFrame(batch_rows, OUTPUT_SCHEMA)
+        # alternate which variant goes first, so neither always runs right after the other's writes
+        order = list(variants) if batch_id % 2 == 0 else list(reversed(variants))
+        for name in order:
+            outputs.run_concurrently = variants[name]
+            start = time.perf_counter()
+            sinks[name](frame, batch_id)
+            seconds[name].append(time.perf_counter() - start)
+        tables_written = sorted({t for t, _ in batch_rows})
+        print(
+            f"batch {batch_id:3} rows {len(batch_rows):5} "
+            + " ".join(f"{n} {seconds[n][-1]:6.2f} s" for n in variants)
+            + f"  {tables_written}"
+        )
+    return seconds
 
+
+def summarize(seconds: dict[str, list[float]]) -> dict[str, Any]:
+    """Each variant's batch times and sustained median and mean, and the ratio of the two medians."""
     results: dict[str, Any] = {}
     for name, values in seconds.items():
         sustained = values[2:]
@@ -159,18 +145,41 @@ def main() -> None:
         f"sustained median: monitor {results['monitor']['sustained_median_s']} s, merges in sequence "
         f"{results['merges_in_sequence']['sustained_median_s']} s (ratio {ratio:.2f})"
     )
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(
-        json.dumps(
-            {
-                "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "input": vars(args) | {"results": str(args.results), "rows_per_batch": [len(r) for r in rows]},
-                "results": results,
-            },
-            indent=2,
-        )
-        + "\n"
+    return results
+
+
+def main() -> None:
+    args = fleet_arguments(RESULTS).parse_args()
+
+    from streaming.job import outputs
+    from streaming.job.sinks import DeltaTables, run_concurrently
+    from streaming.job.spark_session import build_spark_session
+
+    rows = engine_batches(args.groups, args.members, args.changing, args.batches)
+    spark = build_spark_session()
+    root = Path(tempfile.mkdtemp(prefix="bench-consumer-sink-"))
+    variants = {"monitor": run_concurrently, "merges_in_sequence": in_sequence(run_concurrently)}
+    sinks = {}
+    for name in variants:
+        tables = DeltaTables(spark, root / name)
+        tables.ensure_all()
+        sinks[name] = outputs.consumer_sink(tables, f"bench-{name}", None)
+    try:
+        seconds = run_batches(spark, sinks, variants, rows)
+    finally:
+        outputs.run_concurrently = run_concurrently
+        spark.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+    results = summarize(seconds)
+    write_results(
+        args.results,
+        {
+            "machine": machine(),
+            "measured_at": measured_at(),
+            "input": vars(args) | {"results": str(args.results), "rows_per_batch": [len(r) for r in rows]},
+            "results": results,
+        },
     )
 
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.common import machine, measured_at
 
 RESULTS = Path(__file__).parent / "results" / "delta_log.json"
 DELTA_DEFAULT = "io.delta.storage.HDFSLogStore"
@@ -65,42 +65,42 @@ def measure(store: str, sizes: list[int], appends: int) -> dict[int, float]:
     return medians
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, nargs="+", default=[0, 100_000, 300_000], help="expired log files")
     parser.add_argument("--appends", type=int, default=15, help="appends per log size (default 15)")
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
     parser.add_argument("--store", help=argparse.SUPPRESS)  # the child process: measure one store
-    args = parser.parse_args()
-    if args.store:
-        print(json.dumps(measure(args.store, args.files, args.appends)))
-        return
+    return parser.parse_args()
 
-    from streaming.job.spark_session import LOCAL_LOG_STORE
 
-    runs = {}
-    for name, store in (("delta_default", DELTA_DEFAULT), ("monitor", LOCAL_LOG_STORE)):
-        child = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "bench.bench_delta_log",
-                "--store",
-                store,
-                "--appends",
-                str(args.appends),
-                "--files",
-                *map(str, args.files),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=Path(__file__).parent.parent,
-        )
-        runs[name] = {int(k): v for k, v in json.loads(child.stdout.strip().splitlines()[-1]).items()}
+def run_child(store: str, args: argparse.Namespace) -> dict[int, float]:
+    """``measure`` of one store, in a child process (the store is a session setting)."""
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_delta_log",
+            "--store",
+            store,
+            "--appends",
+            str(args.appends),
+            "--files",
+            *map(str, args.files),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).parent.parent,
+    )
+    return {int(k): v for k, v in json.loads(child.stdout.strip().splitlines()[-1]).items()}
+
+
+def compare(runs: dict[str, dict[int, float]], sizes: list[int]) -> list[dict[str, float]]:
+    """Per log size, both stores' median appends and their ratio; printed as a table as well."""
     print(f"{'expired log files':>18} {'Delta default':>14} {'monitor':>10} {'ratio':>7}")
     rows = []
-    for size in args.files:
+    for size in sizes:
         default, ours = runs["delta_default"][size], runs["monitor"][size]
         rows.append(
             {
@@ -111,21 +111,31 @@ def main() -> None:
             }
         )
         print(f"{size:>18} {default * 1000:>11.0f} ms {ours * 1000:>7.0f} ms {default / ours:>7.2f}")
-    args.results.write_text(
-        json.dumps(
-            {
-                "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "input": {
-                    "appends_per_size": args.appends,
-                    "store": {"delta_default": DELTA_DEFAULT, "monitor": LOCAL_LOG_STORE},
-                },
-                "results": rows,
-            },
-            indent=1,
-        )
-        + "\n"
-    )
+    return rows
+
+
+def main() -> None:
+    args = parse_args()
+    if args.store:
+        print(json.dumps(measure(args.store, args.files, args.appends)))
+        return
+
+    from streaming.job.spark_session import LOCAL_LOG_STORE
+
+    runs = {}
+    for name, store in (("delta_default", DELTA_DEFAULT), ("monitor", LOCAL_LOG_STORE)):
+        runs[name] = run_child(store, args)
+    rows = compare(runs, args.files)
+    document = {
+        "machine": machine(),
+        "measured_at": measured_at(),
+        "input": {
+            "appends_per_size": args.appends,
+            "store": {"delta_default": DELTA_DEFAULT, "monitor": LOCAL_LOG_STORE},
+        },
+        "results": rows,
+    }
+    args.results.write_text(json.dumps(document, indent=1) + "\n")
     print(f"wrote {args.results}")
 
 

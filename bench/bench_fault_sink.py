@@ -11,9 +11,7 @@ and the Delta commits it made (``_delta_log`` entries); ``sustained`` leaves out
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -21,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bench.common import machine, measured_at, write_results
 
 RESULTS = Path(__file__).parent / "results" / "fault_sink.json"
 BASE = 1_700_000_000_000
@@ -74,21 +74,19 @@ def commits(root: Path) -> int:
     return sum(len(list((root / t / "_delta_log").glob("*.json"))) for t in TABLES)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--producers", type=int, default=200)
     parser.add_argument("--brokers", type=int, default=8)
     parser.add_argument("--changing", type=int, default=40, help="producers with new rows per batch")
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--results", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    from bench.bench_job import cpu_clock
+
+def timed_metrics() -> Any:
+    """A ``MetricsState`` noting in ``gauges_at`` when the batch's broker gauges were first set."""
     from connectors.metrics import MetricsState
-    from streaming.job import outputs
-    from streaming.job.fault_query import OUTPUT_SCHEMA
-    from streaming.job.sinks import DeltaTables
-    from streaming.job.spark_session import build_spark_session
 
     class Timed(MetricsState):
         """Records when the batch's broker gauges were first set."""
@@ -100,12 +98,24 @@ def main() -> None:
                 self.gauges_at = time.perf_counter()
             super().set_gauge(name, labels, value)
 
+    return Timed()
+
+
+def run_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every batch through the real sink on new tables: per batch its rows, wall and JVM CPU seconds, seconds
+    to the broker gauges, and Delta commits."""
+    from bench.bench_job import cpu_clock
+    from streaming.job import outputs
+    from streaming.job.fault_query import OUTPUT_SCHEMA
+    from streaming.job.sinks import DeltaTables
+    from streaming.job.spark_session import build_spark_session
+
     spark = build_spark_session()
     clock = cpu_clock(spark)
     root = Path(tempfile.mkdtemp(prefix="bench-fault-sink-"))
     tables = DeltaTables(spark, root)
     tables.ensure_all(list(TABLES))
-    metrics = Timed()
+    metrics = timed_metrics()
     sink = outputs.fault_sink(tables, "bench", metrics)
     per_batch: list[dict[str, Any]] = []
     try:
@@ -128,26 +138,27 @@ def main() -> None:
     finally:
         spark.stop()
         shutil.rmtree(root, ignore_errors=True)
+    return per_batch
 
+
+def main() -> None:
+    args = parse_args()
+    per_batch = run_batches(args)
     sustained = per_batch[2:]
     summary = {
         key: round(statistics.median(b[key] for b in sustained), 3) for key in ("wall_s", "cpu_s", "to_gauges_s")
     }
     summary["commits_per_batch"] = statistics.median(b["commits"] for b in sustained)
     print("sustained median: " + ", ".join(f"{k} {v}" for k, v in summary.items()))
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(
-        json.dumps(
-            {
-                "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load": os.getloadavg()},
-                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "input": {k: v for k, v in vars(args).items() if k != "results"},
-                "sustained_median": summary,
-                "batches": [{k: round(v, 3) for k, v in b.items()} for b in per_batch],
-            },
-            indent=2,
-        )
-        + "\n"
+    write_results(
+        args.results,
+        {
+            "machine": machine() | {"load": os.getloadavg()},
+            "measured_at": measured_at(),
+            "input": {k: v for k, v in vars(args).items() if k != "results"},
+            "sustained_median": summary,
+            "batches": [{k: round(v, 3) for k, v in b.items()} for b in per_batch],
+        },
     )
 
 

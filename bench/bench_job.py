@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
 import statistics
 import tempfile
-import time
 from pathlib import Path
+
+from bench.common import machine, measured_at, write_results
 
 RESULTS = Path(__file__).parent / "results" / "job.json"
 BASE = 1_700_000_000_000
@@ -197,7 +197,19 @@ def baseline(spark, bootstrap: str, topic: str, max_offsets: int, schema: str, w
     return measure(query, warm_rows)
 
 
-def main() -> None:
+SEND_SCHEMA = (
+    "type STRING, schema_version INT, event_time BIGINT, producer_id STRING, producer_group STRING, "
+    "topic STRING, broker STRING, queue_id INT, latency_ms BIGINT, outcome STRING, client_version STRING"
+)
+BEAT_SCHEMA = (
+    "type STRING, schema_version INT, event_time BIGINT, broker STRING, kind STRING, channel STRING, "
+    "client_id STRING, `group` STRING, subscriptions ARRAY<STRUCT<topic: STRING, expression: STRING, "
+    "sub_version: BIGINT>>"
+)
+
+
+def parse_args() -> tuple[argparse.Namespace, set[str]]:
+    """The command line, and the set of paths it chose."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--sends", type=int, default=2_000_000)
     parser.add_argument("--groups", type=int, default=1000)
@@ -251,11 +263,13 @@ def main() -> None:
     unknown = chosen - {"send-result", "heartbeat"}
     if unknown:
         parser.error(f"unknown path(s): {', '.join(sorted(unknown))}")
+    return args, chosen
 
-    from localenv.kafka_broker import LocalKafkaBroker, create_topics
-    from streaming.config import KafkaConfig, load_config
-    from streaming.job.runner import MonitorJob
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+
+def resolve_sizes(args: argparse.Namespace) -> tuple[int, int]:
+    """Fill in ``--max-offsets`` and ``--rounds`` where left to their defaults; returns the heartbeat path's
+    maxOffsetsPerTrigger and the records of one heartbeat round."""
+    from streaming.config import KafkaConfig
 
     if args.max_offsets is None:
         args.max_offsets = KafkaConfig().max_offsets_per_trigger
@@ -263,6 +277,149 @@ def main() -> None:
     beat_offsets = args.heartbeat_max_offsets or args.max_offsets
     if args.rounds is None:  # the first round is the warm-up (the fleet joining), then 4 whole batches
         args.rounds = 1 + -(-4 * beat_offsets // per_round)
+    return beat_offsets, per_round
+
+
+def job_env(bootstrap: str, work: Path) -> dict[str, str]:
+    """The job's configuration, as environment variables, for the bench's topics and directories."""
+    return {
+        "RRM__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
+        "RRM__KAFKA__TOPICS__SEND_RESULT": "bench.sends",
+        "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": "bench.channels",
+        "RRM__KAFKA__TOPICS__TOPIC_ROUTE": "bench.routes",
+        "RRM__KAFKA__TOPICS__REPORTED_ASSIGNMENT": "bench.reports",
+        "RRM__PATHS__DELTA_ROOT": str(work / "delta"),
+        "RRM__PATHS__CHECKPOINT_ROOT": str(work / "ckpt"),
+        "RRM__METRICS__ENABLED": "false",
+        "RRM__INGEST__WATERMARK_DELAY": '"1 minute"',
+        # Producers with sendLatencyFaultEnable: their 1% slow sends open fault windows, so the reduction
+        # keeps them and the fault-window replay has work (RocketMQ's default, false, would leave it idle).
+        "RRM__PRODUCERS__SEND_LATENCY_FAULT_ENABLE": "true",
+    }
+
+
+def warm_up_path(spark, env: dict[str, str], work: Path, path: str, runner: str, warm_rows: int) -> None:  # type: ignore[no-untyped-def]
+    """One unmeasured pass of the path: without it the monitor's sustained batches were its second to fourth in
+    the JVM, its parser, reducer and Delta appends still JIT-cold (a one-row append's median CPU fell from 0.57
+    to 0.25 s over its first 140 appends in one JVM), while the baseline's code had already run twice over."""
+    from streaming.config import load_config
+    from streaming.job.runner import MonitorJob
+
+    warm_env = {
+        **env,
+        "RRM__PATHS__DELTA_ROOT": str(work / path / "warm-up" / "delta"),
+        "RRM__PATHS__CHECKPOINT_ROOT": str(work / path / "warm-up" / "ckpt"),
+    }
+    warm_job = MonitorJob(load_config(None, env=warm_env), available_now=True)
+    warm_job.session = spark
+    run_path(warm_job, runner, warm_rows)
+    shutil.rmtree(work / path / "warm-up", ignore_errors=True)
+
+
+def floor_runs(clock, job, warm_rows: int, args: argparse.Namespace) -> dict[str, tuple[str, dict]]:  # type: ignore[no-untyped-def]
+    """The heartbeat path's optional floors: result key -> (label, figures)."""
+    floors = {}
+    if args.without_runs:
+        without = timed(clock, run_without_runs, job, warm_rows)
+        floors["without_runs"] = ("every heartbeat a row (no runs)", without)
+    if args.stateful_floor:
+        floors["stateful_floor"] = ("no-op state function", timed(clock, run_stateful_floor, job, warm_rows))
+        floors["stateful_floor_thinned"] = (
+            f"the same, 1 record in {THINNED_EVERY} reaching it",
+            timed(clock, run_stateful_floor, job, warm_rows, True),
+        )
+    return floors
+
+
+def compare_path(  # type: ignore[no-untyped-def]
+    spark, bootstrap: str, env: dict[str, str], work: Path, side: tuple, args: argparse.Namespace
+) -> tuple[dict, str]:
+    """Baseline, path (and floors), baseline again for one path, after warm-up passes; the path's results entry
+    and its table line."""
+    from streaming.config import load_config
+    from streaming.job.runner import MonitorJob
+
+    path, topic, schema, runner, warm_rows, max_offsets = side
+    env["RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER"] = str(max_offsets)
+    env["RRM__PATHS__DELTA_ROOT"] = str(work / path / "delta")
+    env["RRM__PATHS__CHECKPOINT_ROOT"] = str(work / path / "ckpt")
+    job = MonitorJob(load_config(None, env=env), available_now=True)
+    job.session = spark
+    clock = cpu_clock(spark)
+    reads = (spark, bootstrap, topic, max_offsets, schema, warm_rows)
+    # One unmeasured baseline pass first: in a fresh JVM the first measured baseline ran its batches
+    # JIT-cold (median batch 2.98 s against 1.73 s for the second run), which lowered the reference
+    # and flattered the ratio; the monitor's own warm-up is its first batch, left out of `sustained`.
+    baseline(*reads)
+    if not args.cold_monitor:
+        warm_up_path(spark, env, work, path, runner, warm_rows)
+    first = timed(clock, baseline, *reads)
+    ours = timed(clock, run_path, job, runner, warm_rows)
+    floors = floor_runs(clock, job, warm_rows, args) if path == "heartbeat" else {}
+    second = timed(clock, baseline, *reads)
+    return path_result(path, first, ours, second, floors)
+
+
+def path_result(path: str, first: dict, ours: dict, second: dict, floors: dict) -> tuple[dict, str]:
+    """One path's results entry (ratios against the mean of both baselines) and its table line."""
+    reference = (first["events_per_s"] + second["events_per_s"]) / 2
+    cpu_reference = (first["cpu_s"] + second["cpu_s"]) / 2
+    result = {
+        "monitor": ours,
+        "baseline_runs": [first, second],
+        "ratio": round(ours["events_per_s"] / reference, 3),
+        "cpu_ratio": round(cpu_reference / ours["cpu_s"], 3),
+    }
+    line = (
+        f"{path:12} monitor {ours['events_per_s']:>8.0f} ev/s (median batch {ours['median_batch_ms']} ms) | "
+        f"parse-only {reference:>8.0f} ev/s | ratio {ours['events_per_s'] / reference:.2f} | "
+        f"CPU {ours['cpu_s']:.1f} s vs {cpu_reference:.1f} s, ratio {cpu_reference / ours['cpu_s']:.2f}"
+    )
+    if all("sustained" in run for run in (first, ours, second)):
+        sustained = ours["sustained"]["events_per_s"]
+        sustained_reference = (first["sustained"]["events_per_s"] + second["sustained"]["events_per_s"]) / 2
+        result["sustained_ratio"] = round(sustained / sustained_reference, 3)
+        line += (
+            f"\n{'':12} sustained {sustained:>6.0f} ev/s (median batch {ours['sustained']['median_batch_ms']}"
+            f" ms) | parse-only {sustained_reference:>8.0f} ev/s | ratio {sustained / sustained_reference:.2f}"
+        )
+        for key, (label, floor) in floors.items():
+            if "sustained" not in floor:
+                continue
+            floor_rate = floor["sustained"]["events_per_s"]
+            result[key] = floor
+            result[f"{key}_sustained_ratio"] = round(floor_rate / sustained_reference, 3)
+            line += (
+                f"\n{'':12} {label}: sustained {floor_rate:>6.0f} ev/s (median batch "
+                f"{floor['sustained']['median_batch_ms']} ms) | ratio {floor_rate / sustained_reference:.2f}"
+            )
+    return result, line
+
+
+def results_document(args: argparse.Namespace, n_sends: int, n_beats: int, beat_offsets: int, results: dict) -> dict:
+    return {
+        "machine": machine(),
+        "master": args.master,
+        "measured_at": measured_at(),
+        "input": {
+            "sends": n_sends,
+            "heartbeat_records": n_beats,
+            "groups": args.groups,
+            "members": args.members,
+            "rounds": args.rounds,
+            "max_offsets_per_trigger": {"send-result": args.max_offsets, "heartbeat": beat_offsets},
+        },
+        "results": results,
+    }
+
+
+def main() -> None:
+    args, chosen = parse_args()
+
+    from localenv.kafka_broker import LocalKafkaBroker, create_topics
+    from streaming.job.spark_session import SparkSettings, build_spark_session
+
+    beat_offsets, per_round = resolve_sizes(args)
     work = Path(tempfile.mkdtemp(prefix="rrm-bench-"))
     broker = LocalKafkaBroker(work / "kafka")
     info = broker.start()
@@ -278,130 +435,20 @@ def main() -> None:
         )
         # Both sides checkpoint under `work`, as the job's own settings would have them written.
         spark = build_spark_session(SparkSettings(master=args.master, app_name="rrm-bench", checkpoint_root=str(work)))
-        send_schema = (
-            "type STRING, schema_version INT, event_time BIGINT, producer_id STRING, producer_group STRING, "
-            "topic STRING, broker STRING, queue_id INT, latency_ms BIGINT, outcome STRING, client_version STRING"
-        )
-        beat_schema = (
-            "type STRING, schema_version INT, event_time BIGINT, broker STRING, kind STRING, channel STRING, "
-            "client_id STRING, `group` STRING, subscriptions ARRAY<STRUCT<topic: STRING, expression: STRING, "
-            "sub_version: BIGINT>>"
-        )
-        env = {
-            "RRM__KAFKA__BOOTSTRAP_SERVERS": info.bootstrap_servers,
-            "RRM__KAFKA__TOPICS__SEND_RESULT": "bench.sends",
-            "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": "bench.channels",
-            "RRM__KAFKA__TOPICS__TOPIC_ROUTE": "bench.routes",
-            "RRM__KAFKA__TOPICS__REPORTED_ASSIGNMENT": "bench.reports",
-            "RRM__PATHS__DELTA_ROOT": str(work / "delta"),
-            "RRM__PATHS__CHECKPOINT_ROOT": str(work / "ckpt"),
-            "RRM__METRICS__ENABLED": "false",
-            "RRM__INGEST__WATERMARK_DELAY": '"1 minute"',
-            # Producers with sendLatencyFaultEnable: their 1% slow sends open fault windows, so the reduction
-            # keeps them and the fault-window replay has work (RocketMQ's default, false, would leave it idle).
-            "RRM__PRODUCERS__SEND_LATENCY_FAULT_ENABLE": "true",
-        }
+        env = job_env(info.bootstrap_servers, work)
         results = {}
         # Side by side: baseline, path, baseline again (the mean of both baselines is the reference), after a
         # warm-up pass of the baseline.
         first_round = 4 + per_round  # the routes, then every member on both brokers
-        for path, topic, schema, runner, warm_rows, max_offsets in (
-            ("send-result", "bench.sends", send_schema, "send", 1, args.max_offsets),  # skips the first batch
-            ("heartbeat", "bench.channels", beat_schema, "consumer", first_round, beat_offsets),
+        for side in (
+            ("send-result", "bench.sends", SEND_SCHEMA, "send", 1, args.max_offsets),  # skips the first batch
+            ("heartbeat", "bench.channels", BEAT_SCHEMA, "consumer", first_round, beat_offsets),
         ):
-            if path not in chosen:
+            if side[0] not in chosen:
                 continue
-            env["RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER"] = str(max_offsets)
-            env["RRM__PATHS__DELTA_ROOT"] = str(work / path / "delta")
-            env["RRM__PATHS__CHECKPOINT_ROOT"] = str(work / path / "ckpt")
-            job = MonitorJob(load_config(None, env=env), available_now=True)
-            job.session = spark
-            clock = cpu_clock(spark)
-            reads = (spark, info.bootstrap_servers, topic, max_offsets, schema, warm_rows)
-            # One unmeasured baseline pass first: in a fresh JVM the first measured baseline ran its batches
-            # JIT-cold (median batch 2.98 s against 1.73 s for the second run), which lowered the reference
-            # and flattered the ratio; the monitor's own warm-up is its first batch, left out of `sustained`.
-            baseline(*reads)
-            if not args.cold_monitor:
-                # And one unmeasured pass of the path itself, for the same reason: without it the monitor's
-                # sustained batches were its second to fourth in the JVM, its parser, reducer and Delta
-                # appends still JIT-cold (a one-row append's median CPU fell from 0.57 to 0.25 s over its
-                # first 140 appends in one JVM), while the baseline's code had already run twice over.
-                warm_env = {
-                    **env,
-                    "RRM__PATHS__DELTA_ROOT": str(work / path / "warm-up" / "delta"),
-                    "RRM__PATHS__CHECKPOINT_ROOT": str(work / path / "warm-up" / "ckpt"),
-                }
-                warm_job = MonitorJob(load_config(None, env=warm_env), available_now=True)
-                warm_job.session = spark
-                run_path(warm_job, runner, warm_rows)
-                shutil.rmtree(work / path / "warm-up", ignore_errors=True)
-            first = timed(clock, baseline, *reads)
-            ours = timed(clock, run_path, job, runner, warm_rows)
-            floors = {}  # result key -> (label, figures)
-            if path == "heartbeat" and args.without_runs:
-                without = timed(clock, run_without_runs, job, warm_rows)
-                floors["without_runs"] = ("every heartbeat a row (no runs)", without)
-            if path == "heartbeat" and args.stateful_floor:
-                floors["stateful_floor"] = ("no-op state function", timed(clock, run_stateful_floor, job, warm_rows))
-                floors["stateful_floor_thinned"] = (
-                    f"the same, 1 record in {THINNED_EVERY} reaching it",
-                    timed(clock, run_stateful_floor, job, warm_rows, True),
-                )
-            second = timed(clock, baseline, *reads)
-            reference = (first["events_per_s"] + second["events_per_s"]) / 2
-            cpu_reference = (first["cpu_s"] + second["cpu_s"]) / 2
-            results[path] = {
-                "monitor": ours,
-                "baseline_runs": [first, second],
-                "ratio": round(ours["events_per_s"] / reference, 3),
-                "cpu_ratio": round(cpu_reference / ours["cpu_s"], 3),
-            }
-            line = (
-                f"{path:12} monitor {ours['events_per_s']:>8.0f} ev/s (median batch {ours['median_batch_ms']} ms) | "
-                f"parse-only {reference:>8.0f} ev/s | ratio {ours['events_per_s'] / reference:.2f} | "
-                f"CPU {ours['cpu_s']:.1f} s vs {cpu_reference:.1f} s, ratio {cpu_reference / ours['cpu_s']:.2f}"
-            )
-            if all("sustained" in run for run in (first, ours, second)):
-                sustained = ours["sustained"]["events_per_s"]
-                sustained_reference = (first["sustained"]["events_per_s"] + second["sustained"]["events_per_s"]) / 2
-                results[path]["sustained_ratio"] = round(sustained / sustained_reference, 3)
-                line += (
-                    f"\n{'':12} sustained {sustained:>6.0f} ev/s (median batch {ours['sustained']['median_batch_ms']}"
-                    f" ms) | parse-only {sustained_reference:>8.0f} ev/s | ratio {sustained / sustained_reference:.2f}"
-                )
-                for key, (label, floor) in floors.items():
-                    if "sustained" not in floor:
-                        continue
-                    floor_rate = floor["sustained"]["events_per_s"]
-                    results[path][key] = floor
-                    results[path][f"{key}_sustained_ratio"] = round(floor_rate / sustained_reference, 3)
-                    line += (
-                        f"\n{'':12} {label}: sustained {floor_rate:>6.0f} ev/s (median batch "
-                        f"{floor['sustained']['median_batch_ms']} ms) | ratio {floor_rate / sustained_reference:.2f}"
-                    )
+            results[side[0]], line = compare_path(spark, info.bootstrap_servers, env, work, side, args)
             print(line)
-        args.results.parent.mkdir(parents=True, exist_ok=True)
-        args.results.write_text(
-            json.dumps(
-                {
-                    "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
-                    "master": args.master,
-                    "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "input": {
-                        "sends": n_sends,
-                        "heartbeat_records": n_beats,
-                        "groups": args.groups,
-                        "members": args.members,
-                        "rounds": args.rounds,
-                        "max_offsets_per_trigger": {"send-result": args.max_offsets, "heartbeat": beat_offsets},
-                    },
-                    "results": results,
-                },
-                indent=2,
-            )
-            + "\n"
-        )
+        write_results(args.results, results_document(args, n_sends, n_beats, beat_offsets, results))
     finally:
         broker.stop()
         shutil.rmtree(work, ignore_errors=True)  # the Kafka log and Delta tables: gigabytes per run

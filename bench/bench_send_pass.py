@@ -34,30 +34,46 @@ def median_seconds(run: Callable[[], object], times: int) -> tuple[float, list[f
     return statistics.median(seconds), seconds
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sends", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--times", type=int, default=5, help="measured runs per side and round")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    from pyspark.sql import DataFrame
-    from pyspark.sql import functions as F
 
+def cached_records(spark, n: int):  # type: ignore[no-untyped-def]
+    """``bench_job``'s first ``n`` sends as Kafka rows, cached in two partitions."""
     from bench.bench_job import sends
-    from streaming.job.ingest import IngestSettings, classify, contracts_for, strict_events_spec
-    from streaming.job.send_query import fault_table_template, send_batch
-    from streaming.job.send_reduce import reduce_in_partitions, reduce_kafka_batch, summarize
-    from streaming.job.spark_session import SparkSettings, build_spark_session
 
-    spark = build_spark_session(SparkSettings(app_name="rrm-bench-send-pass"))
     stamp = datetime.now(tz=UTC)
-    rows = [(value, "bench.sends", i % 2, i // 2, stamp) for i, (_, value) in enumerate(sends(args.sends))]
+    rows = [(value, "bench.sends", i % 2, i // 2, stamp) for i, (_, value) in enumerate(sends(n))]
     records = spark.createDataFrame(
         rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
     )
     records = records.repartition(2, "partition").cache()
     records.count()
+    return records
+
+
+def as_foreach_batch(spark, records):  # type: ignore[no-untyped-def]
+    """A micro-batch as foreachBatch gives it: a LogicalRDD over the rows of the plan that read them."""
+    from pyspark.sql import DataFrame
+
+    cached = records._jdf
+    return DataFrame(
+        spark._jsparkSession.internalCreateDataFrame(cached.queryExecution().toRdd(), cached.schema(), False), spark
+    )
+
+
+def measured_sides(spark, records) -> tuple[tuple[str, Callable[[], None]], ...]:  # type: ignore[no-untyped-def]
+    """The label and run of each compared side over ``records``."""
+    from pyspark.sql import functions as F
+
+    from streaming.job.ingest import IngestSettings, classify, contracts_for, strict_events_spec
+    from streaming.job.send_query import fault_table_template, send_batch
+    from streaming.job.send_reduce import reduce_in_partitions, reduce_kafka_batch, summarize
+
     contracts = contracts_for(("send_result",))
     ingest = IngestSettings("unused:9092", {"bench.sends": "send_result"})
     template = fault_table_template(spark, [], "rocketmq-4", True, FLOORS)
@@ -72,11 +88,7 @@ def main() -> None:
         batch = send_batch(classify(records, contracts, ingest), [], "rocketmq-4", True, FLOORS)
         summarize(reduce_in_partitions(batch, BUCKETS, 1))
 
-    # A micro-batch as foreachBatch gives it: a LogicalRDD over the rows of the plan that read them.
-    cached = records._jdf
-    batch = DataFrame(
-        spark._jsparkSession.internalCreateDataFrame(cached.queryExecution().toRdd(), cached.schema(), False), spark
-    )
+    batch = as_foreach_batch(spark, records)
     # A projection of every column keeps the rows but plans as `Scan ExistingRDD`, which copies each one.
     copied_first = batch.select("*")
 
@@ -86,12 +98,21 @@ def main() -> None:
     def one_pass_copied_first() -> None:
         summarize(reduce_kafka_batch(copied_first, spec, ingest, template, BUCKETS, 1))
 
-    sides = (
+    return (
         ("from_json", parse_only),
         ("classify, then reduce", classify_then_reduce),
         ("one pass from Kafka rows", one_pass),
         ("one pass, rows copied first", one_pass_copied_first),
     )
+
+
+def main() -> None:
+    args = parse_args()
+
+    from streaming.job.spark_session import SparkSettings, build_spark_session
+
+    spark = build_spark_session(SparkSettings(app_name="rrm-bench-send-pass"))
+    sides = measured_sides(spark, cached_records(spark, args.sends))
     print(f"{args.sends} sends, median of {args.times} runs per side and round")
     for round_ in range(args.rounds):
         for name, run in sides:

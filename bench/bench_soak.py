@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import signal
 import statistics
@@ -25,6 +24,8 @@ import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from bench.common import machine, measured_at
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "soak.json"
@@ -243,7 +244,7 @@ def summarize(samples: list[dict], warmup_s: float, window_s: float) -> dict[str
     return report
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--duration", type=float, default=1800, help="wall seconds of the demo (default 1800)")
     parser.add_argument("--groups", type=int, default=50, help="healthy groups beside the scenario's (default 50)")
@@ -252,9 +253,11 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=300, help="seconds before the early window (default 300)")
     parser.add_argument("--window", type=float, default=300, help="seconds per compared window (default 300)")
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    command = [
+
+def demo_command(args: argparse.Namespace) -> list[str]:
+    return [
         str(ROOT / ".venv" / "bin" / "rebalance-monitor"),
         "demo",
         "--no-live",
@@ -265,14 +268,22 @@ def main() -> None:
         "--speed",
         str(args.speed),
     ]
-    log_path = args.results.with_suffix(".log")
+
+
+def run_demo(
+    args: argparse.Namespace, log_path: Path
+) -> tuple[subprocess.Popen[bytes], list[dict], dict[str, dict[int, dict]], float]:
+    """Run the demo to its end (or Ctrl-C), sampling every ``--sample`` seconds once its metrics are up: the
+    finished process, the samples, each query's batches from its checkpoint, and the wall time sampling began."""
     url = None
     samples: list[dict] = []
     batches: dict[str, dict[int, dict]] = {}
     offsets: dict[tuple[str, int], list] = {}
     started = next_sample = started_wall = 0.0
     with log_path.open("w") as log:
-        demo = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        demo = subprocess.Popen(
+            demo_command(args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         try:
             while demo.poll() is None:
                 time.sleep(0.5)
@@ -290,14 +301,10 @@ def main() -> None:
         except KeyboardInterrupt:
             os.killpg(demo.pid, signal.SIGINT)
             demo.wait()
-    text = log_path.read_text()
-    run_dir = m.group(1) if (m := RUN_DIR.search(text)) else None
-    if demo.returncode != 0 or len(samples) < 3:
-        sys.exit(f"the demo ended with {demo.returncode} after {len(samples)} samples; its output is in {log_path}")
+    return demo, samples, batches, started_wall
 
-    report = summarize(samples, args.warmup, args.window)
-    end_s = samples[-1]["t_s"] + 1e-9
-    report |= summarize_batches(batch_series(batches, started_wall), args.warmup, args.window, end_s)
+
+def print_report(report: dict[str, dict]) -> None:
     print(f"{'series':<62} {'early':>14} {'late':>14} {'late/early':>10}")
     for key, row in report.items():
         early, late = row["early"], row["late"]
@@ -305,9 +312,14 @@ def main() -> None:
             f"{key:<62} {early if early is not None else '-':>14} {late if late is not None else '-':>14} "
             f"{row['late_over_early'] if row['late_over_early'] is not None else '-':>10}"
         )
-    result = {
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+
+
+def results_document(  # type: ignore[no-untyped-def]
+    args: argparse.Namespace, run_dir, report: dict, samples: list[dict], batches: dict, started_wall: float
+) -> dict:
+    return {
+        "machine": machine(),
+        "measured_at": measured_at(),
         "input": {
             "duration_s": args.duration,
             "groups": args.groups,
@@ -324,6 +336,22 @@ def main() -> None:
             for query, seen in batches.items()
         },
     }
+
+
+def main() -> None:
+    args = parse_args()
+    log_path = args.results.with_suffix(".log")
+    demo, samples, batches, started_wall = run_demo(args, log_path)
+    text = log_path.read_text()
+    run_dir = m.group(1) if (m := RUN_DIR.search(text)) else None
+    if demo.returncode != 0 or len(samples) < 3:
+        sys.exit(f"the demo ended with {demo.returncode} after {len(samples)} samples; its output is in {log_path}")
+
+    report = summarize(samples, args.warmup, args.window)
+    end_s = samples[-1]["t_s"] + 1e-9
+    report |= summarize_batches(batch_series(batches, started_wall), args.warmup, args.window, end_s)
+    print_report(report)
+    result = results_document(args, run_dir, report, samples, batches, started_wall)
     held = {k: r["early"] or 0 for k, r in report.items() if k.startswith("checkpoint_batches")}
     filling = [k for k, early in held.items() if early < RETAINED_BATCHES]
     if filling:

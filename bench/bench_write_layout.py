@@ -13,87 +13,107 @@ sustained median batch times (each run's first batch left out), and the data fil
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
+
+from bench.common import machine, measured_at, write_results
 
 RESULTS = Path(__file__).parent / "results" / "write_layout.json"
 TOPIC = "bench.sends"
 LAYOUTS = ("one_file_per_batch", "file_per_partition")
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--sends", type=int, default=2_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--results", type=Path, default=RESULTS)
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    from bench.bench_job import measure, produce, sends
-    from localenv.kafka_broker import LocalKafkaBroker, create_topics
+
+def partition_layout(_rows: int, _rows_per_task: int = 0) -> int:
+    return 1 << 30  # a coalesce to more partitions than the frame has leaves it as it is
+
+
+def run_once(spark, ingest, faults, root: Path) -> tuple[float, dict[str, int]]:  # type: ignore[no-untyped-def]
+    """One send-ingest run on new tables and checkpoint under ``root``: its sustained median batch time, and
+    the data files its tables gathered."""
+    from bench.bench_job import measure
+    from streaming.job.ingest import contracts_for
+    from streaming.job.send_query import FAULT_UPDATES_TABLE, ensure_fault_updates_table, start_send_ingest
+    from streaming.job.sinks import DeltaTables
+
+    tables = DeltaTables(spark, root / "delta")
+    tables.ensure_all(["send_latency_minutes", "dead_letters"])
+    ensure_fault_updates_table(spark, tables)
+    query = start_send_ingest(
+        spark,
+        tables,
+        ingest,
+        contracts_for(("send_result",)),
+        faults,
+        str(root / "checkpoint"),
+        "bench",
+        None,
+        available_now=True,
+    )
+    query.awaitTermination()
+    median = measure(query, 1)["sustained"]["median_batch_ms"]
+    counts = {
+        t: len(list((root / "delta" / t).glob("*.parquet"))) for t in ("send_latency_minutes", FAULT_UPDATES_TABLE)
+    }
+    return median, counts
+
+
+def run_rounds(
+    bootstrap: str, work: str, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, list[dict[str, int]]]]:
+    """Every layout in turn, ``rounds`` times, after one unreported warm-up run; batch medians and file
+    counts by layout."""
     from streaming.domain.faults import ROCKETMQ_4
     from streaming.domain.rules import FaultSettings
     from streaming.job import delta_sink
-    from streaming.job.ingest import IngestSettings, contracts_for
-    from streaming.job.send_query import FAULT_UPDATES_TABLE, ensure_fault_updates_table, start_send_ingest
-    from streaming.job.sinks import DeltaTables
+    from streaming.job.ingest import IngestSettings
     from streaming.job.spark_session import SparkSettings, build_spark_session
 
     job_write_tasks = delta_sink.write_tasks
-
-    def partition_layout(_rows: int, _rows_per_task: int = 0) -> int:
-        return 1 << 30  # a coalesce to more partitions than the frame has leaves it as it is
-
     # One table, the 4.9 one (floor 550 ms, its thresholds the buckets), for every producer.
     faults = FaultSettings((ROCKETMQ_4,), ROCKETMQ_4.name, (), send_latency_fault_enable=True)
     batch_ms: dict[str, list[float]] = {layout: [] for layout in LAYOUTS}
     files: dict[str, list[dict[str, int]]] = {layout: [] for layout in LAYOUTS}
+    spark = build_spark_session(SparkSettings(app_name="rrm-bench-write-layout", checkpoint_root=work))
+    ingest = IngestSettings(bootstrap, {TOPIC: "send_result"}, max_offsets_per_trigger=500_000)
+    try:
+        for round_ in range(-1, rounds):  # round -1 warms the JVM up and is not reported
+            for layout in LAYOUTS if round_ >= 0 else LAYOUTS[:1]:
+                delta_sink.write_tasks = job_write_tasks if layout == LAYOUTS[0] else partition_layout
+                median, counts = run_once(spark, ingest, faults, Path(work) / f"{layout}-{round_}")
+                if round_ < 0:
+                    continue
+                batch_ms[layout].append(median)
+                files[layout].append(counts)
+                print(f"round {round_} {layout:20} sustained median batch {median:.0f} ms, files {counts}", flush=True)
+    finally:
+        delta_sink.write_tasks = job_write_tasks
+    return batch_ms, files
+
+
+def main() -> None:
+    args = parse_args()
+
+    from bench.bench_job import produce, sends
+    from localenv.kafka_broker import LocalKafkaBroker, create_topics
+
     with tempfile.TemporaryDirectory(prefix="rrm-bench-layout-") as work:
         broker = LocalKafkaBroker(Path(work) / "kafka")
         info = broker.start()
         try:
             create_topics(info.bootstrap_servers, [TOPIC], partitions=args.partitions)
             produce(info.bootstrap_servers, TOPIC, sends(args.sends))
-            spark = build_spark_session(SparkSettings(app_name="rrm-bench-write-layout", checkpoint_root=work))
-            ingest = IngestSettings(info.bootstrap_servers, {TOPIC: "send_result"}, max_offsets_per_trigger=500_000)
-            for round_ in range(-1, args.rounds):  # round -1 warms the JVM up and is not reported
-                for layout in LAYOUTS if round_ >= 0 else LAYOUTS[:1]:
-                    delta_sink.write_tasks = job_write_tasks if layout == LAYOUTS[0] else partition_layout
-                    root = Path(work) / f"{layout}-{round_}"
-                    tables = DeltaTables(spark, root / "delta")
-                    tables.ensure_all(["send_latency_minutes", "dead_letters"])
-                    ensure_fault_updates_table(spark, tables)
-                    query = start_send_ingest(
-                        spark,
-                        tables,
-                        ingest,
-                        contracts_for(("send_result",)),
-                        faults,
-                        str(root / "checkpoint"),
-                        "bench",
-                        None,
-                        available_now=True,
-                    )
-                    query.awaitTermination()
-                    median = measure(query, 1)["sustained"]["median_batch_ms"]
-                    counts = {
-                        t: len(list((root / "delta" / t).glob("*.parquet")))
-                        for t in ("send_latency_minutes", FAULT_UPDATES_TABLE)
-                    }
-                    if round_ < 0:
-                        continue
-                    batch_ms[layout].append(median)
-                    files[layout].append(counts)
-                    print(
-                        f"round {round_} {layout:20} sustained median batch {median:.0f} ms, files {counts}", flush=True
-                    )
+            batch_ms, files = run_rounds(info.bootstrap_servers, work, args.rounds)
         finally:
-            delta_sink.write_tasks = job_write_tasks
             broker.stop()
 
     medians = {layout: statistics.median(values) for layout, values in batch_ms.items()}
@@ -102,31 +122,23 @@ def main() -> None:
         f"one file per batch {medians[LAYOUTS[0]]:.0f} ms vs a file per partition {medians[LAYOUTS[1]]:.0f} ms: "
         f"{ratio:.2f}x"
     )
-    args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(
-        json.dumps(
-            {
-                "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
-                "measured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "input": {
-                    "sends": args.sends,
-                    "partitions": args.partitions,
-                    "rounds": args.rounds,
-                    "max_offsets_per_trigger": 500_000,
-                },
-                "results": {
-                    layout: {
-                        "median_batch_ms": medians[layout],
-                        "runs_ms": batch_ms[layout],
-                        "data_files": files[layout],
-                    }
-                    for layout in LAYOUTS
-                },
-                "speedup": round(ratio, 2),
+    write_results(
+        args.results,
+        {
+            "machine": machine(),
+            "measured_at": measured_at(),
+            "input": {
+                "sends": args.sends,
+                "partitions": args.partitions,
+                "rounds": args.rounds,
+                "max_offsets_per_trigger": 500_000,
             },
-            indent=2,
-        )
-        + "\n"
+            "results": {
+                layout: {"median_batch_ms": medians[layout], "runs_ms": batch_ms[layout], "data_files": files[layout]}
+                for layout in LAYOUTS
+            },
+            "speedup": round(ratio, 2),
+        },
     )
 
 

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
+from streaming.contract.events import DEFAULT_TOPICS
+from streaming.contract.validator import Rejection, validate_event
 
 KEY_FIELD = {
     "consumer_channel": "group",

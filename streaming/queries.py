@@ -77,7 +77,8 @@ def what_if(
     virtual_node_count: int = 10,
     consumer_idcs: Sequence[str] = (),
 ) -> dict[str, Any]:
-    from streaming.domain.allocation import allocate_group, strategy_from_name
+    from streaming.domain.allocation import strategy_from_name
+    from streaming.domain.group_allocation import allocate_group
     from streaming.domain.queues import MessageQueue
     from streaming.domain.versions import ClientLine
 

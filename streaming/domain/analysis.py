@@ -12,9 +12,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .allocation import AllocationStrategy, GroupAllocation, allocate_group
+from .allocation import AllocationStrategy
 from .episodes import Finding
 from .errors import DomainError
+from .group_allocation import GroupAllocation, allocate_group
 from .javacompat import java_sort_key
 from .membership import BrokerView, Channel, GroupMembership, cid_all
 from .polled_views import fresh_views
@@ -298,64 +299,75 @@ def owners_by_topic(analysis: Analysis) -> dict[str, dict[MessageQueue, tuple[st
 def _topic_findings(
     group: str, r: TopicAnalysis, multiplicity: Counter[str], channels_by_client: Mapping[str, list[str]]
 ) -> list[Finding]:
-    findings = []
-    orphaned, doubled = r.orphaned, r.double_owned
-    if orphaned:
-        findings.append(
-            Finding(
-                group,
-                r.topic,
-                AnomalyKind.ORPHANED_QUEUES,
-                Severity.CRITICAL,
-                f"{len(orphaned)} of {len(r.allocation.mq_all)} queues of {r.topic} have no consumer",
+    """The topic's orphaned queues, double-owned queues and inconsistent subscriptions, in that order."""
+    found = (
+        _orphaned_finding(group, r, multiplicity),
+        _double_owned_finding(group, r, channels_by_client),
+        _subscription_finding(group, r),
+    )
+    return [finding for finding in found if finding is not None]
+
+
+def _orphaned_finding(group: str, r: TopicAnalysis, multiplicity: Counter[str]) -> Finding | None:
+    orphaned = r.orphaned
+    if not orphaned:
+        return None
+    return Finding(
+        group,
+        r.topic,
+        AnomalyKind.ORPHANED_QUEUES,
+        Severity.CRITICAL,
+        f"{len(orphaned)} of {len(r.allocation.mq_all)} queues of {r.topic} have no consumer",
+        {
+            "queues": [_queue_ref(q) for q in orphaned],
+            "causes": _orphan_causes(r, multiplicity),
+            "cid_all": list(r.allocation.cid_all),
+            "strategy": r.strategy,
+        },
+    )
+
+
+def _double_owned_finding(group: str, r: TopicAnalysis, channels_by_client: Mapping[str, list[str]]) -> Finding | None:
+    doubled = r.double_owned
+    if not doubled:
+        return None
+    owners = _owners(r.allocation, r.subscribers)
+    return Finding(
+        group,
+        r.topic,
+        AnomalyKind.DOUBLE_OWNED_QUEUES,
+        Severity.CRITICAL,
+        f"{len(doubled)} queues of {r.topic} are consumed by several channels",
+        {
+            "queues": [
                 {
-                    "queues": [_queue_ref(q) for q in orphaned],
-                    "causes": _orphan_causes(r, multiplicity),
-                    "cid_all": list(r.allocation.cid_all),
-                    "strategy": r.strategy,
-                },
-            )
-        )
-    if doubled:
-        owners = _owners(r.allocation, r.subscribers)
-        findings.append(
-            Finding(
-                group,
-                r.topic,
-                AnomalyKind.DOUBLE_OWNED_QUEUES,
-                Severity.CRITICAL,
-                f"{len(doubled)} queues of {r.topic} are consumed by several channels",
-                {
-                    "queues": [
-                        {
-                            **_queue_ref(q),
-                            "owners": list(owners.get(q, ())),
-                            "channels": [ch for c in owners.get(q, ()) for ch in channels_by_client[c]],
-                        }
-                        for q in doubled
-                    ],
-                    "strategy": r.strategy,
-                },
-            )
-        )
-    if r.non_subscribers and r.subscribers:
-        findings.append(
-            Finding(
-                group,
-                r.topic,
-                AnomalyKind.INCONSISTENT_SUBSCRIPTION,
-                Severity.WARNING,
-                f"{len(r.non_subscribers)} member(s) of {group} do not subscribe {r.topic}",
-                {
-                    "non_subscribers": list(r.non_subscribers),
-                    "subscribers": list(r.subscribers),
-                    "unpulled_queues": [
-                        _queue_ref(q) for c in r.non_subscribers for q in r.allocation.shares.get(c, ())
-                    ],
-                },
-            )
-        )
-    return findings
+                    **_queue_ref(q),
+                    "owners": list(owners.get(q, ())),
+                    "channels": [ch for c in owners.get(q, ()) for ch in channels_by_client[c]],
+                }
+                for q in doubled
+            ],
+            "strategy": r.strategy,
+        },
+    )
+
+
+def _subscription_finding(group: str, r: TopicAnalysis) -> Finding | None:
+    """Members that do not subscribe a topic their group's other members pull."""
+    if not (r.non_subscribers and r.subscribers):
+        return None
+    return Finding(
+        group,
+        r.topic,
+        AnomalyKind.INCONSISTENT_SUBSCRIPTION,
+        Severity.WARNING,
+        f"{len(r.non_subscribers)} member(s) of {group} do not subscribe {r.topic}",
+        {
+            "non_subscribers": list(r.non_subscribers),
+            "subscribers": list(r.subscribers),
+            "unpulled_queues": [_queue_ref(q) for c in r.non_subscribers for q in r.allocation.shares.get(c, ())],
+        },
+    )
 
 
 def _orphan_causes(r: TopicAnalysis, multiplicity: Counter[str]) -> list[str]:

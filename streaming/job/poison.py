@@ -17,8 +17,14 @@ from typing import Generic, TypeVar
 PROCESSING_ERROR = "PROCESSING_ERROR"
 MAX_DETAIL_CHARS = 1_000
 
+
+class SearchAbandoned(Exception):
+    """The search stopped because the job is stopping: an attempt that fails then may have failed because the
+    stop interrupted it, so no record is refused on its word; the batch is replayed from the checkpoint."""
+
+
 # Failures that say nothing about the records: the search would only repeat them.
-_NOT_ABOUT_DATA: tuple[type[BaseException], ...] = (MemoryError,)
+_NOT_ABOUT_DATA: tuple[type[BaseException], ...] = (MemoryError, SearchAbandoned)
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -39,14 +45,21 @@ def error_summary(error: BaseException) -> str:
     return text[:MAX_DETAIL_CHARS]
 
 
-def isolate(items: Sequence[Item], attempt: Callable[[Sequence[Item]], Result]) -> tuple[Result, list[Refused[Item]]]:
+def isolate(
+    items: Sequence[Item],
+    attempt: Callable[[Sequence[Item]], Result],
+    abandon: Callable[[], bool] | None = None,
+) -> tuple[Result, list[Refused[Item]]]:
     """``attempt(items)``, or ``attempt`` of ``items`` without those that make it raise, and those.
 
     ``attempt`` must be a function of its argument (it starts again from the same state each call, e.g. a
     state restored anew) and keep the items' order. A culprit is found by halving: the shortest prefix of the
     items that fails ends with it (``1 + log2(n)`` attempts each). When ``attempt`` fails on no items at all,
-    the failure is not the batch's data and the original error is raised.
+    the failure is not the batch's data and the original error is raised. When ``abandon()`` is true after an
+    attempt failed, ``SearchAbandoned`` is raised from that failure and nothing is refused.
     """
+    if abandon is not None:
+        attempt = _abandoning(attempt, abandon)
     kept = list(items)
     refused: list[Refused[Item]] = []
     while True:
@@ -86,3 +99,21 @@ def _first_failing(
         else:
             passing = middle
     return failing - 1, failing_error
+
+
+def _abandoning(
+    attempt: Callable[[Sequence[Item]], Result], abandon: Callable[[], bool]
+) -> Callable[[Sequence[Item]], Result]:
+    """``attempt``, whose failures become ``SearchAbandoned`` once ``abandon()`` is true."""
+
+    def checked(items: Sequence[Item]) -> Result:
+        try:
+            return attempt(items)
+        except _NOT_ABOUT_DATA:
+            raise
+        except Exception as error:
+            if abandon():
+                raise SearchAbandoned(f"the job is stopping; the search ended at: {error_summary(error)}") from error
+            raise
+
+    return checked

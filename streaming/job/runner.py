@@ -51,6 +51,8 @@ class MonitorJob:
     session: Any = None
     queries: dict[str, Any] = field(default_factory=dict)
     tables: DeltaTables | None = None
+    # Set once the queries are being stopped: a batch failing then is not searched for poison records.
+    stopping: threading.Event = field(default_factory=threading.Event)
     _server: Any = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -200,6 +202,7 @@ class MonitorJob:
             on_trimmed=lambda rows: self.metrics.inc("rmqmon_fault_updates_trimmed_rows_total", (), rows),
             poison_marker=self.poison_marker,
             metrics=SendMetrics(self.metrics),
+            stopping=self.stopping.is_set,
         )
 
     def _fault_stream_started(self) -> Callable[[], bool]:
@@ -293,6 +296,7 @@ class MonitorJob:
 
         from streaming.job.spark_session import logger_levels
 
+        self.stopping.set()
         deadline = time.monotonic() + grace_s
         hurry = hurry or threading.Event()
         # ``stop()`` cancels the query's job group; a query stopped between batches, as here, has no job

@@ -193,6 +193,7 @@ def start_send_ingest(
     on_trimmed: Callable[[int], None] | None = None,
     poison_marker: str | None = None,
     metrics: SendMetrics | None = None,
+    stopping: Callable[[], bool] | None = None,
 ) -> StreamingQuery:
     """Start send-ingest (see the module docstring); ``faults``: the producer rules and fault tables, whose
     default table's thresholds are the latency statistics' buckets; ``on_trimmed`` hears how many rows each
@@ -200,7 +201,8 @@ def start_send_ingest(
 
     A batch whose preparation fails because of some of its records is prepared again without them, and they
     are dead-lettered as ``PROCESSING_ERROR`` (``poison``); ``poison_marker``, for tests only, makes the rules
-    fail on records holding it."""
+    fail on records holding it. While ``stopping()`` is true, a failed batch is raised as it is: a stop
+    interrupts a running batch, and that failure says nothing about its records."""
     strict_spec = strict_events_spec(contracts)
     if strict_spec is None or set(contracts) != {"send_result"}:
         raise ValueError("send-ingest reads send results only, with the contract's fast path")
@@ -222,6 +224,7 @@ def start_send_ingest(
         on_trimmed=on_trimmed,
         poison_marker=poison_marker,
         metrics=metrics,
+        stopping=stopping,
     )
     records_stream = kafka_stream(session, ingest)
     writer = records_stream.writeStream.queryName("send-ingest").foreachBatch(batches.write_batch)
@@ -252,6 +255,7 @@ class _SendIngestBatches:
     on_trimmed: Callable[[int], None] | None
     poison_marker: str | None
     metrics: SendMetrics | None
+    stopping: Callable[[], bool] | None
 
     def write_batch(self, records: DataFrame, batch_id: int) -> None:
         try:
@@ -259,6 +263,8 @@ class _SendIngestBatches:
         except _NOT_ABOUT_DATA:
             raise
         except Exception as error:  # noqa: BLE001 - told apart by without_poison: data, or raised again
+            if self.stopping is not None and self.stopping():
+                raise  # the stop may have caused it: no search, the batch replays from the checkpoint
             prepared = self.without_poison(records, batch_id, error)
         try:
             run_concurrently(prepared.writes)
@@ -406,7 +412,7 @@ class _SendIngestBatches:
             batch_id,
             error_summary(error),
         )
-        _, refused = isolate(everything, attempt)
+        _, refused = isolate(everything, attempt, abandon=self.stopping)
         if not refused:  # it went through this time: not the data
             raise error
         details = {item.item: item.detail for item in refused}

@@ -1,7 +1,7 @@
 """Event validation in the JVM, compiled from the contract's JSON Schema files.
 
 The contract (``streaming/contract/schemas``) is the single source of truth. Publishers validate with
-``jsonschema`` in Python (``streaming.contract.events.validate_event``); the job cannot afford a Python
+``jsonschema`` in Python (``streaming.contract.validator.validate_event``); the job cannot afford a Python
 round trip per event, so this module compiles the same schemas into Spark SQL over Spark 4's VARIANT:
 the raw value is parsed once with ``try_parse_json``; every rule is a SQL predicate on the variant; the
 first failing rule names the dead-letter reason; fields are then extracted with ``variant_get``. Valid

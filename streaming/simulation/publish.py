@@ -86,7 +86,7 @@ def what_to_expect(scenario: Any) -> list[str]:
 def write_events(simulation: Any, until_ms: int, out: IO[str]) -> int:
     """Every event of ``simulation`` before ``until_ms`` as JSON lines, each validated against the contract;
     how many."""
-    from streaming.contract.events import Rejection, validate_event
+    from streaming.contract.validator import Rejection, validate_event
 
     written = 0
     while simulation.cursor_ms < until_ms:

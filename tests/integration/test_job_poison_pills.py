@@ -126,3 +126,27 @@ def test_they_are_counted_like_every_dead_letter(outcome):
 def test_a_replay_of_the_batch_leaves_identical_tables(outcome):
     for table in TABLES:
         assert outcome["replayed"][table] == outcome["first"][table], table
+
+
+def test_a_batch_failing_while_the_job_stops_is_replayed_not_searched(kafka_broker, spark, tmp_path):
+    # A stop interrupts the running batch, and its failure then says nothing about the records: the job must
+    # not search them for poison (its attempts may fail for the stop too) but fail, and replay the batch.
+    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "poison-stop")
+    publish(kafka_broker.bootstrap_servers, [send(0, "P1", 10), send(10_000, "P2", 20, note=MARKER)], topics)
+    from streaming.job.runner import MonitorJob
+
+    stopping = MonitorJob(config, available_now=True, poison_marker=MARKER)
+    stopping.stopping.set()  # as ``stop_queries`` does before it stops the queries
+    with pytest.raises(Exception, match=f"test poison marker '{MARKER}' in a send"):  # noqa: PT011 - Spark's own
+        stopping.start()  # with available_now, waits for send-ingest, which fails
+        stopping.await_available()
+    for query in stopping.queries.values():
+        query.stop()
+    assert read(spark, config, "dead_letters") == []
+    assert read(spark, config, "send_latency_minutes") == []
+
+    run(config, MARKER)  # the restart replays the batch, and now searches it
+    letters = read(spark, config, "dead_letters")
+    assert [(r["source"], r["reason"]) for r in letters] == [("send_result", PROCESSING_ERROR)]
+    assert json.loads(letters[0]["raw_value"])["producer_id"] == "P2"
+    assert sum(m["sends"] for m in read(spark, config, "send_latency_minutes")) == 1

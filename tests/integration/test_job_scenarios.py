@@ -12,7 +12,8 @@ from collections import Counter
 
 import pytest
 
-from streaming.contract.events import DEFAULT_TOPICS, REASONS, Rejection, validate_event
+from streaming.contract.events import DEFAULT_TOPICS, REASONS
+from streaming.contract.validator import Rejection, validate_event
 from streaming.domain.fleet import UNKNOWN_GROUP
 from tests.support.event_corpus import BAD
 from tests.support.events import BASE, hb, report, route

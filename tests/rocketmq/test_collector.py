@@ -21,7 +21,7 @@ from connectors.rocketmq_collector import CollectorProcess
 from localenv.kafka_broker import create_topics
 from localenv.rocketmq_cluster import AclAccount, LocalRocketMQCluster
 from streaming.config import load_config
-from streaming.contract.events import Rejection, validate_event
+from streaming.contract.validator import Rejection, validate_event
 from tests.support.kafka_records import KafkaRecords
 from tests.support.rocketmq_consumer import ConsumerProcess
 

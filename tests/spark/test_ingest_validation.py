@@ -6,7 +6,8 @@ import json
 import random
 from datetime import UTC, datetime
 
-from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
+from streaming.contract.events import DEFAULT_TOPICS
+from streaming.contract.validator import Rejection, validate_event
 from streaming.job.ingest import IngestSettings, classify, contracts_for
 from tests.support.event_corpus import BAD, GOOD, KAFKA_TS, MORE_GOOD
 

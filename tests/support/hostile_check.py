@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.contract.events import EVENT_TYPES, Rejection, ValidEvent, parse_like_the_job, validate_event
+from streaming.contract.events import EVENT_TYPES
+from streaming.contract.validator import Rejection, ValidEvent, parse_like_the_job, validate_event
 from streaming.domain.fleet import UNKNOWN_GROUP
 from tests.support.hostile import Hostile
 from tests.support.job import read

@@ -14,9 +14,9 @@ from streaming.domain.allocation import (
     ByMachineRoom,
     ConsistentHash,
     MachineRoomNearby,
-    allocate_group,
     md5_hash,
 )
+from streaming.domain.group_allocation import allocate_group
 from streaming.domain.queues import MessageQueue, sorted_client_ids, sorted_queues
 
 client_ids = st.one_of(

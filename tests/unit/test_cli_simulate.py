@@ -13,7 +13,7 @@ import json
 import pytest
 
 from streaming.cli import main
-from streaming.contract.events import Rejection, validate_event
+from streaming.contract.validator import Rejection, validate_event
 from streaming.simulation.fleet import HEARTBEAT_MS, build_scenario
 
 START_MS = 1_763_000_000_000

@@ -1,7 +1,7 @@
 """The event contract: schemas are valid and compilable, good events pass, each kind of bad input gets its reason.
 
 The numbered table below is the contract's correctness proof on the Python side. Its cases mirror what Spark
-4.2's JSON reader does (measured; see the module docstring of ``streaming.contract.events``), so the job and
+4.2's JSON reader does (measured; see the module docstring of ``streaming.contract.spark_json``), so the job and
 ``validate_event`` classify them alike; ``tests/spark/test_ingest_validation.py`` runs the job's compiled
 rules over a corpus of the same kind.
 """
@@ -27,12 +27,14 @@ from streaming.contract.events import (
     SUPPORTED_KEYWORDS,
     SUPPORTED_VERSIONS,
     Reason,
+    schema,
+    schema_files,
+)
+from streaming.contract.validator import (
     Rejection,
     ValidEvent,
     is_valid_by_jsonschema,
     parse_like_the_job,
-    schema,
-    schema_files,
     validate_event,
 )
 
@@ -341,7 +343,7 @@ def test_docs_document_every_field_reason_topic_and_cross_field_rule():
 
 def test_contract_and_config_import_without_spark_or_kafka():
     code = (
-        "import sys, streaming.contract.events, streaming.config; "
+        "import sys, streaming.contract.validator, streaming.config; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j', 'kafka', 'delta', 'pandas')]; "
         "assert not bad, bad"
     )

@@ -6,7 +6,8 @@ import json
 import re
 from collections import Counter
 
-from streaming.contract.events import EVENT_TYPES, Rejection, validate_event
+from streaming.contract.events import EVENT_TYPES
+from streaming.contract.validator import Rejection, validate_event
 from tests.support.hostile import generate, load_schemas, sample_pattern
 
 NOW = 1_764_000_000_000

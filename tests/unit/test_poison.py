@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.job.poison import MAX_DETAIL_CHARS, error_summary, isolate
+from streaming.job.poison import MAX_DETAIL_CHARS, SearchAbandoned, error_summary, isolate
 
 
 class Ledger:
@@ -82,6 +82,35 @@ def test_running_out_of_memory_is_raised_without_a_search():
     with pytest.raises(MemoryError):
         isolate([1, 2, 3], attempt)
     assert calls == [[1, 2, 3]]
+
+
+def test_a_stop_during_the_search_refuses_nothing_and_raises_abandoned():
+    # The stop comes after the whole batch failed: the halving's failures may be the stop's, not the data's.
+    ledger, attempts_when_stopped = Ledger(), 2
+    amounts: list[object] = [1, 2, "bad", 3]
+
+    def stopping() -> bool:
+        return ledger.attempts >= attempts_when_stopped
+
+    with pytest.raises(SearchAbandoned, match="the job is stopping") as raised:
+        isolate(amounts, ledger.attempt, abandon=stopping)
+    assert isinstance(raised.value.__cause__, (TypeError, ValueError))
+    # the whole fails, the empty batch and [1, 2] pass, [1, 2, "bad"] fails with the stop seen: the end
+    assert ledger.attempts == 4
+
+
+def test_a_batch_that_fails_while_stopping_is_raised_at_once_without_refusing():
+    ledger = Ledger()
+    with pytest.raises(SearchAbandoned) as raised:
+        isolate([1, "bad"], ledger.attempt, abandon=lambda: True)
+    assert isinstance(raised.value.__cause__, TypeError)
+    assert ledger.attempts == 1
+
+
+def test_a_search_that_is_not_abandoned_refuses_as_before():
+    amounts: list[object] = [1, "bad", 2]
+    assert isolate(amounts, Ledger().attempt, abandon=lambda: False) == isolate(amounts, Ledger().attempt)
+    assert isolate([1, 2], Ledger().attempt, abandon=lambda: True) == (3, [])  # nothing failed, nothing abandoned
 
 
 def test_a_summary_is_the_class_and_the_first_line_of_the_message_bounded():

@@ -14,23 +14,24 @@ from streaming.domain.errors import IllegalArgument, IndexOutOfBounds, NullPoint
 from streaming.domain.faults import FaultSemantics, LatencyFaultTolerance
 from streaming.domain.javacompat import INT_MAX, INT_MIN, JavaRandom
 from streaming.domain.queues import MessageQueue
+from streaming.domain.reference.java_arithmetic import ArithmeticException
 from streaming.domain.reference.producer import (
-    ArithmeticException,
-    IndexVariant,
-    JavaLong,
-    MessageQueueSelector,
     MQFaultStrategy,
     NumberFormat,
     ProducerThreadState,
     QueueData,
     SelectionPath,
+    TopicPublishInfo,
+)
+from streaming.domain.reference.queue_selectors import (
+    JavaLong,
+    MessageQueueSelector,
     SelectMessageQueueByHash,
     SelectMessageQueueByMachineRoom,
     SelectMessageQueueByRandom,
-    ThreadLocalIndex,
-    TopicPublishInfo,
     java_hash_code,
 )
+from streaming.domain.reference.thread_index import IndexVariant, ThreadLocalIndex
 from streaming.domain.versions import ClientLine
 
 T = "TopicTest"

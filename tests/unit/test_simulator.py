@@ -12,7 +12,8 @@ from collections import Counter
 
 import pytest
 
-from streaming.contract.events import DEFAULT_TOPICS, Rejection, validate_event
+from streaming.contract.events import DEFAULT_TOPICS
+from streaming.contract.validator import Rejection, validate_event
 from streaming.domain.engine_settings import EngineSettings
 from streaming.domain.fleet import ShardEngine
 from streaming.domain.membership import MembershipChange

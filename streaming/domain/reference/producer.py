@@ -1,14 +1,11 @@
-"""Producer-side queue selection, reproduced exactly: the publish list, ``ThreadLocalIndex``,
-``TopicPublishInfo.selectOneMessageQueue``, ``MQFaultStrategy.selectOneMessageQueue`` (4.9.8 and 5.x
-develop) and the ``MessageQueueSelector`` implementations.
+"""Producer-side queue selection, reproduced exactly: the publish list, ``TopicPublishInfo.selectOneMessageQueue``
+and ``MQFaultStrategy.selectOneMessageQueue`` (4.9.8 and 5.x develop).
 
-Role: computes which queue a producer thread picks, given the thread's index and the producer's fault
-items, value for value against the Java client (the conformance and differential tests hold it to the
-client). Everything is a frozen value; a selection returns the queue *and* the thread state after it
-(indexes advanced, 4.9.x fault items removed by the fallback path). Plain Python only; time comes in as ``now_ms``.
-
-The start of a ``ThreadLocalIndex`` is random in Java (an unseeded ``java.util.Random``), so it must be
-given -- the golden vectors set it by reflection -- or drawn from an explicit ``JavaRandom``.
+Role: computes which queue a producer thread picks, given the thread's index (``thread_index``) and the
+producer's fault items, value for value against the Java client (the conformance and differential tests hold
+it to the client). Everything is a frozen value; a selection returns the queue *and* the thread state after
+it (indexes advanced, 4.9.x fault items removed by the fallback path). Plain Python only; time comes in as
+``now_ms``. The ``MessageQueueSelector`` implementations are in ``queue_selectors``.
 
 Section 6 of ``rocketmq-semantics.md`` describes the rules; the code below follows the Java control flow
 closely on purpose, because the number of index increments on each path is observable (the vectors
@@ -19,43 +16,24 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+from dataclasses import dataclass
 
-from ..errors import DomainError, IllegalArgument, IndexOutOfBounds, NullPointer
+from ..errors import IllegalArgument, IndexOutOfBounds, NullPointer
 from ..faults import FaultSemantics, LatencyFaultTolerance
-from ..javacompat import INT_MAX, INT_MIN, JavaRandom, int32, java_sort_key, java_split, java_string_hash
+from ..javacompat import INT_MAX, INT_MIN, JavaRandom, int32, java_sort_key, java_split
 from ..queues import MessageQueue
 from ..versions import ClientLine
+from .java_arithmetic import ArithmeticException, java_abs, java_rem
+from .thread_index import ThreadLocalIndex
 
 PERM_READ = 4  # PermName.PERM_READ
 PERM_WRITE = 2  # PermName.PERM_WRITE
-_POSITIVE_MASK = 0x7FFFFFFF
-
-
-class ArithmeticException(DomainError):
-    """Java ``ArithmeticException`` (``x % 0`` on an empty queue list)."""
-
-    java_exception = "ArithmeticException"
 
 
 class NumberFormat(IllegalArgument):
     """Java ``NumberFormatException`` (an ``IllegalArgumentException``), e.g. a bad ``orderTopicConf``."""
 
     java_exception = "NumberFormatException"
-
-
-def _java_abs(value: int) -> int:
-    """``Math.abs(int)``: ``abs(MIN_VALUE)`` is ``MIN_VALUE``."""
-    return value if value == INT_MIN else abs(value)
-
-
-def _java_rem(dividend: int, divisor: int) -> int:
-    """Java ``%`` on ints: the result has the sign of the dividend."""
-    if divisor == 0:
-        raise ArithmeticException("/ by zero")
-    remainder = abs(dividend) % abs(divisor)
-    return -remainder if dividend < 0 else remainder
 
 
 # --------------------------------------------------------------------------------------------------
@@ -183,64 +161,8 @@ class TopicPublishInfo:
 
 
 # --------------------------------------------------------------------------------------------------
-# ThreadLocalIndex
+# One call on a producer thread
 # --------------------------------------------------------------------------------------------------
-
-
-class IndexVariant(enum.Enum):
-    """``ThreadLocalIndex`` as it changed over the releases (section 6.2)."""
-
-    GET_AND_INCREMENT_4_8 = "<=4.8.0"  # x = abs(x + 1); returns x (MIN_VALUE once)
-    ABS_4_9_0 = "4.9.0-4.9.3"  # x = x + 1; returns abs(x) (MIN_VALUE once, then counts down)
-    MASK_4_9_4 = "4.9.4-4.9.8"  # x = x + 1; returns x & 0x7FFFFFFF; first x = abs(nextInt())
-    MASK_5 = "5.x"  # as 4.9.4 but the first x = nextInt(); develop adds reset()
-
-    @classmethod
-    def for_line(cls, line: ClientLine) -> IndexVariant:
-        return cls.MASK_4_9_4 if line is ClientLine.V4_9 else cls.MASK_5
-
-
-@dataclass(frozen=True)
-class ThreadLocalIndex:
-    """One thread's value of a ``ThreadLocalIndex`` (``stored`` = the Integer in the ThreadLocal, None
-    before the first call)."""
-
-    variant: IndexVariant
-    stored: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.stored is not None and not INT_MIN <= self.stored <= INT_MAX:
-            raise IllegalArgument("a ThreadLocalIndex holds a Java int", stored=self.stored)
-
-    @classmethod
-    def starting_at(cls, line: ClientLine, stored: int | None) -> ThreadLocalIndex:
-        return cls(IndexVariant.for_line(line), stored)
-
-    def increment_and_get(self, random: JavaRandom | None = None) -> tuple[int, ThreadLocalIndex]:
-        """``incrementAndGet()`` (``getAndIncrement()`` up to 4.8.0): the value and the index after it.
-
-        ``random`` replaces the index's own unseeded ``Random`` for the first call; without it a first
-        call cannot be reproduced and raises.
-        """
-        x = self.stored
-        if x is None:
-            if random is None:
-                raise IllegalArgument("the index has no value yet and no JavaRandom was given for its start")
-            first = random.next_int()
-            x = first if self.variant is IndexVariant.MASK_5 else _java_abs(first)
-        if self.variant is IndexVariant.GET_AND_INCREMENT_4_8:
-            x = _java_abs(int32(x + 1))
-            return x, replace(self, stored=x)
-        x = int32(x + 1)
-        if self.variant is IndexVariant.ABS_4_9_0:
-            return _java_abs(x), replace(self, stored=x)
-        return x & _POSITIVE_MASK, replace(self, stored=x)
-
-    def reset(self, random: JavaRandom) -> ThreadLocalIndex:
-        """develop ``reset()``: stores ``abs(nextInt(Integer.MAX_VALUE))``."""
-        if self.variant is not IndexVariant.MASK_5:
-            raise IllegalArgument("reset() exists only in the 5.x ThreadLocalIndex")
-        return replace(self, stored=_java_abs(random.next_int(INT_MAX)))
 
 
 class _Thread:
@@ -289,14 +211,14 @@ class _Thread:
         if last_broker_name is None:
             return self._select_v4_plain(), False
         for _ in range(len(self.queues)):
-            pos = _java_rem(_java_abs(self.inc()), len(self.queues))
+            pos = java_rem(java_abs(self.inc()), len(self.queues))
             mq = self.queues[max(pos, 0)]  # pos < 0 only for abs(MIN_VALUE) with pre-4.9.4 indexes
             if mq.broker_name != last_broker_name:
                 return mq, True
         return self._select_v4_plain(), False
 
     def _select_v4_plain(self) -> MessageQueue:
-        pos = _java_rem(_java_abs(self.inc()), len(self.queues))
+        pos = java_rem(java_abs(self.inc()), len(self.queues))
         return self.queues[max(pos, 0)]
 
     # 5.x TopicPublishInfo
@@ -306,15 +228,15 @@ class _Thread:
             return None
         if filters:
             for _ in range(n):
-                mq = self.queues[abs(_java_rem(self.inc(), n))]
+                mq = self.queues[abs(java_rem(self.inc(), n))]
                 # Java evaluates every filter (filterResult &= ...); ours are pure, so all() is the same.
                 if all(f(mq) for f in filters):
                     return mq
             return None
-        return self.queues[abs(_java_rem(self.inc(), n))]
+        return self.queues[abs(java_rem(self.inc(), n))]
 
     def select_v5_plain(self) -> MessageQueue:
-        pos = _java_rem(self.inc(), len(self.queues))
+        pos = java_rem(self.inc(), len(self.queues))
         if pos < 0:  # only reachable with a pre-5.x index variant; Java would throw here
             raise IndexOutOfBounds(f"Index {pos} out of bounds for length {len(self.queues)}")
         return self.queues[pos]
@@ -431,7 +353,7 @@ class MQFaultStrategy:
         try:
             index = t.inc()
             for _ in range(n):  # lastBrokerName is ignored on this path (4.8.0-4.9.8)
-                pos = _java_rem(_java_abs(index), n)
+                pos = java_rem(java_abs(index), n)
                 index = int32(index + 1)  # a local copy: the ThreadLocal moved only once
                 mq = t.queues[max(pos, 0)]
                 if t.faults.is_available(mq.broker_name, now_ms):
@@ -441,7 +363,7 @@ class MQFaultStrategy:
             if write_queue_nums > 0:
                 mq = t._select_v4_plain()
                 if not_best is not None:
-                    queue_id = _java_rem(t.inc(), write_queue_nums)
+                    queue_id = java_rem(t.inc(), write_queue_nums)
                     return MessageQueue(mq.topic, not_best, queue_id), SelectionPath.PICK_ONE_AT_LEAST
                 return mq, SelectionPath.PICK_ONE_AT_LEAST
             t.faults = t.faults.remove(not_best)  # None: NullPointerException, caught below
@@ -468,90 +390,3 @@ class MQFaultStrategy:
             path = SelectionPath.ROUND_ROBIN if last_broker_name is None else SelectionPath.AVOIDED_LAST_BROKER
             return mq, path
         return t.select_v5_plain(), SelectionPath.FALLBACK
-
-
-# --------------------------------------------------------------------------------------------------
-# MessageQueueSelector implementations (section 6.6)
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class JavaLong:
-    """A ``java.lang.Long`` argument (a Python int alone is taken as an ``Integer``)."""
-
-    value: int
-
-    def __post_init__(self) -> None:
-        if not -(2**63) <= self.value <= 2**63 - 1:
-            raise IllegalArgument("a Java long holds 64 bits", value=self.value)
-
-
-def java_hash_code(arg: object) -> int:
-    """``arg.hashCode()`` for the argument types a hash selector sees: String (UTF-16 code units),
-    Integer (the value), Long (``(int)(v ^ (v >>> 32))``) and Boolean (1231/1237)."""
-    if arg is None:
-        raise NullPointer("arg is null")
-    if isinstance(arg, bool):
-        return 1231 if arg else 1237
-    if isinstance(arg, str):
-        return java_string_hash(arg)
-    if isinstance(arg, JavaLong):
-        unsigned = arg.value & 0xFFFFFFFFFFFFFFFF
-        return int32(unsigned ^ (unsigned >> 32))
-    if isinstance(arg, int):
-        if not INT_MIN <= arg <= INT_MAX:
-            raise IllegalArgument("an int argument must fit a Java Integer; wrap longs in JavaLong", value=arg)
-        return arg
-    raise IllegalArgument(f"no Java hashCode for {type(arg).__name__}")
-
-
-class MessageQueueSelector(Protocol):
-    def select(self, mqs: Sequence[MessageQueue], arg: object = None) -> MessageQueue | None: ...
-
-
-@dataclass(frozen=True)
-class SelectMessageQueueByHash:
-    """``abs(arg.hashCode() % size)``; in Python terms ``abs(h) % size`` (also for ``MIN_VALUE``)."""
-
-    def select(self, mqs: Sequence[MessageQueue], arg: object = None) -> MessageQueue:
-        value = _java_rem(java_hash_code(arg), len(mqs))
-        return mqs[abs(value)]
-
-
-@dataclass(frozen=True)
-class SelectMessageQueueByRandom:
-    """``random.nextInt(size)`` with ``new Random(seed)``, after the calls already made.
-
-    ``seed`` is the ``System.currentTimeMillis()`` at construction; ``previous_sizes`` the list sizes of
-    the earlier calls (``nextInt(bound)`` may consume more than one step, depending on the bound).
-    """
-
-    seed: int
-    previous_sizes: tuple[int, ...] = ()
-
-    @classmethod
-    def after_calls(cls, seed: int, calls: int, size: int) -> SelectMessageQueueByRandom:
-        return cls(seed, (size,) * calls)
-
-    def _random(self) -> JavaRandom:
-        random = JavaRandom(self.seed)
-        for size in self.previous_sizes:
-            random.next_int(size)
-        return random
-
-    def select(self, mqs: Sequence[MessageQueue], arg: object = None) -> MessageQueue:
-        return mqs[self._random().next_int(len(mqs))]
-
-    def after(self, mqs: Sequence[MessageQueue]) -> SelectMessageQueueByRandom:
-        """The selector after one more ``select`` on ``mqs``."""
-        return replace(self, previous_sizes=(*self.previous_sizes, len(mqs)))
-
-
-@dataclass(frozen=True)
-class SelectMessageQueueByMachineRoom:
-    """Always None (never implemented upstream), so every send through it fails."""
-
-    consumeridcs: frozenset[str] | None = field(default=None)
-
-    def select(self, mqs: Sequence[MessageQueue], arg: object = None) -> MessageQueue | None:
-        return None
