@@ -44,7 +44,7 @@ def parse_args() -> argparse.Namespace:
 
 def cached_records(spark, n: int):  # type: ignore[no-untyped-def]
     """``bench_job``'s first ``n`` sends as Kafka rows, cached in two partitions."""
-    from bench.bench_job import sends
+    from bench.job_workload import sends
 
     stamp = datetime.now(tz=UTC)
     rows = [(value, "bench.sends", i % 2, i // 2, stamp) for i, (_, value) in enumerate(sends(n))]

@@ -103,7 +103,7 @@ def run_rounds(
 def main() -> None:
     args = parse_args()
 
-    from bench.bench_job import produce, sends
+    from bench.job_workload import produce, sends
     from localenv.kafka_broker import LocalKafkaBroker, create_topics
 
     with tempfile.TemporaryDirectory(prefix="rrm-bench-layout-") as work:

@@ -1,54 +1,17 @@
 """The heartbeat path: consumer channel events, reported assignments and topic routes -> group analysis.
 
-Design (the README's "How it works" places it among the three queries):
-
-* One Kafka source subscribes the three consumer-side topics (one watermark); brokers' polls
-  (``consumer_connections``) share the channel events' topic and reach the engine as their JSON.
-  ``ingest.classify`` runs in the JVM; dead letters and valid events continue in the same plan.
-* The stateful operator is ``applyInPandasWithState`` keyed by a **shard of groups**
-  (``pmod(hash(group), shards)``), not by the group itself: a topic route must reach every group that
-  subscribes the topic, and a route event knows its topic, not its groups. Route events are therefore
-  replicated into every shard (``explode(sequence(0, shards - 1))``) -- routes change rarely, so this
-  costs ``shards`` rows per route change -- and each shard keeps the routes it needs beside the
-  membership of its groups. Inside a shard, state and processing are per group.
-* ``applyInPandasWithState`` rather than ``transformWithStateInPandas``: one state tuple per key travels
-  inside the Arrow batches (no socket round trip per state access, measured ~20% faster in the
-  engineering notes), the shard's state is read and written once per batch anyway, and the event-time
-  timeout (``GroupStateTimeout.EventTimeTimeout``) is exactly what channel expiry needs: the shard asks to
-  be called again at its earliest channel expiry, even when none of its groups sends anything.
-* Dead letters ride through the same operator on a reserved key (shard -1) with a NULL event time, so
-  the watermark never drops them; the function emits them unchanged.
-* Valid channel events (nearly all the traffic: steady heartbeats) reach Python as their typed fields
-  from ingest, not as JSON to parse again; the shard's state is one zlib-compressed JSON blob whose
-  membership is stored by column (``membership.snapshot``). A steady heartbeat costs the Python side
-  about 25 us of CPU, state included (a round of 40,000 in about 1 s over 8 shards; it was 70 us).
-* Before the operator, the JVM folds each channel's identical heartbeats of a Spark partition into one row
-  with every heartbeat's time and offset (``heartbeat_runs``): a batch of a fleet catching up holds a dozen
-  heartbeats per channel, and only one row each crosses to Python. There the engine takes them before the
-  batch's events (``fleet.ShardEngine.apply_runs``): a run that only refreshes a channel it knows costs a
-  dictionary update, and the answer is exactly that of applying every heartbeat.
-* Late input: an event at or before the watermark the operator sees (``GroupState.getCurrentWatermarkMs``,
-  the batch's watermark) is counted as a ``late_events`` record (reason ``watermark``) and not applied. The
-  check is made here, per heartbeat of a run, rather than by Spark: Spark drops rows older than the
-  *previous* batch's watermark, which a state function cannot know, and a run's row stands for heartbeats of
-  several times. So the operator's event-time column is NULL on every row (``_without_spark_late_filter``);
-  the watermark itself is computed before that, from every row's real time.
-* The engine returns typed outcomes; the function emits them as rows ``(table, payload)`` -- payload is JSON
-  in the shape of the Delta table, mapped in ``table_rows`` -- and the ``foreachBatch`` sink fans them out into
-  the tables, exactly once.
-
-The per-shard logic itself is pure Python in ``streaming.domain.fleet`` (time passed in as the watermark),
-so this module is only the Spark adapter: rows in, state (de)serialisation, rows out.
+The Spark adapter around ``streaming.domain.fleet.ShardEngine``: Kafka records classified in the JVM, keyed by
+a shard of groups (routes replicated into every shard), heartbeat runs folded, then ``applyInPandasWithState``
+restores each shard's engine, applies its events at the batch's watermark (``consumer_events``) and emits the
+outcomes as rows ``(table, payload)`` (``table_rows``). Why so: ``docs/design/consumer-query.md``.
 """
 
 from __future__ import annotations
 
-import bisect
 import gc
 import json
 import logging
-import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +21,15 @@ from streaming.domain.fleet import ShardEngine
 from streaming.domain.outcomes import IgnoredEvent, LateEvent, Outcome
 from streaming.domain.vocabulary import LateReason
 from streaming.job import heartbeat_runs, state_blob
+from streaming.job.consumer_events import (
+    CHANNEL_EVENT,
+    CHANNEL_FIELDS,
+    ORIGIN_KEY,
+    POLL_EVENT,
+    ROUTE_EVENT,
+    read_columns,
+    shard_events,
+)
 from streaming.job.heartbeat_runs import RUN, unpack_run
 from streaming.job.ingest import EventContract, IngestSettings, classify, kafka_stream, typed_column
 from streaming.job.poison import PROCESSING_ERROR, isolate
@@ -73,24 +45,6 @@ log = logging.getLogger(__name__)
 DEAD_LETTER_SHARD = -1
 OUTPUT_SCHEMA = "table STRING, payload STRING"
 STATE_SCHEMA = state_blob.SCHEMA
-ROUTE_EVENT = "topic_route"
-CHANNEL_EVENT = "consumer_channel"
-POLL_EVENT = "consumer_connections"
-# The channel event's fields the engine reads, passed as columns ``c_<field>`` (see ``shard_input``).
-CHANNEL_FIELDS = (
-    "broker",
-    "kind",
-    "channel",
-    "client_id",
-    "group",
-    "message_model",
-    "consume_type",
-    "client_version",
-    "allocate_strategy",
-)
-# The key under which ``_events`` attaches an event's Kafka coordinates and raw value to the event it hands the
-# engine, which hands it back untouched when it refuses the event (``IgnoredEvent``): its dead letter's origin.
-ORIGIN_KEY = "_origin"
 
 
 def shard_input(classified: DataFrame, shards: int) -> DataFrame:
@@ -164,9 +118,9 @@ def _process_shard(
     """One call for a shard: its rows' tables and payloads. The dead-letter shard's rows pass as they are; any
     other shard's engine is restored from its state, advanced (a timeout) or given the rows, and stored again."""
     if shard == DEAD_LETTER_SHARD:
-        payloads = _dead_letters(_columns(frames, _DEAD_LETTER_COLUMNS))
+        payloads = _dead_letters(read_columns(frames, _DEAD_LETTER_COLUMNS))
         return [DEAD_LETTERS] * len(payloads), payloads
-    columns = _columns(frames)  # read even when the state timed out (then without rows)
+    columns = read_columns(frames)  # read even when the state timed out (then without rows)
     watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
     letter_rows: list[tuple[str, dict[str, Any]]] = []
     if state.hasTimedOut:
@@ -195,7 +149,7 @@ def _apply_isolating_poison(
     def attempt(rows: Sequence[int]) -> tuple[ShardEngine, list[Outcome]]:
         # From the stored state each time: a failed attempt may have changed its engine half-way.
         engine = ShardEngine.restore(state_blob.load(state), settings)
-        events, late = _events(columns, engine, watermark_ms, rows)
+        events, late = shard_events(columns, engine, watermark_ms, rows)
         outcomes = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms)
         return engine, outcomes + [LateEvent(LateReason.WATERMARK, t, count=n) for t, n in late.items()]
 
@@ -274,7 +228,7 @@ def _refused_letters(columns: Mapping[str, list[Any]], row: int, detail: str) ->
 
 def _as_job_rows(outcomes: list[Outcome], shard: int) -> list[tuple[str, dict[str, Any]]]:
     """The engine's outcomes as the sink takes them (``table_rows``): an ignored event becomes a dead letter
-    built from the origin ``_events`` attached to it, and late routes are counted by shard 0 only (every shard
+    built from the origin ``shard_events`` attached to it, and late routes are counted by shard 0 only (every shard
     receives every route, so every shard finds the same ones stale or late)."""
     rows: list[tuple[str, dict[str, Any]]] = []
     for outcome in outcomes:
@@ -308,19 +262,6 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-# The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
-_EVENT_COLUMNS = (
-    "event_time_ms",
-    "event_type",
-    "kafka_topic",
-    "kafka_partition",
-    "kafka_offset",
-    "kafka_timestamp",
-    "raw_value",
-    "typed_json",
-    *(f"c_{f}" for f in CHANNEL_FIELDS),
-    "c_subscriptions",
-)
 _DEAD_LETTER_COLUMNS = (
     "event_type",
     "kafka_topic",
@@ -331,156 +272,6 @@ _DEAD_LETTER_COLUMNS = (
     "reason",
     "detail",
 )
-
-
-def _columns(frames: Iterator[pd.DataFrame], names: tuple[str, ...] = _EVENT_COLUMNS) -> dict[str, list[Any]]:
-    """The key's rows as Python lists per column (iterating lists is far cheaper than row dicts), with the packed
-    heartbeat runs (``heartbeat_runs.RUN``) when the input has them (the benchmark's query without runs has
-    not)."""
-    columns: dict[str, list[Any]] = {}
-    for frame in frames:
-        for name in (*names, RUN) if RUN in frame else names:
-            columns.setdefault(name, []).extend(frame[name].tolist())
-    return columns
-
-
-# Events of the same millisecond apply routes first, then channel events, then reported assignments (and any
-# other type): the world a client sees, its members, then what they report. A report about a group must follow
-# the group's first channel event to be compared with anything, whatever the configured topics are called.
-_SAME_TIME_RANK = {ROUTE_EVENT: 0, CHANNEL_EVENT: 1, POLL_EVENT: 1}
-_LAST_RANK = 2
-
-
-def _events(
-    columns: Mapping[str, list[Any]], engine: ShardEngine, watermark_ms: int, rows: Iterable[int] | None = None
-) -> tuple[list[Any], dict[str, int]]:
-    """The shard's events in the order the engine applies them, and how many of each type were late.
-
-    Order: event time, then event type, then Kafka coordinates. The type orders events of the same millisecond
-    (``_SAME_TIME_RANK``) and Kafka coordinates break the remaining ties, so that a replay applies them in the
-    same order. Channel events are built from their typed columns (``shard_input``); each distinct subscription
-    list is parsed once. Heartbeat runs (``heartbeat_runs``) go to ``engine.apply_runs`` first; the events it
-    leaves to apply stand at the time and offset of a heartbeat each, so they sort exactly where it would.
-    An event (or a run's heartbeat) at or before ``watermark_ms`` is late: counted, not applied. ``rows``
-    restricts the input to those rows (indices; default all).
-    """
-    from streaming.domain.heartbeat_plan import HeartbeatRun
-    from streaming.domain.membership import ChannelEvent
-
-    late: dict[str, int] = {}
-    if not columns:
-        return [], late
-    times, event_types, raw_values = columns["event_time_ms"], columns["event_type"], columns["raw_value"]
-    topics, partitions, offsets = columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"]
-    channel_event_of = _typed_channel_events(columns)
-    packed_runs = columns.get(RUN) or [None] * len(times)
-    keyed: list[tuple[tuple[Any, ...], Any]] = []
-    runs: list[HeartbeatRun] = []
-    run_places: list[tuple[str, int, tuple[int, ...]]] = []  # per run: its Kafka topic, partition and offsets
-    others: list[ChannelEvent] = []  # channel events outside runs: the runs' context (``apply_runs``)
-    for i in range(len(event_types)) if rows is None else rows:
-        event_type = event_types[i]
-        if (packed := packed_runs[i]) is None:  # one event
-            occurrences = None
-            time_ms = times[i]
-            if time_ms <= watermark_ms:
-                late[event_type] = late.get(event_type, 0) + 1
-                continue
-        else:  # a run: its late heartbeats come first
-            late_count, occurrences, run_offsets = _run_in_time(packed, watermark_ms)
-            if late_count:
-                late[event_type] = late.get(event_type, 0) + late_count
-                if not occurrences:
-                    continue
-            time_ms = occurrences[0]
-        key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i], offsets[i])
-        if raw_values[i] is not None:
-            event, context = _json_event(columns, i, time_ms)
-            keyed.append((key, event))
-            others += context
-            continue
-        channel_event = channel_event_of(i, time_ms)
-        if occurrences is None:
-            keyed.append((key, channel_event))
-            others.append(channel_event)
-        else:
-            runs.append(HeartbeatRun(channel_event, occurrences))
-            run_places.append((topics[i], partitions[i], run_offsets))
-    keyed += _run_events(engine, runs, others, run_places)
-    keyed.sort(key=operator.itemgetter(0))
-    return [event for _, event in keyed], late
-
-
-def _run_in_time(packed: bytes, watermark_ms: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    """A packed heartbeat run (``heartbeat_runs``) split at ``watermark_ms``: how many of its heartbeats are
-    late (they come first), and the times and Kafka offsets of the others."""
-    occurrences, run_offsets = unpack_run(packed)
-    first = bisect.bisect_right(occurrences, watermark_ms)
-    if first:
-        occurrences, run_offsets = occurrences[first:], run_offsets[first:]
-    return first, occurrences, run_offsets
-
-
-def _typed_channel_events(columns: Mapping[str, list[Any]]) -> Callable[[int, int], Any]:
-    """A function building the channel event of a typed row (``shard_input``'s ``c_`` columns) at a time; it
-    parses each distinct subscription list once."""
-    from streaming.domain.membership import ChannelEvent, subscriptions_from_json
-
-    fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
-    subscriptions = columns["c_subscriptions"]
-    parsed: dict[str | None, Any] = {None: ()}
-
-    def channel_event(i: int, time_ms: int) -> ChannelEvent:
-        text = subscriptions[i]
-        subs = parsed.get(text)
-        if subs is None:
-            subs = parsed[text] = subscriptions_from_json(json.loads(text))
-        broker, kind, channel, client_id, group, model, consume, version, strategy = (f[i] for f in fields)
-        return ChannelEvent.from_fields(
-            time_ms, broker, kind, channel, client_id, group, model, consume, version, subs, strategy
-        )
-
-    return channel_event
-
-
-def _json_event(columns: Mapping[str, list[Any]], i: int, time_ms: int) -> tuple[dict[str, Any], list[Any]]:
-    """Row ``i`` that kept its raw value (any but a typed channel event) as the JSON of its fields, its origin
-    attached (``ORIGIN_KEY``), and the channel events it puts in the runs' context (one or none)."""
-    from streaming.domain.membership import ChannelEvent
-
-    event = json.loads(columns["typed_json"][i])
-    event[ORIGIN_KEY] = (
-        columns["kafka_topic"][i],
-        columns["kafka_partition"][i],
-        columns["kafka_offset"][i],
-        columns["kafka_timestamp"][i],
-        columns["raw_value"][i],
-    )
-    event_type = columns["event_type"][i]
-    if event_type == CHANNEL_EVENT:
-        return event, [ChannelEvent.from_json(event)]
-    if event_type == POLL_EVENT:
-        # A poll replaces its broker's view: no heartbeat run of that view may skip its place.
-        return event, [ChannelEvent(time_ms, str(event["broker"]), "POLL", "", "", str(event["group"]))]
-    return event, []
-
-
-def _run_events(
-    engine: ShardEngine,
-    runs: list[Any],
-    others: list[Any],
-    run_places: list[tuple[str, int, tuple[int, ...]]],
-) -> list[tuple[tuple[Any, ...], Any]]:
-    """The events ``engine.apply_runs`` leaves to apply of the heartbeat ``runs`` (``others``: the channel
-    events outside runs), each keyed at the time and Kafka offset of its heartbeat."""
-    channel_rank = _SAME_TIME_RANK[CHANNEL_EVENT]
-    return [
-        ((run.times[index], channel_rank, topic, partition, run_offset[index]), event)
-        for run, plan, (topic, partition, run_offset) in zip(
-            runs, engine.apply_runs(runs, others), run_places, strict=True
-        )
-        for index, event in plan
-    ]
 
 
 def _timestamp_text(timestamp: Any) -> str | None:

@@ -152,19 +152,7 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         "event_time_ms",
         F.expr(f"CASE WHEN _fast THEN {fast_time} ELSE try_variant_get(v, '$.event_time', 'bigint') END"),
     )
-    for event_type, fast in fast_paths.items():
-        typed = typed_column(event_type)
-        if fast is None:
-            base = base.withColumn(typed, F.lit(None))
-            continue
-        # Off the fast path, a valid event (say with an unknown field) is typed from its variant.
-        base = base.withColumn(
-            typed,
-            F.expr(
-                f"CASE WHEN _fast THEN _strict.`{typed}` WHEN event_type = {_sql_string(event_type)} "
-                f"THEN try_variant_get(v, '$', {_sql_string(fast.struct_ddl)}) END"
-            ),
-        )
+    base = _with_typed_columns(base, fast_paths)
     # The walk runs in the JVM function, and only for records off the fast path (see register_rule_verdict).
     verdict = register_rule_verdict(records.sparkSession, *_verdict_sql(contracts, settings))
     inputs = ", ".join(f"'{name}', {name}" for name, _ in _VERDICT_INPUTS)
@@ -179,6 +167,26 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
         typed = typed_column(event_type)
         judged = judged.withColumn(typed, F.when(F.col("reason").isNull(), F.col(typed)))
     return judged.drop("_value", "_strict", "_fast", "_verdict")
+
+
+def _with_typed_columns(base: DataFrame, fast_paths: Mapping[str, Any]) -> DataFrame:
+    """``base`` with each event type's typed column ``e_<type>``: the fast path's fields, else (off the fast
+    path, a valid event with say an unknown field) the fields read from the record's variant."""
+    from pyspark.sql import functions as F
+
+    for event_type, fast in fast_paths.items():
+        typed = typed_column(event_type)
+        if fast is None:
+            base = base.withColumn(typed, F.lit(None))
+            continue
+        base = base.withColumn(
+            typed,
+            F.expr(
+                f"CASE WHEN _fast THEN _strict.`{typed}` WHEN event_type = {_sql_string(event_type)} "
+                f"THEN try_variant_get(v, '$', {_sql_string(fast.struct_ddl)}) END"
+            ),
+        )
+    return base
 
 
 def _with_fast_path(

@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from streaming.domain.fault_outcomes import FaultOutcome, FaultWindowChanged, SendsLate
 from streaming.domain.fault_windows import WindowStatus
 from streaming.domain.outcomes import GroupGone, GroupSummary, LateEvent
 from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus
@@ -29,6 +30,7 @@ from streaming.job.broker_gauges import (
     producers_all_down,
     view_summary,
 )
+from streaming.job.fault_table_rows import FAULT_WINDOWS, LATE_SENDS, PAIR_STATUS, fault_values, pair_status_rows
 from streaming.job.sinks import DeltaTables, run_concurrently
 from streaming.job.table_rows import DEAD_LETTERS, GROUP_STATUS, LATE_EVENTS, DeadLettered, group_summary, metric_values
 from streaming.job.tables import TABLES, column_names
@@ -217,8 +219,7 @@ def restore_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
 
 # The fault-windows rows the driver reads: the items the broker rows are computed from, and with metrics, what
 # is counted.
-_FAULT_ITEMS = "producer_broker_status_current"
-_FAULT_COUNTED = ("fault_windows", "late_sends")
+_FAULT_COUNTED = (FAULT_WINDOWS, LATE_SENDS)
 
 
 def fault_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
@@ -229,28 +230,29 @@ def fault_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -
         nonlocal items
         from pyspark.sql import functions as F
 
-        read = (_FAULT_ITEMS, *_FAULT_COUNTED) if metrics is not None else (_FAULT_ITEMS,)
+        read = (PAIR_STATUS, *_FAULT_COUNTED) if metrics is not None else (PAIR_STATUS,)
         batch = batch.persist()
         try:
             summary = _fault_batch_summary(batch, read)
             present = {r["table"]: r["n"] for r in summary}
-            payloads = {r["table"]: [json.loads(p) for p in r["payloads"]] for r in summary}
+            # The rows crossed from the Python workers as JSON (``fault_table_rows``): read back as typed values.
+            values = fault_values((r["table"], p) for r in summary for p in r["payloads"])
             writes = []
-            if "fault_windows" in present:
-                frame = _rows(batch, "fault_windows").withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                rows = present["fault_windows"]
-                writes.append(lambda: tables.append("fault_windows", frame, app_id, batch_id, rows))
-            if "producer_broker_status_current" in present:
+            if FAULT_WINDOWS in present:
+                frame = _rows(batch, FAULT_WINDOWS).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+                rows = present[FAULT_WINDOWS]
+                writes.append(lambda: tables.append(FAULT_WINDOWS, frame, app_id, batch_id, rows))
+            if PAIR_STATUS in present:
                 if items is None:
-                    items = current_rows(tables, "producer_broker_status_current", ITEM_KEY, ITEM_COLUMNS)
-                items.apply(payloads["producer_broker_status_current"])
-                latest = [r["latest_ms"] for r in summary if r["table"] != "late_sends" and r["latest_ms"] is not None]
+                    items = current_rows(tables, PAIR_STATUS, ITEM_KEY, ITEM_COLUMNS)
+                items.apply(pair_status_rows(values))
+                latest = [r["latest_ms"] for r in summary if r["table"] != LATE_SENDS and r["latest_ms"] is not None]
                 writes += _broker_status_writes(tables, batch, items, max(latest, default=0), metrics, app_id, batch_id)
             # Each write carries its own txn ids (the append as writer options, each MERGE in a session of its
             # own, see merge_idempotent), so none disturbs another.
             run_concurrently(writes)
             if metrics is not None:
-                _count_isolations_and_late_sends(metrics, payloads)
+                _count_isolations_and_late_sends(metrics, values)
         finally:
             batch.unpersist()
 
@@ -288,7 +290,7 @@ def _broker_status_writes(
     per_broker = broker_status(current, now_ms)
     if metrics is not None:  # the alert path first, before the writes
         apply_broker_metrics(metrics, per_broker, producers_all_down(current, now_ms))
-    writes = [lambda: _merge_latest_rows(tables, batch, "producer_broker_status_current", app_id, batch_id)]
+    writes = [lambda: _merge_latest_rows(tables, batch, PAIR_STATUS, app_id, batch_id)]
     if per_broker:
         columns = column_names("broker_status_current")
         status = batch.sparkSession.createDataFrame(
@@ -299,13 +301,13 @@ def _broker_status_writes(
     return writes
 
 
-def _count_isolations_and_late_sends(metrics: MetricsState, payloads: dict[str, list[dict[str, Any]]]) -> None:
+def _count_isolations_and_late_sends(metrics: MetricsState, values: Iterable[FaultOutcome]) -> None:
     """Count the batch's opened fault windows (isolation episodes) and late sends."""
-    for payload in payloads.get("fault_windows", []):
-        if payload["status"] == WindowStatus.OPENED.value:
-            metrics.inc("rmqmon_broker_isolation_episodes_total", (payload["broker"],))
-    for payload in payloads.get("late_sends", []):
-        metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), payload["count"])
+    for value in values:
+        if isinstance(value, FaultWindowChanged) and value.episode.status is WindowStatus.OPENED:
+            metrics.inc("rmqmon_broker_isolation_episodes_total", (value.episode.broker,))
+        elif isinstance(value, SendsLate):
+            metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), value.count)
 
 
 def apply_broker_metrics(metrics: MetricsState, rows: list[dict[str, Any]], all_down: int) -> None:

@@ -49,6 +49,12 @@ class ProgressBoard:
         with self._lock:
             return {name: QueryProgress(**vars(p)) for name, p in self._queries.items()}
 
+    def has_progress(self, name: str) -> bool:
+        """Whether query ``name`` has reported a micro-batch's progress in this process (an idle trigger is not
+        reported as progress: it goes to ``onQueryIdle``)."""
+        with self._lock:
+            return name in self._queries
+
     def record(self, progress: dict[str, Any]) -> None:
         name = progress.get("name") or progress.get("id") or "unnamed"
         with self._lock:

@@ -20,6 +20,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -175,11 +176,9 @@ class MonitorJob:
 
     def _start_send_ingest(self) -> None:
         from streaming.job.ingest import contracts_for
-        from streaming.job.send_query import (
-            FaultUpdatesTrim,
-            ensure_fault_updates_table,
-            start_send_ingest,
-        )
+        from streaming.job.send_metrics import SendMetrics
+        from streaming.job.send_query import ensure_fault_updates_table, start_send_ingest
+        from streaming.job.send_trim import FaultUpdatesTrim
 
         c = self.config
         assert self.tables is not None
@@ -187,7 +186,7 @@ class MonitorJob:
         ensure_fault_updates_table(self.session, self.tables)  # what send-ingest writes to
         self.queries["send-ingest"] = start_send_ingest(
             self.session,
-            _SendMetricsTables(self.tables, self.metrics),
+            self.tables,
             self._ingest_settings(("send_result",)),
             contracts_for(("send_result",)),
             c.fault_settings,
@@ -198,12 +197,21 @@ class MonitorJob:
             trim=FaultUpdatesTrim(
                 c.delta.fault_updates_retention_hours * 3_600_000,
                 c.delta.fault_updates_trim_every_batches,
-                self._checkpoint("fault-windows"),
+                self._fault_stream_started(),
             ),
             on_trimmed=lambda rows: self.metrics.inc("rmqmon_fault_updates_trimmed_rows_total", (), rows),
             poison_marker=self.poison_marker,
+            metrics=SendMetrics(self.metrics),
             stopping=self.stopping.is_set,
         )
+
+    def _fault_stream_started(self) -> Callable[[], bool]:
+        """Whether the fault-windows query's Delta stream has fixed the version of ``_send_fault_updates`` it
+        starts from, so that send-ingest may trim (``send_trim``): its checkpoint held offsets when send-ingest
+        started, or it has reported a batch's progress since (``docs/design/fault-tolerance.md``)."""
+        offsets = Path(self._checkpoint("fault-windows")) / "offsets"
+        earlier = offsets.is_dir() and any(entry.name.isdigit() for entry in offsets.iterdir())
+        return lambda: earlier or self.board.has_progress("fault-windows")
 
     def _start_fault_windows(self) -> None:
         from streaming.job.fault_query import build_fault_stream
@@ -345,55 +353,3 @@ class MonitorJob:
             self.stop(hurry)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-
-
-class _SendMetricsTables:
-    """The send-ingest query's ``DeltaTables``, counting what it writes into the metrics on the way.
-
-    Dead letters are counted by reason, and each batch's per-minute statistics (cumulative counts per
-    fault-table threshold, see ``send_reduce.minute_partials``) are added into the per-broker send-latency
-    histogram -- a few hundred rows summed from the batch's small cache, so the send path itself is unchanged.
-    """
-
-    def __init__(self, tables: DeltaTables, metrics: MetricsState) -> None:
-        self._tables = tables
-        self._metrics = metrics
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._tables, name)
-
-    def append(self, table: str, frame: Any, app_id: str, batch_id: int, rows: int | None = None) -> None:
-        from streaming.job.sinks import run_concurrently
-
-        # Counting reads the frame (a small job on the batch's cache) while the append writes it: neither
-        # waits for the other, where counting first held every such append back by its job.
-        writes = [lambda: self._tables.append(table, frame, app_id, batch_id, rows)]
-        if table == "dead_letters":
-            writes.append(lambda: self._count_dead_letters(frame))
-        elif table == "send_latency_minutes":
-            writes.append(lambda: self._observe_minutes(frame))
-        run_concurrently(writes)
-
-    def _count_dead_letters(self, frame: Any) -> None:
-        for row in frame.groupBy("reason").count().collect():
-            self._metrics.inc("rmqmon_dead_letters_total", ("send-ingest", str(row["reason"])), row["count"])
-
-    def _observe_minutes(self, frame: Any) -> None:
-        per_broker: dict[str, tuple[list[int], list[int], int, int]] = {}
-        for row in frame.collect():
-            uppers, counts = list(row["bucket_upper_ms"]), list(row["bucket_counts"])
-            seen = per_broker.get(row["broker"])
-            if seen is not None and seen[0] == uppers:
-                counts = [a + b for a, b in zip(seen[1], counts, strict=True)]
-            sends = row["sends"] + (seen[2] if seen else 0)
-            total_ms = row["latency_sum_ms"] + (seen[3] if seen else 0)
-            per_broker[row["broker"]] = (uppers, counts, sends, total_ms)
-        for broker, (uppers, counts, sends, total_ms) in per_broker.items():
-            self._metrics.observe_histogram(
-                "rmqmon_broker_send_latency_seconds",
-                (broker,),
-                [u / 1000 for u in uppers],
-                counts,
-                sends,
-                total_ms / 1000,
-            )

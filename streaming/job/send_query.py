@@ -12,7 +12,6 @@ import bisect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streaming.job.ingest import (
@@ -42,6 +41,8 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from streaming.domain.rules import FaultSettings, ProducerRule
+    from streaming.job.send_metrics import SendMetrics
+    from streaming.job.send_trim import FaultUpdatesTrim
 
 log = logging.getLogger(__name__)
 
@@ -51,71 +52,6 @@ FAULT_UPDATES_DDL = (
     "outcome STRING, client_version STRING, fault_table STRING, kafka_partition INT, kafka_offset BIGINT, "
     "batch_id BIGINT"
 )
-
-
-@dataclass(frozen=True)
-class FaultUpdatesTrim:
-    """When send-ingest deletes old rows of ``_send_fault_updates`` ([delta] fault_updates_retention_hours and
-    fault_updates_trim_every_batches): without it the table grows by every batch's reduced sends forever.
-
-    The rows only carry sends to the fault-windows query, whose state keeps what they did, so deleting them
-    later loses nothing, because that query's Delta stream
-
-    * reads, batch after batch, the files each commit added: a later DELETE removes them from the table's
-      current version, not from disk (VACUUM does, after ``deleted_file_retention_hours``), so a stream that
-      lags behind the trim still reads every row once;
-    * skips the DELETE's own commit, which rewrites the files it touched (``skipChangeCommits``);
-    * reads the table's *current* rows only when it starts without a checkpoint. The version of that
-      snapshot is fixed in the checkpoint's first offsets, so no trim runs before they exist.
-
-    The trim runs in send-ingest's own thread after the batch's appends, so it never races them. Its cutoff
-    comes from the batch (its newest send), and its DELETE is idempotent per batch like every write.
-    """
-
-    retention_ms: int
-    every_batches: int
-    reader_checkpoint: str  # the fault-windows query's checkpoint directory
-
-    def due(self, batch_id: int) -> bool:
-        if batch_id % self.every_batches:
-            return False
-        offsets = Path(self.reader_checkpoint) / "offsets"
-        return offsets.is_dir() and any(entry.name.isdigit() for entry in offsets.iterdir())
-
-    def cutoff_ms(self, latest_send_ms: int) -> int:
-        return latest_send_ms - self.retention_ms
-
-
-def trim_fault_updates(session: SparkSession, path: str, cutoff_ms: int, app_id: str, batch_id: int) -> int | None:
-    """Delete the rows of ``_send_fault_updates`` with ``event_time_ms < cutoff_ms``, once per (app id, batch);
-    the number of rows deleted, or None when a concurrent compaction (``maintain`` on a table without auto
-    compaction) made the DELETE conflict: the next trim deletes them, and the query goes on."""
-    from delta.exceptions import (
-        ConcurrentAppendException,
-        ConcurrentDeleteDeleteException,
-        ConcurrentDeleteReadException,
-    )
-
-    from streaming.job.delta_sink import align_auto_compaction_count, merge_idempotent, sql_path
-
-    deleted: list[int] = []
-
-    def delete(own: SparkSession) -> None:
-        align_auto_compaction_count(own, path)
-        result = own.sql(f"DELETE FROM {sql_path(path)} WHERE event_time_ms < {int(cutoff_ms)}").first()
-        deleted.append(int(result[0]) if result is not None and result[0] is not None else 0)
-
-    try:
-        merge_idempotent(session, f"{app_id}:{FAULT_UPDATES_TABLE}:trim", batch_id, delete)
-    except (ConcurrentAppendException, ConcurrentDeleteReadException, ConcurrentDeleteDeleteException) as error:
-        log.warning(
-            "send-ingest batch %d: trimming %s conflicted with another commit, left for the next trim: %s",
-            batch_id,
-            FAULT_UPDATES_TABLE,
-            str(error).splitlines()[0],
-        )
-        return None
-    return deleted[0] if deleted else 0
 
 
 def client_line_column() -> Column:
@@ -256,11 +192,12 @@ def start_send_ingest(
     trim: FaultUpdatesTrim | None = None,
     on_trimmed: Callable[[int], None] | None = None,
     poison_marker: str | None = None,
+    metrics: SendMetrics | None = None,
     stopping: Callable[[], bool] | None = None,
 ) -> StreamingQuery:
     """Start send-ingest (see the module docstring); ``faults``: the producer rules and fault tables, whose
     default table's thresholds are the latency statistics' buckets; ``on_trimmed`` hears how many rows each
-    trim deleted.
+    trim deleted; ``metrics`` counts the dead letters and observes the latency statistics beside their appends.
 
     A batch whose preparation fails because of some of its records is prepared again without them, and they
     are dead-lettered as ``PROCESSING_ERROR`` (``poison``); ``poison_marker``, for tests only, makes the rules
@@ -286,6 +223,7 @@ def start_send_ingest(
         trim=trim,
         on_trimmed=on_trimmed,
         poison_marker=poison_marker,
+        metrics=metrics,
         stopping=stopping,
     )
     records_stream = kafka_stream(session, ingest)
@@ -316,6 +254,7 @@ class _SendIngestBatches:
     trim: FaultUpdatesTrim | None
     on_trimmed: Callable[[int], None] | None
     poison_marker: str | None
+    metrics: SendMetrics | None
     stopping: Callable[[], bool] | None
 
     def write_batch(self, records: DataFrame, batch_id: int) -> None:
@@ -329,25 +268,19 @@ class _SendIngestBatches:
             prepared = self.without_poison(records, batch_id, error)
         try:
             run_concurrently(prepared.writes)
-            if self.trim is not None and prepared.kept_sends and self.trim.due(batch_id):
-                self.trim_old_updates(records.sparkSession, self.trim.cutoff_ms(prepared.latest_send_ms), batch_id)
+            if self.trim is not None and prepared.kept_sends:
+                assert prepared.latest_send_ms is not None
+                self.trim.after_batch(
+                    records.sparkSession,
+                    self.updates_path,
+                    prepared.latest_send_ms,
+                    self.app_id,
+                    batch_id,
+                    self.on_trimmed,
+                )
         finally:
             for frame in prepared.cached:
                 frame.unpersist()
-
-    def trim_old_updates(self, session: SparkSession, cutoff_ms: int, batch_id: int) -> None:
-        """``trim_fault_updates`` after the batch's writes, heard by ``on_trimmed`` and logged."""
-        deleted = trim_fault_updates(session, self.updates_path, cutoff_ms, self.app_id, batch_id)
-        if deleted is not None:
-            if self.on_trimmed is not None:
-                self.on_trimmed(deleted)
-            log.info(
-                "send-ingest batch %d: %d rows of %s older than %d ms deleted",
-                batch_id,
-                deleted,
-                FAULT_UPDATES_TABLE,
-                cutoff_ms,
-            )
 
     def judged(self, kafka: DataFrame) -> DataFrame:
         """Kafka records classified by the rules, with the send path's columns (``send_batch``)."""
@@ -414,25 +347,33 @@ class _SendIngestBatches:
     def dead_letter_writes(
         self, summary: BatchSummary, rejects: DataFrame | None, refused: DataFrame | None, batch_id: int
     ) -> list[Callable[[], None]]:
-        """The append of the batch's dead letters, the rules' ``rejects`` and the ``refused`` records, if any."""
+        """The append of the batch's dead letters, the rules' ``rejects`` and the ``refused`` records, if any,
+        and with ``metrics`` their count by reason beside it."""
         dead_rows = summary.rejected + (refused.count() if refused is not None else 0)
         if not dead_rows:
             return []
         dead = dead_letter_columns(rejects, batch_id) if rejects is not None else None
         dead = refused if dead is None else (dead if refused is None else dead.unionByName(refused))
-        return [lambda: self.tables.append("dead_letters", dead, self.app_id, batch_id, dead_rows)]
+        writes = [lambda: self.tables.append("dead_letters", dead, self.app_id, batch_id, dead_rows)]
+        if self.metrics is not None:
+            metrics = self.metrics
+            writes.append(lambda: metrics.count_dead_letters(dead))
+        return writes
 
     def send_writes(
         self, records: DataFrame, reduced: DataFrame, summary: BatchSummary, batch_id: int
     ) -> list[Callable[[], None]]:
-        """The appends of the batch's minute partials to ``send_latency_minutes`` and of its kept sends to
-        ``_send_fault_updates``."""
+        """The appends of the batch's minute partials to ``send_latency_minutes`` (with ``metrics``, added into
+        the latency histogram beside it) and of its kept sends to ``_send_fault_updates``."""
         from pyspark.sql import functions as F
 
         from streaming.job.delta_sink import append_idempotent
 
         minutes = minute_partials(reduced, self.bucket_upper_ms)
         writes = [lambda: self.tables.append("send_latency_minutes", minutes, self.app_id, batch_id, summary.minutes)]
+        if self.metrics is not None:
+            metrics = self.metrics
+            writes.append(lambda: metrics.observe_minutes(minutes))
         if summary.spanning_keys:
             log.warning(
                 "send-ingest batch %d: %d (producer, broker) pairs have sends in several partitions "

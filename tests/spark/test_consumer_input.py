@@ -15,15 +15,8 @@ from streaming.contract.events import DEFAULT_TOPICS
 from streaming.domain.engine_settings import EngineSettings
 from streaming.domain.fleet import STALE_ROUTE, UNKNOWN_GROUP, ShardEngine
 from streaming.domain.membership import ChannelEvent
-from streaming.job.consumer_query import (
-    _EVENT_COLUMNS,
-    DEAD_LETTER_SHARD,
-    ORIGIN_KEY,
-    _as_job_rows,
-    _columns,
-    _events,
-    shard_input,
-)
+from streaming.job.consumer_events import EVENT_COLUMNS, ORIGIN_KEY, read_columns, shard_events
+from streaming.job.consumer_query import DEAD_LETTER_SHARD, _as_job_rows, shard_input
 from streaming.job.ingest import IngestSettings, classify, contracts_for
 from tests.support.event_corpus import GOOD, KAFKA_TS, MORE_GOOD
 
@@ -56,7 +49,7 @@ def _generated() -> list[dict]:
 
 def _applied(columns, engine=None):  # type: ignore[no-untyped-def]
     """The events the state function hands the engine for these columns (none late: watermark 0)."""
-    events, late = _events(columns, engine or ShardEngine.restore(None, EngineSettings()), 0)
+    events, late = shard_events(columns, engine or ShardEngine.restore(None, EngineSettings()), 0)
     assert not late
     return events
 
@@ -80,7 +73,7 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
         if shard == DEAD_LETTER_SHARD:
             assert len(rows_of_shard) == 1  # the channel event without its required fields
             continue
-        got = _applied(_columns(iter([rows_of_shard.reset_index(drop=True)])))
+        got = _applied(read_columns(iter([rows_of_shard.reset_index(drop=True)])))
         origins = [g.pop(ORIGIN_KEY) if isinstance(g, dict) else None for g in got]
         ranked = rows_of_shard.assign(rank=rows_of_shard["event_type"].map(TYPE_RANK))
         by_offset = ranked.sort_values(["event_time_ms", "rank", "kafka_topic", "kafka_partition", "kafka_offset"])
@@ -115,9 +108,9 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
         (report, "a-reports", 0, 3),
         (earlier_report, "a-reports", 0, 9),
     ]
-    columns: dict[str, list] = {name: [] for name in _EVENT_COLUMNS}
+    columns: dict[str, list] = {name: [] for name in EVENT_COLUMNS}
     for event, topic, partition, offset in published:
-        row = dict.fromkeys(_EVENT_COLUMNS)
+        row = dict.fromkeys(EVENT_COLUMNS)
         row.update(
             event_time_ms=event["event_time"],
             event_type=event["type"],
@@ -127,7 +120,7 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
             raw_value=json.dumps(event),
             typed_json=json.dumps(event),
         )
-        for name in _EVENT_COLUMNS:
+        for name in EVENT_COLUMNS:
             columns[name].append(row[name])
 
     # time first, then route, channel, reports; the two reports of one topic in Kafka order (partition 0 first)
@@ -145,9 +138,9 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
 
 def _raw_columns(published) -> dict[str, list]:  # type: ignore[no-untyped-def]
     """The function's columns for events that travel as raw JSON: (event, topic, partition, offset, timestamp)."""
-    columns: dict[str, list] = {name: [] for name in _EVENT_COLUMNS}
+    columns: dict[str, list] = {name: [] for name in EVENT_COLUMNS}
     for event, topic, partition, offset, timestamp in published:
-        row = dict.fromkeys(_EVENT_COLUMNS)
+        row = dict.fromkeys(EVENT_COLUMNS)
         row.update(
             event_time_ms=event["event_time"],
             event_type=event["type"],
@@ -158,7 +151,7 @@ def _raw_columns(published) -> dict[str, list]:  # type: ignore[no-untyped-def]
             raw_value=json.dumps(event),
             typed_json=json.dumps(event),
         )
-        for name in _EVENT_COLUMNS:
+        for name in EVENT_COLUMNS:
             columns[name].append(row[name])
     return columns
 

@@ -1,7 +1,8 @@
 """Trimming ``_send_fault_updates`` under the fault-windows query's Delta stream: no row lost, none twice.
 
 The stream is the query's own reader (``fault_query.fault_updates_stream``), run with a checkpoint in
-``availableNow`` steps, so the test decides exactly which commits it has read when the trim runs.
+``availableNow`` steps, so the test decides exactly which commits it has read when the trim runs; the trim
+may run once the reader has reported progress, as the runner tells send-ingest.
 """
 
 from __future__ import annotations
@@ -10,12 +11,8 @@ from collections import Counter
 
 from streaming.job.delta_sink import append_idempotent
 from streaming.job.fault_query import fault_updates_stream
-from streaming.job.send_query import (
-    FAULT_UPDATES_DDL,
-    FaultUpdatesTrim,
-    ensure_fault_updates_table,
-    trim_fault_updates,
-)
+from streaming.job.send_query import FAULT_UPDATES_DDL, ensure_fault_updates_table
+from streaming.job.send_trim import FaultUpdatesTrim, trim_fault_updates
 from streaming.job.sinks import DeltaTables
 
 HOUR = 3_600_000
@@ -32,7 +29,8 @@ def sends(batch: int, times: list[int]) -> list[tuple]:
 def test_trims_lose_and_repeat_no_row_for_the_fault_stream_even_rows_it_has_not_read(spark, tmp_path):
     path = ensure_fault_updates_table(spark, DeltaTables(spark, tmp_path / "tables"))
     reader_checkpoint = str(tmp_path / "fault-windows")
-    trim = FaultUpdatesTrim(retention_ms=2 * HOUR, every_batches=2, reader_checkpoint=reader_checkpoint)
+    progress: list[dict] = []  # the reader's last progress after each of its runs
+    trim = FaultUpdatesTrim(retention_ms=2 * HOUR, every_batches=2, reader_started=lambda: bool(progress))
     appended: list[tuple] = []
     seen: list[tuple] = []
 
@@ -51,6 +49,8 @@ def test_trims_lose_and_repeat_no_row_for_the_fault_stream_even_rows_it_has_not_
         )
         query.awaitTermination()
         assert query.exception() is None
+        if query.lastProgress is not None:
+            progress.append(query.lastProgress)
 
     append(0, [T0, T0 + HOUR])
     append(1, [T0 + 2 * HOUR, T0 + 3 * HOUR])

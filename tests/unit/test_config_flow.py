@@ -18,10 +18,11 @@ import streaming.demo_rocketmq
 from streaming.config import MonitorConfig, load_config
 from streaming.domain import fault_tracker
 from streaming.domain.engine_settings import EngineSettings
+from streaming.domain.fault_shard import FaultShard
 from streaming.domain.fault_tracker import FaultWindowTracker
 from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5, FaultSemantics, FaultTable
 from streaming.domain.rules import GroupRule, ProducerRule, glob_regex, name_matches
-from streaming.job import fault_query
+from streaming.job import fault_query, state_blob
 from tests.unit.test_fault_query_state import FakeState, run
 
 CONFIG = """
@@ -95,7 +96,7 @@ def test_the_fault_replay_reads_its_tables_without_parsing_any(tmp_path):
         run(process, state, [(1_000, 15, "OK", "slow")])
         run(process, state, [(2_000, 30, "OK", "slow"), (3_000, 5, "OK", "rocketmq-4")])
         run(process, state, [])  # the timeout: restored from the stored state only
-    (stored,) = fault_query._load_state(state).values()
+    (stored,) = FaultShard.restore(state_blob.load(state), fault_settings).pairs.values()
     assert stored.tracker["fault_table"]["name"] == "rocketmq-4"
 
 

@@ -2,7 +2,7 @@
 
 The JVM stage (``heartbeat_runs``, tested against this contract in ``tests/spark/test_heartbeat_runs.py``)
 folds each channel's identical heartbeats of a Spark partition into one row carrying every heartbeat's time
-and offset; the state function (``consumer_query._events``) counts late heartbeats one by one and hands the
+and offset; the state function (``consumer_events.shard_events``) counts late heartbeats one by one and hands the
 runs to ``ShardEngine.apply_runs``, which takes a run that only refreshes a known channel at once, holds another
 steady run from its first heartbeat to its last, and leaves the rest to apply heartbeat by heartbeat.
 
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from streaming.domain.engine_settings import EngineSettings
 from streaming.domain.fleet import ShardEngine
-from streaming.job.consumer_query import _EVENT_COLUMNS, _events
+from streaming.job.consumer_events import EVENT_COLUMNS, shard_events
 from streaming.job.heartbeat_runs import RUN
 from tests.unit.test_fleet import table_rows
 
@@ -135,7 +135,7 @@ def rows_of(batch, first_offsets):
         partition = home if how != "other partition" else 1 - home
         offset = first_offsets[partition]
         first_offsets[partition] += 1
-        row = dict.fromkeys(_EVENT_COLUMNS)
+        row = dict.fromkeys(EVENT_COLUMNS)
         row.update(
             event_time_ms=event["event_time"],
             event_type=event["type"],
@@ -161,7 +161,7 @@ def as_runs(rows, fold):
         if not (fold and heartbeat):
             out.append(dict(row, **{RUN: None}))
             continue
-        key = tuple(row[c] for c in _EVENT_COLUMNS if c.startswith("c_")) + (row["kafka_partition"],)
+        key = tuple(row[c] for c in EVENT_COLUMNS if c.startswith("c_")) + (row["kafka_partition"],)
         runs.setdefault(key, []).append(row)
     for members in runs.values():
         if len(members) == 1:
@@ -171,7 +171,7 @@ def as_runs(rows, fold):
         pairs = [v for r in members for v in (r["event_time_ms"], r["kafka_offset"])]
         out.append(dict(members[0], **{RUN: struct.pack(f"<{len(pairs)}q", *pairs)}))
     out.reverse()  # the order of rows reaching the function must not matter
-    return {name: [r[name] for r in out] for name in (*_EVENT_COLUMNS, RUN)}
+    return {name: [r[name] for r in out] for name in (*EVENT_COLUMNS, RUN)}
 
 
 def run_shard(batches, fold):
@@ -180,7 +180,7 @@ def run_shard(batches, fold):
     for batch in batches:
         watermark = max(seen_max - DELAY_MS, 0)
         engine = ShardEngine.restore(snapshot, ENGINE)
-        events, late = _events(as_runs(rows_of(batch, offsets), fold), engine, watermark)
+        events, late = shard_events(as_runs(rows_of(batch, offsets), fold), engine, watermark)
         records = table_rows(engine.apply(events, watermark))
         snapshot = engine.snapshot()
         changes = {}
@@ -308,7 +308,7 @@ def test_an_event_at_the_watermark_is_late_whether_alone_or_inside_a_run():
     alone = [beats("G1", "b2", 1, 200_000), beats("G1", "b2", 2, 200_001)]
     rows = rows_of(published([run, *alone]), [0, 0])
     engine = ShardEngine.restore(None, ENGINE)
-    events, late = _events(as_runs(rows, fold=True), engine, watermark)
+    events, late = shard_events(as_runs(rows, fold=True), engine, watermark)
     assert late == {"consumer_channel": 3}
     assert sorted((e.event_time_ms, e.channel, e.held_until_ms) for e in events) == [
         (watermark + 1, "10.0.0.0:91", watermark + 2),

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from streaming.domain import membership_snapshot
+from streaming.domain import fault_shard, membership_snapshot
 from streaming.domain.engine_settings import EngineSettings
 from streaming.domain.fault_tracker import FaultWindowTracker
 from streaming.domain.faults import PRESETS
 from streaming.domain.fleet import ShardEngine
 from streaming.domain.state_codec import StateVersionError, unwrap_state, wrap_state
-from streaming.job import fault_query, state_blob
+from streaming.job import state_blob
 
 MEMBERSHIP = {
     "schema_version": 2,
@@ -229,8 +229,8 @@ def test_a_fault_tracker_snapshot_restores_and_snapshots_to_the_same_document():
 
 
 def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
-    pairs = fault_query.pairs_from_snapshot(FAULT_SHARD)
-    same_document(fault_query.pairs_snapshot(pairs), FAULT_SHARD)
+    pairs = fault_shard.pairs_from_snapshot(FAULT_SHARD)
+    same_document(fault_shard.pairs_snapshot(pairs), FAULT_SHARD)
     for stored in pairs.values():  # and the trackers inside it
         same_document(FaultWindowTracker.from_dict(stored.tracker).to_dict(), stored.tracker)
 
@@ -239,7 +239,7 @@ RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, An
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
     ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 1),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
-    ("fault shard", fault_query.pairs_from_snapshot, FAULT_SHARD, 1),
+    ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]
 
 
