@@ -31,6 +31,7 @@ from streaming.job.broker_gauges import (
     view_summary,
 )
 from streaming.job.fault_table_rows import FAULT_WINDOWS, LATE_SENDS, PAIR_STATUS, fault_values, pair_status_rows
+from streaming.job.metered import MeteredBatches
 from streaming.job.sinks import DeltaTables, run_concurrently
 from streaming.job.table_rows import DEAD_LETTERS, GROUP_STATUS, LATE_EVENTS, DeadLettered, group_summary, metric_values
 from streaming.job.tables import TABLES, column_names
@@ -93,21 +94,22 @@ def current_rows(tables: DeltaTables, table: str, key: tuple[str, ...], columns:
     return CurrentRows(key, columns, (r.asDict() for r in tables.read(table).select(*columns, *key).collect()))
 
 
-def consumer_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
-    # The last batch whose metrics were applied: a batch replayed in this process (its writes failed and the
-    # query was restarted) must not count its rebalances, dead letters and late events twice.
-    metered_through = -1
+def consumer_sink(
+    tables: DeltaTables, app_id: str, metrics: MetricsState | None, metered: MeteredBatches | None = None
+) -> Callable[[DataFrame, int], None]:
+    # A batch replayed in this process (its writes failed and the query was restarted, with a new sink) must not
+    # count its rebalances, dead letters and late events twice: ``metered`` is the job's, shared by its sinks.
+    metered = metered or MeteredBatches()
     views: CurrentRows | None = None  # broker_views_current as the batches' MERGEs leave it
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        nonlocal metered_through, views
+        nonlocal views
         batch = batch.persist()
         try:
             summary = _consumer_batch_summary(batch, metrics is not None)
             present = {r["table"]: r["n"] for r in summary}
-            if metrics is not None and batch_id > metered_through:  # the alert path first, before the writes
+            if metrics is not None and metered.first_time(f"{app_id}:consumer", batch_id):  # before the writes
                 apply_consumer_metrics(metrics, metric_values((r["table"], p) for r in summary for p in r["payloads"]))
-                metered_through = batch_id
             if metrics is not None and "broker_views_current" in present:
                 if views is None:
                     views = current_rows(tables, "broker_views_current", VIEW_KEY, VIEW_COLUMNS)
@@ -222,7 +224,11 @@ def restore_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
 _FAULT_COUNTED = (FAULT_WINDOWS, LATE_SENDS)
 
 
-def fault_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -> Callable[[DataFrame, int], None]:
+def fault_sink(
+    tables: DeltaTables, app_id: str, metrics: MetricsState | None, metered: MeteredBatches | None = None
+) -> Callable[[DataFrame, int], None]:
+    # ``metered``: as in ``consumer_sink``, so a replayed batch's isolation episodes and late sends count once.
+    metered = metered or MeteredBatches()
     # producer_broker_status_current as the batches' MERGEs leave it (read from the table at the first batch)
     items: CurrentRows | None = None
 
@@ -251,7 +257,7 @@ def fault_sink(tables: DeltaTables, app_id: str, metrics: MetricsState | None) -
             # Each write carries its own txn ids (the append as writer options, each MERGE in a session of its
             # own, see merge_idempotent), so none disturbs another.
             run_concurrently(writes)
-            if metrics is not None:
+            if metrics is not None and metered.first_time(f"{app_id}:fault-windows", batch_id):
                 _count_isolations_and_late_sends(metrics, values)
         finally:
             batch.unpersist()

@@ -28,6 +28,7 @@ from typing import Any
 from connectors.metrics import MetricsState, new_registry, serve
 from streaming.config import MonitorConfig
 from streaming.job.delta_sink import checkpoint_app_id
+from streaming.job.metered import MeteredBatches
 from streaming.job.progress import ProgressBoard, ProgressListener
 from streaming.job.sinks import DeltaTables
 from streaming.job.supervision import QueryFailedRepeatedly, QuerySupervisor
@@ -53,6 +54,8 @@ class MonitorJob:
     tables: DeltaTables | None = None
     # Set once the queries are being stopped: a batch failing then is not searched for poison records.
     stopping: threading.Event = field(default_factory=threading.Event)
+    # The batches each sink's metrics have counted, kept across a query's restarts (``metered``).
+    metered: MeteredBatches = field(default_factory=MeteredBatches)
     _server: Any = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -165,7 +168,7 @@ class MonitorJob:
         app_id = checkpoint_app_id(checkpoint, self.config.delta.app_id_prefix)
         assert self.tables is not None
         writer = stream.writeStream.queryName(name).option("checkpointLocation", checkpoint)
-        writer = self._trigger(writer.foreachBatch(consumer_sink(self.tables, app_id, self.metrics)))
+        writer = self._trigger(writer.foreachBatch(consumer_sink(self.tables, app_id, self.metrics, self.metered)))
         self.queries[name] = writer.start()
 
     def _start_send_queries(self) -> None:
@@ -201,7 +204,7 @@ class MonitorJob:
             ),
             on_trimmed=lambda rows: self.metrics.inc("rmqmon_fault_updates_trimmed_rows_total", (), rows),
             poison_marker=self.poison_marker,
-            metrics=SendMetrics(self.metrics),
+            metrics=SendMetrics(self.metrics, self.metered),
             stopping=self.stopping.is_set,
         )
 
@@ -231,7 +234,7 @@ class MonitorJob:
         checkpoint = self._checkpoint("fault-windows")
         app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix)
         writer = stream.writeStream.queryName("fault-windows").option("checkpointLocation", checkpoint)
-        writer = self._trigger(writer.foreachBatch(fault_sink(self.tables, app_id, self.metrics)))
+        writer = self._trigger(writer.foreachBatch(fault_sink(self.tables, app_id, self.metrics, self.metered)))
         self.queries["fault-windows"] = writer.start()
 
     def await_available(self) -> None:

@@ -6,8 +6,10 @@ that append, not before it: ``_SendIngestBatches`` lists it among the batch's wr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from streaming.job.metered import MeteredBatches
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -18,15 +20,21 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class SendMetrics:
     metrics: MetricsState
+    # A batch replayed after a failure is not counted again (``metered``).
+    metered: MeteredBatches = field(default_factory=MeteredBatches)
 
-    def count_dead_letters(self, frame: DataFrame) -> None:
+    def count_dead_letters(self, frame: DataFrame, batch_id: int) -> None:
         """``dead_letters`` rows of a batch, counted by reason."""
+        if not self.metered.first_time("send-ingest:dead_letters", batch_id):
+            return
         for row in frame.groupBy("reason").count().collect():
             self.metrics.inc("rmqmon_dead_letters_total", ("send-ingest", str(row["reason"])), row["count"])
 
-    def observe_minutes(self, frame: DataFrame) -> None:
+    def observe_minutes(self, frame: DataFrame, batch_id: int) -> None:
         """A batch's ``send_latency_minutes`` rows (cumulative counts per fault-table threshold, see
         ``send_reduce.minute_partials``) added into the per-broker send-latency histogram: a few hundred rows."""
+        if not self.metered.first_time("send-ingest:send_latency_minutes", batch_id):
+            return
         per_broker: dict[str, tuple[list[int], list[int], int, int]] = {}
         for row in frame.collect():
             uppers, counts = list(row["bucket_upper_ms"]), list(row["bucket_counts"])

@@ -357,7 +357,7 @@ class _SendIngestBatches:
         writes = [lambda: self.tables.append("dead_letters", dead, self.app_id, batch_id, dead_rows)]
         if self.metrics is not None:
             metrics = self.metrics
-            writes.append(lambda: metrics.count_dead_letters(dead))
+            writes.append(lambda: metrics.count_dead_letters(dead, batch_id))
         return writes
 
     def send_writes(
@@ -373,7 +373,7 @@ class _SendIngestBatches:
         writes = [lambda: self.tables.append("send_latency_minutes", minutes, self.app_id, batch_id, summary.minutes)]
         if self.metrics is not None:
             metrics = self.metrics
-            writes.append(lambda: metrics.observe_minutes(minutes))
+            writes.append(lambda: metrics.observe_minutes(minutes, batch_id))
         if summary.spanning_keys:
             log.warning(
                 "send-ingest batch %d: %d (producer, broker) pairs have sends in several partitions "

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from connectors.metrics import MetricsState
+from streaming.job.metered import MeteredBatches
 from streaming.job.outputs import consumer_sink, fault_sink
 from streaming.job.sinks import DeltaTables
 
@@ -147,3 +148,18 @@ def test_the_fault_sink_commits_once_per_table_with_rows_and_a_replay_commits_no
     assert status["b"]["batch_id"] == 1  # kept as the last batch with an item for b left it
     assert metrics.gauges["rmqmon_broker_producers_seen"] == {("a",): 3.0}
     assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 1.0}
+
+
+def test_a_batch_replayed_by_a_restarted_query_counts_its_episodes_once(spark, tmp_path):
+    # The batch's writes were done and its commit was not (the query failed): the supervisor restarts the query,
+    # whose new sink replays the batch. The job's MeteredBatches outlives the sink, so the counter holds.
+    tables = DeltaTables(spark, tmp_path)
+    tables.ensure_all(FAULT_TABLES)
+    metrics, metered = MetricsState(), MeteredBatches()
+    batch = [item("p1", "a", T + 60_000), opened("p1", "a", T + 60_000)]
+    fault_sink(tables, "test", metrics, metered)(frame(spark, batch), 0)
+    fault_sink(tables, "test", metrics, metered)(frame(spark, batch), 0)
+    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 1.0}
+    # A sink of its own (no shared record) would have counted the replay again.
+    fault_sink(tables, "test", metrics)(frame(spark, batch), 0)
+    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 2.0}
