@@ -266,42 +266,70 @@ def mutations(
     plain = json.dumps(event).encode()
     yield Hostile(event_type, plain, "base")
     for path, field in _fields(schema, event):
-        label = ".".join(map(str, path))
-        kinds = _types(field)
-        if "integer" in kinds or "number" in kinds or any(k in field for k in ("minimum", "maximum")):
-            for literal in _number_literals(field):
-                yield Hostile(event_type, _with_literal(event, path, literal), f"{label}={literal}")
-        for other in (None, True, False, 0, 1.5, "", "x", [], [None], {}, {"a": 1}):
-            yield Hostile(event_type, json.dumps(_set(event, path, other)).encode(), f"{label} as {other!r}")
-        yield Hostile(event_type, json.dumps(_set(event, path, _REMOVE)).encode(), f"{label} removed")
-        if "string" in kinds:
-            low, high = int(field.get("minLength", 0)), int(field.get("maxLength", 300))
-            char = rng.choice(_UNICODE)
-            base_text = valid_value(field, rng, f"H{rng.randint(0, 10**6)}") if "pattern" in field else "s"
-            for text in (
-                char * high,
-                char * (high + 1),
-                "a" * max(low - 1, 0),
-                base_text + char,
-                char + base_text,
-                base_text + "\n",
-                " " + base_text,
-                base_text.upper(),
-            ):
-                yield Hostile(
-                    event_type,
-                    json.dumps(_set(event, path, text), ensure_ascii=rng.random() < 0.5).encode(),
-                    f"{label} unicode {text[:8]!r}",
-                )
-            for literal in _ESCAPED:
-                yield Hostile(event_type, _with_literal(event, path, literal), f"{label}={literal}")
-        if "array" in kinds and "items" in field and isinstance(_get(event, path), list):
-            items = _get(event, path)
-            limit = int(field.get("maxItems", 10))
-            for count in (0, limit, limit + 1):
-                filled = (items * (count // max(len(items), 1) + 1))[:count] if items else []
-                yield Hostile(event_type, json.dumps(_set(event, path, filled)).encode(), f"{label} x{count}")
-    # the whole record
+        yield from _field_mutations(event_type, event, path, field, rng)
+    yield from _wrapped(event_type, plain)
+    yield from _duplicate_keys(event_type, event, plain)
+    yield from _sized_and_broken(event_type, event, plain)
+    yield from _on_other_topics(event_type, event, plain, topic_types)
+
+
+def _field_mutations(
+    event_type: str, event: dict[str, Any], path: Path_, field: Mapping[str, Any], rng: random.Random
+) -> Iterator[Hostile]:
+    """One field's numbers, other JSON types, removal, text and array lengths."""
+    label = ".".join(map(str, path))
+    kinds = _types(field)
+    if "integer" in kinds or "number" in kinds or any(k in field for k in ("minimum", "maximum")):
+        for literal in _number_literals(field):
+            yield Hostile(event_type, _with_literal(event, path, literal), f"{label}={literal}")
+    for other in (None, True, False, 0, 1.5, "", "x", [], [None], {}, {"a": 1}):
+        yield Hostile(event_type, json.dumps(_set(event, path, other)).encode(), f"{label} as {other!r}")
+    yield Hostile(event_type, json.dumps(_set(event, path, _REMOVE)).encode(), f"{label} removed")
+    if "string" in kinds:
+        yield from _text_mutations(event_type, event, path, field, rng)
+    if "array" in kinds and "items" in field and isinstance(_get(event, path), list):
+        yield from _array_lengths(event_type, event, path, field)
+
+
+def _text_mutations(
+    event_type: str, event: dict[str, Any], path: Path_, field: Mapping[str, Any], rng: random.Random
+) -> Iterator[Hostile]:
+    """A string field's Unicode edge cases, lengths at its limits and raw escapes."""
+    label = ".".join(map(str, path))
+    low, high = int(field.get("minLength", 0)), int(field.get("maxLength", 300))
+    char = rng.choice(_UNICODE)
+    base_text = valid_value(field, rng, f"H{rng.randint(0, 10**6)}") if "pattern" in field else "s"
+    for text in (
+        char * high,
+        char * (high + 1),
+        "a" * max(low - 1, 0),
+        base_text + char,
+        char + base_text,
+        base_text + "\n",
+        " " + base_text,
+        base_text.upper(),
+    ):
+        yield Hostile(
+            event_type,
+            json.dumps(_set(event, path, text), ensure_ascii=rng.random() < 0.5).encode(),
+            f"{label} unicode {text[:8]!r}",
+        )
+    for literal in _ESCAPED:
+        yield Hostile(event_type, _with_literal(event, path, literal), f"{label}={literal}")
+
+
+def _array_lengths(event_type: str, event: dict[str, Any], path: Path_, field: Mapping[str, Any]) -> Iterator[Hostile]:
+    """An array field empty, at its item limit and one past it."""
+    label = ".".join(map(str, path))
+    items = _get(event, path)
+    limit = int(field.get("maxItems", 10))
+    for count in (0, limit, limit + 1):
+        filled = (items * (count // max(len(items), 1) + 1))[:count] if items else []
+        yield Hostile(event_type, json.dumps(_set(event, path, filled)).encode(), f"{label} x{count}")
+
+
+def _wrapped(event_type: str, plain: bytes) -> Iterator[Hostile]:
+    """The whole record with text before or after it."""
     text = plain.decode()
     for before, after in (
         ("", " trailing"),
@@ -318,11 +346,21 @@ def mutations(
         ("", ","),
     ):
         yield Hostile(event_type, (before + text + after).encode(), f"wrapped {before!r}...{after!r}")
+
+
+def _duplicate_keys(event_type: str, event: dict[str, Any], plain: bytes) -> Iterator[Hostile]:
+    """The first key written again at the end, with its own value, another and null."""
+    text = plain.decode()
     first_key = next(iter(event))
     for duplicate in (json.dumps(event[first_key]), json.dumps("other"), "null"):
         yield Hostile(
             event_type, (text[:-1] + f", {json.dumps(first_key)}: {duplicate}}}").encode(), f"duplicate {first_key}"
         )
+
+
+def _sized_and_broken(event_type: str, event: dict[str, Any], plain: bytes) -> Iterator[Hostile]:
+    """Records at and one past the size limit, then empty, cut, re-encoded or invalid bytes."""
+    text = plain.decode()
     padding = MAX_EVENT_BYTES - len(plain) - len(', "pad": ""')
     for extra in (padding, padding + 1):
         yield Hostile(event_type, json.dumps({**event, "pad": "p" * extra}).encode(), f"padded to {extra}")
@@ -332,6 +370,10 @@ def mutations(
     yield Hostile(event_type, plain.replace(b'"', b"'"), "single quotes")
     yield Hostile(event_type, plain + b"\xff\xfe", "invalid UTF-8 after the object")
     yield Hostile(event_type, plain.replace(b"}", b"\xc3}", 1), "invalid UTF-8 inside")
+
+
+def _on_other_topics(event_type: str, event: dict[str, Any], plain: bytes, topic_types: list[str]) -> Iterator[Hostile]:
+    """The event, with and without its type, on every other type's topic."""
     for other in topic_types:
         if other != event_type:
             yield Hostile(other, plain, f"on the {other} topic")
