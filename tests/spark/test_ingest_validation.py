@@ -88,49 +88,58 @@ def test_fast_path_takes_the_plain_good_events_and_never_a_bad_one(spark):
         assert not taken, raw
 
 
+# Values an edit puts in a field: other JSON types, numbers Spark reads differently, names at their limits.
+_ODD_VALUES = [
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1.0,
+    1.5,
+    1e3,
+    2**63,
+    -(2**63),
+    10**40,
+    "",
+    "x",
+    "1",
+    " ",
+    "\u00e9",
+    "\ud83d\ude00",
+    "\ud800",
+    "a\udc00",
+    [],
+    [None],
+    [1],
+    {},
+    {"a": 1},
+    "OK",
+    "HEARTBEAT",
+    1_700_000_000_000,
+    999_999_999_999,
+    10**12,
+    9_999_999_999_999,
+    10**13,
+    "a" * 255,
+    "a" * 256,
+    "10.0.0.1:1",
+    "[fe80::1]:40000",
+    "SEND_OK",
+    "CLUSTERING",
+]
+
+
 def _mutations(rng: random.Random, event: dict) -> str:
     """One random edit of a valid event, as raw JSON text: retyped, nulled, dropped or extra fields, numbers
     Spark reads differently from Python, duplicate keys, escapes, trailing text, edits inside arrays."""
-    odd_values = [
-        None,
-        True,
-        False,
-        0,
-        -1,
-        1.0,
-        1.5,
-        1e3,
-        2**63,
-        -(2**63),
-        10**40,
-        "",
-        "x",
-        "1",
-        " ",
-        "\u00e9",
-        "\ud83d\ude00",
-        "\ud800",
-        "a\udc00",
-        [],
-        [None],
-        [1],
-        {},
-        {"a": 1},
-        "OK",
-        "HEARTBEAT",
-        1_700_000_000_000,
-        999_999_999_999,
-        10**12,
-        9_999_999_999_999,
-        10**13,
-        "a" * 255,
-        "a" * 256,
-        "10.0.0.1:1",
-        "[fe80::1]:40000",
-        "SEND_OK",
-        "CLUSTERING",
-    ]
     event = json.loads(json.dumps(event))
+    action, key = _edit_fields(rng, event)
+    return _edit_text(rng, json.dumps(event), action, key)
+
+
+def _edit_fields(rng: random.Random, event: dict) -> tuple[int, str]:
+    """Draw the edit and the key (of the event or an item of one of its arrays); make the field edits in place."""
     target = event
     arrays = [k for k, v in event.items() if isinstance(v, list) and v and isinstance(v[0], dict)]
     if arrays and rng.random() < 0.35:
@@ -138,14 +147,18 @@ def _mutations(rng: random.Random, event: dict) -> str:
     action = rng.randrange(8)
     key = rng.choice(sorted(target))
     if action <= 2:
-        target[key] = rng.choice(odd_values)
+        target[key] = rng.choice(_ODD_VALUES)
     elif action == 3:
         del target[key]
     elif action == 4:
-        target[rng.choice(["extra", "Type", "queue_id", "topic", "perm"])] = rng.choice(odd_values)
-    text = json.dumps(event)
+        target[rng.choice(["extra", "Type", "queue_id", "topic", "perm"])] = rng.choice(_ODD_VALUES)
+    return action, key
+
+
+def _edit_text(rng: random.Random, text: str, action: int, key: str) -> str:
+    """The text edits: a duplicate key, other number spellings or escapes, text around the object."""
     if action == 5:  # a duplicate key, spelt literally
-        text = text[:-1] + f', "{key}": ' + json.dumps(rng.choice(odd_values)) + "}"
+        text = text[:-1] + f', "{key}": ' + json.dumps(rng.choice(_ODD_VALUES)) + "}"
     elif action == 6:  # numbers as Spark and Python spell them differently, or escaped names
         text = rng.choice(
             [
