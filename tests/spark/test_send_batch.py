@@ -140,32 +140,33 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         reduced.unpersist()
 
 
-def test_client_line_rules_choose_the_table_per_send_reading_the_version_once(spark):
-    from streaming.domain.versions import ClientLine
+# Real clients' forms, then texts only a broken collector sends: both readings must agree on every one.
+_CLIENT_VERSIONS = [
+    "V4_9_8",
+    "4.9.8",
+    "5.3.3",
+    "V5_1_4",
+    "409",
+    "441",
+    "unknown",
+    "V",
+    " v4_9_8 ",
+    "VV4",
+    "3.0",
+    "0409",
+    "100.1",
+    "412abc",
+    "99999999999999999999999",
+    "\t5",
+    "",
+    "4",
+    "5",
+    "v99",
+]
 
-    # Real clients' forms, then texts only a broken collector sends: both readings must agree on every one.
-    versions = [
-        "V4_9_8",
-        "4.9.8",
-        "5.3.3",
-        "V5_1_4",
-        "409",
-        "441",
-        "unknown",
-        "V",
-        " v4_9_8 ",
-        "VV4",
-        "3.0",
-        "0409",
-        "100.1",
-        "412abc",
-        "99999999999999999999999",
-        "\t5",
-        "",
-        "4",
-        "5",
-        "v99",
-    ]
+
+def _sends_by_version(spark, versions: list[str]):  # type: ignore[no-untyped-def]
+    """A valid send per version (producer ``p<offset>``), classified as the job classifies them."""
     rows = []
     for offset, version in enumerate(versions):
         event = {
@@ -183,9 +184,14 @@ def test_client_line_rules_choose_the_table_per_send_reading_the_version_once(sp
         }
         rows.append((json.dumps(event).encode(), "sends", 0, offset, datetime.fromtimestamp(BASE / 1000, tz=UTC)))
     frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
-    classified = classify(
-        frame, contracts_for(("send_result",)), IngestSettings("unused:9092", {"sends": "send_result"})
-    )
+    return classify(frame, contracts_for(("send_result",)), IngestSettings("unused:9092", {"sends": "send_result"}))
+
+
+def test_client_line_rules_choose_the_table_per_send_reading_the_version_once(spark):
+    from streaming.domain.versions import ClientLine
+
+    versions = _CLIENT_VERSIONS
+    classified = _sends_by_version(spark, versions)
     # A table per line and a third one for a version no line rule reads, which ClientLine.parse shows by
     # answering with whichever default it is given.
     rules = [ProducerRule("rocketmq-4", "*", "4.9"), ProducerRule("rocketmq-5", "*", "5")]
@@ -240,13 +246,8 @@ def _kafka_records(seed: int) -> list[tuple[bytes | None, str, int, int, datetim
     return rows
 
 
-@pytest.mark.parametrize("keyed", [True, False], ids=["keyed-by-producer", "spread-over-partitions"])
-@pytest.mark.parametrize("rules_only", [False, True], ids=["rejects-only", "with-valid-sends-for-the-rules"])
-def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, keyed, rules_only):
-    from streaming.job.ingest import strict_events_spec
-    from streaming.job.send_query import fault_table_template
-    from streaming.job.send_reduce import reduce_kafka_batch, unsure_records
-
+def _kafka_frame(spark, keyed: bool, rules_only: bool):  # type: ignore[no-untyped-def]
+    """``_kafka_records(seed=5)`` persisted in 4 partitions; the records only the rules accept only if ``rules_only``."""
     rows = _kafka_records(seed=5)
     if not rules_only:
         rows = [
@@ -256,7 +257,79 @@ def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, 
             and (row[0] is None or b'"extra"' not in row[0] and b'"schema_version": 1.0' not in row[0])
         ]
     frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")
-    frame = (frame.repartition(4, "partition") if keyed else frame.repartition(4)).persist()
+    return (frame.repartition(4, "partition") if keyed else frame.repartition(4)).persist()
+
+
+def _assert_the_rules_judge_what_the_pass_leaves(  # type: ignore[no-untyped-def]
+    one_pass, classified, expected, got, contracts, settings, rules, rules_only: bool
+) -> None:
+    """The unsure records, classified again, are the rejects and the valid sends the fast path does not take."""
+    from streaming.job.send_reduce import unsure_records
+
+    judged = send_batch(classify(unsure_records(one_pass), contracts, settings), rules, "rocketmq-4", True, FLOORS)
+    valid_for_rules = judged.where(F.col("reason").isNull()).count()
+    assert valid_for_rules == (3 if rules_only else 0)
+    # Left to the rules: exactly the rejects, and the valid sends the fast path does not take.
+    assert got.unsure == expected.rejected + valid_for_rules
+    dead_columns = (
+        "source",
+        "kafka_topic",
+        "kafka_partition",
+        "kafka_offset",
+        "kafka_timestamp",
+        "raw_value",
+        "reason",
+        "detail",
+    )
+    assert _rows(dead_letter_columns(judged), dead_columns) == _rows(dead_letter_columns(classified), dead_columns)
+    assert {r["reason"] for r in dead_letter_columns(judged).collect()} >= {
+        "OVERSIZED",
+        "FUTURE_TIMESTAMP",
+        "NOT_JSON",
+        "UNKNOWN_TYPE",
+        "NEGATIVE_LATENCY",
+    }
+
+
+def _assert_the_pass_reduces_as_the_rules(one_pass, classic, expected, got) -> None:  # type: ignore[no-untyped-def]
+    """The one pass's kept sends, summary and minute partials equal the classic reduction's."""
+    assert (got.kept_sends, got.minutes, got.spanning_keys, got.latest_send_ms) == (
+        expected.kept_sends,
+        expected.minutes,
+        expected.spanning_keys,
+        expected.latest_send_ms,
+    )
+    send_columns = ("spark_partition", *FAULT_UPDATE_COLUMNS)
+    assert _rows(one_pass.where(F.col("kind") == "send"), send_columns) == _rows(
+        classic.where(F.col("kind") == "send"), send_columns
+    )
+    tables = {r["fault_table"] for r in one_pass.where(F.col("kind") == "send").collect()}
+    assert tables == {"rocketmq-4", "rocketmq-5", None}  # both rules, and producer 4 without fault tolerance
+    minute_columns = (
+        "spark_partition",
+        "broker",
+        "producer_group",
+        "minute_start",
+        "sends",
+        "errors",
+        "latency_sum_ms",
+        "latency_max_ms",
+        "bucket_upper_ms",
+        "bucket_counts",
+    )
+    partials = minute_partials(one_pass, BUCKETS).withColumn("spark_partition", F.lit(0))
+    reference = minute_partials(classic, BUCKETS).withColumn("spark_partition", F.lit(0))
+    assert _rows(partials, minute_columns) == _rows(reference, minute_columns)
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed-by-producer", "spread-over-partitions"])
+@pytest.mark.parametrize("rules_only", [False, True], ids=["rejects-only", "with-valid-sends-for-the-rules"])
+def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, keyed, rules_only):
+    from streaming.job.ingest import strict_events_spec
+    from streaming.job.send_query import fault_table_template
+    from streaming.job.send_reduce import reduce_kafka_batch
+
+    frame = _kafka_frame(spark, keyed, rules_only)
     contracts = contracts_for(("send_result",))
     settings = IngestSettings("unused:9092", {"sends": "send_result"})
     rules = [ProducerRule("rocketmq-5", "PG5*"), ProducerRule("rocketmq-5", "*", "5")]
@@ -273,58 +346,12 @@ def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, 
     try:
         expected, got = summarize(classic), summarize(one_pass)
         assert got.rejected == 0 and expected.unsure == 0
-        judged = send_batch(classify(unsure_records(one_pass), contracts, settings), rules, "rocketmq-4", True, FLOORS)
-        valid_for_rules = judged.where(F.col("reason").isNull()).count()
-        assert valid_for_rules == (3 if rules_only else 0)
-        # Left to the rules: exactly the rejects, and the valid sends the fast path does not take.
-        assert got.unsure == expected.rejected + valid_for_rules
-        dead_columns = (
-            "source",
-            "kafka_topic",
-            "kafka_partition",
-            "kafka_offset",
-            "kafka_timestamp",
-            "raw_value",
-            "reason",
-            "detail",
+        _assert_the_rules_judge_what_the_pass_leaves(
+            one_pass, classified, expected, got, contracts, settings, rules, rules_only
         )
-        assert _rows(dead_letter_columns(judged), dead_columns) == _rows(dead_letter_columns(classified), dead_columns)
-        assert {r["reason"] for r in dead_letter_columns(judged).collect()} >= {
-            "OVERSIZED",
-            "FUTURE_TIMESTAMP",
-            "NOT_JSON",
-            "UNKNOWN_TYPE",
-            "NEGATIVE_LATENCY",
-        }
         if rules_only:
             return  # the job reduces such a batch the classic way (send_query.write_batch)
-        assert (got.kept_sends, got.minutes, got.spanning_keys, got.latest_send_ms) == (
-            expected.kept_sends,
-            expected.minutes,
-            expected.spanning_keys,
-            expected.latest_send_ms,
-        )
-        send_columns = ("spark_partition", *FAULT_UPDATE_COLUMNS)
-        assert _rows(one_pass.where(F.col("kind") == "send"), send_columns) == _rows(
-            classic.where(F.col("kind") == "send"), send_columns
-        )
-        tables = {r["fault_table"] for r in one_pass.where(F.col("kind") == "send").collect()}
-        assert tables == {"rocketmq-4", "rocketmq-5", None}  # both rules, and producer 4 without fault tolerance
-        minute_columns = (
-            "spark_partition",
-            "broker",
-            "producer_group",
-            "minute_start",
-            "sends",
-            "errors",
-            "latency_sum_ms",
-            "latency_max_ms",
-            "bucket_upper_ms",
-            "bucket_counts",
-        )
-        partials = minute_partials(one_pass, BUCKETS).withColumn("spark_partition", F.lit(0))
-        reference = minute_partials(classic, BUCKETS).withColumn("spark_partition", F.lit(0))
-        assert _rows(partials, minute_columns) == _rows(reference, minute_columns)
+        _assert_the_pass_reduces_as_the_rules(one_pass, classic, expected, got)
     finally:
         classic.unpersist()
         one_pass.unpersist()
