@@ -92,6 +92,12 @@ def other_row(offset: int, time_ms: int | None, **fields: object) -> dict:
 
 
 def batch_rows() -> list[dict]:
+    """The batch the tests compress: runs of channel heartbeats, then rows that pass through."""
+    return channel_heartbeats() + pass_through_rows()
+
+
+def channel_heartbeats() -> list[dict]:
+    """Heartbeats of channels A to E and two keys with one Java hash: each key's run a case of its own."""
     rows = []
     # Channel A: out-of-order times inside the run and duplicate times; the head is offset 14 (earliest time).
     for offset, dt in zip(range(10, 16), (5000, 3000, 5000, 9000, 1000, 3000), strict=True):
@@ -123,7 +129,12 @@ def batch_rows() -> list[dict]:
     # Java's String.hashCode of "Aa" and "BB" is equal: two keys with one hash, still two runs.
     rows.append(channel_event(36, T0 + 960, c_channel="h", c_client_id="Aa"))
     rows.append(channel_event(37, T0 + 970, c_channel="h", c_client_id="BB"))
-    # Pass-through rows: a route (replicated into shards 0 and 1), dead letters, other channel kinds.
+    return rows
+
+
+def pass_through_rows() -> list[dict]:
+    """Pass-through rows: a route (replicated into shards 0 and 1), dead letters, other channel kinds."""
+    rows = []
     route = '{"type":"topic_route","topic":"T1"}'
     rows.append(other_row(40, T0 + 100, event_type="topic_route", raw_value=route))
     rows.append(other_row(40, T0 + 100, event_type="topic_route", raw_value=route, shard=1))
