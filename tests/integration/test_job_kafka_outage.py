@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 from connectors.processes import free_port
 from localenv.kafka_broker import LocalKafkaBroker, create_topics
@@ -54,6 +55,52 @@ def _wait(condition, what: str, timeout_s: float = 600.0) -> None:
         time.sleep(0.5)
 
 
+def _run_uninterrupted(tmp_path: Path, bootstrap: str, prefix: str) -> None:
+    """Publish the first half of the crash test's fleet and run the job over it without an outage."""
+    topics = {t: f"{prefix}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
+    create_topics(bootstrap, topics.values())
+    # The first half of the crash test's fleet, in small batches: most of it is unread when Kafka stops.
+    publish(bootstrap, [e for e in workload() if isinstance(e, tuple) or e["event_time"] < BASE + 150_000], topics)
+    whole = config_file(tmp_path / "whole.toml", bootstrap, prefix, tmp_path / "uninterrupted")
+    _set_max_offsets(whole)
+    run_job(whole)
+
+
+def _outage_config(tmp_path: Path, bootstrap: str, prefix: str, outage_root: Path) -> Path:
+    """The running job's config: the same batches, a trigger every second, restarts backing off 8 s at most."""
+    config = config_file(tmp_path / "outage.toml", bootstrap, prefix, outage_root)
+    _set_max_offsets(config)
+    with config.open("a") as extra:
+        extra.write('[spark]\ntrigger_interval = "1 second"\n[supervision]\nrestart_backoff_max_seconds = 8\n')
+    return config
+
+
+def _start_job(config: Path, log: BinaryIO) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "streaming.cli", "run", "--config", str(config)],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _wait_until_committing_again(outage_root: Path, before: dict[str, int], log_path: Path) -> None:
+    """Both Kafka-reading queries commit new batches; a timeout's message ends with the job's log."""
+    try:
+        _wait(lambda: all(_commits(outage_root, q) > n for q, n in before.items()), "the queries commit again")
+    except AssertionError as error:
+        raise AssertionError(f"{error}; the job's log ends:\n{log_path.read_text()[-4000:]}") from None
+
+
+def _assert_same_tables(spark, uninterrupted: Path, outage_root: Path) -> None:  # type: ignore[no-untyped-def]
+    for table in TABLES:
+        expected = _rows(spark, uninterrupted, table)
+        actual = _rows(spark, outage_root, table)
+        assert actual == expected, f"{table}: {len(actual)} rows after the outage vs {len(expected)} uninterrupted"
+    assert _rows(spark, uninterrupted, "membership_changes")
+
+
 def test_kafka_down_for_a_minute_then_back_loses_and_repeats_nothing(spark, tmp_path):
     home, port, controller_port = tmp_path / "kafka", free_port(), free_port()
     broker = LocalKafkaBroker(home, port=port, controller_port=controller_port)
@@ -61,27 +108,12 @@ def test_kafka_down_for_a_minute_then_back_loses_and_repeats_nothing(spark, tmp_
     job = None
     try:
         prefix = "outage"
-        topics = {t: f"{prefix}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
-        create_topics(bootstrap, topics.values())
-        # The first half of the crash test's fleet, in small batches: most of it is unread when Kafka stops.
-        publish(bootstrap, [e for e in workload() if isinstance(e, tuple) or e["event_time"] < BASE + 150_000], topics)
-        whole = config_file(tmp_path / "whole.toml", bootstrap, prefix, tmp_path / "uninterrupted")
-        _set_max_offsets(whole)
-        run_job(whole)
+        _run_uninterrupted(tmp_path, bootstrap, prefix)
 
         outage_root = tmp_path / "outage"
-        config = config_file(tmp_path / "outage.toml", bootstrap, prefix, outage_root)
-        _set_max_offsets(config)
-        with config.open("a") as extra:
-            extra.write('[spark]\ntrigger_interval = "1 second"\n[supervision]\nrestart_backoff_max_seconds = 8\n')
+        config = _outage_config(tmp_path, bootstrap, prefix, outage_root)
         log = (tmp_path / "job.log").open("wb")
-        job = subprocess.Popen(
-            [sys.executable, "-m", "streaming.cli", "run", "--config", str(config)],
-            cwd=ROOT,
-            start_new_session=True,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        job = _start_job(config, log)
         _wait(
             lambda: _commits(outage_root, "consumer") >= 1 and _commits(outage_root, "send-ingest") >= 1,
             "the job has committed a batch of each Kafka query",
@@ -96,12 +128,7 @@ def test_kafka_down_for_a_minute_then_back_loses_and_repeats_nothing(spark, tmp_
         broker = LocalKafkaBroker(home, port=port, controller_port=controller_port)
         broker.start()
         # Recovered by itself: both Kafka-reading queries commit new batches without anyone restarting the job.
-        try:
-            _wait(lambda: all(_commits(outage_root, q) > n for q, n in before.items()), "the queries commit again")
-        except AssertionError as error:
-            raise AssertionError(
-                f"{error}; the job's log ends:\n{(tmp_path / 'job.log').read_text()[-4000:]}"
-            ) from None
+        _wait_until_committing_again(outage_root, before, tmp_path / "job.log")
         assert job.poll() is None
 
         job.send_signal(signal.SIGTERM)
@@ -112,8 +139,4 @@ def test_kafka_down_for_a_minute_then_back_loses_and_repeats_nothing(spark, tmp_
             job.kill()
         broker.stop()
 
-    for table in TABLES:
-        expected = _rows(spark, tmp_path / "uninterrupted", table)
-        actual = _rows(spark, outage_root, table)
-        assert actual == expected, f"{table}: {len(actual)} rows after the outage vs {len(expected)} uninterrupted"
-    assert _rows(spark, tmp_path / "uninterrupted", "membership_changes")
+    _assert_same_tables(spark, tmp_path / "uninterrupted", outage_root)
