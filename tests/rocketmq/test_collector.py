@@ -121,41 +121,44 @@ def _complete_view(fleet: Fleet, broker: str) -> dict[str, Any] | None:
     return event if all("allocate_strategy" in c for c in event["connections"]) else None
 
 
-def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say(fleet: Fleet):
-    dup_id, solo_id = fleet.duplicates[0].client_id, fleet.solo.client_id
-    assert fleet.duplicates[1].client_id == dup_id != solo_id
+def _connections_equal_to_the_admin_api(fleet: Fleet, broker: str) -> dict[str, Any]:
+    """The broker's first complete poll of the group, then one after an admin read that equals it."""
+    wait_for(f"{broker}'s view of {fleet.group} with running info", lambda b=broker: _complete_view(fleet, b))
 
-    for broker in ("broker-a", "broker-b"):
-        wait_for(f"{broker}'s view of {fleet.group} with running info", lambda b=broker: _complete_view(fleet, b))
+    def same_as_admin(b: str = broker) -> dict[str, Any] | None:
+        admin = {(c["client_id"], c["channel"], str(c["version"])) for c in fleet.cluster.connections(fleet.group, b)}
+        asked = int(time.time() * 1000)
+        wait_for(
+            "a poll after the admin read",
+            lambda: (e := fleet.latest("consumer_connections", group=fleet.group, broker=b))
+            and e["event_time"] > asked,
+        )
+        event = fleet.latest("consumer_connections", group=fleet.group, broker=b)
+        published = {(c["client_id"], c["channel"], c["client_version"]) for c in event["connections"]}
+        return event if published == admin else None
 
-        def same_as_admin(b: str = broker) -> dict[str, Any] | None:
-            admin = {
-                (c["client_id"], c["channel"], str(c["version"])) for c in fleet.cluster.connections(fleet.group, b)
-            }
-            asked = int(time.time() * 1000)
-            wait_for(
-                "a poll after the admin read",
-                lambda: (e := fleet.latest("consumer_connections", group=fleet.group, broker=b))
-                and e["event_time"] > asked,
-            )
-            event = fleet.latest("consumer_connections", group=fleet.group, broker=b)
-            published = {(c["client_id"], c["channel"], c["client_version"]) for c in event["connections"]}
-            return event if published == admin else None
+    return wait_for(f"{broker}'s published connections equal the admin API's", same_as_admin, 60)
 
-        event = wait_for(f"{broker}'s published connections equal the admin API's", same_as_admin, 60)
-        by_client: dict[str, list[dict[str, Any]]] = {}
-        for connection in event["connections"]:
-            by_client.setdefault(connection["client_id"], []).append(connection)
-        assert len(by_client[dup_id]) == 2 and len({c["channel"] for c in by_client[dup_id]}) == 2
-        assert len(by_client[solo_id]) == 1
-        assert {c["allocate_strategy"] for c in by_client[dup_id]} == {"AVG"}
-        assert by_client[solo_id][0]["allocate_strategy"] == "AVG_BY_CIRCLE"
-        assert {c["language"] for c in event["connections"]} == {"JAVA"}
-        subscribed = {fleet.topic, fleet.missing_topic, f"%RETRY%{fleet.group}"}
-        assert {s["topic"] for s in event["subscriptions"]} == subscribed
-        assert all({s["topic"] for s in c["subscriptions"]} == subscribed for c in event["connections"])
-        assert (event["message_model"], event["consume_type"]) == ("CLUSTERING", "CONSUME_PASSIVELY")
-        assert (event["stale_after_ms"], event["collector"]) == (3 * POLL_MS, f"test-col{fleet.line.replace('.', '')}")
+
+def _assert_channels_and_subscriptions(fleet: Fleet, event: dict[str, Any], dup_id: str, solo_id: str) -> None:
+    """Two channels for the shared client id, one for the solo client, and what each says it runs."""
+    by_client: dict[str, list[dict[str, Any]]] = {}
+    for connection in event["connections"]:
+        by_client.setdefault(connection["client_id"], []).append(connection)
+    assert len(by_client[dup_id]) == 2 and len({c["channel"] for c in by_client[dup_id]}) == 2
+    assert len(by_client[solo_id]) == 1
+    assert {c["allocate_strategy"] for c in by_client[dup_id]} == {"AVG"}
+    assert by_client[solo_id][0]["allocate_strategy"] == "AVG_BY_CIRCLE"
+    assert {c["language"] for c in event["connections"]} == {"JAVA"}
+    subscribed = {fleet.topic, fleet.missing_topic, f"%RETRY%{fleet.group}"}
+    assert {s["topic"] for s in event["subscriptions"]} == subscribed
+    assert all({s["topic"] for s in c["subscriptions"]} == subscribed for c in event["connections"])
+    assert (event["message_model"], event["consume_type"]) == ("CLUSTERING", "CONSUME_PASSIVELY")
+    assert (event["stale_after_ms"], event["collector"]) == (3 * POLL_MS, f"test-col{fleet.line.replace('.', '')}")
+
+
+def _wait_for_reported_queues(fleet: Fleet, dup_id: str, solo_id: str) -> None:
+    """Each client id's reported assignment equals the queues a client holding it says it has."""
 
     def reported_equals_client(client_id: str, holders: list[ConsumerProcess]) -> bool:
         event = fleet.latest("reported_assignment", group=fleet.group, client_id=client_id, topic=fleet.topic)
@@ -171,6 +174,9 @@ def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say
         lambda: reported_equals_client(dup_id, fleet.duplicates),
     )
 
+
+def _assert_empty_group_and_routes(fleet: Fleet) -> None:
+    """The empty group polled with nothing on each broker; the routes as the cluster has them, none if missing."""
     for broker in ("broker-a", "broker-b"):
         empty = wait_for(
             "the empty group's poll",
@@ -184,6 +190,9 @@ def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say
     assert all(b["has_master"] for b in route["brokers"])
     assert fleet.latest("topic_route", topic=fleet.missing_topic)["brokers"] == []
 
+
+def _assert_records_valid_and_problems_counted(fleet: Fleet) -> None:
+    """Routes and assignments pass the contract; the group not online and the missing route counted and logged."""
     for record in fleet.records.poll():
         if record["type"] in ("topic_route", "reported_assignment"):
             outcome = validate_event(json.dumps(record).encode(), now_ms=int(time.time() * 1000))
@@ -193,6 +202,19 @@ def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say
     assert metrics['rmqcol_problems_total{kind="topic_without_route"}'] >= 1
     assert "group " + fleet.empty_group + " has no connection on broker-a" in fleet.collector.log_text()
     assert "topic " + fleet.missing_topic + " has no route" in fleet.collector.log_text()
+
+
+def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say(fleet: Fleet):
+    dup_id, solo_id = fleet.duplicates[0].client_id, fleet.solo.client_id
+    assert fleet.duplicates[1].client_id == dup_id != solo_id
+
+    for broker in ("broker-a", "broker-b"):
+        event = _connections_equal_to_the_admin_api(fleet, broker)
+        _assert_channels_and_subscriptions(fleet, event, dup_id, solo_id)
+
+    _wait_for_reported_queues(fleet, dup_id, solo_id)
+    _assert_empty_group_and_routes(fleet)
+    _assert_records_valid_and_problems_counted(fleet)
 
 
 @pytest.mark.parametrize("fleet", ["4.9"], indirect=True)
