@@ -74,8 +74,9 @@ class Script:
         )
 
 
-def test_rocketmq_demo_reports_its_script_and_stops_every_process(tmp_path):
-    process = subprocess.Popen(
+def start_demo() -> subprocess.Popen:
+    """``demo --rocketmq`` as a user starts it, its output piped."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-u",
@@ -94,32 +95,26 @@ def test_rocketmq_demo_reports_its_script_and_stops_every_process(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)  # type: ignore[arg-type]
-    reader.start()
-    try:
-        # Ctrl-C once the tables show the script's four steps (or the demo ended by itself).
-        while process.poll() is None:
-            time.sleep(5)
-            output = "".join(lines)
-            if "scale-out: client id" in output:
-                try:
-                    if Script(output).all_reported():
-                        break
-                except Exception:  # noqa: BLE001 - a table not written yet: read again
-                    pass
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=600)
-    finally:
-        if process.poll() is None:
-            process.kill()  # only when the demo hangs: the assertions below then name what it left running
-        reader.join(timeout=30)
-    output = "".join(lines)
-    (tmp_path / "demo.log").write_text(output)
-    assert process.returncode == 0, output[-3000:]
 
-    # Every process it started is gone: Kafka, the name server and brokers (unless found running), the collector,
-    # the consumers and Spark's JVM.
+
+def interrupt_once_reported(process: subprocess.Popen, lines: list[str]) -> None:
+    """Ctrl-C once the tables show the script's four steps (or the demo ended by itself)."""
+    while process.poll() is None:
+        time.sleep(5)
+        output = "".join(lines)
+        if "scale-out: client id" in output:
+            try:
+                if Script(output).all_reported():
+                    break
+            except Exception:  # noqa: BLE001 - a table not written yet: read again
+                pass
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=600)
+
+
+def assert_started_processes_gone(output: str) -> None:
+    """Every process it started is gone: Kafka, the name server and brokers (unless found running), the
+    collector, the consumers and Spark's JVM."""
     pids = started_pids(output)
     assert len(pids) >= 12, f"too few PIDs printed: {sorted(pids)}\n{output[-3000:]}"
     deadline = time.monotonic() + 30  # Spark's JVM ends with the Python process that ran it
@@ -127,8 +122,9 @@ def test_rocketmq_demo_reports_its_script_and_stops_every_process(tmp_path):
         time.sleep(1)
     assert not alive, f"still running after the demo: {sorted(alive)}"
 
-    script = Script(output)
-    assert script.scaled == script.orders
+
+def assert_episodes(script: Script) -> None:
+    """The duplicate client id in the ledger group; the newcomer's subscription the inconsistent one."""
     episodes = script.episodes()
     by_kind: dict[str, set[str]] = {}
     for episode in episodes:
@@ -147,6 +143,9 @@ def test_rocketmq_demo_reports_its_script_and_stops_every_process(tmp_path):
         else:
             assert (episode["topic"], details["non_subscribers"]) == (script.others_topic, [script.newcomer]), episode
 
+
+def assert_membership_changes(script: Script) -> None:
+    """The crashed client removed on both brokers, the scale-out's join, and no other member leaving."""
     changes = script.changes()
     removed = {r["broker"] for r in changes if r["client_id"] == script.crashed and r["change"] in REMOVALS}
     assert removed == {"broker-a", "broker-b"}, [r for r in changes if r["client_id"] == script.crashed]
@@ -154,3 +153,25 @@ def test_rocketmq_demo_reports_its_script_and_stops_every_process(tmp_path):
     assert joins == {script.orders}, changes
     # Nobody else left: the consumers the script did not crash stayed members until the demo was stopped.
     assert {r["client_id"] for r in changes if r["change"] in REMOVALS} == {script.crashed}, changes
+
+
+def test_rocketmq_demo_reports_its_script_and_stops_every_process(tmp_path):
+    process = start_demo()
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    try:
+        interrupt_once_reported(process, lines)
+    finally:
+        if process.poll() is None:
+            process.kill()  # only when the demo hangs: the assertions below then name what it left running
+        reader.join(timeout=30)
+    output = "".join(lines)
+    (tmp_path / "demo.log").write_text(output)
+    assert process.returncode == 0, output[-3000:]
+
+    assert_started_processes_gone(output)
+    script = Script(output)
+    assert script.scaled == script.orders
+    assert_episodes(script)
+    assert_membership_changes(script)
