@@ -160,16 +160,8 @@ def assert_windows_match_the_producer(client: ClientProcess, windows: list[dict]
     return compared
 
 
-def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, kafka_broker, spark, tmp_path):
-    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "agent-producers")
-    rocketmq_cluster.create_topic("agent_sends", 4)
-    agent = {"bootstrap.servers": kafka_broker.bootstrap_servers, "topic.send.results": topics["send_result"]}
-    namesrv = rocketmq_cluster.namesrv_addr
-    clients = {
-        "p49": producer("4.9", "p49", namesrv, "agent_sends", tmp_path, agent, fault_enable=True),
-        "p5": producer("5", "p5", namesrv, "agent_sends", tmp_path, agent, fault_enable=True),
-        "p5_off": producer("5", "p5_off", namesrv, "agent_sends", tmp_path, agent, fault_enable=False),
-    }
+def run_through_a_freeze(rocketmq_cluster, clients: dict[str, ClientProcess]) -> None:  # type: ignore[no-untyped-def]
+    """Start the producers, freeze broker-b once they send, wait for the 5.x producer's isolation to end, stop."""
     try:
         for client in clients.values():
             client.start()
@@ -189,10 +181,43 @@ def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, k
     finally:
         for client in clients.values():
             client.stop()
+
+
+def assert_stopped_cleanly(clients: dict[str, ClientProcess]) -> dict[str, dict]:
+    """Each producer's last line: nothing unexpected, every attempt published by the hook, none dropped."""
     stopped = {name: client.last("stopped") for name, client in clients.items()}
     for name, line in stopped.items():
         assert line is not None and line["unexpected"] == 0, (name, line, clients[name].of_kind("unexpected"))
         assert line["agent"]["dropped"] == 0 and line["agent"]["published"] == line["agent"]["send_attempts"], line
+    return stopped
+
+
+def assert_no_isolation_without_fault_enable(  # type: ignore[no-untyped-def]
+    spark, config, client: ClientProcess, windows: list[dict], stopped: dict
+) -> None:
+    """Without sendLatencyFaultEnable: latency statistics of every attempt, timeouts included, but no isolation,
+    in the producer (no fault item ever) and in the monitor (no window)."""
+    assert all(line["items"] == [] for line in client.of_kind("faults"))
+    assert windows == []
+    minutes = [r for r in read(spark, config, "send_latency_minutes") if r["producer_group"] == "p5_off_group"]
+    assert sum(r["sends"] for r in minutes) == stopped["agent"]["send_attempts"]
+    assert sum(r["errors"] for r in minutes if r["broker"] == FROZEN_BROKER) >= 1
+    status = [r for r in read(spark, config, "producer_broker_status_current") if r["producer_id"] == client.client_id]
+    assert status and all(r["fault_table"] is None and r["unavailable_until_ms"] is None for r in status)
+
+
+def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, kafka_broker, spark, tmp_path):
+    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "agent-producers")
+    rocketmq_cluster.create_topic("agent_sends", 4)
+    agent = {"bootstrap.servers": kafka_broker.bootstrap_servers, "topic.send.results": topics["send_result"]}
+    namesrv = rocketmq_cluster.namesrv_addr
+    clients = {
+        "p49": producer("4.9", "p49", namesrv, "agent_sends", tmp_path, agent, fault_enable=True),
+        "p5": producer("5", "p5", namesrv, "agent_sends", tmp_path, agent, fault_enable=True),
+        "p5_off": producer("5", "p5_off", namesrv, "agent_sends", tmp_path, agent, fault_enable=False),
+    }
+    run_through_a_freeze(rocketmq_cluster, clients)
+    stopped = assert_stopped_cleanly(clients)
 
     published = sum(line["agent"]["published"] for line in stopped.values())
     attempts = defaultdict(list)
@@ -211,16 +236,9 @@ def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, k
         assert assert_windows_match_the_producer(clients[name], mine, attempts[ids[name]]) > 0
     assert {r["fault_table"] for r in by_producer[ids["p49"]]} == {"rocketmq-4"}
     assert {r["fault_table"] for r in by_producer[ids["p5"]]} == {"rocketmq-5"}
-
-    # Without sendLatencyFaultEnable: latency statistics of every attempt, timeouts included, but no isolation,
-    # in the producer (no fault item ever) and in the monitor (no window).
-    assert all(line["items"] == [] for line in clients["p5_off"].of_kind("faults"))
-    assert by_producer[ids["p5_off"]] == []
-    minutes = [r for r in read(spark, config, "send_latency_minutes") if r["producer_group"] == "p5_off_group"]
-    assert sum(r["sends"] for r in minutes) == stopped["p5_off"]["agent"]["send_attempts"]
-    assert sum(r["errors"] for r in minutes if r["broker"] == FROZEN_BROKER) >= 1
-    status = [r for r in read(spark, config, "producer_broker_status_current") if r["producer_id"] == ids["p5_off"]]
-    assert status and all(r["fault_table"] is None and r["unavailable_until_ms"] is None for r in status)
+    assert_no_isolation_without_fault_enable(
+        spark, config, clients["p5_off"], by_producer[ids["p5_off"]], stopped["p5_off"]
+    )
 
 
 def test_with_kafka_stopped_sends_succeed_and_the_hook_drops_and_counts(rocketmq_cluster, tmp_path):
