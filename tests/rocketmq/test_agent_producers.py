@@ -126,9 +126,12 @@ def assert_windows_match_the_producer(client: ClientProcess, windows: list[dict]
     for broker, broker_samples in samples.items():
         ends = [end for _, end in intervals.get(broker, [])]
         # Ends: every isolation the producer held is a window end of the monitor, and the other way round.
+        # An isolation is what the producer itself answered unavailable. The sample's time is read before its
+        # items: an update in between (a send below the first threshold isolates for 0 ms, so its startTimestamp
+        # is that instant) shows a startTimestamp after the time while the producer says available.
         held: dict[int, int] = {}
-        for time_ms, start_timestamp, _ in broker_samples:
-            if start_timestamp > time_ms:
+        for time_ms, start_timestamp, available in broker_samples:
+            if start_timestamp > time_ms and not available:
                 held.setdefault(start_timestamp, time_ms)  # the first sample that showed it
         unseen = {
             end: first_seen
