@@ -4,7 +4,8 @@ Hypothesis generates routes (duplicates, read-only and write-only entries, broke
 ordered-topic configurations, Java-order-sensitive names), fault items, thread-local start values and call
 counts. Each case runs through the real ``MQClientInstance.topicRouteData2TopicPublishInfo`` and
 ``MQFaultStrategy.selectOneMessageQueue`` (5.x: the 3-argument constructor, ``resetIndex=false``) and
-through ``streaming.domain.reference`` (``producer``, ``thread_index``, ``queue_selectors``); queues, exceptions and the indexes left behind must be identical.
+through ``streaming.domain.reference`` (``producer``, ``thread_index``, ``queue_selectors``); queues, exceptions
+and the indexes left behind must be identical.
 
 Making Java deterministic (section 8.3 of the semantics reference): the ThreadLocal values are set by
 reflection from the calling thread (the one that then calls the strategy), and fault items are seeded
