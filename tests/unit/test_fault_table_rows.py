@@ -19,9 +19,9 @@ from streaming.domain.fault_windows import FaultWindowEpisode, WindowStatus
 from streaming.job import fault_table_rows
 from streaming.job.broker_gauges import ITEM_COLUMNS, ITEM_KEY, broker_status
 from streaming.job.fault_table_rows import FAULT_WINDOWS, PAIR_STATUS, fault_rows, fault_values, pair_status_rows
-from streaming.job.table_rows import DELETE, OP, SINK_COLUMNS
-from streaming.job.tables import TABLES, column_names
-from tests.unit.test_table_rows import struct_fields
+from streaming.job.table_rows import OP
+from streaming.job.tables import column_names
+from tests.unit.test_table_rows import assert_rows_fill_the_table, struct_fields
 
 EPISODE = FaultWindowEpisode(WindowStatus.EXTENDED, "P", "broker-a", 5, 1, 9, 7, 600, 2, "OK", False, "rocketmq-4")
 # One of every outcome a fault shard returns.
@@ -49,18 +49,7 @@ def test_every_outcome_kind_is_mapped_and_every_kind_is_in_the_sample():
 
 @pytest.mark.parametrize("table", FAULT_TABLES)
 def test_every_column_of_a_fault_table_has_a_source_and_no_key_is_unknown(table):
-    columns = set(column_names(table)) - SINK_COLUMNS
-    rows = mapped_rows().get(table)
-    assert rows, f"nothing maps to {table}"
-    key = set(TABLES[table].key)
-    for row in rows:
-        keys = set(row) - {OP}
-        assert keys <= columns, f"{table}: no such column {sorted(keys - columns)}"
-        if row.get(OP) == DELETE:
-            assert key <= keys, f"{table}: a delete without its key"
-        else:
-            assert keys == columns, f"{table}: no source for {sorted(columns - keys)}"
-        assert (OP in row) == (TABLES[table].kind == "current")
+    assert_rows_fill_the_table(table, mapped_rows().get(table))
     assert not struct_fields(table)  # no struct column whose fields would need a source too
 
 

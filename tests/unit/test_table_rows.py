@@ -121,8 +121,13 @@ def test_every_outcome_kind_is_mapped_and_every_kind_is_in_the_sample():
 
 @pytest.mark.parametrize("table", sorted(CONSUMER_TABLES - set(DERIVED)))
 def test_every_column_of_a_consumer_table_has_a_source_and_no_key_is_unknown(table):
+    assert_rows_fill_the_table(table, mapped_rows().get(table))
+
+
+def assert_rows_fill_the_table(table: str, rows: list[dict] | None) -> None:
+    """Every mapped row of ``table`` names only its columns and, but for a delete's key-only row, all of them;
+    ``_op`` exactly on the rows of a current table."""
     columns = set(column_names(table)) - SINK_COLUMNS
-    rows = mapped_rows().get(table)
     assert rows, f"nothing maps to {table}"
     key = set(TABLES[table].key)
     for row in rows:
