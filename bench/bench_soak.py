@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -39,6 +40,8 @@ QUERY_METRICS = (
 COUNTERS = ("rmqmon_input_rows_total", "delta_data_bytes", "delta_data_files", "delta_log_files", "checkpoint_files")
 METRICS_URL = re.compile(r"metrics on (http://127\.0\.0\.1:\d+/metrics)")
 RUN_DIR = re.compile(r"Delta tables : (\S+)/delta")
+FLEET_SECONDS = re.compile(r"simulated +: \S+ (\d+) s of fleet time")
+RESTART_LINE = re.compile(r"\[demo\] restart \d+ of \d+")
 # spark.sql.streaming.minBatchesToRetain: a checkpoint holds this many batches' files once it is full.
 RETAINED_BATCHES = 100
 
@@ -249,6 +252,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--duration", type=float, default=1800, help="wall seconds of the demo (default 1800)")
     parser.add_argument("--groups", type=int, default=50, help="healthy groups beside the scenario's (default 50)")
     parser.add_argument("--speed", type=float, default=20, help="fleet seconds per wall second (default 20)")
+    parser.add_argument(
+        "--restarts", type=int, default=2, help="times the job is stopped and started again, evenly (default 2)"
+    )
     parser.add_argument("--sample", type=float, default=10, help="seconds between samples (default 10)")
     parser.add_argument("--warmup", type=float, default=300, help="seconds before the early window (default 300)")
     parser.add_argument("--window", type=float, default=300, help="seconds per compared window (default 300)")
@@ -267,41 +273,55 @@ def demo_command(args: argparse.Namespace) -> list[str]:
         str(args.groups),
         "--speed",
         str(args.speed),
+        "--restarts",
+        str(args.restarts),
     ]
 
 
-def run_demo(
-    args: argparse.Namespace, log_path: Path
-) -> tuple[subprocess.Popen[bytes], list[dict], dict[str, dict[int, dict]], float]:
-    """Run the demo to its end (or Ctrl-C), sampling every ``--sample`` seconds once its metrics are up: the
-    finished process, the samples, each query's batches from its checkpoint, and the wall time sampling began."""
+@dataclass
+class SoakRun:
+    """The demo as it ran: the finished process, the samples, each query's batches from its checkpoint, the wall
+    time sampling began (s since the epoch) and when the job was restarted (s after that)."""
+
+    demo: subprocess.Popen[bytes]
+    samples: list[dict] = field(default_factory=list)
+    batches: dict[str, dict[int, dict]] = field(default_factory=dict)
+    started_wall: float = 0.0
+    restarted_at: list[float] = field(default_factory=list)
+
+
+def run_demo(args: argparse.Namespace, log_path: Path) -> SoakRun:
+    """Run the demo to its end (or Ctrl-C), sampling every ``--sample`` seconds once its metrics are up."""
     url = None
-    samples: list[dict] = []
-    batches: dict[str, dict[int, dict]] = {}
     offsets: dict[tuple[str, int], list] = {}
-    started = next_sample = started_wall = 0.0
+    started = next_sample = 0.0
     with log_path.open("w") as log:
-        demo = subprocess.Popen(
-            demo_command(args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        run = SoakRun(
+            subprocess.Popen(demo_command(args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         )
         try:
-            while demo.poll() is None:
+            while run.demo.poll() is None:
                 time.sleep(0.5)
+                text = log_path.read_text()
                 if url is None:
-                    url = m.group(1) if (m := METRICS_URL.search(log_path.read_text())) else None
+                    url = m.group(1) if (m := METRICS_URL.search(text)) else None
                     if url is None:
                         continue
                     started = next_sample = time.monotonic()
-                    started_wall = time.time()
+                    run.started_wall = time.time()
                     print(f"monitor up, sampling {url} every {args.sample:.0f} s", flush=True)
+                if len(RESTART_LINE.findall(text)) > len(run.restarted_at):
+                    run.restarted_at.append(round(time.monotonic() - started, 1))
+                    print(f"job restarted at {run.restarted_at[-1]:.0f} s", flush=True)
                 if time.monotonic() >= next_sample:
-                    samples.append({"t_s": round(time.monotonic() - started, 1), "values": sample(demo.pid, url)})
-                    query_batches(max((ROOT / ".run" / "demo").iterdir()) / "checkpoints", batches, offsets)
+                    values = sample(run.demo.pid, url)
+                    run.samples.append({"t_s": round(time.monotonic() - started, 1), "values": values})
+                    query_batches(max((ROOT / ".run" / "demo").iterdir()) / "checkpoints", run.batches, offsets)
                     next_sample += args.sample
         except KeyboardInterrupt:
-            os.killpg(demo.pid, signal.SIGINT)
-            demo.wait()
-    return demo, samples, batches, started_wall
+            os.killpg(run.demo.pid, signal.SIGINT)
+            run.demo.wait()
+    return run
 
 
 def print_report(report: dict[str, dict]) -> None:
@@ -314,9 +334,9 @@ def print_report(report: dict[str, dict]) -> None:
         )
 
 
-def results_document(  # type: ignore[no-untyped-def]
-    args: argparse.Namespace, run_dir, report: dict, samples: list[dict], batches: dict, started_wall: float
-) -> dict:
+def results_document(args: argparse.Namespace, run: SoakRun, report: dict, demo_output: str) -> dict:
+    run_dir = m.group(1) if (m := RUN_DIR.search(demo_output)) else None
+    fleet_s = int(m.group(1)) if (m := FLEET_SECONDS.search(demo_output)) else None
     return {
         "machine": machine(),
         "measured_at": measured_at(),
@@ -324,16 +344,19 @@ def results_document(  # type: ignore[no-untyped-def]
             "duration_s": args.duration,
             "groups": args.groups,
             "speed": args.speed,
+            "restarts": args.restarts,
             "sample_s": args.sample,
             "warmup_s": args.warmup,
             "window_s": args.window,
             "run_dir": run_dir,
         },
+        "fleet_time_s": fleet_s,
+        "restarted_at_s": run.restarted_at,
         "summary": report,
-        "samples": samples,
+        "samples": run.samples,
         "batches": {
-            query: [{"batch": b, **r, "end": round(r["end"] - started_wall, 1)} for b, r in sorted(seen.items())]
-            for query, seen in batches.items()
+            query: [{"batch": b, **r, "end": round(r["end"] - run.started_wall, 1)} for b, r in sorted(seen.items())]
+            for query, seen in run.batches.items()
         },
     }
 
@@ -341,17 +364,18 @@ def results_document(  # type: ignore[no-untyped-def]
 def main() -> None:
     args = parse_args()
     log_path = args.results.with_suffix(".log")
-    demo, samples, batches, started_wall = run_demo(args, log_path)
-    text = log_path.read_text()
-    run_dir = m.group(1) if (m := RUN_DIR.search(text)) else None
-    if demo.returncode != 0 or len(samples) < 3:
-        sys.exit(f"the demo ended with {demo.returncode} after {len(samples)} samples; its output is in {log_path}")
+    run = run_demo(args, log_path)
+    if run.demo.returncode != 0 or len(run.samples) < 3:
+        sys.exit(
+            f"the demo ended with {run.demo.returncode} after {len(run.samples)} samples; its output is in {log_path}"
+        )
 
-    report = summarize(samples, args.warmup, args.window)
-    end_s = samples[-1]["t_s"] + 1e-9
-    report |= summarize_batches(batch_series(batches, started_wall), args.warmup, args.window, end_s)
+    report = summarize(run.samples, args.warmup, args.window)
+    end_s = run.samples[-1]["t_s"] + 1e-9
+    report |= summarize_batches(batch_series(run.batches, run.started_wall), args.warmup, args.window, end_s)
     print_report(report)
-    result = results_document(args, run_dir, report, samples, batches, started_wall)
+    result = results_document(args, run, report, log_path.read_text())
+    print(f"fleet time {result['fleet_time_s']} s; job restarted at {run.restarted_at} s")
     held = {k: r["early"] or 0 for k, r in report.items() if k.startswith("checkpoint_batches")}
     filling = [k for k, early in held.items() if early < RETAINED_BATCHES]
     if filling:

@@ -149,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--no-live", action="store_true", help="plain log lines instead of the in-place view")
     demo.add_argument(
+        "--restarts",
+        type=_positive(int, zero=True),
+        default=0,
+        help="with --duration: stop the job this many times, evenly spread, and start it again on the same "
+        "checkpoints and tables while the fleet goes on (default 0)",
+    )
+    demo.add_argument(
         "--rocketmq",
         action="store_true",
         help="a real local RocketMQ cluster with real consumers and the collector, not the simulator",

@@ -63,6 +63,9 @@ class DemoSettings:
     clients_per_group: int = 4
     queues_per_broker: int = 4
     sends_per_second: float | None = None  # per producer; None: the scenario's own (0.8/s)
+    # Stop the job this many times, evenly over duration_s, and start it again on the same checkpoints and
+    # tables while the fleet goes on (what a restart keeps, over a long run: ``bench_soak``).
+    restarts: int = 0
 
 
 def _say(message: str) -> None:
@@ -177,7 +180,6 @@ def run_demo(settings: DemoSettings) -> int:
     """Run the demo until Ctrl-C or ``--duration``, then print where the results are; the job's exit code."""
     from connectors.emitter import EventEmitter
     from localenv.kafka_broker import LocalKafkaBroker
-    from streaming.job.runner import MonitorJob
     from streaming.simulation.fleet import build_scenario
 
     scenario = build_scenario(
@@ -197,11 +199,10 @@ def run_demo(settings: DemoSettings) -> int:
     emitter = EventEmitter(info.bootstrap_servers, topics)
     simulation, start_ms = _simulation(settings, scenario)
     _say(f"starting Spark and the monitor (scenario {scenario.name}: {scenario.description}) ...")
-    job = MonitorJob(config)
     waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the three queries")
     feed = _FleetFeed(settings, scenario.name, emitter, simulation, start_ms, config.metrics.port, waiting)
     try:
-        code = job.run(duration_s=settings.duration_s, on_tick=feed.tick)
+        code = _run_job(settings, config, feed)
     finally:
         waiting.stop()
         try:
@@ -209,6 +210,23 @@ def run_demo(settings: DemoSettings) -> int:
         finally:
             broker.stop()
     _print_results(scenario, simulation, start_ms, run_dir, config.metrics.port, emitter)
+    return code
+
+
+def _run_job(settings: DemoSettings, config: MonitorConfig, feed: _FleetFeed) -> int:
+    """The job for ``duration_s`` (or until Ctrl-C), stopped and started again ``restarts`` times on the same
+    checkpoints and tables; the last run's exit code, or the first non-zero one."""
+    from streaming.job.runner import MonitorJob
+
+    runs = settings.restarts + 1
+    run_s = None if settings.duration_s is None else settings.duration_s / runs
+    for run in range(1, runs + 1):
+        started = time.monotonic()
+        code = MonitorJob(config).run(duration_s=run_s, on_tick=feed.tick)
+        # a run that ended before its share of the duration was stopped by Ctrl-C or SIGTERM
+        if code != 0 or run == runs or run_s is None or time.monotonic() - started < run_s:
+            return code
+        _say(f"restart {run} of {settings.restarts}: a new job on the same checkpoints and Delta tables ...")
     return code
 
 
@@ -259,14 +277,17 @@ class _FleetFeed:
         self.settings, self.scenario_name, self.emitter = settings, scenario_name, emitter
         self.simulation, self.start_ms, self.port, self.waiting = simulation, start_ms, port, waiting
         self.clock: dict[str, float] = {}
+        self.job: MonitorJob | None = None
 
     def tick(self, job: MonitorJob) -> None:
         from streaming.job.spark_session import set_logger_levels
 
         settings, clock, start_ms = self.settings, self.clock, self.start_ms
         now = time.monotonic()
-        if not self.waiting.finished.is_set():
+        if job is not self.job:  # a job's first tick (a restarted job has a session of its own)
+            self.job = job
             set_logger_levels(job.session, {FALLING_BEHIND_LOGGER: "ERROR"})
+        if not self.waiting.finished.is_set():
             _say(f"monitor running ({self.waiting.stop():.0f} s); metrics on http://127.0.0.1:{self.port}/metrics")
             clock["last_tick"], clock["virtual"] = now, float(start_ms)  # the fleet starts when the monitor is up
         # Simulated time runs --speed times faster than the wall clock, but never more than LEAD_MS ahead of

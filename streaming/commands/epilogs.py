@@ -47,6 +47,7 @@ EPILOG_DEMO = """examples:
   rebalance-monitor demo                          # mixed scenario until Ctrl-C
   rebalance-monitor demo --duration 90 --scenario duplicate-ids
   rebalance-monitor demo --speed 60 --no-live     # plain log lines instead of the live view
+  rebalance-monitor demo --duration 600 --restarts 2   # the job stopped and started again twice on its checkpoints
   rebalance-monitor demo --rocketmq               # a real local RocketMQ cluster, real consumers, the collector
   rebalance-monitor demo --rocketmq --line 4.9 --duration 120
 With --rocketmq the fleet options (--scenario, --speed, --seed, --groups, ...) do not apply: the consumers are real

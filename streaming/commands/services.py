@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from connectors.jvm_artifacts import PROJECT_ROOT
-from streaming.commands import NotFound
+from streaming.commands import NotFound, UsageError
 from streaming.commands.tables import open_spark
 
 
@@ -199,6 +199,10 @@ def maintain(args: argparse.Namespace) -> int:
 
 
 def demo(args: argparse.Namespace) -> int:
+    if args.restarts and args.rocketmq:
+        raise UsageError("--restarts is for the simulated fleet, not --rocketmq")
+    if args.restarts and args.duration is None:
+        raise UsageError("--restarts needs --duration: the restarts are spread evenly over it")
     if args.rocketmq:
         from streaming.demo_rocketmq import RocketMQDemoSettings, run_rocketmq_demo
 
@@ -219,5 +223,6 @@ def demo(args: argparse.Namespace) -> int:
             clients_per_group=args.clients,
             queues_per_broker=args.queues,
             sends_per_second=args.send_rate,
+            restarts=args.restarts,
         )
     )

@@ -276,6 +276,7 @@ class MonitorJob:
         self.metrics.set_gauge("rmqmon_up", (), 0.0)
         if self._server is not None:
             self._server.shutdown()
+            self._server.server_close()  # the port is free for a job started again in this process
             self._server = None
         if self.session is not None:
             self.session.stop()

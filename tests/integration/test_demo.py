@@ -1,4 +1,5 @@
-"""The demo, run briefly as a user runs it: its Delta tables and metrics show the scenario's known anomalies."""
+"""The demo, run briefly as a user runs it: its Delta tables and metrics show the scenario's known anomalies,
+also after the job was restarted halfway (the last scrape is the restarted job's)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,11 @@ def test_demo_reports_the_mixed_scenarios_anomalies(spark):
             "streaming.cli",
             "demo",
             "--duration",
-            "200",
+            "240",
             "--speed",
             "30",
+            "--restarts",
+            "1",
             "--no-live",
             "--metrics-port",
             str(port),
@@ -56,6 +59,8 @@ def test_demo_reports_the_mixed_scenarios_anomalies(spark):
     # purpose, and a clean stop cancels job groups that have no jobs. The status line gives batch times instead.
     assert "falling behind" not in output and "Failed to cancel job group" not in output, output[-3000:]
     assert re.search(r"consumer #\d+ \d+ rows/s in \d+\.\d s", output), output[-3000:]
+    # halfway the job stops and a new one starts on the same checkpoints and tables, serving the same port
+    assert "restart 1 of 1: a new job" in output, output[-3000:]
     delta = Path(re.search(r"Delta tables : (\S+)", output).group(1))
 
     episodes = spark.read.format("delta").load(str(delta / "anomaly_episodes")).collect()

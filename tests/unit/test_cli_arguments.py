@@ -62,6 +62,7 @@ def test_top_level_help_lists_every_command(capsys):
         (["demo", "--groups", "many"], "'many' is not a whole number"),
         (["demo", "--clients", "0"], "'0' must be > 0"),
         (["demo", "--rocketmq", "--line", "4.8"], "invalid choice: '4.8'"),
+        (["demo", "--restarts", "-1"], "'-1' must be >= 0"),
         (["query"], "the following arguments are required: WHAT"),
         (["query", "owners"], "invalid choice: 'owners'"),
         (["query", "assignment", "--table-version", "x"], "invalid int value: 'x'"),
@@ -89,6 +90,8 @@ def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
+        (["demo", "--restarts", "2"], "--restarts needs --duration"),
+        (["demo", "--rocketmq", "--duration", "60", "--restarts", "1"], "--restarts is for the simulated fleet"),
         (["query", "assignment", "--delta-root", "{tmp}"], "query assignment needs --group"),
         (
             ["query", "assignment", "--group", "G", "--at", "yesterday", "--delta-root", "{tmp}"],
