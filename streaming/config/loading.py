@@ -16,6 +16,7 @@ from streaming.config.builder import _INVALID, _Builder, _join
 from streaming.config.formats import _IDENTIFIER, ConfigError, Options
 from streaming.config.sections import PRESET_FAULT_TABLES, MonitorConfig
 from streaming.contract.events import MACHINE_ROOM_NEARBY_PREFIX
+from streaming.domain.faults import shape_problems
 
 ENV_PREFIX = "RRM__"
 
@@ -100,22 +101,8 @@ def _fault_table_problems(config: MonitorConfig, b: _Builder) -> None:
             b.problem(where, "a table name must be 1-64 letters, digits, '.', '_' or '-'")
         if b.is_invalid(where):
             continue
-        latencies, durations = table.latency_max_ms, table.not_available_duration_ms
-        if not latencies:
-            b.problem(f"{where}.latency_max_ms", "needs at least one threshold")
-        if len(latencies) != len(durations):
-            b.problem(
-                where,
-                f"latency_max_ms has {len(latencies)} thresholds but not_available_duration_ms has "
-                f"{len(durations)} durations; they pair up by position",
-            )
-        for j in range(1, len(latencies)):
-            if latencies[j] <= latencies[j - 1]:
-                b.problem(
-                    f"{where}.latency_max_ms",
-                    f"must be strictly ascending, but {latencies[j]} follows {latencies[j - 1]}",
-                )
-                break
+        for field, problem in shape_problems(table.latency_max_ms, table.not_available_duration_ms):
+            b.problem(_join(where, field) if field else where, problem)
 
 
 def _producer_rule_problems(config: MonitorConfig, b: _Builder) -> None:

@@ -46,6 +46,33 @@ def _check_long(name: str, value: object, *, minimum: int = 0) -> int:
     return value
 
 
+def shape_problems(latency_max_ms: Sequence[int], not_available_duration_ms: Sequence[int]) -> list[tuple[str, str]]:
+    """What is wrong with a fault table's levels, as (field, problem) pairs ("" for the table as a whole): at
+    least one threshold, as many durations as thresholds, thresholds strictly ascending. The one statement of
+    these rules, for ``FaultTable`` and for the configuration's per-option report."""
+    problems = []
+    if not latency_max_ms:
+        problems.append(("latency_max_ms", "needs at least one threshold"))
+    if len(latency_max_ms) != len(not_available_duration_ms):
+        problems.append(
+            (
+                "",
+                f"latency_max_ms has {len(latency_max_ms)} thresholds but not_available_duration_ms has "
+                f"{len(not_available_duration_ms)} durations; they pair up by position and must have the same length",
+            )
+        )
+    for i in range(1, len(latency_max_ms)):
+        if latency_max_ms[i] <= latency_max_ms[i - 1]:
+            problems.append(
+                (
+                    "latency_max_ms",
+                    f"must be strictly ascending, but {latency_max_ms[i]} follows {latency_max_ms[i - 1]}",
+                )
+            )
+            break
+    return problems
+
+
 @dataclass(frozen=True)
 class FaultTable:
     """``MQFaultStrategy``'s ``latencyMax`` -> ``notAvailableDuration`` table plus how it is used.
@@ -68,24 +95,14 @@ class FaultTable:
         where = f"fault table {self.name!r}"
         if not isinstance(self.latency_max_ms, tuple) or not isinstance(self.not_available_duration_ms, tuple):
             raise ConfigurationError(f"{where}: latency_max_ms and not_available_duration_ms must be tuples")
-        if not self.latency_max_ms:
-            raise ConfigurationError(f"{where}: latency_max_ms needs at least one threshold")
-        if len(self.latency_max_ms) != len(self.not_available_duration_ms):
-            raise ConfigurationError(
-                f"{where}: latency_max_ms has {len(self.latency_max_ms)} thresholds but "
-                f"not_available_duration_ms has {len(self.not_available_duration_ms)} durations; they pair up "
-                "by position and must have the same length"
-            )
         for i, value in enumerate(self.latency_max_ms):
             _check_long(f"{where}: latency_max_ms[{i}]", value)
         for i, value in enumerate(self.not_available_duration_ms):
             _check_long(f"{where}: not_available_duration_ms[{i}]", value)
-        for i in range(1, len(self.latency_max_ms)):
-            if self.latency_max_ms[i] <= self.latency_max_ms[i - 1]:
-                raise ConfigurationError(
-                    f"{where}: latency_max_ms must be strictly ascending, but latency_max_ms[{i}] = "
-                    f"{self.latency_max_ms[i]} follows {self.latency_max_ms[i - 1]}"
-                )
+        problems = shape_problems(self.latency_max_ms, self.not_available_duration_ms)
+        if problems:
+            field, problem = problems[0]
+            raise ConfigurationError(f"{where}: {field + ' ' if field else ''}{problem}")
         _check_long(f"{where}: isolation_latency_ms", self.isolation_latency_ms)
         if not isinstance(self.semantics, FaultSemantics):
             raise ConfigurationError(f"{where}: semantics must be a FaultSemantics, got {self.semantics!r}")
