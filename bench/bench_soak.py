@@ -253,6 +253,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=50, help="healthy groups beside the scenario's (default 50)")
     parser.add_argument("--speed", type=float, default=20, help="fleet seconds per wall second (default 20)")
     parser.add_argument(
+        "--lead", type=float, default=180, help="fleet seconds the fleet may run ahead of the job (default 180)"
+    )
+    parser.add_argument(
         "--restarts", type=int, default=2, help="times the job is stopped and started again, evenly (default 2)"
     )
     parser.add_argument("--sample", type=float, default=10, help="seconds between samples (default 10)")
@@ -275,6 +278,8 @@ def demo_command(args: argparse.Namespace) -> list[str]:
         str(args.speed),
         "--restarts",
         str(args.restarts),
+        "--lead",
+        str(args.lead),
     ]
 
 
@@ -345,6 +350,7 @@ def results_document(args: argparse.Namespace, run: SoakRun, report: dict, demo_
             "groups": args.groups,
             "speed": args.speed,
             "restarts": args.restarts,
+            "lead_s": args.lead,
             "sample_s": args.sample,
             "warmup_s": args.warmup,
             "window_s": args.window,

@@ -149,6 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--no-live", action="store_true", help="plain log lines instead of the in-place view")
     demo.add_argument(
+        "--lead",
+        type=_positive(float),
+        default=180.0,
+        help="simulated seconds the fleet may run ahead of what the job has processed (default 180): longer "
+        "lets --speed be reached on a slow machine, in larger batches",
+    )
+    demo.add_argument(
         "--restarts",
         type=_positive(int, zero=True),
         default=0,

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 MAX_FUTURE_SKEW_MS = 86_400_000  # the most ingest.max_future_skew_ms allows (a day)
 HEAD_START_MS = 12 * 3_600_000  # simulated time starts this long before the wall clock
-LEAD_MS = 180_000  # simulated time runs at most this far ahead of what every query has processed
 # Warns "Current batch is falling behind" after every micro-batch longer than the trigger interval. The demo
 # keeps its queries busy on purpose (a short trigger, the fleet paced by their progress), so on a small machine
 # it said so after nearly every batch; its status line shows each query's batch time instead.
@@ -66,6 +65,9 @@ class DemoSettings:
     # Stop the job this many times, evenly over duration_s, and start it again on the same checkpoints and
     # tables while the fleet goes on (what a restart keeps, over a long run: ``bench_soak``).
     restarts: int = 0
+    # Simulated time runs at most this far ahead of what the job has processed. A longer lead lets the fleet
+    # go faster on a slow machine, in larger batches and with a view further behind the fleet.
+    lead_s: float = 180.0
 
 
 def _say(message: str) -> None:
@@ -290,12 +292,12 @@ class _FleetFeed:
         if not self.waiting.finished.is_set():
             _say(f"monitor running ({self.waiting.stop():.0f} s); metrics on http://127.0.0.1:{self.port}/metrics")
             clock["last_tick"], clock["virtual"] = now, float(start_ms)  # the fleet starts when the monitor is up
-        # Simulated time runs --speed times faster than the wall clock, but never more than LEAD_MS ahead of
+        # Simulated time runs --speed times faster than the wall clock, but never more than --lead ahead of
         # what every query has processed: on a slow machine the fleet slows down instead of piling up a
         # backlog, so each micro-batch stays small and the view stays current.
         advance = (now - clock["last_tick"]) * settings.speed * 1000
         clock["last_tick"] = now
-        paced = max(processed_ms(job, self.PACED_BY), start_ms) + LEAD_MS
+        paced = max(processed_ms(job, self.PACED_BY), start_ms) + int(settings.lead_s * 1000)
         skew_limit = int(time.time() * 1000) + MAX_FUTURE_SKEW_MS - 60_000
         if clock["virtual"] + advance > skew_limit and "capped" not in clock:
             clock["capped"] = 1.0

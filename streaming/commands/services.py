@@ -224,5 +224,6 @@ def demo(args: argparse.Namespace) -> int:
             queues_per_broker=args.queues,
             sends_per_second=args.send_rate,
             restarts=args.restarts,
+            lead_s=args.lead,
         )
     )

@@ -63,6 +63,7 @@ def test_top_level_help_lists_every_command(capsys):
         (["demo", "--clients", "0"], "'0' must be > 0"),
         (["demo", "--rocketmq", "--line", "4.8"], "invalid choice: '4.8'"),
         (["demo", "--restarts", "-1"], "'-1' must be >= 0"),
+        (["demo", "--lead", "0"], "'0' must be > 0"),
         (["query"], "the following arguments are required: WHAT"),
         (["query", "owners"], "invalid choice: 'owners'"),
         (["query", "assignment", "--table-version", "x"], "invalid int value: 'x'"),
