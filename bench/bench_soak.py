@@ -1,13 +1,15 @@
-"""Benchmark (not a test): does the job stay steady over hours of fleet time? Memory, batch time, disk.
+"""Benchmark (not a test): does the job stay steady over a day of fleet time, across restarts? Memory, batch
+time, disk.
 
-Run: ``.venv/bin/python -m bench.bench_soak [--duration 1800 --groups 50 --speed 20 --sample 10]``
--> prints a table and writes ``bench/results/soak.json``. It runs the demo with ``--groups`` extra healthy groups
-and samples every process's resident memory, each query's batch duration, state rows and lag from the job's
-metrics, and the Delta and checkpoint files; each series is reported as its last window over an early one, so a
-leak or slow-down shows as a ratio that grows with ``--duration``. Batch durations are also read per micro-batch
-from each query's checkpoint and compared kind with kind (batches with input, and the no-data batches Spark runs
-to fire state timeouts), since the last-batch gauge sampled every 10 s mixes both in varying shares.
-"""
+Run: ``.venv/bin/python -m bench.bench_soak [--duration 3600 --speed 48 --lead 600 --restarts 2 --warmup 900]``
+-> prints a table and writes ``bench/results/soak.json``. It runs the demo with ``--groups`` extra healthy groups,
+the job stopped and started again ``--restarts`` times on its checkpoints, and samples every process's resident
+memory, each query's batch duration, state rows and lag from the job's metrics, and the Delta and checkpoint
+files; each series is reported as its last window over an early one, so a leak or slow-down shows as a ratio
+that grows with ``--duration``. Batch durations are also read per micro-batch from each query's checkpoint and
+compared kind with kind (batches with input, and the no-data batches Spark runs to fire state timeouts), since
+the last-batch gauge sampled every 10 s mixes both in varying shares. Each table's live files at the end of both
+windows (what VACUUM leaves) are read afterwards by time travel."""
 
 from __future__ import annotations
 
@@ -249,18 +251,18 @@ def summarize(samples: list[dict], warmup_s: float, window_s: float) -> dict[str
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--duration", type=float, default=1800, help="wall seconds of the demo (default 1800)")
+    parser.add_argument("--duration", type=float, default=3600, help="wall seconds of the demo (default 3600)")
     parser.add_argument("--groups", type=int, default=50, help="healthy groups beside the scenario's (default 50)")
-    parser.add_argument("--speed", type=float, default=20, help="fleet seconds per wall second (default 20)")
+    parser.add_argument("--speed", type=float, default=48, help="fleet seconds per wall second at most (default 48)")
     parser.add_argument(
-        "--lead", type=float, default=180, help="fleet seconds the fleet may run ahead of the job (default 180)"
+        "--lead", type=float, default=600, help="fleet seconds the fleet may run ahead of the job (default 600)"
     )
     parser.add_argument(
         "--restarts", type=int, default=2, help="times the job is stopped and started again, evenly (default 2)"
     )
     parser.add_argument("--sample", type=float, default=10, help="seconds between samples (default 10)")
-    parser.add_argument("--warmup", type=float, default=300, help="seconds before the early window (default 300)")
-    parser.add_argument("--window", type=float, default=300, help="seconds per compared window (default 300)")
+    parser.add_argument("--warmup", type=float, default=900, help="seconds before the early window (default 900)")
+    parser.add_argument("--window", type=float, default=240, help="seconds per compared window (default 240)")
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
     return parser.parse_args()
 
@@ -329,6 +331,29 @@ def run_demo(args: argparse.Namespace, log_path: Path) -> SoakRun:
     return run
 
 
+def live_table_files(delta_root: Path, moments: dict[str, float]) -> dict[str, dict]:
+    """Per table, the data files and bytes its snapshot held at each moment (s since the epoch), read
+    afterwards by time travel with delta-rs: what VACUUM (``rebalance-monitor maintain``) leaves on disk then,
+    and the late over early ratio of files."""
+    from datetime import UTC, datetime
+
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    report: dict[str, dict] = {}
+    for table_dir in sorted(p for p in delta_root.iterdir() if (p / "_delta_log").is_dir()):
+        table = DeltaTable(str(table_dir))
+        row: dict = {}
+        for label, at in moments.items():
+            table.load_as_version(datetime.fromtimestamp(at, UTC))
+            sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
+            row[label] = {"version": table.version(), "files": len(sizes), "bytes": sum(sizes)}
+        early, late = row["early"]["files"], row["late"]["files"]
+        row["files_late_over_early"] = round(late / early, 3) if early else None
+        report[table_dir.name] = row
+    return report
+
+
 def print_report(report: dict[str, dict]) -> None:
     print(f"{'series':<62} {'early':>14} {'late':>14} {'late/early':>10}")
     for key, row in report.items():
@@ -357,6 +382,7 @@ def results_document(args: argparse.Namespace, run: SoakRun, report: dict, demo_
             "run_dir": run_dir,
         },
         "fleet_time_s": fleet_s,
+        "started_wall_s": round(run.started_wall, 3),
         "restarted_at_s": run.restarted_at,
         "summary": report,
         "samples": run.samples,
@@ -382,6 +408,12 @@ def main() -> None:
     print_report(report)
     result = results_document(args, run, report, log_path.read_text())
     print(f"fleet time {result['fleet_time_s']} s; job restarted at {run.restarted_at} s")
+    if result["input"]["run_dir"]:
+        # the end of each compared window, as in ``summarize``
+        moments = {"early": run.started_wall + args.warmup + args.window, "late": run.started_wall + end_s}
+        result["live_table_files"] = live_table_files(ROOT / result["input"]["run_dir"] / "delta", moments)
+        for table, row in result["live_table_files"].items():
+            print(f"{table:<34} live files {row['early']['files']:>5} -> {row['late']['files']:>5}")
     held = {k: r["early"] or 0 for k, r in report.items() if k.startswith("checkpoint_batches")}
     filling = [k for k, early in held.items() if early < RETAINED_BATCHES]
     if filling:
