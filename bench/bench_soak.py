@@ -331,25 +331,31 @@ def run_demo(args: argparse.Namespace, log_path: Path) -> SoakRun:
     return run
 
 
-def live_table_files(delta_root: Path, moments: dict[str, float]) -> dict[str, dict]:
-    """Per table, the data files and bytes its snapshot held at each moment (s since the epoch), read
-    afterwards by time travel with delta-rs: what VACUUM (``rebalance-monitor maintain``) leaves on disk then,
-    and the late over early ratio of files."""
+def live_table_files(delta_root: Path, started_wall: float, moments: dict[str, float], every_s: float) -> dict:
+    """Per table, the data files and bytes its snapshot held at each of ``moments`` (s after ``started_wall``)
+    and every ``every_s`` s of the run, read afterwards by time travel with delta-rs: what VACUUM (``rebalance-
+    monitor maintain``) leaves on disk then. Compaction makes an append-only table's count a saw-tooth, so the
+    most files it held at once is reported beside the late over early ratio."""
     from datetime import UTC, datetime
 
     import pyarrow as pa
     from deltalake import DeltaTable
 
+    def at(table: DeltaTable, t_s: float) -> dict:
+        table.load_as_version(datetime.fromtimestamp(started_wall + t_s, UTC))
+        sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
+        return {"t_s": round(t_s, 1), "version": table.version(), "files": len(sizes), "bytes": sum(sizes)}
+
+    end_s = max(moments.values())
     report: dict[str, dict] = {}
     for table_dir in sorted(p for p in delta_root.iterdir() if (p / "_delta_log").is_dir()):
         table = DeltaTable(str(table_dir))
-        row: dict = {}
-        for label, at in moments.items():
-            table.load_as_version(datetime.fromtimestamp(at, UTC))
-            sizes = pa.table(table.get_add_actions(flatten=True)).column("size_bytes").to_pylist()
-            row[label] = {"version": table.version(), "files": len(sizes), "bytes": sum(sizes)}
+        row: dict = {label: at(table, t_s) for label, t_s in moments.items()}
         early, late = row["early"]["files"], row["late"]["files"]
         row["files_late_over_early"] = round(late / early, 3) if early else None
+        series = [at(table, k * every_s) for k in range(int(end_s // every_s) + 1)]
+        row["max_files"] = max(point["files"] for point in [*series, row["early"], row["late"]])
+        row["files_every_interval"] = [point["files"] for point in series]
         report[table_dir.name] = row
     return report
 
@@ -410,10 +416,14 @@ def main() -> None:
     print(f"fleet time {result['fleet_time_s']} s; job restarted at {run.restarted_at} s")
     if result["input"]["run_dir"]:
         # the end of each compared window, as in ``summarize``
-        moments = {"early": run.started_wall + args.warmup + args.window, "late": run.started_wall + end_s}
-        result["live_table_files"] = live_table_files(ROOT / result["input"]["run_dir"] / "delta", moments)
-        for table, row in result["live_table_files"].items():
-            print(f"{table:<34} live files {row['early']['files']:>5} -> {row['late']['files']:>5}")
+        moments = {"early": args.warmup + args.window, "late": end_s}
+        tables = live_table_files(ROOT / result["input"]["run_dir"] / "delta", run.started_wall, moments, 60)
+        result["live_table_files"] = tables
+        for table, row in tables.items():
+            print(
+                f"{table:<34} live files {row['early']['files']:>5} -> {row['late']['files']:>5}, "
+                f"at most {row['max_files']} (every 60 s)"
+            )
     held = {k: r["early"] or 0 for k, r in report.items() if k.startswith("checkpoint_batches")}
     filling = [k for k, early in held.items() if early < RETAINED_BATCHES]
     if filling:
