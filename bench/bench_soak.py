@@ -1,7 +1,7 @@
 """Benchmark (not a test): does the job stay steady over a day of fleet time, across restarts? Memory, batch
 time, disk.
 
-Run: ``.venv/bin/python -m bench.bench_soak [--duration 3600 --speed 48 --lead 600 --restarts 2 --warmup 900]``
+Run: ``.venv/bin/python -m bench.bench_soak [--duration 4500 --speed 48 --lead 600 --restarts 2 --warmup 900]``
 -> prints a table and writes ``bench/results/soak.json``. It runs the demo with ``--groups`` extra healthy groups,
 the job stopped and started again ``--restarts`` times on its checkpoints, and samples every process's resident
 memory, each query's batch duration, state rows and lag from the job's metrics, and the Delta and checkpoint
@@ -251,7 +251,7 @@ def summarize(samples: list[dict], warmup_s: float, window_s: float) -> dict[str
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--duration", type=float, default=3600, help="wall seconds of the demo (default 3600)")
+    parser.add_argument("--duration", type=float, default=4500, help="wall seconds of the demo (default 4500)")
     parser.add_argument("--groups", type=int, default=50, help="healthy groups beside the scenario's (default 50)")
     parser.add_argument("--speed", type=float, default=48, help="fleet seconds per wall second at most (default 48)")
     parser.add_argument(
