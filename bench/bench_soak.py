@@ -360,6 +360,29 @@ def live_table_files(delta_root: Path, started_wall: float, moments: dict[str, f
     return report
 
 
+def delta_bytes_written(delta_root: Path, started_wall: float, windows: dict[str, tuple[float, float]]) -> dict:
+    """Bytes the job added to its tables per second in each window (s after ``started_wall``), from the commit
+    files: new data (appends and MERGEs, ``dataChange``) apart from compaction's rewrites of data already there
+    (``OPTIMIZE``), which VACUUM later takes back. A window holding a compaction of a big table writes more."""
+    rates: dict[str, dict] = {label: {"data": 0, "compaction": 0} for label in windows}
+    for commit in delta_root.glob("*/_delta_log/*.json"):
+        adds, committed_s = [], None
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                adds.append(action["add"])
+            elif "commitInfo" in action:
+                committed_s = action["commitInfo"]["timestamp"] / 1000 - started_wall
+        for label, (start_s, end_s) in windows.items():
+            if committed_s is not None and start_s <= committed_s < end_s:
+                for add in adds:
+                    rates[label]["data" if add.get("dataChange", True) else "compaction"] += add["size"]
+    return {
+        label: {kind: round(total / (windows[label][1] - windows[label][0]), 1) for kind, total in totals.items()}
+        for label, totals in rates.items()
+    }
+
+
 def print_report(report: dict[str, dict]) -> None:
     print(f"{'series':<62} {'early':>14} {'late':>14} {'late/early':>10}")
     for key, row in report.items():
@@ -371,7 +394,8 @@ def print_report(report: dict[str, dict]) -> None:
 
 
 def results_document(args: argparse.Namespace, run: SoakRun, report: dict, demo_output: str) -> dict:
-    run_dir = m.group(1) if (m := RUN_DIR.search(demo_output)) else None
+    # relative to the project, as the demo keeps its runs under .run/demo
+    run_dir = str(Path(m.group(1)).resolve().relative_to(ROOT)) if (m := RUN_DIR.search(demo_output)) else None
     fleet_s = int(m.group(1)) if (m := FLEET_SECONDS.search(demo_output)) else None
     return {
         "machine": machine(),
@@ -419,6 +443,11 @@ def main() -> None:
         moments = {"early": args.warmup + args.window, "late": end_s}
         tables = live_table_files(ROOT / result["input"]["run_dir"] / "delta", run.started_wall, moments, 60)
         result["live_table_files"] = tables
+        windows = {"early": (args.warmup, args.warmup + args.window), "late": (end_s - args.window, end_s)}
+        result["delta_bytes_written_per_s"] = written = delta_bytes_written(
+            ROOT / result["input"]["run_dir"] / "delta", run.started_wall, windows
+        )
+        print(f"Delta bytes written per s, early -> late: {written['early']} -> {written['late']}")
         for table, row in tables.items():
             print(
                 f"{table:<34} live files {row['early']['files']:>5} -> {row['late']['files']:>5}, "
