@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import signal
 import statistics
@@ -297,8 +296,15 @@ class SoakRun:
     restarted_at: list[float] = field(default_factory=list)
 
 
+def _interrupted(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def run_demo(args: argparse.Namespace, log_path: Path) -> SoakRun:
-    """Run the demo to its end (or Ctrl-C), sampling every ``--sample`` seconds once its metrics are up."""
+    """Run the demo to its end (or Ctrl-C or SIGTERM, which stop it as its own do), sampling every ``--sample``
+    seconds once its metrics are up."""
+    # SIGTERM too: a bench started in the background by a non-interactive shell ignores SIGINT
+    signal.signal(signal.SIGTERM, _interrupted)
     url = None
     offsets: dict[tuple[str, int], list] = {}
     started = next_sample = 0.0
@@ -326,7 +332,9 @@ def run_demo(args: argparse.Namespace, log_path: Path) -> SoakRun:
                     query_batches(max((ROOT / ".run" / "demo").iterdir()) / "checkpoints", run.batches, offsets)
                     next_sample += args.sample
         except KeyboardInterrupt:
-            os.killpg(run.demo.pid, signal.SIGINT)
+            # the demo alone: it stops its job and Spark itself (SIGTERM on the whole group would kill the JVM
+            # under the stopping job)
+            run.demo.send_signal(signal.SIGTERM)
             run.demo.wait()
     return run
 
