@@ -301,8 +301,8 @@ def _interrupted(*_: object) -> None:
 
 
 def run_demo(args: argparse.Namespace, log_path: Path) -> SoakRun:
-    """Run the demo to its end (or Ctrl-C or SIGTERM, which stop it as its own do), sampling every ``--sample``
-    seconds once its metrics are up."""
+    """Run the demo to its end, or until Ctrl-C or SIGTERM stop it cleanly, sampling every ``--sample`` seconds
+    once its metrics are up."""
     # SIGTERM too: a bench started in the background by a non-interactive shell ignores SIGINT
     signal.signal(signal.SIGTERM, _interrupted)
     url = None
