@@ -308,22 +308,23 @@ def run_demo(args: argparse.Namespace, log_path: Path) -> SoakRun:
     url = None
     offsets: dict[tuple[str, int], list] = {}
     started = next_sample = 0.0
-    with log_path.open("w") as log:
+    with log_path.open("w") as log, log_path.open() as output:
         run = SoakRun(
             subprocess.Popen(demo_command(args), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         )
+        unfinished = ""  # the demo's output is read as it grows, line by line
         try:
             while run.demo.poll() is None:
                 time.sleep(0.5)
-                text = log_path.read_text()
+                lines, _, unfinished = (unfinished + output.read()).rpartition("\n")
                 if url is None:
-                    url = m.group(1) if (m := METRICS_URL.search(text)) else None
+                    url = m.group(1) if (m := METRICS_URL.search(lines)) else None
                     if url is None:
                         continue
                     started = next_sample = time.monotonic()
                     run.started_wall = time.time()
                     print(f"monitor up, sampling {url} every {args.sample:.0f} s", flush=True)
-                if len(RESTART_LINE.findall(text)) > len(run.restarted_at):
+                for _ in RESTART_LINE.findall(lines):
                     run.restarted_at.append(round(time.monotonic() - started, 1))
                     print(f"job restarted at {run.restarted_at[-1]:.0f} s", flush=True)
                 if time.monotonic() >= next_sample:
@@ -449,12 +450,10 @@ def main() -> None:
     if result["input"]["run_dir"]:
         # the end of each compared window, as in ``summarize``
         moments = {"early": args.warmup + args.window, "late": end_s}
-        tables = live_table_files(ROOT / result["input"]["run_dir"] / "delta", run.started_wall, moments, 60)
-        result["live_table_files"] = tables
+        delta_root = ROOT / result["input"]["run_dir"] / "delta"
+        result["live_table_files"] = tables = live_table_files(delta_root, run.started_wall, moments, 60)
         windows = {"early": (args.warmup, args.warmup + args.window), "late": (end_s - args.window, end_s)}
-        result["delta_bytes_written_per_s"] = written = delta_bytes_written(
-            ROOT / result["input"]["run_dir"] / "delta", run.started_wall, windows
-        )
+        result["delta_bytes_written_per_s"] = written = delta_bytes_written(delta_root, run.started_wall, windows)
         print(f"Delta bytes written per s, early -> late: {written['early']} -> {written['late']}")
         for table, row in tables.items():
             print(
