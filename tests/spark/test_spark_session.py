@@ -147,3 +147,19 @@ def test_which_masters_get_the_zip_and_a_driver_on_loopback(master, elsewhere, l
     on_127 = master.startswith("local") or loopback
     assert (conf.get("spark.driver.host") == "127.0.0.1") is on_127
     assert (conf.get("spark.driver.bindAddress") == "127.0.0.1") is on_127
+
+
+def test_generated_classes_stay_compiled_beyond_spark_s_default_cache_of_100(spark):  # type: ignore[no-untyped-def]
+    """More distinct generated classes than Spark's default cache holds (a literal is inlined into its query's
+    code, so each of these queries compiles its own), then the oldest ones again: none is compiled anew."""
+    counter = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+
+    def run(n: int) -> None:  # planned and compiled on the driver, no job run
+        spark.range(3).selectExpr(f"id * 7 + {1_000_003 + n} AS x")._jdf.queryExecution().executedPlan().execute()
+
+    for n in range(110):
+        run(n)
+    compiled = counter.getCount()
+    for n in range(10):  # the oldest: the first a cache of 100 would have evicted
+        run(n)
+    assert counter.getCount() == compiled
