@@ -346,6 +346,8 @@ def run_phase(
         flush=True,
     )
     time.sleep(settle_s)
+    with watch.lock:  # one not shown by now never was: a later incident on the same target must not count for it
+        watch.pending = [(incident, before) for incident, before in watch.pending if incident not in incidents]
     return incidents, {
         "wall_s": round(time.time() - began_s, 1),
         "job_cpu_s": round(cpu_seconds(job.process.pid) - cpu_before, 1),
