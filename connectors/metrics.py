@@ -147,6 +147,17 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "Rows per second the last micro-batch processed (Spark's processedRowsPerSecond): the query's capacity.",
     ),
     _m("batch_duration_seconds", "gauge", ("query",), "seconds", "Duration of the last micro-batch."),
+    _m("batches_total", "counter", ("query",), "", "Micro-batches each streaming query completed."),
+    _m(
+        "batch_phase_seconds_total",
+        "counter",
+        ("query", "phase"),
+        "seconds",
+        "Time the query's micro-batches spent in each phase Spark reports (durationMs): latestOffset and getBatch "
+        "(reading the sources' offsets), queryPlanning, addBatch (the stateful stage and every Delta write and "
+        "metric of the batch), walCommit and commitOffsets (the checkpoint); triggerExecution is the whole batch. "
+        "rate() over batches_total's is a phase's mean per batch, whatever the scrape interval.",
+    ),
     _m("last_batch_timestamp_seconds", "gauge", ("query",), "seconds", "Wall time the last micro-batch finished."),
     _m("watermark_timestamp_seconds", "gauge", ("query",), "seconds", "Current event-time watermark."),
     _m(
@@ -441,6 +452,15 @@ NOTES = """## When the series change
   the batch's writes, a few seconds; should a write fail, the query stops and the batch is replayed, to the same
   values. The tables stay exactly-once: every write still commits once per batch id. Counters (isolation
   episodes, late sends) of the fault-windows query are counted after its writes.
+* **A gauge is the state at a batch's end.** The producer-side gauges hold each pair's state at the latest send
+  time of the fault-windows batch that set them. An isolation that opens and closes within the sends one batch
+  covers is never 1 in `rmqmon_broker_isolated`: a 5.x producer isolates a broker for 10 s after one 5 s send,
+  and on 2 busy cores at a 2 s trigger a batch can cover 15-20 s of sends (`bench_detection_latency`). Its
+  window is in `fault_windows` all the same, and `rmqmon_broker_isolation_episodes_total` counts it: alert on
+  `increase()` of the counter to see short isolations too.
+* **A failed query.** The job restarts it from its checkpoint (`[supervision]`), and it replays the batch that
+  failed. Counters count each batch once per process (`streaming/job/metered.py`): a replayed batch sets the
+  gauges again and adds nothing to the counters or the send-latency histogram.
 * **After a restart.** Before its first batch the job sets every group's and broker's series from the current
   tables, to the value it had before the stop (`streaming/job/outputs.py`, `restore_metrics`): the
   `rmqmon_group_*` series from `group_status_current` (per group, the record its last analysis set them from),

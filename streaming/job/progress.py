@@ -35,6 +35,8 @@ class QueryProgress:
     late_rows_total: int = 0
     offsets_behind: int = 0
     durations_ms: dict[str, int] = field(default_factory=dict)
+    batches_total: int = 0
+    phase_ms_total: dict[str, int] = field(default_factory=dict)  # durationMs per phase, summed over batches
 
 
 class ProgressBoard:
@@ -47,7 +49,12 @@ class ProgressBoard:
 
     def snapshot(self) -> dict[str, QueryProgress]:
         with self._lock:
-            return {name: QueryProgress(**vars(p)) for name, p in self._queries.items()}
+            return {
+                name: QueryProgress(
+                    **{**vars(p), "durations_ms": dict(p.durations_ms), "phase_ms_total": dict(p.phase_ms_total)}
+                )
+                for name, p in self._queries.items()
+            }
 
     def has_progress(self, name: str) -> bool:
         """Whether query ``name`` has reported a micro-batch's progress in this process (an idle trigger is not
@@ -65,6 +72,9 @@ class ProgressBoard:
             entry.input_rows_per_second = float(progress.get("inputRowsPerSecond", 0.0) or 0.0)
             entry.processed_rows_per_second = float(progress.get("processedRowsPerSecond", 0.0) or 0.0)
             entry.durations_ms = {k: int(v) for k, v in (progress.get("durationMs") or {}).items()}
+            entry.batches_total += 1
+            for phase, ms in entry.durations_ms.items():
+                entry.phase_ms_total[phase] = entry.phase_ms_total.get(phase, 0) + ms
             entry.batch_duration_ms = entry.durations_ms.get("triggerExecution", 0)
             entry.batch_timestamp = str(progress.get("timestamp", ""))
             entry.watermark = (progress.get("eventTime") or {}).get("watermark")

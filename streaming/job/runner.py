@@ -266,6 +266,9 @@ class MonitorJob:
             self.metrics.set_gauge("rmqmon_state_memory_bytes", q, p.state_memory_bytes)
             self.metrics.set_gauge("rmqmon_kafka_offsets_behind", q, p.offsets_behind)
             self.metrics.set_counter("rmqmon_input_rows_total", q, p.input_rows_total)
+            self.metrics.set_counter("rmqmon_batches_total", q, p.batches_total)
+            for phase, ms in p.phase_ms_total.items():
+                self.metrics.set_counter("rmqmon_batch_phase_seconds_total", (name, phase), ms / 1000)
             if name not in COUNTS_ITS_OWN_LATE_ROWS:
                 self.metrics.set_counter("rmqmon_late_events_total", (name, "watermark"), p.late_rows_total)
             if p.watermark:
