@@ -48,6 +48,7 @@ WATCHED = (
     "rmqmon_group_duplicate_client_ids",
     "rmqmon_group_members",
     "rmqmon_broker_isolated",
+    "rmqmon_broker_isolation_episodes_total",
     "rmqmon_batch_duration_seconds",
     "rmqmon_last_batch_timestamp_seconds",
 )
@@ -59,7 +60,8 @@ class MetricsWatch(threading.Thread):
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
         self.url = url + "?" + "&".join(f"name[]={name}" for name in WATCHED)
-        self.pending: list[tuple[Incident, int]] = []  # (incident, the group's members before it)
+        # (incident, before it: the group's members, or the broker's isolation episodes for a slow broker)
+        self.pending: list[tuple[Incident, float]] = []
         self.batches: dict[str, dict[float, float]] = {}  # query -> batch end -> duration
         self.values: dict[tuple[str, str], float] = {}
         self.lock = threading.Lock()
@@ -79,12 +81,15 @@ class MetricsWatch(threading.Thread):
                 )
         return values
 
-    def shows(self, incident: Incident, members_before: int, values: dict[tuple[str, str], float]) -> bool:
+    def shows(self, incident: Incident, before: float, values: dict[tuple[str, str], float]) -> bool:
         if incident.kind == "duplicate_client_id":
             return values.get(("rmqmon_group_duplicate_client_ids", incident.target), 0) >= 1
         if incident.kind == "slow_broker":
-            return values.get(("rmqmon_broker_isolated", incident.target), 0) >= 1
-        return values.get(("rmqmon_group_members", incident.target), members_before) < members_before
+            # The gauge holds the state at a batch's last send, so it misses an isolation shorter than the sends
+            # one fault-windows batch covers; the episode counter does not (docs/metrics.md): either shows it.
+            isolated = values.get(("rmqmon_broker_isolated", incident.target), 0) >= 1
+            return isolated or values.get(("rmqmon_broker_isolation_episodes_total", incident.target), 0) > before
+        return values.get(("rmqmon_group_members", incident.target), before) < before
 
     def run(self) -> None:
         while not self.stopped.wait(0.1):
@@ -94,10 +99,10 @@ class MetricsWatch(threading.Thread):
             now_ms = int(time.time() * 1000)
             with self.lock:
                 self.values = values
-                for incident, members_before in list(self.pending):
-                    if now_ms >= incident.at_ms and self.shows(incident, members_before, values):
+                for incident, before in list(self.pending):
+                    if now_ms >= incident.at_ms and self.shows(incident, before, values):
                         incident.metric_ms = now_ms
-                        self.pending.remove((incident, members_before))
+                        self.pending.remove((incident, before))
                 for (name, query), value in values.items():
                     if name == "rmqmon_last_batch_timestamp_seconds" and query:
                         duration = values.get(("rmqmon_batch_duration_seconds", query))
@@ -310,7 +315,11 @@ def inject(incident: Incident, fleet: Fleet, watch: MetricsWatch) -> Callable[[i
                 fleet.silenced.add((group, member))
                 incident.at_ms = fleet.last_heartbeat.get((group, member), now) + EXPIRY_MS
         with watch.lock:
-            watch.pending.append((incident, fleet.members))
+            if incident.kind == "slow_broker":
+                before = watch.values.get(("rmqmon_broker_isolation_episodes_total", incident.target), 0.0)
+            else:
+                before = float(fleet.members)
+            watch.pending.append((incident, before))
         return events
 
     return act
