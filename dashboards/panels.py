@@ -527,6 +527,21 @@ def monitor_health() -> dict[str, object]:
                 ((f"max by (query) (rmqmon_batch_duration_seconds{{{Q}}})", "{{query}}"),),
             ),
             Panel(
+                "Batch time by phase",
+                "Mean seconds per micro-batch in each phase Spark reports, by query: addBatch is the stateful "
+                "stage, the Delta writes and the metrics; queryPlanning, walCommit and commitOffsets the fixed "
+                "cost around them.",
+                "s",
+                (
+                    (
+                        f'sum by (query, phase) (rate(rmqmon_batch_phase_seconds_total{{{Q}, phase!="triggerExecution"}}'
+                        f"[$__rate_interval])) / on (query) group_left "
+                        f"sum by (query) (rate(rmqmon_batches_total{{{Q}}}[$__rate_interval]))",
+                        "{{query}} {{phase}}",
+                    ),
+                ),
+            ),
+            Panel(
                 "State rows",
                 "Rows in each query's state store.",
                 "none",
