@@ -398,6 +398,7 @@ def measure(args: argparse.Namespace, trigger: str, work: Path, bootstrap: str) 
         "trigger": trigger,
         "warm_up_s": round(warm_up_s, 1),
         "publisher_late_ticks": publisher.late_ticks,
+        "publisher_longest_tick_ms": publisher.longest_tick_ms,
         "phases": phases,
         "incidents": [asdict(i) for i in incidents],
     }

@@ -112,15 +112,19 @@ class Fleet:
         return events + self.sends(start_ms, end_ms)
 
     def sends(self, start_ms: int, end_ms: int) -> list[tuple[str, bytes, bytes]]:
+        """The sends of [start_ms, end_ms), each at a moment of its own in it, slow while its broker is. A
+        publisher that falls behind covers seconds in one interval, so a send is judged by its own moment: judged
+        by the interval's end, a slow spell shorter than the interval would give no slow send at all."""
         count = self.sends_per_second * (end_ms // TICK_MS - start_ms // TICK_MS) * TICK_MS // 1000
         topic, events = self.topics["send_result"], []
         for _ in range(count):
             producer, broker = self.rng.randrange(self.producers), self.rng.choice(PRODUCER_BROKERS)
-            slow = self.slow_until.get(broker, 0) > end_ms
+            at_ms = start_ms + self.rng.randrange(max(end_ms - start_ms, 1))
+            slow = self.slow_until.get(broker, 0) > at_ms
             value = {
                 "type": "send_result",
                 "schema_version": 1,
-                "event_time": end_ms - self.rng.randrange(100),
+                "event_time": at_ms,
                 "producer_id": f"P{producer}",
                 "producer_group": f"PG{producer % 20}",
                 "topic": "orders",
@@ -163,6 +167,7 @@ class Publisher(threading.Thread):
         self.lock = threading.Lock()
         self.stopped = threading.Event()
         self.late_ticks = 0
+        self.longest_tick_ms = 0  # the longest interval one tick covered (TICK_MS when it keeps up)
 
     def at(self, when_ms: int, action: Callable[[int], list]) -> None:
         with self.lock:
@@ -183,6 +188,7 @@ class Publisher(threading.Thread):
             for topic, key, value in events:
                 self.producer.send(topic, key=key, value=value)
             self.late_ticks += now_ms() - now > TICK_MS
+            self.longest_tick_ms = max(self.longest_tick_ms, now - previous)
             previous = now
         self.producer.flush(30)
         self.producer.close()
