@@ -451,7 +451,7 @@ NOTES = """## When the series change
   `broker_views_current`, `producer_broker_status_current`, `broker_status_current` and the history tables) by
   the batch's writes, a few seconds; should a write fail, the query stops and the batch is replayed, to the same
   values. The tables stay exactly-once: every write still commits once per batch id. Counters (isolation
-  episodes, late sends) of the fault-windows query are counted after its writes.
+  episodes, late sends) are counted before the writes too, once per batch (see "A failed query").
 * **A gauge is the state at a batch's end.** The producer-side gauges hold each pair's state at the latest send
   time of the fault-windows batch that set them. An isolation that opens and closes within the sends one batch
   covers is never 1 in `rmqmon_broker_isolated`: a 5.x producer isolates a broker for 10 s after one 5 s send,

@@ -254,11 +254,11 @@ def fault_sink(
                 items.apply(pair_status_rows(values))
                 latest = [r["latest_ms"] for r in summary if r["table"] != LATE_SENDS and r["latest_ms"] is not None]
                 writes += _broker_status_writes(tables, batch, items, max(latest, default=0), metrics, app_id, batch_id)
+            if metrics is not None and metered.first_time(f"{app_id}:fault-windows", batch_id):  # before the writes
+                _count_isolations_and_late_sends(metrics, values)
             # Each write carries its own txn ids (the append as writer options, each MERGE in a session of its
             # own, see merge_idempotent), so none disturbs another.
             run_concurrently(writes)
-            if metrics is not None and metered.first_time(f"{app_id}:fault-windows", batch_id):
-                _count_isolations_and_late_sends(metrics, values)
         finally:
             batch.unpersist()
 

@@ -1,6 +1,7 @@
-"""The per-broker gauges are set from the batch's own rows before the MERGEs (a failed MERGE leaves them set,
-and the replayed batch sets them again), and the fault-windows sink commits once per table it has rows for,
-exactly once per batch id, the broker rows computed as a MERGE of the batch would leave the items."""
+"""The per-broker gauges and isolation-episode counts are set from the batch's own rows before the MERGEs (a
+failed MERGE leaves them set, and the replayed batch sets the gauges again and counts nothing twice), and the
+fault-windows sink commits once per table it has rows for, exactly once per batch id, the broker rows computed
+as a MERGE of the batch would leave the items."""
 
 from __future__ import annotations
 
@@ -101,6 +102,23 @@ def test_a_fault_batch_sets_the_broker_gauges_even_when_its_merge_fails(spark, t
     assert metrics.gauges["rmqmon_broker_producers_avoiding"] == {("a",): 1.0}
     assert metrics.gauges["rmqmon_broker_producers_seen"] == {("a",): 2.0}
     assert metrics.gauges["rmqmon_broker_isolated"] == {("a",): 1.0}
+
+
+def test_a_fault_batch_counts_its_isolation_episodes_before_its_writes_and_its_replay_adds_none(spark, tmp_path):
+    """The episode counter is on the alert path as the gauges are (a short isolation shows only there): counted
+    even when the batch's write fails, and not again when the restarted query replays the batch."""
+    tables = RefusingMerges(spark, tmp_path)
+    tables.ensure_all(FAULT_TABLES)
+    tables.refused = "producer_broker_status_current"
+    metrics, metered = MetricsState(), MeteredBatches()
+    batch = [item("p1", "a", T + 60_000), opened("p1", "a", T + 60_000)]
+    with pytest.raises(RuntimeError, match="refused"):
+        fault_sink(tables, "test", metrics, metered)(frame(spark, batch), 0)
+    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 1.0}
+    tables.refused = ""
+    fault_sink(tables, "test", metrics, metered)(frame(spark, batch), 0)  # the replay, its writes going through
+    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 1.0}
+    assert [r["broker"] for r in tables.read("broker_status_current").collect()] == ["a"]
 
 
 def test_a_polled_view_batch_sets_the_view_gauges_even_when_its_merge_fails(spark, tmp_path):
