@@ -5,8 +5,10 @@ a slow spell's slow sends however far behind its publisher is."""
 
 from __future__ import annotations
 
+import json
+
 from bench.bench_detection_latency import MetricsWatch
-from bench.latency_fleet import Incident
+from bench.latency_fleet import SLOW_LATENCY_MS, Fleet, Incident
 
 EPISODES = "rmqmon_broker_isolation_episodes_total"
 
@@ -33,10 +35,6 @@ def test_membership_incidents_show_by_the_group_s_gauges():
 def test_a_slow_spell_inside_one_long_publisher_interval_still_gives_slow_sends_in_it():
     """A publisher behind by seconds covers them in one interval: the sends of the slow spell are slow, by their
     own moments, and none outside it."""
-    import json
-
-    from bench.latency_fleet import SLOW_LATENCY_MS, Fleet
-
     fleet = Fleet(groups=1, members=1, producers=20, sends_per_second=2_000, topics={"send_result": "sends"})
     fleet.slow_until["broker-a"] = 13_000
     sends = [json.loads(value) for _, _, value in fleet.sends(10_000, 20_000)]  # one 10 s interval
