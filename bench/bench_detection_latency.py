@@ -3,15 +3,18 @@
 Run: ``.venv/bin/python -m bench.bench_detection_latency [--groups 1000 --members 10 --producers 200
 --sends-per-second 2000 --incidents 32 --trigger "10 seconds"]`` -> writes ``bench/results/latency.json``.
 A real-time fleet publishes to the local Kafka broker while the real job runs with ``conf/monitor.toml``'s
-defaults; incidents of four kinds are injected one at a time, ``/metrics`` is polled every 100 ms and a Delta
-row counts from its commit file's time. A second phase repeats them after a restart on the same checkpoints.
+defaults; incidents of four kinds are injected one at a time, each timed from the moment its first event is
+handed to Kafka; ``/metrics`` is polled every 100 ms and a Delta row counts from its commit file's time. A
+second phase repeats them after a restart on the same checkpoints.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing.queues
 import os
+import queue
 import random
 import signal
 import statistics
@@ -20,7 +23,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -33,7 +36,10 @@ from bench.latency_fleet import (
     PRODUCER_BROKERS,
     SLOW_FOR_MS,
     Fleet,
+    FleetShape,
+    Handed,
     Incident,
+    Injection,
     Publisher,
     now_ms,
 )
@@ -55,11 +61,18 @@ WATCHED = (
 
 
 class MetricsWatch(threading.Thread):
-    """Polls the job's ``/metrics`` every 100 ms: when each incident first shows, and every batch's duration."""
+    """Polls the job's ``/metrics`` every 100 ms: when each incident first shows, and every batch's duration.
 
-    def __init__(self, url: str) -> None:
+    An incident is watched from the publisher's report that its first event was handed to Kafka (``reports``,
+    one ``Handed`` per incident ``expect`` numbered)."""
+
+    def __init__(
+        self, url: str, reports: multiprocessing.queues.Queue[Handed] | None = None, members: int = 10
+    ) -> None:
         super().__init__(daemon=True)
         self.url = url + "?" + "&".join(f"name[]={name}" for name in WATCHED)
+        self.reports, self.members, self.numbered = reports, members, 0
+        self.expected: dict[int, Incident] = {}  # injection index -> incident, until its events are handed
         # (incident, before it: the group's members, or the broker's isolation episodes for a slow broker)
         self.pending: list[tuple[Incident, float]] = []
         self.batches: dict[str, dict[float, float]] = {}  # query -> batch end -> duration
@@ -81,6 +94,25 @@ class MetricsWatch(threading.Thread):
                 )
         return values
 
+    def expect(self, incident: Incident) -> int:
+        """Number ``incident`` for the publisher's report on it."""
+        with self.lock:
+            index = self.numbered = self.numbered + 1
+            self.expected[index] = incident
+            return index
+
+    def handed_over(self, report: Handed) -> None:
+        """The publisher handed ``report``'s incident to Kafka: time it from then, and watch for it (a group's
+        member count falls below ``members``; a broker's isolation episodes rise above their count now)."""
+        with self.lock:
+            incident = self.expected.pop(report.index)
+            incident.moment_ms, incident.at_ms = report.moment_ms, report.handed_ms
+            if incident.kind == "slow_broker":
+                before = self.values.get(("rmqmon_broker_isolation_episodes_total", incident.target), 0.0)
+            else:
+                before = float(self.members)
+            self.pending.append((incident, before))
+
     def shows(self, incident: Incident, before: float, values: dict[tuple[str, str], float]) -> bool:
         if incident.kind == "duplicate_client_id":
             return values.get(("rmqmon_group_duplicate_client_ids", incident.target), 0) >= 1
@@ -93,6 +125,11 @@ class MetricsWatch(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.wait(0.1):
+            while self.reports is not None:
+                try:
+                    self.handed_over(self.reports.get_nowait())
+                except queue.Empty:
+                    break
             values = self.read()
             if values is None:
                 continue
@@ -145,7 +182,7 @@ def attach_delta_times(delta_root: Path, incidents: list[Incident]) -> None:
     def matcher(kinds: tuple[str, ...], test):  # type: ignore[no-untyped-def]
         def match(row):  # type: ignore[no-untyped-def]
             for index, incident in enumerate(incidents):
-                if incident.kind in kinds and test(incident, row):
+                if incident.at_ms and incident.kind in kinds and test(incident, row):
                     return index
             return None
 
@@ -158,7 +195,7 @@ def attach_delta_times(delta_root: Path, incidents: list[Incident]) -> None:
                 r["group"] == i.target
                 and r["anomaly"] == "DUPLICATE_CLIENT_ID"
                 and r["status"] == "OPENED"
-                and r["opened_at_ms"] >= i.at_ms - 1_000
+                and r["opened_at_ms"] >= i.moment_ms - 1_000
             ),
         ),
         "membership_changes": matcher(
@@ -174,8 +211,8 @@ def attach_delta_times(delta_root: Path, incidents: list[Incident]) -> None:
             lambda i, r: (
                 r["broker"] == i.target
                 and r["status"] == "OPENED"
-                and r["window_start_ms"] >= i.at_ms - 1_000
-                and r["window_start_ms"] <= i.at_ms + SLOW_FOR_MS
+                and r["window_start_ms"] >= i.moment_ms - 1_000
+                and r["window_start_ms"] <= i.moment_ms + SLOW_FOR_MS
             ),
         ),
     }
@@ -197,16 +234,23 @@ def percentiles(values: list[float]) -> dict[str, float | int | None]:
     }
 
 
+def _seconds(latencies: Iterable[float | None]) -> list[float]:
+    return [s for s in latencies if s is not None]
+
+
 def summarize(incidents: list[Incident]) -> dict[str, dict]:
     summary = {}
     for kind in (*KINDS, "overall"):
         chosen = [i for i in incidents if kind in ("overall", i.kind)]
         summary[kind] = {
             "incidents": len(chosen),
-            "to_metric_s": percentiles([i.latency(i.metric_ms) for i in chosen if i.metric_ms is not None]),
-            "to_delta_row_s": percentiles([i.latency(i.delta_ms) for i in chosen if i.delta_ms is not None]),
-            "never_in_metric": sum(i.metric_ms is None for i in chosen),
-            "never_in_delta": sum(i.delta_ms is None for i in chosen),
+            "to_metric_s": percentiles(_seconds(i.latency(i.metric_ms) for i in chosen)),
+            "to_delta_row_s": percentiles(_seconds(i.latency(i.delta_ms) for i in chosen)),
+            "never_in_metric": sum(i.latency(i.metric_ms) is None for i in chosen),
+            "never_in_delta": sum(i.latency(i.delta_ms) is None for i in chosen),
+            # how far behind its own moment the publisher handed each incident to Kafka (not counted above)
+            "handing_lag_s": percentiles([(i.at_ms - i.moment_ms) / 1000 for i in chosen if i.at_ms]),
+            "never_handed": sum(not i.at_ms for i in chosen),
         }
     return summary
 
@@ -281,48 +325,22 @@ def plan_phase(
     watch: MetricsWatch,
     free_groups: list[int],
 ) -> list[Incident]:
-    """Schedule ``count`` incidents, one every ``spacing_ms`` from ``start_ms``, the kinds in turn."""
+    """Schedule ``count`` incidents, one every ``spacing_ms`` from ``start_ms``, the kinds in turn (a silent member
+    is silenced ``EXPIRY_MS`` before its slot, so it expires about then)."""
     incidents = []
     for k in range(count):
         kind, slot_ms = KINDS[k % len(KINDS)], start_ms + k * spacing_ms
         if kind == "slow_broker":
             incident = Incident(kind, phase, PRODUCER_BROKERS[(k // len(KINDS)) % len(PRODUCER_BROKERS)])
+            injection = Injection(watch.expect(incident), kind, slot_ms, broker=incident.target)
         else:
-            group = free_groups.pop()
-            incident = Incident(kind, phase, f"G{group}", fleet.client_id(group, k % fleet.members))
+            group, member = free_groups.pop(), k % fleet.members
+            incident = Incident(kind, phase, f"G{group}", fleet.client_id(group, member))
+            when_ms = slot_ms - (EXPIRY_MS if kind == "silent_member" else 0)
+            injection = Injection(watch.expect(incident), kind, when_ms, group, member, incident.client_id)
         incidents.append(incident)
-        publisher.at(slot_ms - (EXPIRY_MS if kind == "silent_member" else 0), inject(incident, fleet, watch))
+        publisher.inject(injection)
     return incidents
-
-
-def inject(incident: Incident, fleet: Fleet, watch: MetricsWatch) -> Callable[[int], list]:
-    def act(now: int) -> list:
-        events: list = []
-        if incident.kind == "slow_broker":
-            fleet.slow_until[incident.target] = now + SLOW_FOR_MS
-            incident.at_ms = now
-        else:
-            group = int(incident.target[1:])
-            member = int(incident.client_id.split("@")[0].rsplit(".", 1)[1])
-            if incident.kind == "duplicate_client_id":
-                fleet.extra[(group, fleet.members)] = incident.client_id
-                events = fleet.heartbeat(now, group, fleet.members, incident.client_id)
-                incident.at_ms = now
-            elif incident.kind == "unregister":
-                events = fleet.unregister(now, group, member)
-                incident.at_ms = now
-            else:
-                fleet.silenced.add((group, member))
-                incident.at_ms = fleet.last_heartbeat.get((group, member), now) + EXPIRY_MS
-        with watch.lock:
-            if incident.kind == "slow_broker":
-                before = watch.values.get(("rmqmon_broker_isolation_episodes_total", incident.target), 0.0)
-            else:
-                before = float(fleet.members)
-            watch.pending.append((incident, before))
-        return events
-
-    return act
 
 
 def batch_summary(watch: MetricsWatch, since_s: float, until_s: float) -> dict[str, dict]:
@@ -368,10 +386,12 @@ def measure(args: argparse.Namespace, trigger: str, work: Path, bootstrap: str) 
     prefix = f"latency-{int(time.time())}"
     topics = {t: f"{prefix}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
     create_topics(bootstrap, set(topics.values()), partitions=args.partitions)
-    fleet = Fleet(args.groups, args.members, args.producers, args.sends_per_second, topics)
+    shape = FleetShape(args.groups, args.members, args.producers, args.sends_per_second, topics)
+    fleet = shape.fleet()  # the benchmark's copy, for names and counts; the publisher's own one moves
     metrics_port = free_port()
     job = JobProcess(write_config(work, bootstrap, topics, trigger, metrics_port), work / "job.log")
-    publisher, watch = Publisher(fleet, bootstrap), MetricsWatch(f"http://127.0.0.1:{metrics_port}/metrics")
+    publisher = Publisher(shape, bootstrap)
+    watch = MetricsWatch(f"http://127.0.0.1:{metrics_port}/metrics", publisher.reports, args.members)
     free_groups = random.Random(11).sample(range(args.groups), min(args.groups, 2 * args.incidents))
     publisher.start()
     job.start()
@@ -387,9 +407,9 @@ def measure(args: argparse.Namespace, trigger: str, work: Path, bootstrap: str) 
     restarted, phases["after_restart"] = run_phase("after_restart", args, fleet, publisher, watch, job, free_groups)
     phases["after_restart"].update({"stop_s": round(stop_s, 1), "back_to_batches_s": round(back_s, 1)})
     job.stop()
-    publisher.stopped.set()
+    publisher.stop()
     watch.stopped.set()
-    publisher.join()
+    watch.join()
     incidents = fresh + restarted
     attach_delta_times(work / "delta", incidents)
     for name, chosen in (("fresh", fresh), ("after_restart", restarted)):

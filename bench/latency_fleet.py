@@ -1,14 +1,21 @@
 """The detection-latency benchmark's fleet: consumers heartbeating both consumer brokers and producers sending,
-in wall-clock time, the incidents injected into it, and the thread that publishes it all to Kafka."""
+in wall-clock time, the incidents injected into it, and the process that publishes it all to Kafka.
+
+The publisher runs in a process of its own, so the benchmark's other threads (the ``/metrics`` watch) never take
+its interpreter; it reports when each incident's first event was handed to the Kafka producer, the moment the
+benchmark times the incident from, so a publisher behind the wall clock is not counted as detection time.
+"""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import multiprocessing.synchronize
+import queue
 import random
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 CONSUMER_BROKERS = ("broker-a", "broker-b")
 PRODUCER_BROKERS = ("broker-a", "broker-b", "broker-c", "broker-d")
@@ -22,12 +29,13 @@ class Incident:
     phase: str
     target: str  # the group, or the broker of a slow_broker incident
     client_id: str = ""
-    at_ms: int = 0  # the incident's moment (a silent member's: its expiry moment)
+    moment_ms: int = 0  # the incident's own moment (a silent member's: its expiry moment)
+    at_ms: int = 0  # when its first event (for a silent member: one past its expiry) was handed to Kafka
     metric_ms: int | None = None
     delta_ms: int | None = None
 
     def latency(self, seen_ms: int | None) -> float | None:
-        return None if seen_ms is None else (seen_ms - self.at_ms) / 1000
+        return None if seen_ms is None or not self.at_ms else (seen_ms - self.at_ms) / 1000
 
 
 @dataclass
@@ -42,9 +50,12 @@ class Fleet:
     rng: random.Random = field(default_factory=lambda: random.Random(7))
     silenced: set[tuple[int, int]] = field(default_factory=set)
     extra: dict[tuple[int, int], str] = field(default_factory=dict)  # (group, slot) -> client id
+    slow_from: dict[str, int] = field(default_factory=dict)  # a broker's slow spell: [slow_from, slow_until)
     slow_until: dict[str, int] = field(default_factory=dict)
     last_heartbeat: dict[tuple[int, int], int] = field(default_factory=dict)
     buckets: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # tick of the 30 s round -> members
+    # where the last ``due`` list holds each broker's first slow send
+    first_slow: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for group in range(self.groups):
@@ -109,7 +120,9 @@ class Fleet:
                 elif (group, member) not in self.silenced:
                     self.last_heartbeat[(group, member)] = end_ms
                     events += self.heartbeat(end_ms, group, member, self.client_id(group, member))
-        return events + self.sends(start_ms, end_ms)
+        sends = self.sends(start_ms, end_ms)
+        self.first_slow = {broker: len(events) + at for broker, at in self.first_slow.items()}
+        return events + sends
 
     def sends(self, start_ms: int, end_ms: int) -> list[tuple[str, bytes, bytes]]:
         """The sends of [start_ms, end_ms), each at a moment of its own in it, slow while its broker is. A
@@ -117,10 +130,13 @@ class Fleet:
         by the interval's end, a slow spell shorter than the interval would give no slow send at all."""
         count = self.sends_per_second * (end_ms // TICK_MS - start_ms // TICK_MS) * TICK_MS // 1000
         topic, events = self.topics["send_result"], []
+        self.first_slow = {}
         for _ in range(count):
             producer, broker = self.rng.randrange(self.producers), self.rng.choice(PRODUCER_BROKERS)
             at_ms = start_ms + self.rng.randrange(max(end_ms - start_ms, 1))
-            slow = self.slow_until.get(broker, 0) > at_ms
+            slow = self.slow_from.get(broker, 0) <= at_ms < self.slow_until.get(broker, 0)
+            if slow:
+                self.first_slow.setdefault(broker, len(events))
             value = {
                 "type": "send_result",
                 "schema_version": 1,
@@ -154,44 +170,178 @@ class Fleet:
         ]
 
 
-class Publisher(threading.Thread):
-    """Publishes the fleet's events every 100 ms and runs each scheduled action at its time."""
+@dataclass(frozen=True)
+class FleetShape:
+    """What the publisher process builds its ``Fleet`` from."""
 
-    def __init__(self, fleet: Fleet, bootstrap: str) -> None:
-        from kafka import KafkaProducer
+    groups: int
+    members: int
+    producers: int
+    sends_per_second: int
+    topics: dict[str, str]
 
-        super().__init__(daemon=True)
+    def fleet(self) -> Fleet:
+        return Fleet(self.groups, self.members, self.producers, self.sends_per_second, self.topics)
+
+
+@dataclass(frozen=True)
+class Injection:
+    """An incident for the publisher to inject at ``when_ms``: ``kind`` on ``group``'s ``member`` (with
+    ``client_id`` for a duplicate), or on ``broker`` for a slow broker."""
+
+    index: int
+    kind: str
+    when_ms: int
+    group: int = -1
+    member: int = -1
+    client_id: str = ""
+    broker: str = ""
+
+
+@dataclass(frozen=True)
+class Handed:
+    """The publisher's report on injection ``index``: its own moment, and when its first event was handed to
+    the Kafka producer (a silent member's: the first event past its expiry)."""
+
+    index: int
+    moment_ms: int
+    handed_ms: int
+
+
+class Publisher:
+    """The fleet published every 100 ms by a process of its own (``publish``), and the incidents injected into
+    it when told (``inject``); ``reports`` receives a ``Handed`` per incident."""
+
+    def __init__(self, shape: FleetShape, bootstrap: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.injections: multiprocessing.Queue[Injection] = context.Queue()
+        self.reports: multiprocessing.Queue[Handed] = context.Queue()
+        self.stopped = context.Event()
+        self.ticks = context.Array("q", 2)  # late ticks, the longest interval one tick covered (ms)
+        self.process = context.Process(
+            target=publish,
+            args=(shape, bootstrap, self.injections, self.reports, self.stopped, self.ticks),
+            name="latency-fleet-publisher",
+            daemon=True,
+        )
+
+    def start(self) -> None:
+        self.process.start()
+
+    def inject(self, injection: Injection) -> None:
+        self.injections.put(injection)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.process.join(60)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+    @property
+    def late_ticks(self) -> int:
+        return int(self.ticks[0])
+
+    @property
+    def longest_tick_ms(self) -> int:
+        return int(self.ticks[1])
+
+
+class Injector:
+    """The publisher's side of the incidents: applies each to the fleet at its time and says which event is its
+    first (``tick_events``)."""
+
+    def __init__(self, fleet: Fleet) -> None:
         self.fleet = fleet
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=262_144)
-        self.actions: list[tuple[int, Callable[[int], list]]] = []
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
-        self.late_ticks = 0
-        self.longest_tick_ms = 0  # the longest interval one tick covered (TICK_MS when it keeps up)
+        self.scheduled: list[Injection] = []
+        self.slow: dict[str, tuple[int, int]] = {}  # broker -> (index, moment) until its first slow send
+        self.expiring: list[tuple[int, int]] = []  # (index, expiry moment) of silenced members
 
-    def at(self, when_ms: int, action: Callable[[int], list]) -> None:
-        with self.lock:
-            self.actions.append((when_ms, action))
+    def due(self, now_ms: int) -> list[tuple[Injection, list[tuple[str, bytes, bytes]]]]:
+        """The injections due at ``now_ms``, applied to the fleet, each with its own events."""
+        due = [i for i in self.scheduled if i.when_ms <= now_ms]
+        self.scheduled = [i for i in self.scheduled if i.when_ms > now_ms]
+        applied = []
+        for injection in due:
+            fleet, events = self.fleet, []
+            if injection.kind == "slow_broker":
+                fleet.slow_from[injection.broker], fleet.slow_until[injection.broker] = now_ms, now_ms + SLOW_FOR_MS
+                self.slow[injection.broker] = (injection.index, now_ms)
+            elif injection.kind == "duplicate_client_id":
+                fleet.extra[(injection.group, fleet.members)] = injection.client_id
+                events = fleet.heartbeat(now_ms, injection.group, fleet.members, injection.client_id)
+            elif injection.kind == "unregister":
+                events = fleet.unregister(now_ms, injection.group, injection.member)
+            else:
+                fleet.silenced.add((injection.group, injection.member))
+                last = fleet.last_heartbeat.get((injection.group, injection.member), now_ms)
+                self.expiring.append((injection.index, last + EXPIRY_MS))
+            applied.append((injection, events))
+        return applied
 
-    def run(self) -> None:
-        previous = now_ms()
-        for topic, key, value in self.fleet.routes(previous):
-            self.producer.send(topic, key=key, value=value)
-        while not self.stopped.wait(max(0.0, (TICK_MS - now_ms() % TICK_MS) / 1000)):
-            now = now_ms()
-            events = self.fleet.due(previous, now)
-            with self.lock:
-                due = [a for a in self.actions if a[0] <= now]
-                self.actions = [a for a in self.actions if a[0] > now]
-            for _, action in due:
-                events += action(now)
-            for topic, key, value in events:
-                self.producer.send(topic, key=key, value=value)
-            self.late_ticks += now_ms() - now > TICK_MS
-            self.longest_tick_ms = max(self.longest_tick_ms, now - previous)
-            previous = now
-        self.producer.flush(30)
-        self.producer.close()
+    def tick_marks(self, tick_end_ms: int) -> dict[int, list[tuple[int, int]]]:
+        """Position in the tick's fleet events -> the (index, moment) of incidents whose first event that is: a
+        broker's first slow send, and the tick's first event for silent members expired by its end."""
+        marks: dict[int, list[tuple[int, int]]] = {}
+        for broker, position in self.fleet.first_slow.items():
+            if broker in self.slow:
+                marks.setdefault(position, []).append(self.slow.pop(broker))
+        expired = [e for e in self.expiring if e[1] <= tick_end_ms]
+        self.expiring = [e for e in self.expiring if e[1] > tick_end_ms]
+        if expired:
+            marks.setdefault(0, []).extend(expired)
+        return marks
+
+
+def tick_events(
+    fleet: Fleet, injector: Injector, previous_ms: int, now_ms: int
+) -> list[tuple[tuple[str, bytes, bytes], list[tuple[int, int]]]]:
+    """One tick's events in the order they are handed to Kafka, each with the incidents (index, own moment) whose
+    first event it is: the incidents due at ``now_ms`` with their own events first, then the fleet's events of
+    [previous_ms, now_ms), made once the incidents apply (a member unregistered or silenced at ``now_ms`` sends
+    no heartbeat after it; a slow spell starts at ``now_ms``)."""
+    ordered: list[tuple[tuple[str, bytes, bytes], list[tuple[int, int]]]] = []
+    for injection, own in injector.due(now_ms):
+        ordered += [(event, [(injection.index, now_ms)] if n == 0 else []) for n, event in enumerate(own)]
+    events = fleet.due(previous_ms, now_ms)
+    marks = injector.tick_marks(now_ms)
+    return ordered + [(event, marks.get(position, [])) for position, event in enumerate(events)]
+
+
+def publish(
+    shape: FleetShape,
+    bootstrap: str,
+    injections: multiprocessing.Queue[Injection],
+    reports: multiprocessing.Queue[Handed],
+    stopped: multiprocessing.synchronize.Event,
+    ticks: Any,  # a shared array: late ticks, the longest interval one tick covered (ms)
+) -> None:
+    """The publisher process: every 100 ms one tick's events (``tick_events``), each incident reported once its
+    first event is handed to the producer."""
+    from kafka import KafkaProducer
+
+    fleet = shape.fleet()
+    injector = Injector(fleet)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=262_144)
+    previous = now_ms()
+    for topic, key, value in fleet.routes(previous):
+        producer.send(topic, key=key, value=value)
+    while not stopped.wait(max(0.0, (TICK_MS - now_ms() % TICK_MS) / 1000)):
+        now = now_ms()
+        while True:
+            try:
+                injector.scheduled.append(injections.get_nowait())
+            except queue.Empty:
+                break
+        for (topic, key, value), handed in tick_events(fleet, injector, previous, now):
+            producer.send(topic, key=key, value=value)
+            for index, moment in handed:
+                reports.put(Handed(index, moment, now_ms()))
+        ticks[0] += now_ms() - now > TICK_MS
+        ticks[1] = max(ticks[1], now - previous)
+        previous = now
+    producer.flush(30)
+    producer.close()
 
 
 def now_ms() -> int:
