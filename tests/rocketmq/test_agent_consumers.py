@@ -14,6 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from localenv.kafka_broker import create_topics
+from localenv.rocketmq_cluster import TEST_SPEED
 from tests.support.agent_events import read_records
 from tests.support.rocketmq_client import ClientProcess
 
@@ -28,12 +29,12 @@ def consumer(line: str, name: str, tmp_path: Path, cluster, agent: dict[str, str
         "consumer",
         tmp_path / name,
         agent=agent,
-        jvm_properties={"rocketmq.client.rebalance.waitInterval": "2000"},
+        jvm_properties=TEST_SPEED.client_jvm_properties(),
         namesrv=cluster.namesrv_addr,
         group=GROUP,
         topics=TOPIC,
         strategy="AVG",
-        heartbeat_ms=3000,
+        heartbeat_ms=TEST_SPEED.client_heartbeat_interval_ms,
         **identity,
     )
 

@@ -50,6 +50,7 @@ def main() -> None:
         f"-Drocketmq.client.logRoot={home}",
         "-Drocketmq.client.logLevel=WARN",
         f"-Drocketmq.client.rebalance.waitInterval={args.rebalance_wait_ms}",
+        "-Dcom.rocketmq.remoting.client.closeSocketIfTimeout=false",  # see TEST_SPEED
         convertStrings=True,
     )
     from tests.support.rocketmq_jvm import rocketmq
