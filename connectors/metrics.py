@@ -165,9 +165,9 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "gauge",
         ("query",),
         "",
-        "Keys in the query's state store: shards for the stateful queries, whose state is keyed by shard of groups "
-        "(consumer) or of producers (fault-windows), not groups or producers (see rmqmon_group_members and "
-        "rmqmon_broker_producers_seen).",
+        "Keys in the query's state store: shards of groups for the consumer query, whose state is keyed by shard, "
+        "not by group (see rmqmon_group_members); 0 for send-ingest, whose fault replay keeps its state in the "
+        "checkpoint's fault-state files (see rmqmon_broker_producers_seen).",
     ),
     _m("state_memory_bytes", "gauge", ("query",), "bytes", "Memory used by the query's state store."),
     _m("kafka_offsets_behind", "gauge", ("query",), "", "Offsets behind the latest, summed over partitions."),
@@ -177,14 +177,6 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         ("query", "reason"),
         "",
         "Rejected input records by query and dead-letter reason (docs/events.md).",
-    ),
-    _m(
-        "fault_updates_trimmed_rows_total",
-        "counter",
-        (),
-        "",
-        "Rows send-ingest deleted from its internal _send_fault_updates table: those older than [delta] "
-        "fault_updates_retention_hours before the newest kept send, every fault_updates_trim_every_batches.",
     ),
     _m(
         "late_events_total",
@@ -444,7 +436,7 @@ NOTES = """## When the series change
 
 * **Before the tables.** A batch's series are set as soon as the stateful stage has produced the batch's
   results, before the batch's Delta writes: an alert does not wait for the MERGEs. The consumer query sets the
-  group series and the polled-view `rmqmon_broker_*` series, the fault-windows query the producer-side
+  group series and the polled-view `rmqmon_broker_*` series, send-ingest (its fault replay) the producer-side
   `rmqmon_broker_*` series and `rmqmon_producers_all_brokers_unavailable`; the per-broker values are computed
   on the driver from the current table as committed plus the batch's rows, as the MERGE will leave it. A metric
   may therefore briefly lead its tables (`group_status_current`, `current_assignment`, `anomalies_current`,
@@ -453,7 +445,7 @@ NOTES = """## When the series change
   values. The tables stay exactly-once: every write still commits once per batch id. Counters (isolation
   episodes, late sends) are counted before the writes too, once per batch (see "A failed query").
 * **A gauge is the state at a batch's end.** The producer-side gauges hold each pair's state at the latest send
-  time of the fault-windows batch that set them. An isolation that opens and closes within the sends one batch
+  time of the send-ingest batch that set them. An isolation that opens and closes within the sends one batch
   covers is never 1 in `rmqmon_broker_isolated`: a 5.x producer isolates a broker for 10 s after one 5 s send,
   and on 2 busy cores at a 2 s trigger a batch can cover 15-20 s of sends (`bench_detection_latency`). Its
   window is in `fault_windows` all the same, and `rmqmon_broker_isolation_episodes_total` counts it: alert on

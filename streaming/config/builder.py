@@ -17,6 +17,8 @@ from streaming.config.sections import _KAFKA_FORBIDDEN, _SPARK_DEDICATED
 RETIRED_OPTIONS: Mapping[str, str] = MappingProxyType(
     {
         "membership.heartbeat_interval_ms": "nothing reads it: channels expire after membership.channel_expiry_ms",
+        "delta.fault_updates_retention_hours": "send-ingest replays its own sends: nothing to trim",
+        "delta.fault_updates_trim_every_batches": "send-ingest replays its own sends: nothing to trim",
     }
 )
 _INVALID: Any = object()

@@ -278,8 +278,6 @@ class DeltaConfig:
     auto_compact: bool = _opt(True)
     deleted_file_retention_hours: int = _opt(168, low=1, high=87_600)
     log_retention_hours: int = _opt(168, low=24, high=87_600)
-    fault_updates_retention_hours: int = _opt(24, low=1, high=87_600)
-    fault_updates_trim_every_batches: int = _opt(100, low=1, high=1_000_000)
 
 
 _NAMESRV = re.compile(r"^\s*[A-Za-z0-9._-]+:[0-9]{1,5}(?:\s*;\s*[A-Za-z0-9._-]+:[0-9]{1,5})*\s*$")

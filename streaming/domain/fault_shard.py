@@ -1,4 +1,4 @@
-"""A shard of producers' fault items: the fault-windows state per key and its lifecycle, time passed in.
+"""A shard of producers' fault items: the fault replay's state per key and its lifecycle, time passed in.
 
 Each (producer, broker) pair holds a one-item ``FaultWindowTracker`` with its producer's fault table, its
 producer group and its own wake-up time. ``FaultShard.apply`` replays a batch's sends per pair, advances the

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streaming.job.delta_sink import sql_path
-from streaming.job.send_query import FAULT_UPDATES_TABLE
 from streaming.job.tables import TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-APPEND_ONLY_KINDS = ("history", "internal")
+APPEND_ONLY_KINDS = ("history",)
 _LISTING_PARALLELISM = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
@@ -29,7 +28,7 @@ class TableMaintenance:
     """What maintenance did to one table (a dry run reports what VACUUM would delete and compacts nothing)."""
 
     table: str
-    kind: str  # history, current or internal
+    kind: str  # history or current
     files_before: int  # data files of the latest version
     files_compacted: int  # small files OPTIMIZE rewrote
     files_after: int
@@ -39,8 +38,8 @@ class TableMaintenance:
 
 
 def monitor_tables() -> list[tuple[str, str]]:
-    """(name, kind) of every table the job writes: the catalogue and the internal table."""
-    return [(name, spec.kind) for name, spec in TABLES.items()] + [(FAULT_UPDATES_TABLE, "internal")]
+    """(name, kind) of every table the job writes: the catalogue."""
+    return [(name, spec.kind) for name, spec in TABLES.items()]
 
 
 def maintain(
@@ -48,7 +47,6 @@ def maintain(
 ) -> list[TableMaintenance]:
     """Compact and VACUUM the monitor's tables under ``root`` (see the module docstring); tables not yet
     created are left out. ``job_stopped`` compacts every table, even those the job compacts or MERGEs."""
-    from delta.exceptions import ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
     from delta.tables import DeltaTable
 
     settings = {
@@ -68,13 +66,9 @@ def maintain(
             compacts_itself = properties.get("delta.autoOptimize.autoCompact") == "true"
             compacted, after, note = 0, before, ""  # a dry run compacts nothing (report_lines says so once)
             if not dry_run and (job_stopped or (kind in APPEND_ONLY_KINDS and not compacts_itself)):
-                try:
-                    result = table.optimize().executeCompaction().first()
-                except (ConcurrentDeleteReadException, ConcurrentDeleteDeleteException):  # the job's trim
-                    result, note = None, "not compacted, a concurrent DELETE removed files it compacted (run again)"
-                if result is not None:
-                    compacted = int(result["metrics"]["numFilesRemoved"])
-                    after = before - compacted + int(result["metrics"]["numFilesAdded"])  # VACUUM keeps live files
+                result = table.optimize().executeCompaction().first()
+                compacted = int(result["metrics"]["numFilesRemoved"])
+                after = before - compacted + int(result["metrics"]["numFilesAdded"])  # VACUUM keeps live files
             elif not dry_run and compacts_itself:
                 note = "not compacted, the job compacts them itself (auto compaction; --job-stopped compacts here)"
             elif not dry_run:

@@ -37,7 +37,7 @@ from streaming.job.table_rows import DEAD_LETTERS, GROUP_STATUS, LATE_EVENTS, De
 from streaming.job.tables import TABLES, column_names
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row
+    from pyspark.sql import DataFrame, Row, SparkSession
 
     from connectors.metrics import MetricsState
 
@@ -200,7 +200,7 @@ def restore_group_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
 
 def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     """The producer-side ``rmqmon_broker_*`` series (and ``rmqmon_producers_all_brokers_unavailable``) as the
-    fault-windows query's last batch set them: recomputed from ``producer_broker_status_current`` at the event
+    fault replay's last batch set them: recomputed from ``producer_broker_status_current`` at the event
     time that batch computed ``broker_status_current`` at (its rows carry the batch's id and time)."""
     from pyspark.sql import functions as F
 
@@ -219,66 +219,73 @@ def restore_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     )
 
 
-# The fault-windows rows the driver reads: the items the broker rows are computed from, and with metrics, what
+# The fault replay's rows the driver reads: the items the broker rows are computed from, and with metrics, what
 # is counted.
 _FAULT_COUNTED = (FAULT_WINDOWS, LATE_SENDS)
+
+
+class FaultOutputs:
+    """The fault replay's rows of a batch as Delta writes, with the broker gauges set and the isolation episodes
+    and late sends counted first (the alert path, before the writes). One per query start: it keeps
+    producer_broker_status_current as the batches' MERGEs leave it, read from the table at its first batch."""
+
+    def __init__(
+        self, tables: DeltaTables, app_id: str, metrics: MetricsState | None, metered: MeteredBatches | None = None
+    ) -> None:
+        # ``metered``: as in ``consumer_sink``, so a replayed batch's isolation episodes and late sends count once.
+        self.tables, self.app_id, self.metrics = tables, app_id, metrics
+        self.metered = metered or MeteredBatches()
+        self.items: CurrentRows | None = None
+
+    def writes(self, session: SparkSession, rows: Iterable[tuple[str, str]], batch_id: int) -> list[Callable[[], None]]:
+        """``rows``: ``(table, payload JSON)`` of ``fault_table_rows``. Each write carries its own txn ids (the
+        append as writer options, each MERGE in a session of its own, see merge_idempotent), so they may run
+        concurrently with each other and with the query's other writes."""
+        from pyspark.sql import functions as F
+
+        tables, app_id, metrics = self.tables, self.app_id, self.metrics
+        rows = list(rows)
+        read = {PAIR_STATUS, *_FAULT_COUNTED} if metrics is not None else {PAIR_STATUS}
+        present: dict[str, int] = {}
+        latest: list[int] = []
+        payloads: list[tuple[str, str]] = []
+        for table, payload in rows:
+            present[table] = present.get(table, 0) + 1
+            if table != LATE_SENDS and (moment := json.loads(payload).get("event_time_ms")) is not None:
+                latest.append(int(moment))
+            if table in read:
+                payloads.append((table, payload))
+        values = fault_values(payloads)
+        writes: list[Callable[[], None]] = []
+        written = [r for r in rows if r[0] in (FAULT_WINDOWS, PAIR_STATUS)]
+        batch = session.createDataFrame(written, "table STRING, payload STRING") if written else None
+        if batch is not None and FAULT_WINDOWS in present:
+            frame = _rows(batch, FAULT_WINDOWS).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+            n = present[FAULT_WINDOWS]
+            writes.append(lambda: tables.append(FAULT_WINDOWS, frame, app_id, batch_id, n))
+        if batch is not None and PAIR_STATUS in present:
+            if self.items is None:
+                self.items = current_rows(tables, PAIR_STATUS, ITEM_KEY, ITEM_COLUMNS)
+            self.items.apply(pair_status_rows(values))
+            writes += _broker_status_writes(
+                tables, batch, self.items, max(latest, default=0), metrics, app_id, batch_id
+            )
+        if metrics is not None and self.metered.first_time(f"{app_id}:fault-outputs", batch_id):  # before writes
+            _count_isolations_and_late_sends(metrics, values)
+        return writes
 
 
 def fault_sink(
     tables: DeltaTables, app_id: str, metrics: MetricsState | None, metered: MeteredBatches | None = None
 ) -> Callable[[DataFrame, int], None]:
-    # ``metered``: as in ``consumer_sink``, so a replayed batch's isolation episodes and late sends count once.
-    metered = metered or MeteredBatches()
-    # producer_broker_status_current as the batches' MERGEs leave it (read from the table at the first batch)
-    items: CurrentRows | None = None
+    """``FaultOutputs`` as a ``foreachBatch`` sink of ``(table, payload)`` rows (benchmarks and tests)."""
+    outputs = FaultOutputs(tables, app_id, metrics, metered)
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        nonlocal items
-        from pyspark.sql import functions as F
-
-        read = (PAIR_STATUS, *_FAULT_COUNTED) if metrics is not None else (PAIR_STATUS,)
-        batch = batch.persist()
-        try:
-            summary = _fault_batch_summary(batch, read)
-            present = {r["table"]: r["n"] for r in summary}
-            # The rows crossed from the Python workers as JSON (``fault_table_rows``): read back as typed values.
-            values = fault_values((r["table"], p) for r in summary for p in r["payloads"])
-            writes = []
-            if FAULT_WINDOWS in present:
-                frame = _rows(batch, FAULT_WINDOWS).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-                rows = present[FAULT_WINDOWS]
-                writes.append(lambda: tables.append(FAULT_WINDOWS, frame, app_id, batch_id, rows))
-            if PAIR_STATUS in present:
-                if items is None:
-                    items = current_rows(tables, PAIR_STATUS, ITEM_KEY, ITEM_COLUMNS)
-                items.apply(pair_status_rows(values))
-                latest = [r["latest_ms"] for r in summary if r["table"] != LATE_SENDS and r["latest_ms"] is not None]
-                writes += _broker_status_writes(tables, batch, items, max(latest, default=0), metrics, app_id, batch_id)
-            if metrics is not None and metered.first_time(f"{app_id}:fault-windows", batch_id):  # before the writes
-                _count_isolations_and_late_sends(metrics, values)
-            # Each write carries its own txn ids (the append as writer options, each MERGE in a session of its
-            # own, see merge_idempotent), so none disturbs another.
-            run_concurrently(writes)
-        finally:
-            batch.unpersist()
+        rows = [(r["table"], r["payload"]) for r in batch.select("table", "payload").collect()]
+        run_concurrently(outputs.writes(batch.sparkSession, rows, batch_id))
 
     return write
-
-
-def _fault_batch_summary(batch: DataFrame, read: tuple[str, ...]) -> list[Row]:
-    """One pass over the batch for the tables present (``n`` rows each), each table's latest event time
-    (``latest_ms``) and the rows the driver reads (``payloads``, of the tables ``read``)."""
-    from pyspark.sql import functions as F
-
-    return (
-        batch.groupBy("table")
-        .agg(
-            F.count("*").alias("n"),
-            F.max(F.get_json_object("payload", "$.event_time_ms").cast("bigint")).alias("latest_ms"),
-            F.collect_list(F.when(F.col("table").isin(*read), F.col("payload"))).alias("payloads"),
-        )
-        .collect()
-    )
 
 
 def _broker_status_writes(
@@ -313,7 +320,7 @@ def _count_isolations_and_late_sends(metrics: MetricsState, values: Iterable[Fau
         if isinstance(value, FaultWindowChanged) and value.episode.status is WindowStatus.OPENED:
             metrics.inc("rmqmon_broker_isolation_episodes_total", (value.episode.broker,))
         elif isinstance(value, SendsLate):
-            metrics.inc("rmqmon_late_events_total", ("fault-windows", "late_send"), value.count)
+            metrics.inc("rmqmon_late_events_total", ("send-ingest", "late_send"), value.count)
 
 
 def apply_broker_metrics(metrics: MetricsState, rows: list[dict[str, Any]], all_down: int) -> None:

@@ -1,12 +1,11 @@
-"""The monitor job: builds the session, creates the tables, starts the three queries, stops cleanly.
+"""The monitor job: builds the session, creates the tables, starts the two queries, stops cleanly.
 
 Queries (each with its own checkpoint under ``paths.checkpoint_root``):
 
 * ``consumer`` -- consumer channels, reported assignments and routes -> membership, analysis, anomalies
   (``consumer_query``);
-* ``send-ingest`` -- send results -> dead letters, per-minute statistics, reduced fault updates
-  (``send_query``);
-* ``fault-windows`` -- reduced fault updates -> fault windows and broker status (``fault_query``).
+* ``send-ingest`` -- send results -> dead letters, per-minute statistics, and the reduced sends replayed
+  into fault windows and broker status (``send_query``, ``fault_replay``).
 
 ``MonitorJob`` follows a lifecycle contract: constructing it opens nothing; ``start()`` starts everything
 and raises if anything fails; ``stop()`` stops the queries (the current micro-batch finishes or is
@@ -20,7 +19,6 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,10 +31,10 @@ from streaming.job.progress import ProgressBoard, ProgressListener
 from streaming.job.sinks import DeltaTables
 from streaming.job.supervision import QueryFailedRepeatedly, QuerySupervisor
 
-QUERY_NAMES = ("consumer", "send-ingest", "fault-windows")
-# Queries whose state function applies the watermark itself and reports late rows as ``late_events`` records
-# (Spark drops none there, see ``consumer_query``): their progress would only ever say 0.
-COUNTS_ITS_OWN_LATE_ROWS = frozenset({"consumer"})
+QUERY_NAMES = ("consumer", "send-ingest")
+# Queries that apply the watermark themselves and count their late rows (Spark drops none there, see
+# ``consumer_query`` and ``fault_replay``): their progress would only ever say 0.
+COUNTS_ITS_OWN_LATE_ROWS = frozenset({"consumer", "send-ingest"})
 DAG_SCHEDULER_LOGGER = "org.apache.spark.scheduler.DAGScheduler"
 log = logging.getLogger(__name__)
 
@@ -100,7 +98,7 @@ class MonitorJob:
             self.metrics.set_gauge("rmqmon_build_info", (__version__, pyspark.__version__), 1.0)
         self._restore_metrics()
         self._start_consumer_query()
-        self._start_send_queries()
+        self._start_send_ingest()
         self.metrics.set_gauge("rmqmon_up", (), 1.0)
 
     def _restore_metrics(self) -> None:
@@ -119,7 +117,6 @@ class MonitorJob:
         starters = {
             "consumer": self._start_consumer_query,
             "send-ingest": self._start_send_ingest,
-            "fault-windows": self._start_fault_windows,
         }
         starters[name]()
 
@@ -171,22 +168,25 @@ class MonitorJob:
         writer = self._trigger(writer.foreachBatch(consumer_sink(self.tables, app_id, self.metrics, self.metered)))
         self.queries[name] = writer.start()
 
-    def _start_send_queries(self) -> None:
-        self._start_send_ingest()
-        if self.available_now:
-            self.queries["send-ingest"].awaitTermination()  # the fault query reads what it wrote
-        self._start_fault_windows()
-
     def _start_send_ingest(self) -> None:
+        from streaming.job.fault_replay import FaultReplayer, FaultStateFiles
         from streaming.job.ingest import contracts_for
+        from streaming.job.outputs import FaultOutputs
         from streaming.job.send_metrics import SendMetrics
-        from streaming.job.send_query import ensure_fault_updates_table, start_send_ingest
-        from streaming.job.send_trim import FaultUpdatesTrim
+        from streaming.job.send_query import start_send_ingest
 
         c = self.config
         assert self.tables is not None
         checkpoint = self._checkpoint("send-ingest")
-        ensure_fault_updates_table(self.session, self.tables)  # what send-ingest writes to
+        app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix)
+        fault = FaultReplayer(
+            FaultStateFiles(self.session, checkpoint),
+            c.fault_settings,
+            c.producers.state_shards,
+            c.ingest.watermark_delay_ms,
+            FaultOutputs(self.tables, app_id, self.metrics, self.metered),
+            on_late=self._count_late_sends,
+        )
         self.queries["send-ingest"] = start_send_ingest(
             self.session,
             self.tables,
@@ -194,48 +194,19 @@ class MonitorJob:
             contracts_for(("send_result",)),
             c.fault_settings,
             checkpoint,
-            checkpoint_app_id(checkpoint, c.delta.app_id_prefix),
+            app_id,
             c.spark.trigger_interval,
             self.available_now,
-            trim=FaultUpdatesTrim(
-                c.delta.fault_updates_retention_hours * 3_600_000,
-                c.delta.fault_updates_trim_every_batches,
-                self._fault_stream_started(),
-            ),
-            on_trimmed=lambda rows: self.metrics.inc("rmqmon_fault_updates_trimmed_rows_total", (), rows),
+            fault=fault,
             poison_marker=self.poison_marker,
             metrics=SendMetrics(self.metrics, self.metered),
             stopping=self.stopping.is_set,
         )
 
-    def _fault_stream_started(self) -> Callable[[], bool]:
-        """Whether the fault-windows query's Delta stream has fixed the version of ``_send_fault_updates`` it
-        starts from, so that send-ingest may trim (``send_trim``): its checkpoint held offsets when send-ingest
-        started, or it has reported a batch's progress since (``docs/design/fault-tolerance.md``)."""
-        offsets = Path(self._checkpoint("fault-windows")) / "offsets"
-        earlier = offsets.is_dir() and any(entry.name.isdigit() for entry in offsets.iterdir())
-        return lambda: earlier or self.board.has_progress("fault-windows")
-
-    def _start_fault_windows(self) -> None:
-        from streaming.job.fault_query import build_fault_stream
-        from streaming.job.outputs import fault_sink
-        from streaming.job.send_query import ensure_fault_updates_table
-
-        c = self.config
-        assert self.tables is not None
-        updates_path = ensure_fault_updates_table(self.session, self.tables)
-        stream = build_fault_stream(
-            self.session,
-            updates_path,
-            c.ingest.watermark_delay,
-            c.fault_settings,
-            c.producers.state_shards,
-        )
-        checkpoint = self._checkpoint("fault-windows")
-        app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix)
-        writer = stream.writeStream.queryName("fault-windows").option("checkpointLocation", checkpoint)
-        writer = self._trigger(writer.foreachBatch(fault_sink(self.tables, app_id, self.metrics, self.metered)))
-        self.queries["fault-windows"] = writer.start()
+    def _count_late_sends(self, batch_id: int, sends: int) -> None:
+        """Sends the fault replay refused as older than the watermark, once per batch id."""
+        if self.metered.first_time("send-ingest:watermark", batch_id):
+            self.metrics.inc("rmqmon_late_events_total", ("send-ingest", "watermark"), sends)
 
     def await_available(self) -> None:
         """With ``available_now``: wait until every query has processed what was available."""

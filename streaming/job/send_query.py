@@ -1,9 +1,10 @@
-"""The send-result path: Kafka -> classify -> JVM reduction -> fault-window state -> Delta.
+"""The send-result path: Kafka -> classify -> JVM reduction -> fault replay -> metrics and Delta.
 
-Two queries chained through the internal Delta table ``_send_fault_updates`` (exactly once end to end):
-``send-ingest`` reads, checks and reduces each batch in one JVM pass and appends dead letters, per-minute
-latency statistics and the reduced sends; ``fault-windows`` replays the reduced sends per (producer, broker)
-with RocketMQ's semantics. The heavy per-send work stays in the JVM: ``docs/design/send-pass.md``.
+One query, ``send-ingest``: each batch is read, checked and reduced in one JVM pass; its reduced sends (a few
+per (producer, broker)) are replayed on the driver with RocketMQ's fault semantics (``fault_replay``), which
+sets the broker gauges; then dead letters, per-minute latency statistics and the fault outputs are written,
+exactly once, and the replay's state follows the checkpoint. The heavy per-send work stays in the JVM:
+``docs/design/send-pass.md``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from streaming.job.fault_replay import FaultReplayer, KeptSend, collect_kept_sends
 from streaming.job.ingest import (
     EventContract,
     IngestSettings,
@@ -42,16 +44,8 @@ if TYPE_CHECKING:
 
     from streaming.domain.rules import FaultSettings, ProducerRule
     from streaming.job.send_metrics import SendMetrics
-    from streaming.job.send_trim import FaultUpdatesTrim
 
 log = logging.getLogger(__name__)
-
-FAULT_UPDATES_TABLE = "_send_fault_updates"
-FAULT_UPDATES_DDL = (
-    "producer_id STRING, producer_group STRING, broker STRING, event_time_ms BIGINT, latency_ms BIGINT, "
-    "outcome STRING, client_version STRING, fault_table STRING, kafka_partition INT, kafka_offset BIGINT, "
-    "batch_id BIGINT"
-)
 
 
 def client_line_column() -> Column:
@@ -189,15 +183,15 @@ def start_send_ingest(
     app_id: str,
     trigger_interval: str | None,
     available_now: bool = False,
-    trim: FaultUpdatesTrim | None = None,
-    on_trimmed: Callable[[int], None] | None = None,
+    fault: FaultReplayer | None = None,
     poison_marker: str | None = None,
     metrics: SendMetrics | None = None,
     stopping: Callable[[], bool] | None = None,
 ) -> StreamingQuery:
     """Start send-ingest (see the module docstring); ``faults``: the producer rules and fault tables, whose
-    default table's thresholds are the latency statistics' buckets; ``on_trimmed`` hears how many rows each
-    trim deleted; ``metrics`` counts the dead letters and observes the latency statistics beside their appends.
+    default table's thresholds are the latency statistics' buckets; ``fault`` replays the reduced sends (None:
+    no fault outputs, as in the benchmarks of the send pass alone); ``metrics`` counts the dead letters and
+    observes the latency statistics beside their appends.
 
     A batch whose preparation fails because of some of its records is prepared again without them, and they
     are dead-lettered as ``PROCESSING_ERROR`` (``poison``); ``poison_marker``, for tests only, makes the rules
@@ -219,9 +213,7 @@ def start_send_ingest(
         strict_spec=strict_spec,
         template=template,
         bucket_upper_ms=bucket_upper_ms,
-        updates_path=str(tables.root / FAULT_UPDATES_TABLE),
-        trim=trim,
-        on_trimmed=on_trimmed,
+        fault=fault,
         poison_marker=poison_marker,
         metrics=metrics,
         stopping=stopping,
@@ -250,9 +242,7 @@ class _SendIngestBatches:
     strict_spec: tuple[str, str]
     template: DataFrame
     bucket_upper_ms: list[int]
-    updates_path: str
-    trim: FaultUpdatesTrim | None
-    on_trimmed: Callable[[int], None] | None
+    fault: FaultReplayer | None
     poison_marker: str | None
     metrics: SendMetrics | None
     stopping: Callable[[], bool] | None
@@ -267,17 +257,13 @@ class _SendIngestBatches:
                 raise  # the stop may have caused it: no search, the batch replays from the checkpoint
             prepared = self.without_poison(records, batch_id, error)
         try:
-            run_concurrently(prepared.writes)
-            if self.trim is not None and prepared.kept_sends:
-                assert prepared.latest_send_ms is not None
-                self.trim.after_batch(
-                    records.sparkSession,
-                    self.updates_path,
-                    prepared.latest_send_ms,
-                    self.app_id,
-                    batch_id,
-                    self.on_trimmed,
-                )
+            writes, fault_state = list(prepared.writes), None
+            if self.fault is not None:  # the replay sets the broker gauges here, before any write
+                fault_writes, fault_state = self.fault.prepare(records.sparkSession, prepared.kept, batch_id)
+                writes += fault_writes
+            run_concurrently(writes)
+            if fault_state is not None:  # after every fault output committed: a replay then skips them
+                self.fault.commit(fault_state)  # type: ignore[union-attr]
         finally:
             for frame in prepared.cached:
                 frame.unpersist()
@@ -311,9 +297,14 @@ class _SendIngestBatches:
         try:
             reduced, summary, rejects = self.judge_unsure(records, reduced, batch_id, cached)
             writes = self.dead_letter_writes(summary, rejects, refused, batch_id)
+            kept: list[KeptSend] = []
             if summary.minutes:  # ingest accepts only send results here (see runner)
-                writes += self.send_writes(records, reduced, summary, batch_id)
-            return _PreparedBatch(writes, summary.kept_sends, summary.latest_send_ms, tuple(cached))
+                writes += self.send_writes(reduced, summary, batch_id)
+                if summary.kept_sends and self.fault is not None:
+                    kept = collect_kept_sends(
+                        self.reduced_sends(records, reduced, summary, batch_id), self.fault.shards
+                    )
+            return _PreparedBatch(writes, kept, tuple(cached))
         except BaseException:
             for frame in cached:
                 frame.unpersist()
@@ -360,20 +351,21 @@ class _SendIngestBatches:
             writes.append(lambda: metrics.count_dead_letters(dead, batch_id))
         return writes
 
-    def send_writes(
-        self, records: DataFrame, reduced: DataFrame, summary: BatchSummary, batch_id: int
-    ) -> list[Callable[[], None]]:
-        """The appends of the batch's minute partials to ``send_latency_minutes`` (with ``metrics``, added into
-        the latency histogram beside it) and of its kept sends to ``_send_fault_updates``."""
-        from pyspark.sql import functions as F
-
-        from streaming.job.delta_sink import append_idempotent
-
+    def send_writes(self, reduced: DataFrame, summary: BatchSummary, batch_id: int) -> list[Callable[[], None]]:
+        """The append of the batch's minute partials to ``send_latency_minutes`` and, with ``metrics``, their
+        addition into the latency histogram beside it."""
         minutes = minute_partials(reduced, self.bucket_upper_ms)
         writes = [lambda: self.tables.append("send_latency_minutes", minutes, self.app_id, batch_id, summary.minutes)]
         if self.metrics is not None:
             metrics = self.metrics
             writes.append(lambda: metrics.observe_minutes(minutes, batch_id))
+        return writes
+
+    def reduced_sends(self, records: DataFrame, reduced: DataFrame, summary: BatchSummary, batch_id: int) -> DataFrame:
+        """The sends the fault replay needs (``send_reduce.kept_sends``); the pairs whose sends span partitions
+        reduced again over the whole batch."""
+        from pyspark.sql import functions as F
+
         if summary.spanning_keys:
             log.warning(
                 "send-ingest batch %d: %d (producer, broker) pairs have sends in several partitions "
@@ -384,16 +376,13 @@ class _SendIngestBatches:
         # Only a re-reduction reads the classified batch: planning ``classify`` costs a few tenths of a
         # second of Python and analysis, which a batch keyed as the contract says never pays.
         valid = self.judged(records).where(F.col("reason").isNull()) if summary.spanning_keys else None
-        updates = kept_sends(
+        return kept_sends(
             reduced,
             valid,
             latency_floor_column(self.faults.latency_floors_ms),
             respan=bool(summary.spanning_keys),
             batch_id=batch_id,
         )
-        key = f"{self.app_id}:{FAULT_UPDATES_TABLE}"
-        writes.append(lambda: append_idempotent(updates, self.updates_path, key, batch_id, summary.kept_sends))
-        return writes
 
     def without_poison(self, records: DataFrame, batch_id: int, error: Exception) -> _PreparedBatch:
         """The batch prepared without the records its preparation fails on, and those as dead letters
@@ -448,11 +437,11 @@ def _kept_records(
 
 @dataclass(frozen=True)
 class _PreparedBatch:
-    """A send-ingest batch ready to write: its writes, what the trim needs, and the frames to release after."""
+    """A send-ingest batch ready to write: its writes, its reduced sends on the driver (for the fault replay),
+    and the frames to release after."""
 
     writes: list[Callable[[], None]]
-    kept_sends: int
-    latest_send_ms: int | None
+    kept: list[KeptSend]
     cached: tuple[DataFrame, ...]
 
 
@@ -478,11 +467,3 @@ def refused_letters(records: DataFrame, details: Mapping[tuple[int, int], str], 
         detail.alias("detail"),
         F.lit(batch_id).cast("bigint").alias("batch_id"),
     )
-
-
-def ensure_fault_updates_table(session: SparkSession, tables: DeltaTables) -> str:
-    from streaming.job.delta_sink import ensure_table
-
-    path = str(tables.root / FAULT_UPDATES_TABLE)
-    ensure_table(session, path, FAULT_UPDATES_DDL, properties=tables.properties("internal"))
-    return path

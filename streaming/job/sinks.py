@@ -48,7 +48,7 @@ class DeltaTables:
         return str(self.root / name)
 
     def properties(self, kind: str) -> dict[str, str]:
-        """Table properties for a new table of ``kind`` ("history", "current" or "internal")."""
+        """Table properties for a new table of ``kind`` ("history" or "current")."""
         # Every micro-batch adds a file or two per table: the writer compacts them once they pile up.
         properties = {
             # MERGE replays the log from the last checkpoint; an append does not (it reads the checksum).

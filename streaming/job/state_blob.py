@@ -1,6 +1,6 @@
 """A stateful query's state per key as one zlib-compressed JSON document (state schema ``blob BINARY``).
 
-The consumer and fault-windows queries key their state by a few shards and keep everything of a shard in
+The consumer query and the fault replay key their state by a few shards and keep everything of a shard in
 one value, read and rewritten once per batch; this is the codec both use, and the one JSON encoder for the
 rows they emit.
 """

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from streaming.job.maintenance import maintain
-from streaming.job.send_query import FAULT_UPDATES_DDL, FAULT_UPDATES_TABLE, ensure_fault_updates_table
 from streaming.job.sinks import DeltaTables
 from streaming.job.tables import column_names
 
@@ -39,21 +38,13 @@ def rows(spark, path: str) -> list:
 
 
 def write_small_batches(spark, tables: DeltaTables, batches: int = 3) -> None:
-    """``batches`` one-row appends to dead_letters and the internal table, and MERGEs that replace one
-    current_assignment row each time (every MERGE removes the file the previous one wrote)."""
-    internal = str(tables.root / FAULT_UPDATES_TABLE)
+    """``batches`` one-row appends to dead_letters, and MERGEs that replace one current_assignment row each time
+    (every MERGE removes the file the previous one wrote)."""
     for batch in range(batches):
         dead = spark.createDataFrame(
             [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
         )
         tables.append("dead_letters", dead, "app", batch)
-        send = spark.createDataFrame(
-            [("p1", "PG", "broker-a", 1_700_000_000_000 + batch, 5, "OK", "V4_9_8", "rocketmq-4", 0, batch, batch)],
-            FAULT_UPDATES_DDL,
-        )
-        send.write.format("delta").mode("append").option("txnAppId", "app:internal").option("txnVersion", batch).save(
-            internal
-        )
         assignment = spark.createDataFrame(
             [("g", "T", "c1", [("broker-a", batch)], 1, batch, 1_700_000_000_000 + batch, batch)], ASSIGNMENT_DDL
         ).select(*column_names("current_assignment"))
@@ -65,16 +56,14 @@ def written(spark, tmp_path) -> DeltaTables:
     # Every write stays a file of its own, and VACUUM may delete a file as soon as no version needs it.
     tables = DeltaTables(spark, tmp_path, auto_compact=False, deleted_file_retention_hours=0)
     tables.ensure_all(["dead_letters", "current_assignment"])
-    ensure_fault_updates_table(spark, tables)
     write_small_batches(spark, tables)
     return tables
 
 
-def test_new_tables_ask_the_writer_to_compact_including_the_internal_one(spark, tmp_path):
+def test_new_tables_ask_the_writer_to_compact(spark, tmp_path):
     tables = DeltaTables(spark, tmp_path, auto_compact=True)
     tables.ensure_all(["dead_letters", "current_assignment"])
-    ensure_fault_updates_table(spark, tables)
-    for path in (tables.path("dead_letters"), tables.path("current_assignment"), str(tmp_path / FAULT_UPDATES_TABLE)):
+    for path in (tables.path("dead_letters"), tables.path("current_assignment")):
         properties = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["properties"]
         assert properties["delta.autoOptimize.autoCompact"] == "true"
         # Delta's default for the MERGE-maintained table, a tenth as many for the append-only ones.
@@ -136,7 +125,7 @@ def test_a_failed_auto_compaction_leaves_the_write_committed_and_the_writer_writ
 
 def test_maintain_compacts_append_only_tables_and_vacuums_every_table_after_a_dry_run(spark, written):
     root = written.root
-    paths = {name: str(root / name) for name in ("dead_letters", "current_assignment", FAULT_UPDATES_TABLE)}
+    paths = {name: str(root / name) for name in ("dead_letters", "current_assignment")}
     before = {name: rows(spark, path) for name, path in paths.items()}
     merged_files = files_in_table(spark, paths["current_assignment"])
     assert parquet_on_disk(paths["current_assignment"]) > merged_files  # the MERGEs left replaced files behind
@@ -151,7 +140,7 @@ def test_maintain_compacts_append_only_tables_and_vacuums_every_table_after_a_dr
     reports = {r.table: r for r in maintain(spark, root)}
 
     assert set(reports) == set(paths)  # tables never created are left out
-    for name in ("dead_letters", FAULT_UPDATES_TABLE):
+    for name in ("dead_letters",):
         assert (reports[name].files_before, reports[name].files_compacted, reports[name].files_after) == (3, 3, 1)
         assert reports[name].files_vacuumed >= 3  # the compacted small files (and Hadoop's .crc side files)
         assert parquet_on_disk(paths[name]) == 1
@@ -204,11 +193,10 @@ def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_table
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:5] == ["table", "kind", "files", "compacted", "now"]
     assert lines[0].split()[-1] == "retention"
-    table = {line.split()[0]: line.split()[1:5] + line.split()[-2:] for line in lines[1:4]}
+    table = {line.split()[0]: line.split()[1:5] + line.split()[-2:] for line in lines[1:3]}
     assert table == {
         "dead_letters": ["history", "3", "3", "1", "0", "hours"],
         "current_assignment": ["current", "1", "0", "1", "0", "hours"],  # one row, rewritten
-        FAULT_UPDATES_TABLE: ["internal", "3", "3", "1", "0", "hours"],
     }
     assert lines[-1] == "not compacted, the running job MERGEs them (--job-stopped compacts here): current_assignment"
 
@@ -224,28 +212,6 @@ def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_table
     config.write_text("[delta]\ndeleted_file_retention_hours = 0\n")
     assert main(["maintain", "--config", str(config)]) == 2
     assert "delta.deleted_file_retention_hours" in capsys.readouterr().err
-
-
-def test_a_stream_reading_the_internal_table_sees_no_row_twice_after_compaction_and_vacuum(spark, written, tmp_path):
-    """The fault-windows query reads ``_send_fault_updates`` as a Delta stream while maintain compacts it."""
-    internal = str(written.root / FAULT_UPDATES_TABLE)
-    copy, checkpoint = str(tmp_path / "copy"), str(tmp_path / "checkpoint")
-
-    def catch_up() -> None:
-        stream = spark.readStream.format("delta").load(internal)
-        query = stream.writeStream.format("delta").option("checkpointLocation", checkpoint).trigger(availableNow=True)
-        query.start(copy).awaitTermination()
-
-    catch_up()
-    maintain(spark, written.root)  # compacts the three files of the internal table into one, VACUUMs the three
-    late = spark.createDataFrame(
-        [("p2", "PG", "broker-b", 1_700_000_009_000, 7, "OK", "V4_9_8", "rocketmq-4", 1, 9, 9)], FAULT_UPDATES_DDL
-    )
-    late.write.format("delta").mode("append").save(internal)
-    catch_up()
-
-    assert rows(spark, copy) == rows(spark, internal)  # each row once: the compaction commit is not new data
-    assert len(rows(spark, copy)) == 4
 
 
 def test_after_a_restart_an_append_only_table_is_compacted_only_once_it_has_the_threshold_of_files(spark, tmp_path):

@@ -22,8 +22,7 @@ from streaming.domain.fault_shard import FaultShard
 from streaming.domain.fault_tracker import FaultWindowTracker
 from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5, FaultSemantics, FaultTable
 from streaming.domain.rules import GroupRule, ProducerRule, glob_regex, name_matches
-from streaming.job import fault_query, state_blob
-from tests.unit.test_fault_query_state import FakeState, run
+from tests.unit.test_fault_replay import Replay
 
 CONFIG = """
 [membership]
@@ -76,27 +75,24 @@ def test_the_job_hands_its_queries_the_configurations_own_settings_objects(tmp_p
     with (
         mock.patch("streaming.job.consumer_query.build_consumer_stream") as consumer,
         mock.patch("streaming.job.send_query.start_send_ingest") as send_ingest,
-        mock.patch("streaming.job.send_query.ensure_fault_updates_table", return_value="updates"),
-        mock.patch("streaming.job.fault_query.build_fault_stream") as fault_windows,
     ):
         job._start_consumer_query()
         job._start_send_ingest()
-        job._start_fault_windows()
     assert consumer.call_args.args[5] is config.engine_settings
     assert send_ingest.call_args.args[4] is config.fault_settings
-    assert fault_windows.call_args.args[3] is config.fault_settings
+    assert send_ingest.call_args.kwargs["fault"].settings is config.fault_settings
 
 
 def test_the_fault_replay_reads_its_tables_without_parsing_any(tmp_path):
     fault_settings = configured(tmp_path).fault_settings
-    process = fault_query.make_state_function(fault_settings)
-    state = FakeState(watermark_ms=0)
+    replay = Replay(fault_settings)
     parse = mock.Mock(side_effect=AssertionError("a fault table was parsed"))
     with mock.patch.object(fault_tracker, "fault_table_from_config", parse):
-        run(process, state, [(1_000, 15, "OK", "slow")])
-        run(process, state, [(2_000, 30, "OK", "slow"), (3_000, 5, "OK", "rocketmq-4")])
-        run(process, state, [])  # the timeout: restored from the stored state only
-    (stored,) = FaultShard.restore(state_blob.load(state), fault_settings).pairs.values()
+        replay.run([(1_000, 15, "OK", "slow")])
+        replay.run([(2_000, 30, "OK", "slow"), (3_000, 600, "OK", "rocketmq-4")])  # a window until 33_000
+        replay.set_watermark(replay.timeout_ms() + 1)
+        replay.run([])  # the timeout: restored from the stored state only
+    (stored,) = FaultShard.restore(replay.state.shards[0].snapshot, fault_settings).pairs.values()
     assert stored.tracker["fault_table"]["name"] == "rocketmq-4"
 
 

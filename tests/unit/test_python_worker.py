@@ -1,4 +1,4 @@
-"""The job's stateful functions freeze their Python worker's imported heap once (``streaming.job.python_worker``).
+"""The consumer's stateful function freezes their Python worker's imported heap once (``streaming.job.python_worker``).
 
 Spark's daemon collects garbage in a reused worker after every runner; a frozen heap is what keeps that
 collection from walking every imported module again. Here the functions are called in this process, as a
@@ -13,8 +13,19 @@ from collections.abc import Iterator
 import pytest
 
 from streaming.domain.engine_settings import EngineSettings
-from streaming.job import consumer_query, fault_query, python_worker
-from tests.unit.test_fault_query_state import FakeState, run, settings
+from streaming.job import consumer_query, python_worker
+
+
+class FakeState:
+    """The part of ``pyspark.sql.streaming.state.GroupState`` the consumer function's shortest path uses."""
+
+    exists = False
+
+    def getCurrentWatermarkMs(self) -> int:  # noqa: N802 (Spark's name)
+        return 0
+
+    def remove(self) -> None:
+        pass
 
 
 @pytest.fixture
@@ -39,14 +50,6 @@ def test_the_first_call_freezes_the_heap_and_later_calls_do_not(fresh_worker: li
     assert len(fresh_worker) == 1
     # Everything alive at the first call is out of the collector's sight: the imported modules included.
     assert fresh_worker[0] > 10_000
-
-
-def test_the_fault_window_function_freezes_its_worker_once(fresh_worker: list[int]) -> None:
-    process = fault_query.make_state_function(settings())
-    state = FakeState(watermark_ms=0)
-    run(process, state, [(1_000, 5, "OK", "rocketmq-5")])
-    run(process, state, [(2_000, 5, "OK", "rocketmq-5")])
-    assert len(fresh_worker) == 1
 
 
 def test_the_consumer_function_freezes_its_worker_once(fresh_worker: list[int]) -> None:
