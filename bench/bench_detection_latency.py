@@ -118,7 +118,7 @@ class MetricsWatch(threading.Thread):
             return values.get(("rmqmon_group_duplicate_client_ids", incident.target), 0) >= 1
         if incident.kind == "slow_broker":
             # The gauge holds the state at a batch's last send, so it misses an isolation shorter than the sends
-            # one fault-windows batch covers; the episode counter does not (docs/metrics.md): either shows it.
+            # one send-ingest batch covers; the episode counter does not (docs/metrics.md): either shows it.
             isolated = values.get(("rmqmon_broker_isolated", incident.target), 0) >= 1
             return isolated or values.get(("rmqmon_broker_isolation_episodes_total", incident.target), 0) > before
         return values.get(("rmqmon_group_members", incident.target), before) < before
@@ -303,9 +303,11 @@ def wait_for(check: Callable[[], bool], what: str, timeout_s: float) -> float:
 
 def batches_since(watch: MetricsWatch, since_s: float) -> bool:
     """Every query of the job has finished a micro-batch since ``since_s``."""
+    from streaming.job.runner import QUERY_NAMES
+
     with watch.lock:
         ends = [v for (name, _), v in watch.values.items() if name == "rmqmon_last_batch_timestamp_seconds"]
-    return len(ends) >= 3 and min(ends) > since_s
+    return len(ends) >= len(QUERY_NAMES) and min(ends) > since_s
 
 
 def fleet_shown(watch: MetricsWatch, fleet: Fleet) -> bool:

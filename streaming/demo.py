@@ -36,8 +36,7 @@ FALLING_BEHIND_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.Proces
 def processed_ms(job: Any, queries: tuple[str, ...]) -> int:
     """The event time the given queries have all processed up to (their smallest watermark; 0 before any).
 
-    Only queries whose watermark follows Kafka: the fault-window query sees only sends slow or failed enough
-    to matter, so its watermark may rightly stand still, and send-ingest has none."""
+    Only queries whose watermark follows Kafka: send-ingest has none (its fault replay keeps its own)."""
     from datetime import datetime
 
     progress = job.board.snapshot()
@@ -201,7 +200,7 @@ def run_demo(settings: DemoSettings) -> int:
     emitter = EventEmitter(info.bootstrap_servers, topics)
     simulation, start_ms = _simulation(settings, scenario)
     _say(f"starting Spark and the monitor (scenario {scenario.name}: {scenario.description}) ...")
-    waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the three queries")
+    waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the two queries")
     feed = _FleetFeed(settings, scenario.name, emitter, simulation, start_ms, config.metrics.port, waiting)
     try:
         code = _run_job(settings, config, feed)

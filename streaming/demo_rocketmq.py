@@ -332,7 +332,7 @@ def run_rocketmq_demo(settings: RocketMQDemoSettings) -> int:
         side.thread.start()
         _say("starting Spark and the monitor ...")
         job = MonitorJob(config)
-        waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the three queries")
+        waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the two queries")
         view = _RocketMQView(settings, version, side, port, waiting)
         script_thread = threading.Thread(
             target=_play_script, args=(side, view.monitor_shows, view.clock), name="demo-script", daemon=True

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -63,12 +63,14 @@ class FaultReplayState:
     """The replay's state after batch ``batch_id`` (-1: no batch has changed it yet).
 
     ``applied_watermark_ms`` is the watermark that batch applied, the late threshold of the batch right after
-    it; ``next_watermark_ms`` the watermark of the batches after it (the newest send so far less the delay)."""
+    it; ``next_watermark_ms`` the watermark of the batches after it (the newest send so far less the delay);
+    ``shard_count`` the ``[producers] state_shards`` the shards were made with (0: not yet known)."""
 
     batch_id: int = -1
     applied_watermark_ms: int = 0
     next_watermark_ms: int = 0
     shards: Mapping[int, ShardState] = field(default_factory=lambda: MappingProxyType({}))
+    shard_count: int = 0
 
     def late_threshold_ms(self, batch_id: int) -> int:
         """Sends at or before this are late in ``batch_id``: the watermark of the batch before it, which is the
@@ -80,6 +82,7 @@ class FaultReplayState:
             "batch_id": self.batch_id,
             "applied_watermark_ms": self.applied_watermark_ms,
             "next_watermark_ms": self.next_watermark_ms,
+            "shard_count": self.shard_count,
             "shards": [[shard, s.timeout_ms, s.snapshot] for shard, s in sorted(self.shards.items())],
         }
         return wrap_state(STATE_KIND, STATE_SCHEMA_VERSION, payload)
@@ -93,6 +96,7 @@ class FaultReplayState:
             int(data["applied_watermark_ms"]),
             int(data["next_watermark_ms"]),
             MappingProxyType(shards),
+            int(data["shard_count"]),
         )
 
 
@@ -152,7 +156,7 @@ def replay_batch(
     next_watermark_ms = watermark_ms if newest_ms is None else max(watermark_ms, newest_ms - watermark_delay_ms)
     if not called and next_watermark_ms == state.next_watermark_ms:
         return ReplayStep(None, (), late)
-    after = FaultReplayState(batch_id, watermark_ms, next_watermark_ms, MappingProxyType(shards))
+    after = FaultReplayState(batch_id, watermark_ms, next_watermark_ms, MappingProxyType(shards), state.shard_count)
     return ReplayStep(after, tuple(rows), late)
 
 
@@ -268,7 +272,7 @@ class FaultReplayer:
     ) -> tuple[list[Callable[[], None]], FaultReplayState | None]:
         """The batch's fault writes and the state to commit after them (None: nothing to commit)."""
         if self.state is None:
-            self.state = self.files.load()
+            self.state = self._loaded()
         step = replay_batch(self.state, batch_id, sends, self.settings, self.watermark_delay_ms)
         if step.late_sends and self.on_late is not None:
             self.on_late(batch_id, step.late_sends)
@@ -276,6 +280,19 @@ class FaultReplayer:
             return [], None
         rows = [(table, encode(payload)) for table, payload in step.rows]
         return self.outputs.writes(session, rows, batch_id), step.state
+
+    def _loaded(self) -> FaultReplayState:
+        """The state the checkpoint holds, made with this shard count (a pair's shard follows from it)."""
+        state = self.files.load()
+        if not state.shards:
+            return replace(state, shard_count=self.shards)
+        if state.shard_count != self.shards:
+            raise ValueError(
+                f"[producers] state_shards is {self.shards}, but send-ingest's checkpoint holds fault items in "
+                f"{state.shard_count} shards: set it back to {state.shard_count}, or start send-ingest on a new "
+                "checkpoint (its fault items then rebuild from the next sends)"
+            )
+        return state
 
     def commit(self, state: FaultReplayState) -> None:
         self.files.save(state)

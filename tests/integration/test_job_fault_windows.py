@@ -123,9 +123,7 @@ def test_producers_without_send_latency_fault_enable_avoid_nothing(kafka_broker,
         assert sum(r["sends"] for r in minutes) == 3 * len(SENDS)  # latency statistics count every send
 
 
-def test_a_window_opened_before_a_restart_ends_after_it_from_the_checkpoints_fault_state(
-    kafka_broker, spark, tmp_path
-):
+def test_a_window_opened_before_a_restart_ends_after_it_from_the_checkpoints_fault_state(kafka_broker, spark, tmp_path):
     # The sends are GAP = 16 min 40 s apart: every window a send opens is ended by the next send, so the windows
     # the first run opens end in the second, which knows them only from the replay's state in the checkpoint.
     config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "restart")

@@ -36,8 +36,9 @@ def _set_max_offsets(config: Path) -> None:
 
 
 def _rows(spark, root: Path, table: str) -> list[str]:
-    """The table's rows without ``batch_id``: the fault-windows query's batches follow its trigger, which a
-    running job and an available-now run meet at different moments; the rows themselves must not differ."""
+    """The table's rows without ``batch_id``: the fault rows are written by send-ingest's batches, which follow
+    its trigger, and a running job and an available-now run meet it at different moments; the rows themselves
+    must not differ."""
     return sorted(
         repr(sorted((k, v) for k, v in r.items() if k != "batch_id")) for r in read(spark, _Paths(root), table)
     )

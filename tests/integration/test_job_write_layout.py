@@ -10,7 +10,6 @@ from pathlib import Path
 from localenv.kafka_broker import create_topics
 from streaming.contract.events import DEFAULT_TOPICS
 from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5
-from streaming.job.send_query import FAULT_UPDATES_TABLE
 from tests.integration.test_job_fault_windows import SENDS, expected_windows, send
 from tests.support.events import hb, route
 from tests.support.job import job_config, publish, read, run_available
@@ -60,7 +59,6 @@ def test_every_append_adds_one_file_whatever_the_partitions(kafka_broker, spark,
             "anomaly_episodes",
             "fault_windows",
             "send_latency_minutes",
-            FAULT_UPDATES_TABLE,
         )
     }
     assert all(written.values()), written  # every table was appended to

@@ -445,7 +445,8 @@ def run_with_kills(
     reference = run_monitored(whole, None)
     on_run(reference)
     startup_s = reference.first_write_s or 10.0
-    # Two queries run side by side (fault-windows after send-ingest): a rough length of one batch.
+    # Two queries run side by side (consumer and send-ingest), their commits counted together: a rough length
+    # of one batch.
     batch_s = max(0.5, 2 * (reference.wall_s - startup_s) / max(1, reference.commits_in_run))
     plan = plan_kills(kills, seed, startup_s, batch_s)
     crash = config_file(workdir / "crash.toml", bootstrap, prefix, workdir / "interrupted", max_offsets)

@@ -1,6 +1,6 @@
 """When the detection-latency benchmark counts an incident as shown in the metrics: a slow broker by its
 isolation gauge or by a rise of its isolation-episode counter (the gauge misses an isolation shorter than the
-sends one fault-windows batch covers), a membership incident by the group's gauges; that the fleet sends a
+sends one send-ingest batch covers), a membership incident by the group's gauges; that the fleet sends a
 slow spell's slow sends however far behind its publisher is; and that an incident is timed from the moment
 its first event is handed to Kafka, not from its own moment, so a publisher behind is not detection time."""
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
+
 from streaming.config import load_config
 from streaming.domain.fault_shard import FaultShard, PairSend
 from streaming.domain.faults import SendOutcome
 from streaming.domain.rules import FaultSettings
-from streaming.job.fault_replay import FaultReplayState, KeptSend, kept_send, replay_batch
+from streaming.job.fault_replay import FaultReplayer, FaultReplayState, KeptSend, kept_send, replay_batch
 
 NO_DELAY_EFFECT = 10**15  # a delay no send moves the watermark past: the tests set it by hand
 
@@ -173,9 +175,10 @@ def test_a_batch_the_state_already_holds_changes_nothing():
     # The batch after the state's is replayed from it, to the same rows as in one uninterrupted run.
     later = [kept(40_000, 5, "OK", "rocketmq-4")]
     stored = FaultReplayState.from_document(json.loads(json.dumps(first.state.to_document())))
-    assert replay_batch(stored, 8, later, replay.settings, 0).rows == replay_batch(
-        first.state, 8, later, replay.settings, 0
-    ).rows
+    assert (
+        replay_batch(stored, 8, later, replay.settings, 0).rows
+        == replay_batch(first.state, 8, later, replay.settings, 0).rows
+    )
 
 
 def test_the_state_document_round_trips_every_shard():
@@ -203,3 +206,28 @@ def test_a_kept_send_row_reads_a_null_fault_table_as_none():
     }
     assert kept_send(row) == KeptSend(2, "P", "b", 5, 1, 9, PairSend(5, "PG", 7, SendOutcome.OK, None))
     assert kept_send(row | {"fault_table": float("nan")}).send.fault_table is None
+
+
+class StoredFiles:
+    """``FaultStateFiles``' two methods over a list, as the checkpoint's directory would hold them."""
+
+    def __init__(self, *states: FaultReplayState) -> None:
+        self.saved = list(states)
+
+    def load(self) -> FaultReplayState:
+        return self.saved[-1] if self.saved else FaultReplayState()
+
+    def save(self, state: FaultReplayState) -> None:
+        self.saved.append(state)
+
+
+def test_a_checkpoint_made_with_another_shard_count_is_refused_by_name_and_an_empty_one_takes_the_setting():
+    replay = Replay(settings())
+    replay.run([(1_000, 600, "OK", "rocketmq-4")], shard=3)
+    held = replace(replay.state, shard_count=8)
+    refusing = FaultReplayer(StoredFiles(held), replay.settings, 4, 0, outputs=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"\[producers\] state_shards is 4.* in 8 shards"):
+        refusing.prepare(None, [], 1)  # type: ignore[arg-type]
+    empty = FaultReplayer(StoredFiles(), replay.settings, 4, 0, outputs=None)  # type: ignore[arg-type]
+    assert empty.prepare(None, [], 0) == ([], None)  # type: ignore[arg-type]
+    assert empty.state is not None and empty.state.shard_count == 4
