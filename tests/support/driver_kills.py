@@ -43,7 +43,8 @@ TABLES = (
 
 # startup: JVM start, table checks, queries starting (timed from the spawn, as a fraction of the reference's
 # start-up); first-batch: the restored state's first batch (after the run's first write of any kind);
-# mid-batch: inside a batch (after its offsets are written); after-delta-commit: a table's Delta commit done,
+# mid-batch: inside a batch past each query's first of the run (after its offsets are written: the query has
+# committed a batch in this run, the first-batch phase covers a run's first); after-delta-commit: a table's Delta commit done,
 # the batch's other writes or its checkpoint commit not yet; between-batches: right after a checkpoint commit.
 PHASES = ("startup", "first-batch", "mid-batch", "after-delta-commit", "between-batches")
 POLL_S = 0.05
@@ -171,7 +172,8 @@ class Progress:
 
 @dataclass(frozen=True)
 class KillPoint:
-    """When to kill: ``nth`` event of the phase's kind in this run (new offsets file for mid-batch, Delta version
+    """When to kill: ``nth`` event of the phase's kind in this run (new offsets file past each query's first for
+    mid-batch, Delta version
     for after-delta-commit, commit file for between-batches; first write of any kind for first-batch), then
     ``delay_s``; for startup, ``delay_s`` after the spawn."""
 
@@ -308,8 +310,8 @@ def _reached(point: KillPoint, before: Progress, now: Progress) -> bool:
         return True
     if point.phase == "first-batch":
         return now != before
-    if point.phase == "mid-batch":
-        return new("offsets") >= point.nth
+    if point.phase == "mid-batch":  # a query's first new offsets of the run follow no commit of the run
+        return sum(max(0, now.offsets[q] - before.offsets[q] - 1) for q in QUERY_NAMES) >= point.nth
     if point.phase == "after-delta-commit":
         return now.delta_versions - before.delta_versions >= point.nth
     if point.phase == "between-batches":
