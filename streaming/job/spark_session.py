@@ -159,7 +159,7 @@ _TUNED_DEFAULTS = {
     # no-op applyInPandasWithState, one partition: 45 ms per empty runner over TCP, 3-8 ms over the socket.
     "spark.python.unix.domain.socket.enabled": "true",
     # Spark keeps the classes it compiles from generated code in one cache per JVM, 100 by default; the
-    # job's three queries and their writes need about 330, so every batch evicted classes the next one
+    # job's queries and their writes needed about 330 (with three queries), so every batch evicted classes the next one
     # compiled again with Janino: 280-410 compiles a minute in steady state at a 2 s trigger, 12-23 s of
     # compile time a minute. With room for them it compiles about 4 a minute after warm-up, and the
     # median send-ingest batch went from 12.2 s to 5.8 s (bench_detection_latency, full fleet, 2 cores).

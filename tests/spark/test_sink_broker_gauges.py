@@ -1,6 +1,6 @@
 """The per-broker gauges and isolation-episode counts are set from the batch's own rows before the MERGEs (a
 failed MERGE leaves them set, and the replayed batch sets the gauges again and counts nothing twice), and the
-fault-windows sink commits once per table it has rows for, exactly once per batch id, the broker rows computed
+fault sink commits once per table it has rows for, exactly once per batch id, the broker rows computed
 as a MERGE of the batch would leave the items."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ def test_concurrent_sinks_count_a_batch_exactly_once():
 
     def sink() -> None:
         start.wait()
-        counted.append(metered.first_time("fault-windows", 5))
+        counted.append(metered.first_time("send-ingest", 5))
 
     threads = [threading.Thread(target=sink) for _ in range(8)]
     for thread in threads:
