@@ -179,6 +179,9 @@ class MonitorJob:
         assert self.tables is not None
         checkpoint = self._checkpoint("send-ingest")
         app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix)
+        # The late-send series exists from the start, at 0, so that a dashboard or a rate() over it has data before
+        # the first late send (a query Spark watermarks has it from its progress).
+        self.metrics.inc("rmqmon_late_events_total", ("send-ingest", "watermark"), 0.0)
         fault = FaultReplayer(
             FaultStateFiles(self.session, checkpoint),
             c.fault_settings,

@@ -204,3 +204,16 @@ def test_the_rocketmq_demo_config_is_replaced_as_the_environment_would(tmp_path)
 def test_the_demos_set_no_environment_overrides():
     for module in (streaming.demo, streaming.demo_rocketmq):
         assert "RRM__" not in Path(module.__file__).read_text(), module.__name__
+
+
+def test_send_ingest_starts_with_its_late_send_series_at_zero(tmp_path):
+    # Spark's progress no longer counts late sends (the fault replay does): the series must exist before the
+    # first one, or a dashboard's rate() over it has no data.
+    from streaming.job.runner import MonitorJob
+
+    config = configured(tmp_path)
+    config = replace(config, paths=replace(config.paths, checkpoint_root=str(tmp_path / "checkpoints")))
+    job = MonitorJob(config, session=mock.MagicMock(), tables=mock.MagicMock())
+    with mock.patch("streaming.job.send_query.start_send_ingest"):
+        job._start_send_ingest()
+    assert job.metrics.counters["rmqmon_late_events_total"] == {("send-ingest", "watermark"): 0.0}
