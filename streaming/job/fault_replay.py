@@ -10,7 +10,6 @@ a stateful operator with an event-time timeout. Why and how: ``docs/design/fault
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -19,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from streaming.domain.fault_shard import FaultShard, Pair, PairSend
 from streaming.domain.faults import SendOutcome
 from streaming.domain.state_codec import unwrap_state, wrap_state
+from streaming.job import state_blob
 from streaming.job.fault_table_rows import fault_rows
-from streaming.job.state_blob import encode
 from streaming.job.table_rows import Row
 
 if TYPE_CHECKING:
@@ -43,7 +42,6 @@ class KeptSend:
     shard: int
     producer_id: str
     broker: str
-    event_time_ms: int
     kafka_partition: int
     kafka_offset: int
     send: PairSend
@@ -132,8 +130,9 @@ def replay_batch(
     by_shard: dict[int, dict[Pair, list[KeptSend]]] = {}
     late = 0
     for kept in sends:
-        newest_ms = kept.event_time_ms if newest_ms is None else max(newest_ms, kept.event_time_ms)
-        if late_at is not None and kept.event_time_ms <= late_at:
+        t = kept.send.event_time_ms
+        newest_ms = t if newest_ms is None else max(newest_ms, t)
+        if late_at is not None and t <= late_at:
             late += 1
             continue
         by_shard.setdefault(kept.shard, {}).setdefault((kept.producer_id, kept.broker), []).append(kept)
@@ -143,7 +142,9 @@ def replay_batch(
     for shard in sorted(called):
         stored = state.shards.get(shard)
         pairs = {
-            pair: [k.send for k in sorted(items, key=lambda k: (k.event_time_ms, k.kafka_partition, k.kafka_offset))]
+            pair: [
+                k.send for k in sorted(items, key=lambda k: (k.send.event_time_ms, k.kafka_partition, k.kafka_offset))
+            ]
             for pair, items in by_shard.get(shard, {}).items()
         }
         step = FaultShard.restore(None if stored is None else stored.snapshot, settings).apply(pairs, watermark_ms)
@@ -160,6 +161,11 @@ def replay_batch(
     return ReplayStep(after, tuple(rows), late)
 
 
+def _replay_order(kept: KeptSend) -> tuple[int, int, int]:
+    """A pair's sends in replay order: event time, then Kafka partition and offset."""
+    return kept.send.event_time_ms, kept.kafka_partition, kept.kafka_offset
+
+
 def kept_send(row: Mapping[str, Any]) -> KeptSend:
     """A reduced send from its row (``send_reduce.FAULT_UPDATE_COLUMNS`` and ``shard``). A NULL fault table is a
     producer without sendLatencyFaultEnable."""
@@ -168,7 +174,6 @@ def kept_send(row: Mapping[str, Any]) -> KeptSend:
         int(row["shard"]),
         str(row["producer_id"]),
         str(row["broker"]),
-        int(row["event_time_ms"]),
         int(row["kafka_partition"]),
         int(row["kafka_offset"]),
         PairSend(
@@ -224,7 +229,7 @@ class FaultStateFiles:
             data = stream.readAllBytes()
         finally:
             stream.close()
-        return FaultReplayState.from_document(_decode(bytes(data)))
+        return FaultReplayState.from_document(state_blob.decode(data))
 
     def save(self, state: FaultReplayState) -> None:
         """Write ``state`` as its batch's file (visible whole or not at all), then drop the oldest files."""
@@ -234,19 +239,13 @@ class FaultStateFiles:
         temporary = Path(self._dir, f".{state.batch_id}.tmp")
         out = self._fs.create(temporary, True)
         try:
-            out.write(bytearray(zlib.compress(encode(state.to_document()).encode(), 1)))
+            out.write(bytearray(state_blob.compress(state.to_document())))
         finally:
             out.close()
         if not self._fs.rename(temporary, final):
             raise OSError(f"could not rename {temporary} to {final}")
         for old in self._batch_ids()[: -(KEPT_STATE_FILES + 1)]:
             self._fs.delete(Path(self._dir, str(old)), False)
-
-
-def _decode(blob: bytes) -> Any:
-    import json
-
-    return json.loads(zlib.decompress(blob))
 
 
 class FaultReplayer:
@@ -278,8 +277,7 @@ class FaultReplayer:
             self.on_late(batch_id, step.late_sends)
         if step.state is None:
             return [], None
-        rows = [(table, encode(payload)) for table, payload in step.rows]
-        return self.outputs.writes(session, rows, batch_id), step.state
+        return self.outputs.writes(session, step.rows, batch_id), step.state
 
     def _loaded(self) -> FaultReplayState:
         """The state the checkpoint holds, made with this shard count (a pair's shard follows from it)."""

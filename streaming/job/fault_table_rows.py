@@ -91,7 +91,8 @@ def fault_rows(outcomes: Iterable[FaultOutcome]) -> list[Row]:
     return [row for outcome in outcomes for row in mappers[type(outcome)](outcome)]
 
 
-def _value(table: str, row: Mapping[str, Any]) -> FaultOutcome:
+def fault_value(table: str, row: Mapping[str, Any]) -> FaultOutcome:
+    """The outcome a row ``(table, row)`` of ``fault_rows`` was mapped from."""
     if table == LATE_SENDS:
         return SendsLate(row["producer_id"], row["broker"], row["count"])
     if table == PAIR_STATUS and row.get(OP) == DELETE:
@@ -106,7 +107,7 @@ def _value(table: str, row: Mapping[str, Any]) -> FaultOutcome:
 
 def fault_values(rows: Iterable[tuple[str, str]]) -> list[FaultOutcome]:
     """The outcomes the JSON rows ``(table, payload)`` of ``fault_rows`` were mapped from, in order."""
-    return [_value(table, json.loads(text)) for table, text in rows]
+    return [fault_value(table, json.loads(text)) for table, text in rows]
 
 
 def pair_status_rows(values: Iterable[FaultOutcome]) -> list[dict[str, Any]]:

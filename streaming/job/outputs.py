@@ -30,10 +30,19 @@ from streaming.job.broker_gauges import (
     producers_all_down,
     view_summary,
 )
-from streaming.job.fault_table_rows import FAULT_WINDOWS, LATE_SENDS, PAIR_STATUS, fault_values, pair_status_rows
+from streaming.job.fault_table_rows import FAULT_WINDOWS, LATE_SENDS, PAIR_STATUS, fault_value, pair_status_rows
 from streaming.job.metered import MeteredBatches
 from streaming.job.sinks import DeltaTables, run_concurrently
-from streaming.job.table_rows import DEAD_LETTERS, GROUP_STATUS, LATE_EVENTS, DeadLettered, group_summary, metric_values
+from streaming.job.state_blob import encode
+from streaming.job.table_rows import (
+    DEAD_LETTERS,
+    GROUP_STATUS,
+    LATE_EVENTS,
+    DeadLettered,
+    group_summary,
+    metric_values,
+)
+from streaming.job.table_rows import Row as TableRow
 from streaming.job.tables import TABLES, column_names
 
 if TYPE_CHECKING:
@@ -237,8 +246,8 @@ class FaultOutputs:
         self.metered = metered or MeteredBatches()
         self.items: CurrentRows | None = None
 
-    def writes(self, session: SparkSession, rows: Iterable[tuple[str, str]], batch_id: int) -> list[Callable[[], None]]:
-        """``rows``: ``(table, payload JSON)`` of ``fault_table_rows``. Each write carries its own txn ids (the
+    def writes(self, session: SparkSession, rows: Iterable[TableRow], batch_id: int) -> list[Callable[[], None]]:
+        """``rows``: ``(table, row)`` of ``fault_table_rows.fault_rows``. Each write carries its own txn ids (the
         append as writer options, each MERGE in a session of its own, see merge_idempotent), so they may run
         concurrently with each other and with the query's other writes."""
         from pyspark.sql import functions as F
@@ -248,16 +257,16 @@ class FaultOutputs:
         read = {PAIR_STATUS, *_FAULT_COUNTED} if metrics is not None else {PAIR_STATUS}
         present: dict[str, int] = {}
         latest: list[int] = []
-        payloads: list[tuple[str, str]] = []
-        for table, payload in rows:
+        values = []
+        for table, row in rows:
             present[table] = present.get(table, 0) + 1
-            if table != LATE_SENDS and (moment := json.loads(payload).get("event_time_ms")) is not None:
-                latest.append(int(moment))
+            if table != LATE_SENDS and row.get("event_time_ms") is not None:
+                latest.append(int(row["event_time_ms"]))
             if table in read:
-                payloads.append((table, payload))
-        values = fault_values(payloads)
+                values.append(fault_value(table, row))
         writes: list[Callable[[], None]] = []
-        written = [r for r in rows if r[0] in (FAULT_WINDOWS, PAIR_STATUS)]
+        # The Delta writes parse the rows in the JVM, with each table's schema (``_rows``).
+        written = [(table, encode(row)) for table, row in rows if table in (FAULT_WINDOWS, PAIR_STATUS)]
         batch = session.createDataFrame(written, "table STRING, payload STRING") if written else None
         if batch is not None and FAULT_WINDOWS in present:
             frame = _rows(batch, FAULT_WINDOWS).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
@@ -282,7 +291,7 @@ def fault_sink(
     outputs = FaultOutputs(tables, app_id, metrics, metered)
 
     def write(batch: DataFrame, batch_id: int) -> None:
-        rows = [(r["table"], r["payload"]) for r in batch.select("table", "payload").collect()]
+        rows = [(r["table"], json.loads(r["payload"])) for r in batch.select("table", "payload").collect()]
         run_concurrently(outputs.writes(batch.sparkSession, rows, batch_id))
 
     return write

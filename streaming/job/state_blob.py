@@ -30,6 +30,11 @@ def decode(blob: bytes | bytearray) -> Any:
     return json.loads(zlib.decompress(bytes(blob)))
 
 
-def store(state: Any, value: Any) -> None:
+def compress(value: Any) -> bytes:
+    """A document as the blob ``decode`` reads back."""
     # Level 1: the blob is rewritten every batch; higher levels cost more CPU than the bytes they save.
-    state.update((zlib.compress(encode(value).encode(), 1),))
+    return zlib.compress(encode(value).encode(), 1)
+
+
+def store(state: Any, value: Any) -> None:
+    state.update((compress(value),))

@@ -29,7 +29,7 @@ def settings(**producers: object) -> FaultSettings:
 
 def kept(t, latency, outcome, table, pair=("P", "b"), shard=0, offset=0, group="PG"):
     send = PairSend(t, group, latency, SendOutcome.parse(outcome), table)
-    return KeptSend(shard, pair[0], pair[1], t, 0, offset, send)
+    return KeptSend(shard, pair[0], pair[1], 0, offset, send)
 
 
 class Replay:
@@ -204,7 +204,7 @@ def test_a_kept_send_row_reads_a_null_fault_table_as_none():
         "kafka_partition": 1,
         "kafka_offset": 9,
     }
-    assert kept_send(row) == KeptSend(2, "P", "b", 5, 1, 9, PairSend(5, "PG", 7, SendOutcome.OK, None))
+    assert kept_send(row) == KeptSend(2, "P", "b", 1, 9, PairSend(5, "PG", 7, SendOutcome.OK, None))
     assert kept_send(row | {"fault_table": float("nan")}).send.fault_table is None
 
 
