@@ -1,8 +1,8 @@
 """The per-broker gauges of polled views and of producers' fault items, computed on the driver.
 
-A sink keeps the few columns these gauges need of a current table (``broker_views_current``,
-``producer_broker_status_current``) as ``CurrentRows``, applies each batch's rows to it as the table's MERGE
-will, and sets the gauges from it before that MERGE; why: ``docs/design/metrics-restore.md``.
+A sink keeps a current table's rows (``broker_views_current``, ``producer_broker_status_current``), or the
+columns these gauges need of them, as ``CurrentRows``, applies each batch's rows to it as the table's write
+will, and sets the gauges from it before that write; why: ``docs/design/metrics-restore.md``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ DELETE = "delete"
 
 
 class CurrentRows:
-    """A current table's rows, reduced to ``columns``, as its MERGE leaves them after each batch: per key the
+    """A current table's rows, reduced to ``columns``, as its write leaves them after each batch: per key the
     batch's latest row (by ``event_time_ms``) replaces the stored one, and ``_op = 'delete'`` removes it."""
 
     def __init__(self, key: tuple[str, ...], columns: tuple[str, ...], rows: Iterable[Mapping[str, Any]] = ()) -> None:

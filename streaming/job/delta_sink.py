@@ -80,6 +80,17 @@ def append_idempotent(
     return bool(jvm.io.github.rrm.delta.IdempotentDeltaAppend.append(frame._jdf, path, app_id, int(batch_id)))
 
 
+def overwrite_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int, rows: int) -> bool:
+    """Replace the Delta table at ``path`` with ``frame`` (``rows`` rows) once per (app_id, batch_id), as
+    ``append_idempotent`` appends; False when nothing was written. For a current table the driver holds whole:
+    one small file written, where a MERGE of the same rows reads the table, joins and rewrites every file
+    holding one of them."""
+    frame = frame.coalesce(write_tasks(rows))
+    jvm = frame.sparkSession.sparkContext._jvm
+    assert jvm is not None
+    return bool(jvm.io.github.rrm.delta.IdempotentDeltaAppend.overwrite(frame._jdf, path, app_id, int(batch_id)))
+
+
 def align_auto_compaction_count(session: SparkSession, path: str) -> None:
     """Set the file count Delta's auto compaction decides on to the table's real one, before a write that is not
     ``append_idempotent`` (which does it itself): Delta counts in the driver's memory only the files this process

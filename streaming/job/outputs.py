@@ -235,8 +235,8 @@ _FAULT_COUNTED = (FAULT_WINDOWS, LATE_SENDS)
 
 class FaultOutputs:
     """The fault replay's rows of a batch as Delta writes, with the broker gauges set and the isolation episodes
-    and late sends counted first (the alert path, before the writes). One per query start: it keeps
-    producer_broker_status_current as the batches' MERGEs leave it, read from the table at its first batch."""
+    and late sends counted first (the alert path, before the writes). One per query start: it holds
+    producer_broker_status_current whole, read from the table at its first batch, and writes it back whole."""
 
     def __init__(
         self, tables: DeltaTables, app_id: str, metrics: MetricsState | None, metered: MeteredBatches | None = None
@@ -247,9 +247,9 @@ class FaultOutputs:
         self.items: CurrentRows | None = None
 
     def writes(self, session: SparkSession, rows: Iterable[TableRow], batch_id: int) -> list[Callable[[], None]]:
-        """``rows``: ``(table, row)`` of ``fault_table_rows.fault_rows``. Each write carries its own txn ids (the
-        append as writer options, each MERGE in a session of its own, see merge_idempotent), so they may run
-        concurrently with each other and with the query's other writes."""
+        """``rows``: ``(table, row)`` of ``fault_table_rows.fault_rows``. Each write carries its own txn ids
+        (``append_idempotent``, ``overwrite_idempotent``), so they may run concurrently with each other and with
+        the query's other writes."""
         from pyspark.sql import functions as F
 
         tables, app_id, metrics = self.tables, self.app_id, self.metrics
@@ -265,19 +265,18 @@ class FaultOutputs:
             if table in read:
                 values.append(fault_value(table, row))
         writes: list[Callable[[], None]] = []
-        # The Delta writes parse the rows in the JVM, with each table's schema (``_rows``).
-        written = [(table, encode(row)) for table, row in rows if table in (FAULT_WINDOWS, PAIR_STATUS)]
-        batch = session.createDataFrame(written, "table STRING, payload STRING") if written else None
-        if batch is not None and FAULT_WINDOWS in present:
+        if FAULT_WINDOWS in present:  # the append parses the rows in the JVM, with the table's schema (``_rows``)
+            written = [(table, encode(row)) for table, row in rows if table == FAULT_WINDOWS]
+            batch = session.createDataFrame(written, "table STRING, payload STRING")
             frame = _rows(batch, FAULT_WINDOWS).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
             n = present[FAULT_WINDOWS]
             writes.append(lambda: tables.append(FAULT_WINDOWS, frame, app_id, batch_id, n))
-        if batch is not None and PAIR_STATUS in present:
+        if PAIR_STATUS in present:
             if self.items is None:
-                self.items = current_rows(tables, PAIR_STATUS, ITEM_KEY, ITEM_COLUMNS)
-            self.items.apply(pair_status_rows(values))
+                self.items = current_rows(tables, PAIR_STATUS, ITEM_KEY, column_names(PAIR_STATUS))
+            self.items.apply({**row, "batch_id": batch_id} for row in pair_status_rows(values))
             writes += _broker_status_writes(
-                tables, batch, self.items, max(latest, default=0), metrics, app_id, batch_id
+                tables, session, self.items, max(latest, default=0), metrics, app_id, batch_id
             )
         if metrics is not None and self.metered.first_time(f"{app_id}:fault-outputs", batch_id):  # before writes
             _count_isolations_and_late_sends(metrics, values)
@@ -299,28 +298,35 @@ def fault_sink(
 
 def _broker_status_writes(
     tables: DeltaTables,
-    batch: DataFrame,
+    session: SparkSession,
     items: CurrentRows,
     now_ms: int,
     metrics: MetricsState | None,
     app_id: str,
     batch_id: int,
 ) -> list[Callable[[], None]]:
-    """With the batch's ``items`` applied: the per-broker metrics set at ``now_ms`` (the alert path, before the
-    writes), and the MERGEs of the items and of ``broker_status_current``."""
+    """With the batch's ``items`` applied (every column of ``producer_broker_status_current``): the per-broker
+    metrics set at ``now_ms`` (the alert path, before the writes), and both tables overwritten with what the
+    driver holds. Each is small and held whole here, and nearly every row changes in every batch (a pair's
+    last send), so a MERGE would read, join and rewrite the whole table for the same result."""
     current = items.rows()
     per_broker = broker_status(current, now_ms)
     if metrics is not None:  # the alert path first, before the writes
         apply_broker_metrics(metrics, per_broker, producers_all_down(current, now_ms))
-    writes = [lambda: _merge_latest_rows(tables, batch, PAIR_STATUS, app_id, batch_id)]
-    if per_broker:
-        columns = column_names("broker_status_current")
-        status = batch.sparkSession.createDataFrame(
-            [tuple({**r, "batch_id": batch_id}[c] for c in columns) for r in per_broker],
-            TABLES["broker_status_current"].schema_ddl,
-        )
-        writes.append(lambda: tables.merge_upsert("broker_status_current", status, app_id, batch_id))
-    return writes
+    brokers = [{**r, "batch_id": batch_id} for r in per_broker]
+    return [
+        _overwrite_rows(tables, session, PAIR_STATUS, current, app_id, batch_id),
+        _overwrite_rows(tables, session, "broker_status_current", brokers, app_id, batch_id),
+    ]
+
+
+def _overwrite_rows(
+    tables: DeltaTables, session: SparkSession, table: str, rows: list[dict[str, Any]], app_id: str, batch_id: int
+) -> Callable[[], None]:
+    """The write replacing ``table``'s rows with ``rows`` (dicts holding every column)."""
+    columns = column_names(table)
+    frame = session.createDataFrame([tuple(r[c] for c in columns) for r in rows], TABLES[table].schema_ddl)
+    return lambda: tables.overwrite(table, frame, app_id, batch_id, len(rows))
 
 
 def _count_isolations_and_late_sends(metrics: MetricsState, values: Iterable[FaultOutcome]) -> None:

@@ -12,7 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streaming.job.delta_sink import align_auto_compaction_count, append_idempotent, ensure_table, merge_idempotent
+from streaming.job.delta_sink import (
+    align_auto_compaction_count,
+    append_idempotent,
+    ensure_table,
+    merge_idempotent,
+    overwrite_idempotent,
+)
 from streaming.job.tables import TABLES, column_names
 
 if TYPE_CHECKING:
@@ -77,6 +83,10 @@ class DeltaTables:
     def append(self, name: str, frame: DataFrame, app_id: str, batch_id: int, rows: int | None = None) -> None:
         """Append exactly once; ``rows``, when known, keeps a small frame to one file (``append_idempotent``)."""
         append_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id, rows)
+
+    def overwrite(self, name: str, frame: DataFrame, app_id: str, batch_id: int, rows: int) -> None:
+        """Replace the table's rows with ``frame``'s, exactly once (``overwrite_idempotent``)."""
+        overwrite_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id, rows)
 
     def merge_upsert(
         self, name: str, frame: DataFrame, app_id: str, batch_id: int, delete_condition: str | None = None

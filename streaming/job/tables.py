@@ -16,7 +16,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class TableSpec:
     name: str
-    kind: str  # "history" (append-only) or "current" (MERGE on key)
+    kind: str  # "history" (append-only) or "current" (one row per key)
     schema_ddl: str
     description: str
     key: tuple[str, ...] = ()
@@ -149,7 +149,8 @@ TABLES: dict[str, TableSpec] = {
             "Each producer's fault item per broker: unavailable while event time is before "
             "unavailable_until_ms. A producer without sendLatencyFaultEnable (producers.send_latency_fault_enable) "
             "keeps no item: its rows have no fault_table, unavailable_until_ms, last_latency_ms or reachable. "
-            "Rows of pairs idle longer than producers.state_ttl_ms are deleted.",
+            "Rows of pairs idle longer than producers.state_ttl_ms are deleted. Rewritten whole by each send-ingest "
+            "batch with sends, so its change feed shows a batch as deletes and inserts.",
             key=("producer_id", "broker"),
         ),
         TableSpec(
@@ -157,7 +158,8 @@ TABLES: dict[str, TableSpec] = {
             "current",
             "broker STRING, producers_avoiding INT, producers_seen INT, avoiding_ratio DOUBLE, "
             "avoided_until_ms BIGINT, isolated BOOLEAN, event_time_ms BIGINT, batch_id BIGINT",
-            "Per broker: how many producers currently avoid it, out of those that sent to it, and until when.",
+            "Per broker some producer's fault item names: how many producers currently avoid it, out of those "
+            "that sent to it, and until when. Written whole with producer_broker_status_current, from the same items.",
             key=("broker",),
         ),
         TableSpec(
@@ -216,7 +218,7 @@ def render_markdown() -> str:
     for spec in TABLES.values():
         lines += [f"## `{spec.name}` ({spec.kind})", "", spec.description, ""]
         if spec.key:
-            lines += [f"MERGE key: `{', '.join(spec.key)}`", ""]
+            lines += [f"Key (one row per key): `{', '.join(spec.key)}`", ""]
         lines += ["| column | type |", "|---|---|"]
         for entry in split_columns(spec.schema_ddl):
             name, _, type_ = entry.partition(" ")

@@ -1,7 +1,8 @@
 """The exactly-once append (``append_idempotent`` through ``IdempotentDeltaAppend``): a replayed batch is
 skipped whether the table's checksum lists its transactions (the fast path) or not (Delta's log replay), the
 commit carries Delta's own ``txn`` action, Delta's schema enforcement still applies, and a frame whose row
-count is given is written as one file per ``rows_per_task`` rows, whatever its partitioning."""
+count is given is written as one file per ``rows_per_task`` rows, whatever its partitioning. The exactly-once
+overwrite (``overwrite_idempotent``) replaces every row, as one file, and skips a replay the same way."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from streaming.job.delta_sink import ROWS_PER_WRITE_TASK, append_idempotent, ensure_table, write_tasks
+from streaming.job.delta_sink import (
+    ROWS_PER_WRITE_TASK,
+    append_idempotent,
+    ensure_table,
+    overwrite_idempotent,
+    write_tasks,
+)
 from streaming.job.sinks import DeltaTables
 
 DDL = "seq INT, kind STRING, batch_id BIGINT"
@@ -119,3 +126,21 @@ def test_a_frame_of_known_size_is_written_by_as_few_tasks_as_its_rows_need(spark
     assert [files_added_by(table, "app-1", b) for b in range(3)] == [8, 1, 3]
     assert rows_per_batch(spark, table) == {0: 10, 1: 10, 2: 10}  # every row written once, in any layout
     assert append_idempotent(spread(2), table, "app-1", 2, rows=10) is False  # and a replay still skipped
+
+
+def test_an_overwrite_replaces_every_row_once_per_batch(spark, tmp_path):
+    path = str(tmp_path / "current")
+    ensure_table(spark, path, DDL, properties=DeltaTables(spark, tmp_path).properties("current"))
+    spread = spark.sparkContext.parallelize([(i, f"k{i}", 0) for i in range(5)], 4)
+    assert overwrite_idempotent(spark.createDataFrame(spread, DDL), path, "app-1", 0, rows=5)
+    assert overwrite_idempotent(batch(spark, 1, rows=3), path, "app-1", 1, rows=3)
+
+    assert rows_per_batch(spark, path) == {1: 3}  # batch 0's rows are gone, not added to
+    assert files_added_by(path, "app-1", 0) == 1  # spread over four partitions, written as one file
+    assert overwrite_idempotent(batch(spark, 0, rows=9), path, "app-1", 0, rows=9) is False  # a replay
+    assert overwrite_idempotent(batch(spark, 1, rows=9), path, "app-1", 1, rows=9) is False
+    assert rows_per_batch(spark, path) == {1: 3}
+    assert committed_txns(path) == [("app-1", 0), ("app-1", 1)]
+
+    assert overwrite_idempotent(batch(spark, 2, rows=0), path, "app-1", 2, rows=0)  # nothing left: an empty table
+    assert rows_per_batch(spark, path) == {}

@@ -1,7 +1,7 @@
-"""The per-broker gauges and isolation-episode counts are set from the batch's own rows before the MERGEs (a
-failed MERGE leaves them set, and the replayed batch sets the gauges again and counts nothing twice), and the
+"""The per-broker gauges and isolation-episode counts are set from the batch's own rows before the writes (a
+failed write leaves them set, and the replayed batch sets the gauges again and counts nothing twice), and the
 fault sink commits once per table it has rows for, exactly once per batch id, the broker rows computed
-as a MERGE of the batch would leave the items."""
+from the items as the batch leaves them."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ FAULT_TABLES = ["fault_windows", "producer_broker_status_current", "broker_statu
 T = 1_700_000_000_000
 
 
-class RefusingMerges(DeltaTables):
-    """Tables whose MERGE into ``refused`` raises, as a failed Delta commit does."""
+class RefusingWrites(DeltaTables):
+    """Tables whose MERGE into or overwrite of ``refused`` raises, as a failed Delta commit does."""
 
     refused = ""
 
@@ -28,6 +28,11 @@ class RefusingMerges(DeltaTables):
         if name == self.refused:
             raise RuntimeError(f"MERGE into {name} refused")
         super().merge_upsert(name, frame, app_id, batch_id, delete_condition)
+
+    def overwrite(self, name, frame, app_id, batch_id, rows):  # type: ignore[no-untyped-def]
+        if name == self.refused:
+            raise RuntimeError(f"overwrite of {name} refused")
+        super().overwrite(name, frame, app_id, batch_id, rows)
 
 
 def item(producer: str, broker: str, until: int, t: int = T, op: str = "upsert") -> tuple[str, str]:
@@ -90,8 +95,8 @@ def commits(root: Path) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("refused", ["producer_broker_status_current", "broker_status_current"])
-def test_a_fault_batch_sets_the_broker_gauges_even_when_its_merge_fails(spark, tmp_path, refused):
-    tables = RefusingMerges(spark, tmp_path)
+def test_a_fault_batch_sets_the_broker_gauges_even_when_its_write_fails(spark, tmp_path, refused):
+    tables = RefusingWrites(spark, tmp_path)
     tables.ensure_all(FAULT_TABLES)
     tables.refused = refused
     metrics = MetricsState()
@@ -107,7 +112,7 @@ def test_a_fault_batch_sets_the_broker_gauges_even_when_its_merge_fails(spark, t
 def test_a_fault_batch_counts_its_isolation_episodes_before_its_writes_and_its_replay_adds_none(spark, tmp_path):
     """The episode counter is on the alert path as the gauges are (a short isolation shows only there): counted
     even when the batch's write fails, and not again when the restarted query replays the batch."""
-    tables = RefusingMerges(spark, tmp_path)
+    tables = RefusingWrites(spark, tmp_path)
     tables.ensure_all(FAULT_TABLES)
     tables.refused = "producer_broker_status_current"
     metrics, metered = MetricsState(), MeteredBatches()
@@ -122,7 +127,7 @@ def test_a_fault_batch_counts_its_isolation_episodes_before_its_writes_and_its_r
 
 
 def test_a_polled_view_batch_sets_the_view_gauges_even_when_its_merge_fails(spark, tmp_path):
-    tables = RefusingMerges(spark, tmp_path)
+    tables = RefusingWrites(spark, tmp_path)
     tables.ensure_all(["broker_views_current"])
     tables.refused = "broker_views_current"
     metrics = MetricsState()
@@ -146,7 +151,7 @@ def test_the_fault_sink_commits_once_per_table_with_rows_and_a_replay_commits_no
     fault_sink(tables, "test", metrics)(frame(spark, first), 1)
     assert {t: n - before[t] for t, n in commits(tmp_path).items()} == dict.fromkeys(FAULT_TABLES, 1)
 
-    # A batch without windows: no fault_windows commit. p2 leaves b: no item names b, its row stays as it was.
+    # A batch without windows: no fault_windows commit. p2 leaves b: no item names b, so b has no row left.
     second = [item("p1", "a", T + 60_000, t=T + 1_000), item("p2", "b", T, t=T + 1_000, op="delete")]
     before = commits(tmp_path)
     sink = fault_sink(tables, "test", metrics)  # a new sink (a restarted query) reads the items from the table
@@ -163,8 +168,12 @@ def test_the_fault_sink_commits_once_per_table_with_rows_and_a_replay_commits_no
     assert status["a"]["producers_seen"] == 3  # p0, p1, p2
     assert status["a"]["event_time_ms"] == T + 1_000
     assert status["a"]["batch_id"] == 2
-    assert status["b"]["batch_id"] == 1  # kept as the last batch with an item for b left it
+    assert "b" not in status  # as b has no gauges
     assert metrics.gauges["rmqmon_broker_producers_seen"] == {("a",): 3.0}
+    items = {
+        (r["producer_id"], r["broker"]): r["batch_id"] for r in tables.read("producer_broker_status_current").collect()
+    }
+    assert items == {("p0", "a"): 0, ("p1", "a"): 2, ("p2", "a"): 1}  # a row keeps the batch that last changed it
     assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 1.0}
 
 

@@ -26,8 +26,9 @@ import scala.collection.immutable.Seq;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
- * An exactly-once Delta append ({@code txnAppId}/{@code txnVersion}) that reads the table's committed version
- * for the app id from the snapshot's checksum file when it holds the table's transactions.
+ * An exactly-once Delta append ({@code txnAppId}/{@code txnVersion}), or overwrite of the whole table, that reads
+ * the table's committed version for the app id from the snapshot's checksum file when it holds the table's
+ * transactions.
  *
  * <p>Why: the writer options make Delta ask the snapshot for its transactions ({@code txnVersion}), and Delta
  * 4.4 answers that by replaying the whole log (state reconstruction: three Spark jobs over the checkpoint and
@@ -39,10 +40,10 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code setTransactionsInCrc.maxAllowed} app ids; when it is absent (another writer, an older table, a missing
  * {@code .crc}) this asks Delta's own {@code txnVersion}, the replay, as before.
  *
- * <p>Everything else is Delta's own append path ({@code WriteIntoDelta}, the command behind
- * {@code df.write.format("delta").mode("append")}): schema enforcement, the {@code SetTransaction} action,
- * the commit, its conflict checks and post-commit hooks (auto compaction counting the table's real files, see
- * {@link AutoCompactionCount}). The app id is registered as read by the transaction,
+ * <p>Everything else is Delta's own write path ({@code WriteIntoDelta}, the command behind
+ * {@code df.write.format("delta").mode("append")} and {@code mode("overwrite")}): schema enforcement, the
+ * {@code SetTransaction} action, the commit, its conflict checks and post-commit hooks (auto compaction
+ * counting the table's real files, see {@link AutoCompactionCount}). The app id is registered as read by the transaction,
  * as {@code txnVersion} does, so a concurrent commit of the same app id still fails this one.
  */
 public final class IdempotentDeltaAppend {
@@ -57,6 +58,18 @@ public final class IdempotentDeltaAppend {
    * ({@code appId}, {@code version}) or a later version of the app id; true when it appended.
    */
   public static boolean append(Dataset<Row> data, String path, String appId, long version) {
+    return write(data, path, appId, version, SaveMode.Append);
+  }
+
+  /**
+   * Replace every row of the Delta table at {@code path} with {@code data}, as {@link #append} does once per
+   * ({@code appId}, {@code version}); true when it wrote. The table's schema stays as it is.
+   */
+  public static boolean overwrite(Dataset<Row> data, String path, String appId, long version) {
+    return write(data, path, appId, version, SaveMode.Overwrite);
+  }
+
+  private static boolean write(Dataset<Row> data, String path, String appId, long version, SaveMode mode) {
     SparkSession spark = data.sparkSession();
     DeltaLog log = DeltaLog.forTable(spark, path);
     java.util.Map<String, String> writerOptions = new java.util.HashMap<>();
@@ -75,7 +88,7 @@ public final class IdempotentDeltaAppend {
       WriteIntoDelta write =
           new WriteIntoDelta(
               log,
-              SaveMode.Append,
+              mode,
               options,
               noPartitionColumns,
               immutable(java.util.Map.of()),
@@ -87,7 +100,7 @@ public final class IdempotentDeltaAppend {
           write.writeAndReturnCommitData(txn, spark, Option.empty(), false);
       DeltaOperations.Write operation =
           new DeltaOperations.Write(
-              SaveMode.Append,
+              mode,
               Option.apply(noPartitionColumns),
               Option.empty(),
               options.userMetadata(),
