@@ -85,7 +85,7 @@ class SparkConfig:
     app_name: str = _opt("rocketmq-rebalance-monitor", check=_not_blank)
     shuffle_partitions: int = _opt(4, low=1, high=10_000)
     driver_memory: str = _opt("2g", check=_matches(_MEMORY, 'a JVM memory size such as "2g" or "512m"'))
-    trigger_interval: str = _opt("10 seconds", check=_check_interval)
+    trigger_interval: str = _opt("2 seconds", check=_check_interval)
     stop_grace_seconds: int = _opt(20, low=0, high=3_600)
     ui_enabled: bool = _opt(False)
     rocksdb_max_memory_mb: int = _opt(256, low=16, high=1_048_576)

@@ -482,7 +482,7 @@ def test_configuration_is_immutable():
 
 def test_intervals_in_milliseconds():
     config = MonitorConfig()
-    assert config.spark.trigger_interval_ms == 10_000 and config.ingest.watermark_delay_ms == 120_000
+    assert config.spark.trigger_interval_ms == 2_000 and config.ingest.watermark_delay_ms == 120_000
     assert interval_ms("1 minute 30 seconds") == 90_000 and interval_ms("0 seconds") == 0
     with pytest.raises(ValueError):
         interval_ms("10s")
