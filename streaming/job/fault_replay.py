@@ -142,10 +142,7 @@ def replay_batch(
     for shard in sorted(called):
         stored = state.shards.get(shard)
         pairs = {
-            pair: [
-                k.send for k in sorted(items, key=lambda k: (k.send.event_time_ms, k.kafka_partition, k.kafka_offset))
-            ]
-            for pair, items in by_shard.get(shard, {}).items()
+            pair: [k.send for k in sorted(items, key=_replay_order)] for pair, items in by_shard.get(shard, {}).items()
         }
         step = FaultShard.restore(None if stored is None else stored.snapshot, settings).apply(pairs, watermark_ms)
         if step.shard.is_empty():

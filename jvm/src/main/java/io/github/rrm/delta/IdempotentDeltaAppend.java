@@ -43,8 +43,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>Everything else is Delta's own write path ({@code WriteIntoDelta}, the command behind
  * {@code df.write.format("delta").mode("append")} and {@code mode("overwrite")}): schema enforcement, the
  * {@code SetTransaction} action, the commit, its conflict checks and post-commit hooks (auto compaction
- * counting the table's real files, see {@link AutoCompactionCount}). The app id is registered as read by the transaction,
- * as {@code txnVersion} does, so a concurrent commit of the same app id still fails this one.
+ * counting the table's real files, see {@link AutoCompactionCount}). The app id is registered as read by the
+ * transaction, as {@code txnVersion} does, so a concurrent commit of the same app id still fails this one.
  */
 public final class IdempotentDeltaAppend {
   private static final Logger LOG = LoggerFactory.getLogger(IdempotentDeltaAppend.class);
