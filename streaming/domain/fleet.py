@@ -42,7 +42,14 @@ middle of a run is not.)
 
 Routes older than the topic's applied route are ignored as stale and counted in a ``LateEvent``.
 
-At the end of a batch (and when the state's timeout fires) the expiry scan runs up to the watermark.
+At the end of a batch (and when the state's timeout fires) the expiry scan runs up to the watermark, and a
+channel's (not a polled view's) up to the *lane clock* when that is later. A lane is one ordered source of
+channel events (the job's: a Kafka partition of a channel topic); the caller passes each lane's newest event time
+of the batch, the engine keeps each lane's newest, and the clock is the oldest of them: every lane has shown
+events up to it, so a heartbeat that would have kept a channel alive until then has been applied, unless its
+lane delivered it behind newer events -- the order a group's own events already need. A lane whose newest event
+is more than the expiry behind the watermark no longer holds the clock back (whatever it carried has expired
+at the watermark). Why: ``docs/design/membership-rules.md``.
 Each re-analysed group whose membership or routes changed gets a new *generation*: a ``GenerationSnapshot``,
 an ``ExpectedAssignment`` per client and topic, an ``AssignmentWithdrawn`` per one gone, episode transitions
 (``episodes.reconcile``) and, through ``StormDetector``, rebalance storms. Every join and leave also
@@ -105,7 +112,7 @@ from .vocabulary import (
 )
 
 SNAPSHOT_KIND = "shard"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
@@ -142,8 +149,10 @@ class ShardEngine:
         routes: dict[str, dict[str, Any]],
         groups: dict[str, GroupState],
         retired: dict[str, list[Any]] | None = None,
+        lanes: dict[str, int] | None = None,
     ) -> None:
         self.settings = settings
+        self.lanes = lanes or {}  # lane -> its newest channel event's time (see the module docstring)
         # Groups that emptied: their last generation and when, so a returning group continues its numbering.
         self.retired = retired or {}
         self.routes = routes  # topic -> {"event_time_ms": int, "queues": [[broker, qid], ...]}
@@ -164,13 +173,15 @@ class ShardEngine:
             return cls(settings, {}, {})
         snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot)
         groups = {g: GroupState.from_json(d) for g, d in snapshot["groups"].items()}
-        return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})))
+        lanes = {lane: int(t) for lane, t in snapshot["lanes"].items()}
+        return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})), lanes)
 
     def snapshot(self) -> dict[str, Any]:
         payload = {
             "routes": self.routes,
             "groups": {g: s.to_json() for g, s in sorted(self.groups.items())},
             "retired": dict(sorted(self.retired.items())),
+            "lanes": dict(sorted(self.lanes.items())),
         }
         return wrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, payload)
 
@@ -198,8 +209,14 @@ class ShardEngine:
         the effect of applying every one of its heartbeats? (``heartbeat_plan.steady_runs``)"""
         return steady_runs(self.groups, self.settings.expiry_ms, runs, others)
 
-    def apply(self, events: Iterable[Mapping[str, Any] | ms.ChannelEvent], watermark_ms: int) -> list[Outcome]:
-        """Apply events (JSON objects, or channel events the caller already parsed) in the given order."""
+    def apply(
+        self,
+        events: Iterable[Mapping[str, Any] | ms.ChannelEvent],
+        watermark_ms: int,
+        lane_times: Mapping[str, int] | None = None,
+    ) -> list[Outcome]:
+        """Apply events (JSON objects, or channel events the caller already parsed) in the given order;
+        ``lane_times``: the newest channel event's time per lane among them (see the module docstring)."""
         records: list[Outcome] = []
         dirty: dict[str, tuple[int, set[Trigger]]] = {}  # group -> (trigger time, triggers)
         for event in events:
@@ -218,18 +235,28 @@ class ShardEngine:
                 self._apply_route(event, records, dirty)
             elif kind == "reported_assignment":
                 self._apply_report(event, records, dirty)
+        for lane, time_ms in (lane_times or {}).items():
+            self.lanes[lane] = max(time_ms, self.lanes.get(lane, time_ms))
         records += self._expire_all(watermark_ms, dirty)
         self._due_windows(watermark_ms, dirty)
         records += self._analyse(dirty)
         self._forget_retired(watermark_ms)
         return without_superseded_views(records)
 
+    def lane_clock_ms(self, watermark_ms: int) -> int:
+        """The time the channel expiry scan runs to: the oldest lane's newest event, or the watermark when later.
+        Lanes more than the expiry behind the watermark are forgotten first."""
+        horizon = watermark_ms - self.settings.expiry_ms
+        self.lanes = {lane: t for lane, t in self.lanes.items() if t >= horizon}
+        return max(watermark_ms, min(self.lanes.values(), default=watermark_ms))
+
     def _forget_retired(self, now_ms: int) -> None:
         horizon = now_ms - RETIRED_GENERATION_TTL_MS
         self.retired = {g: v for g, v in self.retired.items() if v[1] > horizon}
 
     def advance(self, watermark_ms: int) -> list[Outcome]:
-        """The state's timeout fired: run the expiry scan (and storm window) up to the watermark."""
+        """The state's timeout fired: run the expiry scan (and storm window) up to the watermark (channels up to
+        the lane clock)."""
         dirty: dict[str, tuple[int, set[Trigger]]] = {}
         records = self._expire_all(watermark_ms, dirty)
         self._forget_retired(watermark_ms)
@@ -382,15 +409,17 @@ class ShardEngine:
             state.reported[key] = queues
             self._mark(dirty, group, int(event["event_time"]), Trigger.REPORTED_ASSIGNMENT)
 
-    def _expire_all(self, now_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
+    def _expire_all(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
+        """Polled views turn stale by the watermark; channels expire by the lane clock."""
         records: list[Outcome] = []
+        clock_ms = self.lane_clock_ms(watermark_ms)
         for group in sorted(self.groups):
             state = self.groups[group]
-            membership, statuses = mark_stale(state.membership, now_ms)
+            membership, statuses = mark_stale(state.membership, watermark_ms)
             records += [outcome for s in statuses for outcome in stale_outcomes(s)]
             for stale in statuses:
                 self._mark(dirty, group, stale.event_time_ms, Trigger.VIEW_STALE)
-            membership, changes = ms.expire(membership, now_ms, self.settings.expiry_ms)
+            membership, changes = ms.expire(membership, clock_ms, self.settings.expiry_ms)
             state.membership = membership
             state.expiry_bound_ms = None
             for change in changes:

@@ -3,7 +3,8 @@
 ``consumer_query``'s state function reads the rows of ``shard_input`` column by column (``read_columns``) and
 builds the events the engine applies (``shard_events``): typed channel events from their columns, other events
 from the JSON of their fields with their origin attached, heartbeat runs handed to ``ShardEngine.apply_runs``,
-late ones counted, the rest ordered by event time, type and Kafka coordinates.
+late ones counted, the rest ordered by event time, type and Kafka coordinates; and the newest channel event per
+Kafka partition (``lane_times``), which lets the engine expire silent channels before the watermark does.
 """
 
 from __future__ import annotations
@@ -131,6 +132,28 @@ def shard_events(
     keyed += _run_events(engine, runs, others, run_places)
     keyed.sort(key=operator.itemgetter(0))
     return [event for _, event in keyed], late
+
+
+def lane_times(columns: Mapping[str, list[Any]], rows: Iterable[int] | None = None) -> dict[str, int]:
+    """The newest channel event's time per Kafka partition (``topic/partition``) among ``rows`` (default all):
+    the lanes of ``ShardEngine.apply``. A partition delivers its events in the order they were published, so a
+    channel's heartbeats are never behind a newer event of their own partition (late ones included: they only
+    move no clock)."""
+    if not columns:
+        return {}
+    times, event_types = columns["event_time_ms"], columns["event_type"]
+    topics, partitions = columns["kafka_topic"], columns["kafka_partition"]
+    packed_runs = columns.get(RUN) or [None] * len(times)
+    lanes: dict[str, int] = {}
+    for i in range(len(event_types)) if rows is None else rows:
+        if event_types[i] != CHANNEL_EVENT or times[i] is None:
+            continue
+        packed = packed_runs[i]
+        time_ms = int(times[i] if packed is None else max(unpack_run(packed)[0]))
+        lane = f"{topics[i]}/{partitions[i]}"
+        if time_ms > lanes.get(lane, time_ms - 1):
+            lanes[lane] = time_ms
+    return lanes
 
 
 def _run_in_time(packed: bytes, watermark_ms: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:

@@ -27,6 +27,7 @@ from streaming.job.consumer_events import (
     ORIGIN_KEY,
     POLL_EVENT,
     ROUTE_EVENT,
+    lane_times,
     read_columns,
     shard_events,
 )
@@ -150,7 +151,7 @@ def _apply_isolating_poison(
         # From the stored state each time: a failed attempt may have changed its engine half-way.
         engine = ShardEngine.restore(state_blob.load(state), settings)
         events, late = shard_events(columns, engine, watermark_ms, rows)
-        outcomes = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms)
+        outcomes = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms, lane_times(columns, rows))
         return engine, outcomes + [LateEvent(LateReason.WATERMARK, t, count=n) for t, n in late.items()]
 
     (engine, outcomes), refused = isolate(range(len(columns.get("event_type", ()))), attempt)

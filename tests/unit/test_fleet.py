@@ -143,6 +143,60 @@ def test_unregister_and_silent_expiry_at_the_right_event_times():
     assert deleted == {"c0", "c2"}
 
 
+def run_lanes(batches, settings=None):
+    """Each batch: (events as (lane, event), watermark); the engine is given each lane's newest event time, as the
+    job gives each Kafka partition's. Per batch, the membership changes it made."""
+    snapshot, out = None, []
+    for events, watermark in batches:
+        engine = ShardEngine.restore(json.loads(json.dumps(snapshot)) if snapshot else None, engine_settings(settings))
+        lanes = {}
+        for lane, event in events:
+            if event["type"] == "consumer_channel":
+                lanes[lane] = max(lanes.get(lane, 0), event["event_time"])
+        made = engine.apply([e for _, e in events], watermark, lanes)
+        out.append([(r["change"], r["client_id"], r["event_time_ms"]) for r in rows(made, "membership_changes")])
+        snapshot = engine.snapshot()
+    return out, snapshot
+
+
+def test_a_silent_channel_expires_once_every_lane_has_passed_its_deadline():
+    # G's c2 goes silent after 0 (deadline 120_001); G itself says nothing past the deadline, the watermark stays
+    # at 0: only group H's events, on both lanes, move the clock.
+    out, snapshot = run_lanes(
+        [
+            (
+                [
+                    ("p0", route(0)),
+                    ("p0", hb(0, "g:1", "c1")),
+                    ("p0", hb(0, "g:2", "c2")),
+                    ("p1", hb(0, "h:1", "h1", group="H")),
+                ],
+                0,
+            ),
+            ([("p0", hb(90_000, "g:1", "c1")), ("p0", hb(121_000, "h:1", "h1", group="H"))], 0),  # lane p1 still at 0
+            ([("p1", hb(110_000, "h:2", "h2", group="H"))], 0),  # p1 behind the deadline: c2 may yet be refreshed
+            ([("p1", hb(122_000, "h:2", "h2", group="H"))], 0),  # both lanes past it
+        ]
+    )
+    assert [c for c in out[1] + out[2] if c[1] == "c2"] == []
+    assert ("EXPIRED", "c2", 120_001) in out[3]
+    assert ("EXPIRED", "c1", 210_001) not in out[3]  # c1's own deadline is far off
+    assert snapshot["lanes"] == {"p0": 121_000, "p1": 122_000}
+
+
+def test_a_lane_that_stopped_holds_the_clock_until_the_watermark_leaves_it_an_expiry_behind():
+    # Lane p1 stops at 0; c2 (lane p0) goes silent after 100_000 (deadline 220_001) while p0 runs on to 300_000.
+    first = [("p0", route(0)), ("p0", hb(0, "g:1", "c1")), ("p0", hb(0, "g:2", "c2"))]
+    first.append(("p1", hb(0, "h:1", "h1", group="H")))
+    second = [("p0", hb(100_000, "g:1", "c1")), ("p0", hb(100_000, "g:2", "c2"))]
+    third = [("p0", hb(200_000, "g:1", "c1")), ("p0", hb(300_000, "x:1", "x1", group="X"))]
+    held, _ = run_lanes([(first, 0), (second, 0), (third, 119_999)])  # p1 (newest 0) not yet an expiry behind
+    assert all(c[1] != "c2" for c in held[2])
+    moved, snapshot = run_lanes([(first, 0), (second, 0), (third, 120_001)])  # now it is: p0's clock alone counts
+    assert ("EXPIRED", "c2", 220_001) in moved[2]
+    assert snapshot["lanes"] == {"p0": 300_000}
+
+
 def test_subscription_change_moves_queues_and_route_change_reanalyses():
     out, _ = run(
         [

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from streaming.domain.engine_settings import EngineSettings
 from streaming.domain.fleet import ShardEngine
-from streaming.job.consumer_events import EVENT_COLUMNS, shard_events
+from streaming.job.consumer_events import EVENT_COLUMNS, lane_times, shard_events
 from streaming.job.heartbeat_runs import RUN
 from tests.unit.test_fleet import table_rows
 
@@ -180,8 +180,9 @@ def run_shard(batches, fold):
     for batch in batches:
         watermark = max(seen_max - DELAY_MS, 0)
         engine = ShardEngine.restore(snapshot, ENGINE)
-        events, late = shard_events(as_runs(rows_of(batch, offsets), fold), engine, watermark)
-        records = table_rows(engine.apply(events, watermark))
+        columns = as_runs(rows_of(batch, offsets), fold)
+        events, late = shard_events(columns, engine, watermark)
+        records = table_rows(engine.apply(events, watermark, lane_times(columns)))
         snapshot = engine.snapshot()
         changes = {}
         for table, row in records:
@@ -315,3 +316,17 @@ def test_an_event_at_the_watermark_is_late_whether_alone_or_inside_a_run():
         (watermark + 1, "10.0.0.2:92", None),
         (watermark + 2, "10.0.0.0:91", None),
     ]
+
+
+def test_lane_times_are_each_partitions_newest_channel_event_however_folded():
+    g1 = zlib.crc32(b"G1") % 2
+    g2_beats = beats("G2", "b2", 1, 10_000, count=2)
+    steps = [
+        beats("G1", "b1", 0, 0, count=5),  # on G1's partition, up to START + 120_000, as a run when folded
+        (*g2_beats[:3], "other partition"),  # on the other one, up to START + 40_000
+        (("route", "T", 4), 500_000, 0, "keyed"),  # not channel events: they move no lane
+        (("report", "G1", 1, 0), 600_000, 0, "other partition"),
+    ]
+    expected = {f"rmq/{g1}": START + 120_000, f"rmq/{1 - g1}": START + 40_000}
+    for fold in (True, False):
+        assert lane_times(as_runs(rows_of(published(steps), [0, 0]), fold)) == expected

@@ -57,7 +57,7 @@ MEMBERSHIP = {
 }
 
 SHARD = {
-    "schema_version": 1,
+    "schema_version": 2,
     "routes": {"T": {"event_time_ms": 0, "queues": [["broker-a", 0], ["broker-a", 1]]}},
     "groups": {
         "G": {
@@ -73,6 +73,7 @@ SHARD = {
         }
     },
     "retired": {},
+    "lanes": {"consumer-events/0": 150000, "consumer-events/3": 149000},
 }
 
 ROCKETMQ_5_TABLE = {
@@ -237,7 +238,7 @@ def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
 
 RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
-    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 1),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 2),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
     ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]
