@@ -1,6 +1,6 @@
 """Keeping the monitor's Delta tables small and fast to read: compaction and VACUUM (``rebalance-monitor maintain``).
 
-The writer compacts the tables it MERGEs itself (auto compaction); this module compacts only the append-only
+The writer compacts the current tables it rewrites itself (auto compaction); this module compacts only the append-only
 tables the job does not compact (all tables with ``job_stopped``) and VACUUMs every table past its retention,
 so it never races the running job's commits. Why each rule: ``docs/design/table-maintenance.md``.
 """
@@ -46,7 +46,7 @@ def maintain(
     session: SparkSession, root: str | Path, *, job_stopped: bool = False, dry_run: bool = False
 ) -> list[TableMaintenance]:
     """Compact and VACUUM the monitor's tables under ``root`` (see the module docstring); tables not yet
-    created are left out. ``job_stopped`` compacts every table, even those the job compacts or MERGEs."""
+    created are left out. ``job_stopped`` compacts every table, even those the job compacts or rewrites."""
     from delta.tables import DeltaTable
 
     settings = {
@@ -72,7 +72,7 @@ def maintain(
             elif not dry_run and compacts_itself:
                 note = "not compacted, the job compacts them itself (auto compaction; --job-stopped compacts here)"
             elif not dry_run:
-                note = "not compacted, the running job MERGEs them (--job-stopped compacts here)"
+                note = "not compacted, the running job rewrites them (--job-stopped compacts here)"
             vacuumed = session.sql(f"VACUUM {sql_path(path)} DRY RUN").count()
             if vacuumed and not dry_run:
                 table.vacuum()

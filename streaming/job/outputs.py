@@ -13,7 +13,7 @@ broker's series from the current tables the sinks keep.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streaming.domain.fault_outcomes import FaultOutcome, FaultWindowChanged, SendsLate
@@ -36,8 +36,10 @@ from streaming.job.sinks import DeltaTables, run_concurrently
 from streaming.job.state_blob import encode
 from streaming.job.table_rows import (
     DEAD_LETTERS,
+    DELETE,
     GROUP_STATUS,
     LATE_EVENTS,
+    OP,
     DeadLettered,
     group_summary,
     metric_values,
@@ -96,6 +98,13 @@ def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id
 # The consumer rows the driver's metrics are computed from (one per analysed group, dead letter, late event or
 # polled view).
 _METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, "broker_views_current")
+# The current tables the consumer sink holds whole and writes whole (``HeldCurrentTables``), each with the
+# batch rows it is built from.
+HELD_CURRENT_TABLES = {
+    "current_assignment": "current_assignment",
+    "anomalies_current": "anomaly_episodes",
+    GROUP_STATUS: GROUP_STATUS,
+}
 
 
 def current_rows(tables: DeltaTables, table: str, key: tuple[str, ...], columns: tuple[str, ...]) -> CurrentRows:
@@ -110,6 +119,7 @@ def consumer_sink(
     # count its rebalances, dead letters and late events twice: ``metered`` is the job's, shared by its sinks.
     metered = metered or MeteredBatches()
     views: CurrentRows | None = None  # broker_views_current as the batches' MERGEs leave it
+    held = HeldCurrentTables(tables)
 
     def write(batch: DataFrame, batch_id: int) -> None:
         nonlocal views
@@ -117,6 +127,7 @@ def consumer_sink(
         try:
             summary = _consumer_batch_summary(batch, metrics is not None)
             present = {r["table"]: r["n"] for r in summary}
+            payloads = {r["table"]: r["payloads"] for r in summary if r["table"] in HELD_CURRENT_TABLES.values()}
             if metrics is not None and metered.first_time(f"{app_id}:consumer", batch_id):  # before the writes
                 apply_consumer_metrics(metrics, metric_values((r["table"], p) for r in summary for p in r["payloads"]))
             if metrics is not None and "broker_views_current" in present:
@@ -125,19 +136,58 @@ def consumer_sink(
                 batch_views = (r["payloads"] for r in summary if r["table"] == "broker_views_current")
                 views.apply(json.loads(p) for payloads in batch_views for p in payloads)
                 apply_view_metrics(metrics, view_summary(views.rows()))
-            run_concurrently(_consumer_writes(tables, batch, present, app_id, batch_id))
+            writes = _consumer_writes(tables, batch, present, app_id, batch_id)
+            writes += held.writes(batch.sparkSession, payloads, app_id, batch_id)
+            run_concurrently(writes)
         finally:
             batch.unpersist()
 
     return write
 
 
+class HeldCurrentTables:
+    """The consumer's current tables (``HELD_CURRENT_TABLES``) held whole on the driver, read from Delta at the
+    first batch that changes each, and written back whole, exactly once per batch (``overwrite_idempotent``).
+
+    Why not a MERGE per batch: under the fleet's load the three MERGEs were a change batch's last 4-5 s, and an
+    incident arriving meanwhile waited for them (``docs/design/detection-latency.md``). The tables are small (a
+    row per group, per open episode, per client and topic), so writing one file of them costs less than
+    finding, joining and rewriting the changed rows. A replayed batch re-applies its rows to copies read after
+    the failure: an upsert or delete applied twice leaves the same rows, and a write already committed is
+    skipped by its txn id."""
+
+    def __init__(self, tables: DeltaTables) -> None:
+        self.tables = tables
+        self.held: dict[str, CurrentRows] = {}
+
+    def writes(
+        self, session: SparkSession, payloads: Mapping[str, list[str]], app_id: str, batch_id: int
+    ) -> list[Callable[[], None]]:
+        """The overwrites of the tables ``payloads`` (the batch's rows by source table, as JSON) change."""
+        writes = []
+        for table, source in HELD_CURRENT_TABLES.items():
+            rows = [json.loads(p) for p in payloads.get(source) or ()]
+            if not rows:
+                continue
+            if table == "anomalies_current":  # an episode's latest row; a closed one is deleted
+                rows = [{**r, OP: DELETE if r["status"] == EpisodeStatus.CLOSED else None} for r in rows]
+            current = self.held.get(table)
+            if current is None:
+                spec = TABLES[table]
+                current = self.held[table] = current_rows(self.tables, table, spec.key, tuple(column_names(table)))
+            current.apply({**r, "batch_id": batch_id} for r in rows)
+            writes.append(_overwrite_rows(self.tables, session, table, current.rows(), app_id, batch_id))
+        return writes
+
+
 def _consumer_batch_summary(batch: DataFrame, with_metrics: bool) -> list[Row]:
-    """One pass for the tables present (``n`` rows each) and, ``with_metrics``, the small rows the metrics are
-    computed from (``payloads``, of ``_METRIC_TABLES``)."""
+    """One pass for the tables present (``n`` rows each) and their ``payloads``: those the held current tables are
+    built from (``HELD_CURRENT_TABLES``) and, ``with_metrics``, the small rows the metrics are computed from
+    (``_METRIC_TABLES``)."""
     from pyspark.sql import functions as F
 
-    wanted = F.col("table").isin(*_METRIC_TABLES) if with_metrics else F.lit(False)
+    held = list(HELD_CURRENT_TABLES.values())
+    wanted = F.col("table").isin(*_METRIC_TABLES, *held) if with_metrics else F.col("table").isin(*held)
     return (
         batch.groupBy("table")
         .agg(F.count("*").alias("n"), F.collect_list(F.when(wanted, F.col("payload"))).alias("payloads"))
@@ -148,49 +198,22 @@ def _consumer_batch_summary(batch: DataFrame, with_metrics: bool) -> list[Row]:
 def _consumer_writes(
     tables: DeltaTables, batch: DataFrame, present: dict[str, int], app_id: str, batch_id: int
 ) -> list[Callable[[], None]]:
-    """The batch's writes, one per table ``present``: appends to the history tables, MERGEs into the current
-    ones."""
+    """The batch's writes, one per table ``present``: appends to the history tables, a MERGE into
+    broker_views_current (the held current tables are ``HeldCurrentTables``')."""
     from pyspark.sql import functions as F
 
     def append(table: str) -> Callable[[], None]:
         frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
         return lambda: tables.append(table, frame, app_id, batch_id, present[table])
 
-    def assignment() -> None:
-        _merge_latest_rows(tables, batch, "current_assignment", app_id, batch_id)
-
     def broker_views() -> None:
         _merge_latest_rows(tables, batch, "broker_views_current", app_id, batch_id)
 
-    def group_status() -> None:
-        _merge_latest_rows(tables, batch, GROUP_STATUS, app_id, batch_id)
-
-    def anomalies() -> None:
-        _merge_current_anomalies(tables, batch, app_id, batch_id)
-
-    # All at once: each MERGE carries its txn ids in a session of its own (see merge_idempotent). The MERGEs keep
-    # their names: bench_consumer_sink tells them apart by them.
+    # All at once: each write carries its txn ids in a session of its own (see merge_idempotent). The MERGE keeps
+    # its name: bench_consumer_sink tells the writes apart by them.
     writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
-    writes += [assignment] if "current_assignment" in present else []
-    writes += [anomalies] if "anomaly_episodes" in present else []
     writes += [broker_views] if "broker_views_current" in present else []
-    writes += [group_status] if GROUP_STATUS in present else []
     return writes
-
-
-def _merge_current_anomalies(tables: DeltaTables, batch: DataFrame, app_id: str, batch_id: int) -> None:
-    """MERGE the batch's latest row per anomaly episode into ``anomalies_current``; a closed one is deleted."""
-    from pyspark.sql import functions as F
-
-    episodes = _rows(batch, "anomaly_episodes")
-    current = _latest_per_key(episodes, ("episode_id",)).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-    tables.merge_upsert(
-        "anomalies_current",
-        current.withColumn("_op", F.col("status")),
-        app_id,
-        batch_id,
-        delete_condition=f"s._op = '{EpisodeStatus.CLOSED}'",
-    )
 
 
 def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:

@@ -2,8 +2,9 @@
 
 Every function here is called from a ``foreachBatch`` with the batch id and the query's app id. History
 tables are appended with ``txnAppId = <app id>:<table>`` and ``txnVersion = batch id`` (one app id per
-table and query, because Delta records the last version per app id and table); current tables are MERGEd
-under the same ids through the session settings. A replayed batch therefore changes nothing.
+table and query, because Delta records the last version per app id and table); current tables are
+overwritten under the same writer options, or MERGEd under the same ids through the session settings. A
+replayed batch therefore changes nothing.
 """
 
 from __future__ import annotations

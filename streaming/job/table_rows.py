@@ -40,7 +40,7 @@ GROUP_STATUS = "group_status_current"
 DEAD_LETTERS = "dead_letters"
 # Not a Delta table: the late input the metrics count.
 LATE_EVENTS = "late_events"
-# The operation column of a current table's rows: the sink MERGEs upserts and deletes the others' keys.
+# The operation column of a current table's rows: the sink upserts them and deletes the others' keys.
 OP = "_op"
 UPSERT = "upsert"
 DELETE = "delete"

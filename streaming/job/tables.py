@@ -3,9 +3,10 @@
 ``docs/tables.md`` is rendered from it (``python -m streaming.job.tables``), the job creates every table
 from it at start and the readers (``connectors.delta_reader``) name their views after it, so code, docs
 and storage agree. History tables are append-only (one row per fact, idempotent per micro-batch through
-``txnAppId``/``txnVersion``); current-state tables are MERGEd on their key (idempotent through the
-session's txn settings). Times are epoch milliseconds in ``*_ms`` columns (exact, as the events carry
-them) plus a UTC timestamp column where people query by time; ``batch_id`` is the writing micro-batch.
+``txnAppId``/``txnVersion``); current-state tables hold one row per key, rewritten whole from the
+driver's copy or MERGEd (idempotent through the same txn ids). Times are epoch milliseconds in ``*_ms``
+columns (exact, as the events carry them) plus a UTC timestamp column where people query by time;
+``batch_id`` is the writing micro-batch.
 """
 
 from __future__ import annotations

@@ -85,9 +85,9 @@ def test_assignment_as_a_readable_table(delta, capsys):
 
 def test_time_travel_over_current_assignment(delta, spark, capsys):
     history = spark.sql(f"DESCRIBE HISTORY delta.`{delta}/current_assignment`").collect()
-    first_merge = min(r["version"] for r in history if r["operation"] == "MERGE")
+    first_write = min(r["version"] for r in history if r["operation"] == "WRITE")  # the first batch's rows
     then = cli_json(
-        capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT, "--table-version", str(first_merge)
+        capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT, "--table-version", str(first_write)
     )
     assert len(then) == 2 and all(r["queue_count"] == 4 for r in then)  # the group began with two members
     now = cli_json(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT)
@@ -314,7 +314,7 @@ def test_sql_over_the_tables_equals_spark_sql(delta, spark, capsys):
     assert got[1:] == [[str(v) for v in r] for r in expected] and len(expected) > 5
     # --json, and time travel: a table as of a version and as of a commit time
     history = spark.sql(f"DESCRIBE HISTORY delta.`{delta}/current_assignment`").collect()
-    first_merge = min((r for r in history if r["operation"] == "MERGE"), key=lambda r: r["version"])
+    first_write = min((r for r in history if r["operation"] == "WRITE"), key=lambda r: r["version"])
     (counted,) = cli_json(
         capsys,
         "query",
@@ -322,12 +322,12 @@ def test_sql_over_the_tables_equals_spark_sql(delta, spark, capsys):
         "--delta-root",
         delta,
         "--table-version",
-        str(first_merge["version"]),
+        str(first_write["version"]),
         'SELECT count(*) AS n, count(DISTINCT "group") AS groups FROM current_assignment',
     )
-    then = spark.read.format("delta").option("versionAsOf", first_merge["version"]).load(f"{delta}/current_assignment")
+    then = spark.read.format("delta").option("versionAsOf", first_write["version"]).load(f"{delta}/current_assignment")
     assert counted == {"n": then.count(), "groups": then.select("group").distinct().count()}
-    moment = _utc(first_merge["timestamp"])
+    moment = _utc(first_write["timestamp"])
     spark_at = spark.read.format("delta").option("timestampAsOf", moment.strftime("%Y-%m-%d %H:%M:%S.%f"))
     expected = spark_at.load(f"{delta}/current_assignment").count()
     (at,) = cli_json(

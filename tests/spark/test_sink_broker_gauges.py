@@ -190,3 +190,101 @@ def test_a_batch_replayed_by_a_restarted_query_counts_its_episodes_once(spark, t
     # A sink of its own (no shared record) would have counted the replay again.
     fault_sink(tables, "test", metrics)(frame(spark, batch), 0)
     assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 2.0}
+
+
+HELD = ["current_assignment", "anomalies_current", "group_status_current"]
+CONSUMER_TABLES = [*HELD, "anomaly_episodes"]
+
+
+def assignment(group: str, client: str, queues: list[int], t: int, op: str = "upsert") -> tuple[str, str]:
+    row = {
+        "group": group,
+        "topic": "T",
+        "client_id": client,
+        "queues": [{"broker": "a", "queue_id": q} for q in queues],
+        "queue_count": len(queues),
+        "generation": 1,
+        "event_time_ms": t,
+        "_op": op,
+    }
+    return ("current_assignment", json.dumps(row))
+
+
+def episode(episode_id: str, group: str, status: str, t: int) -> tuple[str, str]:
+    row = {
+        "episode_id": episode_id,
+        "group": group,
+        "topic": "T",
+        "anomaly": "DUPLICATE_CLIENT_ID",
+        "status": status,
+        "opened_at_ms": T,
+        "closed_at_ms": t if status == "CLOSED" else None,
+        "event_time_ms": t,
+        "generation": 1,
+        "severity": "critical",
+        "summary": "s",
+        "details": "{}",
+    }
+    return ("anomaly_episodes", json.dumps(row))
+
+
+def group_row(group: str, members: int, t: int, op: str = "upsert") -> tuple[str, str]:
+    row = {
+        "group": group,
+        "generation": 1,
+        "members": members,
+        "channels": members,
+        "duplicate_client_ids": 0,
+        "views_diverge": False,
+        "last_rebalance_ms": t,
+        "open_anomalies": [{"anomaly": "DUPLICATE_CLIENT_ID", "episodes": 1}],
+        "topics": [],
+        "event_time_ms": t,
+        "_op": op,
+    }
+    return ("group_status_current", json.dumps(row))
+
+
+def test_the_consumer_sink_rewrites_its_current_tables_once_per_batch_as_a_merge_would_leave_them(spark, tmp_path):
+    """Upserts replace their key's row (the latest of the batch wins), deletes and closed episodes remove it,
+    untouched rows stay with the batch that last wrote them; one commit per changed table, none on a replay,
+    and a restarted query's sink reads the tables back before applying its batch."""
+    tables = DeltaTables(spark, tmp_path)
+    tables.ensure_all(CONSUMER_TABLES)
+    first = [
+        assignment("G", "c1", [0, 1], T),
+        assignment("G", "c2", [2, 3], T),
+        assignment("H", "h1", [0], T),
+        episode("e1", "G", "OPENED", T),
+        episode("e2", "H", "OPENED", T),
+        group_row("G", 2, T),
+        group_row("H", 1, T),
+    ]
+    consumer_sink(tables, "test", None)(frame(spark, first), 0)
+    second = [
+        assignment("G", "c1", [0], T + 1),
+        assignment("G", "c1", [0, 1, 2, 3], T + 2),  # the batch's latest row per key wins
+        assignment("G", "c2", [], T + 2, op="delete"),
+        episode("e1", "G", "UPDATED", T + 2),
+        episode("e2", "H", "CLOSED", T + 2),
+        group_row("G", 1, T + 2),
+    ]
+    sink = consumer_sink(tables, "test", None)  # a restarted query: the held tables are read again
+    before = {t: len(list((tmp_path / t / "_delta_log").glob("*.json"))) for t in HELD}
+    sink(frame(spark, second), 1)
+    after = {t: len(list((tmp_path / t / "_delta_log").glob("*.json"))) for t in HELD}
+    assert {t: after[t] - before[t] for t in HELD} == dict.fromkeys(HELD, 1)
+    consumer_sink(tables, "test", None)(frame(spark, second), 1)  # its replay writes nothing
+    assert {t: len(list((tmp_path / t / "_delta_log").glob("*.json"))) for t in HELD} == after
+
+    held = {(r["group"], r["client_id"]): r for r in tables.read("current_assignment").collect()}
+    assert {k: ([q["queue_id"] for q in r["queues"]], r["batch_id"]) for k, r in held.items()} == {
+        ("G", "c1"): ([0, 1, 2, 3], 1),
+        ("H", "h1"): ([0], 0),
+    }
+    assert {
+        (r["episode_id"], r["event_time_ms"], r["batch_id"]) for r in tables.read("anomalies_current").collect()
+    } == {("e1", T + 2, 1)}
+    status = {r["group"]: (r["members"], r["batch_id"]) for r in tables.read("group_status_current").collect()}
+    assert status == {"G": (1, 1), "H": (1, 0)}
+    assert [len(tables.read(t).inputFiles()) for t in HELD] == [1, 1, 1]  # each written whole, as one file

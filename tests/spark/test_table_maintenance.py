@@ -145,7 +145,7 @@ def test_maintain_compacts_append_only_tables_and_vacuums_every_table_after_a_dr
         assert reports[name].files_vacuumed >= 3  # the compacted small files (and Hadoop's .crc side files)
         assert parquet_on_disk(paths[name]) == 1
     current = reports["current_assignment"]
-    assert current.files_compacted == 0 and "running job MERGEs" in current.note
+    assert current.files_compacted == 0 and "running job rewrites" in current.note
     assert current.files_after == current.files_before == merged_files
     assert current.files_vacuumed >= dry["current_assignment"].files_vacuumed
     assert parquet_on_disk(paths["current_assignment"]) == merged_files
@@ -198,7 +198,7 @@ def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_table
         "dead_letters": ["history", "3", "3", "1", "0", "hours"],
         "current_assignment": ["current", "1", "0", "1", "0", "hours"],  # one row, rewritten
     }
-    assert lines[-1] == "not compacted, the running job MERGEs them (--job-stopped compacts here): current_assignment"
+    assert lines[-1] == "not compacted, the running job rewrites them (--job-stopped compacts here): current_assignment"
 
     assert main(["maintain", "--config", str(config), "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
