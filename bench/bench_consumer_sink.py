@@ -1,10 +1,10 @@
-"""Benchmark (not a test): the consumer query's Delta sink with its MERGEs run together vs one after the other.
+"""Benchmark (not a test): the consumer query's Delta sink with its writes run together vs one after the other.
 
 Run: ``.venv/bin/python -m bench.bench_consumer_sink [--groups 50 --members 4 --changing 5 --batches 16]``
 -> prints a table and writes ``bench/results/consumer_sink.json``. The real sink on the rows the real engine
-emits (every batch some groups gain or lose a duplicate client ID, so every table is written), its two MERGEs on
-cloned sessions beside the appends against the same MERGEs in sequence, in turn per batch in one session;
-``sustained`` leaves out the first two batches.
+emits (every batch some groups gain or lose a duplicate client ID, so every table is written), its appends and
+current-table overwrites run together (each with its own txn ids) against the same writes one after the other,
+in turn per batch in one session; ``sustained`` leaves out the first two batches.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from bench.common import machine, measured_at, write_results
 
 RESULTS = Path(__file__).parent / "results" / "consumer_sink.json"
 BASE = 1_700_000_000_000
-MERGES = ("assignment", "anomalies")  # the names of the sink's MERGE writes (outputs.consumer_sink)
 
 
 def _channel(t: int, kind: str, group: str, channel: str, client_id: str) -> dict[str, Any]:
@@ -79,19 +78,10 @@ def engine_batches(groups: int, members: int, changing: int, batches: int) -> li
     return out
 
 
-def in_sequence(run_concurrently: Callable[[list[Callable[[], None]]], None]):  # type: ignore[no-untyped-def]
-    """``run_concurrently`` with the sink's MERGE writes run one after the other in one of its threads."""
-
-    def run(writes: list[Callable[[], None]]) -> None:
-        merges = [w for w in writes if getattr(w, "__name__", "") in MERGES]
-        if not merges:  # every batch here writes current_assignment: the sink's writes were renamed
-            raise RuntimeError(f"no MERGE write among {[getattr(w, '__name__', w) for w in writes]}")
-        others = [w for w in writes if w not in merges]
-        if merges:
-            others.append(lambda: [merge() for merge in merges])
-        run_concurrently(others)
-
-    return run
+def in_sequence(writes: list[Callable[[], None]]) -> None:
+    """In place of ``run_concurrently``: the batch's writes one after the other."""
+    for write in writes:
+        write()
 
 
 def fleet_arguments(results: Path) -> argparse.ArgumentParser:
@@ -139,11 +129,11 @@ def summarize(seconds: dict[str, list[float]]) -> dict[str, Any]:
             "sustained_median_s": round(statistics.median(sustained), 3),
             "sustained_mean_s": round(statistics.mean(sustained), 3),
         }
-    ratio = results["merges_in_sequence"]["sustained_median_s"] / results["monitor"]["sustained_median_s"]
+    ratio = results["writes_in_sequence"]["sustained_median_s"] / results["monitor"]["sustained_median_s"]
     results["in_sequence_over_monitor"] = round(ratio, 2)
     print(
-        f"sustained median: monitor {results['monitor']['sustained_median_s']} s, merges in sequence "
-        f"{results['merges_in_sequence']['sustained_median_s']} s (ratio {ratio:.2f})"
+        f"sustained median: monitor {results['monitor']['sustained_median_s']} s, writes in sequence "
+        f"{results['writes_in_sequence']['sustained_median_s']} s (ratio {ratio:.2f})"
     )
     return results
 
@@ -158,7 +148,7 @@ def main() -> None:
     rows = engine_batches(args.groups, args.members, args.changing, args.batches)
     spark = build_spark_session()
     root = Path(tempfile.mkdtemp(prefix="bench-consumer-sink-"))
-    variants = {"monitor": run_concurrently, "merges_in_sequence": in_sequence(run_concurrently)}
+    variants = {"monitor": run_concurrently, "writes_in_sequence": in_sequence}
     sinks = {}
     for name in variants:
         tables = DeltaTables(spark, root / name)
