@@ -435,10 +435,11 @@ def render_markdown(specs: Iterable[MetricSpec] = CATALOGUE) -> str:
 NOTES = """## When the series change
 
 * **Before the tables.** A batch's series are set as soon as the stateful stage has produced the batch's
-  results, before the batch's Delta writes: an alert does not wait for the MERGEs. The consumer query sets the
-  group series and the polled-view `rmqmon_broker_*` series, send-ingest (its fault replay) the producer-side
-  `rmqmon_broker_*` series and `rmqmon_producers_all_brokers_unavailable`; the per-broker values are computed
-  on the driver from the current table as committed plus the batch's rows, as the MERGE will leave it. A metric
+  results, before the batch's Delta writes: an alert does not wait for the current tables' writes. The
+  consumer query sets the group series and the polled-view `rmqmon_broker_*` series, send-ingest (its fault
+  replay) the producer-side `rmqmon_broker_*` series and `rmqmon_producers_all_brokers_unavailable`; the
+  per-broker values are computed
+  on the driver from the current table as committed plus the batch's rows, as its write will leave it. A metric
   may therefore briefly lead its tables (`group_status_current`, `current_assignment`, `anomalies_current`,
   `broker_views_current`, `producer_broker_status_current`, `broker_status_current` and the history tables) by
   the batch's writes, a few seconds; should a write fail, the query stops and the batch is replayed, to the same
