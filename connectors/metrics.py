@@ -438,13 +438,13 @@ NOTES = """## When the series change
   results, before the batch's Delta writes: an alert does not wait for the current tables' writes. The
   consumer query sets the group series and the polled-view `rmqmon_broker_*` series, send-ingest (its fault
   replay) the producer-side `rmqmon_broker_*` series and `rmqmon_producers_all_brokers_unavailable`; the
-  per-broker values are computed
-  on the driver from the current table as committed plus the batch's rows, as its write will leave it. A metric
-  may therefore briefly lead its tables (`group_status_current`, `current_assignment`, `anomalies_current`,
-  `broker_views_current`, `producer_broker_status_current`, `broker_status_current` and the history tables) by
-  the batch's writes, a few seconds; should a write fail, the query stops and the batch is replayed, to the same
-  values. The tables stay exactly-once: every write still commits once per batch id. Counters (isolation
-  episodes, late sends) are counted before the writes too, once per batch (see "A failed query").
+  per-broker values are computed on the driver from the current table as committed plus the batch's rows, as
+  its write will leave it. A metric may therefore briefly lead its tables (`group_status_current`,
+  `current_assignment`, `anomalies_current`, `broker_views_current`, `producer_broker_status_current`,
+  `broker_status_current` and the history tables) by the batch's writes, a few seconds; should a write fail,
+  the query stops and the batch is replayed, to the same values. The tables stay exactly-once: every write
+  still commits once per batch id. Counters (isolation episodes, late sends) are counted before the writes
+  too, once per batch (see "A failed query").
 * **A gauge is the state at a batch's end.** The producer-side gauges hold each pair's state at the latest send
   time of the send-ingest batch that set them. An isolation that opens and closes within the sends one batch
   covers is never 1 in `rmqmon_broker_isolated`: a 5.x producer isolates a broker for 10 s after one 5 s send,

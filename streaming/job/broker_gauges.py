@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streaming.domain.vocabulary import ViewFreshness
-
-DELETE = "delete"
+from streaming.job.table_rows import DELETE, OP
 
 
 class CurrentRows:
@@ -36,7 +35,7 @@ class CurrentRows:
             if key not in latest or (row.get("event_time_ms") or 0) > (latest[key].get("event_time_ms") or 0):
                 latest[key] = row
         for key, row in latest.items():
-            if row.get("_op") == DELETE:
+            if row.get(OP) == DELETE:
                 self._rows.pop(key, None)
             else:
                 self._rows[key] = {c: row.get(c) for c in self.columns}

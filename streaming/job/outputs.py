@@ -209,8 +209,8 @@ def _consumer_writes(
     def broker_views() -> None:
         _merge_latest_rows(tables, batch, "broker_views_current", app_id, batch_id)
 
-    # All at once: each write carries its txn ids in a session of its own (see merge_idempotent). The MERGE keeps
-    # its name: bench_consumer_sink tells the writes apart by them.
+    # All at once, with the held tables' overwrites: each write carries its own txn ids (the MERGE in a session of
+    # its own, see merge_idempotent).
     writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
     writes += [broker_views] if "broker_views_current" in present else []
     return writes
