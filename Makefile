@@ -1,16 +1,20 @@
 # The README's commands. Every target sets up what it needs first (idempotent, quick when done).
-.PHONY: setup demo test lint bench clean
+.PHONY: setup setup-test demo test lint bench clean
 
 PY := .venv/bin/python
 
+# What the job, the demos and the CLI need; the tests add their own tools on top.
 setup:
 	@bash scripts/setup.sh
+
+setup-test: setup
+	@bash scripts/install_observability_tools.sh
 
 demo: setup
 	$(PY) -m streaming.cli demo $(ARGS)
 
 # pytest exits 5 when it collects nothing: that is a failure here, never a pass.
-test: setup
+test: setup-test
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the observability tools the tests need, into git-ignored project-local folders, idempotently:
+# Installs the observability tools only the tests need (`make setup-test`), into git-ignored project-local
+# folders, idempotently:
 #   1. prometheus and promtool (Debian's `prometheus` package, 2.42) into .cache/prometheus/ with
 #      `apt-get download` + `dpkg -x`: the binaries without the package's service scripts;
 #   2. Grafana's dashboard-linter from the Go module proxy, built into .cache/go-bin/ from the small wrapper

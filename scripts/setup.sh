@@ -5,7 +5,8 @@
 #      the Kafka broker, the RocketMQ 4.9.8 and 5.3.3 clients, the 5.3.3 and 4.9.7 name server and
 #      broker, the admin client for the collector) and the project's compiled Java classes;
 #   3. the client agent (jvm/agent, into the local Maven repository and .cache/jars/agent) and the
-#      RocketMQ test clients compiled against both client lines.
+#      RocketMQ client processes compiled against both client lines (demo --rocketmq runs them).
+# The tools only the tests use (promtool, Prometheus, dashboard-linter) are `make setup-test`'s.
 # A second run is quick: each step is skipped when its inputs have not changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,3 @@ echo "setup: JVM artifacts"
 
 echo "setup: client agent and RocketMQ test clients"
 .venv/bin/python -m localenv.agent_artifacts
-
-echo "setup: observability tools (promtool, prometheus, dashboard-linter)"
-bash scripts/install_observability_tools.sh

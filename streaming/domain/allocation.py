@@ -7,8 +7,8 @@ the Java ``allocate(consumerGroup, currentCID, mqAll, cidAll)``: it uses the lis
 and returns an empty share for a client that is not in cidAll.
 
 What the monitor computes with them, the whole group in one pass, is ``streaming.domain.group_allocation``;
-``reference.vectors.replay_conformance_case`` replays a golden vector against these strategies as given (see
-``../shared/reference/conformance/README.md``), so any vector, present or future, can be checked.
+``tests.reference.vectors.replay_conformance_case`` replays a golden vector against these strategies as given
+(``tests/data/conformance/README.md``), so any vector, present or future, can be checked.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Hypothesis generates routes (duplicates, read-only and write-only entries, broke
 ordered-topic configurations, Java-order-sensitive names), fault items, thread-local start values and call
 counts. Each case runs through the real ``MQClientInstance.topicRouteData2TopicPublishInfo`` and
 ``MQFaultStrategy.selectOneMessageQueue`` (5.x: the 3-argument constructor, ``resetIndex=false``) and
-through ``streaming.domain.reference`` (``producer``, ``thread_index``, ``queue_selectors``); queues, exceptions
+through ``tests.reference`` (``producer``, ``thread_index``, ``queue_selectors``); queues, exceptions
 and the indexes left behind must be identical.
 
 Making Java deterministic (section 8.3 of the semantics reference): the ThreadLocal values are set by
@@ -46,11 +46,11 @@ from streaming.domain.faults import (
 )
 from streaming.domain.javacompat import INT_MAX, INT_MIN
 from streaming.domain.queues import MessageQueue
-from streaming.domain.reference.producer import MQFaultStrategy, ProducerThreadState, QueueData, TopicPublishInfo
-from streaming.domain.reference.queue_selectors import JavaLong, SelectMessageQueueByHash, SelectMessageQueueByRandom
-from streaming.domain.reference.thread_index import ThreadLocalIndex
-from streaming.domain.reference.vectors import CONFORMANCE_NOW_MS
 from streaming.domain.versions import ClientLine
+from tests.reference.producer import MQFaultStrategy, ProducerThreadState, QueueData, TopicPublishInfo
+from tests.reference.queue_selectors import JavaLong, SelectMessageQueueByHash, SelectMessageQueueByRandom
+from tests.reference.thread_index import ThreadLocalIndex
+from tests.reference.vectors import CONFORMANCE_NOW_MS
 from tests.support.rocketmq_jvm import RocketMQClasses, rocketmq
 
 pytestmark = pytest.mark.jvm

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from streaming.domain.reference.vectors import replay_conformance_case
 from streaming.domain.versions import ClientLine
+from tests.reference.vectors import replay_conformance_case
 
-CONFORMANCE = Path(__file__).parents[3] / "shared" / "reference" / "conformance"
+CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
 FILES = {"allocate-rocketmq-all-4.9.8.jsonl": ClientLine.V4_9, "allocate-develop.jsonl": ClientLine.V5}
 
 

@@ -1,6 +1,6 @@
 """Every producer-selection golden vector of the real RocketMQ client is reproduced without a JVM.
 
-The vectors (``../shared/reference/conformance/producer-select-*.jsonl``, README beside them) call
+The vectors (``tests/data/conformance/producer-select-*.jsonl``, README beside them) call
 ``MQFaultStrategy.selectOneMessageQueue`` ``calls`` times on one thread with the ThreadLocal indexes set
 by reflection and fault items seeded at ``now -/+ 1e9 ms``. The selected queues *and* the indexes stored
 after the last call must match: the second proves the number of increments on every path.
@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from streaming.domain.reference.producer import (
+from streaming.domain.versions import ClientLine
+from tests.reference.producer import (
     MQFaultStrategy,
     ProducerThreadState,
     QueueData,
     SelectionPath,
     TopicPublishInfo,
 )
-from streaming.domain.reference.vectors import CONFORMANCE_NOW_MS, replay_producer_conformance_case, seeded_faults
-from streaming.domain.versions import ClientLine
+from tests.reference.vectors import CONFORMANCE_NOW_MS, replay_producer_conformance_case, seeded_faults
 
-CONFORMANCE = Path(__file__).parents[3] / "shared" / "reference" / "conformance"
+CONFORMANCE = Path(__file__).parents[1] / "data" / "conformance"
 FILES = {"producer-select-rocketmq-all-4.9.8.jsonl": ClientLine.V4_9, "producer-select-develop.jsonl": ClientLine.V5}
 
 

@@ -14,8 +14,9 @@ from streaming.domain.errors import IllegalArgument, IndexOutOfBounds, NullPoint
 from streaming.domain.faults import FaultSemantics, LatencyFaultTolerance
 from streaming.domain.javacompat import INT_MAX, INT_MIN, JavaRandom
 from streaming.domain.queues import MessageQueue
-from streaming.domain.reference.java_arithmetic import ArithmeticException
-from streaming.domain.reference.producer import (
+from streaming.domain.versions import ClientLine
+from tests.reference.java_arithmetic import ArithmeticException
+from tests.reference.producer import (
     MQFaultStrategy,
     NumberFormat,
     ProducerThreadState,
@@ -23,7 +24,7 @@ from streaming.domain.reference.producer import (
     SelectionPath,
     TopicPublishInfo,
 )
-from streaming.domain.reference.queue_selectors import (
+from tests.reference.queue_selectors import (
     JavaLong,
     MessageQueueSelector,
     SelectMessageQueueByHash,
@@ -31,8 +32,7 @@ from streaming.domain.reference.queue_selectors import (
     SelectMessageQueueByRandom,
     java_hash_code,
 )
-from streaming.domain.reference.thread_index import IndexVariant, ThreadLocalIndex
-from streaming.domain.versions import ClientLine
+from tests.reference.thread_index import IndexVariant, ThreadLocalIndex
 
 T = "TopicTest"
 

@@ -8,8 +8,8 @@ strategy and the hash selector.
 
 from __future__ import annotations
 
-from ..errors import DomainError
-from ..javacompat import INT_MIN
+from streaming.domain.errors import DomainError
+from streaming.domain.javacompat import INT_MIN
 
 
 class ArithmeticException(DomainError):

@@ -1,4 +1,4 @@
-"""Replays of the golden vectors (``reference/conformance/`` beside the project) through the domain.
+"""Replays of the golden vectors (``tests/data/conformance/``) through the domain.
 
 Each vector file was produced by running the real RocketMQ Java classes; these functions feed one case to the
 Python reproduction exactly as the vector gives it (lists in the given order, seeded fault items, the given
@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..allocation import strategy_from_name
-from ..errors import DomainError
-from ..faults import FaultSemantics, LatencyFaultTolerance
-from ..queues import MessageQueue
-from ..versions import ClientLine
+from streaming.domain.allocation import strategy_from_name
+from streaming.domain.errors import DomainError
+from streaming.domain.faults import FaultSemantics, LatencyFaultTolerance
+from streaming.domain.queues import MessageQueue
+from streaming.domain.versions import ClientLine
+
 from .producer import MQFaultStrategy, ProducerThreadState, QueueData, TopicPublishInfo
 
 

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from ..errors import IllegalArgument, NullPointer
-from ..javacompat import INT_MAX, INT_MIN, JavaRandom, int32, java_string_hash
-from ..queues import MessageQueue
+from streaming.domain.errors import IllegalArgument, NullPointer
+from streaming.domain.javacompat import INT_MAX, INT_MIN, JavaRandom, int32, java_string_hash
+from streaming.domain.queues import MessageQueue
+
 from .java_arithmetic import java_rem
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-from ..errors import IllegalArgument
-from ..javacompat import INT_MAX, INT_MIN, JavaRandom, int32
-from ..versions import ClientLine
+from streaming.domain.errors import IllegalArgument
+from streaming.domain.javacompat import INT_MAX, INT_MIN, JavaRandom, int32
+from streaming.domain.versions import ClientLine
+
 from .java_arithmetic import java_abs
 
 _POSITIVE_MASK = 0x7FFFFFFF

@@ -18,11 +18,12 @@ import enum
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from ..errors import IllegalArgument, IndexOutOfBounds, NullPointer
-from ..faults import FaultSemantics, LatencyFaultTolerance
-from ..javacompat import INT_MAX, INT_MIN, JavaRandom, int32, java_sort_key, java_split
-from ..queues import MessageQueue
-from ..versions import ClientLine
+from streaming.domain.errors import IllegalArgument, IndexOutOfBounds, NullPointer
+from streaming.domain.faults import FaultSemantics, LatencyFaultTolerance
+from streaming.domain.javacompat import INT_MAX, INT_MIN, JavaRandom, int32, java_sort_key, java_split
+from streaming.domain.queues import MessageQueue
+from streaming.domain.versions import ClientLine
+
 from .java_arithmetic import ArithmeticException, java_abs, java_rem
 from .thread_index import ThreadLocalIndex
 
