@@ -110,7 +110,7 @@ class LocalPrometheus:
         if running is not None:
             return running
         if not self.binary.exists():
-            raise PrometheusError(f"{self.binary} is missing: run scripts/install_observability_tools.sh (make setup-test)")
+            raise PrometheusError(f"{self.binary} is missing: run make setup-test")
         port = self._port or free_port()
         if port_is_open(port):
             raise PrometheusError(f"port {port} on 127.0.0.1 is already in use; choose another")
