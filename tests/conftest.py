@@ -7,7 +7,9 @@ component that cannot start is an error, never a skip.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import time
+from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(marker)
 
 
+# -- where the suite's time goes (printed at the end: the budget is in tests/README.md) ---------------------------
+
+SLOWEST_FILES = 30
+_seconds_by_file: defaultdict[str, float] = defaultdict(float)
+_session_started = time.monotonic()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Every phase (set-up, call, tear-down) counts for its test's file, so shared fixtures land where used."""
+    _seconds_by_file[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not _seconds_by_file:
+        return
+    wall = time.monotonic() - _session_started
+    terminalreporter.section(f"the {SLOWEST_FILES} slowest test files (set-up, call and tear-down)")
+    for name, seconds in sorted(_seconds_by_file.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {name}")
+    by_tier: defaultdict[str, float] = defaultdict(float)
+    for name, seconds in _seconds_by_file.items():
+        by_tier[Path(name).parent.name] += seconds
+    tiers = ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in sorted(by_tier.items(), key=lambda kv: -kv[1]))
+    terminalreporter.write_line(f"tiers: {tiers}")
+    terminalreporter.write_line(f"pytest wall time: {wall:.0f} s (budget for the whole suite: see tests/README.md)")
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A real single-node Kafka broker on 127.0.0.1 (free ports), stopped by PID at session end."""
@@ -42,52 +72,6 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         yield info
     finally:
         broker.stop()
-
-
-@pytest.fixture(scope="session")
-def rocketmq_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], object]]:
-    """``get(line)``: the session's local RocketMQ cluster of line ``"5"`` or ``"4.9"`` (name server, broker-a,
-    broker-b on free 127.0.0.1 ports, with the test-speed options), started on first use, stopped by PID at
-    session end."""
-    from localenv.rocketmq_cluster import TEST_SPEED, LocalRocketMQCluster
-
-    clusters: dict[str, LocalRocketMQCluster] = {}
-
-    def get(line: str) -> LocalRocketMQCluster:
-        if line not in clusters:
-            cluster = LocalRocketMQCluster(
-                line, tmp_path_factory.mktemp(f"rocketmq-{line}"), test_speed=TEST_SPEED, stop_grace_s=5.0
-            )
-            clusters[line] = cluster
-            cluster.start()
-        return clusters[line]
-
-    try:
-        yield get
-    finally:
-        for cluster in clusters.values():
-            cluster.stop()
-
-
-@pytest.fixture(scope="session")
-def rocketmq_cluster(request: pytest.FixtureRequest, rocketmq_clusters: Callable[[str], object]) -> object:
-    """The local RocketMQ cluster of the line given by indirect parametrisation (default ``"5"``):
-    ``@pytest.mark.parametrize("rocketmq_cluster", ["5", "4.9"], indirect=True)``."""
-    return rocketmq_clusters(getattr(request, "param", "5"))
-
-
-@pytest.fixture(scope="session")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    """A local Spark standalone cluster (``localenv.spark_cluster``: a master and two 1-core workers on free
-    127.0.0.1 ports), started on first use, stopped by PID at session end."""
-    from localenv.spark_cluster import LocalSparkCluster
-
-    cluster = LocalSparkCluster(tmp_path_factory.mktemp("spark-cluster"), stop_grace_s=5.0)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture(scope="session")
