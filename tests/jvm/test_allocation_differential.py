@@ -8,7 +8,6 @@ too), unsorted inputs as the vectors have them, the current id absent or empty -
 
 from __future__ import annotations
 
-import jpype
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,9 +23,8 @@ from streaming.domain.allocation import (
 )
 from streaming.domain.errors import DomainError
 from streaming.domain.queues import MessageQueue
-from tests.support.rocketmq_jvm import rocketmq
+from tests.support.rocketmq_java_allocation import java_allocate, java_strategy
 
-PACKAGE = "org.apache.rocketmq.client.consumer.rebalance."
 EXAMPLES = settings(
     max_examples=2000,
     deadline=None,
@@ -54,77 +52,11 @@ def cases(draw):
     return current, cids, mqs
 
 
-def java_allocate(line: str, strategy, current, cids, mqs):  # type: ignore[no-untyped-def]
-    r = rocketmq(line)
-    try:
-        result = strategy.allocate(
-            "G",
-            current,
-            r.array_list([r.message_queue(q.topic, q.broker_name, q.queue_id) for q in mqs]),
-            r.array_list(cids),
-        )
-    except jpype.JException as error:
-        return ("exception", error.getClass().getSimpleName())
-    return ("result", [(str(q.getTopic()), str(q.getBrokerName()), int(q.getQueueId())) for q in result])
-
-
 def ours(strategy, current, cids, mqs):  # type: ignore[no-untyped-def]
     try:
         return ("result", [q.as_tuple() for q in strategy.allocate("G", current, list(mqs), list(cids))])
     except DomainError as error:
         return ("exception", error.java_exception)
-
-
-def java_strategy(line: str, name: str, param=None):  # type: ignore[no-untyped-def]
-    r = rocketmq(line)
-    if name == "CH":
-        return r.cls(PACKAGE + "AllocateMessageQueueConsistentHash")(param)
-    if name == "MR":
-        strategy = r.cls(PACKAGE + "AllocateMessageQueueByMachineRoom")()
-        idcs = jpype.JClass("java.util.HashSet")()
-        for idc in param:
-            idcs.add(idc)
-        strategy.setConsumeridcs(idcs)
-        return strategy
-    if name.startswith("NEARBY"):
-        inner = r.cls(
-            PACKAGE
-            + ("AllocateMessageQueueAveragelyByCircle" if name == "NEARBY_CIRCLE" else "AllocateMessageQueueAveragely")
-        )()
-        resolver_interface = r.cls(PACKAGE + "AllocateMachineRoomNearby$MachineRoomResolver")
-        if name == "NEARBY_REGEX":
-            pattern = jpype.JClass("java.util.regex.Pattern").compile(param)
-
-            @jpype.JImplements(resolver_interface)
-            class RegexRoom:  # what [[allocation.groups]] machine_room_regex means, written as a Java user would
-                @jpype.JOverride
-                def brokerDeployIn(self, mq):  # noqa: N802
-                    return self.room(mq.getBrokerName())
-
-                @jpype.JOverride
-                def consumerDeployIn(self, client_id):  # noqa: N802
-                    return self.room(client_id)
-
-                def room(self, text):  # type: ignore[no-untyped-def]
-                    matcher = pattern.matcher(text)
-                    return matcher.group(1) if matcher.find() else None
-
-            return r.cls(PACKAGE + "AllocateMachineRoomNearby")(inner, RegexRoom())
-
-        @jpype.JImplements(resolver_interface)
-        class Resolver:  # the vectors' resolver: split("-")[0] on broker names and client ids
-            @jpype.JOverride
-            def brokerDeployIn(self, mq):  # noqa: N802
-                return mq.getBrokerName().split("-")[0]
-
-            @jpype.JOverride
-            def consumerDeployIn(self, client_id):  # noqa: N802
-                return jpype.JString(client_id).split("-")[0]
-
-        return r.cls(PACKAGE + "AllocateMachineRoomNearby")(inner, Resolver())
-    return r.cls(
-        PACKAGE + {"AVG": "AllocateMessageQueueAveragely", "CIRCLE": "AllocateMessageQueueAveragelyByCircle"}[name]
-    )()
 
 
 OUR = {

@@ -51,12 +51,18 @@ from tests.reference.producer import MQFaultStrategy, ProducerThreadState, Queue
 from tests.reference.queue_selectors import JavaLong, SelectMessageQueueByHash, SelectMessageQueueByRandom
 from tests.reference.thread_index import ThreadLocalIndex
 from tests.reference.vectors import CONFORMANCE_NOW_MS
-from tests.support.rocketmq_jvm import RocketMQClasses, rocketmq
+from tests.support.rocketmq_java_producer import (
+    TOPIC,
+    JavaProducer,
+    get_index,
+    java_exception_name,
+    java_int,
+    java_long,
+    set_index,
+)
 
 pytestmark = pytest.mark.jvm
 
-TOPIC = "TopicTest"
-ROUTE_PACKAGE = {"4.9": "org.apache.rocketmq.common.protocol.route", "5": "org.apache.rocketmq.remoting.protocol.route"}
 LINES = {"4.9": ClientLine.V4_9, "5": ClientLine.V5}
 SEED_MS = 1_000_000_000
 SPREAD_MS = 1_000_000
@@ -65,98 +71,8 @@ BROKER_POOL = ["broker-a", "broker-b", "broker-c", "broker-d", "Broker-a", "b", 
 INT_EDGES = [INT_MAX, INT_MAX - 1, INT_MAX - 3, INT_MAX - 9, INT_MIN, INT_MIN + 1, -1, 0, 1]
 
 
-def java_int(value: int):
-    return jpype.JClass("java.lang.Integer").valueOf(jpype.JInt(value))
-
-
-def java_long(value: int):
-    return jpype.JClass("java.lang.Long").valueOf(jpype.JLong(value))
-
-
 def now_ms() -> int:
     return int(jpype.JClass("java.lang.System").currentTimeMillis())
-
-
-def java_exception_name(error: BaseException) -> str:
-    return str(error.getClass().getSimpleName())  # type: ignore[attr-defined]
-
-
-def set_index(jvm: RocketMQClasses, thread_local_index, value: int | None) -> None:
-    """Set a ThreadLocalIndex's value for *this* thread (the one that will call the strategy)."""
-    thread_local = jvm.get_private(thread_local_index, "threadLocalIndex")
-    if value is None:
-        thread_local.remove()
-    else:
-        thread_local.set(java_int(value))
-
-
-def get_index(jvm: RocketMQClasses, thread_local_index) -> int | None:
-    value = jvm.get_private(thread_local_index, "threadLocalIndex").get()
-    return None if value is None else int(value)
-
-
-# --------------------------------------------------------------------------------------------------
-# Java side
-# --------------------------------------------------------------------------------------------------
-
-
-class JavaProducer:
-    """One reusable MQFaultStrategy per line; each case clears its fault table."""
-
-    def __init__(self, line: str) -> None:
-        self.line = line
-        self.jvm = rocketmq(line)
-        strategy_cls = self.jvm.cls("org.apache.rocketmq.client.latency.MQFaultStrategy")
-        if line == "4.9":
-            self.strategy = strategy_cls()
-        else:
-            client_config = self.jvm.cls("org.apache.rocketmq.client.ClientConfig")()
-            self.strategy = strategy_cls(client_config, None, None)
-        self.tolerance = self.jvm.get_private(self.strategy, "latencyFaultTolerance")
-        self.table = self.jvm.get_private(self.tolerance, "faultItemTable")
-        long_type = jpype.JClass("java.lang.Long").TYPE
-        self.compute = self.strategy.getClass().getDeclaredMethod("computeNotAvailableDuration", long_type)
-        self.compute.setAccessible(True)
-
-    def route(self, queue_datas: list[QueueData], masters: dict[str, bool | None], order_conf: str | None):
-        pkg = ROUTE_PACKAGE[self.line]
-        qds = []
-        for qd in queue_datas:
-            j = self.jvm.cls(f"{pkg}.QueueData")()
-            j.setBrokerName(qd.broker_name)
-            j.setReadQueueNums(qd.read_queue_nums)
-            j.setWriteQueueNums(qd.write_queue_nums)
-            j.setPerm(qd.perm)
-            qds.append(j)
-        bds = []
-        for name, has_master in masters.items():
-            if has_master is None:
-                continue  # no BrokerData at all
-            addrs = jpype.JClass("java.util.HashMap")()
-            addrs.put(java_long(0 if has_master else 1), "127.0.0.1:10911")
-            bds.append(self.jvm.cls(f"{pkg}.BrokerData")("DefaultCluster", name, addrs))
-        route = self.jvm.cls(f"{pkg}.TopicRouteData")()
-        route.setQueueDatas(self.jvm.array_list(qds))
-        route.setBrokerDatas(self.jvm.array_list(bds))
-        if order_conf is not None:
-            route.setOrderTopicConf(order_conf)
-        factory = self.jvm.cls("org.apache.rocketmq.client.impl.factory.MQClientInstance")
-        return factory.topicRouteData2TopicPublishInfo(TOPIC, route)
-
-    def reset(self, enable: bool) -> None:
-        self.table.clear()
-        self.strategy.setSendLatencyFaultEnable(enable)
-
-    def item(self, name: str) -> tuple[int, int, bool] | None:
-        item = self.table.get(name)
-        if item is None:
-            return None
-        reachable = bool(self.jvm.get_private(item, "reachableFlag")) if self.line == "5" else True
-        return (
-            int(self.jvm.get_private(item, "currentLatency")),
-            int(self.jvm.get_private(item, "startTimestamp")),
-            reachable,
-        )
 
 
 @pytest.fixture(scope="module")
@@ -234,12 +150,9 @@ def seed_java(producer: JavaProducer, case: SelectionCase) -> None:
     for rank, fault in enumerate(case.faults):
         if producer.line == "4.9":
             duration = (-SEED_MS if fault.available else SEED_MS) + rank * SPREAD_MS
-            producer.tolerance.updateFaultItem(fault.broker, jpype.JLong(fault.latency_ms), jpype.JLong(duration))
         else:
             duration = 0 if fault.available else SEED_MS + rank * SPREAD_MS
-            producer.tolerance.updateFaultItem(
-                fault.broker, jpype.JLong(fault.latency_ms), jpype.JLong(duration), jpype.JBoolean(fault.reachable)
-            )
+        producer.update_fault_item(fault.broker, fault.latency_ms, duration, fault.reachable)
 
 
 def seed_model(case: SelectionCase, line: ClientLine) -> LatencyFaultTolerance:
@@ -266,16 +179,13 @@ def run_java(producer: JavaProducer, case: SelectionCase) -> tuple[list[tuple[st
     info = producer.route(list(case.route), case.masters, case.order_conf)
     publish = [(str(q.getBrokerName()), int(q.getQueueId())) for q in info.getMessageQueueList()]
     send_which_queue = info.getSendWhichQueue()
-    which_item_worst = producer.jvm.get_private(producer.tolerance, "whichItemWorst")
+    which_item_worst = producer.which_item_worst
     set_index(producer.jvm, send_which_queue, case.send_which_queue_start)
     set_index(producer.jvm, which_item_worst, case.which_item_worst_start)
     selected: list[object] = []
     for _ in range(case.calls):
         try:
-            if producer.line == "4.9":
-                mq = producer.strategy.selectOneMessageQueue(info, case.last_broker)
-            else:
-                mq = producer.strategy.selectOneMessageQueue(info, case.last_broker, False)
+            mq = producer.select_one_message_queue(info, case.last_broker)
         except jpype.JException as error:
             selected.append(java_exception_name(error))
             break  # our model raises too: compare the exception, not the state it leaves
