@@ -9,8 +9,11 @@ Queries (each with its own checkpoint under ``paths.checkpoint_root``):
 
 ``MonitorJob`` follows a lifecycle contract: constructing it opens nothing; ``start()`` starts everything
 and raises if anything fails; ``stop()`` stops the queries (the current micro-batch finishes or is
-replayed from the checkpoint on restart), the metrics endpoint and the session. ``run()`` adds signal
-handling: SIGTERM or Ctrl-C stops the job cleanly, and a restart resumes from the checkpoints.
+replayed from the checkpoint on restart), the metrics endpoint and the session it built. A session that was
+already running in the process when the job started (tests, an application embedding the job) is the
+caller's: the job runs on it and ``stop()`` leaves it running, without the job's progress listener.
+``run()`` adds signal handling: SIGTERM or Ctrl-C stops the job cleanly, and a restart resumes from the
+checkpoints.
 """
 
 from __future__ import annotations
@@ -39,6 +42,19 @@ DAG_SCHEDULER_LOGGER = "org.apache.spark.scheduler.DAGScheduler"
 log = logging.getLogger(__name__)
 
 
+def session_running() -> bool:
+    """Whether this process has a Spark session already (active in this thread, or the default one), which
+    ``build_spark_session`` would return instead of building one."""
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    try:
+        SparkSession.active()
+    except PySparkRuntimeError:
+        return False
+    return True
+
+
 @dataclass
 class MonitorJob:
     config: MonitorConfig
@@ -55,6 +71,8 @@ class MonitorJob:
     # The batches each sink's metrics have counted, kept across a query's restarts (``metered``).
     metered: MeteredBatches = field(default_factory=MeteredBatches)
     _server: Any = None
+    _owns_session: bool = field(default=False, init=False)  # built by start(), so stop() stops it
+    _listener: ProgressListener | None = field(default=None, init=False)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -65,6 +83,7 @@ class MonitorJob:
         check_writable(c.paths.delta_root, "Delta root ([paths] delta_root)")
         check_writable(c.paths.checkpoint_root, "checkpoint root ([paths] checkpoint_root)")
         self.metrics.label_value_cap = c.metrics.label_value_cap
+        self._owns_session = not session_running()
         self.session = build_spark_session(
             SparkSettings(
                 master=c.spark.master,
@@ -78,7 +97,8 @@ class MonitorJob:
                 extra_conf=dict(c.spark.conf),
             )
         )
-        self.session.streams.addListener(ProgressListener(self.board))
+        self._listener = ProgressListener(self.board)
+        self.session.streams.addListener(self._listener)
         self.tables = DeltaTables(
             self.session,
             Path(c.paths.delta_root).resolve(),
@@ -255,9 +275,11 @@ class MonitorJob:
             self._server.shutdown()
             self._server.server_close()  # the port is free for a job started again in this process
             self._server = None
-        if self.session is not None:
+        if self.session is not None and self._owns_session:
             self.session.stop()
-            self.session = None
+        elif self.session is not None and self._listener is not None:
+            self.session.streams.removeListener(self._listener)
+        self.session, self._listener = None, None
 
     def stop_queries(self, grace_s: float, hurry: threading.Event | None = None) -> None:
         """Stop every query, each once its running micro-batch has ended, within ``grace_s`` in all.

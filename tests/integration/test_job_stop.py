@@ -1,5 +1,5 @@
 """Stopping the running job: each query's micro-batch in progress commits before the query stops, unless a
-second signal says not to wait."""
+second signal says not to wait; a session that was running before the job started is left running."""
 
 from __future__ import annotations
 
@@ -59,6 +59,7 @@ def test_a_stop_in_the_middle_of_a_batch_lets_it_commit_first_unless_hurried(kaf
     )
     publish(kafka_broker.bootstrap_servers, heartbeats(groups=40, members=5, rounds=20), topics)
     checkpoint = Path(config.paths.checkpoint_root).resolve() / "consumer"
+    listeners = len(spark._jsparkSession.streams().listListeners())
     job = MonitorJob(config)
     job.start()
     try:
@@ -76,8 +77,11 @@ def test_a_stop_in_the_middle_of_a_batch_lets_it_commit_first_unless_hurried(kaf
             second_signal.set()
         job.stop_queries(grace_s=300, hurry=second_signal)
     finally:
-        job.stop_queries(grace_s=0)  # the test session stays up for the other tests
+        job.stop()
     # Waiting, the batch commits before the query stops; hurried, it is interrupted (and replayed on restart).
     assert (running in batch_ids(checkpoint / "commits")) is not hurry
     assert not any(query.isActive for query in job.queries.values())
     assert all(query.exception() is None for query in job.queries.values())
+    # The session was running before the job started: it is the caller's, left running without the job's listener.
+    assert spark.range(3).count() == 3
+    assert len(spark._jsparkSession.streams().listListeners()) == listeners

@@ -113,8 +113,7 @@ class Incident:
         self.emitter.close()
         self.rejected.close()
         self.prometheus.stop()
-        self.job.session = None  # the session is the test session's (``spark`` fixture): leave it running
-        self.job.stop()
+        self.job.stop()  # the session is the test session's (``spark`` fixture): the job leaves it running
 
 
 @pytest.fixture(scope="module")
