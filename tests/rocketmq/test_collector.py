@@ -1,6 +1,7 @@
-"""``collect`` against a real local cluster: real consumers in their own JVMs (two sharing one client id), the
-collector's JVM publishing to the project's Kafka broker, and every record checked against what the admin API
-and the clients themselves say; then bad input (a frozen client, a broker stopped) that it counts and survives."""
+"""``collect`` against a real local cluster: real consumers (the project's test clients; two sharing one client
+id, so in JVMs of their own), the collector's JVM publishing to the project's Kafka broker, and every record
+checked against what the admin API and the clients themselves say; then bad input (a frozen client, a broker
+stopped) that it counts and survives."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +23,8 @@ from localenv.rocketmq_cluster import AclAccount, LocalRocketMQCluster
 from streaming.config import load_config
 from streaming.contract.validator import Rejection, validate_event
 from tests.support.kafka_records import KafkaRecords
-from tests.support.rocketmq_consumer import ConsumerProcess
+from tests.support.rocketmq_client import ConsumerSpec, HostedConsumer, consumer_host, stop_all
+from tests.support.rocketmq_e2e import held
 
 POLL_MS = 2_000
 
@@ -38,8 +39,8 @@ class Fleet:
     empty_group: str
     topic: str
     missing_topic: str
-    duplicates: list[ConsumerProcess]
-    solo: ConsumerProcess
+    duplicates: list[HostedConsumer]
+    solo: HostedConsumer
 
     def latest(self, kind: str, **fields: Any) -> dict[str, Any] | None:
         for record in reversed(self.records.poll()):
@@ -83,32 +84,45 @@ def fleet(request, rocketmq_clusters, kafka_broker, tmp_path_factory) -> Iterato
             "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}-*"]',
         }
     )
-    consumers: list[ConsumerProcess] = []
+    topics = f"{topic},{missing}"
+    duplicates = [
+        ConsumerSpec(f"dup-{i}", group, topics, instance_name="dup", client_ip="10.9.9.9", strategy="AVG")
+        for i in range(2)
+    ]
+    solo = ConsumerSpec("solo", group, topics, client_ip="10.9.9.9", strategy="AVG_BY_CIRCLE")
+    # The duplicates need a JVM each (one JVM has one client instance per id); the solo client shares the first's,
+    # except in the 4.9 fleet, where the frozen-client test freezes it alone.
+    hosts = [[duplicates[0], solo], [duplicates[1]]] if line == "5" else [[duplicates[0]], [duplicates[1]], [solo]]
+    work = tmp_path_factory.mktemp(f"clients-{prefix}")
+    consumers = [
+        consumer_host(line, work / str(i), hosted, namesrv=cluster.namesrv_addr) for i, hosted in enumerate(hosts)
+    ]
     collector = CollectorProcess(config, tmp_path_factory.mktemp(f"collector-{prefix}"), metrics_port=free_port())
     records = None
     try:
-        for instance, strategy in (("dup", "AVG"), ("dup", "AVG"), ("solo", "AVG_BY_CIRCLE")):
-            consumers.append(
-                ConsumerProcess(
-                    line,
-                    cluster.namesrv_addr,
-                    group,
-                    [topic, missing],
-                    instance=instance,
-                    client_ip="10.9.9.9",
-                    strategy=strategy,
-                )
-            )
-        collector.start()
-        for consumer in consumers:
-            assert consumer.client_id  # all three started in parallel
+        for process in consumers:
+            process.launch()
+        collector.start()  # while the consumers start
+        for process in consumers:
+            process.wait_started(120)
+        by_name = {c.name: c for process in consumers for c in process.consumers()}
         collector.wait_polling()
         records = KafkaRecords(kafka_broker.bootstrap_servers, kafka_topics.values())
-        yield Fleet(line, cluster, collector, records, group, empty, topic, missing, consumers[:2], consumers[2])
+        yield Fleet(
+            line,
+            cluster,
+            collector,
+            records,
+            group,
+            empty,
+            topic,
+            missing,
+            [by_name["dup-0"], by_name["dup-1"]],
+            by_name["solo"],
+        )
     finally:
         collector.stop()
-        with ThreadPoolExecutor(len(consumers) or 1) as stopping:
-            list(stopping.map(ConsumerProcess.stop, consumers))
+        stop_all(consumers)
         if records is not None:
             records.close()
 
@@ -160,12 +174,12 @@ def _assert_channels_and_subscriptions(fleet: Fleet, event: dict[str, Any], dup_
 def _wait_for_reported_queues(fleet: Fleet, dup_id: str, solo_id: str) -> None:
     """Each client id's reported assignment equals the queues a client holding it says it has."""
 
-    def reported_equals_client(client_id: str, holders: list[ConsumerProcess]) -> bool:
+    def reported_equals_client(client_id: str, holders: list[HostedConsumer]) -> bool:
         event = fleet.latest("reported_assignment", group=fleet.group, client_id=client_id, topic=fleet.topic)
         if event is None:
             return False
-        reported = {(fleet.topic, q["broker"], q["queue_id"]) for q in event["queues"]}
-        return any(reported == {q for q in h.queues() if q[0] == fleet.topic} for h in holders)
+        reported = {(q["broker"], q["queue_id"]) for q in event["queues"]}
+        return any(reported == held(h, fleet.topic) for h in holders)
 
     wait_for("the solo client's reported queues equal its own", lambda: reported_equals_client(solo_id, [fleet.solo]))
     # Running info reaches the first channel with the id: one of the two duplicates, whichever it is.

@@ -1,6 +1,7 @@
 """The monitor end to end on a real cluster, judged by the real clients.
 
-Real push consumers (one JVM each, client lines 4.9.8 and 5.3.3) consume from the local cluster; the collector
+Real push consumers (client lines 4.9.8 and 5.3.3; several independent clients per JVM, a JVM of its own for a
+client a test signals or whose client id another shares) consume from the local cluster; the collector
 polls the brokers' connection lists into the project's Kafka; the monitor's real job reads them into Delta.
 What each client holds (its own process-queue table, printed by the client) is the expected answer: the
 monitor's expected assignment must equal it client by client, its orphaned queues must be exactly the queues
@@ -56,10 +57,15 @@ class Run:
         return f"{self.prefix}_{name}"
 
     def settle(self, groups: dict[str, list], brokers=BROKERS) -> dict[str, tuple]:
-        """Wait until every group's clients hold steady and the collector has polled them since, strategies
-        included; each group's holdings."""
-        settled = {g: wait_converged(clients, self.topic) for g, clients in groups.items()}
-        self.polls.wait(groups, brokers, after_ms=int(time.time() * 1000))
+        """Wait until every group's clients hold steady (together: one quiet period for all) and the collector has
+        polled each group on each broker since this call, strategies included; each group's holdings. Every client
+        has started (and so sent its heartbeat to both brokers) or left before the call, so those polls list the
+        membership the clients settle on."""
+        called_ms = int(time.time() * 1000)
+        everyone = [client for clients in groups.values() for client in clients]
+        holdings = iter(wait_converged(everyone, self.topic))
+        settled = {g: tuple(next(holdings) for _ in clients) for g, clients in groups.items()}
+        self.polls.wait(groups, brokers, after_ms=called_ms)
         return settled
 
     def process(self, spark) -> None:
@@ -154,7 +160,8 @@ def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(monitor_
     """Two consumers with one client id (same instance name and client IP, separate JVMs) and a third: the
     duplicates compute the same share, so the queues of the share nobody computes are held by nobody. Each
     runs the client agent's reporter, so every holder reports its own queues (the admin API can ask only one
-    of the duplicates): the monitor's double-owned and orphaned queues must be what those reports show."""
+    of the duplicates): the monitor's double-owned and orphaned queues must be what those reports show. A
+    holder is a client in a process: the third shares a JVM with one of the duplicates."""
     run = monitor_run("5", "dup")
     group = run.group("avg")
     agent = {
@@ -170,6 +177,7 @@ def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(monitor_
         ]
     )
     assert clients[0].client_id == clients[1].client_id != clients[2].client_id
+    assert clients[0].pid != clients[1].pid
     settled = run.settle({group: clients})
     reports = reports_by_process(run, clients)
     run.process(spark)
@@ -187,7 +195,7 @@ def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(monitor_
         return {(q["broker"], q["queue_id"]) for q in json.loads(rows[0]["details"])["queues"]}
 
     # Every real holder, from the agents' reports: the reports are what each process holds ...
-    assert reports == {c.pid: held(c, run.topic) for c in clients}
+    assert reports == {(c.pid, c.client_id): held(c, run.topic) for c in clients}
     holders: dict[tuple[str, int], int] = {}
     for queues in reports.values():
         for queue in queues:
@@ -197,21 +205,22 @@ def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(monitor_
     assert named("ORPHANED_QUEUES") == run.queues - set(holders) == unheld
 
 
-def reports_by_process(run: Run, clients: list, timeout_s: float = 60.0) -> dict[int, frozenset]:
-    """The latest queues of the test's topic each client process reported through the agent, once every
-    process has reported what it holds now (the agent's reports carry the process in a header; the collector
-    publishes to the same topic without it)."""
+def reports_by_process(run: Run, clients: list, timeout_s: float = 60.0) -> dict[tuple[int, str], frozenset]:
+    """The latest queues of the test's topic each client reported through the agent, by process and client id,
+    once every client has reported what it holds now (the agent's reports carry the process in a header, the
+    client id in the event; the collector publishes to the same topic without the header)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        timed: dict[int, tuple[int, frozenset]] = {}
+        timed: dict[tuple[int, str], tuple[int, frozenset]] = {}
         for headers, event in read_records(run.bootstrap, run.topics["reported_assignment"], timeout_s=10):
             if "rrm-agent-instance" not in headers:
                 continue  # the collector's (from one client's running info)
-            pid = int(headers["rrm-agent-instance"].split("@")[0])
-            if event["topic"] == run.topic and event["event_time"] >= timed.get(pid, (-1,))[0]:
-                timed[pid] = (event["event_time"], frozenset((q["broker"], q["queue_id"]) for q in event["queues"]))
-        latest = {pid: queues for pid, (_, queues) in timed.items()}
-        if latest == {c.pid: held(c, run.topic) for c in clients} or time.monotonic() > deadline:
+            holder = (int(headers["rrm-agent-instance"].split("@")[0]), event["client_id"])
+            if event["topic"] == run.topic and event["event_time"] >= timed.get(holder, (-1,))[0]:
+                queues = frozenset((q["broker"], q["queue_id"]) for q in event["queues"])
+                timed[holder] = (event["event_time"], queues)
+        latest = {holder: queues for holder, (_, queues) in timed.items()}
+        if latest == {(c.pid, c.client_id): held(c, run.topic) for c in clients} or time.monotonic() > deadline:
             return latest
         time.sleep(1)
 
@@ -222,9 +231,13 @@ def test_departures_are_the_membership_changes_the_survivors_rebalance_on(monito
     monitor's membership exactly as long."""
     run = monitor_run("5", "leave")
     departing, frozen_group = run.group("departing"), run.group("frozen")
+    signalled = {"departing-0", "departing-1", "frozen-0"}  # a JVM each: a signal reaches a whole process
     clients = run.fleet.consumers(
-        [("5", departing, run.topic, f"departing-{i}", {}) for i in range(4)]
-        + [("5", frozen_group, run.topic, f"frozen-{i}", {}) for i in range(3)]
+        [
+            ("5", departing, run.topic, f"departing-{i}", {"own_process": f"departing-{i}" in signalled})
+            for i in range(4)
+        ]
+        + [("5", frozen_group, run.topic, f"frozen-{i}", {"own_process": f"frozen-{i}" in signalled}) for i in range(3)]
     )
     departing_clients, frozen_clients = clients[:4], clients[4:]
     run.settle({departing: departing_clients, frozen_group: frozen_clients})
@@ -284,8 +297,10 @@ def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, s
     run.collector.stop()
     last_poll = max(p["event_time"] for p in run.polls.of(group))
     expiry_ms = max(run.config.membership.channel_expiry_ms, run.config.collector.effective_stale_after_ms)
-    while time.time() * 1000 < last_poll + expiry_ms + 5000:
-        time.sleep(1.0)
+    # Down past the expiry by a poll interval: the restarted collector's first poll (later still, by its start-up)
+    # comes after every member would have expired had the monitor taken the silence for departures.
+    while time.time() * 1000 < last_poll + expiry_ms + run.config.collector.poll_interval_ms:
+        time.sleep(0.5)
     run.collector = start_collector(run.config, run.root / "collector-again")
     settled = run.settle({group: clients})
     run.process(spark)

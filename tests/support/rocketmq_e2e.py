@@ -1,28 +1,37 @@
 """End-to-end runs on a real cluster: real consumers, the collector, the project's Kafka and the monitor job.
 
-``Fleet`` starts push consumers (the project's test clients, one JVM each, with the tier's fast heartbeat and
-rebalance interval) and reads what each one holds from its own output; ``PollLog`` reads back the
-``consumer_connections`` polls the collector published, so a test can wait until the collector has seen a
-settled group before the job runs.
+``Fleet`` starts push consumers (the project's test clients, several independent clients per JVM unless a test
+signals one or they share a client id, with the tier's fast heartbeat and rebalance interval) and reads what
+each one holds from its own output; ``PollLog`` reads back the ``consumer_connections`` polls the collector
+published, so a test can wait until the collector has seen a settled group before the job runs.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from connectors.rocketmq_collector import CollectorProcess
-from localenv import agent_artifacts
 from localenv.rocketmq_cluster import TEST_SPEED
 from tests.support.job import job_config
-from tests.support.rocketmq_client import ClientProcess, consumer_process
+from tests.support.rocketmq_client import (
+    ClientProcess,
+    ConsumerSpec,
+    HostedConsumer,
+    consumer_host,
+    process_plan,
+    start_all,
+    stop_all,
+)
 
 Queue = tuple[str, int]
-CONVERGED_QUIET_S = 8.0  # four of the clients' 2 s rebalance intervals without a change
+# Two of the clients' 2 s rebalance intervals without a change: each client rebalances at least every interval, so
+# a client that has not yet taken its final share changes within the first one; the second allows for a rebalance
+# that a busy machine starts late.
+CONVERGED_QUIET_S = 2 * TEST_SPEED.rebalance_wait_interval_ms / 1000
 
 
 def all_queues(route: dict[str, Any]) -> set[Queue]:
@@ -57,69 +66,56 @@ class Fleet:
         self.namesrv, self.log_dir = namesrv, log_dir
         self.clients: list[ClientProcess] = []
 
-    def consumer(
-        self,
-        line: str,
-        group: str,
-        topic: str,
-        name: str,
-        *,
-        strategy: str = "AVG",
-        model: str = "CLUSTERING",
-        client_ip: str | None = None,
-        agent: Mapping[str, str] | None = None,
-        client_rebalance: bool = True,
-    ) -> ClientProcess:
-        """Start one push consumer of client line ``line`` with instance name ``name`` (with the client agent's
-        reporter when ``agent`` gives its settings; ``client_rebalance=False``: the broker assigns its queues).
-        ``topic`` may name several topics, comma-separated."""
-        client = consumer_process(
-            line,
-            self.log_dir / name,
-            namesrv=self.namesrv,
-            group=group,
-            topics=topic,
-            instance_name=name,
-            client_ip=client_ip,
-            strategy=strategy,
-            model=model,
-            agent=agent,
-            client_rebalance=client_rebalance,
-        )
-        self.clients.append(client)
-        return client.start()
-
-    def consumers(self, specs: Iterable[tuple[str, str, str, str, dict[str, Any]]]) -> list[ClientProcess]:
-        """Start several consumers at once: (line, group, topic, name, options) each; in the order given."""
-        specs = list(specs)
-        for line in sorted({spec[0] for spec in specs}):
-            agent_artifacts.client_classpath(line)  # builds the clients once, not once per thread
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            futures = [
-                pool.submit(self.consumer, line, group, topic, name, **options)
-                for line, group, topic, name, options in specs
-            ]
-            return [f.result() for f in futures]
+    def consumers(self, specs: Iterable[tuple[str, str, str, str, dict[str, Any]]]) -> list[HostedConsumer]:
+        """Start push consumers, all at once: (line, group, topic, name, options) each, ``topic`` possibly several
+        topics, comma-separated; the options are ``ConsumerSpec``'s (strategy, model, client_ip,
+        client_rebalance), ``agent`` (the client agent's settings: its reporter on the consumer) and
+        ``own_process`` (true for a consumer the test signals). The consumers of one line and agent share a
+        process, except those with a process of their own and those sharing a client id, which never share one.
+        Returned in the order given."""
+        planned = []
+        for line, group, topic, name, options in specs:
+            options = dict(options)
+            own_process = options.pop("own_process", False)
+            agent = options.pop("agent", None)
+            planned.append(
+                ((line, json.dumps(agent, sort_keys=True)), ConsumerSpec(name, group, topic, **options), own_process)
+            )
+        plan = process_plan(planned)
+        processes = []
+        for members in plan:
+            (line, agent), first, _ = planned[members[0]]
+            hosted = [planned[m][1] for m in members]
+            log_dir = self.log_dir / (first.name if len(members) == 1 else f"{first.name}-and-{len(members) - 1}")
+            processes.append(consumer_host(line, log_dir, hosted, namesrv=self.namesrv, agent=json.loads(agent)))
+        self.clients += processes
+        start_all(processes)
+        by_index = {
+            m: hosted
+            for members, process in zip(plan, processes, strict=True)
+            for m, hosted in zip(members, process.consumers(), strict=True)
+        }
+        return [by_index[i] for i in range(len(planned))]
 
     def stop(self) -> None:
-        for client in self.clients:
-            client.stop()
+        stop_all(self.clients)
 
 
-def held(client: ClientProcess, topic: str) -> frozenset[Queue]:
+def held(client: HostedConsumer, topic: str) -> frozenset[Queue]:
     """The queues of ``topic`` the client holds now, as it printed them last."""
     line = client.last("held")
     return frozenset() if line is None else frozenset((b, q) for b, q in line["queues"].get(topic, []))
 
 
-def holdings(clients: Iterable[ClientProcess], topic: str) -> tuple[frozenset[Queue], ...]:
+def holdings(clients: Iterable[HostedConsumer], topic: str) -> tuple[frozenset[Queue], ...]:
     return tuple(held(c, topic) for c in clients)
 
 
 def wait_converged(
-    clients: list[ClientProcess], topic: str, quiet_s: float = CONVERGED_QUIET_S, timeout_s: float = 240.0
+    clients: list[HostedConsumer], topic: str, quiet_s: float = CONVERGED_QUIET_S, timeout_s: float = 240.0
 ) -> tuple[frozenset[Queue], ...]:
-    """Wait until no client's held queues of ``topic`` changed for ``quiet_s``; their holdings then."""
+    """Wait until no client's held queues of ``topic`` changed for ``quiet_s``; their holdings then. Clients of
+    several groups are waited for together: one quiet period proves the same for each group."""
     deadline = time.monotonic() + timeout_s
     last, since = holdings(clients, topic), time.monotonic()
     while time.monotonic() < deadline:
@@ -202,7 +198,7 @@ def expected_by_client(rows: list[dict[str, Any]], group: str, topic: str) -> di
     }
 
 
-def real_by_client(clients: Iterable[ClientProcess], topic: str) -> dict[str, frozenset[Queue]]:
+def real_by_client(clients: Iterable[HostedConsumer], topic: str) -> dict[str, frozenset[Queue]]:
     """What the real clients hold, client id by client id (clients sharing an id must hold the same)."""
     found: dict[str, frozenset[Queue]] = {}
     for client in clients:

@@ -1,10 +1,17 @@
 package io.github.rrm.testclients;
 
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicLong;
 
 import io.github.rrm.agent.RebalanceAgent;
@@ -21,20 +28,106 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
- * A push consumer that prints its own held queues (its rebalance's process-queue table, non-dropped) as a
- * {@code held} JSON line whenever they change, with the queues it pops ({@code pop_queues}: the 5.x pop
- * process-queue table, non-dropped) and the messages it consumed per topic ({@code consumed}). Options:
+ * Push consumers that each print their own held queues (their rebalance's process-queue table, non-dropped) as a
+ * {@code held} JSON line whenever they change, with the queues they pop ({@code pop_queues}: the 5.x pop
+ * process-queue table, non-dropped) and the messages they consumed per topic ({@code consumed}). Options:
  * namesrv, group, topics (comma-separated), strategy (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH), model (CLUSTERING,
  * BROADCASTING), instance-name, client-ip, heartbeat-ms, client-rebalance (false: 5.x only, the broker assigns
- * the queues, and serves them by POP when the group is in POP mode there), agent (true: register the agent's
- * reporter, configured by -Drrm.agent.*).
+ * the queues, and serves them by POP when the group is in POP mode there), agent (true: register every consumer
+ * with one agent, configured by -Drrm.agent.*).
+ *
+ * <p>{@code --hosted a,b,c} runs several consumers in this process, each a client of its own: {@code --a.group g}
+ * sets one consumer's option, an option without a prefix is every consumer's. Their instance names must make
+ * distinct client ids, so that each has its own client instance (the process refuses to run otherwise: a
+ * duplicate client id needs processes of its own). Every line of a hosted consumer names it ({@code consumer}).
  */
 final class ConsumerMain {
     private ConsumerMain() {
     }
 
+    /** One push consumer of the process, with what it consumed; {@code name} null when it is the only one. */
+    private static final class Hosted {
+        final String name;
+        final DefaultMQPushConsumer consumer;
+        final Map<String, AtomicLong> consumed = new ConcurrentHashMap<String, AtomicLong>();
+        String clientId;
+        String lastHeld;
+
+        Hosted(String name, Options o) throws Exception {
+            this.name = name;
+            consumer = create(o, consumed);
+        }
+
+        /** {@code {"kind":<kind>,"consumer":<name>} } with {@code rest} appended inside the braces. */
+        String line(String kind, String rest) {
+            return "{\"kind\":" + Out.quote(kind) + (name == null ? "" : ",\"consumer\":" + Out.quote(name)) + rest
+                + "}";
+        }
+    }
+
     static void run(Options o) throws Exception {
-        final DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(o.require("group"));
+        String hostedNames = o.get("hosted", null);
+        final List<Hosted> hosted = new ArrayList<Hosted>();
+        for (String name : hostedNames == null ? new String[] {null} : hostedNames.split(",")) {
+            hosted.add(new Hosted(name, name == null ? o : o.of(name)));
+        }
+        final RebalanceAgent agent = o.getBoolean("agent", false) ? RebalanceAgent.fromSystemProperties() : null;
+        if (agent != null) {
+            for (Hosted h : hosted) {
+                agent.register(h.consumer);
+            }
+        }
+        startAll(hosted);
+        for (Hosted h : hosted) {
+            Out.line(h.line("started", ",\"client_id\":" + Out.quote(h.clientId) + ",\"pid\":" + pid()));
+        }
+        Thread watcher = new Thread(new Runnable() {
+            @Override
+            public void run() {
+                while (true) {
+                    for (Hosted h : hosted) {
+                        String held = held(h.consumer) + ",\"pop_queues\":" + popHeld(h.consumer) + ",\"consumed\":"
+                            + counts(h.consumed);
+                        if (!held.equals(h.lastHeld)) {
+                            Out.line(h.line("held", ",\"time\":" + System.currentTimeMillis() + ",\"client_id\":"
+                                + Out.quote(h.clientId) + ",\"queues\":" + held
+                                + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson())));
+                            h.lastHeld = held;
+                        }
+                    }
+                    try {
+                        Thread.sleep(100);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+            }
+        }, "held-queues-watcher");
+        watcher.setDaemon(true);
+        watcher.start();
+        TestClient.awaitTermination(new Callable<List<String>>() {
+            @Override
+            public List<String> call() throws Exception {
+                inParallel(hosted, new Each() {
+                    @Override
+                    public void run(Hosted h) {
+                        h.consumer.shutdown();
+                    }
+                });
+                if (agent != null) {
+                    agent.close(8000);
+                }
+                List<String> lines = new ArrayList<String>();
+                for (Hosted h : hosted) {
+                    lines.add(h.line("stopped", agent == null ? "" : ",\"agent\":" + agent.counters().toJson()));
+                }
+                return lines;
+            }
+        });
+    }
+
+    private static DefaultMQPushConsumer create(Options o, final Map<String, AtomicLong> consumed) throws Exception {
+        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(o.require("group"));
         consumer.setNamesrvAddr(o.require("namesrv"));
         consumer.setInstanceName(o.get("instance-name", "test-consumer"));
         String clientIp = o.get("client-ip", null);
@@ -53,7 +146,6 @@ final class ConsumerMain {
         for (String topic : o.require("topics").split(",")) {
             consumer.subscribe(topic, "*");
         }
-        final Map<String, AtomicLong> consumed = new ConcurrentHashMap<String, AtomicLong>();
         consumer.registerMessageListener(new MessageListenerConcurrently() {
             @Override
             public ConsumeConcurrentlyStatus consumeMessage(List<MessageExt> msgs, ConsumeConcurrentlyContext c) {
@@ -68,46 +160,66 @@ final class ConsumerMain {
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             }
         });
-        final RebalanceAgent agent = o.getBoolean("agent", false) ? RebalanceAgent.fromSystemProperties() : null;
-        if (agent != null) {
-            agent.register(consumer);
+        return consumer;
+    }
+
+    /**
+     * Start every hosted consumer (at once: each start waits on the name server and the brokers), then check that
+     * each has a client instance of its own. A consumer that cannot start, or two sharing an instance, end the
+     * process with exit code 1 and the reason on stderr.
+     */
+    private static void startAll(List<Hosted> hosted) {
+        try {
+            inParallel(hosted, new Each() {
+                @Override
+                public void run(Hosted h) throws Exception {
+                    h.consumer.start();
+                    h.clientId = h.consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId();
+                }
+            });
+        } catch (Exception e) {
+            e.printStackTrace();
+            System.exit(1);  // the consumers already started keep non-daemon threads
         }
-        consumer.start();
-        final String clientId = consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId();
-        Out.line("{\"kind\":\"started\",\"client_id\":" + Out.quote(clientId) + ",\"pid\":" + pid() + "}");
-        Thread watcher = new Thread(new Runnable() {
-            @Override
-            public void run() {
-                String last = null;
-                while (true) {
-                    String held = held(consumer) + ",\"pop_queues\":" + popHeld(consumer) + ",\"consumed\":"
-                        + counts(consumed);
-                    if (!held.equals(last)) {
-                        Out.line("{\"kind\":\"held\",\"time\":" + System.currentTimeMillis() + ",\"client_id\":"
-                            + Out.quote(clientId) + ",\"queues\":" + held
-                            + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}");
-                        last = held;
+        Map<Object, Hosted> byInstance = new IdentityHashMap<Object, Hosted>();
+        for (Hosted h : hosted) {
+            Hosted other = byInstance.put(h.consumer.getDefaultMQPushConsumerImpl().getmQClientFactory(), h);
+            if (other != null) {
+                System.err.println("consumers " + other.name + " and " + h.name + " share client id " + h.clientId
+                    + " and its client instance: a duplicate client id needs a process of its own");
+                System.exit(1);
+            }
+        }
+    }
+
+    private interface Each {
+        void run(Hosted h) throws Exception;
+    }
+
+    /** {@code each} for every hosted consumer, one thread each; the first failure is rethrown. */
+    private static void inParallel(List<Hosted> hosted, final Each each) throws Exception {
+        ExecutorService pool = Executors.newFixedThreadPool(hosted.size());
+        try {
+            List<Future<Object>> futures = new ArrayList<Future<Object>>();
+            for (final Hosted h : hosted) {
+                futures.add(pool.submit(new Callable<Object>() {
+                    @Override
+                    public Object call() throws Exception {
+                        each.run(h);
+                        return null;
                     }
-                    try {
-                        Thread.sleep(100);
-                    } catch (InterruptedException e) {
-                        return;
-                    }
+                }));
+            }
+            for (Future<Object> future : futures) {
+                try {
+                    future.get();
+                } catch (ExecutionException e) {
+                    throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
                 }
             }
-        }, "held-queues-watcher");
-        watcher.setDaemon(true);
-        watcher.start();
-        TestClient.awaitTermination(new java.util.concurrent.Callable<String>() {
-            @Override
-            public String call() {
-                consumer.shutdown();
-                if (agent != null) {
-                    agent.close(8000);
-                }
-                return "{\"kind\":\"stopped\"" + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}";
-            }
-        });
+        } finally {
+            pool.shutdown();
+        }
     }
 
     static AllocateMessageQueueStrategy strategy(String name) {

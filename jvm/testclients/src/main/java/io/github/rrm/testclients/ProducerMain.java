@@ -106,18 +106,18 @@ final class ProducerMain {
         watcher.setDaemon(true);
         watcher.start();
         final Thread senderThread = sender;
-        TestClient.awaitTermination(new java.util.concurrent.Callable<String>() {
+        TestClient.awaitTermination(new java.util.concurrent.Callable<java.util.List<String>>() {
             @Override
-            public String call() throws Exception {
+            public java.util.List<String> call() throws Exception {
                 sending.set(false);  // the current send finishes; no interrupt reaches the client
                 senderThread.join(10000);
                 producer.shutdown();
                 if (agent != null) {
                     agent.close(8000);
                 }
-                return "{\"kind\":\"stopped\",\"sends_ok\":" + ok.get() + ",\"sends_failed\":" + failed.get()
-                    + ",\"unexpected\":" + unexpected.get()
-                    + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}";
+                return java.util.Collections.singletonList("{\"kind\":\"stopped\",\"sends_ok\":" + ok.get()
+                    + ",\"sends_failed\":" + failed.get() + ",\"unexpected\":" + unexpected.get()
+                    + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}");
             }
         });
     }

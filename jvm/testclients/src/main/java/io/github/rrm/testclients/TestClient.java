@@ -2,9 +2,10 @@ package io.github.rrm.testclients;
 
 /**
  * A real RocketMQ client process for the project's tests and benchmarks, compiled once per client line:
- * {@code consumer} (a push consumer that prints its own held queues), {@code producer} (a producer that prints
- * its own latency-fault items) and {@code bench} (send overhead of the agent's hook). Each prints JSON lines on
- * stdout; {@code tests/support/rocketmq_client.py} starts and reads them.
+ * {@code consumer} (push consumers, one or several independent ones per process, each printing its own held
+ * queues), {@code producer} (a producer that prints its own latency-fault items) and {@code bench} (send overhead
+ * of the agent's hook). Each prints JSON lines on stdout; {@code localenv/rocketmq_clients.py} starts and reads
+ * them.
  */
 public final class TestClient {
     private TestClient() {
@@ -26,14 +27,17 @@ public final class TestClient {
         }
     }
 
-    /** Block until SIGTERM; the shutdown hook then stops the client and prints the {@code stopped} line it returns. */
-    static void awaitTermination(final java.util.concurrent.Callable<String> stop) throws InterruptedException {
+    /** Block until SIGTERM; the shutdown hook then stops the clients and prints the {@code stopped} lines it returns. */
+    static void awaitTermination(final java.util.concurrent.Callable<java.util.List<String>> stop)
+        throws InterruptedException {
         final Object done = new Object();
         Runtime.getRuntime().addShutdownHook(new Thread(new Runnable() {
             @Override
             public void run() {
                 try {
-                    Out.line(stop.call());
+                    for (String line : stop.call()) {
+                        Out.line(line);
+                    }
                 } catch (Exception e) {
                     Out.line("{\"kind\":\"stopped\",\"error\":" + Out.quote(e.toString()) + "}");
                 }
