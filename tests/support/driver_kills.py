@@ -4,7 +4,9 @@ Shared by the integration test (a few kill points) and ``bench.driver_kills`` (t
 workload in Kafka, processed once uninterrupted (the reference) and once by ``rebalance-monitor run
 --available-now`` processes killed at planned moments and restarted from the same checkpoints until one drains
 the input. Moments are planned by phase and triggered by what the run itself writes (offsets, commits, Delta
-versions), so each phase is hit however fast the machine is, and a seed names the plan that failed.
+versions), so each phase is hit however fast the machine is, and a seed names the plan that failed. The bench
+runs every step as a process (``run_with_kills``); the test takes its reference and drain run in its own Spark
+session (``run_kill_plan``'s ``drain``, ``tests.support.kill_workload``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,16 +231,20 @@ class RunRecord:
         return "batch-in-flight" if self.in_flight_at_kill else "between-batches"
 
 
-def run_monitored(config: Path, point: KillPoint | None, timeout_s: float = 3600) -> RunRecord:
-    """Run ``rebalance-monitor run --available-now`` on ``config`` and kill its process tree at ``point``
-    (``None``: let it drain the input; a non-zero exit raises with the log's end)."""
-    root = _root_of(config)
+def run_monitored(
+    config: Path, point: KillPoint | None, timeout_s: float = 3600, env: Mapping[str, str] | None = None
+) -> RunRecord:
+    """Run ``rebalance-monitor run --available-now`` on ``config`` (overridden by the ``RRM__`` settings of
+    ``env``, if any) and kill its process tree at ``point`` (``None``: let it drain the input; a non-zero exit
+    raises with the log's end)."""
+    root = _root_of(config, env)
     log_path = config.parent / f"{config.stem}.log"
     started = time.monotonic()
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
             cwd=ROOT,
+            env=None if env is None else {**os.environ, **env},
             start_new_session=True,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -291,7 +297,10 @@ def run_monitored(config: Path, point: KillPoint | None, timeout_s: float = 3600
             kill_tree(process, _process_tree(process.pid))
 
 
-def _root_of(config: Path) -> Path:
+def _root_of(config: Path, env: Mapping[str, str] | None = None) -> Path:
+    """The folder holding the run's ``delta`` and ``checkpoints``: from ``env``'s override, else the file."""
+    if env is not None and "RRM__PATHS__DELTA_ROOT" in env:
+        return Path(env["RRM__PATHS__DELTA_ROOT"]).parent
     for line in config.read_text().splitlines():
         if line.startswith("delta_root"):
             return Path(line.split("=", 1)[1].strip().strip('"')).parent
@@ -429,6 +438,36 @@ class KillsOutcome:
         return {t: v for t, v in self.tables.items() if not v["equal"]}
 
 
+def batch_length_s(run_s: float, commits: int) -> float:
+    """A rough length of one batch from a run's time past its start-up and its commits: two queries run side by
+    side (consumer and send-ingest), their commits counted together."""
+    return max(0.5, 2 * run_s / max(1, commits))
+
+
+def run_kill_plan(
+    crash: Path,
+    plan: list[KillPoint],
+    on_run: Callable[[RunRecord], None] = lambda run: None,
+    env: Mapping[str, str] | None = None,
+    drain: Callable[[], None] | None = None,
+) -> list[RunRecord]:
+    """A run of ``crash`` (and ``env``) killed at each point of ``plan``, each restarted from the checkpoints the
+    one before left, then a restart that drains the input: a process like the others, or ``drain()`` when given.
+    Returns the processes' records; ``on_run`` sees each as it ends."""
+    runs: list[RunRecord] = []
+    for point in plan:
+        runs.append(run_monitored(crash, point, env=env))
+        on_run(runs[-1])
+        if not runs[-1].killed:
+            return runs  # drained before this kill point: the rest of the plan has nothing left to interrupt
+    if drain is not None:
+        drain()
+    else:
+        runs.append(run_monitored(crash, None, env=env))
+        on_run(runs[-1])
+    return runs
+
+
 def run_with_kills(
     compare: Callable[[Path, Path], dict[str, dict[str, Any]]],
     workdir: Path,
@@ -447,18 +486,8 @@ def run_with_kills(
     reference = run_monitored(whole, None)
     on_run(reference)
     startup_s = reference.first_write_s or 10.0
-    # Two queries run side by side (consumer and send-ingest), their commits counted together: a rough length
-    # of one batch.
-    batch_s = max(0.5, 2 * (reference.wall_s - startup_s) / max(1, reference.commits_in_run))
+    batch_s = batch_length_s(reference.wall_s - startup_s, reference.commits_in_run)
     plan = plan_kills(kills, seed, startup_s, batch_s)
     crash = config_file(workdir / "crash.toml", bootstrap, prefix, workdir / "interrupted", max_offsets)
-    runs = []
-    for point in plan:
-        runs.append(run_monitored(crash, point))
-        on_run(runs[-1])
-        if not runs[-1].killed:
-            break  # drained before this kill point: the rest of the plan has nothing left to interrupt
-    if runs[-1].killed:
-        runs.append(run_monitored(crash, None))
-        on_run(runs[-1])
+    runs = run_kill_plan(crash, plan, on_run)
     return KillsOutcome(reference, plan, runs, compare(workdir / "uninterrupted", workdir / "interrupted"))
