@@ -395,6 +395,16 @@ def process_plan(consumers: Sequence[tuple[Hashable, ConsumerSpec, bool]]) -> li
     return [members for _, _, members in processes]
 
 
+def planned_consumers(plan: Sequence[Sequence[int]], processes: Sequence[ClientProcess]) -> list[HostedConsumer]:
+    """The consumers of ``processes``, made by ``plan`` (``process_plan``), in the order ``plan`` was made from."""
+    by_index = {
+        index: hosted
+        for members, process in zip(plan, processes, strict=True)
+        for index, hosted in zip(members, process.consumers(), strict=True)
+    }
+    return [by_index[i] for i in range(len(by_index))]
+
+
 def start_all(processes: Sequence[ClientProcess], timeout_s: float = 120.0) -> None:
     """Start client processes at once and wait until every one has started all its clients (the client jars
     are built first, once, rather than once per thread)."""

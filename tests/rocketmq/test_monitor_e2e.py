@@ -5,15 +5,19 @@ client a test signals or whose client id another shares) consume from the local 
 polls the brokers' connection lists into the project's Kafka; the monitor's real job reads them into Delta.
 What each client holds (its own process-queue table, printed by the client) is the expected answer: the
 monitor's expected assignment must equal it client by client, its orphaned queues must be exactly the queues
-no client holds, and departures and outages must show as the brokers saw them.
+no client holds, and departures and outages must show as the brokers saw them. The scenarios of a cluster line,
+each in groups of its own, are played together and judged from one run of the job (``played``); the outages,
+which stop the collector and a broker under every group, have a run of their own.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +25,10 @@ from tests.support.agent_events import read_records
 from tests.support.job import read, run_available
 from tests.support.rocketmq_client import ClientProcess
 from tests.support.rocketmq_e2e import (
+    Client,
     Fleet,
     PollLog,
+    Reading,
     all_queues,
     e2e_config,
     expected_by_client,
@@ -41,7 +47,7 @@ REMOVALS = ("LEAVE", "EXPIRED", "VANISHED")
 
 
 class Run:
-    """One test's cluster, consumers, collector and job tables (its own Kafka topics and groups)."""
+    """A cluster, consumers, a collector and job tables (their own Kafka topics and groups)."""
 
     def __init__(self, cluster, bootstrap: str, root: Path, prefix: str) -> None:
         self.cluster, self.prefix, self.root, self.bootstrap = cluster, prefix, root, bootstrap
@@ -86,6 +92,186 @@ def polled_tables(run: Run, group: str) -> list[set[str]]:
     return [{s["topic"] for s in p["subscriptions"]} for p in run.polls.of(group) if len(p["connections"]) == 2]
 
 
+@dataclass
+class Played:
+    """A line's scenarios after the job's one run: each group's clients (read when the job had run), their holdings
+    once settled, and what the scenarios saw on the way (``seen``, by name)."""
+
+    run: Run
+    clients: dict[str, list[Client]] = field(default_factory=dict)
+    settled: dict[str, tuple] = field(default_factory=dict)
+    seen: dict[str, Any] = field(default_factory=dict)
+
+
+def assignment_specs(run: Run, line: str) -> list[tuple]:
+    """Three clients of the line for every strategy; on 5.x also a BROADCASTING group, on 4.9.7 a group mixing a
+    4.9.8 and a 5.3.3 client."""
+    specs = [
+        (line, run.group(s.lower()), run.topic, f"{s.lower()}-{i}", {"strategy": s})
+        for s in STRATEGIES
+        for i in range(3)
+    ]
+    if line == "5":
+        return specs + [
+            (line, run.group("broadcast"), run.topic, f"broadcast-{i}", {"model": "BROADCASTING"}) for i in range(2)
+        ]
+    return specs + [
+        (client_line, run.group("mixed"), run.topic, f"mixed-{client_line}", {}) for client_line in ("4.9", "5")
+    ]
+
+
+def duplicate_specs(run: Run) -> list[tuple]:
+    """Two clients sharing a client id (same instance name and client IP) and a third, with the agent's reporter."""
+    agent = {
+        "bootstrap.servers": run.bootstrap,
+        "topic.reported.assignments": run.topics["reported_assignment"],
+        "report.interval.ms": "2000",
+        "report.check.interval.ms": "200",
+    }
+    return [
+        ("5", run.group("avg_dup"), run.topic, name, {"client_ip": ip, "agent": agent})
+        for name, ip in (("twin", "192.0.2.7"), ("twin", "192.0.2.7"), ("other", None))
+    ]
+
+
+def departure_specs(run: Run) -> list[tuple]:
+    """Four clients of which two depart (SIGKILL, SIGTERM), three of which one is frozen; a JVM each for those."""
+    signalled = {"departing-0", "departing-1", "frozen-0"}
+    return [
+        ("5", run.group("departing"), run.topic, f"departing-{i}", {"own_process": f"departing-{i}" in signalled})
+        for i in range(4)
+    ] + [
+        ("5", run.group("frozen"), run.topic, f"frozen-{i}", {"own_process": f"frozen-{i}" in signalled})
+        for i in range(3)
+    ]
+
+
+def play(run: Run, line: str, spark) -> Played:
+    """Start every scenario's clients at once, let them settle, play what each does after that, then run the job."""
+    played = Played(run)
+    specs = assignment_specs(run, line)
+    pop_topic, second = f"{run.prefix}_pop", f"{run.prefix}_second"
+    if line == "5":
+        for topic in (pop_topic, second):
+            run.cluster.create_topic(topic, 4)
+        played.seen["second_queues"] = all_queues(run.cluster.route(second))
+        run.cluster.set_pop_mode(pop_topic, run.group("pop"))
+        specs += duplicate_specs(run) + departure_specs(run)
+        specs += [("5", run.group("pop"), pop_topic, f"pop-{i}", {"client_rebalance": False}) for i in range(2)]
+        specs += [
+            ("5", run.group("ownsub"), run.topic, "first-only", {}),
+            ("5", run.group("ownsub"), f"{run.topic},{second}", "both", {}),
+        ]
+    for (_, group, *_), client in zip(specs, run.fleet.consumers(specs), strict=True):
+        played.clients.setdefault(group, []).append(client)
+    pullers = {g: c for g, c in played.clients.items() if g != run.group("pop")}
+    if line == "5":
+        wait_converged(played.clients[run.group("ownsub")], second)
+    played.settled = run.settle(pullers)
+    if line == "5":
+        played.seen["reports"] = reports_by_process(run, played.clients[run.group("avg_dup")])
+        play_own_subscription(played, second)
+        play_pop(played, pop_topic)
+        play_departures(played)
+    run.process(spark)
+    # The tests judge what each client held once the job had run; the clients and the collector can stop now, so
+    # that the line's other tests (a broker stopped under the outage test) cannot change it.
+    played.clients = {group: [Reading.of(c) for c in clients] for group, clients in played.clients.items()}
+    run.fleet.stop()
+    run.collector.stop()
+    return played
+
+
+def play_own_subscription(played: Played, second: str) -> None:
+    """A polled table lacks the second topic only between the first-only member's heartbeat and the other's: wait
+    (bounded) for a poll that caught one, so the job reads it."""
+    run, group = played.run, played.run.group("ownsub")
+    deadline = time.monotonic() + 120
+    while not any(second not in table for table in polled_tables(run, group)) and time.monotonic() < deadline:
+        time.sleep(1.0)
+
+
+def play_pop(played: Played, pop_topic: str) -> None:
+    """A producer sends to the POP group's topic; each consumer pops queues of both brokers and receives messages
+    (the judge); its pulled queues of the topic then."""
+    run, group = played.run, played.run.group("pop")
+    producer = ClientProcess(
+        "5",
+        "producer",
+        run.root / "producer",
+        namesrv=run.cluster.namesrv_addr,
+        group=run.group("producer"),
+        topic=pop_topic,
+        rate=20,
+    )
+    run.fleet.clients.append(producer)
+    producer.start()
+
+    def pops_and_consumes(line: dict) -> bool:
+        brokers = {broker for broker, _ in line.get("pop_queues", {}).get(pop_topic, [])}
+        return brokers == set(BROKERS) and line["consumed"].get(pop_topic, 0) > 0
+
+    for client in played.clients[group]:
+        client.wait_for(lambda line: line["kind"] == "held" and pops_and_consumes(line), 120)
+    played.seen["pop_pulled"] = [held(client, pop_topic) for client in played.clients[group]]
+    run.polls.wait([group], BROKERS, after_ms=int(time.time() * 1000))
+
+
+def play_departures(played: Played) -> None:
+    """SIGKILL one departing client, SIGTERM another, SIGSTOP a frozen one; wait until both brokers' polls no longer
+    list the frozen client (its channel expired), then for the survivors to settle."""
+    run = played.run
+    departing, frozen_group = run.group("departing"), run.group("frozen")
+    killed, terminated = played.clients[departing][:2]
+    frozen = played.clients[frozen_group][0]
+    frozen_at = int(time.time() * 1000)
+    frozen.freeze()
+    killed.kill()
+    terminated.terminate()
+    terminated.wait_exit(60)
+    gone_at: dict[str, int] = {}
+    deadline = time.monotonic() + 180
+    while len(gone_at) < len(BROKERS) and time.monotonic() < deadline:
+        for poll in run.polls.of(frozen_group):
+            listed = {c["client_id"] for c in poll["connections"]}
+            if poll["event_time"] > frozen_at and frozen.client_id not in listed:
+                gone_at.setdefault(poll["broker"], poll["event_time"])
+        time.sleep(1.0)
+    survivors = {departing: played.clients[departing][2:], frozen_group: played.clients[frozen_group][1:]}
+    played.seen.update(frozen_at=frozen_at, gone_at=gone_at, survivors_settled=run.settle(survivors))
+
+
+@pytest.fixture(scope="module")
+def played(kafka_broker, rocketmq_clusters, spark, tmp_path_factory) -> Iterator[Callable[[str], Played]]:
+    """``get(line)``: the line's scenarios played on its cluster and processed by one job run (on first use; a
+    play that failed fails every test of its line with its error)."""
+    plays: dict[str, Played | BaseException] = {}
+    runs: list[Run] = []
+
+    def get(line: str) -> Played:
+        if line not in plays:
+            prefix = "e2e" + line.replace(".", "")
+            try:
+                runs.append(
+                    Run(
+                        rocketmq_clusters(line), kafka_broker.bootstrap_servers, tmp_path_factory.mktemp(prefix), prefix
+                    )
+                )
+                plays[line] = play(runs[-1], line, spark)
+            except Exception as error:  # noqa: BLE001 - raised again for each test of the line
+                plays[line] = error
+        found = plays[line]
+        if isinstance(found, BaseException):
+            raise found
+        return found
+
+    try:
+        yield get
+    finally:
+        for run in runs:
+            run.close()
+
+
 @pytest.fixture
 def monitor_run(kafka_broker, rocketmq_clusters, tmp_path) -> Iterator:
     runs: list[Run] = []
@@ -114,35 +300,18 @@ def episodes(run: Run, spark, group: str, anomaly: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("line", ["5", "4.9"])
-def test_expected_assignment_is_what_each_real_client_holds(monitor_run, spark, line):
+def test_expected_assignment_is_what_each_real_client_holds(played, spark, line):
     """Every strategy with three clients of one line, on the cluster of the same line; on 5.x also a
     BROADCASTING group, on 4.9.7 also a group mixing a 4.9.8 and a 5.3.3 client."""
-    run = monitor_run(line, f"assign{line.replace('.', '')}")
-    specs = [
-        (line, run.group(s.lower()), run.topic, f"{s.lower()}-{i}", {"strategy": s})
-        for s in STRATEGIES
-        for i in range(3)
-    ]
-    if line == "5":
-        specs += [
-            (line, run.group("broadcast"), run.topic, f"broadcast-{i}", {"model": "BROADCASTING"}) for i in range(2)
-        ]
-    else:
-        specs += [
-            (client_line, run.group("mixed"), run.topic, f"mixed-{client_line}", {}) for client_line in ("4.9", "5")
-        ]
-    clients = run.fleet.consumers(specs)
-    groups: dict[str, list] = {}
-    for (_, group, *_), client in zip(specs, clients, strict=True):
-        groups.setdefault(group, []).append(client)
-    settled = run.settle(groups)
-    run.process(spark)
+    scenarios = played(line)
+    run = scenarios.run
+    groups = {g: scenarios.clients[g] for _, g, *_ in assignment_specs(run, line)}
 
     clustering = {g: c for g, c in groups.items() if not g.endswith("_broadcast")}
     for group, group_clients in clustering.items():
         # The real clients between them hold every queue exactly once: the groups are healthy.
         assert sorted(q for c in group_clients for q in held(c, run.topic)) == sorted(run.queues), group
-        assert_expected_is_held(run, spark, group, group_clients, settled[group])
+        assert_expected_is_held(run, spark, group, group_clients, scenarios.settled[group])
     versions = {c["client_version"] for p in run.polls.of(run.group("mixed")) for c in p["connections"]}
     assert line == "5" or len(versions) == 2, "the mixed group's clients are not of both lines"
 
@@ -156,45 +325,33 @@ def test_expected_assignment_is_what_each_real_client_holds(monitor_run, spark, 
         assert episodes(run, spark, group, "DOUBLE_OWNED_QUEUES") == []
 
 
-def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(monitor_run, spark):
+def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(played, spark):
     """Two consumers with one client id (same instance name and client IP, separate JVMs) and a third: the
     duplicates compute the same share, so the queues of the share nobody computes are held by nobody. Each
     runs the client agent's reporter, so every holder reports its own queues (the admin API can ask only one
     of the duplicates): the monitor's double-owned and orphaned queues must be what those reports show. A
     holder is a client in a process: the third shares a JVM with one of the duplicates."""
-    run = monitor_run("5", "dup")
-    group = run.group("avg")
-    agent = {
-        "bootstrap.servers": run.bootstrap,
-        "topic.reported.assignments": run.topics["reported_assignment"],
-        "report.interval.ms": "2000",
-        "report.check.interval.ms": "200",
-    }
-    clients = run.fleet.consumers(
-        [
-            ("5", group, run.topic, name, {"client_ip": ip, "agent": agent})
-            for name, ip in (("twin", "192.0.2.7"), ("twin", "192.0.2.7"), ("other", None))
-        ]
-    )
+    scenarios = played("5")
+    run = scenarios.run
+    group = run.group("avg_dup")
+    clients = scenarios.clients[group]
+    reports = scenarios.seen["reports"]
     assert clients[0].client_id == clients[1].client_id != clients[2].client_id
     assert clients[0].pid != clients[1].pid
-    settled = run.settle({group: clients})
-    reports = reports_by_process(run, clients)
-    run.process(spark)
 
     unheld = run.queues - {q for c in clients for q in held(c, run.topic)}
     assert unheld, "the real clients left no queue unheld: the scenario did not happen"
     assert episodes(run, spark, group, "DUPLICATE_CLIENT_ID"), "no DUPLICATE_CLIENT_ID episode"
     current = run.read(spark, "anomalies_current", group)
     assert {"DUPLICATE_CLIENT_ID", "ORPHANED_QUEUES", "DOUBLE_OWNED_QUEUES"} <= {r["anomaly"] for r in current}
-    assert_expected_is_held(run, spark, group, clients, settled[group])
+    assert_expected_is_held(run, spark, group, clients, scenarios.settled[group])
 
     def named(anomaly: str) -> set[tuple[str, int]]:
         rows = [r for r in current if r["anomaly"] == anomaly and r["topic"] == run.topic]
         assert len(rows) == 1, anomaly
         return {(q["broker"], q["queue_id"]) for q in json.loads(rows[0]["details"])["queues"]}
 
-    # Every real holder, from the agents' reports: the reports are what each process holds ...
+    # Every real holder, from the agents' reports: the reports are what each client holds ...
     assert reports == {(c.pid, c.client_id): held(c, run.topic) for c in clients}
     holders: dict[tuple[str, int], int] = {}
     for queues in reports.values():
@@ -206,7 +363,7 @@ def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(monitor_
 
 
 def reports_by_process(run: Run, clients: list, timeout_s: float = 60.0) -> dict[tuple[int, str], frozenset]:
-    """The latest queues of the test's topic each client reported through the agent, by process and client id,
+    """The latest queues of the run's topic each client reported through the agent, by process and client id,
     once every client has reported what it holds now (the agent's reports carry the process in a header, the
     client id in the event; the collector publishes to the same topic without the header)."""
     deadline = time.monotonic() + timeout_s
@@ -225,47 +382,23 @@ def reports_by_process(run: Run, clients: list, timeout_s: float = 60.0) -> dict
         time.sleep(1)
 
 
-def test_departures_are_the_membership_changes_the_survivors_rebalance_on(monitor_run, spark):
+def test_departures_are_the_membership_changes_the_survivors_rebalance_on(played, spark):
     """SIGKILL and SIGTERM: the brokers drop the clients at once, the survivors rebalance. SIGSTOP: the client
     stays in the brokers' lists until the broker expires it (the tier's 15 s channel expiry on 5.x), and in the
     monitor's membership exactly as long."""
-    run = monitor_run("5", "leave")
+    scenarios = played("5")
+    run = scenarios.run
     departing, frozen_group = run.group("departing"), run.group("frozen")
-    signalled = {"departing-0", "departing-1", "frozen-0"}  # a JVM each: a signal reaches a whole process
-    clients = run.fleet.consumers(
-        [
-            ("5", departing, run.topic, f"departing-{i}", {"own_process": f"departing-{i}" in signalled})
-            for i in range(4)
-        ]
-        + [("5", frozen_group, run.topic, f"frozen-{i}", {"own_process": f"frozen-{i}" in signalled}) for i in range(3)]
-    )
-    departing_clients, frozen_clients = clients[:4], clients[4:]
-    run.settle({departing: departing_clients, frozen_group: frozen_clients})
-
+    departing_clients, frozen_clients = scenarios.clients[departing], scenarios.clients[frozen_group]
     killed, terminated, frozen = departing_clients[0], departing_clients[1], frozen_clients[0]
-    frozen_at = int(time.time() * 1000)
-    frozen.freeze()
-    killed.kill()
-    terminated.terminate()
-    terminated.wait_exit(60)
+    frozen_at, gone_at = scenarios.seen["frozen_at"], scenarios.seen["gone_at"]
     survivors = {departing: departing_clients[2:], frozen_group: frozen_clients[1:]}
-    # The brokers drop the frozen client only when its channel expires; wait for each broker's list without it.
-    gone_at = {}
-    deadline = time.monotonic() + 180
-    while len(gone_at) < len(BROKERS) and time.monotonic() < deadline:
-        for poll in run.polls.of(frozen_group):
-            listed = {c["client_id"] for c in poll["connections"]}
-            if poll["event_time"] > frozen_at and frozen.client_id not in listed:
-                gone_at.setdefault(poll["broker"], poll["event_time"])
-        time.sleep(1.0)
     assert set(gone_at) == set(BROKERS), "the brokers never expired the frozen client"
-    settled = run.settle(survivors)
-    run.process(spark)
 
     for group, group_clients in survivors.items():
-        assert_expected_is_held(run, spark, group, group_clients, settled[group])
+        assert_expected_is_held(run, spark, group, group_clients, scenarios.seen["survivors_settled"][group])
         assert {q for c in group_clients for q in held(c, run.topic)} == run.queues, f"{group}: survivors"
-    changes = run.read(spark, "membership_changes")
+    changes = [r for r in run.read(spark, "membership_changes") if r["group"] in survivors]
     for client in (killed, terminated):
         removed = {r["broker"] for r in changes if r["client_id"] == client.client_id and r["change"] in REMOVALS}
         assert removed == set(BROKERS), f"{client.client_id} was not removed from every broker's view"
@@ -335,37 +468,18 @@ def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, s
         run.cluster.start_broker("broker-b")
 
 
-def test_a_pop_mode_group_is_broker_side_without_queue_anomalies(monitor_run, spark):
+def test_a_pop_mode_group_is_broker_side_without_queue_anomalies(played, spark):
     """Two 5.3.3 push consumers with client rebalance off, their group in POP mode for the topic on both brokers:
     each asks the broker for its queues and pops real messages. The brokers' connection lists still say
     CONSUME_PASSIVELY; the clients' running info shows the broker assigns. The monitor must show the group as
     broker-side: no expected assignment, no orphaned or double-owned queues."""
-    run = monitor_run("5", "pop")
+    scenarios = played("5")
+    run = scenarios.run
     group = run.group("pop")
-    run.cluster.set_pop_mode(run.topic, group)
-    clients = run.fleet.consumers([("5", group, run.topic, f"pop-{i}", {"client_rebalance": False}) for i in range(2)])
-    producer = ClientProcess(
-        "5",
-        "producer",
-        run.root / "producer",
-        namesrv=run.cluster.namesrv_addr,
-        group=run.group("producer"),
-        topic=run.topic,
-        rate=20,
-    )
-    run.fleet.clients.append(producer)
-    producer.start()
-
-    def pops_and_consumes(line: dict) -> bool:
-        brokers = {broker for broker, _ in line.get("pop_queues", {}).get(run.topic, [])}
-        return brokers == set(BROKERS) and line["consumed"].get(run.topic, 0) > 0
-
-    # The judge: each real consumer pops queues of both brokers, and receives messages.
-    for client in clients:
-        client.wait_for(lambda line: line["kind"] == "held" and pops_and_consumes(line), 120)
-        assert held(client, run.topic) == frozenset(), "a POP consumer pulls queues of the topic itself"
-    run.polls.wait([group], BROKERS, after_ms=int(time.time() * 1000))
-    run.process(spark)
+    clients = scenarios.clients[group]
+    pop_topic = f"{run.prefix}_pop"
+    # The judge (played): each real consumer popped queues of both brokers and received messages, pulling none.
+    assert scenarios.seen["pop_pulled"] == [frozenset()] * len(clients), "a POP consumer pulls queues of the topic"
 
     polls = [p for p in run.polls.of(group) if p["connections"]]
     assert {p["consume_type"] for p in polls} == {"CONSUME_PASSIVELY"}  # what the brokers' lists say of POP
@@ -376,32 +490,22 @@ def test_a_pop_mode_group_is_broker_side_without_queue_anomalies(monitor_run, sp
     assert run.read(spark, "expected_assignments", group) == []
     assert episodes(run, spark, group, "ORPHANED_QUEUES") == []
     assert episodes(run, spark, group, "DOUBLE_OWNED_QUEUES") == []
-    assert all(c.last("held")["consumed"][run.topic] > 0 for c in clients)
+    assert all(c.last("held")["consumed"][pop_topic] > 0 for c in clients)
 
 
-def test_a_topic_one_member_subscribes_is_analysed_from_the_clients_own_subscriptions(monitor_run, spark):
+def test_a_topic_one_member_subscribes_is_analysed_from_the_clients_own_subscriptions(played, spark):
     """Two 5.3.3 consumers of one group, one of them also subscribing a second topic. Each heartbeat overwrites
     the brokers' one subscription table of the group, so the second topic comes and goes in the polled tables;
     the collector carries each client's own subscriptions (and fetches their routes), and the monitor must
     analyse the second topic from them, judged by what the clients hold: the member without it named, the
     queues nobody holds orphaned, the subscriber's expected share what it holds."""
-    run = monitor_run("5", "ownsub")
+    scenarios = played("5")
+    run = scenarios.run
     second = f"{run.prefix}_second"
-    run.cluster.create_topic(second, 4)
-    second_queues = all_queues(run.cluster.route(second))
-    group = run.group("mixed")
-    clients = run.fleet.consumers(
-        [("5", group, run.topic, "first-only", {}), ("5", group, f"{run.topic},{second}", "both", {})]
-    )
+    second_queues = scenarios.seen["second_queues"]
+    group = run.group("ownsub")
+    clients = scenarios.clients[group]
     first_only, both = clients
-    wait_converged(clients, second)
-    settled = run.settle({group: clients})
-    # A polled table lacks the second topic only between the first-only member's heartbeat and the other's:
-    # wait (bounded) for a poll that caught one, so the job reads it.
-    deadline = time.monotonic() + 120
-    while not any(second not in table for table in polled_tables(run, group)) and time.monotonic() < deadline:
-        time.sleep(1.0)
-    run.process(spark)
 
     assert held(first_only, second) == frozenset() != held(both, second)
     unheld = second_queues - held(both, second)
@@ -415,4 +519,4 @@ def test_a_topic_one_member_subscribes_is_analysed_from_the_clients_own_subscrip
     assert {(q["broker"], q["queue_id"]) for q in by_anomaly["ORPHANED_QUEUES"]["queues"]} == unheld
     expected = expected_by_client(run.read(spark, "current_assignment", group), group, second)
     assert expected == {both.client_id: held(both, second)}
-    assert_expected_is_held(run, spark, group, clients, settled[group])
+    assert_expected_is_held(run, spark, group, clients, scenarios.settled[group])

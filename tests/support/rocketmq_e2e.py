@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ from tests.support.rocketmq_client import (
     ClientProcess,
     ConsumerSpec,
     HostedConsumer,
+    Line,
     consumer_host,
+    planned_consumers,
     process_plan,
     start_all,
     stop_all,
@@ -90,29 +93,50 @@ class Fleet:
             processes.append(consumer_host(line, log_dir, hosted, namesrv=self.namesrv, agent=json.loads(agent)))
         self.clients += processes
         start_all(processes)
-        by_index = {
-            m: hosted
-            for members, process in zip(plan, processes, strict=True)
-            for m, hosted in zip(members, process.consumers(), strict=True)
-        }
-        return [by_index[i] for i in range(len(planned))]
+        return planned_consumers(plan, processes)
 
     def stop(self) -> None:
         stop_all(self.clients)
 
 
-def held(client: HostedConsumer, topic: str) -> frozenset[Queue]:
+@dataclass(frozen=True)
+class Reading:
+    """A client's lines as they were when read, with the reading API of a ``HostedConsumer`` (``client_id``,
+    ``pid``, ``of_kind``, ``last``): what a test judges after the client has stopped (whose shutdown empties its
+    holdings)."""
+
+    name: str
+    client_id: str
+    pid: int
+    lines: tuple[Line, ...]
+
+    @classmethod
+    def of(cls, client: HostedConsumer) -> Reading:
+        return cls(client.name, client.client_id, client.pid, tuple(client.lines))
+
+    def of_kind(self, kind: str) -> list[Line]:
+        return [line for line in self.lines if line["kind"] == kind]
+
+    def last(self, kind: str) -> Line | None:
+        found = self.of_kind(kind)
+        return found[-1] if found else None
+
+
+Client = HostedConsumer | Reading
+
+
+def held(client: Client, topic: str) -> frozenset[Queue]:
     """The queues of ``topic`` the client holds now, as it printed them last."""
     line = client.last("held")
     return frozenset() if line is None else frozenset((b, q) for b, q in line["queues"].get(topic, []))
 
 
-def holdings(clients: Iterable[HostedConsumer], topic: str) -> tuple[frozenset[Queue], ...]:
+def holdings(clients: Iterable[Client], topic: str) -> tuple[frozenset[Queue], ...]:
     return tuple(held(c, topic) for c in clients)
 
 
 def wait_converged(
-    clients: list[HostedConsumer], topic: str, quiet_s: float = CONVERGED_QUIET_S, timeout_s: float = 240.0
+    clients: list[Client], topic: str, quiet_s: float = CONVERGED_QUIET_S, timeout_s: float = 240.0
 ) -> tuple[frozenset[Queue], ...]:
     """Wait until no client's held queues of ``topic`` changed for ``quiet_s``; their holdings then. Clients of
     several groups are waited for together: one quiet period proves the same for each group."""
@@ -198,7 +222,7 @@ def expected_by_client(rows: list[dict[str, Any]], group: str, topic: str) -> di
     }
 
 
-def real_by_client(clients: Iterable[HostedConsumer], topic: str) -> dict[str, frozenset[Queue]]:
+def real_by_client(clients: Iterable[Client], topic: str) -> dict[str, frozenset[Queue]]:
     """What the real clients hold, client id by client id (clients sharing an id must hold the same)."""
     found: dict[str, frozenset[Queue]] = {}
     for client in clients:
