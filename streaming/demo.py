@@ -67,6 +67,8 @@ class DemoSettings:
     # Simulated time runs at most this far ahead of what the job has processed. A longer lead lets the fleet
     # go faster on a slow machine, in larger batches and with a view further behind the fleet.
     lead_s: float = 180.0
+    # A running Kafka broker (host:port) to use and leave running; None starts the local one and stops it after.
+    bootstrap_servers: str | None = None
 
 
 def _say(message: str) -> None:
@@ -191,13 +193,18 @@ def run_demo(settings: DemoSettings) -> int:
     )
     status = _StatusLine()
     _fetch_jars(status)
-    broker = LocalKafkaBroker(PROJECT_ROOT / ".run" / "kafka")
-    info = start_kafka(broker, status)
+    broker = None
+    if settings.bootstrap_servers is None:
+        broker = LocalKafkaBroker(PROJECT_ROOT / ".run" / "kafka")
+        bootstrap = start_kafka(broker, status).bootstrap_servers
+    else:
+        bootstrap = settings.bootstrap_servers
+        _say(f"Kafka broker at {bootstrap} (already running, left running)")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = PROJECT_ROOT / ".run" / "demo" / stamp
-    topics, config = job_setup(info.bootstrap_servers, stamp, run_dir, settings.metrics_port)
+    topics, config = job_setup(bootstrap, stamp, run_dir, settings.metrics_port)
     config = simulated_fleet_config(config)
-    emitter = EventEmitter(info.bootstrap_servers, topics)
+    emitter = EventEmitter(bootstrap, topics)
     simulation, start_ms = _simulation(settings, scenario)
     _say(f"starting Spark and the monitor (scenario {scenario.name}: {scenario.description}) ...")
     waiting = _Waiting(status, "starting Spark, creating the Delta tables, starting the two queries")
@@ -209,7 +216,8 @@ def run_demo(settings: DemoSettings) -> int:
         try:
             emitter.close()
         finally:
-            broker.stop()
+            if broker is not None:
+                broker.stop()
     _print_results(scenario, simulation, start_ms, run_dir, config.metrics.port, emitter)
     return code
 
@@ -285,7 +293,7 @@ class _FleetFeed:
 
         settings, clock, start_ms = self.settings, self.clock, self.start_ms
         now = time.monotonic()
-        if job is not self.job:  # a job's first tick (a restarted job has a session of its own)
+        if job is not self.job:  # a job's first tick (a restarted job may run on a new session)
             self.job = job
             set_logger_levels(job.session, {FALLING_BEHIND_LOGGER: "ERROR"})
         if not self.waiting.finished.is_set():
