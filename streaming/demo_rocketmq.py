@@ -1,8 +1,9 @@
 """``rebalance-monitor demo --rocketmq``: the live view over a real local RocketMQ cluster.
 
 Starts, showing progress, the project's Kafka broker and local RocketMQ cluster (each unless already running),
-two topics with 4 queues on each of the two brokers, the collector, real push consumers of both client lines (one
-JVM each, the heartbeat and rebalance wait interval set on them explicitly) and the real job. Once the monitor
+two topics with 4 queues on each of the two brokers, the collector, real push consumers of both client lines
+(independent clients, several to a JVM; the one the script crashes and each of the pair sharing a client ID in a
+JVM of its own; the heartbeat and rebalance wait interval set on them explicitly) and the real job. Once the monitor
 runs it plays a script on the cluster: a pair of consumers sharing one client ID joins a group, a member
 subscribing another topic than the others joins another, a consumer is SIGKILLed, a new member scales a group
 out. Ctrl-C or ``--duration`` stops every process it started, by PID.
@@ -20,7 +21,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
-from localenv.rocketmq_clients import ClientProcess, consumer_process
+from localenv.rocketmq_clients import (
+    ClientProcess,
+    ConsumerSpec,
+    HostedConsumer,
+    consumer_host,
+    planned_consumers,
+    process_plan,
+)
 from localenv.rocketmq_cluster import TEST_SPEED, VERSION_BY_LINE
 from streaming.demo import (
     FALLING_BEHIND_LOGGER,
@@ -62,6 +70,10 @@ class Consumer:
     topics: tuple[str, ...]
     instance_name: str | None = None  # default: the name; equal names and client IPs make one client ID
     client_ip: str | None = None
+    own_process: bool = False  # the script signals it: no other consumer in its JVM
+
+    def spec(self) -> ConsumerSpec:
+        return ConsumerSpec(self.name, self.group, ",".join(self.topics), self.instance_name, self.client_ip)
 
 
 class Fleet:
@@ -71,34 +83,34 @@ class Fleet:
     def __init__(self, namesrv: str, log_dir: Path) -> None:
         self.namesrv, self.log_dir = namesrv, log_dir
         self.clients: list[ClientProcess] = []
-        self.named: dict[str, ClientProcess] = {}  # the last started under each name
+        self.named: dict[str, HostedConsumer] = {}  # the last started under each name
         self._lock = threading.Lock()
         self._closed = False
 
-    def start(self, consumers: list[Consumer]) -> list[ClientProcess]:
-        def one(c: Consumer) -> ClientProcess:
-            with self._lock:
-                if self._closed:
-                    raise RuntimeError("the demo is stopping")
-                client = consumer_process(
-                    c.line,
-                    self.log_dir / f"{c.name}-{len(self.clients)}",
+    def start(self, consumers: list[Consumer]) -> list[HostedConsumer]:
+        """Start ``consumers``, those of one client line sharing a JVM (``process_plan``); in the order given."""
+        plan = process_plan([(c.line, c.spec(), c.own_process) for c in consumers])
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the demo is stopping")
+            processes = []
+            for members in plan:
+                first = consumers[members[0]]
+                process = consumer_host(
+                    first.line,
+                    self.log_dir / f"{first.name}-{len(self.clients)}",
+                    [consumers[m].spec() for m in members],
                     namesrv=self.namesrv,
-                    group=c.group,
-                    topics=",".join(c.topics),
-                    instance_name=c.instance_name or c.name,
-                    client_ip=c.client_ip,
                     timings=TEST_SPEED,
                 )
-                self.clients.append(client)
-                self.named[c.name] = client
-                client.launch()
-            client.started = client.wait_for(lambda line: line["kind"] == "started", 120.0)
-            return client
-
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            started = list(pool.map(one, consumers))
+                self.clients.append(process)
+                processes.append(process)
+                process.launch()
+        for process in processes:
+            process.wait_started(120.0)
+        started = planned_consumers(plan, processes)
         for c, client in zip(consumers, started, strict=True):
+            self.named[c.name] = client
             _say(
                 f"  consumer {c.name} (client {CLIENT_VERSION[c.line]}) in {c.group}, topics {','.join(c.topics)}: "
                 f"client id {client.client_id}, pid {client.pid}"
@@ -140,7 +152,7 @@ class Script:
         return [
             Consumer("orders-1", self.line, self.orders, (self.payments,)),
             Consumer("orders-2", self.other, self.orders, (self.payments,)),
-            Consumer("orders-3", self.line, self.orders, (self.payments,)),
+            Consumer("orders-3", self.line, self.orders, (self.payments,), own_process=True),  # crashed
             Consumer("ledger-1", self.other, self.ledger, (self.payments,)),
             Consumer("audit-1", self.line, self.audit, (self.payments,)),
             Consumer("audit-2", self.other, self.audit, (self.payments,)),
