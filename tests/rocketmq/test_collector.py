@@ -356,15 +356,21 @@ def test_calls_refused_by_access_control_are_logged_and_counted_as_acl_denied(ka
             },
         }
         counters, logs = {}, {}
-        for name, extra in credentials.items():
-            collector = CollectorProcess(load_config(env={**base, **extra}), tmp_path / name, metrics_port=free_port())
-            collector.start()
-            try:
+        # The three collectors run at the same time: each has its own credentials, counters and log.
+        collectors = {
+            name: CollectorProcess(load_config(env={**base, **extra}), tmp_path / name, metrics_port=free_port())
+            for name, extra in credentials.items()
+        }
+        try:
+            for collector in collectors.values():
+                collector.start()
+            for name, collector in collectors.items():
                 collector.wait_polling()
                 wait_for("two more cycles", lambda: collector.metrics().get("rmqcol_cycles_total", 0) >= 3, 120)  # noqa: B023
                 assert collector.running()
                 counters[name], logs[name] = collector.metrics(), collector.log_text()
-            finally:
+        finally:
+            for collector in collectors.values():
                 collector.stop()
     finally:
         cluster.stop()
