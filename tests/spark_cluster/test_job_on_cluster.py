@@ -3,7 +3,9 @@
 The cluster is the project's own (``spark_cluster`` fixture: a master and two 1-core workers started without
 the caller's ``PYTHONPATH``); the job runs as ``rebalance-monitor run --config FILE --available-now`` with only
 ``[spark] master`` naming the cluster. The reference is the same input through the same job in the tests'
-own ``local[2]`` session, in this process (``run_available``): no second JVM to start for it.
+own ``local[2]`` session, in this process (``run_available``): no second JVM to start for it; the worker
+kill's is the crash-recovery test's uninterrupted run (``tests.support.kill_workload``), read from the same
+topics.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from types import SimpleNamespace
 
 from streaming.job.tables import TABLES
 from tests.integration.test_job_scenarios import bad_input, run1_events, run2_events
-from tests.support.driver_kills import workload
 from tests.support.job import job_config, job_env, publish, read, run_available
+from tests.support.kill_workload import kill_workload_run
 
 ROOT = Path(__file__).parents[2]
 
@@ -98,14 +100,12 @@ def consumer_commits(env: dict[str, str]) -> int:
 
 
 def test_a_worker_killed_mid_run_leaves_the_job_to_the_other_and_the_tables_whole(
-    kafka_broker, spark, spark_cluster, tmp_path
+    kafka_broker, spark, spark_cluster, tmp_path, tmp_path_factory
 ):
-    bootstrap = kafka_broker.bootstrap_servers
-    batches = {"RRM__KAFKA__MAX_OFFSETS_PER_TRIGGER": "60"}  # many micro-batches, so the kill lands mid-run
-    local, topics = job_config(bootstrap, tmp_path / "local", "cl-kill", **batches)
-    cluster, _ = job_env(bootstrap, tmp_path / "cluster", "cl-kill", **batches)
-    publish(bootstrap, workload(), topics)
-    run_available(spark, local)
+    # The crash-recovery test's workload and uninterrupted local[2] run, on the same topics: batches of 60
+    # records, many micro-batches, so the kill lands mid-run.
+    reference = kill_workload_run(kafka_broker, spark, tmp_path_factory)
+    cluster = reference.settings(tmp_path / "cluster")
 
     process = start_job(write_config(tmp_path / "cluster.toml", spark_cluster.master_url), cluster)
     try:
@@ -123,7 +123,7 @@ def test_a_worker_killed_mid_run_leaves_the_job_to_the_other_and_the_tables_whol
         spark_cluster.start_worker(1)  # the session's cluster whole again for later tests
 
     assert consumer_commits(cluster) > killed_at, "no batch ran after the kill"
-    counts = assert_same_tables(spark, local, cluster)
+    counts = assert_same_tables(spark, reference.config, cluster)
     assert counts["fault_windows"] > 0 and counts["anomaly_episodes"] > 0 and counts["membership_changes"] > 0
 
 
