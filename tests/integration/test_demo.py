@@ -79,7 +79,8 @@ def test_demo_reports_the_mixed_scenarios_anomalies(kafka_broker, spark, capsys)
             demo_over.set()
             scraper.join(timeout=10)
             spark.conf.set("spark.sql.shuffle.partitions", partitions)
-        output = capsys.readouterr().out + jvm_output()
+        printed = capsys.readouterr()
+        output = printed.out + printed.err + jvm_output()
     assert code == 0, output[-3000:]
     # Spark's routine noise stays out of what the user reads: the demo's queries run behind their trigger on
     # purpose, and a clean stop cancels job groups that have no jobs. The status line gives batch times instead.
