@@ -35,7 +35,12 @@ def test_every_append_adds_one_file_whatever_the_partitions(kafka_broker, spark,
     )
     # Groups and producers over 8 state shards, whose results then come from several shuffle partitions.
     config, topics = job_config(
-        kafka_broker.bootstrap_servers, tmp_path, prefix, RRM__MEMBERSHIP__SHARDS="8", RRM__PRODUCERS__STATE_SHARDS="8"
+        kafka_broker.bootstrap_servers,
+        tmp_path,
+        prefix,
+        sized_for_tests=False,
+        RRM__MEMBERSHIP__SHARDS="8",
+        RRM__PRODUCERS__STATE_SHARDS="8",
     )
     # Three members per group, one with another's client id (a duplicate-client-id anomaly), so that every
     # consumer history table has rows.

@@ -13,14 +13,24 @@ import threading
 import time
 from datetime import UTC, datetime
 
+import pytest
 from deltalake import DeltaTable
 
 from connectors.delta_reader import READABLE_READER_FEATURES, read_arrow
 from streaming.job.sinks import DeltaTables
 from streaming.job.tables import TABLES
+from tests.support.job import job_shuffle_partitions
 
 BATCHES = 12
 ROWS_PER_BATCH = 5
+
+
+@pytest.fixture(autouse=True)
+def job_default_partitions(spark):
+    """What another reader sees of the job's tables is this file's subject: the job's own shuffle partition
+    count, not the tests' smaller one."""
+    with job_shuffle_partitions(spark):
+        yield
 
 
 def dead_letters(spark, batch: int):

@@ -14,6 +14,7 @@ import pytest
 from streaming.job.maintenance import maintain
 from streaming.job.sinks import DeltaTables
 from streaming.job.tables import column_names
+from tests.support.job import job_shuffle_partitions
 
 DEAD_LETTER_DDL = (
     "source STRING, kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, kafka_timestamp TIMESTAMP, "
@@ -23,6 +24,14 @@ ASSIGNMENT_DDL = (
     "group STRING, topic STRING, client_id STRING, queues ARRAY<STRUCT<broker: STRING, queue_id: INT>>, "
     "queue_count INT, generation BIGINT, event_time_ms BIGINT, batch_id BIGINT"
 )
+
+
+@pytest.fixture(autouse=True)
+def job_default_partitions(spark):
+    """Compaction and maintenance are this file's subject: the job's own shuffle partition count, not the
+    tests' smaller one."""
+    with job_shuffle_partitions(spark):
+        yield
 
 
 def files_in_table(spark, path: str) -> int:

@@ -47,7 +47,11 @@ def fleet_run(kafka_broker: Any, spark: Any, tmp_path_factory: Any) -> Any:
     if "config" in _runs:
         return _runs["config"]
     root = tmp_path_factory.mktemp("simulated-fleet")
-    config, topics = job_config(kafka_broker.bootstrap_servers, root, "fleet")
+    # The job's own settings, and tables it creates itself: delta-rs must read what the job makes of them
+    # (tests/integration/test_delta_interop.py), every table included.
+    config, topics = job_config(
+        kafka_broker.bootstrap_servers, root, "fleet", sized_for_tests=False, tables_from_template=False
+    )
     events = fleet_events()
     for part in (
         [e for e in events if e["event_time"] < START_MS + FIRST_PART_MS],

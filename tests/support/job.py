@@ -3,14 +3,39 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from localenv.kafka_broker import create_topics
-from streaming.config import load_config
+from streaming.config import SparkConfig, load_config
 from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
 from streaming.job.runner import MonitorJob
+from tests.support.table_template import seed_tables
+
+# Spark and Delta sized for the tests' few rows: half the job's shuffle partitions (pinned into a root's
+# checkpoints, so every run of a root uses one value) and no auto compaction (a table property, set when a
+# table is created, so the table template follows it). Tests whose subject is compaction, maintenance or
+# what other readers see keep the job's defaults (``job_env(..., sized_for_tests=False)``).
+TEST_SHUFFLE_PARTITIONS = 2
+TEST_SIZED = {
+    "RRM__SPARK__SHUFFLE_PARTITIONS": str(TEST_SHUFFLE_PARTITIONS),
+    "RRM__DELTA__AUTO_COMPACT": "false",
+}
+
+
+@contextmanager
+def job_shuffle_partitions(spark) -> Iterator[None]:
+    """The job's default shuffle partition count on the tests' session (which has ``TEST_SHUFFLE_PARTITIONS``)
+    for a block, for the tests that keep the job's defaults without running it."""
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(SparkConfig().shuffle_partitions))
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
 
 
 def publish(bootstrap: str, events: Iterable[Mapping[str, Any] | tuple[str, bytes]], topics: Mapping[str, str]) -> None:
@@ -30,13 +55,36 @@ def publish(bootstrap: str, events: Iterable[Mapping[str, Any] | tuple[str, byte
         producer.close()
 
 
-def job_config(bootstrap: str, root: Path, prefix: str, **env: str):
-    base, topics = job_env(bootstrap, root, prefix, **env)
+def job_config(
+    bootstrap: str,
+    root: Path,
+    prefix: str,
+    *,
+    sized_for_tests: bool = True,
+    tables_from_template: bool = True,
+    **env: str,
+):
+    base, topics = job_env(
+        bootstrap, root, prefix, sized_for_tests=sized_for_tests, tables_from_template=tables_from_template, **env
+    )
     return load_config(None, env=base), topics
 
 
-def job_env(bootstrap: str, root: Path, prefix: str, **env: str) -> tuple[dict[str, str], dict[str, str]]:
-    """The tests' job settings as ``RRM__`` environment overrides, and the topics (created) by event type."""
+def job_env(
+    bootstrap: str,
+    root: Path,
+    prefix: str,
+    *,
+    sized_for_tests: bool = True,
+    tables_from_template: bool = True,
+    **env: str,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The tests' job settings as ``RRM__`` environment overrides, and the topics (created) by event type.
+
+    ``sized_for_tests``: ``TEST_SIZED`` (else the job's defaults). ``tables_from_template``: the root's Delta
+    tables copied from the session's template for these settings (``table_template``) before any job starts
+    on it, else the job creates them; a configuration file beside these overrides must not change [delta].
+    """
     topics = {t: f"{prefix}.{name}" for t, name in DEFAULT_TOPICS.items()}
     create_topics(bootstrap, topics.values())
     base = {
@@ -47,8 +95,12 @@ def job_env(bootstrap: str, root: Path, prefix: str, **env: str) -> tuple[dict[s
         "RRM__MEMBERSHIP__SHARDS": "2",
         "RRM__INGEST__WATERMARK_DELAY": '"0 seconds"',
         **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items() if TOPIC_OPTIONS[t] == t},
+        **(TEST_SIZED if sized_for_tests else {}),
         **env,
     }
+    if tables_from_template:
+        config = load_config(None, env=base)
+        seed_tables(config.paths.delta_root, config)
     return base, topics
 
 
