@@ -13,7 +13,9 @@ setup-test: setup
 demo: setup
 	$(PY) -m streaming.cli demo $(ARGS)
 
-# pytest exits 5 when it collects nothing: that is a failure here, never a pass.
+# Two pytest-xdist workers, one half of the suite each (tests/conftest.py says which); `make test PYTEST_ARGS=...`
+# runs what it names in one process. pytest exits 5 when it collects nothing: a failure here, never a pass.
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 test: setup-test
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc

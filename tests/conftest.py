@@ -25,12 +25,31 @@ TIER_BY_FOLDER = {
 }
 
 
+# `make test` runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`), each with a Kafka broker and a
+# Spark session of its own, one half each. The tests of a half that mostly waits on clocks (RocketMQ's rebalance,
+# heartbeat and poll intervals, the demo's wall-clock run, the Kafka outage) leave CPU to the other half, which
+# keeps both cores busy on its own. Tests sharing a run made once per process (the kill workload, the simulated
+# fleet) or a tier's real systems (the RocketMQ clusters, the Spark cluster) are in one half.
+WAITING_HALF = "waits-on-clocks"
+BUSY_HALF = "cpu-bound"
+HALF_BY_FOLDER = {"rocketmq": WAITING_HALF, "jvm": WAITING_HALF, "observability": WAITING_HALF}
+WAITING_FILES = {"test_demo.py", "test_job_kafka_outage.py"}
+
+
+def suite_half(path: Path) -> str:
+    """The half of the suite a test file runs in."""
+    if path.name in WAITING_FILES and path.parent.name == "integration":
+        return WAITING_HALF
+    return HALF_BY_FOLDER.get(path.parent.name, BUSY_HALF)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         folder = Path(str(item.fspath)).parent.name
         marker = TIER_BY_FOLDER.get(folder)
         if marker:
             item.add_marker(marker)
+        item.add_marker(pytest.mark.xdist_group(suite_half(Path(str(item.fspath)))))
 
 
 # -- where the suite's time goes (printed at the end: the budget is in tests/README.md) ---------------------------
@@ -58,6 +77,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         by_tier[Path(name).parent.name] += seconds
     tiers = ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in sorted(by_tier.items(), key=lambda kv: -kv[1]))
     terminalreporter.write_line(f"tiers: {tiers}")
+    by_half: defaultdict[str, float] = defaultdict(float)
+    for name, seconds in _seconds_by_file.items():
+        by_half[suite_half(Path(name))] += seconds
+    terminalreporter.write_line("halves: " + ", ".join(f"{half} {seconds:.0f} s" for half, seconds in by_half.items()))
     terminalreporter.write_line(f"pytest wall time: {wall:.0f} s (budget for the whole suite: see tests/README.md)")
 
 
