@@ -43,6 +43,7 @@ def suite_half(path: Path) -> str:
     return HALF_BY_FOLDER.get(path.parent.name, BUSY_HALF)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers on a worker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         folder = Path(str(item.fspath)).parent.name
