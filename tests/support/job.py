@@ -55,18 +55,9 @@ def publish(bootstrap: str, events: Iterable[Mapping[str, Any] | tuple[str, byte
         producer.close()
 
 
-def job_config(
-    bootstrap: str,
-    root: Path,
-    prefix: str,
-    *,
-    sized_for_tests: bool = True,
-    tables_from_template: bool = True,
-    **env: str,
-):
-    base, topics = job_env(
-        bootstrap, root, prefix, sized_for_tests=sized_for_tests, tables_from_template=tables_from_template, **env
-    )
+def job_config(bootstrap: str, root: Path, prefix: str, **options: Any):
+    """``job_env``'s settings (``options`` as there) loaded as the job's configuration, and the topics."""
+    base, topics = job_env(bootstrap, root, prefix, **options)
     return load_config(None, env=base), topics
 
 
