@@ -1,11 +1,11 @@
-"""The job on a Spark standalone cluster, chosen by configuration alone, writes the tables ``local[2]`` writes.
+"""The job on a Spark standalone cluster, chosen by configuration alone, writes the tables ``local[2]`` writes,
+through a lost worker and a killed driver.
 
 The cluster is the project's own (``spark_cluster`` fixture: a master and two 1-core workers started without
 the caller's ``PYTHONPATH``); the job runs as ``rebalance-monitor run --config FILE --available-now`` with only
-``[spark] master`` naming the cluster. The reference is the same input through the same job in the tests'
-own ``local[2]`` session, in this process (``run_available``): no second JVM to start for it; the worker
-kill's is the crash-recovery test's uninterrupted run (``tests.support.kill_workload``), read from the same
-topics.
+``[spark] master`` naming the cluster. The input and the reference are the crash-recovery test's workload and
+its uninterrupted run in the tests' ``local[2]`` session (``tests.support.kill_workload``): every table gets
+rows, bad records included, in many micro-batches.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from streaming.job.tables import TABLES
-from tests.integration.test_job_scenarios import bad_input, run1_events, run2_events
-from tests.support.job import job_config, job_env, publish, read, run_available
+from tests.support.driver_kills import Progress
+from tests.support.job import read
 from tests.support.kill_workload import kill_workload_run
 
 ROOT = Path(__file__).parents[2]
@@ -74,57 +74,58 @@ def assert_same_tables(spark, reference, cluster: dict[str, str]) -> dict[str, i
     return counts
 
 
-def test_the_scenarios_on_the_cluster_give_the_tables_of_local(kafka_broker, spark, spark_cluster, tmp_path):
-    bootstrap = kafka_broker.bootstrap_servers
-    local, topics = job_config(bootstrap, tmp_path / "local", "cl-scen")
-    cluster, _ = job_env(bootstrap, tmp_path / "cluster", "cl-scen")
-    cluster_config = write_config(tmp_path / "cluster.toml", spark_cluster.master_url)
-
-    publish(bootstrap, [(t, raw.encode()) for t, raw, _ in bad_input()] + run1_events(), topics)
-    run_available(spark, local)
-    run_job(cluster_config, cluster)
-    publish(bootstrap, run2_events(), topics)
-    run_available(spark, local)  # both restarted from their checkpoints
-    run_job(cluster_config, cluster)
-
-    counts = assert_same_tables(spark, local, cluster)
-    for table in ("membership_changes", "group_snapshots", "anomaly_episodes", "dead_letters"):
-        assert counts[table] > 0, f"{table} is empty: the comparison would prove nothing"
-    # The cluster ran it: executors of the job's applications worked on both workers.
-    assert all(list((Path(spark_cluster.home) / f"worker-{i}" / "work").glob("app-*")) for i in (0, 1))
+def commits(env: dict[str, str], query: str) -> int:
+    return Progress.of(Path(env["RRM__PATHS__CHECKPOINT_ROOT"]).parent).commits[query]
 
 
-def consumer_commits(env: dict[str, str]) -> int:
-    commits = Path(env["RRM__PATHS__CHECKPOINT_ROOT"]) / "consumer" / "commits"
-    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+def wait_for(condition, process: subprocess.Popen, what: str, timeout_s: float = 600.0) -> None:
+    """Until ``condition()``, while the job runs; the job finishing first fails the test."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert process.poll() is None, f"the job finished before {what}"
+    assert condition(), f"not {what} within {timeout_s:.0f} s"
 
 
-def test_a_worker_killed_mid_run_leaves_the_job_to_the_other_and_the_tables_whole(
+def test_a_worker_lost_mid_run_then_the_driver_killed_leave_the_tables_of_local(
     kafka_broker, spark, spark_cluster, tmp_path, tmp_path_factory
 ):
     # The crash-recovery test's workload and uninterrupted local[2] run, on the same topics: batches of 60
-    # records, many micro-batches, so the kill lands mid-run.
+    # records, many micro-batches (the send-ingest query's the most), so both kills land mid-run.
     reference = kill_workload_run(kafka_broker, spark, tmp_path_factory)
     cluster = reference.settings(tmp_path / "cluster")
+    config = write_config(tmp_path / "cluster.toml", spark_cluster.master_url)
+    query, total = "send-ingest", Progress.of(reference.root).commits["send-ingest"]
 
-    process = start_job(write_config(tmp_path / "cluster.toml", spark_cluster.master_url), cluster)
+    process = start_job(config, cluster)
     try:
-        deadline = time.monotonic() + 600
-        while consumer_commits(cluster) < 2 and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert process.poll() is None, "the job finished before a worker could be killed"
-        assert consumer_commits(cluster) >= 2, "no two consumer batches committed within 10 minutes"
-        killed_at = consumer_commits(cluster)
+        wait_for(lambda: commits(cluster, query) >= 2, process, "two batches committed")
+        lost_at = commits(cluster, query)
         spark_cluster.kill_worker(1)  # the worker, its executor and the executor's Python workers: a lost machine
-        finish(process)
+        wait_for(lambda: commits(cluster, query) > lost_at, process, "a batch committed without the lost worker")
+        os.killpg(process.pid, 9)  # then the driver, mid-run: the restart resumes from the checkpoints
+        process.wait(timeout=60)
+        killed_at = commits(cluster, query)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, 9)
-        spark_cluster.start_worker(1)  # the session's cluster whole again for later tests
+        spark_cluster.start_worker(1)  # the cluster whole again, for the restart and later tests
 
-    assert consumer_commits(cluster) > killed_at, "no batch ran after the kill"
+    assert killed_at < total, f"the killed run had committed all {total} batches: the restart would prove nothing"
+    run_job(config, cluster)  # restarted from the checkpoints, on both workers
+    assert commits(cluster, query) == total
+
     counts = assert_same_tables(spark, reference.config, cluster)
-    assert counts["fault_windows"] > 0 and counts["anomaly_episodes"] > 0 and counts["membership_changes"] > 0
+    for table in (
+        "membership_changes",
+        "group_snapshots",
+        "anomaly_episodes",
+        "fault_windows",
+        "dead_letters",
+    ):
+        assert counts[table] > 0, f"{table} is empty: the comparison would prove nothing"
+    # The cluster ran it: executors of the job's applications worked on both workers.
+    assert all(list((Path(spark_cluster.home) / f"worker-{i}" / "work").glob("app-*")) for i in (0, 1))
 
 
 PROBE = """
