@@ -7,6 +7,7 @@ component that cannot start is an error, never a skip.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -66,6 +67,20 @@ _seconds_by_file: defaultdict[str, float] = defaultdict(float)
 _session_started = time.monotonic()
 
 
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every core of the machine has spent busy since boot (Linux ``/proc/stat``), else None. The
+    suite is bound by its CPU seconds once both cores are busy: what grew shows here before it shows as time."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = fields
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+_busy_at_start = machine_busy_seconds()
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Every phase (set-up, call, tear-down) counts for its test's file, so shared fixtures land where used."""
     _seconds_by_file[report.nodeid.split("::", 1)[0]] += report.duration
@@ -88,6 +103,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for name, seconds in _seconds_by_file.items():
         by_half[suite_half(Path(name))] += seconds
     terminalreporter.write_line("halves: " + ", ".join(f"{half} {seconds:.0f} s" for half, seconds in by_half.items()))
+    busy_now = machine_busy_seconds()
+    if busy_now is not None and _busy_at_start is not None:
+        busy = busy_now - _busy_at_start
+        terminalreporter.write_line(
+            f"machine CPU while it ran: {busy:.0f} s busy, {busy / wall:.2f} of {os.cpu_count()} cores"
+        )
     terminalreporter.write_line(f"pytest wall time: {wall:.0f} s (budget for the whole suite: see tests/README.md)")
 
 
