@@ -162,7 +162,6 @@ RULES: tuple[tuple[str, QueueState, str], ...] = (
     ("8", QueueState.INCOMPLETE, "an alerting state without enough answered samples in the window"),
     ("9", QueueState.OK, "none of the above"),
 )
-_RULE_TEXT = {number: text for number, _, text in RULES}
 _STATE_BY_RULE = {number: state for number, state, _ in RULES}
 _SEVERITY = {
     QueueState.UNKNOWN: Severity.NONE,
@@ -181,10 +180,6 @@ _SEVERITY = {
 }
 # Share of the window's samples answered that each severity needs (Burrow's ``complete``).
 _COMPLETE_NEEDED = {Severity.ERROR: 1.0, Severity.WARN: 0.5}
-
-
-def rule_text(number: str) -> str:
-    return _RULE_TEXT[number]
 
 
 def time_lag(samples: Sequence[QueueSample], now_ms: int) -> TimeLag:
