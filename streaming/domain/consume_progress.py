@@ -14,14 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-
-class ConsumeModel(StrEnum):
-    """Who decides which member consumes a queue."""
-
-    CLIENT_ASSIGNED = "CLIENT_ASSIGNED"  # push/pull clients rebalancing with a strategy: ownership applies
-    POP = "POP"  # the broker hands out messages
-    PROXY = "PROXY"  # gRPC clients behind a proxy: no process-queue table to join
-    BROADCASTING = "BROADCASTING"  # every member consumes every queue
+from .vocabulary import AllocationMode, Severity
 
 
 class QueueState(StrEnum):
@@ -49,13 +42,6 @@ class StuckCause(StrEnum):
     PULL_DEAD = "PULL_DEAD"  # no pull started for longer than the client's pull idle time
     WRONG_HOLDER = "WRONG_HOLDER"  # held by a client the assignment does not give it to
     UNEXPLAINED = "UNEXPLAINED"
-
-
-class Severity(StrEnum):
-    NONE = "NONE"
-    INFO = "INFO"
-    WARN = "WARN"
-    ERROR = "ERROR"
 
 
 @dataclass(frozen=True)
@@ -136,7 +122,7 @@ class TimeLag:
 @dataclass(frozen=True)
 class QueueVerdict:
     state: QueueState
-    severity: Severity
+    severity: Severity | None  # None: never alerts; INFO: counted, not alerted
     rule: str  # the RULES entry that matched
     lag: int | None
     complete: float
@@ -163,23 +149,23 @@ RULES: tuple[tuple[str, QueueState, str], ...] = (
     ("9", QueueState.OK, "none of the above"),
 )
 _STATE_BY_RULE = {number: state for number, state, _ in RULES}
-_SEVERITY = {
-    QueueState.UNKNOWN: Severity.NONE,
-    QueueState.NOT_OWNED_MODEL: Severity.NONE,
-    QueueState.NO_OFFSET: Severity.NONE,
-    QueueState.INCOMPLETE: Severity.NONE,
-    QueueState.IDLE: Severity.NONE,
-    QueueState.OK: Severity.NONE,
-    QueueState.REWIND: Severity.ERROR,
+_SEVERITY: dict[QueueState, Severity | None] = {
+    QueueState.UNKNOWN: None,
+    QueueState.NOT_OWNED_MODEL: None,
+    QueueState.NO_OFFSET: None,
+    QueueState.INCOMPLETE: None,
+    QueueState.IDLE: None,
+    QueueState.OK: None,
+    QueueState.REWIND: Severity.CRITICAL,
     QueueState.REBALANCE_REWIND: Severity.INFO,
-    QueueState.ORPHAN_CONFIRMED: Severity.ERROR,
-    QueueState.HIDDEN_CONSUMER: Severity.WARN,
-    QueueState.DOUBLE_OWNED: Severity.ERROR,
-    QueueState.STUCK_HOLDER: Severity.ERROR,
-    QueueState.SLOW: Severity.WARN,
+    QueueState.ORPHAN_CONFIRMED: Severity.CRITICAL,
+    QueueState.HIDDEN_CONSUMER: Severity.WARNING,
+    QueueState.DOUBLE_OWNED: Severity.CRITICAL,
+    QueueState.STUCK_HOLDER: Severity.CRITICAL,
+    QueueState.SLOW: Severity.WARNING,
 }
 # Share of the window's samples answered that each severity needs (Burrow's ``complete``).
-_COMPLETE_NEEDED = {Severity.ERROR: 1.0, Severity.WARN: 0.5}
+_COMPLETE_NEEDED: dict[Severity | None, float] = {Severity.CRITICAL: 1.0, Severity.WARNING: 0.5}
 
 
 def time_lag(samples: Sequence[QueueSample], now_ms: int) -> TimeLag:
@@ -225,7 +211,7 @@ def evaluate(
     samples: Sequence[QueueSample],
     now_ms: int,
     settings: ProgressSettings = DEFAULT_SETTINGS,
-    model: ConsumeModel = ConsumeModel.CLIENT_ASSIGNED,
+    model: AllocationMode = AllocationMode.CLIENT,
     generation_changes_ms: Sequence[int] = (),
 ) -> QueueVerdict:
     """The queue's state from its last ``settings.window`` samples (oldest first) at ``now_ms``."""
@@ -247,7 +233,7 @@ def evaluate(
     unanswered_tail = len(window) >= 2 and not window[-1].answered and not window[-2].answered
     if last is None or unanswered_tail or not window[-1].view_fresh:
         return verdict("0")
-    if model is not ConsumeModel.CLIENT_ASSIGNED:
+    if model is not AllocationMode.CLIENT:
         return verdict("1")
     if last.consumer_offset == 0 and last.last_timestamp_ms == 0 and last.broker_offset > 0:
         return verdict("1b")

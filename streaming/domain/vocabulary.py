@@ -89,6 +89,7 @@ class AnomalyKind(StrEnum):
 
 
 class Severity(StrEnum):
+    INFO = "info"  # recorded, never alerted
     WARNING = "warning"
     CRITICAL = "critical"
 
