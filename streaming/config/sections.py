@@ -45,6 +45,7 @@ class KafkaTopics:
     )
     topic_route: str = _opt(DEFAULT_TOPICS["topic_route"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
     send_result: str = _opt(DEFAULT_TOPICS["send_result"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
+    consume_progress: str = _opt(DEFAULT_TOPICS["consume_progress"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
 
 
 # Options the Kafka source must not receive: Spark manages them itself (it fails on these) or this file has a

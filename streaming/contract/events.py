@@ -25,7 +25,8 @@ CONSUMER_CONNECTIONS = "consumer_connections"
 REPORTED_ASSIGNMENT = "reported_assignment"
 TOPIC_ROUTE = "topic_route"
 SEND_RESULT = "send_result"
-EVENT_TYPES = (CONSUMER_CHANNEL, CONSUMER_CONNECTIONS, REPORTED_ASSIGNMENT, TOPIC_ROUTE, SEND_RESULT)
+CONSUME_PROGRESS = "consume_progress"
+EVENT_TYPES = (CONSUMER_CHANNEL, CONSUMER_CONNECTIONS, REPORTED_ASSIGNMENT, TOPIC_ROUTE, SEND_RESULT, CONSUME_PROGRESS)
 
 # The schema versions the job accepts per type; anything else is dead-lettered as UNKNOWN_SCHEMA_VERSION.
 SUPPORTED_VERSIONS: Mapping[str, tuple[int, ...]] = {event_type: (1,) for event_type in EVENT_TYPES}
@@ -39,6 +40,7 @@ DEFAULT_TOPICS: Mapping[str, str] = {
     REPORTED_ASSIGNMENT: "rocketmq.reported-assignments",
     TOPIC_ROUTE: "rocketmq.topic-routes",
     SEND_RESULT: "rocketmq.send-results",
+    CONSUME_PROGRESS: "rocketmq.consume-progress",
 }
 # The ``[kafka.topics]`` option that names each type's topic in the job's configuration.
 TOPIC_OPTIONS: Mapping[str, str] = {**{t: t for t in EVENT_TYPES}, CONSUMER_CONNECTIONS: CONSUMER_CHANNEL}
@@ -50,6 +52,7 @@ KEY_FIELDS: Mapping[str, str] = {
     REPORTED_ASSIGNMENT: "group",
     TOPIC_ROUTE: "topic",
     SEND_RESULT: "producer_id",
+    CONSUME_PROGRESS: "group",
 }
 
 # -- enumerations of the contract -----------------------------------------------------------------------
