@@ -129,7 +129,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A local Spark session from the project's factory (Delta, Kafka connector, RocksDB state)."""
     from streaming.job.spark_session import SparkSettings, build_spark_session
-    from tests.support.job import TEST_SHUFFLE_PARTITIONS
+    from tests.support.job import TEST_SHUFFLE_PARTITIONS, TEST_SPARK_CONF
 
     # Every test checkpoints under pytest's temporary directory, so the session writes checkpoint files as
     # the job does for a local checkpoint root; the tests' few rows need fewer shuffle partitions than the job's.
@@ -139,6 +139,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             shuffle_partitions=TEST_SHUFFLE_PARTITIONS,
             local_dir=str(tmp_path_factory.mktemp("spark-local")),
             checkpoint_root=str(tmp_path_factory.getbasetemp()),
+            extra_conf=TEST_SPARK_CONF,
         )
     )
     try:
