@@ -22,6 +22,7 @@ KEY_FIELD = {
     "reported_assignment": "group",
     "topic_route": "topic",
     "send_result": "producer_id",
+    "consume_progress": "group",
 }
 
 

@@ -11,6 +11,12 @@ reported for the scenario's groups and brokers. ``mixed`` runs them all. Everyth
 scenario, seed and start time give the same events. Event time is virtual: ``events_until(t)`` yields
 every event up to ``t``, so callers choose how fast it runs.
 
+Offsets (``streaming.simulation.progress``): producers store messages at a per-topic rate (``write_rates``,
+messages per second and queue) and each group's holders commit at its consume rate; every 30 s a
+``consume_progress`` sample per group and broker, and on request (``assignment_reports``) each live member's
+``reported_assignment`` with its ``ProcessQueueInfo``. ``Simulation.progress.facts()`` is what a monitor of
+consume progress should conclude: lags, confirmed orphans, stuck holders, offline groups with a backlog.
+
 Knobs: ``namespace`` prefixes every group, topic, broker and producer group (``"s1"`` -> ``s1-orders``), so
 several scenarios can share one Kafka topic set and one job without touching each other's state, with the
 same events otherwise; ``extra_groups`` / ``clients_per_group`` add healthy groups (load),
@@ -24,9 +30,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-HEARTBEAT_MS = 30_000
+from streaming.simulation.progress import HEARTBEAT_MS, PROGRESS_INTERVAL_MS, ProgressModel
+
 BROKERS = ("broker-a", "broker-b")
 AVOIDED = "BROKER_AVOIDED"  # the pseudo-anomaly of ``expected`` for brokers producers must avoid
+WRITE_RATES = {"orders": 2.0, "payments": 0.5}  # messages per second and queue
 
 
 @dataclass
@@ -40,12 +48,14 @@ class Member:
     hidden_from: tuple[str, ...] = ()  # brokers that never receive its heartbeats
     strategy: str | None = "AVG"
     version: str = "V5_3_3"
+    stuck_from_ms: int | None = None  # its listener blocks from then: it holds its queues and advances none
 
 
 @dataclass
 class Group:
     name: str
     members: list[Member]
+    orderly: bool = False  # consumes orderly: its holders lock their queues on the broker
 
 
 @dataclass
@@ -72,6 +82,10 @@ class Scenario:
     expected: set[tuple[str, str]] = field(default_factory=set)
     topics: tuple[str, ...] = ("orders", "payments")
     brokers: tuple[str, ...] = BROKERS
+    # messages per second and queue the producers store per topic (a topic not named: none), and per group the
+    # messages per second and queue its holders consume (a group not named: progress.DEFAULT_CONSUME_RATE)
+    write_rates: dict[str, float] = field(default_factory=lambda: dict(WRITE_RATES))
+    consume_rates: dict[str, float] = field(default_factory=dict)
 
     @property
     def group_names(self) -> set[str]:
@@ -133,6 +147,7 @@ def build_scenario(
             expected={("broker-b", AVOIDED)},
         ),
         "rebalance-storm": lambda: _storm(rng, producers),
+        "consume-progress": lambda: _progress(rng, producers),
     }
     if name == "mixed":
         scenario = _mixed([builders[n]() for n in builders if n != "steady"], steady, producers)
@@ -155,6 +170,9 @@ def _mixed(parts: list[Scenario], steady: Group, producers: list[Producer]) -> S
         mixed.groups += [g for g in part.groups if g.name != steady.name]
         mixed.slow_brokers.update(part.slow_brokers)
         mixed.expected |= part.expected
+        mixed.topics += tuple(t for t in part.topics if t not in mixed.topics)
+        mixed.write_rates.update(part.write_rates)
+        mixed.consume_rates.update(part.consume_rates)
     return mixed
 
 
@@ -177,9 +195,10 @@ def _namespaced(s: Scenario, ns: str) -> Scenario:
         return f"{ns}-{name}"
 
     groups = [
-        Group(
-            n(g.name),
-            [
+        replace(
+            g,
+            name=n(g.name),
+            members=[
                 replace(m, topics=tuple(n(t) for t in m.topics), hidden_from=tuple(n(b) for b in m.hidden_from))
                 for m in g.members
             ],
@@ -195,6 +214,8 @@ def _namespaced(s: Scenario, ns: str) -> Scenario:
         expected={(n(x), kind) for x, kind in s.expected},
         topics=tuple(n(t) for t in s.topics),
         brokers=tuple(n(b) for b in s.brokers),
+        write_rates={n(t): r for t, r in s.write_rates.items()},
+        consume_rates={n(g): r for g, r in s.consume_rates.items()},
     )
 
 
@@ -291,6 +312,26 @@ def _storm(rng: random.Random, producers: list[Producer]) -> Scenario:
     )
 
 
+def _progress(rng: random.Random, producers: list[Producer]) -> Scenario:
+    stuck = _healthy_group(rng, "fulfil-stuck", 2, ("orders",), 17)
+    stuck.members[0].stuck_from_ms = 60_000  # a listener that never returns pins each of its queues' offset
+    offline = _healthy_group(rng, "archive-offline", 2, ("orders", "payments"), 18)
+    for member in offline.members:
+        member.crashes_ms = 120_000  # every member dies; the producers go on writing
+    idle = _healthy_group(rng, "audit-idle", 2, ("audit",), 19)
+    idle.orderly = True
+    return Scenario(
+        "consume-progress",
+        "a stuck holder from 60 s, a group whose members all die at 120 s, an idle orderly group",
+        [stuck, offline, idle],
+        producers,
+        # Membership stays healthy: the monitor's consume progress tells these apart, not its anomalies
+        # (Simulation.progress.facts(): the stuck queues, the offline group's backlog, the idle group's lag 0).
+        topics=("orders", "payments", "audit"),
+        write_rates={**WRITE_RATES, "audit": 0.0},
+    )
+
+
 SCENARIOS = (
     "steady",
     "scale-out",
@@ -301,12 +342,19 @@ SCENARIOS = (
     "slow-broker",
     "broker-outage",
     "rebalance-storm",
+    "consume-progress",
     "mixed",
 )
 
 
 class Simulation:
-    """Events of one scenario from ``start_ms`` on, in event-time order, generated lazily."""
+    """Events of one scenario from ``start_ms`` on, in event-time order, generated lazily.
+
+    ``progress_interval_ms``: a ``consume_progress`` sample per group and broker this often (0: none; a
+    multiple of the 5 s tick). ``assignment_reports``: each live member's ``reported_assignment`` per topic
+    at every sample, with its ``ProcessQueueInfo``. Off by default: the job compares reports with the
+    assignment it expects (``ASSIGNMENT_MISMATCH``), and the simulated clients rebalance at once, not on
+    RocketMQ's timers, so turning them on for a job run is a change of that run's expectations."""
 
     def __init__(
         self,
@@ -315,6 +363,8 @@ class Simulation:
         seed: int = 1,
         queues_per_broker: int = 4,
         sends_per_second: float | None = None,
+        progress_interval_ms: int = PROGRESS_INTERVAL_MS,
+        assignment_reports: bool = False,
     ) -> None:
         if queues_per_broker < 1:
             raise ValueError("queues_per_broker must be >= 1")
@@ -328,6 +378,8 @@ class Simulation:
         self.tick_ms = 5_000
         # per producer and tick; None keeps each producer's own rate
         self.sends_per_tick = None if sends_per_second is None else round(sends_per_second * self.tick_ms / 1000)
+        self.progress = ProgressModel(scenario, start_ms, seed, queues_per_broker, self.tick_ms, progress_interval_ms)
+        self.assignment_reports = assignment_reports
 
     def _route(self, t: int, topic: str) -> dict[str, Any]:
         return {
@@ -403,6 +455,7 @@ class Simulation:
                     "client_version": producer.version,
                     "send_latency_fault_enable": producer.send_latency_fault_enable,
                 }
+        yield from self.progress.tick(t, self.assignment_reports)
 
     def events_until(self, until_ms: int) -> list[dict[str, Any]]:
         """Every event with a tick time in [cursor, until_ms), sorted by event time."""

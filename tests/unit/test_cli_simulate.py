@@ -35,7 +35,7 @@ def test_every_line_is_a_valid_event_of_the_fleet_time_asked_for_in_order(tmp_pa
     times = [e["event_time"] for e in events]
     assert times == sorted(times)
     assert START_MS <= times[0] and times[-1] < START_MS + 300_000
-    assert {e["type"] for e in events} == {"topic_route", "consumer_channel", "send_result"}
+    assert {e["type"] for e in events} == {"topic_route", "consumer_channel", "send_result", "consume_progress"}
     assert f"{len(events)} events of 300 s of fleet time written to" in out
 
 

@@ -21,6 +21,7 @@ from streaming.domain.outcomes import EpisodeTransition
 from streaming.simulation.fleet import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario
 
 START = 1_700_000_000_000
+CONSUMER_QUERY_TYPES = {"consumer_channel", "consumer_connections", "topic_route", "reported_assignment"}
 ENGINE = EngineSettings(
     default_strategy="AVG", default_client_line="5", expiry_ms=120_000, storm_window_ms=300_000, storm_threshold=10
 )
@@ -34,7 +35,8 @@ def consumer_anomalies(name: str, batch_ms: int, minutes: int = 7) -> tuple[set[
     seen: set[tuple[str, str]] = set()
     changes: dict[str, list[int]] = {}
     for k in range(1, minutes * 60_000 // batch_ms + 1):
-        events = [e for e in simulation.events_until(START + k * batch_ms) if e["type"] != "send_result"]
+        # what the job's consumer query reads (send results are send-ingest's; consume progress no query's yet)
+        events = [e for e in simulation.events_until(START + k * batch_ms) if e["type"] in CONSUMER_QUERY_TYPES]
         events.sort(key=lambda e: (e["event_time"], DEFAULT_TOPICS[e["type"]]))  # the job's order (default topics)
         for outcome in engine.apply(events, START + (k - 1) * batch_ms):
             if isinstance(outcome, EpisodeTransition):
@@ -57,7 +59,8 @@ def test_the_engine_finds_exactly_the_expected_consumer_anomalies(name, batch_ms
 
 def test_every_scenario_but_the_healthy_ones_injects_something():
     quiet = {n for n in SCENARIOS if not build_scenario(n).expected}
-    assert quiet == {"steady", "scale-out", "crash"}  # these show in the membership history instead
+    # these show in the membership history instead, and consume-progress in the groups' consume progress
+    assert quiet == {"steady", "scale-out", "crash", "consume-progress"}
     assert build_scenario("mixed").expected == set().union(*(build_scenario(n).expected for n in SCENARIOS))
 
 
@@ -73,7 +76,12 @@ def test_same_seed_same_events_and_another_seed_other_ids():
 def test_every_event_satisfies_the_contract():
     simulation = Simulation(build_scenario("mixed", extra_groups=3), START)
     events = simulation.events_until(START + 600_000)
-    assert Counter(e["type"] for e in events).keys() == {"consumer_channel", "topic_route", "send_result"}
+    assert Counter(e["type"] for e in events).keys() == {
+        "consumer_channel",
+        "topic_route",
+        "send_result",
+        "consume_progress",
+    }
     import json
 
     for event in events:
