@@ -178,8 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser(
         "simulate",
         help="a simulated fleet's events into Kafka (for a monitor running elsewhere) or a JSON-lines file",
-        description="Publish a simulated RocketMQ fleet (heartbeats, routes, send results) to the Kafka topics "
-        "a monitor's configuration names, or write its events to a file, without running the job.",
+        description="Publish a simulated RocketMQ fleet (heartbeats, routes, send results, consume progress) to the "
+        "Kafka topics a monitor's configuration names, or write its events to a file, without running the job.",
         epilog=epilogs.EPILOG_SIMULATE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -215,6 +215,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive(float),
         default=None,
         help="stop after this many wall seconds (default: SIGTERM or Ctrl-C)",
+    )
+    simulate.add_argument(
+        "--progress-interval",
+        type=_positive(int, zero=True),
+        default=30,
+        help="seconds between consume_progress samples, a multiple of 5 (default 30; 0: none)",
+    )
+    simulate.add_argument(
+        "--assignment-reports",
+        action="store_true",
+        help="each live member's reported_assignment, with its ProcessQueueInfo, at every progress sample",
     )
     simulate.set_defaults(handler=simulate_command.simulate)
 

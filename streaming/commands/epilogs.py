@@ -59,6 +59,7 @@ EPILOG_SIMULATE = """examples:
   rebalance-monitor simulate --bootstrap-servers 127.0.0.1:9092 --speed 20 --start 2026-11-21T00:00 --duration 600
   rebalance-monitor simulate --scenario duplicate-ids --fleet-seconds 300 --output events.jsonl
   rebalance-monitor simulate --bootstrap-servers 127.0.0.1:9092 --create-topics --groups 200  # a local test broker
+  rebalance-monitor simulate --scenario consume-progress --fleet-seconds 600 --assignment-reports --output p.jsonl
   rebalance-monitor simulate --config conf/monitor.toml --producer-option security_protocol=SSL \\
       --producer-option ssl_cafile=/etc/kafka/ca.pem
 Without the job: a monitor running elsewhere reads the topics. The config's [kafka.options] (Java client
@@ -67,7 +68,8 @@ SCRAM credentials in sasl.jaas.config, PEM trust and key stores, host-name check
 stores and Kerberos or OAuth logins are refused with the --producer-option to give instead (kafka-python
 names; they override the config's). Into Kafka, fleet time never runs further ahead of the wall clock than the config's
 [ingest] max_future_skew_ms allows (the monitor would dead-letter those events): with --speed above 1, start
-in the past. What the monitor should report for the scenario is printed first.
+in the past. What the monitor should report for the scenario is printed first; what its consume progress
+should show (lags, confirmed orphans, stuck holders, offline groups) at the end, from the simulator's offsets.
 """
 EPILOG_QUERY = """examples:
   rebalance-monitor query assignment --delta-root .run/delta --group orders-consumers --at 2026-11-21T14:03:00

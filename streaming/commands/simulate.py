@@ -17,6 +17,8 @@ def simulate(args: argparse.Namespace) -> int:
 
     from streaming.simulation.publish import MissingTopics, SimulateSettings, run_to_file, run_to_kafka
 
+    if args.progress_interval % 5:
+        raise UsageError("--progress-interval must be a multiple of 5 s, the fleet's tick")
     if args.output is not None and args.fleet_seconds is None:
         raise UsageError("--output needs --fleet-seconds: how much fleet time to write")
     kafka_only = args.config or args.bootstrap_servers or args.producer_option or args.create_topics
@@ -42,6 +44,8 @@ def simulate(args: argparse.Namespace) -> int:
         fleet_seconds=args.fleet_seconds,
         duration_s=args.duration,
         max_future_skew_ms=config.ingest.max_future_skew_ms if config else 0,
+        progress_interval_ms=int(args.progress_interval * 1000),
+        assignment_reports=args.assignment_reports,
     )
 
     def say(line: str) -> None:

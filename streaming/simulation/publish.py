@@ -42,6 +42,8 @@ class SimulateSettings:
     duration_s: float | None = None  # stop after this much wall time (Kafka only)
     max_future_skew_ms: int = 300_000
     progress_every_s: float = 15.0
+    progress_interval_ms: int = 30_000  # consume_progress samples (0: none)
+    assignment_reports: bool = False  # each live member's reported_assignment at every sample
 
 
 def build_simulation(settings: SimulateSettings) -> Any:
@@ -63,6 +65,8 @@ def build_simulation(settings: SimulateSettings) -> Any:
         settings.seed,
         queues_per_broker=settings.queues_per_broker,
         sends_per_second=settings.sends_per_second,
+        progress_interval_ms=settings.progress_interval_ms,
+        assignment_reports=settings.assignment_reports,
     )
 
 
@@ -81,6 +85,13 @@ def what_to_expect(scenario: Any) -> list[str]:
         what = f"broker {name} avoided by producers" if kind == AVOIDED else f"{kind} in {name}"
         lines.append(f"  expect: {what}")
     return lines
+
+
+def progress_to_expect(simulation: Any) -> list[str]:
+    """What the fleet's consume progress should show at its last sample, from the simulator's own offsets."""
+    from streaming.simulation.progress import fact_lines
+
+    return fact_lines(simulation.progress.facts(), simulation.start_ms)
 
 
 def write_events(simulation: Any, until_ms: int, out: IO[str]) -> int:
@@ -168,7 +179,7 @@ def run_to_file(settings: SimulateSettings, path: str, say: Callable[[str], None
         with target.open("w", encoding="utf-8") as out:
             written = write_events(simulation, until_ms, out)
         say(f"{written} events of {settings.fleet_seconds:g} s of fleet time written to {target}")
-    for line in what_to_expect(simulation.scenario):
+    for line in what_to_expect(simulation.scenario) + progress_to_expect(simulation):
         say(line)
     return 0
 
@@ -227,6 +238,8 @@ def run_to_kafka(
         emitter.close()  # flushes what the last step left
     report = emitter.report
     say("stopped: " + progress_line(report, simulation))
+    for line in progress_to_expect(simulation):
+        say(line)
     if report.failed:
         say(f"{report.failed} event(s) were not delivered, e.g. {report.errors[-1]}")
         return 1

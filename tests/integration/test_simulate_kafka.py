@@ -14,7 +14,7 @@ from connectors.processes import free_port
 from localenv.kafka_broker import create_topics
 from streaming.cli import main
 
-TYPES = ("consumer_channel", "reported_assignment", "topic_route", "send_result")
+TYPES = ("consumer_channel", "reported_assignment", "topic_route", "send_result", "consume_progress")
 
 
 def config_file(tmp_path, bootstrap: str, max_future_skew_ms: int = 300_000) -> tuple[str, dict[str, str]]:
@@ -64,6 +64,7 @@ def test_kafka_holds_exactly_the_events_of_the_file_mode_on_the_config_s_topics_
         topics["consumer_channel"],
         topics["topic_route"],
         topics["send_result"],
+        topics["consume_progress"],
     }
 
 
