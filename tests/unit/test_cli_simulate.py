@@ -14,7 +14,8 @@ import pytest
 
 from streaming.cli import main
 from streaming.contract.validator import Rejection, validate_event
-from streaming.simulation.fleet import HEARTBEAT_MS, build_scenario
+from streaming.simulation.fleet import HEARTBEAT_MS, Simulation, build_scenario
+from streaming.simulation.progress import fact_lines
 
 START_MS = 1_763_000_000_000
 
@@ -73,6 +74,26 @@ def test_same_arguments_same_bytes_and_another_seed_another_fleet(tmp_path, caps
     assert all(e["group"].startswith("s9-") for e in first if e["type"] == "consumer_channel")
 
 
+def test_consume_progress_with_reports_and_what_it_should_show_at_the_end(tmp_path, capsys):
+    args = ("--scenario", "consume-progress", "--fleet-seconds", "300", "--progress-interval", "60")
+    events, out = simulate_to_file(tmp_path, capsys, *args, "--assignment-reports")
+    samples = [e for e in events if e["type"] == "consume_progress"]
+    assert sorted({e["event_time"] - START_MS for e in samples}) == [60_000, 120_000, 180_000, 240_000]
+    assert {e["group"] for e in samples} == build_scenario("consume-progress").group_names
+    reports = [e for e in events if e["type"] == "reported_assignment"]
+    assert reports and all("commit_offset" in q for e in reports for q in e["queues"])
+    # the facts printed are the simulator's own, from the same fleet
+    simulation = Simulation(build_scenario("consume-progress"), START_MS, progress_interval_ms=60_000)
+    simulation.events_until(START_MS + 300_000)
+    facts = simulation.progress.facts()
+    assert facts.stuck and facts.offline
+    for line in fact_lines(facts, START_MS):
+        assert f"[simulate] {line}" in out
+    assert "expect: STUCK_HOLDER fulfil-stuck" in out and "expect: archive-offline offline" in out
+    without, _ = simulate_to_file(tmp_path, capsys, *args, name="plain.jsonl")
+    assert without == [e for e in events if e["type"] != "reported_assignment"]  # reports only when asked
+
+
 def test_standard_output_carries_only_events(capsys):
     code = main(
         ["simulate", "--output", "-", "--start", str(START_MS), "--scenario", "steady", "--fleet-seconds", "30"]
@@ -97,6 +118,7 @@ def test_standard_output_carries_only_events(capsys):
             "not a kafka-python producer option",
         ),
         (["--scenario", "nope"], "invalid choice"),
+        (["--output", "x.jsonl", "--fleet-seconds", "10", "--progress-interval", "7"], "multiple of 5"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):
