@@ -326,7 +326,9 @@ class _FleetFeed:
 def _print_results(
     scenario: Scenario, simulation: Simulation, start_ms: int, run_dir: Path, port: int, emitter: EventEmitter
 ) -> None:
-    """Where the demo's results are, and commands that read them."""
+    """Where the demo's results are, commands that read them, and what the fleet's consume progress should show."""
+    from streaming.simulation.progress import fact_lines
+
     print()
     _say("stopped. Results:")
     print(
@@ -336,6 +338,8 @@ def _print_results(
     print(f"  Delta tables : {run_dir / 'delta'}  (one folder per table, see docs/tables.md)")
     print(f"  metrics      : were served on http://127.0.0.1:{port}/metrics")
     print(f"  events       : {emitter.report.sent} sent, {emitter.report.failed} failed")
+    for line in fact_lines(simulation.progress.facts(), start_ms):  # not read by the job yet
+        print(line)
     delta = run_dir / "delta"
     group = sorted(scenario.group_names)[0]
     for name, kind in sorted(scenario.expected):
