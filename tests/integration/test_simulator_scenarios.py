@@ -118,7 +118,9 @@ def test_scenario_names_are_namespaced_and_the_namespace_changes_nothing_else():
             a.get("subscriptions", []), b.get("subscriptions", []), strict=True
         ):
             assert spaced_subscription == {**subscription, "topic": f"x-{subscription['topic']}"}
-        names = ("group", "topic", "broker", "producer_group", "brokers", "subscriptions")
+        for queue, spaced_queue in zip(a.get("queues", []), b.get("queues", []), strict=True):  # consume progress
+            assert spaced_queue == {**queue, "topic": f"x-{queue['topic']}"}
+        names = ("group", "topic", "broker", "producer_group", "brokers", "subscriptions", "queues")
         same = {k: v for k, v in a.items() if k not in names}
         assert same == {k: b[k] for k in same}
     assert AVOIDED not in {kind for _, kind in build_scenario("crash").expected}
