@@ -48,6 +48,7 @@ def collector_settings(config: MonitorConfig, max_cycles: int = 0, metrics_port:
         "metrics.host": c.metrics_host,
         "metrics.port": str(c.metrics_port if metrics_port is None else metrics_port),
         "summary.interval.ms": str(c.summary_interval_ms),
+        "max.event.bytes": str(config.ingest.max_event_bytes),
         "max.cycles": str(max_cycles),
         "topic.consumer_connections": config.kafka.topics.consumer_channel,
         "topic.reported_assignment": config.kafka.topics.reported_assignment,

@@ -466,8 +466,10 @@ public final class Collector {
       Map<String, Object> item = new LinkedHashMap<>();
       item.put("broker", queue.getBrokerName());
       item.put("queue_id", queue.getQueueId());
+      item.putAll(processQueueFields(held.getValue()));
       queuesByTopic.computeIfAbsent(queue.getTopic(), t -> new ArrayList<>()).add(item);
     }
+    boolean orderly = "true".equals(info.getProperties().getProperty(ConsumerRunningInfo.PROP_CONSUME_ORDERLY));
     for (String topic : topics) {
       Map<String, Object> event = new LinkedHashMap<>();
       event.put("type", "reported_assignment");
@@ -476,8 +478,24 @@ public final class Collector {
       event.put("group", group);
       event.put("client_id", clientId);
       event.put("topic", topic);
-      event.put("queues", queuesByTopic.getOrDefault(topic, List.of()));
-      publisher.publish(config.reportedAssignmentTopic, "reported_assignment", group, Json.object(event));
+      event.put("consume_orderly", orderly);
+      List<Map<String, Object>> queues = queuesByTopic.getOrDefault(topic, List.of());
+      event.put("queues", queues);
+      String json = Json.object(event);
+      if (json.getBytes(java.nio.charset.StandardCharsets.UTF_8).length >= config.maxEventBytes) {
+        // An assignment is one event (it replaces the client's last): too large with the process-queue fields,
+        // it goes without them rather than not at all.
+        counters.problem("process_queue_fields_dropped");
+        log.warnEvery("pq-fields", "reported assignment of client " + clientId + " (group " + group + ", topic "
+            + topic + ", " + queues.size() + " queues) too large with its process-queue fields: sent without them");
+        List<Map<String, Object>> bare = new ArrayList<>();
+        for (Map<String, Object> queue : queues) {
+          bare.add(Map.of("broker", queue.get("broker"), "queue_id", queue.get("queue_id")));
+        }
+        event.put("queues", bare);
+        json = Json.object(event);
+      }
+      publisher.publish(config.reportedAssignmentTopic, "reported_assignment", group, json);
     }
   }
 
@@ -537,6 +555,21 @@ public final class Collector {
         && !"true".equals(properties.getProperty(ConsumerRunningInfo.PROP_CONSUME_ORDERLY))
         && !"BROADCASTING".equals(properties.getProperty("messageModel"));
     return askBroker ? "CONSUME_POP" : null;
+  }
+
+  /** A held queue's {@code ProcessQueueInfo} as the contract's optional fields (a value outside it left out). */
+  static Map<String, Object> processQueueFields(ProcessQueueInfo info) {
+    Map<String, Object> item = new LinkedHashMap<>();
+    item.put("commit_offset", Math.max(-1, info.getCommitOffset()));
+    item.put("cached_msg_count", Math.max(0, info.getCachedMsgCount()));
+    item.put("cached_msg_size_mib", Math.max(0, info.getCachedMsgSizeInMiB()));
+    item.put("cached_msg_min_offset", info.getCachedMsgMinOffset() >= 0 ? info.getCachedMsgMinOffset() : null);
+    item.put("cached_msg_max_offset", info.getCachedMsgMaxOffset() >= 0 ? info.getCachedMsgMaxOffset() : null);
+    item.put("locked", info.isLocked());
+    item.put("last_lock_timestamp", info.getLastLockTimestamp() >= 0 ? info.getLastLockTimestamp() : null);
+    item.put("last_pull_timestamp", info.getLastPullTimestamp() >= 0 ? info.getLastPullTimestamp() : null);
+    item.put("last_consume_timestamp", info.getLastConsumeTimestamp() >= 0 ? info.getLastConsumeTimestamp() : null);
+    return item;
   }
 
   private static Map<String, Object> subscription(SubscriptionData data) {

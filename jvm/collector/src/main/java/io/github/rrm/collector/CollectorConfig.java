@@ -30,6 +30,7 @@ final class CollectorConfig {
   final String connectionsTopic;
   final String reportedAssignmentTopic;
   final String topicRouteTopic;
+  final int maxEventBytes;
   final String metricsHost;
   final int metricsPort;
   final long summaryIntervalMs;
@@ -52,6 +53,7 @@ final class CollectorConfig {
     connectionsTopic = p.getProperty("topic.consumer_connections", "rocketmq.consumer-channels");
     reportedAssignmentTopic = p.getProperty("topic.reported_assignment", "rocketmq.reported-assignments");
     topicRouteTopic = p.getProperty("topic.topic_route", "rocketmq.topic-routes");
+    maxEventBytes = Integer.parseInt(p.getProperty("max.event.bytes", "65536"));
     metricsHost = p.getProperty("metrics.host", "127.0.0.1");
     metricsPort = Integer.parseInt(p.getProperty("metrics.port", "0"));
     summaryIntervalMs = Long.parseLong(p.getProperty("summary.interval.ms", "60000"));
