@@ -48,8 +48,10 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * client of the group); the route of every subscribed topic (in a broker's table or a client's own subscription
  * set), published when it changed and periodically; per (group, client id), throttled, the client's running
  * info, asked of a broker the client is connected to: its held queues as {@code reported_assignment} events, its
- * strategy, consume type and own subscriptions carried on its connections. Bad input (a broker unreachable, no
- * route, a client that does not answer, ACL denied, Kafka down) is logged and counted; the cycle goes on.
+ * strategy, consume type and own subscriptions carried on its connections, and each held queue's process-queue
+ * fields. Beside it, on its own cadence, the consume-progress cycle ({@link ProgressCycle}). Bad input (a broker
+ * unreachable, no route, a client that does not answer, ACL denied, Kafka down) is logged and counted; the cycle
+ * goes on.
  */
 public final class Collector {
   private static final int TOPIC_NOT_EXIST = ResponseCode.TOPIC_NOT_EXIST;
@@ -66,6 +68,10 @@ public final class Collector {
   private final Map<String, String> routeByTopic = new ConcurrentHashMap<>();
   private final Map<String, Long> routePublishedAt = new ConcurrentHashMap<>();
   private final Map<String, ClientView> clients = new ConcurrentHashMap<>();
+  /** Per broker, the watched groups of its last subscription group table read: a failed read keeps them. */
+  private final Map<String, Set<String>> groupsByBroker = new ConcurrentHashMap<>();
+  private final ProgressCycle progress;
+  private Thread progressThread;
   private volatile boolean running = true;
 
   /** What a client's running info said, and when it was last asked. */
@@ -93,6 +99,7 @@ public final class Collector {
     publisher = new EventPublisher(config.producer, counters, log, config.pollIntervalMs);
     pool = Executors.newFixedThreadPool(config.concurrency, daemon("rrm-poll"));
     runningInfoPool = Executors.newFixedThreadPool(config.concurrency, daemon("rrm-running-info"));
+    progress = new ProgressCycle(config, admin, counters, log, publisher, collectorId);
   }
 
   public static void main(String[] args) throws Exception {
@@ -127,7 +134,12 @@ public final class Collector {
       log.info("metrics on http://" + config.metricsHost + ":" + port + "/metrics");
     }
     log.info("collector " + collectorId + " watching name server " + config.namesrvAddr + " every "
-        + config.pollIntervalMs + " ms");
+        + config.pollIntervalMs + " ms" + (config.progressIntervalMs > 0 ? ", consume progress every "
+        + config.progressIntervalMs + " ms" : ""));
+    if (config.progressIntervalMs > 0) {
+      progressThread = daemon("rrm-progress").newThread(progress::loop);
+      progressThread.start();
+    }
     long cycles = 0;
     long lastSummary = System.currentTimeMillis();
     while (running) {
@@ -168,6 +180,10 @@ public final class Collector {
 
   void close() {
     running = false;
+    if (progressThread != null) {
+      progressThread.interrupt();
+    }
+    progress.close();
     pool.shutdownNow();
     runningInfoPool.shutdownNow();
     try {
@@ -206,15 +222,25 @@ public final class Collector {
 
     Set<String> down = ConcurrentHashMap.newKeySet();
     Set<String> groups = new TreeSet<>();
-    List<Future<Collection<String>>> groupLists = new ArrayList<>();
+    Map<String, Future<Collection<String>>> groupLists = new TreeMap<>();
     for (Map.Entry<String, String> master : masters.entrySet()) {
-      groupLists.add(pool.submit(() -> subscriptionGroups(master.getKey(), master.getValue(), down)));
+      groupLists.put(master.getKey(), pool.submit(() -> subscriptionGroups(master.getKey(), master.getValue(), down)));
     }
-    for (Future<Collection<String>> list : groupLists) {
-      groups.addAll(await(list, List.of()));
+    for (Map.Entry<String, Future<Collection<String>>> list : groupLists.entrySet()) {
+      Collection<String> names = await(list.getValue(), null);
+      if (names != null) {
+        Set<String> watched = new TreeSet<>(names);
+        watched.removeIf(g -> !watched(g));
+        groups.addAll(watched);
+        groupsByBroker.put(list.getKey(), watched);
+      }
     }
-    groups.removeIf(g -> MixAll.isSysConsumerGroup(g) || MixAll.isPredefinedGroup(g) || !config.watches(g));
     counters.gauge("rmqcol_groups", groups.size());
+    // The progress cycle samples every group a master's table had when last read (offline groups stay there).
+    groupsByBroker.keySet().retainAll(masters.keySet());
+    Set<String> progressGroups = new TreeSet<>(groups);
+    groupsByBroker.values().forEach(progressGroups::addAll);
+    progress.update(masters, progressGroups);
 
     List<Future<Poll>> polls = new ArrayList<>();
     for (String group : groups) {
@@ -311,8 +337,12 @@ public final class Collector {
         counters.problem(isAclDenied(e) ? "acl_denied" : "admin_error");
         log.begin("groups:" + broker, "subscription groups of " + broker + " at " + addr + failed(e));
       }
-      return List.of();
+      return null;
     }
+  }
+
+  private boolean watched(String group) {
+    return !MixAll.isSysConsumerGroup(group) && !MixAll.isPredefinedGroup(group) && config.watches(group);
   }
 
   private Poll poll(String group, String broker, String addr, Set<String> down) {
@@ -594,7 +624,7 @@ public final class Collector {
     return false;
   }
 
-  private static boolean isAclDenied(Throwable e) {
+  static boolean isAclDenied(Throwable e) {
     int code = e instanceof MQBrokerException b ? b.getResponseCode()
         : e instanceof MQClientException c ? c.getResponseCode() : -1;
     String text = String.valueOf(e.getMessage()).toLowerCase();
@@ -602,14 +632,14 @@ public final class Collector {
   }
 
   /** The end of a log line for a failed call: a refusal by access control says so, and what to check. */
-  private static String failed(Throwable e) {
+  static String failed(Throwable e) {
     return isAclDenied(e)
         ? " refused by access control (check the collector's access_key and secret_key and the account's "
             + "permissions): " + brief(e)
         : " failed: " + brief(e);
   }
 
-  private static String brief(Throwable e) {
+  static String brief(Throwable e) {
     String message = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
     message = message.split("\n")[0];
     return e.getClass().getSimpleName() + ": " + (message.length() > 300 ? message.substring(0, 300) : message);
@@ -625,7 +655,7 @@ public final class Collector {
     }
   }
 
-  private static java.util.concurrent.ThreadFactory daemon(String name) {
+  static java.util.concurrent.ThreadFactory daemon(String name) {
     return runnable -> {
       Thread thread = new Thread(runnable, name);
       thread.setDaemon(true);

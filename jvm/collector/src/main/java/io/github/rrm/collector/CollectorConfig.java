@@ -30,6 +30,10 @@ final class CollectorConfig {
   final String connectionsTopic;
   final String reportedAssignmentTopic;
   final String topicRouteTopic;
+  final String consumeProgressTopic;
+  final long progressIntervalMs;
+  final int progressInFlightPerBroker;
+  final int progressMinOffsetEvery;
   final int maxEventBytes;
   final String metricsHost;
   final int metricsPort;
@@ -53,6 +57,10 @@ final class CollectorConfig {
     connectionsTopic = p.getProperty("topic.consumer_connections", "rocketmq.consumer-channels");
     reportedAssignmentTopic = p.getProperty("topic.reported_assignment", "rocketmq.reported-assignments");
     topicRouteTopic = p.getProperty("topic.topic_route", "rocketmq.topic-routes");
+    consumeProgressTopic = p.getProperty("topic.consume_progress", "rocketmq.consume-progress");
+    progressIntervalMs = Long.parseLong(p.getProperty("progress.interval.ms", "30000"));
+    progressInFlightPerBroker = Integer.parseInt(p.getProperty("progress.in.flight.per.broker", "8"));
+    progressMinOffsetEvery = Integer.parseInt(p.getProperty("progress.min.offset.every", "10"));
     maxEventBytes = Integer.parseInt(p.getProperty("max.event.bytes", "65536"));
     metricsHost = p.getProperty("metrics.host", "127.0.0.1");
     metricsPort = Integer.parseInt(p.getProperty("metrics.port", "0"));

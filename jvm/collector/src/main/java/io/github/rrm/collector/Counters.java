@@ -17,17 +17,22 @@ import java.util.concurrent.atomic.LongAdder;
  * log. A series is a metric name and one label pair at most (kind, type, call): few enough to stay bounded.
  */
 final class Counters {
-  private static final Map<String, String> HELP = Map.of(
-      "rmqcol_problems_total", "Bad input from the cluster or Kafka, by kind; each also gives a log line",
-      "rmqcol_events_published_total", "Events handed to Kafka and acknowledged, by type",
-      "rmqcol_events_unpublished_total", "Events Kafka did not take (unreachable, buffer full), by type",
-      "rmqcol_rpc_total", "Admin calls made, by call",
-      "rmqcol_cycles_total", "Poll cycles completed",
-      "rmqcol_cycle_seconds", "Duration of the last poll cycle",
-      "rmqcol_last_cycle_timestamp_seconds", "When the last poll cycle ended (epoch seconds)",
-      "rmqcol_brokers", "Master brokers in the last cluster info",
-      "rmqcol_groups", "Groups polled in the last cycle",
-      "rmqcol_channels", "Connections seen in the last cycle, over all brokers");
+  private static final Map<String, String> HELP = Map.ofEntries(
+      Map.entry("rmqcol_problems_total", "Bad input from the cluster or Kafka, by kind; each also gives a log line"),
+      Map.entry("rmqcol_events_published_total", "Events handed to Kafka and acknowledged, by type"),
+      Map.entry("rmqcol_events_unpublished_total", "Events Kafka did not take (unreachable, buffer full), by type"),
+      Map.entry("rmqcol_rpc_total", "Admin calls made, by call"),
+      Map.entry("rmqcol_cycles_total", "Poll cycles completed"),
+      Map.entry("rmqcol_cycle_seconds", "Duration of the last poll cycle"),
+      Map.entry("rmqcol_last_cycle_timestamp_seconds", "When the last poll cycle ended (epoch seconds)"),
+      Map.entry("rmqcol_brokers", "Master brokers in the last cluster info"),
+      Map.entry("rmqcol_groups", "Groups polled in the last cycle"),
+      Map.entry("rmqcol_channels", "Connections seen in the last cycle, over all brokers"),
+      Map.entry("rmqcol_progress_cycles_total", "Consume-progress cycles completed"),
+      Map.entry("rmqcol_progress_cycle_seconds", "Duration of the last consume-progress cycle"),
+      Map.entry("rmqcol_progress_last_cycle_timestamp_seconds",
+          "When the last consume-progress cycle ended (epoch seconds)"),
+      Map.entry("rmqcol_progress_queues", "Queue rows published by the last consume-progress cycle"));
 
   private final ConcurrentSkipListMap<String, ConcurrentHashMap<String, LongAdder>> counters =
       new ConcurrentSkipListMap<>();
