@@ -167,13 +167,15 @@ def parse_args() -> argparse.Namespace:
 
 
 def collector_config(bootstrap: str, namesrv: str):  # type: ignore[no-untyped-def]
-    """The collector's configuration: polling every second, running info off, the bench's groups only."""
+    """The collector's configuration: polling every second, running info and the progress cycle off (the bench
+    measures the membership cycle), the bench's groups only."""
     return load_config(
         env={
             "RRM__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
             "RRM__COLLECTOR__NAMESRV_ADDR": namesrv,
             "RRM__COLLECTOR__POLL_INTERVAL_MS": "1000",
             "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "0",
+            "RRM__COLLECTOR__PROGRESS_INTERVAL_MS": "0",
             "RRM__COLLECTOR__INCLUDE_GROUPS": '["bench-*"]',
         }
     )

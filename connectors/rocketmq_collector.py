@@ -48,11 +48,15 @@ def collector_settings(config: MonitorConfig, max_cycles: int = 0, metrics_port:
         "metrics.host": c.metrics_host,
         "metrics.port": str(c.metrics_port if metrics_port is None else metrics_port),
         "summary.interval.ms": str(c.summary_interval_ms),
+        "progress.interval.ms": str(c.progress_interval_ms),
+        "progress.in.flight.per.broker": str(c.progress_in_flight_per_broker),
+        "progress.min.offset.every": str(c.progress_min_offset_every),
         "max.event.bytes": str(config.ingest.max_event_bytes),
         "max.cycles": str(max_cycles),
         "topic.consumer_connections": config.kafka.topics.consumer_channel,
         "topic.reported_assignment": config.kafka.topics.reported_assignment,
         "topic.topic_route": config.kafka.topics.topic_route,
+        "topic.consume_progress": config.kafka.topics.consume_progress,
         "kafka.bootstrap.servers": config.kafka.bootstrap_servers.replace(" ", ""),
     }
     settings.update({f"kafka.{key}": value for key, value in config.kafka.options.items()})

@@ -303,6 +303,9 @@ class CollectorConfig:
     metrics_host: str = _opt("127.0.0.1", check=_not_blank)
     metrics_port: int = _opt(9465, low=0, high=65_535)
     summary_interval_ms: int = _opt(60_000, low=1_000, high=86_400_000)
+    progress_interval_ms: int = _opt(30_000, low=0, high=3_600_000)
+    progress_in_flight_per_broker: int = _opt(8, low=1, high=64)
+    progress_min_offset_every: int = _opt(10, low=0, high=10_000)
     heap: str = _opt("256m", check=_matches(_MEMORY, 'a JVM memory size such as "256m"'))
 
     @property

@@ -15,6 +15,9 @@ def test_settings_carry_the_collector_and_kafka_sections():
         env={
             "RRM__KAFKA__BOOTSTRAP_SERVERS": "k1:9092, k2:9092",
             "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": "prod.channels",
+            "RRM__KAFKA__TOPICS__CONSUME_PROGRESS": "prod.progress",
+            "RRM__COLLECTOR__PROGRESS_INTERVAL_MS": "15000",
+            "RRM__INGEST__MAX_EVENT_BYTES": "32768",
             "RRM__KAFKA__OPTIONS__SECURITY_PROTOCOL": "SASL_SSL",
             "RRM__COLLECTOR__NAMESRV_ADDR": "ns1:9876;ns2:9876",
             "RRM__COLLECTOR__POLL_INTERVAL_MS": "5000",
@@ -31,6 +34,9 @@ def test_settings_carry_the_collector_and_kafka_sections():
     assert (settings["access.key"], settings["secret.key"]) == ("ak", "sk")
     assert settings["topic.consumer_connections"] == "prod.channels"
     assert settings["topic.topic_route"] == "rocketmq.topic-routes"
+    assert settings["topic.consume_progress"] == "prod.progress"
+    assert (settings["progress.interval.ms"], settings["progress.in.flight.per.broker"]) == ("15000", "8")
+    assert (settings["progress.min.offset.every"], settings["max.event.bytes"]) == ("10", "32768")
     assert settings["kafka.bootstrap.servers"] == "k1:9092,k2:9092"
     assert settings["kafka.security.protocol"] == "SASL_SSL"
     assert (settings["max.cycles"], settings["metrics.port"]) == ("2", "0")
