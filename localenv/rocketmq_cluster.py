@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -162,6 +163,44 @@ def free_broker_port(taken: set[int] = frozenset()) -> int:  # type: ignore[assi
     raise RocketMQClusterError("no free port triple (p-2, p, p+1) on 127.0.0.1")
 
 
+class ProgressReader:
+    """The ``ClusterAdmin progress`` process of ``LocalRocketMQCluster.consume_progress``: each ``read()`` asks the
+    brokers again; ``close()`` ends the process (it exits when its input ends)."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+
+    def read(self, timeout_s: float = 60.0) -> dict[str, dict[str, list[dict]]]:
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write("read\n")
+        stdin.flush()
+        answer: list[str] = []
+        reader = threading.Thread(target=lambda: answer.append(stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        if not answer or not answer[0].strip():
+            self.close()
+            raise RocketMQClusterError(f"the admin process gave no consume stats within {timeout_s:.0f} s")
+        return json.loads(answer[0])
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> ProgressReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class LocalRocketMQCluster:
     """A name server and brokers ``broker-a``/``broker-b`` (one cluster, ASYNC_MASTER) under ``home``."""
 
@@ -243,6 +282,14 @@ class LocalRocketMQCluster:
     def connections(self, group: str, broker: str) -> list[dict]:
         """The broker's connection list of ``group`` as the admin client reads it (empty: not online)."""
         return self.admin("connections", self.namesrv_addr, group, self.broker_addr(broker))["connections"]
+
+    def consume_progress(self, *groups: str) -> ProgressReader:
+        """A reader of the brokers' consume stats of ``groups`` through the admin client (one admin process for
+        every read; close it when done): ``read()`` gives, per group and master broker, that broker's answer to the
+        per-broker call (no topic) as a dict per queue with topic, queue_id, broker/consumer/pull offsets,
+        last_timestamp and the queue's min_offset (the broker's topic stats)."""
+        command = self._admin_command("progress", self.namesrv_addr, ",".join(groups))
+        return ProgressReader(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
 
     def running_brokers(self) -> list[str]:
         info = self.info()
@@ -334,23 +381,7 @@ class LocalRocketMQCluster:
 
         Every command is idempotent, so one that fails (a broker answering late on a busy machine) is run again,
         up to ``attempts`` times."""
-        signed = (
-            []
-            if self.acl is None
-            else [f"-Drrm.admin.access.key={self.acl.access_key}", f"-Drrm.admin.secret.key={self.acl.secret_key}"]
-        )
-        command = [
-            "java",
-            "-Xmx128m",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            *signed,
-            f"-Duser.home={self.home / 'admin'}",
-            "-cp",
-            jvm_artifacts.collector_classpath(),
-            "io.github.rrm.collector.ClusterAdmin",
-            *args,
-        ]
+        command = self._admin_command(*args)
         reason = "no attempt"
         for _ in range(attempts):
             try:
@@ -366,6 +397,25 @@ class LocalRocketMQCluster:
         )
 
     # -- helpers --------------------------------------------------------------------------------
+    def _admin_command(self, *args: str) -> list[str]:
+        signed = (
+            []
+            if self.acl is None
+            else [f"-Drrm.admin.access.key={self.acl.access_key}", f"-Drrm.admin.secret.key={self.acl.secret_key}"]
+        )
+        return [
+            "java",
+            "-Xmx128m",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            *signed,
+            f"-Duser.home={self.home / 'admin'}",
+            "-cp",
+            jvm_artifacts.collector_classpath(),
+            "io.github.rrm.collector.ClusterAdmin",
+            *args,
+        ]
+
     def _require(self) -> ClusterInfo:
         info = self.info()
         if info is None:

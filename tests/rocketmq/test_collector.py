@@ -1,7 +1,7 @@
 """``collect`` against a real local cluster: real consumers (the project's test clients; two sharing one client
 id, so in JVMs of their own), the collector's JVM publishing to the project's Kafka broker, and every record
-checked against what the admin API and the clients themselves say; then bad input (a frozen client, a broker
-stopped) that it counts and survives."""
+checked against what the admin API and the clients themselves say (consume progress too, online and offline);
+then bad input (a frozen client, a broker stopped) that it counts and survives."""
 
 from __future__ import annotations
 
@@ -23,10 +23,11 @@ from localenv.rocketmq_cluster import AclAccount, LocalRocketMQCluster
 from streaming.config import load_config
 from streaming.contract.validator import Rejection, validate_event
 from tests.support.kafka_records import KafkaRecords
-from tests.support.rocketmq_client import ConsumerSpec, HostedConsumer, consumer_host, stop_all
+from tests.support.rocketmq_client import ClientProcess, ConsumerSpec, HostedConsumer, consumer_host, stop_all
 from tests.support.rocketmq_e2e import held
 
 POLL_MS = 2_000
+PROGRESS_MS = 2_000  # the progress cycle's cadence in these tests (30 s by default)
 
 
 @dataclass
@@ -41,6 +42,11 @@ class Fleet:
     missing_topic: str
     duplicates: list[HostedConsumer]
     solo: HostedConsumer
+    progress_group: str
+    progress_topic: str
+    progress_consumer: HostedConsumer
+    work: Any
+    started_ms: int
 
     def latest(self, kind: str, **fields: Any) -> dict[str, Any] | None:
         for record in reversed(self.records.poll()):
@@ -68,9 +74,12 @@ def fleet(request, rocketmq_clusters, kafka_broker, tmp_path_factory) -> Iterato
     cluster: LocalRocketMQCluster = rocketmq_clusters(line)
     prefix = "col" + line.replace(".", "")
     topic, missing, group, empty = f"{prefix}-orders", f"{prefix}-missing", f"{prefix}-g", f"{prefix}-empty"
+    progress_topic, progress_group = f"{prefix}-progress", f"{prefix}-pg"
     cluster.create_topic(topic, 4)
+    cluster.create_topic(progress_topic, 2)
     cluster.create_group(empty)
-    kafka_topics = {kind: f"{prefix}.{kind}" for kind in ("consumer_channel", "reported_assignment", "topic_route")}
+    kinds = ("consumer_channel", "reported_assignment", "topic_route", "consume_progress")
+    kafka_topics = {kind: f"{prefix}.{kind}" for kind in kinds}
     create_topics(kafka_broker.bootstrap_servers, kafka_topics.values())
     config = load_config(
         env={
@@ -82,6 +91,8 @@ def fleet(request, rocketmq_clusters, kafka_broker, tmp_path_factory) -> Iterato
             "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": str(POLL_MS),
             "RRM__COLLECTOR__ADMIN_TIMEOUT_MS": "2000",
             "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}-*"]',
+            "RRM__COLLECTOR__PROGRESS_INTERVAL_MS": str(PROGRESS_MS),
+            "RRM__COLLECTOR__PROGRESS_MIN_OFFSET_EVERY": "2",
         }
     )
     topics = f"{topic},{missing}"
@@ -93,12 +104,15 @@ def fleet(request, rocketmq_clusters, kafka_broker, tmp_path_factory) -> Iterato
     # The duplicates need a JVM each (one JVM has one client instance per id); the solo client shares the first's,
     # except in the 4.9 fleet, where the frozen-client test freezes it alone.
     hosts = [[duplicates[0], solo], [duplicates[1]]] if line == "5" else [[duplicates[0]], [duplicates[1]], [solo]]
+    # The progress test's group: one consumer, in a JVM of its own (the test stops it: an offline group).
+    hosts.append([ConsumerSpec("progress", progress_group, progress_topic, strategy="AVG")])
     work = tmp_path_factory.mktemp(f"clients-{prefix}")
     consumers = [
         consumer_host(line, work / str(i), hosted, namesrv=cluster.namesrv_addr) for i, hosted in enumerate(hosts)
     ]
     collector = CollectorProcess(config, tmp_path_factory.mktemp(f"collector-{prefix}"), metrics_port=free_port())
     records = None
+    started_ms = int(time.time() * 1000)
     try:
         for process in consumers:
             process.launch()
@@ -119,6 +133,11 @@ def fleet(request, rocketmq_clusters, kafka_broker, tmp_path_factory) -> Iterato
             missing,
             [by_name["dup-0"], by_name["dup-1"]],
             by_name["solo"],
+            progress_group,
+            progress_topic,
+            by_name["progress"],
+            work,
+            started_ms,
         )
     finally:
         collector.stop()
@@ -231,6 +250,210 @@ def test_connections_routes_and_assignments_are_what_the_cluster_and_clients_say
     _assert_records_valid_and_problems_counted(fleet)
 
 
+def _produce(fleet: Fleet, count: int, name: str) -> None:
+    """``count`` messages to the progress topic from a real producer of the fleet's line, which then stops."""
+    producer = ClientProcess(
+        fleet.line,
+        "producer",
+        fleet.work / name,
+        namesrv=fleet.cluster.namesrv_addr,
+        group=f"{fleet.progress_group}-producer",
+        topic=fleet.progress_topic,
+        instance_name=name,
+        rate=200,
+        count=count,
+    )
+    try:
+        producer.start(120)
+        sent = producer.wait_for(lambda line: line["kind"] == "sent", 120)
+        assert sent["sends_ok"] == count
+    finally:
+        producer.stop()
+
+
+Rows = dict[tuple[str, int], dict[str, Any]]
+BROKERS = ("broker-a", "broker-b")
+
+
+def _sample(fleet: Fleet, group: str, broker: str, after_ms: int) -> Rows | None:
+    """The rows of the first progress sample of ``group`` on ``broker`` taken after ``after_ms`` (the events of one
+    sample share its event_time), or None."""
+    events = [
+        r
+        for r in fleet.records.poll()
+        if r["type"] == "consume_progress"
+        and (r["group"], r["broker"]) == (group, broker)
+        and r["event_time"] > after_ms
+    ]
+    if not events:
+        return None
+    first = min(e["event_time"] for e in events)
+    sample = [e for e in events if e["event_time"] == first]
+    assert all(e.get("error") is None for e in sample), sample
+    return {(q["topic"], q["queue_id"]): q for e in sample for q in e["queues"]}
+
+
+def _expected(fleet: Fleet, admin_rows: list[dict[str, Any]]) -> Rows:
+    """What the collector should publish for a broker's admin answer (min offsets aside: not read every cycle)."""
+    return {
+        (q["topic"], q["queue_id"]): {
+            "topic": q["topic"],
+            "queue_id": q["queue_id"],
+            "broker_offset": q["broker_offset"],
+            "consumer_offset": max(0, q["consumer_offset"]),
+            **({"pull_offset": q["pull_offset"]} if fleet.line == "5" else {}),  # 5.1.0+ brokers only
+            "last_timestamp": q["last_timestamp"],
+        }
+        for q in admin_rows
+    }
+
+
+def _progress_equal_to_the_admin_api(fleet: Fleet, groups: tuple[str, ...]) -> dict[str, dict[str, Rows]]:
+    """Per group and broker, the admin API's consume stats (read twice, equal: a quiet moment), once the collector's
+    samples taken between the two reads equal them; the admin's rows by (topic, queue id)."""
+    with fleet.cluster.consume_progress(*groups) as reader:
+        before = reader.read()
+
+        def attempt() -> dict[str, dict[str, Rows]] | None:
+            nonlocal before
+            asked = int(time.time() * 1000)
+            wait_for(
+                "a progress sample of every group and broker after the admin read",
+                lambda: all(_sample(fleet, g, b, asked) is not None for g in groups for b in BROKERS),
+                60,
+            )
+            samples = {(g, b): _sample(fleet, g, b, asked) for g in groups for b in BROKERS}
+            after = reader.read()
+            quiet, before = before == after, after
+            if not quiet:
+                return None  # something moved between the reads: read again
+            for (group, broker), rows in samples.items():
+                published = {k: {f: v for f, v in q.items() if f != "min_offset"} for k, q in rows.items()}
+                if published != _expected(fleet, after[group][broker]):
+                    return None
+            return {g: {b: {(q["topic"], q["queue_id"]): q for q in after[g][b]} for b in BROKERS} for g in groups}
+
+        return wait_for("the collector's progress samples equal the admin API's", attempt, 120)
+
+
+def _assert_min_offsets_published(fleet: Fleet, admin: dict[str, Rows]) -> None:
+    """Min offsets come every second cycle; when present, each is the broker's own (its topic stats)."""
+    for broker in BROKERS:
+        with_min = wait_for(
+            f"a progress sample of {broker} with min offsets",
+            lambda b=broker: [
+                e
+                for e in fleet.records.poll()
+                if e["type"] == "consume_progress"
+                and (e["group"], e["broker"]) == (fleet.progress_group, b)
+                and e["queues"]
+                and all("min_offset" in q for q in e["queues"])
+            ],
+            30,
+        )
+        for event in with_min:
+            for q in event["queues"]:
+                assert q["min_offset"] == admin[broker][(q["topic"], q["queue_id"])]["min_offset"], (broker, q)
+
+
+def _reported_after_consuming(fleet: Fleet, consumed: int) -> dict[str, Any]:
+    """The holder's reported assignment once its commit offsets account for every message it consumed."""
+    consumer = fleet.progress_consumer
+    holding = held(consumer, fleet.progress_topic)
+
+    def settled() -> dict[str, Any] | None:
+        event = fleet.latest(
+            "reported_assignment", group=fleet.progress_group, client_id=consumer.client_id, topic=fleet.progress_topic
+        )
+        if event is None or {(q["broker"], q["queue_id"]) for q in event["queues"]} != holding:
+            return None
+        done = sum(q["commit_offset"] for q in event["queues"]) == consumed
+        return event if done and all(q["cached_msg_count"] == 0 for q in event["queues"]) else None
+
+    return wait_for("a reported assignment with every consumed message committed", settled, 60)
+
+
+def _settled(fleet: Fleet, produced: int, consumed: int) -> bool:
+    """Whether the collector's latest samples of the progress topic sum to these offsets on both brokers: only a
+    hint of when to ask the admin API."""
+    totals = [0, 0]
+    for broker in BROKERS:
+        event = fleet.latest("consume_progress", group=fleet.progress_group, broker=broker)
+        for q in [] if event is None else event["queues"]:
+            if q["topic"] == fleet.progress_topic:
+                totals[0] += q["broker_offset"]
+                totals[1] += q["consumer_offset"]
+    return totals == [produced, consumed]
+
+
+def test_consume_progress_is_what_the_brokers_say_online_and_offline(fleet: Fleet):
+    """A producer writes 40 messages and the group's one consumer takes them all; its reported queues carry its
+    process queues' commit offsets. The consumer stops (the group is offline) and 30 more are written. Each
+    broker's progress sample of that group, of the fleet's online group and of the empty group equals the admin
+    API's own read of that broker (broker, consumer and, on 5.x, pull offsets; min offsets when read): the offline
+    group is still sampled, with the lag of 30 the brokers have, and the commit offsets it reported are what the
+    brokers keep."""
+    first, more = 40, 30
+    every_queue = {(b, i) for b in BROKERS for i in range(2)}
+    wait_for(
+        "the holder holds every queue (then it consumes all that is written)",
+        lambda: held(fleet.progress_consumer, fleet.progress_topic) == every_queue,
+        120,
+    )
+    _produce(fleet, first, "producer-1")
+    fleet.progress_consumer.wait_for(
+        lambda line: line["kind"] == "held" and line["consumed"].get(fleet.progress_topic, 0) >= first, 60
+    )
+    reported = _reported_after_consuming(fleet, first)
+
+    fleet.progress_consumer.stop()  # a clean shutdown persists its offsets to the brokers
+    stopped_ms = int(time.time() * 1000)
+    _produce(fleet, more, "producer-2")
+    for broker in BROKERS:
+        wait_for(
+            f"{broker} lists no consumer of the progress group",
+            lambda b=broker: (e := fleet.latest("consumer_connections", group=fleet.progress_group, broker=b))
+            and e["event_time"] > stopped_ms
+            and e["connections"] == [],
+            60,
+        )
+    wait_for("the collector's samples show every message", lambda: _settled(fleet, first + more, first), 60)
+
+    admin = _progress_equal_to_the_admin_api(fleet, (fleet.progress_group, fleet.group, fleet.empty_group))
+    progress = {
+        b: {k: q for k, q in rows.items() if k[0] == fleet.progress_topic}
+        for b, rows in admin[fleet.progress_group].items()
+    }
+    assert {(b, k[1]) for b, rows in progress.items() for k in rows} == {(b, i) for b in BROKERS for i in range(2)}
+    assert sum(q["broker_offset"] for rows in progress.values() for q in rows.values()) == first + more
+    assert sum(q["consumer_offset"] for rows in progress.values() for q in rows.values()) == first
+    assert all(admin[fleet.group][b] for b in BROKERS)  # the online group has offsets on both brokers
+    assert admin[fleet.empty_group] == {b: {} for b in BROKERS}  # the empty group none: sampled with no queues
+    _assert_min_offsets_published(fleet, admin[fleet.progress_group])
+
+    # What the holder reported before it stopped is what the brokers keep for it.
+    assert reported["consume_orderly"] is False
+    for q in reported["queues"]:
+        committed = progress[q["broker"]][(fleet.progress_topic, q["queue_id"])]["consumer_offset"]
+        assert q["commit_offset"] == committed, q
+        assert (q["cached_msg_count"], q["cached_msg_size_mib"]) == (0, 0), q
+        assert isinstance(q["locked"], bool), q  # a 5.x client marks every new process queue locked
+        assert fleet.started_ms <= q["last_pull_timestamp"] <= reported["event_time"], q
+        assert fleet.started_ms <= q["last_consume_timestamp"] <= reported["event_time"], q
+
+    records = fleet.records.poll()
+    progress_events = [r for r in records if r["type"] == "consume_progress"]
+    for record in progress_events + [r for r in records if r["type"] == "reported_assignment"]:
+        outcome = validate_event(json.dumps(record).encode(), now_ms=int(time.time() * 1000))
+        assert not isinstance(outcome, Rejection), (record, outcome)
+    assert all(r["collector"] == f"test-col{fleet.line.replace('.', '')}" for r in progress_events)
+    # At most one consume-stats call per (group, broker) per cycle: three watched groups, two brokers.
+    metrics = fleet.collector.metrics()
+    cycles = metrics["rmqcol_progress_cycles_total"]
+    assert 0 < metrics['rmqcol_rpc_total{call="consume_stats"}'] <= (cycles + 1) * 3 * 2
+    assert metrics['rmqcol_rpc_total{call="topic_stats"}'] > 0
+
+
 @pytest.mark.parametrize("fleet", ["4.9"], indirect=True)
 def test_a_frozen_client_and_a_stopped_broker_are_counted_and_the_collector_goes_on(fleet: Fleet):
     def failures() -> float:
@@ -268,6 +491,20 @@ def test_a_frozen_client_and_a_stopped_broker_are_counted_and_the_collector_goes
         wait_for("two more cycles", lambda: fleet.counter("rmqcol_cycles_total") >= cycles + 2, 60)
         last_b = fleet.latest("consumer_connections", group=fleet.group, broker="broker-b")
         assert last_b["event_time"] <= stopped_at + 2 * POLL_MS  # nothing published for it once it was gone
+        # Its consume progress is unknown, never lag 0: a sample with the reason and no queues, for every group.
+        for group in (fleet.group, fleet.empty_group, fleet.progress_group):
+            unknown = wait_for(
+                f"an unknown progress sample of {group} on broker-b",
+                lambda g=group: (e := fleet.latest("consume_progress", group=g, broker="broker-b"))
+                and e["event_time"] > stopped_at
+                and e.get("error")
+                and e,
+                60,
+            )
+            assert unknown["queues"] == [] and "consume_tps" not in unknown, unknown
+            assert "broker-b" in unknown["error"], unknown
+            assert not isinstance(validate_event(json.dumps(unknown).encode()), Rejection), unknown
+        assert fleet.latest("consume_progress", group=fleet.group, broker="broker-a")["event_time"] > stopped_at
     finally:
         fleet.cluster.start_broker("broker-b")
     restarted_at = int(time.time() * 1000)

@@ -9,9 +9,14 @@ import org.apache.rocketmq.acl.common.AclClientRPCHook;
 import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.message.MessageRequestMode;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
+import org.apache.rocketmq.remoting.protocol.admin.ConsumeStats;
+import org.apache.rocketmq.remoting.protocol.admin.OffsetWrapper;
+import org.apache.rocketmq.remoting.protocol.admin.TopicOffset;
+import org.apache.rocketmq.remoting.protocol.admin.TopicStatsTable;
 import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.body.Connection;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
@@ -30,7 +35,9 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * group on each named broker. {@code pop-mode NAMESRV TOPIC GROUP BROKERS POP_SHARE_QUEUE_NUM}: on each named
  * broker, the group's message request mode for the topic set to POP (what a 5.x push consumer without client
  * rebalance is told by {@code QUERY_ASSIGNMENT}). {@code connections NAMESRV GROUP BROKER_ADDR}: that broker's
- * connections of the group. {@code route NAMESRV TOPIC}: the topic's queues per broker. Each prints one JSON line
+ * connections of the group. {@code route NAMESRV TOPIC}: the topic's queues per broker. {@code progress NAMESRV
+ * GROUPS}: for every line read from standard input, a line with, per group (comma-separated) and master broker, that
+ * broker's consume stats of the group (the per-broker call) with each queue's min offset. Each prints one JSON line
  * on success and exits 0; on failure it prints the reason to stderr and exits 1. With system properties
  * {@code rrm.admin.access.key} and {@code rrm.admin.secret.key} every call is signed (a cluster with access
  * control).
@@ -100,6 +107,23 @@ public final class ClusterAdmin {
           }
           System.out.println(Json.object(Map.of("connections", items)));
         }
+        case "progress" -> {
+          // One answer per line read from standard input, until it ends: a caller reads again without a new JVM.
+          java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+          while (in.readLine() != null) {
+            Map<String, String> masters = masters(admin.examineBrokerClusterInfo());
+            Map<String, Object> groups = new TreeMap<>();
+            for (String group : args[2].split(",")) {
+              Map<String, Object> brokers = new TreeMap<>();
+              for (Map.Entry<String, String> master : masters.entrySet()) {
+                brokers.put(master.getKey(), progress(admin, master.getValue(), group));
+              }
+              groups.put(group, brokers);
+            }
+            System.out.println(Json.object(groups));
+            System.out.flush();
+          }
+        }
         case "route" -> {
           Map<String, Object> brokers = new TreeMap<>();
           for (QueueData queue : admin.examineTopicRouteInfo(args[2]).getQueueDatas()) {
@@ -120,6 +144,39 @@ public final class ClusterAdmin {
       admin.shutdown();
     }
     System.exit(code);
+  }
+
+  /**
+   * One broker's consume stats of {@code group} (the per-broker call), each queue with the broker's min offset
+   * of its topic (the per-broker topic stats): {@code [{"topic", "queue_id", "broker_offset", ...}, ...]}.
+   */
+  private static List<Map<String, Object>> progress(DefaultMQAdminExt admin, String addr, String group)
+      throws Exception {
+    ConsumeStats stats = admin.examineConsumeStats(addr, group, null, 5000);
+    Map<String, TopicStatsTable> topics = new TreeMap<>();
+    List<Map<String, Object>> queues = new ArrayList<>();
+    for (Map.Entry<MessageQueue, OffsetWrapper> row : new TreeMap<>(stats.getOffsetTable()).entrySet()) {
+      MessageQueue queue = row.getKey();
+      TopicStatsTable topic = topics.computeIfAbsent(queue.getTopic(), t -> {
+        try {
+          return admin.getDefaultMQAdminExtImpl().getMqClientInstance().getMQClientAPIImpl()
+              .getTopicStatsInfo(addr, t, 5000);
+        } catch (Exception e) {
+          throw new IllegalStateException("topic stats of " + t + ": " + e, e);
+        }
+      });
+      TopicOffset offsets = topic.getOffsetTable().get(queue);
+      Map<String, Object> item = new TreeMap<>();
+      item.put("topic", queue.getTopic());
+      item.put("queue_id", queue.getQueueId());
+      item.put("broker_offset", row.getValue().getBrokerOffset());
+      item.put("consumer_offset", row.getValue().getConsumerOffset());
+      item.put("pull_offset", row.getValue().getPullOffset());
+      item.put("last_timestamp", row.getValue().getLastTimestamp());
+      item.put("min_offset", offsets == null ? null : offsets.getMinOffset());
+      queues.add(item);
+    }
+    return queues;
   }
 
   /** Broker name to master address, for every broker of every cluster that has a master. */

@@ -14,8 +14,9 @@ import org.apache.rocketmq.common.message.Message;
  * its {@code MQFaultStrategy}'s {@code LatencyFaultToleranceImpl.faultItemTable}, read by reflection, with the
  * tolerance's own {@code isAvailable} answer at the sampling time. A {@code faults} line is printed whenever an
  * item changes and every second; it also carries the send counts and, with the agent, its counters. Options:
- * namesrv, group, topic, instance-name, fault-enable, rate (sends/s), send-timeout-ms, agent (true: register
- * the agent's hook, configured by -Drrm.agent.*).
+ * namesrv, group, topic, instance-name, fault-enable, rate (sends/s), send-timeout-ms, count (stop after this
+ * many successful sends and print a {@code sent} line; 0: never), agent (true: register the agent's hook,
+ * configured by -Drrm.agent.*).
  */
 final class ProducerMain {
     private ProducerMain() {
@@ -37,6 +38,7 @@ final class ProducerMain {
             + ",\"fault_enable\":" + producer.isSendLatencyFaultEnable() + "}");
         final String topic = o.require("topic");
         final long intervalNanos = 1000000000L / Math.max(1, o.getLong("rate", 20));
+        final long count = o.getLong("count", 0);
         final AtomicLong ok = new AtomicLong();
         final AtomicLong failed = new AtomicLong();
         final AtomicLong unexpected = new AtomicLong();
@@ -46,6 +48,11 @@ final class ProducerMain {
             public void run() {
                 long next = System.nanoTime();
                 while (sending.get()) {
+                    if (count > 0 && ok.get() >= count) {
+                        Out.line("{\"kind\":\"sent\",\"sends_ok\":" + ok.get() + ",\"sends_failed\":" + failed.get()
+                            + "}");
+                        return;
+                    }
                     try {
                         SendResult result = producer.send(new Message(topic, "probe".getBytes("UTF-8")));
                         if (result != null) {
