@@ -9,15 +9,18 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
  * Publishes events to Kafka (idempotent, acks=all, bounded buffer and blocking time). Kafka being down never
- * stops the collector: a send that fails is logged and counted, and for a back-off period after a send could
- * not even be buffered the following events are counted as unpublished without blocking the cycle again.
+ * stops the collector: a send that fails is logged and counted, and for a back-off period after a send to a topic
+ * could not even be buffered the following events for that topic are counted as unpublished without blocking the
+ * cycle again (per topic: a missing progress topic does not hold up the membership events).
  */
 final class EventPublisher implements AutoCloseable {
   private final KafkaProducer<byte[], byte[]> producer;
   private final Counters counters;
   private final Log log;
   private final long backoffMs;
-  private volatile long unavailableUntil;
+  /** Per Kafka topic: a topic Kafka cannot take (no such topic, no metadata) must not hold up the others. */
+  private final java.util.concurrent.ConcurrentHashMap<String, Long> unavailableUntil =
+      new java.util.concurrent.ConcurrentHashMap<>();
 
   EventPublisher(Properties options, Counters counters, Log log, long backoffMs) {
     Properties props = new Properties();
@@ -36,7 +39,7 @@ final class EventPublisher implements AutoCloseable {
   }
 
   void publish(String topic, String type, String key, String json) {
-    if (System.currentTimeMillis() < unavailableUntil) {
+    if (System.currentTimeMillis() < unavailableUntil.getOrDefault(topic, 0L)) {
       counters.add("rmqcol_events_unpublished_total", "type", type);
       return;
     }
@@ -53,11 +56,11 @@ final class EventPublisher implements AutoCloseable {
         }
       });
     } catch (RuntimeException error) {
-      unavailableUntil = System.currentTimeMillis() + backoffMs;
+      unavailableUntil.put(topic, System.currentTimeMillis() + backoffMs);
       counters.add("rmqcol_events_unpublished_total", "type", type);
       counters.problem("kafka_unavailable");
-      log.warnEvery("kafka", "Kafka unavailable (" + error + "); events of the next " + backoffMs
-          + " ms are counted as unpublished");
+      log.warnEvery("kafka:" + topic, "Kafka unavailable for topic " + topic + " (" + error + "); its events of the "
+          + "next " + backoffMs + " ms are counted as unpublished");
     }
   }
 
