@@ -105,7 +105,7 @@ class CpuSampler:
 
 
 def bench_classpath() -> str:
-    jar = jvm_artifacts._compiled_jar(
+    jar = jvm_artifacts.compiled_jar(
         BENCH_SOURCES,
         "rrm-collector-bench",
         lambda: [str(jvm_artifacts.collector_jar()), *map(str, jvm_artifacts.jars("collector"))],

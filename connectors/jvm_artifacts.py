@@ -154,7 +154,7 @@ def _run_reporting(command: list[str], env: dict[str, str], profile: str, progre
 JAVA_SOURCES = PROJECT_ROOT / "jvm" / "src" / "main" / "java"
 
 
-def _compiled_jar(sources_root: Path, prefix: str, classpath: Callable[[], list[str]]) -> Path:
+def compiled_jar(sources_root: Path, prefix: str, classpath: Callable[[], list[str]]) -> Path:
     """``sources_root``'s Java classes compiled (JDK 17) into ``<cache>/jars/project/<prefix>-<hash>.jar``, named
     after the sources' hash so an edited source is rebuilt on next use; the jar of earlier sources is removed."""
     sources = sorted(sources_root.rglob("*.java"))
@@ -205,7 +205,7 @@ def ingest_jar() -> Path:
         # Spark's own jars, and the resolved ones for the Delta classes (io.github.rrm.delta).
         return [str(Path(pyspark.__file__).parent / "jars" / "*"), *map(str, jars("spark"))]
 
-    return _compiled_jar(JAVA_SOURCES, "rrm-jvm", classpath)
+    return compiled_jar(JAVA_SOURCES, "rrm-jvm", classpath)
 
 
 COLLECTOR_SOURCES = PROJECT_ROOT / "jvm" / "collector" / "src" / "main" / "java"
@@ -214,7 +214,7 @@ COLLECTOR_SOURCES = PROJECT_ROOT / "jvm" / "collector" / "src" / "main" / "java"
 def collector_jar() -> Path:
     """The compiled collector classes (``jvm/collector``: the ``collect`` cycle and the local cluster's admin
     commands), built with ``javac`` against the ``collector`` profile on first use and whenever a source changes."""
-    return _compiled_jar(COLLECTOR_SOURCES, "rrm-collector", lambda: list(map(str, jars("collector"))))
+    return compiled_jar(COLLECTOR_SOURCES, "rrm-collector", lambda: list(map(str, jars("collector"))))
 
 
 def collector_classpath() -> str:
