@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .allocation import AllocationStrategy, strategy_from_name
+from .consume_progress import DEFAULT_SETTINGS as DEFAULT_PROGRESS_SETTINGS
+from .consume_progress import ProgressSettings
 from .membership import DEFAULT_EXPIRY_MS
 from .queues import MessageQueue
 from .rules import GroupRule, group_rule_for
@@ -33,6 +35,7 @@ class EngineSettings:
     # is sooner); after a route change they first learn it at their next route poll (30 s).
     convergence_grace_ms: int = 20_000
     route_poll_interval_ms: int = 30_000
+    progress: ProgressSettings = DEFAULT_PROGRESS_SETTINGS  # the consume-progress rule table's numbers
 
     def rule_for(self, group: str) -> GroupRule | None:
         return group_rule_for(self.group_rules, group)

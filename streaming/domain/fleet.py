@@ -64,7 +64,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import membership as ms
-from .analysis import Analysis, analyze_group, owners_by_topic
+from .analysis import Analysis, allocation_mode, analyze_group, owners_by_topic, primary_view
 from .engine_settings import EngineSettings
 from .episodes import (
     FlappingDetector,
@@ -100,9 +100,11 @@ from .outcomes import (
     Outcome,
 )
 from .polled_views import ConnectionPoll, apply_poll, mark_stale, next_stale_ms
+from .progress_tracker import GroupProgress, ProgressContext, apply_progress, held_queues, holder_view, summary
 from .queues import MessageQueue
 from .state_codec import unwrap_state, wrap_state
 from .vocabulary import (
+    AllocationMode,
     AnomalyKind,
     ChangeKind,
     IgnoredReason,
@@ -112,7 +114,7 @@ from .vocabulary import (
 )
 
 SNAPSHOT_KIND = "shard"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: each group's progress (``progress``) and its holders' ProcessQueueInfo (``holders``)
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
@@ -150,8 +152,11 @@ class ShardEngine:
         groups: dict[str, GroupState],
         retired: dict[str, list[Any]] | None = None,
         lanes: dict[str, int] | None = None,
+        progress: dict[str, GroupProgress] | None = None,
     ) -> None:
         self.settings = settings
+        # group -> its consume progress: kept apart from ``groups``, as an offline group's backlog is watched too
+        self.progress = progress or {}
         self.lanes = lanes or {}  # lane -> its newest channel event's time (see the module docstring)
         # Groups that emptied: their last generation and when, so a returning group continues its numbering.
         self.retired = retired or {}
@@ -174,7 +179,8 @@ class ShardEngine:
         snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot)
         groups = {g: GroupState.from_json(d) for g, d in snapshot["groups"].items()}
         lanes = {lane: int(t) for lane, t in snapshot["lanes"].items()}
-        return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})), lanes)
+        progress = {g: GroupProgress.from_json(d) for g, d in snapshot["progress"].items()}
+        return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})), lanes, progress)
 
     def snapshot(self) -> dict[str, Any]:
         payload = {
@@ -182,11 +188,12 @@ class ShardEngine:
             "groups": {g: s.to_json() for g, s in sorted(self.groups.items())},
             "retired": dict(sorted(self.retired.items())),
             "lanes": dict(sorted(self.lanes.items())),
+            "progress": {g: p.to_json() for g, p in sorted(self.progress.items())},
         }
         return wrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, payload)
 
     def is_empty(self) -> bool:
-        return not self.groups and not self.routes and not self.retired
+        return not self.groups and not self.routes and not self.retired and not self.progress
 
     def next_wakeup_ms(self) -> int | None:
         times = [ms.next_expiry_ms(s.membership, self.settings.expiry_ms) for s in self.groups.values()]
@@ -219,6 +226,7 @@ class ShardEngine:
         ``lane_times``: the newest channel event's time per lane among them (see the module docstring)."""
         records: list[Outcome] = []
         dirty: dict[str, tuple[int, set[Trigger]]] = {}  # group -> (trigger time, triggers)
+        sampled: dict[str, int] = {}  # group -> its latest progress event's time in this call
         for event in events:
             if isinstance(event, ms.ChannelEvent):
                 self._apply_channel(event, records, dirty)
@@ -235,12 +243,15 @@ class ShardEngine:
                 self._apply_route(event, records, dirty)
             elif kind == "reported_assignment":
                 self._apply_report(event, records, dirty)
+            elif kind == "consume_progress":
+                self._apply_progress(event, records, sampled)
         for lane, time_ms in (lane_times or {}).items():
             self.lanes[lane] = max(time_ms, self.lanes.get(lane, time_ms))
         records += self._expire_all(watermark_ms, dirty)
         self._due_windows(watermark_ms, dirty)
         records += self._analyse(dirty)
         self._forget_retired(watermark_ms)
+        records += [summary(g, self.progress.get(g), t) for g, t in sorted(sampled.items())]
         return without_superseded_views(records)
 
     def lane_clock_ms(self, watermark_ms: int) -> int:
@@ -405,9 +416,58 @@ class ShardEngine:
             )
             return
         key = f"{event['client_id']}\x00{event['topic']}"
+        state.holders[key] = held_queues(event)
         if state.reported.get(key) != queues:
             state.reported[key] = queues
             self._mark(dirty, group, int(event["event_time"]), Trigger.REPORTED_ASSIGNMENT)
+
+    def _apply_progress(self, event: Mapping[str, Any], records: list[Outcome], sampled: dict[str, int]) -> None:
+        """A ``consume_progress`` event joined with what the shard knows of its group now (``progress_tracker``)."""
+        group, time_ms = str(event["group"]), int(event["event_time"])
+        progress, outcomes = apply_progress(
+            self.progress.get(group), event, self._progress_context(group, time_ms), self.settings.progress
+        )
+        if progress is None:
+            self.progress.pop(group, None)
+        else:
+            self.progress[group] = progress
+        if progress is not None or any(type(o) is not IgnoredEvent for o in outcomes):
+            sampled[group] = max(time_ms, sampled.get(group, time_ms))
+        records += outcomes
+
+    def _progress_context(self, group: str, time_ms: int) -> ProgressContext:
+        """The group at ``time_ms`` as a progress sample is joined with it: members' held queues, expected owners,
+        allocation mode, rebalances, stale views; offline when no broker lists a member."""
+        state = self.groups.get(group)
+        if state is None or state.membership.is_empty:
+            generation = state.generation if state is not None else int(self.retired.get(group, [0])[0])
+            return ProgressContext(False, generation=generation)
+        views = state.membership.views
+        members = {ch.client_id for view in views.values() for ch in view.channels.values()}
+        holders: dict[tuple[str, str, int], list[Any]] = {}
+        for key, held in sorted(state.holders.items()):
+            client, topic = key.split("\x00", 1)
+            if client in members:
+                for entry in held["queues"]:
+                    view = holder_view(client, held["orderly"], entry, time_ms)
+                    holders.setdefault((topic, entry[0], int(entry[1])), []).append(view)
+        expected = {}
+        for topic, owners in state.owners.items():
+            for key, clients in owners.items():
+                if len(clients) == 1:
+                    mq = queue_of_key(topic, key)
+                    expected[(topic, mq.broker_name, mq.queue_id)] = clients[0]
+        _, primary = primary_view(state.membership)
+        mode = AllocationMode(allocation_mode(list(primary.channels.values()))) if primary else AllocationMode.CLIENT
+        return ProgressContext(
+            True,
+            {ref: tuple(views_) for ref, views_ in holders.items()},
+            expected,
+            mode,
+            tuple(state.rebalances_ms),
+            frozenset(b for b, v in views.items() if v.poll is not None and v.poll.stale),
+            state.generation,
+        )
 
     def _expire_all(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
         """Polled views turn stale by the watermark; channels expire by the lane clock."""

@@ -42,6 +42,8 @@ class GroupState:
     reported: dict[str, list[list[Any]]] = field(default_factory=dict)  # "client\x00topic" -> [[broker, qid]]
     member_changes: MemberChanges = field(default_factory=dict)  # FlappingDetector's joins and leaves
     converge_by_ms: int | None = None  # reported-vs-expected differences count from then on
+    # "client\x00topic" -> the held queues with their ProcessQueueInfo (``progress_tracker.held_queues``)
+    holders: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
     expiry_bound_ms: int | None = field(default=None, compare=False)
 
@@ -56,6 +58,7 @@ class GroupState:
             "reported": self.reported,
             "member_changes": self.member_changes,
             "converge_by_ms": self.converge_by_ms,
+            "holders": self.holders,
         }
 
     @classmethod
@@ -71,6 +74,7 @@ class GroupState:
             data["reported"],
             data.get("member_changes") or {},
             data.get("converge_by_ms"),
+            data["holders"],
         )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .consume_progress import QueueSample, QueueState, QueueVerdict
 from .episodes import Transition
 from .membership import MembershipChange
 from .polled_views import ViewStatus
@@ -155,6 +156,53 @@ class IgnoredEvent:
     detail: str
 
 
+@dataclass(frozen=True, slots=True)
+class QueueProgress:
+    """One queue at one progress sample: the sample as joined with ownership, and the window's verdict then.
+    ``state_since_ms``: when the queue entered ``verdict.state``; ``changed``: this sample changed it (or is the
+    queue's first); ``online``: the group had a member on some broker."""
+
+    group: str
+    topic: str
+    broker: str
+    queue_id: int
+    sample: QueueSample
+    verdict: QueueVerdict
+    state_since_ms: int
+    changed: bool
+    online: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProgressGone:
+    """The monitor stopped tracking the queue's progress at ``event_time_ms`` (no sample for a whole window, or
+    its group offline without backlog)."""
+
+    group: str
+    topic: str
+    broker: str
+    queue_id: int
+    event_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicProgress:
+    """A topic's tracked queues of a group in numbers (the per-(group, topic) progress metrics)."""
+
+    lag: int  # sum over queues whose latest answer is known
+    max_time_lag_s: float | None  # the largest time-lag estimate, None when no queue has one
+    queues_by_state: Mapping[QueueState, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressSummary:
+    """A group's tracked progress after a call that sampled it; no topics: nothing tracked any more."""
+
+    group: str
+    event_time_ms: int
+    topics: Mapping[str, TopicProgress]
+
+
 Outcome = (
     MembershipChange
     | BrokerViewState
@@ -168,4 +216,7 @@ Outcome = (
     | GroupGone
     | LateEvent
     | IgnoredEvent
+    | QueueProgress
+    | QueueProgressGone
+    | ProgressSummary
 )

@@ -86,6 +86,7 @@ class AnomalyKind(StrEnum):
     FLAPPING_MEMBERS = "FLAPPING_MEMBERS"
     ASSIGNMENT_MISMATCH = "ASSIGNMENT_MISMATCH"
     UNKNOWN_STRATEGY = "UNKNOWN_STRATEGY"
+    OFFLINE_GROUP_BACKLOG = "OFFLINE_GROUP_BACKLOG"  # no member on any broker, messages waiting (consume progress)
 
 
 class Severity(StrEnum):
@@ -116,9 +117,11 @@ class LateReason(StrEnum):
     STALE_ROUTE = "stale_route"  # a route older than the topic's applied one
     STALE_POLL = "stale_poll"  # a poll older than its view's last poll
     WATERMARK = "watermark"  # an event at or before the batch's watermark
+    STALE_PROGRESS = "stale_progress"  # a progress sample older than its queue's latest
 
 
 class IgnoredReason(StrEnum):
     """Why the engine refused a valid event."""
 
     UNKNOWN_GROUP = "UNKNOWN_GROUP"  # a report of a group no broker of the shard knows
+    INCONSISTENT_PROGRESS = "INCONSISTENT_PROGRESS"  # a progress event contradicting itself (error with queues, ...)

@@ -57,7 +57,7 @@ MEMBERSHIP = {
 }
 
 SHARD = {
-    "schema_version": 2,
+    "schema_version": 3,
     "routes": {"T": {"event_time_ms": 0, "queues": [["broker-a", 0], ["broker-a", 1]]}},
     "groups": {
         "G": {
@@ -70,10 +70,42 @@ SHARD = {
             "reported": {"c1\x00T": [["broker-a", 0]]},
             "member_changes": {"c1": [[1000, "JOIN"], [121001, "LEAVE"], [130000, "JOIN"]]},
             "converge_by_ms": 150000,
+            "holders": {
+                "c1\x00T": {"orderly": False, "queues": [["broker-a", 0, 10, 2, 1, 10, 11, None, None, 1000, 1000]]}
+            },
         }
     },
     "retired": {},
     "lanes": {"consumer-events/0": 150000, "consumer-events/3": 149000},
+    "progress": {
+        "G": {
+            "queues": [
+                [
+                    "T",
+                    "broker-a",
+                    0,
+                    "OK",
+                    None,
+                    140000,
+                    [
+                        [
+                            140000,
+                            True,
+                            12,
+                            10,
+                            139000,
+                            None,
+                            None,
+                            [["c1", 10, 2, 1, 10, 11, 140000, 140000, False, True, 140000]],
+                            "c1",
+                            True,
+                        ]
+                    ],
+                ]
+            ],
+            "episodes": [],
+        }
+    },
 }
 
 ROCKETMQ_5_TABLE = {
@@ -238,7 +270,7 @@ def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
 
 RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
-    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 2),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 3),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
     ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]
