@@ -244,7 +244,7 @@ class ShardEngine:
             elif kind == "reported_assignment":
                 self._apply_report(event, records, dirty)
             elif kind == "consume_progress":
-                self._apply_progress(event, records, sampled)
+                self._apply_progress(event, records, sampled, event["group"] in dirty)
         for lane, time_ms in (lane_times or {}).items():
             self.lanes[lane] = max(time_ms, self.lanes.get(lane, time_ms))
         records += self._expire_all(watermark_ms, dirty)
@@ -421,12 +421,14 @@ class ShardEngine:
             state.reported[key] = queues
             self._mark(dirty, group, int(event["event_time"]), Trigger.REPORTED_ASSIGNMENT)
 
-    def _apply_progress(self, event: Mapping[str, Any], records: list[Outcome], sampled: dict[str, int]) -> None:
-        """A ``consume_progress`` event joined with what the shard knows of its group now (``progress_tracker``)."""
+    def _apply_progress(
+        self, event: Mapping[str, Any], records: list[Outcome], sampled: dict[str, int], changed: bool
+    ) -> None:
+        """A ``consume_progress`` event joined with what the shard knows of its group now (``progress_tracker``);
+        ``changed``: the group changed in this call and awaits its analysis at the call's end."""
         group, time_ms = str(event["group"]), int(event["event_time"])
-        progress, outcomes = apply_progress(
-            self.progress.get(group), event, self._progress_context(group, time_ms), self.settings.progress
-        )
+        context = self._progress_context(group, time_ms, changed)
+        progress, outcomes = apply_progress(self.progress.get(group), event, context, self.settings.progress)
         if progress is None:
             self.progress.pop(group, None)
         else:
@@ -435,9 +437,11 @@ class ShardEngine:
             sampled[group] = max(time_ms, sampled.get(group, time_ms))
         records += outcomes
 
-    def _progress_context(self, group: str, time_ms: int) -> ProgressContext:
+    def _progress_context(self, group: str, time_ms: int, changed: bool) -> ProgressContext:
         """The group at ``time_ms`` as a progress sample is joined with it: members' held queues, expected owners,
-        allocation mode, rebalances, stale views; offline when no broker lists a member."""
+        allocation mode, rebalances, stale views; offline when no broker lists a member. The expected owners are
+        the last analysis's, or, for a group ``changed`` in this call (analysed only at its end), those an
+        analysis finds now (nothing of it is kept)."""
         state = self.groups.get(group)
         if state is None or state.membership.is_empty:
             generation = state.generation if state is not None else int(self.retired.get(group, [0])[0])
@@ -452,11 +456,17 @@ class ShardEngine:
                     view = holder_view(client, held["orderly"], entry, time_ms)
                     holders.setdefault((topic, entry[0], int(entry[1])), []).append(view)
         expected = {}
-        for topic, owners in state.owners.items():
-            for key, clients in owners.items():
-                if len(clients) == 1:
-                    mq = queue_of_key(topic, key)
-                    expected[(topic, mq.broker_name, mq.queue_id)] = clients[0]
+        if changed:
+            for topic, owned in owners_by_topic(self._analysis(group, state, time_ms)).items():
+                for mq, clients in owned.items():
+                    if len(clients) == 1:
+                        expected[(topic, mq.broker_name, mq.queue_id)] = clients[0]
+        else:
+            for topic, owners in state.owners.items():
+                for key, names in owners.items():
+                    if len(names) == 1:
+                        mq = queue_of_key(topic, key)
+                        expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
         _, primary = primary_view(state.membership)
         mode = AllocationMode(allocation_mode(list(primary.channels.values()))) if primary else AllocationMode.CLIENT
         return ProgressContext(

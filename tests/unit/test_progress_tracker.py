@@ -334,3 +334,41 @@ def test_the_engine_snapshot_keeps_progress_and_holders_at_its_version():
     assert snapshot["groups"]["G"]["holders"]["c1\x00T"]["queues"][0][3] == 7
     assert ShardEngine.restore(snapshot, EngineSettings()).snapshot() == snapshot
 
+
+# -- the metrics -------------------------------------------------------------------------------------------------
+def test_the_progress_metrics_are_per_group_and_topic_with_every_state_and_go_with_the_groups_progress():
+    from connectors.metrics import MetricsState
+    from streaming.job.outputs import apply_consumer_metrics
+
+    metrics = MetricsState(label_value_cap=1)
+    engine = engine_with_member()
+    outcomes = sample_window(engine, lambda i, t: [("T", 0, 100 + i, 100 + i, t - 5), ("T", 1, 50, 40, T0)])
+    other = engine.apply([progress(T0 + 400_000, [("T", 0, 9, 1)], group="other")], T0)  # over the cap of 1
+    apply_consumer_metrics(metrics, of(outcomes, ProgressSummary) + of(other, ProgressSummary))
+    assert metrics.gauges["rmqmon_group_progress_lag"] == {("G", "T"): 10.0}
+    queues = metrics.gauges["rmqmon_group_progress_queues"]
+    assert queues[("G", "T", "ORPHAN_CONFIRMED")] == 1 and queues[("G", "T", "OK")] == 1
+    assert len(queues) == len(QueueState) and sum(queues.values()) == 2
+    assert metrics.gauges["rmqmon_group_progress_max_time_lag_seconds"][("G", "T")] > 0
+    assert metrics.dropped["rmqmon_group_progress_lag"] == 1  # the second group is past the label cap
+    apply_consumer_metrics(metrics, [ProgressSummary("G", T0, {})])
+    assert not metrics.gauges["rmqmon_group_progress_lag"] and not metrics.gauges["rmqmon_group_progress_queues"]
+
+
+def test_a_sample_in_the_call_that_made_the_group_is_joined_with_the_owners_an_analysis_finds_then():
+    engine = ShardEngine.restore(None, EngineSettings())
+    outcomes = engine.apply(
+        [
+            route(T0, brokers=(("broker-a", 2),)),
+            hb(T0 + 1, "ch1", "c1"),
+            report(T0 + 2, "c1", [("broker-a", 0)]),
+            progress(T0 + 3, [("T", 0, 5, 5), ("T", 1, 5, 1)]),
+        ],
+        T0,
+    )
+    rows = of(outcomes, QueueProgress)
+    assert [(r.queue_id, r.sample.expected_owner, r.sample.holder_ids()) for r in rows] == [
+        (0, "c1", frozenset({"c1"})),
+        (1, "c1", frozenset()),
+    ]
+    assert engine.groups["G"].generation == 1  # analysed once, at the call's end, as before
