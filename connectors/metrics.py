@@ -82,6 +82,31 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "Event time of the group's last rebalance.",
     ),
     _m("group_open_anomalies", "gauge", ("consumer_group", "anomaly"), "", "Open anomaly episodes by kind."),
+    # consumer groups' consume progress (consume_progress events), per (group, topic), never per queue or client
+    _m(
+        "group_progress_lag",
+        "gauge",
+        GT,
+        "",
+        "Messages waiting in the topic's tracked queues of the group: broker offset minus consumer offset at each "
+        "queue's latest answered sample, summed (queues whose master never answered count nothing, never 0 lag).",
+    ),
+    _m(
+        "group_progress_max_time_lag_seconds",
+        "gauge",
+        GT,
+        "seconds",
+        "The largest time-lag estimate among the topic's tracked queues: how long ago the first unconsumed message "
+        "was stored, interpolated over the queue's samples (a lower bound when older than them).",
+    ),
+    _m(
+        "group_progress_queues",
+        "gauge",
+        (*GT, "state"),
+        "",
+        "Tracked queues of the topic by consume-progress state (OK, IDLE, ORPHAN_CONFIRMED, STUCK_HOLDER, ...; "
+        "docs/design/consume-progress.md); every state is exported, 0 included.",
+    ),
     # brokers (producer fault tolerance)
     _m(
         "broker_producers_avoiding",

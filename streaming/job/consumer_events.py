@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 ROUTE_EVENT = "topic_route"
 CHANNEL_EVENT = "consumer_channel"
 POLL_EVENT = "consumer_connections"
+PROGRESS_EVENT = "consume_progress"
 # The channel event's fields the engine reads, passed as columns ``c_<field>`` (see ``shard_input``).
 CHANNEL_FIELDS = (
     "broker",

@@ -1,4 +1,5 @@
-"""The heartbeat path: consumer channel events, reported assignments and topic routes -> group analysis.
+"""The heartbeat path: consumer channel events, reported assignments, topic routes and consume progress -> group
+analysis and queue progress.
 
 The Spark adapter around ``streaming.domain.fleet.ShardEngine``: Kafka records classified in the JVM, keyed by
 a shard of groups (routes replicated into every shard), heartbeat runs folded, then ``applyInPandasWithState``
@@ -26,6 +27,7 @@ from streaming.job.consumer_events import (
     CHANNEL_FIELDS,
     ORIGIN_KEY,
     POLL_EVENT,
+    PROGRESS_EVENT,
     ROUTE_EVENT,
     lane_times,
     read_columns,
@@ -61,7 +63,7 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     valid = F.col("reason").isNull()
     channel = F.col(typed_column(CHANNEL_EVENT))
     # Only the event types this input was classified for have typed columns.
-    grouped = [typed_column(t) for t in (CHANNEL_EVENT, "reported_assignment", POLL_EVENT)]
+    grouped = [typed_column(t) for t in (CHANNEL_EVENT, "reported_assignment", POLL_EVENT, PROGRESS_EVENT)]
     group = F.coalesce(*[F.col(f"{c}.group") for c in grouped if c in classified.columns])
     shard = (
         F.when(~valid, F.array(F.lit(DEAD_LETTER_SHARD)))

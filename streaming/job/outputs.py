@@ -16,9 +16,10 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from streaming.domain.consume_progress import QueueState
 from streaming.domain.fault_outcomes import FaultOutcome, FaultWindowChanged, SendsLate
 from streaming.domain.fault_windows import WindowStatus
-from streaming.domain.outcomes import GroupGone, GroupSummary, LateEvent
+from streaming.domain.outcomes import GroupGone, GroupSummary, LateEvent, ProgressSummary
 from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus
 from streaming.job.broker_gauges import (
     ITEM_COLUMNS,
@@ -40,9 +41,12 @@ from streaming.job.table_rows import (
     GROUP_STATUS,
     LATE_EVENTS,
     OP,
+    PROGRESS_METRICS,
+    QUEUE_PROGRESS,
     DeadLettered,
     group_summary,
     metric_values,
+    progress_summaries,
 )
 from streaming.job.table_rows import Row as TableRow
 from streaming.job.tables import TABLES, column_names
@@ -60,7 +64,10 @@ HISTORY_OUTPUTS = (
     "dead_letters",
     "fault_windows",
     "broker_view_changes",
+    "consume_progress",
 )
+# The current tables the consumer sink MERGEs the batch's latest row per key into (``_op = 'delete'`` deletes).
+MERGED_CURRENT_TABLES = ("broker_views_current", QUEUE_PROGRESS)
 
 
 def _rows(batch: DataFrame, table: str, extra_ddl: str = "") -> DataFrame:
@@ -74,10 +81,13 @@ def _rows(batch: DataFrame, table: str, extra_ddl: str = "") -> DataFrame:
 
 
 def _latest_per_key(frame: DataFrame, key: tuple[str, ...]) -> DataFrame:
+    """Each key's latest row by event time; of rows of the same time a delete wins (a queue's progress row and
+    the end of its tracking at one sample: the end comes after)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    window = Window.partitionBy(*key).orderBy(F.col("event_time_ms").desc())
+    delete_first = F.when(F.col(OP) == DELETE, 0).otherwise(1)
+    window = Window.partitionBy(*key).orderBy(F.col("event_time_ms").desc(), delete_first)
     return frame.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
 
 
@@ -97,7 +107,7 @@ def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id
 
 # The consumer rows the driver's metrics are computed from (one per analysed group, dead letter, late event or
 # polled view).
-_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, "broker_views_current")
+_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, PROGRESS_METRICS, "broker_views_current")
 # The current tables the consumer sink holds whole and writes whole (``HeldCurrentTables``), each with the
 # batch rows it is built from.
 HELD_CURRENT_TABLES = {
@@ -198,21 +208,21 @@ def _consumer_batch_summary(batch: DataFrame, with_metrics: bool) -> list[Row]:
 def _consumer_writes(
     tables: DeltaTables, batch: DataFrame, present: dict[str, int], app_id: str, batch_id: int
 ) -> list[Callable[[], None]]:
-    """The batch's writes, one per table ``present``: appends to the history tables, a MERGE into
-    broker_views_current (the held current tables are ``HeldCurrentTables``')."""
+    """The batch's writes, one per table ``present``: appends to the history tables, a MERGE into each of
+    ``MERGED_CURRENT_TABLES`` (the held current tables are ``HeldCurrentTables``')."""
     from pyspark.sql import functions as F
 
     def append(table: str) -> Callable[[], None]:
         frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
         return lambda: tables.append(table, frame, app_id, batch_id, present[table])
 
-    def broker_views() -> None:
-        _merge_latest_rows(tables, batch, "broker_views_current", app_id, batch_id)
+    def merge(table: str) -> Callable[[], None]:
+        return lambda: _merge_latest_rows(tables, batch, table, app_id, batch_id)
 
     # All at once, with the held tables' overwrites: each write carries its own txn ids (the MERGE in a session of
     # its own, see merge_idempotent).
     writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
-    writes += [broker_views] if "broker_views_current" in present else []
+    writes += [merge(table) for table in MERGED_CURRENT_TABLES if table in present]
     return writes
 
 
@@ -222,12 +232,20 @@ def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     restore_group_metrics(tables, metrics)
     restore_broker_metrics(tables, metrics)
     restore_view_metrics(tables, metrics)
+    restore_progress_metrics(tables, metrics)
 
 
 def restore_group_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     """The ``rmqmon_group_*`` series from ``group_status_current`` (one row per group)."""
     rows = [r.asDict(recursive=True) for r in tables.read(GROUP_STATUS).collect()]
     apply_consumer_metrics(metrics, [group_summary(r) for r in rows])
+
+
+def restore_progress_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The ``rmqmon_group_progress_*`` series from ``queue_progress_current`` (one row per tracked queue)."""
+    columns = ("group", "topic", "lag", "state", "time_lag_estimate_s", "event_time_ms")
+    rows = [r.asDict() for r in tables.read(QUEUE_PROGRESS).select(*columns).collect()]
+    apply_consumer_metrics(metrics, progress_summaries(rows, max((r["event_time_ms"] for r in rows), default=0)))
 
 
 def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -406,7 +424,29 @@ def apply_view_metrics(metrics: MetricsState, rows: list[dict[str, Any]]) -> Non
             metrics.set_gauge("rmqmon_broker_last_poll_timestamp_seconds", labels, r["last_poll_ms"] / 1000)
 
 
-ConsumerMetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered
+ConsumerMetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered | ProgressSummary
+# The per-(group, topic) consume-progress metrics (``apply_progress_metrics``).
+PROGRESS_METRIC_NAMES = (
+    "rmqmon_group_progress_lag",
+    "rmqmon_group_progress_max_time_lag_seconds",
+    "rmqmon_group_progress_queues",
+)
+
+
+def apply_progress_metrics(metrics: MetricsState, value: ProgressSummary) -> None:
+    """A group's progress per topic: total lag, the largest time-lag estimate, tracked queues per state (every
+    state, 0 included, so a state that empties reads 0). No topic: the group's progress series go."""
+    group = value.group
+    lag, time_lag, queues = {}, {}, {}
+    for topic, t in value.topics.items():
+        lag[(group, topic)] = float(t.lag)
+        if t.max_time_lag_s is not None:
+            time_lag[(group, topic)] = t.max_time_lag_s
+        for state in QueueState:
+            queues[(group, topic, str(state))] = float(t.queues_by_state.get(state, 0))
+    metrics.replace_series("rmqmon_group_progress_lag", group, lag)
+    metrics.replace_series("rmqmon_group_progress_max_time_lag_seconds", group, time_lag)
+    metrics.replace_series("rmqmon_group_progress_queues", group, queues)
 
 
 def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetricValue]) -> None:
@@ -418,6 +458,9 @@ def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetri
             continue
         if isinstance(value, LateEvent):  # one late event, or a count of them
             metrics.inc("rmqmon_late_events_total", ("consumer", str(value.reason)), value.count)
+            continue
+        if isinstance(value, ProgressSummary):
+            apply_progress_metrics(metrics, value)
             continue
         group = value.group
         if isinstance(value, GroupGone):

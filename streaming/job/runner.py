@@ -2,8 +2,8 @@
 
 Queries (each with its own checkpoint under ``paths.checkpoint_root``):
 
-* ``consumer`` -- consumer channels, reported assignments and routes -> membership, analysis, anomalies
-  (``consumer_query``);
+* ``consumer`` -- consumer channels, reported assignments, routes and consume progress -> membership, analysis,
+  anomalies, each queue's progress verdict (``consumer_query``);
 * ``send-ingest`` -- send results -> dead letters, per-minute statistics, and the reduced sends replayed
   into fault windows and broker status (``send_query``, ``fault_replay``).
 
@@ -170,7 +170,7 @@ class MonitorJob:
         from streaming.job.ingest import contracts_for
         from streaming.job.outputs import consumer_sink
 
-        types = ("consumer_channel", "reported_assignment", "topic_route")
+        types = ("consumer_channel", "reported_assignment", "topic_route", "consume_progress")
         stream = build_consumer_stream(
             self.session,
             self._ingest_settings(types),

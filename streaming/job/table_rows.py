@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from streaming.domain.consume_progress import QueueState
 from streaming.domain.membership import MembershipChange
 from streaming.domain.outcomes import (
     AssignmentWithdrawn,
@@ -29,6 +30,10 @@ from streaming.domain.outcomes import (
     IgnoredEvent,
     LateEvent,
     Outcome,
+    ProgressSummary,
+    QueueProgress,
+    QueueProgressGone,
+    TopicProgress,
     TopicSummary,
 )
 from streaming.domain.polled_views import ViewStatus
@@ -40,6 +45,10 @@ GROUP_STATUS = "group_status_current"
 DEAD_LETTERS = "dead_letters"
 # Not a Delta table: the late input the metrics count.
 LATE_EVENTS = "late_events"
+CONSUME_PROGRESS = "consume_progress"
+QUEUE_PROGRESS = "queue_progress_current"
+# Not a Delta table: a group's progress per topic, which the metrics are set from.
+PROGRESS_METRICS = "progress_metrics"
 # The operation column of a current table's rows: the sink upserts them and deletes the others' keys.
 OP = "_op"
 UPSERT = "upsert"
@@ -232,6 +241,101 @@ def _gone(g: GroupGone) -> list[Row]:
     return [(GROUP_STATUS, {"group": g.group, "event_time_ms": g.event_time_ms, OP: DELETE})]
 
 
+def _progress_columns(p: QueueProgress) -> dict[str, Any]:
+    """A queue at a sample: offsets as the master answered (NULL, never 0, when it did not), the verdict of the
+    window then (``lag`` is the latest answered sample's, kept while unanswered samples are judged UNKNOWN)."""
+    s, v = p.sample, p.verdict
+    return {
+        "group": p.group,
+        "topic": p.topic,
+        "broker": p.broker,
+        "queue_id": p.queue_id,
+        "event_time_ms": s.at_ms,
+        "answered": s.answered,
+        "broker_offset": s.broker_offset if s.answered else None,
+        "consumer_offset": s.consumer_offset if s.answered else None,
+        "pull_offset": s.pull_offset,
+        "min_offset": s.min_offset,
+        "last_timestamp_ms": (s.last_timestamp_ms or None) if s.answered else None,
+        "lag": v.lag,
+        "state": v.state,
+        "rule": v.rule,
+        "severity": v.severity,
+        "cause": v.cause,
+        "complete": v.complete,
+        "time_lag_upper_s": v.time_lag.upper_s,
+        "time_lag_estimate_s": v.time_lag.estimate_s,
+        "time_lag_bounded": v.time_lag.bounded,
+        "expired_unconsumed": v.expired_unconsumed,
+        "holders": sorted(s.holder_ids()),
+        "expected_owner": s.expected_owner,
+        "view_fresh": s.view_fresh,
+        "group_online": p.online,
+        "state_since_ms": p.state_since_ms,
+    }
+
+
+def _queue_progress(p: QueueProgress) -> list[Row]:
+    columns = _progress_columns(p)
+    return [
+        (CONSUME_PROGRESS, {**columns, "state_changed": p.changed}),
+        (QUEUE_PROGRESS, {**columns, OP: UPSERT}),
+    ]
+
+
+def _queue_progress_gone(g: QueueProgressGone) -> list[Row]:
+    key = {"group": g.group, "topic": g.topic, "broker": g.broker, "queue_id": g.queue_id}
+    return [(QUEUE_PROGRESS, {**key, "event_time_ms": g.event_time_ms, OP: DELETE})]
+
+
+def _progress_summary(p: ProgressSummary) -> list[Row]:
+    topics = [
+        {
+            "topic": name,
+            "lag": t.lag,
+            "max_time_lag_s": t.max_time_lag_s,
+            "queues_by_state": {str(k): n for k, n in sorted(t.queues_by_state.items())},
+        }
+        for name, t in sorted(p.topics.items())
+    ]
+    return [(PROGRESS_METRICS, {"group": p.group, "event_time_ms": p.event_time_ms, "topics": topics})]
+
+
+def progress_summary(row: Mapping[str, Any]) -> ProgressSummary:
+    """A ``PROGRESS_METRICS`` row as the value it came from."""
+    return ProgressSummary(
+        row["group"],
+        row["event_time_ms"],
+        {
+            t["topic"]: TopicProgress(
+                t["lag"], t["max_time_lag_s"], {QueueState(k): n for k, n in t["queues_by_state"].items()}
+            )
+            for t in row["topics"]
+        },
+    )
+
+
+def progress_summaries(rows: Iterable[Mapping[str, Any]], now_ms: int) -> list[ProgressSummary]:
+    """Each group's ``ProgressSummary`` from its ``queue_progress_current`` rows (what a restarted job exports
+    before the group's next sample): the same values the tracker's summary gave at the rows' samples."""
+    groups: dict[str, dict[str, tuple[int, float | None, dict[QueueState, int]]]] = {}
+    for r in rows:
+        topics = groups.setdefault(r["group"], {})
+        lag, worst, states = topics.get(r["topic"], (0, None, {}))
+        estimate = r["time_lag_estimate_s"]
+        state = QueueState(r["state"])
+        states[state] = states.get(state, 0) + 1
+        topics[r["topic"]] = (
+            lag + (r["lag"] or 0),
+            estimate if worst is None else worst if estimate is None else max(worst, estimate),
+            states,
+        )
+    return [
+        ProgressSummary(g, now_ms, {t: TopicProgress(*v) for t, v in sorted(topics.items())})
+        for g, topics in sorted(groups.items())
+    ]
+
+
 def group_summary(row: Mapping[str, Any]) -> GroupSummary | GroupGone:
     """A ``group_status_current`` row (as mapped above, or as the table holds it) as the value it came from;
     a row read back from the table has no queue moves (0)."""
@@ -269,13 +373,18 @@ class DeadLettered:
     reason: str | None
 
 
-def metric_values(rows: Iterable[tuple[str, str]]) -> list[GroupSummary | GroupGone | LateEvent | DeadLettered]:
-    """The values the metrics are set from, from the JSON rows of ``GROUP_STATUS``, ``LATE_EVENTS`` and
-    ``DEAD_LETTERS`` (others are skipped), in order."""
-    values: list[GroupSummary | GroupGone | LateEvent | DeadLettered] = []
+MetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered | ProgressSummary
+
+
+def metric_values(rows: Iterable[tuple[str, str]]) -> list[MetricValue]:
+    """The values the metrics are set from, from the JSON rows of ``GROUP_STATUS``, ``LATE_EVENTS``,
+    ``DEAD_LETTERS`` and ``PROGRESS_METRICS`` (others are skipped), in order."""
+    values: list[MetricValue] = []
     for table, text in rows:
         row = json.loads(text)
-        if table == GROUP_STATUS:
+        if table == PROGRESS_METRICS:
+            values.append(progress_summary(row))
+        elif table == GROUP_STATUS:
             values.append(group_summary(row))
         elif table == LATE_EVENTS:
             values.append(
@@ -362,6 +471,9 @@ _MAPPERS: dict[type, Callable[[Any], list[Row]]] = {
     GroupSummary: _summary,
     GroupGone: _gone,
     LateEvent: _late,
+    QueueProgress: _queue_progress,
+    QueueProgressGone: _queue_progress_gone,
+    ProgressSummary: _progress_summary,
 }
 
 

@@ -25,6 +25,14 @@ class TableSpec:
 
 
 QUEUE_LIST = "ARRAY<STRUCT<broker: STRING, queue_id: INT>>"
+# A queue at a consume-progress sample, as both progress tables hold it.
+PROGRESS_COLUMNS = (
+    "group STRING, topic STRING, broker STRING, queue_id INT, event_time_ms BIGINT, answered BOOLEAN, "
+    "broker_offset BIGINT, consumer_offset BIGINT, pull_offset BIGINT, min_offset BIGINT, last_timestamp_ms BIGINT, "
+    "lag BIGINT, state STRING, rule STRING, severity STRING, cause STRING, complete DOUBLE, "
+    "time_lag_upper_s DOUBLE, time_lag_estimate_s DOUBLE, time_lag_bounded BOOLEAN, expired_unconsumed BOOLEAN, "
+    "holders ARRAY<STRING>, expected_owner STRING, view_fresh BOOLEAN, group_online BOOLEAN, state_since_ms BIGINT"
+)
 
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
@@ -80,7 +88,9 @@ TABLES: dict[str, TableSpec] = {
             "Anomaly episodes as they open and close (status OPENED / UPDATED / CLOSED): ORPHANED_QUEUES, "
             "DOUBLE_OWNED_QUEUES, DUPLICATE_CLIENT_ID, INCONSISTENT_SUBSCRIPTION, DIVERGING_BROKER_VIEWS, "
             "REBALANCE_STORM, FLAPPING_MEMBERS, ASSIGNMENT_MISMATCH (only after membership.convergence_grace_ms), "
-            "UNKNOWN_STRATEGY (a strategy the monitor cannot compute: nothing is expected of the group). "
+            "UNKNOWN_STRATEGY (a strategy the monitor cannot compute: nothing is expected of the group), "
+            "OFFLINE_GROUP_BACKLOG (no member on any broker while consume progress shows messages waiting; "
+            "judged at each progress sample of the group). "
             "details is JSON naming the queues, clients and channels.",
         ),
         TableSpec(
@@ -127,6 +137,31 @@ TABLES: dict[str, TableSpec] = {
             "channels INT, collector STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
             "Status changes of polled broker views: FRESH at a view's first poll and when polls resume after "
             "STALE, STALE at the first event time without a newer poll (polled_at_ms + stale_after_ms + 1).",
+        ),
+        TableSpec(
+            "consume_progress",
+            "history",
+            f"{PROGRESS_COLUMNS}, event_time TIMESTAMP, state_changed BOOLEAN, batch_id BIGINT",
+            "Every queue of a group at every consume-progress sample (one master's GET_CONSUME_STATS answer, "
+            "consume_progress events), joined with ownership at that time and judged over the queue's last "
+            "samples (docs/design/consume-progress.md): the offsets as answered (NULL, never 0, when the master did "
+            "not answer: answered false), lag (broker_offset - consumer_offset at the latest answered sample), state "
+            "(UNKNOWN, NOT_OWNED_MODEL, NO_OFFSET, INCOMPLETE, IDLE, OK, REWIND, REBALANCE_REWIND, "
+            "ORPHAN_CONFIRMED, HIDDEN_CONSUMER, DOUBLE_OWNED, STUCK_HOLDER, SLOW), the rule that matched, its "
+            "severity, a stuck holder's cause, the share of the window answered (complete), the time lag (upper "
+            "bound, interpolated estimate, bounded when the estimate is only a lower bound), holders (clients "
+            "whose latest report holds the queue), the expected owner, whether the group had any member "
+            "(group_online) and since when the queue is in its state. state_changed marks the samples that "
+            "changed the state (or a queue's first).",
+        ),
+        TableSpec(
+            "queue_progress_current",
+            "current",
+            f"{PROGRESS_COLUMNS}, batch_id BIGINT",
+            "Each tracked queue's latest consume_progress row. A queue is no longer tracked, and its row deleted, "
+            "when no sample came for a whole window, or when its group has no member on any broker and no queue "
+            "of it has a backlog.",
+            key=("group", "topic", "broker", "queue_id"),
         ),
         TableSpec(
             "fault_windows",

@@ -14,6 +14,7 @@ import typing
 import pytest
 
 from streaming.domain import outcomes
+from streaming.domain.consume_progress import HolderView, QueueSample, QueueState, QueueVerdict, StuckCause, TimeLag
 from streaming.domain.episodes import Episode, Transition
 from streaming.domain.membership import MembershipChange
 from streaming.domain.outcomes import (
@@ -28,6 +29,10 @@ from streaming.domain.outcomes import (
     GroupSummary,
     IgnoredEvent,
     LateEvent,
+    ProgressSummary,
+    QueueProgress,
+    QueueProgressGone,
+    TopicProgress,
     TopicSummary,
 )
 from streaming.domain.polled_views import ViewStatus
@@ -91,6 +96,29 @@ EVERY_OUTCOME = [
     ),
     GroupGone("G", 6),
     LateEvent(LateReason.STALE_POLL, "consumer_connections", 7, group="G", broker="broker-a", topic="T"),
+    QueueProgress(
+        "G",
+        "T",
+        "broker-a",
+        0,
+        QueueSample(8, True, 20, 10, 5, 12, 0, (HolderView("c1", 10, 3, 1, 10, 19, 7, 7),), "c2", True),
+        QueueVerdict(
+            QueueState.STUCK_HOLDER,
+            Severity.CRITICAL,
+            "6",
+            10,
+            1.0,
+            TimeLag(3.0, 2.5, False),
+            StuckCause.WRONG_HOLDER,
+            False,
+            frozenset({"c1"}),
+        ),
+        2,
+        True,
+        True,
+    ),
+    QueueProgressGone("G", "T", "broker-a", 1, 9),
+    ProgressSummary("G", 8, {"T": TopicProgress(10, 2.5, {QueueState.STUCK_HOLDER: 1})}),
 ]
 # The consumer sink's Delta tables: written from these rows, or derived by the sink from another table's.
 CONSUMER_TABLES = {*HISTORY_OUTPUTS} - {"fault_windows"} | {
@@ -98,6 +126,7 @@ CONSUMER_TABLES = {*HISTORY_OUTPUTS} - {"fault_windows"} | {
     "broker_views_current",
     "group_status_current",
     "anomalies_current",
+    "queue_progress_current",
 }
 DERIVED = {"anomalies_current": "anomaly_episodes"}  # the open episodes, from the episodes' history
 
@@ -164,8 +193,8 @@ def test_every_field_of_a_struct_column_has_a_source(table):
 
 
 def test_metric_values_are_the_summaries_and_late_events_mapped():
-    sample = [o for o in EVERY_OUTCOME if isinstance(o, GroupSummary | GroupGone | LateEvent)]
-    assert len(sample) == 3
+    sample = [o for o in EVERY_OUTCOME if isinstance(o, GroupSummary | GroupGone | LateEvent | ProgressSummary)]
+    assert len(sample) == 4
     text = [(table, json.dumps(row)) for outcome in sample for table, row in rows_of(outcome)]
     assert metric_values(text) == sample
 
@@ -193,3 +222,47 @@ def test_every_row_is_json_with_the_words_as_text():
             assert "ViewFreshness" not in text and "AnomalyKind" not in text, table
     (current,) = mapped_rows()["broker_views_current"][:1]
     assert current["status"] == "STALE" and current["stale_since_ms"] == STALE.event_time_ms
+
+
+def test_a_progress_row_keeps_the_sample_and_the_verdict_and_unknown_offsets_are_null():
+    (progress,) = [o for o in EVERY_OUTCOME if isinstance(o, QueueProgress)]
+    (_, history), (_, current) = rows_of(progress)
+    assert (history["lag"], history["state"], history["cause"], history["holders"], history["expected_owner"]) == (
+        10,
+        "STUCK_HOLDER",
+        "WRONG_HOLDER",
+        ["c1"],
+        "c2",
+    )
+    assert (history["time_lag_upper_s"], history["time_lag_estimate_s"], history["state_changed"]) == (3.0, 2.5, True)
+    assert current[OP] == table_rows.UPSERT and "state_changed" not in current
+    unanswered = QueueProgress("G", "T", "broker-a", 0, QueueSample(9, False), progress.verdict, 2, False, True)
+    (_, row), _ = rows_of(unanswered)
+    assert (row["answered"], row["broker_offset"], row["consumer_offset"], row["lag"]) == (False, None, None, 10)
+
+
+def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_summary():
+    from streaming.domain.progress_tracker import ProgressContext, apply_progress, summary
+    from streaming.job.table_rows import progress_summaries
+
+    tracked = None
+    current = {}
+    for i in range(3):
+        event = {
+            "group": "G",
+            "broker": "broker-a",
+            "event_time": 1_000 + i * 30_000,
+            "queues": [
+                {"topic": "T", "queue_id": 0, "broker_offset": 10 + i, "consumer_offset": 5, "last_timestamp": 900},
+                {"topic": "T", "queue_id": 1, "broker_offset": 7, "consumer_offset": 7},
+                {"topic": "U", "queue_id": 0, "broker_offset": 3, "consumer_offset": 1 + i},
+            ],
+        }
+        tracked, found = apply_progress(tracked, event, ProgressContext(True))
+        for o in found:
+            for table, row in rows_of(o):
+                if table == "queue_progress_current":
+                    current[(row["topic"], row["queue_id"])] = row
+    (restored,) = progress_summaries(current.values(), 61_000)
+    assert restored == summary("G", tracked, 61_000)
+    assert restored.topics["T"].lag == 7 and restored.topics["U"].lag == 0
