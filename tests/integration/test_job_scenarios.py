@@ -1,7 +1,8 @@
 """Scripted consumer-side scenarios and bad input, through the real job in two runs (a restart in between).
 
 Run 1 publishes the start of every scenario plus a corpus of bad records on every input topic; run 2
-(restarted from the same checkpoints) publishes the rest. Each scenario lives in its own consumer group.
+(restarted from the same checkpoints) publishes the rest. Each scenario lives in its own consumer group;
+the consume-progress ones (groups ``G-p*``) sample topic P every 15 s, ten samples: a whole window.
 """
 
 from __future__ import annotations
@@ -56,18 +57,68 @@ def run2_events():
         hb(200_000, "10.3.0.2:1", "c2", "G-sub", topics=("T",)),
         hb(200_000, "10.3.0.1:1", "c1", "G-sub", topics=("T", "U")),
         hb(210_000, "10.2.0.1:1", "c1", "G-leave"),
+        progress(200_000, "G-poff", [(0, 30, 30), (1, 9, 9)]),  # the offline group caught up
     ]
+
+
+PROGRESS_SAMPLES = [5_000 + 15_000 * i for i in range(10)]  # a whole window (10 samples): critical states count
+ORPHAN_OFFSETS = (50, 40)  # G-porph's queue 1: broker and consumer offset, flat
+
+
+def progress(t, group, queues, **extra):
+    """A consume_progress event of topic P on broker-a; ``queues``: (queue id, broker offset, consumer offset)."""
+    rows = [
+        {"topic": "P", "queue_id": q, "broker_offset": b, "consumer_offset": c, "last_timestamp": BASE - 60_000}
+        for q, b, c in queues
+    ]
+    event = {"type": "consume_progress", "schema_version": 1, "event_time": BASE + t, "group": group}
+    return {**event, "broker": "broker-a", "queues": rows, **extra}
+
+
+def progress_report(t, group, cid, queues):
+    """``cid``'s report of P: (queue id, its ProcessQueueInfo fields)."""
+    event = report(t, cid, [("broker-a", q) for q, _ in queues], group, "P")
+    for row, (_, fields) in zip(event["queues"], queues, strict=True):
+        row.update(fields)
+    return event
+
+
+def progress_events():
+    """G-porph: c1 holds only queue 0 of P, queue 1 nobody (an orphan with a flat backlog). G-pstuck: c1 holds both,
+    queue 0 with 1,500 cached messages and a flat offset (flow control). G-pidle: nothing to consume. G-poff: no
+    member ever, messages waiting. Plus a progress event the schema refuses and one the engine refuses."""
+    events = [route(0, "P", (("broker-a", 2),))]
+    for group, host in (("G-porph", "10.6.0.1"), ("G-pstuck", "10.6.0.2"), ("G-pidle", "10.6.0.3")):
+        events += alive(group, f"{host}:1", "c1", ("P",))
+    events += [
+        progress_report(1_000, "G-porph", "c1", [(0, {})]),
+        progress_report(1_000, "G-pstuck", "c1", [(0, {"cached_msg_count": 1_500}), (1, {})]),
+        progress_report(1_000, "G-pidle", "c1", [(0, {}), (1, {})]),
+    ]
+    for i, t in enumerate(PROGRESS_SAMPLES):
+        events += [
+            progress(t, "G-porph", [(0, 100 + i, 100 + i), (1, *ORPHAN_OFFSETS)]),
+            progress(t, "G-pstuck", [(0, 90 + i, 40), (1, 10, 10)]),
+            progress(t, "G-pidle", [(0, 7, 7), (1, 0, 0)]),
+        ]
+    events += [progress(t, "G-poff", [(0, 30, 20 + i), (1, 9, 9)]) for i, t in enumerate(PROGRESS_SAMPLES[:3])]
+    bad_queue = progress(5_000, "G-pidle", [(0, 7, 7)])
+    bad_queue["queues"][0]["queue_id"] = -1
+    contradicting = progress(6_000, "G-pidle", [(0, 7, 7)], error="timeout")
+    return events + [("consume_progress", json.dumps(e).encode()) for e in (bad_queue, contradicting)]
 
 
 @pytest.fixture(scope="module")
 def outcome(kafka_broker, spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("scenarios")
     config, topics = job_config(kafka_broker.bootstrap_servers, root, "scen")
-    publish(kafka_broker.bootstrap_servers, [(t, raw.encode()) for t, raw, _ in bad_input()] + run1_events(), topics)
+    bad = [(t, raw.encode()) for t, raw, _ in bad_input()]
+    publish(kafka_broker.bootstrap_servers, bad + run1_events() + progress_events(), topics)
     jobs = [run_available(spark, config)]
     publish(kafka_broker.bootstrap_servers, run2_events(), topics)
     jobs.append(run_available(spark, config))  # restarted from the checkpoints
     tables = ("membership_changes", "group_snapshots", "anomaly_episodes", "dead_letters")
+    tables += ("consume_progress", "queue_progress_current")
     outcome: dict = {t: read(spark, config, t) for t in tables}
     # rmqmon_dead_letters_total as each run's metrics counted it, summed over both runs
     counted: Counter = Counter()
@@ -132,7 +183,12 @@ def test_brokers_that_disagree_produce_a_diverging_view_anomaly(outcome):
 
 
 def test_every_kind_of_bad_input_is_dead_lettered_with_its_reason_and_the_job_goes_on(outcome):
-    letters = [r for r in outcome["dead_letters"] if r["reason"] != UNKNOWN_GROUP]
+    progress_topic = DEFAULT_TOPICS["consume_progress"]  # its bad events are the progress test's
+    letters = [
+        r
+        for r in outcome["dead_letters"]
+        if r["reason"] != UNKNOWN_GROUP and r["kafka_topic"].split(".", 1)[1] != progress_topic
+    ]
     got = sorted((r["kafka_topic"].split(".", 1)[1], r["reason"]) for r in letters)
     want = sorted((DEFAULT_TOPICS[t], reason) for t, _, reason in bad_input())
     assert got == want
@@ -164,3 +220,60 @@ def test_a_report_for_a_group_no_broker_knows_is_a_dead_letter_with_its_kafka_co
     assert json.JSONDecoder().raw_decode(ghost["raw_value"])[0]["group"] == "G-ghost"
     assert "G-ghost" in ghost["detail"] and "ghost" in ghost["detail"] and "2 queues" in ghost["detail"]
     assert not any(r["group"] == "G-ghost" for r in outcome["group_snapshots"])
+
+
+def progress_of(outcome, group, table="queue_progress_current"):
+    return {r["queue_id"]: r for r in outcome[table] if r["group"] == group and r["topic"] == "P"}
+
+
+def test_a_queue_nobody_holds_with_a_flat_backlog_is_a_confirmed_orphan_with_the_events_lag(outcome):
+    orphan = progress_of(outcome, "G-porph")[1]
+    broker_offset, consumer_offset = ORPHAN_OFFSETS
+    assert (orphan["state"], orphan["severity"], orphan["rule"]) == ("ORPHAN_CONFIRMED", "critical", "4")
+    assert (orphan["broker_offset"], orphan["consumer_offset"]) == ORPHAN_OFFSETS
+    assert orphan["lag"] == broker_offset - consumer_offset
+    assert orphan["holders"] == [] and orphan["expected_owner"] == "c1" and orphan["complete"] == 1.0
+    assert orphan["time_lag_upper_s"] == (PROGRESS_SAMPLES[-1] + 60_000) / 1000
+    history = sorted(
+        (r for r in outcome["consume_progress"] if r["group"] == "G-porph" and r["queue_id"] == 1),
+        key=lambda r: r["event_time_ms"],
+    )
+    assert [r["event_time_ms"] - BASE for r in history] == PROGRESS_SAMPLES  # a row per sample
+    # confirmed only once the window is whole: before, the same facts are INCOMPLETE
+    assert [r["state"] for r in history[-2:]] == ["INCOMPLETE", "ORPHAN_CONFIRMED"] and history[-1]["state_changed"]
+    held = progress_of(outcome, "G-porph")[0]
+    assert held["state"] == "OK" and held["holders"] == ["c1"]
+
+
+def test_a_holder_that_does_not_advance_its_backlog_is_stuck_with_its_cause(outcome):
+    stuck, idle = progress_of(outcome, "G-pstuck")[0], progress_of(outcome, "G-pstuck")[1]
+    assert (stuck["state"], stuck["cause"], stuck["holders"]) == ("STUCK_HOLDER", "FLOW_CONTROL", ["c1"])
+    assert stuck["lag"] == 90 + 9 - 40
+    assert idle["state"] == "IDLE" and idle["cause"] is None
+
+
+def test_an_idle_group_raises_nothing(outcome):
+    assert {q: r["state"] for q, r in progress_of(outcome, "G-pidle").items()} == {0: "IDLE", 1: "IDLE"}
+    assert not [r for r in outcome["anomaly_episodes"] if r["group"] == "G-pidle"]
+
+
+def test_an_offline_group_with_a_backlog_is_an_anomaly_until_it_catches_up(outcome):
+    episodes = [r for r in outcome["anomaly_episodes"] if r["group"] == "G-poff"]
+    assert {r["anomaly"] for r in episodes} == {"OFFLINE_GROUP_BACKLOG"}
+    by_status = {r["status"]: r for r in episodes}
+    opened = by_status["OPENED"]
+    assert opened["opened_at_ms"] == BASE + PROGRESS_SAMPLES[0]
+    assert json.loads(opened["details"])["lag"] == 30 - 20  # the first sample's backlog
+    assert json.loads(by_status["UPDATED"]["details"])["lag"] == 30 - 22  # the third's
+    assert by_status["CLOSED"]["closed_at_ms"] == BASE + 200_000  # run 2: caught up
+    history = [r for r in outcome["consume_progress"] if r["group"] == "G-poff"]
+    assert len(history) == 2 * 4 and not any(r["group_online"] for r in history)
+    assert not progress_of(outcome, "G-poff")  # no longer tracked
+
+
+def test_bad_progress_events_are_dead_letters_with_their_reasons(outcome):
+    letters = {r["reason"]: r["detail"] for r in outcome["dead_letters"] if r["source"] == "consume_progress"}
+    assert letters == {
+        "INVALID_VALUE": "$.queues[].queue_id must be minimum 0",
+        "INCONSISTENT_PROGRESS": "consume_progress of G-pidle on broker-a has an error and 1 queues",
+    }
