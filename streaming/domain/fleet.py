@@ -29,6 +29,13 @@ Per event:
   a group that no broker of the shard knows has nothing to be compared with: it becomes an
   ``IgnoredEvent`` (reason ``UNKNOWN_GROUP``) that hands the event back as given, so the job can write it
   as a dead letter with whatever it attached to it.
+* ``consume_progress``: one master's consume stats for a group at a sample, joined with what the shard knows
+  of the group at that time (holders from the members' reports, expected owners, allocation mode, rebalances,
+  stale views) and judged per queue (``progress_tracker``): a ``QueueProgress`` per sampled queue, a
+  ``ProgressSummary`` per sampled group at the call's end. Kept in ``progress``, apart from ``groups``: a group
+  whose last member left, or that never had one, is watched while it has a backlog (OFFLINE_GROUP_BACKLOG). An
+  event contradicting itself is an ``IgnoredEvent`` (INCONSISTENT_PROGRESS); a sample older than a queue's
+  latest a ``LateEvent`` (``stale_progress``).
 * ``HeartbeatRun``: a channel's identical heartbeats of the batch, as the job's JVM stage groups them. The
   caller hands them to ``apply_runs`` before ``apply``: a run that only refreshes a channel the shard knows
   is applied there and then, another steady run becomes its first heartbeat held until its last, and any
