@@ -16,6 +16,7 @@ from typing import Any
 from streaming.contract.events import EVENT_TYPES
 from streaming.contract.validator import Rejection, ValidEvent, parse_like_the_job, validate_event
 from streaming.domain.fleet import UNKNOWN_GROUP
+from streaming.domain.progress_tracker import INCONSISTENT, refusal
 from tests.support.hostile import Hostile
 from tests.support.job import read
 
@@ -122,12 +123,19 @@ def check_outcome(published: list[Published], seen: Seen, topics: Mapping[str, s
             elif letter["reason"] != verdict.reason:
                 problems.append(f"dead-lettered {letter['reason']}, expected {verdict.reason}: {where}")
             continue
+        event = verdict.payload
+        late = verdict.event_type != "send_result" and index >= restart_after and verdict.event_time_ms <= watermark
+        if verdict.event_type == "consume_progress" and not late and refusal(event) is not None:
+            # valid, but contradicting itself: the engine refuses it (``progress_tracker.refusal``)
+            if letter is None or letter["reason"] != INCONSISTENT:
+                got = None if letter is None else letter["reason"]
+                problems.append(f"refused by the engine but dead-lettered as {got}, not {INCONSISTENT}: {where}")
+            continue
         if letter is not None and not (
             letter["reason"] == UNKNOWN_GROUP and verdict.event_type == "reported_assignment"
         ):
             problems.append(f"valid but dead-lettered {letter['reason']} ({letter['detail']}): {where}")
             continue
-        event = verdict.payload
         if verdict.event_type == "send_result":
             expected_sends[(event["producer_group"], event["broker"])] += 1
         elif index >= restart_after and verdict.event_time_ms <= watermark:
