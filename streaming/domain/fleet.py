@@ -107,7 +107,16 @@ from .outcomes import (
     Outcome,
 )
 from .polled_views import ConnectionPoll, apply_poll, mark_stale, next_stale_ms
-from .progress_tracker import GroupProgress, ProgressContext, apply_progress, held_queues, holder_view, summary
+from .progress_tracker import (
+    GroupProgress,
+    ProgressContext,
+    apply_progress,
+    expire,
+    held_queues,
+    holder_view,
+    next_expiry_ms,
+    summary,
+)
 from .queues import MessageQueue
 from .state_codec import unwrap_state, wrap_state
 from .vocabulary import (
@@ -208,6 +217,7 @@ class ShardEngine:
         times += [t + self.settings.storm_window_ms + 1 for s in self.groups.values() for t in s.rebalances_ms[:1]]
         times += [self.flapping.next_expiry_ms(s.member_changes) for s in self.groups.values() if s.member_changes]
         times += [s.converge_by_ms for s in self.groups.values() if s.reported and s.converge_by_ms is not None]
+        times += [next_expiry_ms(p, self.settings.progress) for p in self.progress.values()]
         known = [t for t in times if t is not None]
         return min(known) if known else None
 
@@ -258,7 +268,7 @@ class ShardEngine:
         self._due_windows(watermark_ms, dirty)
         records += self._analyse(dirty)
         self._forget_retired(watermark_ms)
-        records += [summary(g, self.progress.get(g), t) for g, t in sorted(sampled.items())]
+        records += self._expire_progress(watermark_ms, sampled)
         return without_superseded_views(records)
 
     def lane_clock_ms(self, watermark_ms: int) -> int:
@@ -279,7 +289,8 @@ class ShardEngine:
         records = self._expire_all(watermark_ms, dirty)
         self._forget_retired(watermark_ms)
         self._due_windows(watermark_ms, dirty)
-        return without_superseded_views(records + self._analyse(dirty))
+        records += self._analyse(dirty)
+        return without_superseded_views(records + self._expire_progress(watermark_ms, {}))
 
     def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> None:
         """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
@@ -443,6 +454,24 @@ class ShardEngine:
         if progress is not None or any(type(o) is not IgnoredEvent for o in outcomes):
             sampled[group] = max(time_ms, sampled.get(group, time_ms))
         records += outcomes
+
+    def _expire_progress(self, watermark_ms: int, sampled: dict[str, int]) -> list[Outcome]:
+        """Progress of groups whose oldest queue went a whole window without a sample by the watermark (a group
+        the collector stopped sampling: deleted, or its broker gone), then a ``ProgressSummary`` of every group
+        sampled or expired in the call."""
+        records: list[Outcome] = []
+        settings = self.settings.progress
+        for group in sorted(self.progress):
+            due = next_expiry_ms(self.progress[group], settings)
+            if due is None or due > watermark_ms:
+                continue
+            context = self._progress_context(group, watermark_ms, False)
+            progress, outcomes = expire(group, self.progress[group], context, watermark_ms, settings)
+            if progress is None:
+                del self.progress[group]
+            records += outcomes
+            sampled[group] = max(watermark_ms, sampled.get(group, watermark_ms))
+        return records + [summary(g, self.progress.get(g), t) for g, t in sorted(sampled.items())]
 
     def _progress_context(self, group: str, time_ms: int, changed: bool) -> ProgressContext:
         """The group at ``time_ms`` as a progress sample is joined with it: members' held queues, expected owners,

@@ -254,7 +254,21 @@ def apply_progress(
         outcomes.append(QueueProgress(group, *ref, sample, verdict, track.since_ms, changed, context.online))
     if late:
         outcomes.append(LateEvent(STALE_PROGRESS, EVENT_TYPE, now_ms, group=group, broker=broker))
-    outcomes += _forget_silent(group, progress, now_ms, settings)
+    kept, judged = expire(group, progress, context, now_ms, settings)
+    return kept, outcomes + judged
+
+
+def expire(
+    group: str,
+    progress: GroupProgress,
+    context: ProgressContext,
+    now_ms: int,
+    settings: ProgressSettings = DEFAULT_SETTINGS,
+) -> tuple[GroupProgress | None, list[Outcome]]:
+    """The group's progress at ``now_ms`` (a sample's time, or the watermark once ``next_expiry_ms`` passed):
+    queues without a sample for a whole window forgotten, the offline-backlog episode judged, an offline group
+    without backlog no longer tracked. None: nothing of the group is tracked any more."""
+    outcomes = _forget_silent(group, progress, now_ms, settings)
     backlog = _backlog(progress)
     finding = None if context.online or not backlog else _offline_finding(group, backlog, progress, now_ms)
     progress.episodes, transitions = reconcile(progress.episodes, [finding] if finding else [], now_ms)
@@ -263,6 +277,12 @@ def apply_progress(
         outcomes += [QueueProgressGone(group, *ref, now_ms) for ref in sorted(progress.queues)]
         progress.queues = {}
     return (progress if progress.queues or progress.episodes else None), outcomes
+
+
+def next_expiry_ms(progress: GroupProgress, settings: ProgressSettings = DEFAULT_SETTINGS) -> int | None:
+    """When the group's oldest tracked queue will have gone a whole window without a sample (``expire``)."""
+    latest = [track.samples[-1].at_ms for track in progress.queues.values() if track.samples]
+    return min(latest) + settings.window * settings.sample_interval_ms + 1 if latest else None
 
 
 def _lag(row: Mapping[str, Any]) -> int:
@@ -356,6 +376,8 @@ __all__ = [
     "ProgressContext",
     "QueueTrack",
     "apply_progress",
+    "expire",
+    "next_expiry_ms",
     "held_queues",
     "holder_view",
     "refusal",

@@ -372,3 +372,17 @@ def test_a_sample_in_the_call_that_made_the_group_is_joined_with_the_owners_an_a
         (1, "c1", frozenset()),
     ]
     assert engine.groups["G"].generation == 1  # analysed once, at the call's end, as before
+
+
+def test_a_group_no_longer_sampled_is_forgotten_a_window_after_its_last_sample_and_its_episode_closes():
+    engine = ShardEngine.restore(None, EngineSettings())
+    engine.apply([progress(T0, [("T", 0, 9, 1)], group="gone")], T0)
+    horizon = T0 + 10 * EVERY + 1  # a whole window after the last sample
+    assert engine.next_wakeup_ms() == horizon
+    assert not of(engine.advance(horizon - 1), EpisodeTransition) and "gone" in engine.progress
+    outcomes = engine.advance(horizon)
+    (closed,) = of(outcomes, EpisodeTransition)
+    assert closed.transition.status == EpisodeStatus.CLOSED and closed.transition.closed_at_ms == horizon
+    assert [(o.group, o.queue_id) for o in of(outcomes, QueueProgressGone)] == [("gone", 0)]
+    assert of(outcomes, ProgressSummary) == [ProgressSummary("gone", horizon, {})]
+    assert "gone" not in engine.progress and engine.is_empty()
