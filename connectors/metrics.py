@@ -371,6 +371,18 @@ class MetricsState:
                 if self._admit(name, table, labels):
                     table[labels] = float(value)
 
+    def drop_series(self, name: str, labels: tuple[str, ...]) -> None:
+        """Drop one series of ``name`` (a value whose source is gone while the metric's others stay)."""
+        with self.lock:
+            for family in (self.gauges, self.counters, self.histograms):
+                family.get(name, {}).pop(labels, None)
+            index = self._index.get(name, {})
+            series = index.get(labels[0]) if labels else None
+            if series is not None:
+                series.discard(labels)
+                if not series:
+                    del index[labels[0]]
+
     def series_count(self, name: str) -> int:
         with self.lock:
             for family in (self.gauges, self.counters, self.histograms):

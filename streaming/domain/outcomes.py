@@ -201,6 +201,7 @@ class ProgressSummary:
     group: str
     event_time_ms: int
     topics: Mapping[str, TopicProgress]
+    offline_backlog: bool = False  # its OFFLINE_GROUP_BACKLOG episode is open
 
 
 Outcome = (

@@ -350,7 +350,8 @@ def _offline_finding(group: str, backlog: Mapping[QueueRef, int], progress: Grou
 
 
 def summary(group: str, progress: GroupProgress | None, now_ms: int) -> ProgressSummary:
-    """The group's tracked queues per topic: lag, largest time lag, queues per state (the metrics)."""
+    """The group's tracked queues per topic: lag, largest time lag, queues per state, and whether its offline
+    backlog episode is open (the metrics)."""
     topics: dict[str, tuple[int, float | None, dict[QueueState, int]]] = {}
     for (topic, _, _), track in sorted((progress.queues if progress else {}).items()):
         lag, worst, states = topics.get(topic, (0, None, {}))
@@ -363,7 +364,8 @@ def summary(group: str, progress: GroupProgress | None, now_ms: int) -> Progress
         if estimate is not None:
             worst = estimate if worst is None else max(worst, estimate)
         topics[topic] = (lag, worst, states)
-    return ProgressSummary(group, now_ms, {t: TopicProgress(*v) for t, v in topics.items()})
+    offline = progress is not None and any(key[2] == OFFLINE for key in progress.episodes)
+    return ProgressSummary(group, now_ms, {t: TopicProgress(*v) for t, v in topics.items()}, offline)
 
 
 def _latest_estimate(track: QueueTrack) -> float | None:

@@ -243,7 +243,7 @@ def restore_group_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
 
 def restore_progress_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     """The ``rmqmon_group_progress_*`` series from ``queue_progress_current`` (one row per tracked queue)."""
-    columns = ("group", "topic", "lag", "state", "time_lag_estimate_s", "event_time_ms")
+    columns = ("group", "topic", "lag", "state", "time_lag_estimate_s", "group_online", "event_time_ms")
     rows = [r.asDict() for r in tables.read(QUEUE_PROGRESS).select(*columns).collect()]
     apply_consumer_metrics(metrics, progress_summaries(rows, max((r["event_time_ms"] for r in rows), default=0)))
 
@@ -435,7 +435,9 @@ PROGRESS_METRIC_NAMES = (
 
 def apply_progress_metrics(metrics: MetricsState, value: ProgressSummary) -> None:
     """A group's progress per topic: total lag, the largest time-lag estimate, tracked queues per state (every
-    state, 0 included, so a state that empties reads 0). No topic: the group's progress series go."""
+    state, 0 included, so a state that empties reads 0); its open OFFLINE_GROUP_BACKLOG episode in
+    ``rmqmon_group_open_anomalies`` (a group without members has no other series there). No topic: the group's
+    progress series go, and that one."""
     group = value.group
     lag, time_lag, queues = {}, {}, {}
     for topic, t in value.topics.items():
@@ -447,6 +449,11 @@ def apply_progress_metrics(metrics: MetricsState, value: ProgressSummary) -> Non
     metrics.replace_series("rmqmon_group_progress_lag", group, lag)
     metrics.replace_series("rmqmon_group_progress_max_time_lag_seconds", group, time_lag)
     metrics.replace_series("rmqmon_group_progress_queues", group, queues)
+    offline = (group, str(AnomalyKind.OFFLINE_GROUP_BACKLOG))
+    if value.offline_backlog or value.topics:
+        metrics.set_gauge("rmqmon_group_open_anomalies", offline, 1.0 if value.offline_backlog else 0.0)
+    else:  # nothing tracked: a group gone from everywhere keeps no series
+        metrics.drop_series("rmqmon_group_open_anomalies", offline)
 
 
 def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetricValue]) -> None:

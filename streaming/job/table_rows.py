@@ -45,7 +45,7 @@ GROUP_STATUS = "group_status_current"
 DEAD_LETTERS = "dead_letters"
 # Not a Delta table: the late input the metrics count.
 LATE_EVENTS = "late_events"
-CONSUME_PROGRESS = "consume_progress"
+PROGRESS_HISTORY = "consume_progress"
 QUEUE_PROGRESS = "queue_progress_current"
 # Not a Delta table: a group's progress per topic, which the metrics are set from.
 PROGRESS_METRICS = "progress_metrics"
@@ -278,7 +278,7 @@ def _progress_columns(p: QueueProgress) -> dict[str, Any]:
 def _queue_progress(p: QueueProgress) -> list[Row]:
     columns = _progress_columns(p)
     return [
-        (CONSUME_PROGRESS, {**columns, "state_changed": p.changed}),
+        (PROGRESS_HISTORY, {**columns, "state_changed": p.changed}),
         (QUEUE_PROGRESS, {**columns, OP: UPSERT}),
     ]
 
@@ -298,7 +298,8 @@ def _progress_summary(p: ProgressSummary) -> list[Row]:
         }
         for name, t in sorted(p.topics.items())
     ]
-    return [(PROGRESS_METRICS, {"group": p.group, "event_time_ms": p.event_time_ms, "topics": topics})]
+    row = {"group": p.group, "event_time_ms": p.event_time_ms, "topics": topics, "offline_backlog": p.offline_backlog}
+    return [(PROGRESS_METRICS, row)]
 
 
 def progress_summary(row: Mapping[str, Any]) -> ProgressSummary:
@@ -312,14 +313,20 @@ def progress_summary(row: Mapping[str, Any]) -> ProgressSummary:
             )
             for t in row["topics"]
         },
+        row["offline_backlog"],
     )
 
 
 def progress_summaries(rows: Iterable[Mapping[str, Any]], now_ms: int) -> list[ProgressSummary]:
     """Each group's ``ProgressSummary`` from its ``queue_progress_current`` rows (what a restarted job exports
-    before the group's next sample): the same values the tracker's summary gave at the rows' samples."""
+    before the group's next sample): the same values the tracker's summary gave at the rows' samples. A group
+    without members with a queue whose lag is above 0 has its offline backlog episode open (the tracker opens it
+    at such a sample and keeps no such queue once it closes it)."""
     groups: dict[str, dict[str, tuple[int, float | None, dict[QueueState, int]]]] = {}
+    offline: set[str] = set()
     for r in rows:
+        if not r["group_online"] and (r["lag"] or 0) > 0:
+            offline.add(r["group"])
         topics = groups.setdefault(r["group"], {})
         lag, worst, states = topics.get(r["topic"], (0, None, {}))
         estimate = r["time_lag_estimate_s"]
@@ -331,7 +338,7 @@ def progress_summaries(rows: Iterable[Mapping[str, Any]], now_ms: int) -> list[P
             states,
         )
     return [
-        ProgressSummary(g, now_ms, {t: TopicProgress(*v) for t, v in sorted(topics.items())})
+        ProgressSummary(g, now_ms, {t: TopicProgress(*v) for t, v in sorted(topics.items())}, g in offline)
         for g, topics in sorted(groups.items())
     ]
 

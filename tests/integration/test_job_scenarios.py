@@ -126,6 +126,7 @@ def outcome(kafka_broker, spark, tmp_path_factory):
         for labels, value in job.metrics.counters.get("rmqmon_dead_letters_total", {}).items():
             counted[labels] += value
     outcome["dead_letters_counted"] = counted
+    outcome["gauges"] = [job.metrics.gauges for job in jobs]  # run 2's restored from the tables at its start
     return outcome
 
 
@@ -277,3 +278,17 @@ def test_bad_progress_events_are_dead_letters_with_their_reasons(outcome):
         "INVALID_VALUE": "$.queues[].queue_id must be minimum 0",
         "INCONSISTENT_PROGRESS": "consume_progress of G-pidle on broker-a has an error and 1 queues",
     }
+
+
+def test_progress_metrics_are_per_group_and_topic_and_restored_from_the_tables_at_a_restart(outcome):
+    first, second = outcome["gauges"]
+    for gauges in (first, second):  # run 2 published nothing for these groups: its values are the restored ones
+        assert gauges["rmqmon_group_progress_lag"][("G-porph", "P")] == ORPHAN_OFFSETS[0] - ORPHAN_OFFSETS[1]
+        queues = gauges["rmqmon_group_progress_queues"]
+        assert queues[("G-porph", "P", "ORPHAN_CONFIRMED")] == 1 and queues[("G-pstuck", "P", "STUCK_HOLDER")] == 1
+        assert queues[("G-pidle", "P", "IDLE")] == 2
+        assert gauges["rmqmon_group_progress_max_time_lag_seconds"][("G-pstuck", "P")] > 0
+    offline = ("G-poff", "OFFLINE_GROUP_BACKLOG")
+    assert first["rmqmon_group_open_anomalies"][offline] == 1
+    assert offline not in second["rmqmon_group_open_anomalies"]  # caught up in run 2: forgotten
+    assert ("G-poff", "P") not in second["rmqmon_group_progress_lag"]

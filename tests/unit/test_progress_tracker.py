@@ -386,3 +386,17 @@ def test_a_group_no_longer_sampled_is_forgotten_a_window_after_its_last_sample_a
     assert [(o.group, o.queue_id) for o in of(outcomes, QueueProgressGone)] == [("gone", 0)]
     assert of(outcomes, ProgressSummary) == [ProgressSummary("gone", horizon, {})]
     assert "gone" not in engine.progress and engine.is_empty()
+
+
+def test_an_offline_groups_backlog_episode_is_its_open_anomalies_series_until_it_is_forgotten():
+    from connectors.metrics import MetricsState
+    from streaming.job.outputs import apply_consumer_metrics
+
+    metrics = MetricsState()
+    engine = ShardEngine.restore(None, EngineSettings())
+    series = ("never", "OFFLINE_GROUP_BACKLOG")
+    for t, consumer, value in ((T0, 1, 1.0), (T0 + EVERY, 9, None)):
+        outcomes = engine.apply([progress(t, [("T", 0, 9, consumer)], group="never")], T0)
+        apply_consumer_metrics(metrics, of(outcomes, ProgressSummary))
+        assert metrics.gauges["rmqmon_group_open_anomalies"].get(series) == value
+    assert metrics.series_count("rmqmon_group_progress_lag") == 0

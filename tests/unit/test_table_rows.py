@@ -241,7 +241,8 @@ def test_a_progress_row_keeps_the_sample_and_the_verdict_and_unknown_offsets_are
     assert (row["answered"], row["broker_offset"], row["consumer_offset"], row["lag"]) == (False, None, None, 10)
 
 
-def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_summary():
+@pytest.mark.parametrize("online", [True, False])
+def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_summary(online):
     from streaming.domain.progress_tracker import ProgressContext, apply_progress, summary
     from streaming.job.table_rows import progress_summaries
 
@@ -258,7 +259,7 @@ def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_sum
                 {"topic": "U", "queue_id": 0, "broker_offset": 3, "consumer_offset": 1 + i},
             ],
         }
-        tracked, found = apply_progress(tracked, event, ProgressContext(True))
+        tracked, found = apply_progress(tracked, event, ProgressContext(online))
         for o in found:
             for table, row in rows_of(o):
                 if table == "queue_progress_current":
@@ -266,3 +267,4 @@ def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_sum
     (restored,) = progress_summaries(current.values(), 61_000)
     assert restored == summary("G", tracked, 61_000)
     assert restored.topics["T"].lag == 7 and restored.topics["U"].lag == 0
+    assert restored.offline_backlog is (not online)
