@@ -115,6 +115,7 @@ from .progress_tracker import (
     held_queues,
     holder_view,
     next_expiry_ms,
+    presumed_holder,
     summary,
 )
 from .queues import MessageQueue
@@ -503,6 +504,10 @@ class ShardEngine:
                     if len(names) == 1:
                         mq = queue_of_key(topic, key)
                         expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
+        # An expected owner that reported nothing of the topic (no running info) is presumed to hold its queues.
+        presumed = {ref for ref, owner in expected.items() if f"{owner}\x00{ref[0]}" not in state.holders}
+        for ref in sorted(presumed):
+            holders.setdefault(ref, []).append(presumed_holder(expected[ref], ref, time_ms))
         _, primary = primary_view(state.membership)
         mode = AllocationMode(allocation_mode(list(primary.channels.values()))) if primary else AllocationMode.CLIENT
         return ProgressContext(
@@ -513,6 +518,7 @@ class ShardEngine:
             tuple(state.rebalances_ms),
             frozenset(b for b, v in views.items() if v.poll is not None and v.poll.stale),
             state.generation,
+            frozenset(presumed),
         )
 
     def _expire_all(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> list[Outcome]:

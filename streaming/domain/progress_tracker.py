@@ -11,6 +11,7 @@ Pure: time is the event's. Why so: ``docs/design/consume-progress.md`` ("The job
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -97,6 +98,14 @@ def holder_view(client_id: str, orderly: bool, entry: Sequence[Any], at_ms: int)
     )
 
 
+def presumed_holder(client_id: str, queue: QueueRef, at_ms: int) -> HolderView:
+    """The expected owner of a queue, presumed to hold it because it reported nothing of the topic (no running
+    info: no agent, or the collector's call failed): a holder without ``ProcessQueueInfo`` (``holder_view``).
+    Without it every queue of a group whose members report nothing would look orphaned."""
+    topic, broker, queue_id = queue
+    return holder_view(client_id, False, [broker, queue_id, *([None] * len(_PQI_FIELDS))], at_ms)
+
+
 @dataclass(frozen=True)
 class ProgressContext:
     """What the engine knows of the group at a sample's time."""
@@ -108,6 +117,8 @@ class ProgressContext:
     generation_changes_ms: tuple[int, ...] = ()
     stale_brokers: frozenset[str] = frozenset()  # brokers whose polled view of the group is stale
     generation: int = 0
+    # Queues whose expected owner reported nothing of the topic: presumed to hold them (``presumed_holder``).
+    presumed: frozenset[QueueRef] = frozenset()
 
 
 # -- the kept state ------------------------------------------------------------------------------------------
@@ -251,7 +262,8 @@ def apply_progress(
         changed = track.state is None or verdict.state != track.state or verdict.cause != track.cause
         if changed:
             track.state, track.cause, track.since_ms = verdict.state, verdict.cause, now_ms
-        outcomes.append(QueueProgress(group, *ref, sample, verdict, track.since_ms, changed, context.online))
+        reported = ref not in context.presumed
+        outcomes.append(QueueProgress(group, *ref, sample, verdict, track.since_ms, changed, context.online, reported))
     if late:
         outcomes.append(LateEvent(STALE_PROGRESS, EVENT_TYPE, now_ms, group=group, broker=broker))
     kept, judged = expire(group, progress, context, now_ms, settings)
@@ -270,7 +282,7 @@ def expire(
     without backlog no longer tracked. None: nothing of the group is tracked any more."""
     outcomes = _forget_silent(group, progress, now_ms, settings)
     backlog = _backlog(progress)
-    finding = None if context.online or not backlog else _offline_finding(group, backlog, progress, now_ms)
+    finding = None if context.online or not backlog else _offline_finding(group, backlog, progress)
     progress.episodes, transitions = reconcile(progress.episodes, [finding] if finding else [], now_ms)
     outcomes += [EpisodeTransition(t, context.generation) for t in transitions]
     if not context.online and not backlog:  # offline and caught up: stop watching
@@ -330,7 +342,15 @@ def _backlog(progress: GroupProgress) -> dict[QueueRef, int]:
     return lags
 
 
-def _offline_finding(group: str, backlog: Mapping[QueueRef, int], progress: GroupProgress, now_ms: int) -> Finding:
+def _offline_finding(group: str, backlog: Mapping[QueueRef, int], progress: GroupProgress) -> Finding:
+    """The group's OFFLINE_GROUP_BACKLOG: its backlog when the episode opened, or when the set of queues with a
+    backlog last changed (an episode UPDATED at every sample of a growing backlog would repeat the progress
+    history; the current lag is in queue_progress_current and the metrics)."""
+    episode = progress.episodes.get((group, "", OFFLINE))
+    if episode is not None:
+        details = json.loads(episode.details_json)
+        if {(q["topic"], q["broker"], q["queue_id"]) for q in details["queues"]} == set(backlog):
+            return Finding(group, "", OFFLINE, episode.severity, episode.summary, details)
     by_topic: dict[str, int] = {}
     for (topic, _, _), lag in backlog.items():
         by_topic[topic] = by_topic.get(topic, 0) + lag

@@ -268,6 +268,7 @@ def _progress_columns(p: QueueProgress) -> dict[str, Any]:
         "time_lag_bounded": v.time_lag.bounded,
         "expired_unconsumed": v.expired_unconsumed,
         "holders": sorted(s.holder_ids()),
+        "holders_reported": p.holders_reported,
         "expected_owner": s.expected_owner,
         "view_fresh": s.view_fresh,
         "group_online": p.online,

@@ -31,7 +31,8 @@ PROGRESS_COLUMNS = (
     "broker_offset BIGINT, consumer_offset BIGINT, pull_offset BIGINT, min_offset BIGINT, last_timestamp_ms BIGINT, "
     "lag BIGINT, state STRING, rule STRING, severity STRING, cause STRING, complete DOUBLE, "
     "time_lag_upper_s DOUBLE, time_lag_estimate_s DOUBLE, time_lag_bounded BOOLEAN, expired_unconsumed BOOLEAN, "
-    "holders ARRAY<STRING>, expected_owner STRING, view_fresh BOOLEAN, group_online BOOLEAN, state_since_ms BIGINT"
+    "holders ARRAY<STRING>, holders_reported BOOLEAN, expected_owner STRING, view_fresh BOOLEAN, "
+    "group_online BOOLEAN, state_since_ms BIGINT"
 )
 
 TABLES: dict[str, TableSpec] = {
@@ -150,7 +151,9 @@ TABLES: dict[str, TableSpec] = {
             "ORPHAN_CONFIRMED, HIDDEN_CONSUMER, DOUBLE_OWNED, STUCK_HOLDER, SLOW), the rule that matched, its "
             "severity, a stuck holder's cause, the share of the window answered (complete), the time lag (upper "
             "bound, interpolated estimate, bounded when the estimate is only a lower bound), holders (clients "
-            "whose latest report holds the queue), the expected owner, whether the group had any member "
+            "whose latest report holds the queue; holders_reported false: the expected owner reported nothing of "
+            "the topic, no running info, and is presumed to hold it, so no orphan or double ownership is "
+            "confirmed for the queue from reports), the expected owner, whether the group had any member "
             "(group_online) and since when the queue is in its state. state_changed marks the samples that "
             "changed the state (or a queue's first).",
         ),

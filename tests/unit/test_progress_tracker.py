@@ -104,12 +104,15 @@ def test_an_offline_group_that_catches_up_closes_its_episode_and_is_forgotten():
     assert last_state(outcomes).sample.lag == 0  # the caught-up sample is still reported
 
 
-def test_an_offline_group_whose_backlog_changes_updates_its_episode():
-    tracked, _ = apply_progress(None, progress(T0, [("T", 0, 11, 10)]), OFFLINE)
-    tracked, outcomes = apply_progress(tracked, progress(T0 + EVERY, [("T", 0, 20, 10)]), OFFLINE)
-    (updated,) = of(outcomes, EpisodeTransition)
+def test_an_offline_groups_episode_is_updated_when_other_queues_wait_not_at_each_sample_of_a_growing_lag():
+    tracked, _ = apply_progress(None, progress(T0, [("T", 0, 11, 10), ("T", 1, 5, 5)]), OFFLINE)
+    tracked, grown = apply_progress(tracked, progress(T0 + EVERY, [("T", 0, 20, 10), ("T", 1, 5, 5)]), OFFLINE)
+    assert not of(grown, EpisodeTransition)  # the same queue waiting, more of it: the history has the lag
+    tracked, spread = apply_progress(tracked, progress(2 * EVERY + T0, [("T", 0, 20, 10), ("T", 1, 6, 5)]), OFFLINE)
+    (updated,) = of(spread, EpisodeTransition)
     assert updated.transition.status == EpisodeStatus.UPDATED
-    assert json.loads(updated.transition.episode.details_json)["lag"] == 10
+    details = json.loads(updated.transition.episode.details_json)
+    assert details["lag"] == 11 and [q["queue_id"] for q in details["queues"]] == [0, 1]
 
 
 def test_a_group_coming_online_closes_its_offline_episode():
@@ -276,12 +279,14 @@ def test_a_member_that_left_holds_nothing_any_more():
             hb(T0 + 1, "ch1", "c1"),
             hb(T0 + 1, "ch2", "c2"),
             report(T0 + 2, "c2", [("broker-a", 0)]),
+            report(T0 + 2, "c1", []),  # c1 reports T and holds nothing of it
             ev("UNREGISTER", T0 + 3, "ch2", "c2"),
         ],
         T0,
     )
     outcomes = engine.apply([progress(T0 + 4, [("T", 0, 5, 1)])], T0)
-    assert last_state(outcomes).sample.holders == ()
+    row = last_state(outcomes)
+    assert row.sample.holders == () and row.sample.expected_owner == "c1" and row.holders_reported
 
 
 def test_a_group_whose_last_member_leaves_is_watched_while_it_has_a_backlog():
@@ -400,3 +405,17 @@ def test_an_offline_groups_backlog_episode_is_its_open_anomalies_series_until_it
         apply_consumer_metrics(metrics, of(outcomes, ProgressSummary))
         assert metrics.gauges["rmqmon_group_open_anomalies"].get(series) == value
     assert metrics.series_count("rmqmon_group_progress_lag") == 0
+
+
+def test_an_expected_owner_that_reports_nothing_of_the_topic_is_presumed_to_hold_its_queues():
+    engine = ShardEngine.restore(None, EngineSettings())
+    engine.apply([route(T0, brokers=(("broker-a", 2),)), hb(T0 + 1, "ch1", "c1")], T0)  # no report at all
+    outcomes = sample_window(engine, lambda i, t: [("T", 0, 90 + i, 40, T0), ("T", 1, 50, 40, T0)])
+    for queue_id in (0, 1):  # a flat backlog under its presumed holder: stuck, never an orphan
+        row = last_state(outcomes, queue_id)
+        assert row.sample.holder_ids() == frozenset({"c1"}) and not row.holders_reported
+        assert (row.verdict.state, row.verdict.cause) == (QueueState.STUCK_HOLDER, StuckCause.UNEXPLAINED)
+    engine.apply([report(T0 + 400_000, "c1", [("broker-a", 0)])], T0)  # now it reports: queue 1 is nobody's
+    outcomes = sample_window(engine, lambda i, t: [("T", 1, 50, 40, T0)], start=T0 + 410_000)
+    row = last_state(outcomes, 1)
+    assert row.holders_reported and row.verdict.state == QueueState.ORPHAN_CONFIRMED
