@@ -106,7 +106,7 @@ from .outcomes import (
     LateEvent,
     Outcome,
 )
-from .polled_views import ConnectionPoll, apply_poll, mark_stale, next_stale_ms
+from .polled_views import ConnectionPoll, apply_poll, is_registered, mark_stale, next_stale_ms
 from .progress_tracker import (
     GroupProgress,
     ProgressContext,
@@ -476,15 +476,24 @@ class ShardEngine:
 
     def _progress_context(self, group: str, time_ms: int, changed: bool) -> ProgressContext:
         """The group at ``time_ms`` as a progress sample is joined with it: members' held queues, expected owners,
-        allocation mode, rebalances, stale views; offline when no broker lists a member. The expected owners are
+        allocation mode, rebalances, stale views; offline when no broker lists a member registered at ``time_ms``
+        (``polled_views.is_registered``: a heartbeat within the expiry, or a poll listing it). The expected owners are
         the last analysis's, or, for a group ``changed`` in this call (analysed only at its end), those an
         analysis finds now (nothing of it is kept)."""
         state = self.groups.get(group)
-        if state is None or state.membership.is_empty:
+        views = state.membership.views if state is not None else {}
+        # Members as of the sample: a channel silent past the expiry counts no more, scanned or not (a dead group's
+        # channels are scanned only at the call's end, after every sample of a batch).
+        expiry_ms = self.settings.expiry_ms
+        members = {
+            ch.client_id
+            for view in views.values()
+            for ch in view.channels.values()
+            if is_registered(view, ch, time_ms, expiry_ms)
+        }
+        if state is None or not members:
             generation = state.generation if state is not None else int(self.retired.get(group, [0])[0])
             return ProgressContext(False, generation=generation)
-        views = state.membership.views
-        members = {ch.client_id for view in views.values() for ch in view.channels.values()}
         holders: dict[tuple[str, str, int], list[Any]] = {}
         for key, held in sorted(state.holders.items()):
             client, topic = key.split("\x00", 1)

@@ -419,3 +419,15 @@ def test_an_expected_owner_that_reports_nothing_of_the_topic_is_presumed_to_hold
     outcomes = sample_window(engine, lambda i, t: [("T", 1, 50, 40, T0)], start=T0 + 410_000)
     row = last_state(outcomes, 1)
     assert row.holders_reported and row.verdict.state == QueueState.ORPHAN_CONFIRMED
+
+
+@pytest.mark.parametrize(("after", "offline"), [(120_000, False), (120_001, True)])
+def test_a_group_whose_members_went_silent_is_offline_at_a_sample_past_their_expiry_in_the_same_call(after, offline):
+    engine = engine_with_member(queues=1)
+    last_beat = T0 + 1
+    outcomes = engine.apply([progress(last_beat + after, [("T", 0, 9, 1)])], T0)  # no scan ran in between
+    (row,) = of(outcomes, QueueProgress)
+    assert row.online is not offline
+    assert [t.transition.episode.anomaly for t in of(outcomes, EpisodeTransition)] == (
+        [AnomalyKind.OFFLINE_GROUP_BACKLOG] if offline else []
+    )
