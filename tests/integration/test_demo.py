@@ -99,7 +99,9 @@ def test_demo_reports_the_mixed_scenarios_anomalies(kafka_broker, spark, capsys)
 
     episodes = spark.read.format("delta").load(str(delta / "anomaly_episodes")).collect()
     seen = {(r["group"], r["anomaly"]) for r in episodes}
-    expected = {e for e in build_scenario("mixed").expected if e[1] != "BROKER_AVOIDED"}
+    # The offline group's backlog is not among them: its members die at 120 s and expire at 240 s, after the
+    # 150 s this run is sized for (tests/integration/test_simulator_scenarios.py checks it on the whole fleet).
+    expected = {e for e in build_scenario("mixed").expected if e[1] not in ("BROKER_AVOIDED", "OFFLINE_GROUP_BACKLOG")}
     assert expected <= seen, f"missing: {expected - seen}"
     healthy = {"billing-steady", "search-scale-out", "audit-crash"}
     assert not {(g, a) for g, a in seen if g in healthy and a not in ("REBALANCE_STORM",)}, seen
