@@ -16,6 +16,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from streaming.domain.consume_progress import DEFAULT_SETTINGS, QueueState, StuckCause, severity_of
+from streaming.domain.vocabulary import AnomalyKind, Severity
+
 PREFIX = "RocketMQMonitor"
 # Where runbook_url points: the runbook in this repository. Change it to your repository browser's URL of
 # docs/runbook.md (e.g. https://git.example.com/ops/rocketmq-rebalance-monitor/blob/main/docs/runbook.md).
@@ -55,6 +58,105 @@ def _slug(name: str) -> str:
 
 
 GROUP_TOPIC = "{{ $labels.consumer_group }}"
+
+# -- consume progress (docs/design/consume-progress.md) ------------------------------------------------------
+# One alert per queue state whose severity (the rule table's, streaming/domain/consume_progress.py) is warning
+# or critical; IDLE, OK, UNKNOWN, INCOMPLETE, NO_OFFSET, NOT_OWNED_MODEL (no severity) and REBALANCE_REWIND
+# (info) never alert. Each state already needs several 30 s samples of evidence (an orphan 3, a stuck holder a
+# whole window of 10); ``for:`` adds what a page needs besides: the state held at two samples or more, so that a
+# single sample's verdict (a rebalance handing the queue over between two samples) never pages.
+OFFLINE = AnomalyKind.OFFLINE_GROUP_BACKLOG
+OFFLINE_OPEN = f'max by (consumer_group) (rmqmon_group_open_anomalies{{anomaly="{OFFLINE}"}}) > 0'
+CAUSES = ", ".join(StuckCause)
+QUERY_PROGRESS = "rebalance-monitor query progress --group " + GROUP_TOPIC
+
+
+def _queues_in(state: QueueState) -> str:
+    return f'max by (consumer_group, topic) (rmqmon_group_progress_queues{{state="{state}"}}) > 0'
+
+
+def _progress_alert(state: QueueState, name: str, for_: str, summary: str, description: str, expr: str = "") -> Alert:
+    severity = severity_of(state)
+    assert severity in (Severity.CRITICAL, Severity.WARNING), f"{state} does not alert"
+    queues = '{{ printf "%.0f" $value }} queue(s) of topic {{ $labels.topic }} of consumer group ' + GROUP_TOPIC
+    return Alert(
+        f"{PREFIX}{name}",
+        expr or _queues_in(state),
+        for_,
+        severity.value,
+        summary,
+        f"{queues} {description} Confirm: {QUERY_PROGRESS} --state {state}.",
+        _slug(f"{PREFIX}{name}"),
+    )
+
+
+PROGRESS_ALERTS: dict[QueueState, Alert] = {
+    QueueState.ORPHAN_CONFIRMED: _progress_alert(
+        QueueState.ORPHAN_CONFIRMED,
+        "ProgressOrphanConfirmed",
+        "1m",
+        "Messages of {{ $labels.topic }} wait on queues no member of " + GROUP_TOPIC + " holds.",
+        "had no holder for 3 progress samples while their committed offset stood still and messages waited: "
+        "nobody consumes them. (A group with no member at all is RocketMQMonitorOfflineGroupBacklog's.)",
+        # the offline group's queues are orphans too: its own alert says why, once
+        _queues_in(QueueState.ORPHAN_CONFIRMED) + "\nunless on (consumer_group)\n" + OFFLINE_OPEN,
+    ),
+    QueueState.STUCK_HOLDER: _progress_alert(
+        QueueState.STUCK_HOLDER,
+        "ProgressStuckHolder",
+        "1m",
+        "A member of " + GROUP_TOPIC + " holds queues of {{ $labels.topic }} and does not consume them.",
+        "are held by one member that did not advance the committed offset for a whole window (5 min) while "
+        f"messages waited. Where to look is each queue's cause in queue_progress_current ({CAUSES}).",
+    ),
+    QueueState.REWIND: _progress_alert(
+        QueueState.REWIND,
+        "ProgressRewind",
+        "1m",
+        "The committed offset of " + GROUP_TOPIC + " went back on {{ $labels.topic }}.",
+        "had their committed offset fall and stay below its high point, away from any rebalance: the messages in "
+        "between are consumed again (an offset reset, a client committing an old offset).",
+    ),
+    QueueState.DOUBLE_OWNED: _progress_alert(
+        QueueState.DOUBLE_OWNED,
+        "ProgressDoubleOwned",
+        "2m",
+        "Two or more members of " + GROUP_TOPIC + " hold the same queues of {{ $labels.topic }}.",
+        "are listed by two or more members' running info at 2 samples and more: their messages are consumed "
+        "twice (a dropped process queue that outlives a rebalance, an orderly lock held elsewhere).",
+    ),
+    QueueState.HIDDEN_CONSUMER: _progress_alert(
+        QueueState.HIDDEN_CONSUMER,
+        "ProgressHiddenConsumer",
+        "5m",
+        "Someone the monitor cannot see consumes queues of {{ $labels.topic }} for " + GROUP_TOPIC + ".",
+        "advance their committed offset while no member reports holding them: a twin of a duplicate client ID, "
+        "a proxy (gRPC) client, or a client whose running info cannot be read.",
+    ),
+    QueueState.SLOW: _progress_alert(
+        QueueState.SLOW,
+        "ProgressSlow",
+        "5m",
+        GROUP_TOPIC + " consumes {{ $labels.topic }} slower than it is written.",
+        "are consumed, but their lag never fell and their time lag stayed over "
+        f"{DEFAULT_SETTINGS.slow_time_lag_s:.0f} s through a whole window: the group consumes more slowly than "
+        "producers write.",
+    ),
+}
+OFFLINE_GROUP_BACKLOG = Alert(
+    f"{PREFIX}OfflineGroupBacklog",
+    "sum by (consumer_group) (rmqmon_group_progress_lag)\nand on (consumer_group)\n" + OFFLINE_OPEN,
+    "5m",
+    "critical",
+    "Consumer group " + GROUP_TOPIC + " has no member while messages wait for it.",
+    '{{ printf "%.0f" $value }} message(s) wait for consumer group '
+    + GROUP_TOPIC
+    + f", which has no member on any broker (its {OFFLINE} episode is open): nobody consumes them. "
+    f"Confirm: {QUERY_PROGRESS}.",
+    _slug(f"{PREFIX}OfflineGroupBacklog"),
+)
+
+
 ALERTS: tuple[Alert, ...] = (
     Alert(
         f"{PREFIX}OrphanedQueues",
@@ -123,6 +225,8 @@ ALERTS: tuple[Alert, ...] = (
         "the whole group. The episode's details name the client IDs.",
         _slug(f"{PREFIX}FlappingMembers"),
     ),
+    *PROGRESS_ALERTS.values(),
+    OFFLINE_GROUP_BACKLOG,
     Alert(
         f"{PREFIX}BrokerAvoidedByMostProducers",
         "max by (broker) (rmqmon_broker_producers_avoiding_ratio) > 0.5",
@@ -489,6 +593,183 @@ CASES: tuple[Case, ...] = (
         "25m",
     ),
 )
+
+
+# -- consume progress: series as the job exports them at each 30 s sample (scraped every 15 s), every state of a
+# (group, topic) present, 0 included; the lag and the max time lag beside them.
+STEPS = 60  # 15 minutes of 15 s samples
+
+
+def progress_series(
+    group: str, topic: str, states: dict[QueueState, str], lag: str, time_lag: str = ""
+) -> dict[str, str]:
+    """The series of one (group, topic): ``states`` the queues' counts by state (the others 0 throughout)."""
+    labels = f'{J},consumer_group="{group}",topic="{topic}"'
+    series = {
+        f'rmqmon_group_progress_queues{{{labels},state="{state}"}}': states.get(state, f"0x{STEPS}")
+        for state in QueueState
+    }
+    series[f"rmqmon_group_progress_lag{{{labels}}}"] = lag
+    series[f"rmqmon_group_progress_max_time_lag_seconds{{{labels}}}"] = time_lag or f"0x{STEPS}"
+    return series
+
+
+# Benign groups: no progress alert may fire on any of them.
+BENIGN_PROGRESS: dict[str, dict[str, str]] = {
+    "an idle group (lag 0, nothing written)": progress_series(
+        "audit", "t1", {QueueState.IDLE: f"8x{STEPS}"}, f"0x{STEPS}"
+    ),
+    "an OK group whose lag builds up and drains, time lag over 180 s for a while": progress_series(
+        "orders", "t1", {QueueState.OK: f"8x{STEPS}"}, "0+400x12 4800-400x12 0x36", "0+20x12 240-20x12 0x36"
+    ),
+    "a BROADCASTING / POP group (NOT_OWNED_MODEL) with a growing lag": progress_series(
+        "notify", "t1", {QueueState.NOT_OWNED_MODEL: f"8x{STEPS}"}, "1000+50x60", "600+15x60"
+    ),
+    "a group the monitor cannot judge (UNKNOWN, INCOMPLETE, NO_OFFSET) with a lag": progress_series(
+        "dark",
+        "t1",
+        {QueueState.UNKNOWN: f"4x{STEPS}", QueueState.INCOMPLETE: f"2x{STEPS}", QueueState.NO_OFFSET: f"2x{STEPS}"},
+        "5000x60",
+        "900x60",
+    ),
+    "a rewind at a rebalance (REBALANCE_REWIND, info)": progress_series(
+        "cache", "t1", {QueueState.OK: "8x8 7x52", QueueState.REBALANCE_REWIND: "0x8 1x52"}, "0x8 300x52"
+    ),
+}
+
+
+def _progress_cases() -> tuple[Case, ...]:
+    orphan, stuck, rewind, double, hidden, slow = (
+        PROGRESS_ALERTS[s].name
+        for s in (
+            QueueState.ORPHAN_CONFIRMED,
+            QueueState.STUCK_HOLDER,
+            QueueState.REWIND,
+            QueueState.DOUBLE_OWNED,
+            QueueState.HIDDEN_CONSUMER,
+            QueueState.SLOW,
+        )
+    )
+    offline = OFFLINE_GROUP_BACKLOG.name
+    g, t = {"consumer_group": "g1", "topic": "t1"}, "t1"
+    # A group whose members all die at 2 min while producers write: its queues turn ORPHAN_CONFIRMED and its
+    # OFFLINE_GROUP_BACKLOG episode opens at the first sample without a member.
+    offline_group = {
+        **progress_series(
+            "g1", t, {QueueState.OK: "8x8 0x52", QueueState.ORPHAN_CONFIRMED: "0x8 8x52"}, "0x8 100+100x51"
+        ),
+        f'rmqmon_group_open_anomalies{{{J},consumer_group="g1",anomaly="{OFFLINE}"}}': "0x8 1x51",
+    }
+    cases = [
+        Case(
+            orphan,
+            "3 queues go from OK to ORPHAN_CONFIRMED (a member lost its queues) and stay: fires",
+            progress_series(
+                "g1", t, {QueueState.OK: "8x8 5x52", QueueState.ORPHAN_CONFIRMED: "0x8 3x52"}, "0x8 0+30x51"
+            ),
+            "4m",
+            ((g, 3),),
+        ),
+        Case(
+            orphan,
+            "ORPHAN_CONFIRMED at one sample, then handed over at a rebalance: silent",
+            progress_series(
+                "g1", t, {QueueState.OK: "8x8 5 5 8x50", QueueState.ORPHAN_CONFIRMED: "0x8 3 3 0x50"}, "0x8 90 90 0x50"
+            ),
+            "4m",
+        ),
+        Case(orphan, "a group with no member: the offline alert's, not this one", offline_group, "8m"),
+        Case(
+            stuck,
+            "a holder's 2 queues STUCK_HOLDER after a whole window flat, and staying: fires",
+            progress_series("g1", t, {QueueState.OK: "8x20 6x40", QueueState.STUCK_HOLDER: "0x20 2x40"}, "0x4 0+20x55"),
+            "7m",
+            ((g, 2),),
+        ),
+        Case(
+            stuck,
+            "a stuck holder restarted after one sample: silent",
+            progress_series(
+                "g1", t, {QueueState.OK: "8x20 6 6 8x38", QueueState.STUCK_HOLDER: "0x20 2 2 0x38"}, "0x4 0+20x55"
+            ),
+            "7m",
+        ),
+        Case(
+            rewind,
+            "a queue's committed offset reset back and kept there: fires",
+            progress_series("g1", t, {QueueState.OK: "8x8 7x52", QueueState.REWIND: "0x8 1x52"}, "0x8 5000x52"),
+            "4m",
+            ((g, 1),),
+        ),
+        Case(
+            double,
+            "2 queues held by two members for 4 minutes: fires",
+            progress_series("g1", t, {QueueState.OK: "8x8 6x52", QueueState.DOUBLE_OWNED: "0x8 2x52"}, "0x60"),
+            "5m",
+            ((g, 2),),
+        ),
+        Case(
+            double,
+            "two holders for one minute during a rebalance: silent",
+            progress_series("g1", t, {QueueState.OK: "8x8 6x4 8x48", QueueState.DOUBLE_OWNED: "0x8 2x4 0x48"}, "0x60"),
+            "5m",
+        ),
+        Case(
+            hidden,
+            "4 queues consumed with no visible holder for 7 minutes: fires",
+            progress_series("g1", t, {QueueState.OK: "8x8 4x52", QueueState.HIDDEN_CONSUMER: "0x8 4x52"}, "10x60"),
+            "9m",
+            ((g, 4),),
+        ),
+        Case(
+            hidden,
+            "a running-info call failing for 2 minutes: silent",
+            progress_series(
+                "g1", t, {QueueState.OK: "8x8 4x8 8x44", QueueState.HIDDEN_CONSUMER: "0x8 4x8 0x44"}, "10x60"
+            ),
+            "9m",
+        ),
+        Case(
+            slow,
+            "every queue SLOW, lag and time lag growing, for 7 minutes: fires",
+            progress_series(
+                "g1", t, {QueueState.OK: "8x20 0x40", QueueState.SLOW: "0x20 8x40"}, "100+50x59", "60+15x59"
+            ),
+            "12m",
+            ((g, 8),),
+        ),
+        Case(
+            slow,
+            "SLOW for 3 minutes, then the group catches up: silent",
+            progress_series(
+                "g1", t, {QueueState.OK: "8x20 0x12 8x28", QueueState.SLOW: "0x20 8x12 0x28"}, "100+50x32 0x27"
+            ),
+            "12m",
+        ),
+        Case(
+            offline,
+            "every member dead at 2 min, producers writing: fires with the backlog",
+            offline_group,
+            "8m",
+            (({"consumer_group": "g1"}, 2400),),  # the lag at 8 min: 100 + 100 x (32 - 9)
+        ),
+        Case(
+            offline,
+            "a recreate deploy: no member for 2 minutes, then consumers back: silent",
+            {
+                **progress_series("g1", t, {QueueState.OK: f"8x{STEPS}"}, "0x8 100+100x8 0x43"),
+                f'rmqmon_group_open_anomalies{{{J},consumer_group="g1",anomaly="{OFFLINE}"}}': "0x8 1x8 0x43",
+            },
+            "8m",
+        ),
+    ]
+    for alert in (*PROGRESS_ALERTS.values(), OFFLINE_GROUP_BACKLOG):
+        for title, series in BENIGN_PROGRESS.items():
+            cases.append(Case(alert.name, f"{title}: silent", series, "15m"))
+    return tuple(cases)
+
+
+CASES += _progress_cases()
 
 
 def test_file(rule_file_name: str = "alerts.yml") -> dict[str, object]:

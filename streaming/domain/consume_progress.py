@@ -164,6 +164,13 @@ _SEVERITY: dict[QueueState, Severity | None] = {
     QueueState.STUCK_HOLDER: Severity.CRITICAL,
     QueueState.SLOW: Severity.WARNING,
 }
+
+
+def severity_of(state: QueueState) -> Severity | None:
+    """A state's severity (None: never alerts; INFO: counted, not alerted), as the rule table gives it."""
+    return _SEVERITY[state]
+
+
 # Share of the window's samples answered that each severity needs (Burrow's ``complete``).
 _COMPLETE_NEEDED: dict[Severity | None, float] = {Severity.CRITICAL: 1.0, Severity.WARNING: 0.5}
 

@@ -1,4 +1,8 @@
-"""The alert rules: promtool checks and unit-tests them; every alert is complete, linked and tested both ways."""
+"""The alert rules: promtool checks and unit-tests them; every alert is complete, linked and tested both ways.
+
+Consume progress: an alert for exactly the queue states whose severity alerts, each silent on the benign groups
+(idle, an OK group whose lag drains, NOT_OWNED_MODEL, unjudged queues, a rebalance's rewind).
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,8 @@ from connectors.metrics import BY_NAME
 from dashboards import alerts
 from dashboards.generate import files, to_yaml
 from localenv.prometheus_server import PROMTOOL
+from streaming.domain.consume_progress import QueueState, severity_of
+from streaming.domain.vocabulary import Severity
 
 from .promql_names import families
 
@@ -100,3 +106,20 @@ def test_every_alert_has_a_firing_and_a_silent_case(alert):
     cases = [c for c in alerts.CASES if c.alert == alert.name]
     assert any(c.fired for c in cases), f"{alert.name}: no firing case"
     assert any(not c.fired for c in cases), f"{alert.name}: no not-firing case"
+
+
+def test_exactly_the_progress_states_whose_severity_alerts_have_an_alert_of_that_severity():
+    alerting = {s for s in QueueState if severity_of(s) in (Severity.CRITICAL, Severity.WARNING)}
+    assert set(alerts.PROGRESS_ALERTS) == alerting
+    for state, alert in alerts.PROGRESS_ALERTS.items():
+        assert alert.severity == severity_of(state).value, state
+        assert f'state="{state}"' in alert.expr and f"--state {state}" in alert.description
+    silent = {f'state="{s}"' for s in QueueState if s not in alerting}
+    assert not [a.name for a in alerts.ALERTS for s in silent if s in a.expr]
+
+
+@pytest.mark.parametrize("title", sorted(alerts.BENIGN_PROGRESS))
+def test_every_progress_alert_has_a_silent_case_on_each_benign_group(title):
+    names = {a.name for a in (*alerts.PROGRESS_ALERTS.values(), alerts.OFFLINE_GROUP_BACKLOG)}
+    covered = {c.alert for c in alerts.CASES if c.title.startswith(title) and not c.fired}
+    assert covered == names
