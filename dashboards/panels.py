@@ -2,9 +2,10 @@
 """The monitor's Grafana dashboards, as plain dicts: overview, group drill-down, broker faults, monitor health.
 
 General to specific: the overview answers "is anything wrong" (unstable groups, orphaned queues, isolated
-brokers, monitor freshness); the group drill-down shows one group's members, owner states, skew and churn;
-broker faults shows isolation as producers see it and the send-latency histogram whose buckets are the
-fault table's thresholds; monitor health shows the job itself.
+brokers, consume progress, monitor freshness); the group drill-down shows one group's members, owner states,
+skew and churn, and a row of its consume progress (lag, time lag, queues by progress state); broker faults
+shows isolation as producers see it and the send-latency histogram whose buckets are the fault table's
+thresholds; monitor health shows the job itself.
 
 Every dashboard has a ``${datasource}`` variable of type prometheus, ``job`` and ``instance`` variables
 (Grafana's dashboard-linter expects them on every query), ``label_values`` variables for groups, topics,
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from dashboards.alerts import PROGRESS_ALERTS
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SEL = 'job=~"$job", instance=~"$instance"'
@@ -239,6 +242,18 @@ def overview() -> dict[str, object]:
                 "percentunit",
                 ((f"max by (broker) (rmqmon_broker_producers_avoiding_ratio{{{SEL}}})", "{{broker}}"),),
             ),
+            Panel(
+                "Queues by progress state",
+                f"Tracked queues over all groups by consume-progress state; {', '.join(PROGRESS_ALERTS)} alert.",
+                "none",
+                ((f"sum by (state) (rmqmon_group_progress_queues{{{SEL}}}) > 0", "{{state}}"),),
+            ),
+            Panel(
+                "Consume lag (top 10 groups)",
+                "Messages waiting per group, summed over its topics' tracked queues, for the ten groups most behind.",
+                "none",
+                ((f"topk(10, sum by (consumer_group) (rmqmon_group_progress_lag{{{SEL}}}))", "{{consumer_group}}"),),
+            ),
         ],
     )
 
@@ -288,6 +303,46 @@ def group_drilldown() -> dict[str, object]:
                         "{{consumer_group}} {{topic}}",
                     ),
                 ),
+            ),
+            # consume progress: one row of three per (group, topic)
+            Panel(
+                "Consume lag",
+                "Messages waiting in the topic's tracked queues (broker minus consumer offset at each queue's latest "
+                "answered sample, summed; consume_progress).",
+                "none",
+                (
+                    (
+                        f"sum by (consumer_group, topic) (rmqmon_group_progress_lag{{{GT}}})",
+                        "{{consumer_group}} {{topic}}",
+                    ),
+                ),
+                width=8,
+            ),
+            Panel(
+                "Max time lag",
+                "How long ago the oldest unconsumed message of the topic was stored: the largest interpolated "
+                "estimate among its queues (a lower bound when older than their samples).",
+                "s",
+                (
+                    (
+                        f"max by (consumer_group, topic) (rmqmon_group_progress_max_time_lag_seconds{{{GT}}})",
+                        "{{consumer_group}} {{topic}}",
+                    ),
+                ),
+                width=8,
+            ),
+            Panel(
+                "Queues by progress state",
+                "Tracked queues of each topic by consume-progress state (OK, IDLE, ORPHAN_CONFIRMED, STUCK_HOLDER, "
+                "SLOW, ...); query progress --group G names the queues, their cause and holders.",
+                "none",
+                (
+                    (
+                        f"sum by (consumer_group, topic, state) (rmqmon_group_progress_queues{{{GT}}}) > 0",
+                        "{{consumer_group}} {{topic}} {{state}}",
+                    ),
+                ),
+                width=8,
             ),
             Panel(
                 "Idle and non-subscribing members",

@@ -107,3 +107,20 @@ def test_panels_have_units_descriptions_and_sound_queries(name):
                 assert BY_NAME[base].type in ("counter", "histogram"), f"{where}: {function}() over a gauge"
             for metric in re.findall(r"\b(rmqmon_[a-z0-9_]+_total)\b", expr):
                 assert re.search(rf"\b(rate|irate|increase)\({metric}\b", expr), f"{where}: raw counter {metric}"
+
+
+def test_the_group_drilldown_has_a_consume_progress_row_per_group_and_topic():
+    """Lag, max time lag and queues by state side by side, each per (group, topic) of the chosen variables."""
+    metrics = (
+        "rmqmon_group_progress_lag",
+        "rmqmon_group_progress_max_time_lag_seconds",
+        "rmqmon_group_progress_queues",
+    )
+    row = [p for p in DASHBOARDS["group-drilldown"]["panels"] if families(p["targets"][0]["expr"]) & set(metrics)]
+    assert [families(p["targets"][0]["expr"]) for p in row] == [{m} for m in metrics]
+    assert len({p["gridPos"]["y"] for p in row}) == 1 and sum(p["gridPos"]["w"] for p in row) == 24
+    for panel in row:
+        expr = panel["targets"][0]["expr"]
+        assert "by (consumer_group, topic" in expr and 'consumer_group=~"$consumer_group"' in expr
+        assert 'topic=~"$topic"' in expr
+    assert [p["fieldConfig"]["defaults"]["unit"] for p in row] == ["none", "s", "none"]
