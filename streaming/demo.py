@@ -3,8 +3,9 @@
 Starts (showing progress) the project's Kafka broker, then the streaming job with local Delta tables and
 the metrics endpoint, and feeds it a simulated fleet (the ``mixed`` scenario by default) whose event time
 runs ``--speed`` times faster than wall time, so channel expiry and fault windows show up in seconds.
-The terminal view updates in place: groups and their state, open anomalies, avoided brokers, input rate,
-last batch. Ctrl-C or ``--duration`` stops everything cleanly and prints where the results are.
+The terminal view updates in place: groups and their state, consume lag and queues in alerting progress
+states, open anomalies, avoided brokers, input rate, last batch. Ctrl-C or ``--duration`` stops everything
+cleanly and prints where the results are.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
+from streaming.domain.consume_progress import QueueState, severity_of
+from streaming.domain.vocabulary import Severity
 
 if TYPE_CHECKING:
     from connectors.emitter import EventEmitter
@@ -31,6 +34,8 @@ HEAD_START_MS = 12 * 3_600_000  # simulated time starts this long before the wal
 # keeps its queries busy on purpose (a short trigger, the fleet paced by their progress), so on a small machine
 # it said so after nearly every batch; its status line shows each query's batch time instead.
 FALLING_BEHIND_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor"
+# The consume-progress states the live view names beside a group: those whose severity alerts.
+ALERTING_STATES = frozenset(s for s in QueueState if severity_of(s) in (Severity.CRITICAL, Severity.WARNING))
 
 
 def processed_ms(job: Any, queries: tuple[str, ...]) -> int:
@@ -398,16 +403,32 @@ def view_lines(job: Any) -> list[str]:
     with state.lock:
         gauges = {k: dict(v) for k, v in state.gauges.items()}
     members = gauges.get("rmqmon_group_members", {})
-    lines = [f"{'consumer group':28} {'members':>7} {'gen':>4} {'orphaned':>8} {'double':>6}  open anomalies"]
+    lines = [
+        f"{'consumer group':28} {'members':>7} {'gen':>4} {'orphaned':>8} {'double':>6} {'lag':>8}  "
+        "open anomalies; queues by alerting progress state"
+    ]
     queues = gauges.get("rmqmon_group_queues", {})
     anomalies = gauges.get("rmqmon_group_open_anomalies", {})
-    for (group,), count in sorted(members.items()):
+    lag = gauges.get("rmqmon_group_progress_lag", {})
+    states = gauges.get("rmqmon_group_progress_queues", {})
+    # a group without members (gone, its progress still watched for a backlog) is listed by its lag
+    groups = sorted({g for (g,) in members} | {g for (g, _) in lag})
+    for group in groups:
+        count = members.get((group,), 0)
         orphaned = sum(v for (g, _, s), v in queues.items() if g == group and s == "orphaned")
         doubled = sum(v for (g, _, s), v in queues.items() if g == group and s == "double_owned")
+        waiting = [v for (g, _), v in lag.items() if g == group]
+        behind = f"{int(sum(waiting))}" if waiting else "-"  # no progress sample of the group: unknown, not 0
         open_kinds = ", ".join(sorted(k for (g, k), v in anomalies.items() if g == group and v)) or "-"
+        alerting: dict[str, float] = {}
+        for (g, _, state), v in states.items():
+            if g == group and v and state in ALERTING_STATES:
+                alerting[state] = alerting.get(state, 0) + v
+        stuck = ", ".join(f"{state} {int(v)}" for state, v in sorted(alerting.items()))
         generation = gauges.get("rmqmon_group_generation", {}).get((group,), 0)
         lines.append(
-            f"{group:28} {int(count):>7} {int(generation):>4} {int(orphaned):>8} {int(doubled):>6}  {open_kinds}"
+            f"{group:28} {int(count):>7} {int(generation):>4} {int(orphaned):>8} {int(doubled):>6} {behind:>8}  "
+            f"{open_kinds}{'; ' + stuck if stuck else ''}"
         )
     avoided = {b: v for (b,), v in gauges.get("rmqmon_broker_producers_avoiding", {}).items()}
     lines += [
