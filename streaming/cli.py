@@ -231,10 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     query = commands.add_parser(
         "query",
-        help="history: a group's assignment at a time, anomaly episodes, fault windows, or any SQL",
+        help="history: a group's assignment at a time, anomaly episodes, fault windows, consume progress, or any SQL",
         description="Read the monitor's Delta tables (no JVM: delta-rs and DuckDB): a group's assignment at a "
         "point in time (history, or Delta time travel over current_assignment), anomaly episodes in a time "
-        "range, fault windows, or ad-hoc SQL with every table a view by its name.",
+        "range, fault windows, each queue's consume progress (now, or at a time), or ad-hoc SQL with every table "
+        "a view by its name.",
         epilog=epilogs.EPILOG_QUERY,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -243,7 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_argument("--group", help="consumer group (required for assignment)")
     options.add_argument("--broker", help="faults: only this broker")
     options.add_argument("--kind", help="anomalies: only this kind, e.g. ORPHANED_QUEUES")
-    options.add_argument("--at", help="assignment: the last generation at or before this event time (default: latest)")
+    options.add_argument("--state", help="progress: only queues in this state, e.g. STUCK_HOLDER")
+    options.add_argument(
+        "--at",
+        help="assignment: the last generation at or before this event time (default: latest); "
+        "progress: each queue's last sample at or before it",
+    )
     options.add_argument(
         "--table-version",
         type=int,
@@ -259,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("assignment", "a group's assignment at a time (history or Delta time travel)"),
         ("anomalies", "anomaly episodes"),
         ("faults", "producers' fault windows"),
+        ("progress", "consume progress per queue: state, cause, lag, time lag, holders, expected owner"),
         ("sql", "ad-hoc SQL (DuckDB) over the tables, each a view by its name"),
     ):
         parser_ = kinds.add_parser(

@@ -41,6 +41,8 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.1f}"  # seconds and ratios: a tenth is what a reader compares (JSON keeps every digit)
     if isinstance(value, list):
         if value and isinstance(value[0], dict) and "queue_id" in value[0]:
             return " ".join(f"{q['broker']}/{q['queue_id']}" for q in value)

@@ -78,6 +78,8 @@ EPILOG_QUERY = """examples:
   rebalance-monitor query anomalies --delta-root .run/delta --group ledger-containers --json
   rebalance-monitor query anomalies --delta-root .run/delta --table-time 2026-11-21T06:00  # as the tables were
   rebalance-monitor query faults --delta-root .run/delta --broker broker-b
+  rebalance-monitor query progress --delta-root .run/delta --group fulfil-stuck --state STUCK_HOLDER
+  rebalance-monitor query progress --delta-root .run/delta --group archive-offline --at 2026-11-21T14:03:00 --json
   rebalance-monitor query sql "SELECT anomaly, count(*) AS episodes FROM anomaly_episodes
       WHERE status = 'OPENED' GROUP BY anomaly ORDER BY episodes DESC" --csv
   rebalance-monitor query sql "SELECT count(*) FROM current_assignment" --table-version 3

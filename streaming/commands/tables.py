@@ -68,6 +68,22 @@ FAULT_COLUMNS = [
 ]
 
 
+PROGRESS_COLUMNS = [
+    "group",
+    "topic",
+    "broker",
+    "queue_id",
+    "state",
+    "cause",
+    "lag",
+    "time_lag_estimate_s",
+    "holders",
+    "expected_owner",
+    "group_online",
+    "event_time",
+]
+
+
 # Each query's DuckDB SQL over the views of the tables it names ($-parameters; NULL filters nothing).
 QUERY_SQL = {
     "assignment": """
@@ -88,6 +104,17 @@ QUERY_SQL = {
         WHERE ($broker IS NULL OR broker = $broker)
           AND ($since IS NULL OR event_time_ms >= $since) AND ($until IS NULL OR event_time_ms <= $until)
         ORDER BY event_time_ms, broker, producer_id, status, window_start_ms""",
+    # each tracked queue's latest verdict; --at: each queue's latest row at or before then, from the history
+    "progress": """
+        SELECT *, epoch_ms(event_time_ms) AS event_time FROM queue_progress_current
+        WHERE ($group IS NULL OR "group" = $group) AND ($state IS NULL OR state = $state)
+        ORDER BY "group", topic, broker, queue_id""",
+    "progress-at": """
+        SELECT * FROM (
+            SELECT * FROM consume_progress WHERE ($group IS NULL OR "group" = $group) AND event_time_ms <= $at
+            QUALIFY row_number() OVER (PARTITION BY "group", topic, broker, queue_id ORDER BY event_time_ms DESC) = 1
+        ) WHERE ($state IS NULL OR state = $state)
+        ORDER BY "group", topic, broker, queue_id""",
     "group-at": """
         SELECT * FROM group_snapshots WHERE "group" = $group AND ($at IS NULL OR event_time_ms <= $at)
         ORDER BY generation DESC LIMIT 1""",
@@ -112,6 +139,15 @@ def query(args: argparse.Namespace) -> int:
         raise UsageError("query assignment needs --group")
     if args.what in ("anomalies", "faults") and (at is not None or args.table_version is not None):
         raise UsageError("--at and --table-version are for query assignment (and --table-version for query sql)")
+    if args.what == "progress" and (since is not None or until is not None or args.table_version is not None):
+        raise UsageError("query progress takes --group, --state, --at and --table-time")
+    if args.state is not None and args.what != "progress":
+        raise UsageError("--state is for query progress")
+    if args.state is not None:
+        from streaming.domain.consume_progress import QueueState
+
+        if args.state not in QueueState.__members__:
+            raise UsageError(f"--state: no state {args.state!r} (states: {', '.join(QueueState)})")
     if args.table_version is not None and args.table_version < 0:
         raise UsageError("--table-version must be >= 0")
     if args.table_version is not None and table_time is not None:
@@ -124,6 +160,7 @@ def query(args: argparse.Namespace) -> int:
         "assignment": ("group_snapshots", "expected_assignments", "current_assignment"),
         "anomalies": ("group_snapshots", "anomaly_episodes"),
         "faults": ("fault_windows",),
+        "progress": ("consume_progress", "queue_progress_current"),
         "sql": (),
     }[args.what]
     root = _tables_root(args.delta_root, *needs)
@@ -146,6 +183,13 @@ def query(args: argparse.Namespace) -> int:
 
 
 def _query_rows(tables, args, at, since, until, table_time):  # type: ignore[no-untyped-def]
+    if args.what == "progress":  # an offline group may never have had a member: known by its progress
+        if args.group:
+            _known(tables, "consume_progress", "group", args.group, "consumer group with consume progress")
+        parameters = {"group": args.group, "state": args.state}
+        if at is None:
+            return tables.sql(QUERY_SQL["progress"], parameters), PROGRESS_COLUMNS
+        return tables.sql(QUERY_SQL["progress-at"], {**parameters, "at": at}), PROGRESS_COLUMNS
     if args.group:
         _known(tables, "group_snapshots", "group", args.group, "consumer group")
     if args.what == "assignment":

@@ -2,7 +2,8 @@
 
 The tables are those of the simulated fleet's job run (``tests.support.fleet``, shared with the scenario
 tests): its scale-out group has two members until 90 s and four after, its duplicate-id group has known
-anomalies, producers avoid its slow broker. The CLI reads them with delta-rs and DuckDB, in process
+anomalies, producers avoid its slow broker, its consume-progress groups have a stuck holder, an offline group
+with a backlog and an idle group (judged against the simulator's own offsets). The CLI reads them with delta-rs and DuckDB, in process
 (``main(argv)``) and, to show it starts no JVM, in a subprocess; its answers are compared with Spark's
 reads of the same tables.
 """
@@ -21,14 +22,18 @@ from pathlib import Path
 import pytest
 
 from streaming.cli import main
+from streaming.commands.tables import PROGRESS_COLUMNS
 from streaming.job.tables import TABLES, column_names
-from tests.support.fleet import START_MS, fleet_run, scenarios
+from streaming.simulation.fleet import Simulation
+from tests.support.fleet import SEED, SENDS_PER_SECOND, SIMULATED_MS, START_MS, fleet_run, scenarios
 
 ROOT = Path(__file__).parents[2]
 
 SCALE_OUT = "scale-out-search-scale-out"
 DUPLICATES = "duplicate-ids-ledger-containers"
 SLOW_BROKER = "slow-broker-broker-b"
+PROGRESS = "consume-progress"
+STUCK, OFFLINE, IDLE = (f"{PROGRESS}-{name}" for name in ("fulfil-stuck", "archive-offline", "audit-idle"))
 
 
 @pytest.fixture(scope="module")
@@ -161,9 +166,44 @@ def test_a_brokers_fault_windows(delta, capsys):
     assert code == 0 and "trigger_latency_ms" in out.splitlines()[0] and SLOW_BROKER in out
 
 
+def progress_facts():
+    """What the simulator's own offsets say at its last sample of the fleet run's consume-progress scenario."""
+    simulation = Simulation(scenarios()[PROGRESS], START_MS, SEED, sends_per_second=SENDS_PER_SECOND)
+    simulation.events_until(START_MS + SIMULATED_MS)
+    return simulation.progress.facts()
+
+
+def test_progress_names_the_stuck_holder_the_offline_group_and_the_idle_one(delta, capsys):
+    facts = progress_facts()
+    stuck = cli_json(capsys, "query", "progress", "--delta-root", delta, "--group", STUCK, "--state", "STUCK_HOLDER")
+    expected = {ref: [client] for (group, ref), client in facts.stuck.items() if group == STUCK}
+    assert expected and {(r["topic"], r["broker"], r["queue_id"]): r["holders"] for r in stuck} == expected
+    assert all(r["severity"] == "critical" and r["cause"] and r["lag"] > 0 and r["group_online"] for r in stuck)
+    assert all(r["lag"] == facts.lag[(STUCK, (r["topic"], r["broker"], r["queue_id"]))] for r in stuck)
+    offline = cli_json(capsys, "query", "progress", "--delta-root", delta, "--group", OFFLINE)
+    assert {r["state"] for r in offline} == {"ORPHAN_CONFIRMED"} and not any(r["group_online"] for r in offline)
+    assert all(r["holders"] == [] for r in offline) and sum(r["lag"] for r in offline) == facts.offline[OFFLINE]
+    idle = cli_json(capsys, "query", "progress", "--delta-root", delta, "--group", IDLE)
+    assert idle and {(r["state"], r["lag"]) for r in idle} == {("IDLE", 0)}
+    # before the stuck member's offsets stood still for a whole window, nothing of its group was stuck
+    then = cli_json(
+        capsys, "query", "progress", "--delta-root", delta, "--group", STUCK, "--at", str(START_MS + 150_000)
+    )
+    assert then and "STUCK_HOLDER" not in {r["state"] for r in then}
+    code, out, err = cli(capsys, "query", "progress", "--delta-root", delta, "--group", STUCK)
+    assert code == 0, err
+    header, rule, *rows = out.strip().splitlines()
+    assert header.split() == PROGRESS_COLUMNS and set(rule) <= {"-", " "}
+    assert len(rows) == sum(1 for group, _ in facts.lag if group == STUCK)  # every queue the simulator sampled
+    assert sum("STUCK_HOLDER" in r for r in rows) == len(expected)
+
+
 @pytest.mark.parametrize(
     "argv, code, message",
     [
+        (["query", "progress", "--group", "nope"], 1, "no consumer group with consume progress 'nope' in"),
+        (["query", "progress", "--state", "STUCKED"], 2, "--state: no state 'STUCKED'"),
+        (["query", "anomalies", "--state", "OK"], 2, "--state is for query progress"),
         (["query", "assignment", "--group", "nope"], 1, "no consumer group 'nope' in"),
         (["query", "anomalies", "--group", "nope"], 1, "no consumer group 'nope' in"),
         (["query", "faults", "--broker", "broker-z"], 1, "no broker 'broker-z' in"),
@@ -259,6 +299,32 @@ def test_anomalies_and_faults_equal_spark_reads(delta, spark, capsys):
     faults = cli_json(capsys, "query", "faults", "--delta-root", delta, "--broker", SLOW_BROKER)
     assert same_rows(faults, spark_rows(spark, delta, "fault_windows", f"broker = '{SLOW_BROKER}'"))
     assert ordered(faults, "event_time_ms", "broker", "producer_id")
+
+
+def with_event_time(rows: list[dict]) -> list[dict]:
+    """A current table's rows with the event_time the CLI adds (from event_time_ms, UTC)."""
+    return [
+        {**r, "event_time": datetime.fromtimestamp(r["event_time_ms"] / 1000, UTC).replace(tzinfo=None)} for r in rows
+    ]
+
+
+def test_progress_equals_spark_reads_now_and_at_a_time(delta, spark, capsys):
+    now = cli_json(capsys, "query", "progress", "--delta-root", delta)
+    assert {STUCK, OFFLINE, IDLE} <= {r["group"] for r in now}
+    assert same_rows(now, with_event_time(spark_rows(spark, delta, "queue_progress_current")))
+    assert ordered(now, "group", "topic", "broker", "queue_id")
+    stuck = cli_json(capsys, "query", "progress", "--delta-root", delta, "--state", "STUCK_HOLDER")
+    expected = spark_rows(spark, delta, "queue_progress_current", "state = 'STUCK_HOLDER'")
+    assert stuck and same_rows(stuck, with_event_time(expected))
+    at = START_MS + 150_000
+    then = cli_json(capsys, "query", "progress", "--delta-root", delta, "--group", STUCK, "--at", str(at))
+    history = spark_rows(spark, delta, "consume_progress", f"`group` = '{STUCK}' AND event_time_ms <= {at}")
+    latest: dict[tuple, dict] = {}
+    for row in history:
+        key = (row["topic"], row["broker"], row["queue_id"])
+        if key not in latest or row["event_time_ms"] > latest[key]["event_time_ms"]:
+            latest[key] = row
+    assert then and same_rows(then, list(latest.values()))
 
 
 def test_assignments_equal_spark_reads(delta, spark, capsys):
@@ -368,7 +434,7 @@ def test_bad_sql_is_one_line_and_a_non_zero_exit(delta, capsys, statement, code,
 # -- no JVM -----------------------------------------------------------------------------------------------
 
 
-def test_query_sql_and_allocate_start_no_jvm(delta, spark, tmp_path):
+def test_query_sql_progress_and_allocate_start_no_jvm(delta, spark, tmp_path):
     """In a subprocess whose only java records that it ran and fails: the answers still come, no JVM
     package is imported (``-X importtime`` lists every import) and java never ran."""
     started = tmp_path / "java-started"
@@ -390,6 +456,7 @@ def test_query_sql_and_allocate_start_no_jvm(delta, spark, tmp_path):
         ["query", "faults", "--broker", SLOW_BROKER, "--json"],
         ["query", "assignment", "--group", SCALE_OUT, "--table-version", "1", "--json"],
         ["query", "sql", "SELECT count(*) AS n FROM fault_windows", "--json"],
+        ["query", "progress", "--json"],
         ["allocate", "--group", SCALE_OUT, "--json"],
     ):
         result = subprocess.run(
@@ -410,5 +477,6 @@ def test_query_sql_and_allocate_start_no_jvm(delta, spark, tmp_path):
     assert same_rows(answers["anomalies"], spark_rows(spark, delta, "anomaly_episodes"))
     assert same_rows(answers["faults"], spark_rows(spark, delta, "fault_windows", f"broker = '{SLOW_BROKER}'"))
     assert answers["sql"] == [{"n": len(spark_rows(spark, delta, "fault_windows"))}]
+    assert same_rows(answers["progress"], with_event_time(spark_rows(spark, delta, "queue_progress_current")))
     assert answers["assignment"] and {r["group"] for r in answers["assignment"]} == {SCALE_OUT}
     assert answers["allocate"][0]["group"] == SCALE_OUT and answers["allocate"][0]["shares"]
