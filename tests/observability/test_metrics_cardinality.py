@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.metrics import CATALOGUE, MetricsState, new_registry
 from streaming.config import load_config
-from streaming.domain.outcomes import GroupGone, GroupSummary, TopicSummary
+from streaming.domain.consume_progress import QueueState
+from streaming.domain.outcomes import GroupGone, GroupSummary, ProgressSummary, TopicProgress, TopicSummary
 from streaming.domain.vocabulary import AnomalyKind
 from streaming.job.outputs import apply_consumer_metrics
 
@@ -45,9 +46,17 @@ def group_row(i: int, removed: bool = False) -> GroupSummary | GroupGone:
     )
 
 
+def progress_row(i: int) -> ProgressSummary:
+    """The group's consume progress: both topics with a backlog, some queues stuck."""
+    queues = {QueueState.OK: 6, QueueState.STUCK_HOLDER: 2}
+    topics = {t: TopicProgress(lag=40, max_time_lag_s=12.5, queues_by_state=queues) for t in ("orders", "payments")}
+    return ProgressSummary(f"flood-{i:06d}", event_time_ms=1, topics=topics)
+
+
 def feed(state: MetricsState, start: int, stop: int, chunk: int = 5_000) -> None:
     for first in range(start, stop, chunk):  # one call per "micro-batch", as the sink does
-        apply_consumer_metrics(state, [group_row(i) for i in range(first, min(stop, first + chunk))])
+        groups = range(first, min(stop, first + chunk))
+        apply_consumer_metrics(state, [*map(group_row, groups), *map(progress_row, groups)])
 
 
 def deep_size(obj: object, seen: set[int] | None = None) -> int:
@@ -100,7 +109,9 @@ def test_a_flood_of_group_names_stays_under_the_cap_with_bounded_memory():
     # every group is updated exactly once, so every metric refused exactly the groups beyond the cap
     assert dropped["rmqmon_group_members"] == GROUPS - cap
     assert dropped["rmqmon_group_queues"] == (GROUPS - cap) * 2 * 3  # 2 topics x 3 owner states
-    assert len(samples) < 40 * cap  # about 35 series per admitted group, nothing per refused one
+    assert dropped["rmqmon_group_progress_queues"] == (GROUPS - cap) * 2 * len(QueueState)  # 2 topics x every state
+    # about 35 membership series and 2 x (2 + 13) progress series per admitted group, nothing per refused one
+    assert len(samples) < 70 * cap
 
 
 def test_gone_groups_disappear_and_free_their_place_under_the_cap():
