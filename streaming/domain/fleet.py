@@ -131,7 +131,9 @@ from .vocabulary import (
 )
 
 SNAPSHOT_KIND = "shard"
-SCHEMA_VERSION = 3  # 3: each group's progress (``progress``) and its holders' ProcessQueueInfo (``holders``)
+# 3: each group's progress (``progress``) and its holders' ProcessQueueInfo (``holders``); 4: each tracked
+# queue's open rebalance cost (``progress`` queue entries gain a ``Handoff``)
+SCHEMA_VERSION = 4
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
@@ -528,6 +530,7 @@ class ShardEngine:
             frozenset(b for b, v in views.items() if v.poll is not None and v.poll.stale),
             state.generation,
             frozenset(presumed),
+            tuple(t for t in self._change_times.get(group, ()) if t <= time_ms),
         )
 
     def _expire_all(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> list[Outcome]:

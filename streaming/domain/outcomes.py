@@ -18,6 +18,7 @@ from .episodes import Transition
 from .membership import MembershipChange
 from .polled_views import ViewStatus
 from .queues import MessageQueue
+from .rebalance_cost import Handoff
 from .vocabulary import AnomalyKind, IgnoredReason, LateReason, Trigger
 
 
@@ -205,6 +206,20 @@ class ProgressSummary:
     offline_backlog: bool = False  # its OFFLINE_GROUP_BACKLOG episode is open
 
 
+@dataclass(frozen=True, slots=True)
+class RebalanceCost:
+    """A moved queue's final hand-off cost for one generation change (``rebalance_cost.Handoff``); ``reason``:
+    why it is final (RECOVERED, SAMPLE_BOUND, MOVED_AGAIN, UNTRACKED); ``event_time_ms``: when it became final."""
+
+    group: str
+    topic: str
+    broker: str
+    queue_id: int
+    handoff: Handoff
+    reason: str
+    event_time_ms: int
+
+
 Outcome = (
     MembershipChange
     | BrokerViewState
@@ -221,4 +236,5 @@ Outcome = (
     | QueueProgress
     | QueueProgressGone
     | ProgressSummary
+    | RebalanceCost
 )

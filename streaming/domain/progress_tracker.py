@@ -35,8 +35,10 @@ from .outcomes import (
     ProgressSummary,
     QueueProgress,
     QueueProgressGone,
+    RebalanceCost,
     TopicProgress,
 )
+from .rebalance_cost import MOVED_AGAIN, UNTRACKED, Handoff, advance, final_reason, open_handoff
 from .vocabulary import AllocationMode, AnomalyKind, IgnoredReason, LateReason, Severity
 
 EVENT_TYPE = "consume_progress"
@@ -119,6 +121,8 @@ class ProgressContext:
     generation: int = 0
     # Queues whose expected owner reported nothing of the topic: presumed to hold them (``presumed_holder``).
     presumed: frozenset[QueueRef] = frozenset()
+    # Changes of the group not yet in ``generation_changes_ms`` (made in the same call, analysed at its end).
+    pending_changes_ms: tuple[int, ...] = ()
 
 
 # -- the kept state ------------------------------------------------------------------------------------------
@@ -128,6 +132,7 @@ class QueueTrack:
     state: QueueState | None = None
     cause: StuckCause | None = None
     since_ms: int = 0
+    handoff: Handoff | None = None  # the open cost of the generation change that last moved the queue
 
 
 @dataclass
@@ -140,7 +145,16 @@ class GroupProgress:
     def to_json(self) -> dict[str, Any]:
         return {
             "queues": [
-                [t, b, q, track.state, track.cause, track.since_ms, [_sample_json(s) for s in track.samples]]
+                [
+                    t,
+                    b,
+                    q,
+                    track.state,
+                    track.cause,
+                    track.since_ms,
+                    [_sample_json(s) for s in track.samples],
+                    None if track.handoff is None else track.handoff.to_json(),
+                ]
                 for (t, b, q), track in sorted(self.queues.items())
             ],
             "episodes": [vars(e) for e in self.episodes.values()],
@@ -154,8 +168,9 @@ class GroupProgress:
                 None if state is None else QueueState(state),
                 None if cause is None else StuckCause(cause),
                 int(since),
+                None if handoff is None else Handoff.from_json(handoff),
             )
-            for t, b, q, state, cause, since, samples in data["queues"]
+            for t, b, q, state, cause, since, samples, handoff in data["queues"]
         }
         episodes = {
             (e["group"], e["topic"], e["anomaly"]): Episode(
@@ -257,6 +272,7 @@ def apply_progress(
             if not answered and track.samples[-1].answered:
                 continue  # a part of the same sample answered for it
             track.samples.pop()  # the same sample again (a split answer): the latest part holds
+        before = track.samples
         track.samples = [*track.samples, sample][-settings.window :]
         verdict = evaluate(track.samples, now_ms, settings, context.mode, context.generation_changes_ms)
         changed = track.state is None or verdict.state != track.state or verdict.cause != track.cause
@@ -264,10 +280,46 @@ def apply_progress(
             track.state, track.cause, track.since_ms = verdict.state, verdict.cause, now_ms
         reported = ref not in context.presumed
         outcomes.append(QueueProgress(group, *ref, sample, verdict, track.since_ms, changed, context.online, reported))
+        outcomes += _rebalance_cost(group, ref, track, before, sample, context, settings)
     if late:
         outcomes.append(LateEvent(STALE_PROGRESS, EVENT_TYPE, now_ms, group=group, broker=broker))
     kept, judged = expire(group, progress, context, now_ms, settings)
     return kept, outcomes + judged
+
+
+def _rebalance_cost(
+    group: str,
+    ref: QueueRef,
+    track: QueueTrack,
+    before: Sequence[QueueSample],
+    sample: QueueSample,
+    context: ProgressContext,
+    settings: ProgressSettings,
+) -> list[Outcome]:
+    """The queue's hand-off cost after ``sample``: a cost opened when the sample's expected owner moved (the
+    previous one final as MOVED_AGAIN), followed, and emitted once final (``rebalance_cost``)."""
+    outcomes: list[Outcome] = []
+    changes = (*context.generation_changes_ms, *context.pending_changes_ms)
+    generation = context.generation + (1 if context.pending_changes_ms else 0)
+    opened = open_handoff(before, sample, changes, generation)
+    if opened is not None:
+        if track.handoff is not None:
+            outcomes.append(RebalanceCost(group, *ref, track.handoff, MOVED_AGAIN, sample.at_ms))
+        track.handoff = opened
+    handoff = track.handoff
+    if handoff is None or (handoff.samples > 0 and handoff.last_ms == sample.at_ms):
+        return outcomes  # nothing open, or the same sample again (a split answer)
+    handoff = advance(handoff, sample, settings.allowed_lag)
+    reason = final_reason(handoff, settings.window)
+    track.handoff = None if reason else handoff
+    if reason:
+        outcomes.append(RebalanceCost(group, *ref, handoff, reason, sample.at_ms))
+    return outcomes
+
+
+def _untracked(group: str, ref: QueueRef, track: QueueTrack, now_ms: int) -> list[Outcome]:
+    """A queue no longer tracked with a cost open: the cost as it stands, final."""
+    return [] if track.handoff is None else [RebalanceCost(group, *ref, track.handoff, UNTRACKED, now_ms)]
 
 
 def expire(
@@ -286,7 +338,9 @@ def expire(
     progress.episodes, transitions = reconcile(progress.episodes, [finding] if finding else [], now_ms)
     outcomes += [EpisodeTransition(t, context.generation) for t in transitions]
     if not context.online and not backlog:  # offline and caught up: stop watching
-        outcomes += [QueueProgressGone(group, *ref, now_ms) for ref in sorted(progress.queues)]
+        for ref in sorted(progress.queues):
+            outcomes += _untracked(group, ref, progress.queues[ref], now_ms)
+            outcomes.append(QueueProgressGone(group, *ref, now_ms))
         progress.queues = {}
     return (progress if progress.queues or progress.episodes else None), outcomes
 
@@ -327,9 +381,11 @@ def _forget_silent(group: str, progress: GroupProgress, now_ms: int, settings: P
     """Queues without a sample for a whole window (gone from the route or the group's subscriptions)."""
     horizon = now_ms - settings.window * settings.sample_interval_ms
     silent = sorted(ref for ref, track in progress.queues.items() if track.samples[-1].at_ms < horizon)
+    outcomes: list[Outcome] = []
     for ref in silent:
-        del progress.queues[ref]
-    return [QueueProgressGone(group, *ref, now_ms) for ref in silent]
+        outcomes += _untracked(group, ref, progress.queues.pop(ref), now_ms)
+        outcomes.append(QueueProgressGone(group, *ref, now_ms))
+    return outcomes
 
 
 def _backlog(progress: GroupProgress) -> dict[QueueRef, int]:

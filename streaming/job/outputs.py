@@ -65,6 +65,7 @@ HISTORY_OUTPUTS = (
     "fault_windows",
     "broker_view_changes",
     "consume_progress",
+    "rebalance_cost",
 )
 # The current tables the consumer sink MERGEs the batch's latest row per key into (``_op = 'delete'`` deletes).
 MERGED_CURRENT_TABLES = ("broker_views_current", QUEUE_PROGRESS)

@@ -33,6 +33,7 @@ from streaming.domain.outcomes import (
     ProgressSummary,
     QueueProgress,
     QueueProgressGone,
+    RebalanceCost,
     TopicProgress,
     TopicSummary,
 )
@@ -47,6 +48,7 @@ DEAD_LETTERS = "dead_letters"
 LATE_EVENTS = "late_events"
 PROGRESS_HISTORY = "consume_progress"
 QUEUE_PROGRESS = "queue_progress_current"
+REBALANCE_COST = "rebalance_cost"
 # Not a Delta table: a group's progress per topic, which the metrics are set from.
 PROGRESS_METRICS = "progress_metrics"
 # The operation column of a current table's rows: the sink upserts them and deletes the others' keys.
@@ -289,6 +291,45 @@ def _queue_progress_gone(g: QueueProgressGone) -> list[Row]:
     return [(QUEUE_PROGRESS, {**key, "event_time_ms": g.event_time_ms, OP: DELETE})]
 
 
+def _rebalance_cost(r: RebalanceCost) -> list[Row]:
+    h = r.handoff
+    spike = None if h.peak_lag is None or h.lag_at_t0 is None else max(0, h.peak_lag - h.lag_at_t0)
+    return [
+        (
+            REBALANCE_COST,
+            {
+                "group": r.group,
+                "topic": r.topic,
+                "broker": r.broker,
+                "queue_id": r.queue_id,
+                "generation": h.generation,
+                "t0_ms": h.t0_ms,
+                "old_owner": h.old_owner,
+                "new_owner": h.new_owner,
+                "handoff_start_ms": h.start_ms,
+                "handoff_start_bounded": h.start_bounded,
+                "handoff_end_ms": h.handoff_end_ms,
+                "handoff_gap_ms": h.handoff_gap_ms,
+                "orphaned_ms": h.orphaned_ms,
+                "double_held_ms": h.double_held_ms,
+                "committed_before": h.committed_before,
+                "received_before": h.received_before,
+                "start_offset": h.start_offset,
+                "rewound": h.rewound,
+                "redelivered_max": h.redelivered_max,
+                "lag_at_t0": h.lag_at_t0,
+                "peak_lag": h.peak_lag,
+                "lag_spike": spike,
+                "recovered_ms": h.recovered_ms,
+                "recovery_ms": None if h.recovered_ms is None else h.recovered_ms - h.t0_ms,
+                "samples": h.samples,
+                "final_reason": r.reason,
+                "event_time_ms": r.event_time_ms,
+            },
+        )
+    ]
+
+
 def _progress_summary(p: ProgressSummary) -> list[Row]:
     topics = [
         {
@@ -482,6 +523,7 @@ _MAPPERS: dict[type, Callable[[Any], list[Row]]] = {
     QueueProgress: _queue_progress,
     QueueProgressGone: _queue_progress_gone,
     ProgressSummary: _progress_summary,
+    RebalanceCost: _rebalance_cost,
 }
 
 

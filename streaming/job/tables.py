@@ -167,6 +167,30 @@ TABLES: dict[str, TableSpec] = {
             key=("group", "topic", "broker", "queue_id"),
         ),
         TableSpec(
+            "rebalance_cost",
+            "history",
+            "group STRING, topic STRING, broker STRING, queue_id INT, generation BIGINT, t0_ms BIGINT, "
+            "old_owner STRING, new_owner STRING, handoff_start_ms BIGINT, handoff_start_bounded BOOLEAN, "
+            "handoff_end_ms BIGINT, handoff_gap_ms BIGINT, orphaned_ms BIGINT, double_held_ms BIGINT, "
+            "committed_before BIGINT, received_before BIGINT, start_offset BIGINT, rewound BIGINT, "
+            "redelivered_max BIGINT, lag_at_t0 BIGINT, peak_lag BIGINT, lag_spike BIGINT, recovered_ms BIGINT, "
+            "recovery_ms BIGINT, samples INT, final_reason STRING, event_time_ms BIGINT, event_time TIMESTAMP, "
+            "batch_id BIGINT",
+            "What a generation change cost each queue whose expected owner it changed (a moved queue), measured "
+            "on the queue's consume-progress samples (docs/design/consume-progress.md, Rebalance cost); one row per "
+            "moved queue per change, written once final (final_reason: RECOVERED, SAMPLE_BOUND after a window of "
+            "samples, MOVED_AGAIN, UNTRACKED), event_time_ms its sample. t0_ms: the change; handoff_gap_ms: from "
+            "the old owner's last progress (handoff_start_ms, the last sample before t0 whose consumer offset "
+            "advanced or lag was 0; bounded: none in the window, the gap is then a lower bound) to the first sample "
+            "where new_owner holds the queue and its offset advanced or lag is 0 (NULL: never within the row); "
+            "orphaned_ms / double_held_ms: the time from t0 to that sample seen with no / two or more holders; "
+            "rewound: committed messages delivered again (the consumer offset went back from committed_before to "
+            "start_offset); redelivered_max: at most this many received by the old owner are delivered again "
+            "(received_before: its pull offset or cachedMsgMaxOffset + 1); lag_at_t0, peak_lag (from t0), "
+            "lag_spike (their difference), recovery_ms (t0 to the sample with lag back to lag_at_t0; NULL: not "
+            "recovered).",
+        ),
+        TableSpec(
             "fault_windows",
             "history",
             "producer_id STRING, producer_group STRING, broker STRING, status STRING, "

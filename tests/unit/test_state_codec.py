@@ -57,7 +57,7 @@ MEMBERSHIP = {
 }
 
 SHARD = {
-    "schema_version": 3,
+    "schema_version": 4,
     "routes": {"T": {"event_time_ms": 0, "queues": [["broker-a", 0], ["broker-a", 1]]}},
     "groups": {
         "G": {
@@ -101,6 +101,8 @@ SHARD = {
                             True,
                         ]
                     ],
+                    # the open rebalance cost (rebalance_cost.Handoff): c0 left at 130 s, c1 owns the queue
+                    [3, 130000, "c0", "c1", 110000, False, 2, 10, 10, 140000, 10, 10, 1, 10000, 0, None, 2, None],
                 ]
             ],
             "episodes": [],
@@ -270,7 +272,7 @@ def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
 
 RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
-    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 3),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 4),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
     ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]

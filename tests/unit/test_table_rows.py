@@ -32,11 +32,13 @@ from streaming.domain.outcomes import (
     ProgressSummary,
     QueueProgress,
     QueueProgressGone,
+    RebalanceCost,
     TopicProgress,
     TopicSummary,
 )
 from streaming.domain.polled_views import ViewStatus
 from streaming.domain.queues import MessageQueue
+from streaming.domain.rebalance_cost import Handoff
 from streaming.domain.vocabulary import (
     AnomalyKind,
     ChangeKind,
@@ -119,6 +121,15 @@ EVERY_OUTCOME = [
     ),
     QueueProgressGone("G", "T", "broker-a", 1, 9),
     ProgressSummary("G", 8, {"T": TopicProgress(10, 2.5, {QueueState.STUCK_HOLDER: 1})}),
+    RebalanceCost(
+        "G",
+        "T",
+        "broker-a",
+        1,
+        Handoff(3, 4, "c0", "c1", 2, False, 5, 10, 14, 9, 12, 10, 2, 1, 0, 8, 9, 9),
+        "RECOVERED",
+        9,
+    ),
 ]
 # The consumer sink's Delta tables: written from these rows, or derived by the sink from another table's.
 CONSUMER_TABLES = {*HISTORY_OUTPUTS} - {"fault_windows"} | {
