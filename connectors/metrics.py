@@ -107,6 +107,31 @@ CATALOGUE: tuple[MetricSpec, ...] = (
         "Tracked queues of the topic by consume-progress state (OK, IDLE, ORPHAN_CONFIRMED, STUCK_HOLDER, ...; "
         "docs/design/consume-progress.md); every state is exported, 0 included.",
     ),
+    # the last generation change that moved queues of the topic (rebalance_cost rows), per (group, topic)
+    _m(
+        "group_last_rebalance_cost_timestamp_seconds",
+        "gauge",
+        GT,
+        "seconds",
+        "Event time (t0) of the last generation change that moved queues of the topic and whose cost is final; the "
+        "two rmqmon_group_last_rebalance_* series below describe that change.",
+    ),
+    _m(
+        "group_last_rebalance_handoff_seconds",
+        "gauge",
+        GT,
+        "seconds",
+        "The longest hand-off gap among that change's moved queues: from the old owner's last progress to the new "
+        "owner's first advance of the offset (no series while none of them was handed off within its bound).",
+    ),
+    _m(
+        "group_last_rebalance_redelivered_messages",
+        "gauge",
+        GT,
+        "",
+        "Messages that change delivered again, at most, summed over its moved queues: what the old owners had "
+        "received (pull offset, cached messages) beyond the offset the new owners started from.",
+    ),
     # brokers (producer fault tolerance)
     _m(
         "broker_producers_avoiding",

@@ -43,7 +43,10 @@ from streaming.job.table_rows import (
     OP,
     PROGRESS_METRICS,
     QUEUE_PROGRESS,
+    REBALANCE_COST,
     DeadLettered,
+    FinalCost,
+    final_cost,
     group_summary,
     metric_values,
     progress_summaries,
@@ -108,7 +111,7 @@ def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id
 
 # The consumer rows the driver's metrics are computed from (one per analysed group, dead letter, late event or
 # polled view).
-_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, PROGRESS_METRICS, "broker_views_current")
+_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, PROGRESS_METRICS, REBALANCE_COST, "broker_views_current")
 # The current tables the consumer sink holds whole and writes whole (``HeldCurrentTables``), each with the
 # batch rows it is built from.
 HELD_CURRENT_TABLES = {
@@ -234,6 +237,7 @@ def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     restore_broker_metrics(tables, metrics)
     restore_view_metrics(tables, metrics)
     restore_progress_metrics(tables, metrics)
+    restore_rebalance_cost_metrics(tables, metrics)
 
 
 def restore_group_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -247,6 +251,18 @@ def restore_progress_metrics(tables: DeltaTables, metrics: MetricsState) -> None
     columns = ("group", "topic", "lag", "state", "time_lag_estimate_s", "group_online", "event_time_ms")
     rows = [r.asDict() for r in tables.read(QUEUE_PROGRESS).select(*columns).collect()]
     apply_consumer_metrics(metrics, progress_summaries(rows, max((r["event_time_ms"] for r in rows), default=0)))
+
+
+def restore_rebalance_cost_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The ``rmqmon_group_last_rebalance_*`` series from ``rebalance_cost``: each (group, topic)'s rows of its
+    latest change (a few rows per change: the table holds only moved queues)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = tables.read(REBALANCE_COST).select("group", "topic", "t0_ms", "handoff_gap_ms", "redelivered_max")
+    latest = F.max("t0_ms").over(Window.partitionBy("group", "topic"))
+    rows = frame.where(F.col("t0_ms") == latest).collect()
+    apply_consumer_metrics(metrics, [final_cost(r.asDict()) for r in rows])
 
 
 def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -425,7 +441,33 @@ def apply_view_metrics(metrics: MetricsState, rows: list[dict[str, Any]]) -> Non
             metrics.set_gauge("rmqmon_broker_last_poll_timestamp_seconds", labels, r["last_poll_ms"] / 1000)
 
 
-ConsumerMetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered | ProgressSummary
+ConsumerMetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered | ProgressSummary | FinalCost
+COST_T0 = "rmqmon_group_last_rebalance_cost_timestamp_seconds"
+COST_HANDOFF = "rmqmon_group_last_rebalance_handoff_seconds"
+COST_REDELIVERED = "rmqmon_group_last_rebalance_redelivered_messages"
+
+
+def apply_rebalance_cost_metrics(metrics: MetricsState, cost: FinalCost) -> None:
+    """A final cost row: a newer change than the (group, topic)'s last replaces its series, another row of the
+    same change adds to them (longest hand-off, summed re-delivered), an older one is ignored."""
+    labels = (cost.group, cost.topic)
+    t0_s = cost.t0_ms / 1000
+    last = metrics.gauges.get(COST_T0, {}).get(labels)
+    if last is not None and t0_s < last:
+        return
+    same = last == t0_s
+    gap = None if cost.handoff_gap_ms is None else cost.handoff_gap_ms / 1000
+    handoff = metrics.gauges.get(COST_HANDOFF, {}).get(labels) if same else None
+    redelivered = metrics.gauges.get(COST_REDELIVERED, {}).get(labels, 0.0) if same else 0.0
+    metrics.set_gauge(COST_T0, labels, t0_s)
+    longest = gap if handoff is None else handoff if gap is None else max(handoff, gap)
+    if longest is None:
+        metrics.drop_series(COST_HANDOFF, labels)
+    else:
+        metrics.set_gauge(COST_HANDOFF, labels, longest)
+    metrics.set_gauge(COST_REDELIVERED, labels, redelivered + (cost.redelivered_max or 0))
+
+
 # The per-(group, topic) consume-progress metrics (``apply_progress_metrics``).
 PROGRESS_METRIC_NAMES = (
     "rmqmon_group_progress_lag",
@@ -469,6 +511,9 @@ def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetri
             continue
         if isinstance(value, ProgressSummary):
             apply_progress_metrics(metrics, value)
+            continue
+        if isinstance(value, FinalCost):
+            apply_rebalance_cost_metrics(metrics, value)
             continue
         group = value.group
         if isinstance(value, GroupGone):

@@ -422,17 +422,34 @@ class DeadLettered:
     reason: str | None
 
 
-MetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered | ProgressSummary
+@dataclass(frozen=True)
+class FinalCost:
+    """A ``rebalance_cost`` row as the metrics read it."""
+
+    group: str
+    topic: str
+    t0_ms: int
+    handoff_gap_ms: int | None
+    redelivered_max: int | None
+
+
+def final_cost(row: Mapping[str, Any]) -> FinalCost:
+    return FinalCost(row["group"], row["topic"], row["t0_ms"], row["handoff_gap_ms"], row["redelivered_max"])
+
+
+MetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered | ProgressSummary | FinalCost
 
 
 def metric_values(rows: Iterable[tuple[str, str]]) -> list[MetricValue]:
     """The values the metrics are set from, from the JSON rows of ``GROUP_STATUS``, ``LATE_EVENTS``,
-    ``DEAD_LETTERS`` and ``PROGRESS_METRICS`` (others are skipped), in order."""
+    ``DEAD_LETTERS``, ``PROGRESS_METRICS`` and ``REBALANCE_COST`` (others are skipped), in order."""
     values: list[MetricValue] = []
     for table, text in rows:
         row = json.loads(text)
         if table == PROGRESS_METRICS:
             values.append(progress_summary(row))
+        elif table == REBALANCE_COST:
+            values.append(final_cost(row))
         elif table == GROUP_STATUS:
             values.append(group_summary(row))
         elif table == LATE_EVENTS:

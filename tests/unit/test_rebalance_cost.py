@@ -223,3 +223,23 @@ def test_an_open_cost_survives_a_snapshot_and_a_moved_again_or_untracked_queue_e
 def test_a_handoff_round_trips_as_its_snapshot_list():
     h = opened()
     assert Handoff.from_json(json.loads(json.dumps(h.to_json()))) == h
+
+
+# -- the metrics -------------------------------------------------------------------------------------------------------
+def test_the_last_change_s_cost_is_per_group_and_topic_longest_handoff_and_summed_redelivery():
+    from connectors.metrics import MetricsState
+    from streaming.job.outputs import COST_HANDOFF, COST_REDELIVERED, COST_T0, apply_consumer_metrics
+    from streaming.job.table_rows import FinalCost, metric_values
+
+    state = MetricsState()
+    rows = [
+        {"group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": 30 * S, "redelivered_max": 5},
+        {"group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": 45 * S, "redelivered_max": 2},
+        {"group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": None, "redelivered_max": None},
+        {"group": "G", "topic": "T", "t0_ms": 10 * S, "handoff_gap_ms": 90 * S, "redelivered_max": 50},  # older
+    ]
+    apply_consumer_metrics(state, metric_values((REBALANCE_COST, json.dumps(r)) for r in rows))
+    gauges = {name: state.gauges[name][("G", "T")] for name in (COST_T0, COST_HANDOFF, COST_REDELIVERED)}
+    assert gauges == {COST_T0: 40.0, COST_HANDOFF: 45.0, COST_REDELIVERED: 7.0}
+    apply_consumer_metrics(state, [FinalCost("G", "T", 100 * S, None, 3)])  # a newer change replaces them
+    assert ("G", "T") not in state.gauges[COST_HANDOFF] and state.gauges[COST_REDELIVERED][("G", "T")] == 3.0
