@@ -2,7 +2,8 @@
 
 Run 1 publishes the start of every scenario plus a corpus of bad records on every input topic; run 2
 (restarted from the same checkpoints) publishes the rest. Each scenario lives in its own consumer group;
-the consume-progress ones (groups ``G-p*``) sample topic P every 15 s, ten samples: a whole window.
+the consume-progress ones (groups ``G-p*``) sample topic P every 15 s, ten samples: a whole window; in G-pmove a
+member leaves under load and its queue's hand-off cost is computed here from the script.
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ PROGRESS_SAMPLES = [5_000 + 15_000 * i for i in range(10)]  # a whole window (10
 ORPHAN_OFFSETS = (50, 40)  # G-porph's queue 1: broker and consumer offset, flat
 
 
+# G-pmove (P's 2 queues, AVG: c1 queue 0, c2 queue 1): c2 leaves at 42 s with 5 messages cached beyond its commit,
+# c1 reports queue 1 at 70 s. Queue 1's (broker offset, consumer offset) at each of PROGRESS_SAMPLES:
+MOVE_LEAVE_MS, MOVE_TAKEN_MS = 42_000, 70_000
+MOVE_OFFSETS = [(100, 95), (110, 105), (120, 115), (130, 115), (140, 115), (150, 130), (160, 150)]
+MOVE_OFFSETS += [(170 + 10 * i, 170 + 10 * i) for i in range(3)]
+MOVE_CACHE = {"commit_offset": 115, "cached_msg_count": 5, "cached_msg_min_offset": 115, "cached_msg_max_offset": 119}
+
+
 def progress(t, group, queues, **extra):
     """A consume_progress event of topic P on broker-a; ``queues``: (queue id, broker offset, consumer offset)."""
     rows = [
@@ -102,6 +111,19 @@ def progress_events():
             progress(t, "G-pidle", [(0, 7, 7), (1, 0, 0)]),
         ]
     events += [progress(t, "G-poff", [(0, 30, 20 + i), (1, 9, 9)]) for i, t in enumerate(PROGRESS_SAMPLES[:3])]
+    events += alive("G-pmove", "10.6.0.4:1", "c1", ("P",)) + [
+        hb(t, "10.6.0.5:1", "c2", "G-pmove", ("P",)) for t in range(0, MOVE_LEAVE_MS, 30_000)
+    ]
+    events += [
+        ev("UNREGISTER", MOVE_LEAVE_MS, "10.6.0.5:1", "c2", "G-pmove"),
+        progress_report(1_000, "G-pmove", "c1", [(0, {})]),
+        progress_report(1_000, "G-pmove", "c2", [(1, {})]),
+        progress_report(30_000, "G-pmove", "c2", [(1, MOVE_CACHE)]),
+        progress_report(MOVE_TAKEN_MS, "G-pmove", "c1", [(0, {}), (1, {})]),
+    ]
+    events += [
+        progress(t, "G-pmove", [(0, 10 + i, 10 + i), (1, *MOVE_OFFSETS[i])]) for i, t in enumerate(PROGRESS_SAMPLES)
+    ]
     bad_queue = progress(5_000, "G-pidle", [(0, 7, 7)])
     bad_queue["queues"][0]["queue_id"] = -1
     contradicting = progress(6_000, "G-pidle", [(0, 7, 7)], error="timeout")
@@ -118,7 +140,7 @@ def outcome(kafka_broker, spark, tmp_path_factory):
     publish(kafka_broker.bootstrap_servers, run2_events(), topics)
     jobs.append(run_available(spark, config))  # restarted from the checkpoints
     tables = ("membership_changes", "group_snapshots", "anomaly_episodes", "dead_letters")
-    tables += ("consume_progress", "queue_progress_current")
+    tables += ("consume_progress", "queue_progress_current", "rebalance_cost")
     outcome: dict = {t: read(spark, config, t) for t in tables}
     # rmqmon_dead_letters_total as each run's metrics counted it, summed over both runs
     counted: Counter = Counter()
@@ -293,3 +315,37 @@ def test_progress_metrics_are_per_group_and_topic_and_restored_from_the_tables_a
     assert first["rmqmon_group_open_anomalies"][offline] == 1
     assert offline not in second["rmqmon_group_open_anomalies"]  # caught up in run 2: forgotten
     assert ("G-poff", "P") not in second["rmqmon_group_progress_lag"]
+
+
+def test_a_member_leaving_under_load_costs_its_queue_a_handoff_computed_from_the_script(outcome):
+    (cost,) = [r for r in outcome["rebalance_cost"] if r["group"] == "G-pmove"]  # queue 0 stayed with c1
+    samples = list(zip(PROGRESS_SAMPLES, MOVE_OFFSETS, strict=True))
+    before = [(t, b, c) for t, (b, c) in samples if t < MOVE_LEAVE_MS]
+    after = [(t, b, c) for t, (b, c) in samples if t > MOVE_LEAVE_MS]
+    # c2's last progress: its last sample whose consumer offset advanced
+    start = max(t for (t, _, c), (_, _, prior) in zip(before[1:], before, strict=False) if c > prior)
+    # c1's first advance: the first sample after its report of queue 1 with a higher consumer offset
+    end = next(t for (t, _, c), (_, _, prior) in zip(after[1:], after, strict=False) if t > MOVE_TAKEN_MS and c > prior)
+    lag_at_t0 = before[-1][1] - before[-1][2]
+    recovered = next(t for t, b, c in after if t >= end and b - c <= lag_at_t0)
+    committed = max(MOVE_CACHE["commit_offset"], max(c for _, _, c in before))
+    start_offset = min(c for t, _, c in after if t < end)
+    assert (cost["topic"], cost["queue_id"], cost["old_owner"], cost["new_owner"]) == ("P", 1, "c2", "c1")
+    assert cost["t0_ms"] - BASE == MOVE_LEAVE_MS and cost["final_reason"] == "RECOVERED"
+    assert cost["handoff_gap_ms"] == end - start > 0 and cost["handoff_start_ms"] - BASE == start
+    # nobody held queue 1 from the leave until the sample after c1's report; never two holders
+    assert cost["orphaned_ms"] == max(t for t, _, _ in after if t < MOVE_TAKEN_MS) - MOVE_LEAVE_MS
+    assert cost["double_held_ms"] == 0
+    assert cost["rewound"] == committed - start_offset == 0  # c1 started at c2's last commit
+    assert cost["redelivered_max"] == MOVE_CACHE["cached_msg_max_offset"] + 1 - start_offset  # c2's cache
+    assert cost["lag_at_t0"] == lag_at_t0 and cost["peak_lag"] == max(b - c for t, b, c in after if t <= recovered)
+    assert cost["recovery_ms"] == recovered - MOVE_LEAVE_MS
+    assert cost["samples"] == len([t for t, _, _ in after if t <= recovered])
+
+
+def test_the_last_rebalance_cost_metrics_are_per_group_and_topic_and_restored_at_a_restart(outcome):
+    (cost,) = [r for r in outcome["rebalance_cost"] if r["group"] == "G-pmove"]
+    for gauges in outcome["gauges"]:  # run 2's restored from rebalance_cost at its start
+        assert gauges["rmqmon_group_last_rebalance_cost_timestamp_seconds"][("G-pmove", "P")] == cost["t0_ms"] / 1000
+        assert gauges["rmqmon_group_last_rebalance_handoff_seconds"][("G-pmove", "P")] == cost["handoff_gap_ms"] / 1000
+        assert gauges["rmqmon_group_last_rebalance_redelivered_messages"][("G-pmove", "P")] == cost["redelivered_max"]
