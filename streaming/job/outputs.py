@@ -260,8 +260,8 @@ def restore_rebalance_cost_metrics(tables: DeltaTables, metrics: MetricsState) -
     from pyspark.sql import functions as F
 
     frame = tables.read(REBALANCE_COST).select("group", "topic", "t0_ms", "handoff_gap_ms", "redelivered_max")
-    latest = F.max("t0_ms").over(Window.partitionBy("group", "topic"))
-    rows = frame.where(F.col("t0_ms") == latest).collect()
+    latest = frame.withColumn("_latest", F.max("t0_ms").over(Window.partitionBy("group", "topic")))
+    rows = latest.where(F.col("t0_ms") == F.col("_latest")).drop("_latest").collect()
     apply_consumer_metrics(metrics, [final_cost(r.asDict()) for r in rows])
 
 
