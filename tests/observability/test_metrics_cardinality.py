@@ -20,6 +20,7 @@ from streaming.domain.consume_progress import QueueState
 from streaming.domain.outcomes import GroupGone, GroupSummary, ProgressSummary, TopicProgress, TopicSummary
 from streaming.domain.vocabulary import AnomalyKind
 from streaming.job.outputs import apply_consumer_metrics
+from streaming.job.table_rows import FinalCost
 
 GROUPS = 100_000
 
@@ -56,7 +57,8 @@ def progress_row(i: int) -> ProgressSummary:
 def feed(state: MetricsState, start: int, stop: int, chunk: int = 5_000) -> None:
     for first in range(start, stop, chunk):  # one call per "micro-batch", as the sink does
         groups = range(first, min(stop, first + chunk))
-        apply_consumer_metrics(state, [*map(group_row, groups), *map(progress_row, groups)])
+        costs = [FinalCost(f"flood-{i:06d}", t, 1_000, 4_000, 3) for i in groups for t in ("orders", "payments")]
+        apply_consumer_metrics(state, [*map(group_row, groups), *map(progress_row, groups), *costs])
 
 
 def deep_size(obj: object, seen: set[int] | None = None) -> int:
@@ -110,8 +112,9 @@ def test_a_flood_of_group_names_stays_under_the_cap_with_bounded_memory():
     assert dropped["rmqmon_group_members"] == GROUPS - cap
     assert dropped["rmqmon_group_queues"] == (GROUPS - cap) * 2 * 3  # 2 topics x 3 owner states
     assert dropped["rmqmon_group_progress_queues"] == (GROUPS - cap) * 2 * len(QueueState)  # 2 topics x every state
-    # about 35 membership series and 2 x (2 + 13) progress series per admitted group, nothing per refused one
-    assert len(samples) < 70 * cap
+    # about 35 membership, 2 x (2 + 13) progress and 2 x 3 rebalance-cost series per admitted group, nothing per
+    # refused one
+    assert len(samples) < 80 * cap
 
 
 def test_gone_groups_disappear_and_free_their_place_under_the_cap():
