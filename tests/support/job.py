@@ -26,8 +26,10 @@ TEST_SIZED = {
 
 # Every Spark JVM the tests start compiles with C1 only: their inputs are a few hundred rows, so C2's
 # compilations of Spark's generated code cost more CPU than they save (one test file's JVMs: 14-18 % fewer
-# CPU seconds). Not a setting of the job's: it changes where the CPU goes, never a result.
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+# CPU seconds). Not a setting of the job's: it changes where the CPU goes, never a result. C1 alone would also
+# shrink the code cache from 240 MiB to 48 MiB, which a session's generated classes fill ("Out of space in
+# CodeCache"), so the cache keeps its usual size.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 TEST_SPARK_CONF = {f"spark.{role}.extraJavaOptions": TEST_JVM_OPTIONS for role in ("driver", "executor")}
 
 
