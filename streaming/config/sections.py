@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
 
@@ -28,6 +28,7 @@ from streaming.config.formats import (
     interval_ms,
 )
 from streaming.contract.events import DEFAULT_TOPICS
+from streaming.domain.consume_progress import DEFAULT_SETTINGS as DEFAULT_PROGRESS_SETTINGS
 from streaming.domain.engine_settings import EngineSettings
 from streaming.domain.faults import PRESETS, FaultSemantics, FaultTable
 from streaming.domain.rules import FaultSettings, GroupRule, ProducerRule, group_rule_for, producer_rule_for
@@ -128,6 +129,18 @@ class MembershipConfig:
     convergence_grace_ms: int = _opt(20_000, low=0, high=3_600_000)
     route_poll_interval_ms: int = _opt(30_000, low=0, high=3_600_000)
     shards: int = _opt(8, low=1, high=4_096)
+
+
+@dataclass(frozen=True)
+class ProgressConfig:
+    """The consume-progress rule table's numbers (``ProgressSettings``; docs/design/consume-progress.md)."""
+
+    sample_interval_ms: int = _opt(30_000, low=1_000, high=3_600_000)
+    window: int = _opt(10, low=2, high=1_000)
+    allowed_lag: int = _opt(0, low=0, high=1_000_000_000)
+    orphan_samples: int = _opt(3, low=1, high=1_000)
+    double_owned_samples: int = _opt(2, low=1, high=1_000)
+    slow_time_lag_s: int = _opt(180, low=0, high=86_400)
 
 
 @dataclass(frozen=True)
@@ -323,6 +336,7 @@ class MonitorConfig:
     ingest: IngestConfig = _sub(IngestConfig)
     membership: MembershipConfig = _sub(MembershipConfig)
     anomalies: AnomaliesConfig = _sub(AnomaliesConfig)
+    progress: ProgressConfig = _sub(ProgressConfig)
     allocation: AllocationConfig = _sub(AllocationConfig)
     producers: ProducersConfig = _sub(ProducersConfig)
     metrics: MetricsConfig = _sub(MetricsConfig)
@@ -349,6 +363,7 @@ class MonitorConfig:
             flapping_threshold=a.flapping_threshold,
             convergence_grace_ms=m.convergence_grace_ms,
             route_poll_interval_ms=m.route_poll_interval_ms,
+            progress=replace(DEFAULT_PROGRESS_SETTINGS, **asdict(self.progress)),
         )
 
     @cached_property

@@ -28,6 +28,9 @@ CONFIG = """
 [membership]
 channel_expiry_ms = 90000
 convergence_grace_ms = 5000
+[progress]
+sample_interval_ms = 2000
+window = 6
 [[allocation.groups]]
 group = "orders-*"
 strategy = "CONSISTENT_HASH"
@@ -62,6 +65,8 @@ def test_the_configuration_builds_each_engines_settings_once_as_frozen_values(tm
     assert fault_settings.table("slow") == FaultTable("slow", (10, 20), (0, 5000), 20, FaultSemantics.EXTEND_ONLY)
     assert engine_settings.group_rules == (GroupRule("orders-*", "CONSISTENT_HASH", virtual_node_count=40),)
     assert (engine_settings.expiry_ms, engine_settings.convergence_grace_ms) == (90_000, 5_000)
+    progress = engine_settings.progress  # [progress] over the domain's defaults
+    assert (progress.sample_interval_ms, progress.window, progress.orphan_samples) == (2_000, 6, 3)
     for value in (fault_settings, engine_settings):  # what the workers receive
         assert pickle.loads(pickle.dumps(value)) == value
 
