@@ -309,7 +309,9 @@ class ConsumerSpec:
     """One push consumer: ``name`` names it in its process's lines (and is its instance name unless
     ``instance_name`` is given: equal instance names and client IPs make one client id); ``topics`` may name
     several, comma-separated. ``client_rebalance=False`` (line 5 only): the consumer asks the broker for its queues
-    (``QUERY_ASSIGNMENT``), and pops them when the broker has the group in POP mode."""
+    (``QUERY_ASSIGNMENT``), and pops them when the broker has the group in POP mode. ``block_on_message`` N: its
+    listener blocks for good on the Nth message it receives (printing a ``blocked`` line: topic, broker, queue_id,
+    queue_offset), so that queue's offset stays there while it keeps the queue."""
 
     name: str
     group: str
@@ -319,6 +321,7 @@ class ConsumerSpec:
     strategy: str = "AVG"
     model: str = "CLUSTERING"
     client_rebalance: bool = True
+    block_on_message: int | None = None
 
     @property
     def identity(self) -> tuple[str, str | None]:
@@ -335,6 +338,7 @@ class ConsumerSpec:
             "strategy": self.strategy,
             "model": self.model,
             "client-rebalance": None if self.client_rebalance else False,
+            "block-on-message": self.block_on_message,
         }
         return {k: _option_value(v) for k, v in options.items() if v is not None}
 

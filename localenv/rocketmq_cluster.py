@@ -16,6 +16,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -290,6 +291,13 @@ class LocalRocketMQCluster:
         last_timestamp and the queue's min_offset (the broker's topic stats)."""
         command = self._admin_command("progress", self.namesrv_addr, ",".join(groups))
         return ProgressReader(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+
+    def commit_offsets(self, group: str, topic: str, queues: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """Set ``group``'s consumer offset of each of ``queues`` ((broker, queue id) pairs of ``topic``) to the queue's
+        max offset on its master, as a consumer that had taken every message would have committed; the offsets set."""
+        named = [f"{broker}:{queue_id}" for broker, queue_id in sorted(queues)]
+        answer = self.admin("commit-offsets", self.namesrv_addr, group, topic, *named)
+        return {(key.rsplit(":", 1)[0], int(key.rsplit(":", 1)[1])): int(offset) for key, offset in answer.items()}
 
     def running_brokers(self) -> list[str]:
         info = self.info()

@@ -37,7 +37,10 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * rebalance is told by {@code QUERY_ASSIGNMENT}). {@code connections NAMESRV GROUP BROKER_ADDR}: that broker's
  * connections of the group. {@code route NAMESRV TOPIC}: the topic's queues per broker. {@code progress NAMESRV
  * GROUPS}: for every line read from standard input, a line with, per group (comma-separated) and master broker, that
- * broker's consume stats of the group (the per-broker call) with each queue's min offset. Each prints one JSON line
+ * broker's consume stats of the group (the per-broker call) with each queue's min offset. {@code commit-offsets
+ * NAMESRV GROUP TOPIC BROKER:QUEUE_ID...}: the group's consumer offset of each named queue set, on its master, to
+ * the queue's max offset (what a consumer that held the queue and took every message would have committed); the
+ * offsets set, per broker and queue. Each prints one JSON line
  * on success and exits 0; on failure it prints the reason to stderr and exits 1. With system properties
  * {@code rrm.admin.access.key} and {@code rrm.admin.secret.key} every call is signed (a cluster with access
  * control).
@@ -123,6 +126,18 @@ public final class ClusterAdmin {
             System.out.println(Json.object(groups));
             System.out.flush();
           }
+        }
+        case "commit-offsets" -> {
+          Map<String, String> masters = masters(admin.examineBrokerClusterInfo());
+          Map<String, Object> committed = new TreeMap<>();
+          for (int i = 4; i < args.length; i++) {
+            String[] named = args[i].split(":");
+            MessageQueue queue = new MessageQueue(args[3], named[0], Integer.parseInt(named[1]));
+            long offset = admin.maxOffset(queue);
+            admin.updateConsumeOffset(masters.get(named[0]), args[2], queue, offset);
+            committed.put(args[i], offset);
+          }
+          System.out.println(Json.object(committed));
         }
         case "route" -> {
           Map<String, Object> brokers = new TreeMap<>();

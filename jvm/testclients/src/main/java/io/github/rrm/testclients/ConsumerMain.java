@@ -34,7 +34,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * namesrv, group, topics (comma-separated), strategy (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH), model (CLUSTERING,
  * BROADCASTING), instance-name, client-ip, heartbeat-ms, client-rebalance (false: 5.x only, the broker assigns
  * the queues, and serves them by POP when the group is in POP mode there), agent (true: register every consumer
- * with one agent, configured by -Drrm.agent.*).
+ * with one agent, configured by -Drrm.agent.*), block-on-message (N: the listener blocks for good on the Nth
+ * message this consumer receives, after printing a {@code blocked} line with its topic, broker, queue and offset;
+ * its queue's offset then stays there while the other messages are consumed; 0: never).
  *
  * <p>{@code --hosted a,b,c} runs several consumers in this process, each a client of its own: {@code --a.group g}
  * sets one consumer's option, an option without a prefix is every consumer's. Their instance names must make
@@ -55,7 +57,7 @@ final class ConsumerMain {
 
         Hosted(String name, Options o) throws Exception {
             this.name = name;
-            consumer = create(o, consumed);
+            consumer = create(o, consumed, name);
         }
 
         /** {@code {"kind":<kind>,"consumer":<name>} } with {@code rest} appended inside the braces. */
@@ -126,7 +128,10 @@ final class ConsumerMain {
         });
     }
 
-    private static DefaultMQPushConsumer create(Options o, final Map<String, AtomicLong> consumed) throws Exception {
+    private static DefaultMQPushConsumer create(Options o, final Map<String, AtomicLong> consumed, final String name)
+        throws Exception {
+        final long blockOn = o.getLong("block-on-message", 0);
+        final AtomicLong received = new AtomicLong();
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(o.require("group"));
         consumer.setNamesrvAddr(o.require("namesrv"));
         consumer.setInstanceName(o.get("instance-name", "test-consumer"));
@@ -150,6 +155,17 @@ final class ConsumerMain {
             @Override
             public ConsumeConcurrentlyStatus consumeMessage(List<MessageExt> msgs, ConsumeConcurrentlyContext c) {
                 for (MessageExt msg : msgs) {
+                    if (received.incrementAndGet() == blockOn) {
+                        Out.line("{\"kind\":\"blocked\"" + (name == null ? "" : ",\"consumer\":" + Out.quote(name))
+                            + ",\"topic\":" + Out.quote(msg.getTopic()) + ",\"broker\":" + Out.quote(c.getMessageQueue().getBrokerName())
+                            + ",\"queue_id\":" + msg.getQueueId() + ",\"queue_offset\":" + msg.getQueueOffset() + "}");
+                        try {
+                            Thread.sleep(Long.MAX_VALUE);  // never returns: the message is never acknowledged
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                        }
+                    }
                     AtomicLong count = consumed.get(msg.getTopic());
                     if (count == null) {
                         consumed.putIfAbsent(msg.getTopic(), new AtomicLong());

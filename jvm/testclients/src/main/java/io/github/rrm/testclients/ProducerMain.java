@@ -14,7 +14,7 @@ import org.apache.rocketmq.common.message.Message;
  * its {@code MQFaultStrategy}'s {@code LatencyFaultToleranceImpl.faultItemTable}, read by reflection, with the
  * tolerance's own {@code isAvailable} answer at the sampling time. A {@code faults} line is printed whenever an
  * item changes and every second; it also carries the send counts and, with the agent, its counters. Options:
- * namesrv, group, topic, instance-name, fault-enable, rate (sends/s), send-timeout-ms, count (stop after this
+ * namesrv, group, topic (several comma-separated: sent to in turn), instance-name, fault-enable, rate (sends/s), send-timeout-ms, count (stop after this
  * many successful sends and print a {@code sent} line; 0: never), agent (true: register the agent's hook,
  * configured by -Drrm.agent.*).
  */
@@ -36,7 +36,7 @@ final class ProducerMain {
         final String clientId = producer.getDefaultMQProducerImpl().getMqClientFactory().getClientId();
         Out.line("{\"kind\":\"started\",\"client_id\":" + Out.quote(clientId) + ",\"pid\":" + ConsumerMain.pid()
             + ",\"fault_enable\":" + producer.isSendLatencyFaultEnable() + "}");
-        final String topic = o.require("topic");
+        final String[] topics = o.require("topic").split(",");
         final long intervalNanos = 1000000000L / Math.max(1, o.getLong("rate", 20));
         final long count = o.getLong("count", 0);
         final AtomicLong ok = new AtomicLong();
@@ -47,6 +47,7 @@ final class ProducerMain {
             @Override
             public void run() {
                 long next = System.nanoTime();
+                long turn = 0;
                 while (sending.get()) {
                     if (count > 0 && ok.get() >= count) {
                         Out.line("{\"kind\":\"sent\",\"sends_ok\":" + ok.get() + ",\"sends_failed\":" + failed.get()
@@ -54,7 +55,8 @@ final class ProducerMain {
                         return;
                     }
                     try {
-                        SendResult result = producer.send(new Message(topic, "probe".getBytes("UTF-8")));
+                        SendResult result = producer.send(
+                            new Message(topics[(int) (turn++ % topics.length)], "probe".getBytes("UTF-8")));
                         if (result != null) {
                             ok.incrementAndGet();
                         }
