@@ -5,9 +5,11 @@ client a test signals or whose client id another shares) consume from the local 
 polls the brokers' connection lists into the project's Kafka; the monitor's real job reads them into Delta.
 What each client holds (its own process-queue table, printed by the client) is the expected answer: the
 monitor's expected assignment must equal it client by client, its orphaned queues must be exactly the queues
-no client holds, and departures and outages must show as the brokers saw them. The scenarios of a cluster line,
-each in groups of its own, are played together and judged from one run of the job (``played``); the outages,
-which stop the collector and a broker under every group, have a run of their own.
+no client holds, and departures and outages must show as the brokers saw them. Consume progress (sampled every 2 s
+while a producer writes) is judged by the brokers' own offsets, read through the admin API, and by what the
+clients print: orphaned queues, a killed group, POP and BROADCASTING groups. The
+scenarios of a cluster line, each in groups of its own, are played together and judged from one run of the job
+(``played``); the outages, which stop the collector and a broker under every group, have a run of their own.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from tests.support.rocketmq_e2e import (
     real_by_client,
     start_collector,
     wait_converged,
+    wait_progress_sample,
 )
 
 pytestmark = pytest.mark.rocketmq
@@ -162,17 +165,22 @@ def play(run: Run, line: str, spark) -> Played:
             ("5", run.group("ownsub"), run.topic, "first-only", {}),
             ("5", run.group("ownsub"), f"{run.topic},{second}", "both", {}),
         ]
+        specs += progress_specs(run)
     for (_, group, *_), client in zip(specs, run.fleet.consumers(specs), strict=True):
         played.clients.setdefault(group, []).append(client)
+    if line == "5":
+        played.seen["producer"] = start_producer(run, f"{run.topic},{pop_topic}")
     pullers = {g: c for g, c in played.clients.items() if g != run.group("pop")}
     if line == "5":
         wait_converged(played.clients[run.group("ownsub")], second)
     played.settled = run.settle(pullers)
     if line == "5":
         played.seen["reports"] = reports_by_process(run, played.clients[run.group("avg_dup")])
+        play_orphans(played)
         play_own_subscription(played, second)
         play_pop(played, pop_topic)
         play_departures(played)
+        play_producer_stop(played)
     run.process(spark)
     # The tests judge what each client held once the job had run; the clients and the collector can stop now, so
     # that the line's other tests (a broker stopped under the outage test) cannot change it.
@@ -180,6 +188,60 @@ def play(run: Run, line: str, spark) -> Played:
     run.fleet.stop()
     run.collector.stop()
     return played
+
+
+def progress_specs(run: Run) -> list[tuple]:
+    """A group of one consumer in a JVM of its own, SIGKILLed with the departures."""
+    return [("5", run.group("offline"), run.topic, "offline-0", {"own_process": True})]
+
+
+def start_producer(run: Run, topics: str) -> ClientProcess:
+    """A producer writing to ``topics`` in turn (10 messages a second to each) until ``play_producer_stop``."""
+    producer = ClientProcess(
+        "5",
+        "producer",
+        run.root / "producer",
+        namesrv=run.cluster.namesrv_addr,
+        group=run.group("producer"),
+        topic=topics,
+        rate=20,
+    )
+    run.fleet.clients.append(producer)
+    producer.start()
+    return producer
+
+
+def admin_progress(run: Run, groups: list[str]) -> dict[str, dict[str, list[dict]]]:
+    """The brokers' own consume stats of ``groups`` now, through the admin API."""
+    with run.cluster.consume_progress(*sorted(set(groups))) as reader:
+        return reader.read()
+
+
+def play_orphans(played: Played) -> None:
+    """The duplicate-id group's queues nobody holds get the offset a former holder would have committed (the
+    queue's max offset then, through the admin API: a never-held queue has no offset, and no orphan is confirmed
+    of it)."""
+    run = played.run
+    clients = played.clients[run.group("avg_dup")]
+    unheld = run.queues - {q for c in clients for q in held(c, run.topic)}
+    played.seen["orphan_commits"] = run.cluster.commit_offsets(run.group("avg_dup"), run.topic, unheld)
+
+
+def play_producer_stop(played: Played) -> None:
+    """Stop the producer, wait for a progress sample of every group taken after that on both brokers, then read the
+    brokers' consume stats (the judge of the lags: with no sends and no holder, nothing moves after the stop) and
+    the connections of the offline group."""
+    run = played.run
+    producer = played.seen.pop("producer")
+    producer.terminate()
+    producer.wait_exit(60)
+    stopped_at = int(time.time() * 1000)
+    groups = [run.group(g) for g in ("avg_dup", "offline", "pop", "broadcast")]
+    wait_progress_sample(run.bootstrap, run.topics["consume_progress"], groups[:3], BROKERS, stopped_at)
+    played.seen["admin_progress"] = admin_progress(run, groups)
+    played.seen["offline_listed"] = {
+        broker: run.cluster.connections(run.group("offline"), broker) for broker in BROKERS
+    }
 
 
 def play_own_subscription(played: Played, second: str) -> None:
@@ -192,20 +254,9 @@ def play_own_subscription(played: Played, second: str) -> None:
 
 
 def play_pop(played: Played, pop_topic: str) -> None:
-    """A producer sends to the POP group's topic; each consumer pops queues of both brokers and receives messages
+    """The producer sends to the POP group's topic; each consumer pops queues of both brokers and receives messages
     (the judge); its pulled queues of the topic then."""
     run, group = played.run, played.run.group("pop")
-    producer = ClientProcess(
-        "5",
-        "producer",
-        run.root / "producer",
-        namesrv=run.cluster.namesrv_addr,
-        group=run.group("producer"),
-        topic=pop_topic,
-        rate=20,
-    )
-    run.fleet.clients.append(producer)
-    producer.start()
 
     def pops_and_consumes(line: dict) -> bool:
         brokers = {broker for broker, _ in line.get("pop_queues", {}).get(pop_topic, [])}
@@ -218,15 +269,19 @@ def play_pop(played: Played, pop_topic: str) -> None:
 
 
 def play_departures(played: Played) -> None:
-    """SIGKILL one departing client, SIGTERM another, SIGSTOP a frozen one; wait until both brokers' polls no longer
-    list the frozen client (its channel expired), then for the survivors to settle."""
+    """SIGKILL one departing client and every client of the offline group, SIGTERM another, SIGSTOP a frozen one;
+    wait until both brokers' polls no longer list the frozen client (its channel expired), then for the survivors
+    to settle."""
     run = played.run
     departing, frozen_group = run.group("departing"), run.group("frozen")
     killed, terminated = played.clients[departing][:2]
     frozen = played.clients[frozen_group][0]
+    offline = played.clients[run.group("offline")]
     frozen_at = int(time.time() * 1000)
     frozen.freeze()
     killed.kill()
+    for client in offline:  # every consumer of the group, while the producer writes
+        client.kill()
     terminated.terminate()
     terminated.wait_exit(60)
     gone_at: dict[str, int] = {}
@@ -520,3 +575,80 @@ def test_a_topic_one_member_subscribes_is_analysed_from_the_clients_own_subscrip
     expected = expected_by_client(run.read(spark, "current_assignment", group), group, second)
     assert expected == {both.client_id: held(both, second)}
     assert_expected_is_held(run, spark, group, clients, scenarios.settled[group])
+
+
+def progress(run: Run, spark, group: str) -> dict[tuple[str, str, int], dict]:
+    """The monitor's current verdict of each queue of ``group``, by (topic, broker, queue id)."""
+    return {(r["topic"], r["broker"], r["queue_id"]): r for r in run.read(spark, "queue_progress_current", group)}
+
+
+def broker_stats(seen: dict[str, Any], group: str) -> dict[tuple[str, str, int], dict]:
+    """The brokers' own consume stats of ``group`` as the admin API read them (``admin_progress``)."""
+    return {
+        (q["topic"], broker, q["queue_id"]): q
+        for broker, queues in seen["admin_progress"][group].items()
+        for q in queues
+    }
+
+
+def broker_lag(row: dict) -> int:
+    return row["broker_offset"] - row["consumer_offset"]
+
+
+def test_orphaned_queues_are_confirmed_with_the_brokers_own_lag(played, spark):
+    """The duplicate-id group while the producer writes: the queues no real client holds (the clients' own
+    reports) are ORPHAN_CONFIRMED, and no other queue; each with the lag the brokers answer (read after the
+    producer stopped and the collector sampled again: with no sends and no holder nothing moves), its offset the
+    one committed for it and never moved since."""
+    scenarios = played("5")
+    run = scenarios.run
+    group = run.group("avg_dup")
+    unheld = run.queues - {q for c in scenarios.clients[group] for q in held(c, run.topic)}
+    commits = scenarios.seen["orphan_commits"]
+    assert set(commits) == unheld and all(offset > 0 for offset in commits.values()), commits
+
+    verdicts = progress(run, spark, group)
+    confirmed = {(b, q) for (t, b, q), r in verdicts.items() if r["state"] == "ORPHAN_CONFIRMED"}
+    assert confirmed == unheld, {k: v["state"] for k, v in verdicts.items()}
+    stats = broker_stats(scenarios.seen, group)
+    for broker, queue_id in unheld:
+        row, real = verdicts[(run.topic, broker, queue_id)], stats[(run.topic, broker, queue_id)]
+        assert real["consumer_offset"] == commits[(broker, queue_id)], "an orphaned queue's offset moved"
+        assert (row["broker_offset"], row["consumer_offset"]) == (real["broker_offset"], real["consumer_offset"])
+        assert row["lag"] == broker_lag(real) > 0
+        assert row["holders"] == [] and row["severity"] == "critical"
+
+
+def test_an_offline_group_with_a_backlog_keeps_an_open_episode(played, spark):
+    """Every consumer of a group SIGKILLed while the producer writes: once the brokers list none of it, an
+    OFFLINE_GROUP_BACKLOG episode stays open, naming the queues the brokers answer a backlog for."""
+    scenarios = played("5")
+    run = scenarios.run
+    group = run.group("offline")
+    assert scenarios.seen["offline_listed"] == {broker: [] for broker in BROKERS}
+    stats = broker_stats(scenarios.seen, group)
+    backlog = {k: broker_lag(r) for k, r in stats.items() if broker_lag(r) > 0}
+    assert backlog, "the brokers answer no backlog of the offline group"
+
+    (episode,) = [r for r in run.read(spark, "anomalies_current", group) if r["anomaly"] == "OFFLINE_GROUP_BACKLOG"]
+    details = json.loads(episode["details"])
+    assert {(q["topic"], q["broker"], q["queue_id"]) for q in details["queues"]} == set(backlog)
+    assert 0 < details["lag"] <= sum(backlog.values())
+    verdicts = progress(run, spark, group)
+    assert {k: r["lag"] for k, r in verdicts.items() if k in backlog} == backlog
+    assert not any(r["group_online"] for r in verdicts.values())
+
+
+def test_pop_and_broadcasting_groups_get_no_ownership_verdict(played, spark):
+    """The POP group (the brokers assign) and the BROADCASTING group (each client keeps its offsets): every queue
+    of theirs the brokers answer stats for is tracked NOT_OWNED_MODEL (group-level lag only), never orphaned,
+    stuck or double-owned."""
+    scenarios = played("5")
+    run = scenarios.run
+    for name in ("pop", "broadcast"):
+        group = run.group(name)
+        verdicts = progress(run, spark, group)
+        assert set(verdicts) == set(broker_stats(scenarios.seen, group)), group
+        assert {r["state"] for r in verdicts.values()} <= {"NOT_OWNED_MODEL"}, group
+        assert all(r["lag"] is not None for r in verdicts.values())
+    assert progress(run, spark, run.group("pop")), "no queue of the POP group is tracked"

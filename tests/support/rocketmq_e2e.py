@@ -35,6 +35,7 @@ Queue = tuple[str, int]
 # a client that has not yet taken its final share changes within the first one; the second allows for a rebalance
 # that a busy machine starts late.
 CONVERGED_QUIET_S = 2 * TEST_SPEED.rebalance_wait_interval_ms / 1000
+PROGRESS_INTERVAL_MS = 2000
 
 
 def all_queues(route: dict[str, Any]) -> set[Queue]:
@@ -57,6 +58,12 @@ def e2e_config(bootstrap: str, root: Path, prefix: str, namesrv: str, **env: str
             "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}_*"]',
             "RRM__COLLECTOR__METRICS_PORT": "0",
             "RRM__MEMBERSHIP__CHANNEL_EXPIRY_MS": str(TEST_SPEED.channel_expired_timeout_ms),
+            # Consume progress every 2 s (no min offsets), judged over 5 samples: an orphan is confirmed 6 s
+            # after its last holder left, a stuck holder 10 s after its offset stopped.
+            "RRM__COLLECTOR__PROGRESS_INTERVAL_MS": str(PROGRESS_INTERVAL_MS),
+            "RRM__COLLECTOR__PROGRESS_MIN_OFFSET_EVERY": "0",
+            "RRM__PROGRESS__SAMPLE_INTERVAL_MS": str(PROGRESS_INTERVAL_MS),
+            "RRM__PROGRESS__WINDOW": "5",
             **env,
         },
     )
@@ -205,6 +212,23 @@ class PollLog:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def wait_progress_sample(
+    bootstrap: str, topic: str, groups: Iterable[str], brokers: Iterable[str], after_ms: int, timeout_s: float = 60.0
+) -> None:
+    """Wait until the collector's ``consume_progress`` events (in ``topic``) hold an answered sample of every group
+    on every broker taken after ``after_ms`` (epoch ms)."""
+    from tests.support.agent_events import read_records
+
+    pending = {(g, b) for g in groups for b in brokers}
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        events = [event for _, event in read_records(bootstrap, topic, timeout_s=10)]
+        pending -= {(e["group"], e["broker"]) for e in events if e["event_time"] > after_ms and e.get("error") is None}
+        assert not pending or time.monotonic() < deadline, f"no progress sample after {after_ms} of {sorted(pending)}"
+        if pending:
+            time.sleep(1.0)
 
 
 def start_collector(config, work_dir: Path) -> CollectorProcess:
