@@ -45,6 +45,8 @@ EVENT_TYPE = "consume_progress"
 INCONSISTENT = IgnoredReason.INCONSISTENT_PROGRESS
 STALE_PROGRESS = LateReason.STALE_PROGRESS
 OFFLINE = AnomalyKind.OFFLINE_GROUP_BACKLOG
+# Critical: messages pile up with nobody to consume them (a group meant to be gone has its subscription deleted).
+OFFLINE_SEVERITY = Severity.CRITICAL
 QueueRef = tuple[str, str, int]  # (topic, broker, queue id)
 
 
@@ -415,7 +417,7 @@ def _offline_finding(group: str, backlog: Mapping[QueueRef, int], progress: Grou
         group,
         "",
         OFFLINE,
-        Severity.WARNING,
+        OFFLINE_SEVERITY,
         f"{group} has no member on any broker and {total} messages waiting in {len(backlog)} queues",
         {
             "lag": total,
