@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
 from streaming.job.runner import QUERY_NAMES
 
 BASE = 1_700_000_000_000
@@ -110,6 +111,13 @@ def workload():
     return events + [("consumer_channel", b"{broken"), ("send_result", b'{"type": "send_result"}')]
 
 
+def _topics_toml(prefix: str) -> str:
+    """``[kafka.topics]``: every type's default topic under ``prefix`` (``rocketmq.x`` becomes ``<prefix>.x``)."""
+    return "\n".join(
+        f'{t} = "{prefix}.{name.split(".", 1)[1]}"' for t, name in DEFAULT_TOPICS.items() if TOPIC_OPTIONS[t] == t
+    )
+
+
 def config_file(path: Path, bootstrap: str, prefix: str, root: Path, max_offsets: int = 60) -> Path:
     """The job's configuration: the topics of ``prefix``, tables and checkpoints under ``root``, batches of
     ``max_offsets`` records (the same for every run compared, so the batches and their watermarks match)."""
@@ -118,10 +126,7 @@ def config_file(path: Path, bootstrap: str, prefix: str, root: Path, max_offsets
 bootstrap_servers = "{bootstrap}"
 max_offsets_per_trigger = {max_offsets}
 [kafka.topics]
-consumer_channel = "{prefix}.consumer-channels"
-reported_assignment = "{prefix}.reported-assignments"
-topic_route = "{prefix}.topic-routes"
-send_result = "{prefix}.send-results"
+{_topics_toml(prefix)}
 [paths]
 delta_root = "{root / "delta"}"
 checkpoint_root = "{root / "checkpoints"}"
