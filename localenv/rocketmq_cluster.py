@@ -366,6 +366,7 @@ class LocalRocketMQCluster:
         pid = self._launch_broker(name, broker.port, info.namesrv_addr)
         brokers = {**info.brokers, name: ProcessInfo(pid, broker.port)}
         self._record(ClusterInfo(info.line, info.home, info.namesrv, brokers))
+        self._wait_port(broker.port, pid, name, timeout_s)
         self.admin("wait-brokers", info.namesrv_addr, name, str(int(timeout_s * 1000)), timeout_s=timeout_s + 30)
 
     def create_topic(
@@ -462,11 +463,14 @@ class LocalRocketMQCluster:
             f"-Drocketmq.home.dir={process_home}",
             "-Djava.net.preferIPv4Stack=true",
             "-Djava.awt.headless=true",
-            # 4.9.x unmaps store files through java.nio internals (at shutdown, for one).
+            # 4.9.x unmaps store files through JDK internals: at shutdown, and at a start after an unclean stop
+            # (it destroys the index files newer than its checkpoint; without jdk.internal.ref the load fails).
             "--add-opens",
             "java.base/java.nio=ALL-UNNAMED",
             "--add-opens",
             "java.base/sun.nio.ch=ALL-UNNAMED",
+            "--add-opens",
+            "java.base/jdk.internal.ref=ALL-UNNAMED",
             "-cp",
             str(jvm_artifacts.jar_dir(PROFILE_BY_LINE[self.line]) / "*"),
             main_class,

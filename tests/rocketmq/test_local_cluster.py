@@ -11,6 +11,7 @@ import time
 import pytest
 
 from connectors.processes import pid_alive
+from localenv.rocketmq_clients import ClientProcess
 from localenv.rocketmq_cluster import BROKER_NAMES, LocalRocketMQCluster
 
 LINES = ["5", "4.9"]
@@ -30,9 +31,27 @@ def test_both_brokers_are_masters_of_the_cluster_and_a_topic_routes_to_both(rock
 
 
 @pytest.mark.parametrize("rocketmq_cluster", LINES, indirect=True)
-def test_one_broker_stops_and_starts_alone(rocketmq_cluster):
+def test_one_broker_stops_and_starts_alone(rocketmq_cluster, tmp_path):
     cluster: LocalRocketMQCluster = rocketmq_cluster
     before = cluster.info()
+    # A store with messages (commit log, consume queues, index files) is what a restart has to load.
+    cluster.create_topic("restart-test-topic", 2)
+    producer = ClientProcess(
+        cluster.line,
+        "producer",
+        tmp_path / "producer",
+        namesrv=cluster.namesrv_addr,
+        group="restart-test-producer",
+        topic="restart-test-topic",
+        instance_name="restart-test",
+        rate=200,
+        count=40,
+    )
+    try:
+        producer.start(120)
+        assert producer.wait_for(lambda line: line["kind"] == "sent", 120)["sends_ok"] == 40
+    finally:
+        producer.stop()
 
     cluster.stop_broker("broker-b")
     assert not pid_alive(before.brokers["broker-b"].pid)
@@ -48,6 +67,7 @@ def test_one_broker_stops_and_starts_alone(rocketmq_cluster):
     assert after.brokers["broker-b"].pid != before.brokers["broker-b"].pid
     assert after.brokers["broker-a"] == before.brokers["broker-a"]
     assert cluster.masters() == {name: after.broker_addr(name) for name in BROKER_NAMES}
+    assert set(cluster.route("restart-test-topic")) == set(BROKER_NAMES)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
