@@ -27,6 +27,8 @@ from tests.support.agent_events import read_records
 from tests.support.job import read, run_available
 from tests.support.rocketmq_client import ClientProcess
 from tests.support.rocketmq_e2e import (
+    PROGRESS_INTERVAL_MS,
+    PROGRESS_WINDOW,
     Client,
     Fleet,
     PollLog,
@@ -179,6 +181,7 @@ def play(run: Run, line: str, spark) -> Played:
         play_orphans(played)
         play_own_subscription(played, second)
         play_pop(played, pop_topic)
+        play_stuck(played)
         play_departures(played)
         play_producer_stop(played)
     run.process(spark)
@@ -190,9 +193,18 @@ def play(run: Run, line: str, spark) -> Played:
     return played
 
 
+# The stuck group's first consumer blocks its listener for good on the message it receives this many-th.
+STUCK_ON_MESSAGE = 20
+
+
 def progress_specs(run: Run) -> list[tuple]:
-    """A group of one consumer in a JVM of its own, SIGKILLed with the departures."""
-    return [("5", run.group("offline"), run.topic, "offline-0", {"own_process": True})]
+    """A group of one consumer in a JVM of its own, SIGKILLed with the departures; a group of two whose first
+    consumer blocks its listener on one message (``STUCK_ON_MESSAGE``) and consumes the rest."""
+    return [
+        ("5", run.group("offline"), run.topic, "offline-0", {"own_process": True}),
+        ("5", run.group("stuck"), run.topic, "stuck-0", {"block_on_message": STUCK_ON_MESSAGE}),
+        ("5", run.group("stuck"), run.topic, "stuck-1", {}),
+    ]
 
 
 def start_producer(run: Run, topics: str) -> ClientProcess:
@@ -235,13 +247,22 @@ def play_producer_stop(played: Played) -> None:
     producer = played.seen.pop("producer")
     producer.terminate()
     producer.wait_exit(60)
-    stopped_at = int(time.time() * 1000)
-    groups = [run.group(g) for g in ("avg_dup", "offline", "pop", "broadcast")]
-    wait_progress_sample(run.bootstrap, run.topics["consume_progress"], groups[:3], BROKERS, stopped_at)
+    stopped_at = played.seen["producer_stopped_at"] = int(time.time() * 1000)
+    groups = [run.group(g) for g in ("avg_dup", "offline", "pop", "stuck", "broadcast")]
+    wait_progress_sample(run.bootstrap, run.topics["consume_progress"], groups[:4], BROKERS, stopped_at)
     played.seen["admin_progress"] = admin_progress(run, groups)
     played.seen["offline_listed"] = {
         broker: run.cluster.connections(run.group("offline"), broker) for broker in BROKERS
     }
+
+
+def play_stuck(played: Played) -> None:
+    """Wait for the stuck group's first consumer to block on a message while the producer writes (the line it prints
+    names the queue and offset), then for the job's window to see the queue's offset stand still behind new
+    messages: ``PROGRESS_WINDOW`` samples and one more."""
+    blocked_by = played.clients[played.run.group("stuck")][0]
+    played.seen["blocked"] = blocked_by.wait_for(lambda line: line["kind"] == "blocked", 120)
+    time.sleep((PROGRESS_WINDOW + 1) * PROGRESS_INTERVAL_MS / 1000)
 
 
 def play_own_subscription(played: Played, second: str) -> None:
@@ -652,3 +673,29 @@ def test_pop_and_broadcasting_groups_get_no_ownership_verdict(played, spark):
         assert {r["state"] for r in verdicts.values()} <= {"NOT_OWNED_MODEL"}, group
         assert all(r["lag"] is not None for r in verdicts.values())
     assert progress(run, spark, run.group("pop")), "no queue of the POP group is tracked"
+
+
+def test_a_listener_blocked_on_one_message_is_a_stuck_holder_with_an_offset_hole(played, spark):
+    """A consumer whose listener blocks for good on one message while the producer writes and its other messages
+    are consumed: that queue, and no other queue of the group, is STUCK_HOLDER, held by that client, its offset
+    pinned at the blocked message (the brokers' own consume stats, read after the producer stopped, answer that
+    offset and a backlog behind it); while the producer wrote, its cause was the offset hole."""
+    scenarios = played("5")
+    run = scenarios.run
+    group = run.group("stuck")
+    blocked, (holder, _) = scenarios.seen["blocked"], scenarios.clients[group]
+    queue = (blocked["topic"], blocked["broker"], blocked["queue_id"])
+    assert (blocked["broker"], blocked["queue_id"]) in held(holder, run.topic), "the blocking client let go"
+    real = broker_stats(scenarios.seen, group)[queue]
+    assert real["consumer_offset"] == blocked["queue_offset"] and broker_lag(real) > 0, real
+
+    history = [r for r in run.read(spark, "consume_progress", group) if r["state"] == "STUCK_HOLDER"]
+    assert {(r["topic"], r["broker"], r["queue_id"]) for r in history} == {queue}
+    assert all(r["holders"] == [holder.client_id] for r in history), history[-1]["holders"]
+    stopped_at = scenarios.seen["producer_stopped_at"]
+    assert "OFFSET_HOLE" in {r["cause"] for r in history if r["event_time_ms"] < stopped_at}
+    current = progress(run, spark, group)
+    assert {k for k, r in current.items() if r["state"] == "STUCK_HOLDER"} == {queue}
+    row = current[queue]
+    assert (row["broker_offset"], row["consumer_offset"]) == (real["broker_offset"], real["consumer_offset"])
+    assert row["lag"] == broker_lag(real) and row["severity"] == "critical"

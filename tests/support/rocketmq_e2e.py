@@ -36,6 +36,7 @@ Queue = tuple[str, int]
 # that a busy machine starts late.
 CONVERGED_QUIET_S = 2 * TEST_SPEED.rebalance_wait_interval_ms / 1000
 PROGRESS_INTERVAL_MS = 2000
+PROGRESS_WINDOW = 5
 
 
 def all_queues(route: dict[str, Any]) -> set[Queue]:
@@ -63,7 +64,7 @@ def e2e_config(bootstrap: str, root: Path, prefix: str, namesrv: str, **env: str
             "RRM__COLLECTOR__PROGRESS_INTERVAL_MS": str(PROGRESS_INTERVAL_MS),
             "RRM__COLLECTOR__PROGRESS_MIN_OFFSET_EVERY": "0",
             "RRM__PROGRESS__SAMPLE_INTERVAL_MS": str(PROGRESS_INTERVAL_MS),
-            "RRM__PROGRESS__WINDOW": "5",
+            "RRM__PROGRESS__WINDOW": str(PROGRESS_WINDOW),
             **env,
         },
     )
