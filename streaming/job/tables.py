@@ -59,9 +59,16 @@ TABLES: dict[str, TableSpec] = {
             "details STRING, batch_id BIGINT",
             "One row per generation of a group: the merged membership after a membership or route change. "
             "generation increases by one per change; cid_all is sorted as RebalanceImpl sorts it, "
-            "duplicates kept; details is JSON (per-broker views, per-topic summary, allocation, stale_views). "
-            "strategy is BROADCAST (BROADCASTING) or BROKER (CONSUME_POP) for a group without client-side "
-            "allocation, which has no expected assignment.",
+            "duplicates kept; topics are the topics its clients subscribe; details is JSON (per-broker views, "
+            "per-topic summary, allocation, stale_views, client_versions as reported, strategy_sources). "
+            "strategy is what the clients run (MACHINE_ROOM_NEARBY-AVG), or the name they report when the "
+            "monitor cannot compute or complete it (UNKNOWN_STRATEGY), or BROADCAST (BROADCASTING) or BROKER "
+            "(CONSUME_POP) for a group without client-side allocation, which has no expected assignment. "
+            "strategy_sources says where each part of the strategy came from: reported (the clients' running "
+            "info), rule '<group pattern>' with the option ([[allocation.groups]]), or default; e.g. "
+            '{"strategy": "reported", "inner": "rule \'orders-*\' strategy \'MACHINE_ROOM_NEARBY-AVG\'", '
+            "\"resolver\": \"rule 'orders-*': machine_room_regex '^([A-Z0-9]+)-'\"}. "
+            "client_line is the lines (4.9, 5) of the versions the clients report, empty when none reports one.",
         ),
         TableSpec(
             "expected_assignments",
