@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from streaming.domain.anomaly_catalogue import severity_of as anomaly_severity
 from streaming.domain.consume_progress import DEFAULT_SETTINGS, QueueState, StuckCause, severity_of
-from streaming.domain.progress_tracker import OFFLINE_SEVERITY
 from streaming.domain.vocabulary import AnomalyKind, Severity
 
 PREFIX = "RocketMQMonitor"
@@ -148,7 +148,7 @@ OFFLINE_GROUP_BACKLOG = Alert(
     f"{PREFIX}OfflineGroupBacklog",
     "sum by (consumer_group) (rmqmon_group_progress_lag)\nand on (consumer_group)\n" + OFFLINE_OPEN,
     "5m",
-    OFFLINE_SEVERITY.value,
+    anomaly_severity(OFFLINE).value,
     "Consumer group " + GROUP_TOPIC + " has no member while messages wait for it.",
     '{{ printf "%.0f" $value }} message(s) wait for consumer group '
     + GROUP_TOPIC

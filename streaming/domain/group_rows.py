@@ -44,9 +44,10 @@ def stale_outcomes(status: ViewStatus) -> list[Outcome]:
 
 
 def generation_snapshot(
-    analysis: Analysis, state: GroupState, time_ms: int, triggers: list[Trigger]
+    analysis: Analysis, state: GroupState, time_ms: int, triggers: list[Trigger], cause: AnomalyKind | None = None
 ) -> GenerationSnapshot:
-    """The ``GenerationSnapshot`` of a new generation: who is in the group, what each topic looks like."""
+    """The ``GenerationSnapshot`` of a new generation: who is in the group, what each topic looks like, and the
+    anomaly it is part of (``cause``: a rolling deploy, a storm, a flipping subscription table; None: none)."""
     strategies = sorted({t.strategy for t in analysis.topics.values()})
     details = {
         "views": {b: list(v) for b, v in analysis.views.items()},
@@ -67,6 +68,7 @@ def generation_snapshot(
         "duplicate_client_ids": {c: list(v) for c, v in analysis.duplicate_client_ids.items()},
         "allocation": analysis.allocation,
         "stale_views": list(analysis.stale_views),
+        "cause": cause,
     }
     versions = sorted({ch.client_version or "" for v in state.membership.views.values() for ch in v.channels.values()})
     return GenerationSnapshot(
