@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from connectors.jvm_artifacts import PROJECT_ROOT
-from connectors.processes import free_port
+from connectors.processes import free_port, port_is_open
 from dashboards import alerts
 
 BIN = PROJECT_ROOT / ".cache" / "go-bin"
@@ -65,8 +66,8 @@ def alertmanager(tmp_path: Path):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while _amtool(url, "config", "show").returncode != 0:
+        deadline = time.monotonic() + 120  # a busy machine starts it slowly
+        while not (port_is_open(port) and _ready(url)):
             assert process.poll() is None, (tmp_path / "alertmanager.log").read_text()
             assert time.monotonic() < deadline, "alertmanager did not start"
             time.sleep(0.2)
@@ -76,8 +77,18 @@ def alertmanager(tmp_path: Path):
         process.wait(timeout=30)
 
 
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
 def _amtool(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(AMTOOL), f"--alertmanager.url={url}", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [str(AMTOOL), f"--alertmanager.url={url}", "--timeout=20s", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def _post(url: str, name: str, **labels: str) -> tuple[str, ...]:
