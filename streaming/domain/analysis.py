@@ -21,7 +21,7 @@ from .membership import BrokerView, Channel, GroupMembership, cid_all
 from .polled_views import fresh_views
 from .queues import MessageQueue, sorted_client_ids
 from .strategy_choice import StrategyChoice
-from .vocabulary import AllocationMode, AnomalyKind, Severity
+from .vocabulary import AllocationMode, AnomalyKind
 
 # How a group's queues are allocated (``allocation_mode``).
 CLIENT_SIDE = AllocationMode.CLIENT  # every CLUSTERING client computes its share with the group's strategy
@@ -265,7 +265,6 @@ def _membership_findings(
                 group,
                 "",
                 AnomalyKind.DUPLICATE_CLIENT_ID,
-                Severity.CRITICAL,
                 f"{len(duplicates)} client id(s) of {group} are used by several channels",
                 {"client_ids": {c: list(chs) for c, chs in duplicates.items()}, "broker": broker},
             )
@@ -276,7 +275,6 @@ def _membership_findings(
                 group,
                 "",
                 AnomalyKind.DIVERGING_BROKER_VIEWS,
-                Severity.WARNING,
                 f"brokers disagree about the members of {group}",
                 {"views": {b: list(v) for b, v in views.items()}},
             )
@@ -289,7 +287,6 @@ def _unknown_strategy(group: str, name: str | None, error: DomainError) -> Findi
         group,
         "",
         UNKNOWN_STRATEGY,
-        Severity.WARNING,
         f"{group} allocates with strategy {name!r}, which the monitor cannot compute: no expected assignment",
         {"strategy": name, "error": str(error)},
     )
@@ -328,7 +325,6 @@ def _orphaned_finding(group: str, r: TopicAnalysis, multiplicity: Counter[str]) 
         group,
         r.topic,
         AnomalyKind.ORPHANED_QUEUES,
-        Severity.CRITICAL,
         f"{len(orphaned)} of {len(r.allocation.mq_all)} queues of {r.topic} have no consumer",
         {
             "queues": [_queue_ref(q) for q in orphaned],
@@ -348,7 +344,6 @@ def _double_owned_finding(group: str, r: TopicAnalysis, channels_by_client: Mapp
         group,
         r.topic,
         AnomalyKind.DOUBLE_OWNED_QUEUES,
-        Severity.CRITICAL,
         f"{len(doubled)} queues of {r.topic} are consumed by several channels",
         {
             "queues": [
@@ -372,7 +367,6 @@ def _subscription_finding(group: str, r: TopicAnalysis) -> Finding | None:
         group,
         r.topic,
         AnomalyKind.INCONSISTENT_SUBSCRIPTION,
-        Severity.WARNING,
         f"{len(r.non_subscribers)} member(s) of {group} do not subscribe {r.topic}",
         {
             "non_subscribers": list(r.non_subscribers),
@@ -417,7 +411,6 @@ def _mismatch_findings(
             group,
             r.topic,
             AnomalyKind.ASSIGNMENT_MISMATCH,
-            Severity.WARNING,
             f"{len(differences)} client(s) of {group} report a different assignment of {r.topic}",
             {"clients": differences},
         )

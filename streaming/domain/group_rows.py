@@ -45,9 +45,10 @@ def stale_outcomes(status: ViewStatus) -> list[Outcome]:
 
 
 def generation_snapshot(
-    analysis: Analysis, state: GroupState, time_ms: int, triggers: list[Trigger]
+    analysis: Analysis, state: GroupState, time_ms: int, triggers: list[Trigger], cause: AnomalyKind | None = None
 ) -> GenerationSnapshot:
-    """The ``GenerationSnapshot`` of a new generation: who is in the group, what each topic looks like."""
+    """The ``GenerationSnapshot`` of a new generation: who is in the group, what each topic looks like, and the
+    anomaly it is part of (``cause``: a rolling deploy, a storm, a flipping subscription table; None: none)."""
     versions = sorted({ch.client_version or "" for v in state.membership.views.values() for ch in v.channels.values()})
     details = {
         "views": {b: list(v) for b, v in analysis.views.items()},
@@ -70,6 +71,7 @@ def generation_snapshot(
         "stale_views": list(analysis.stale_views),
         "strategy_sources": dict(analysis.strategy_sources),
         "client_versions": [v for v in versions if v],
+        "cause": cause,
     }
     read = {ClientLine.read(v) for v in versions}
     lines = [line.value for line in (ClientLine.V4_9, ClientLine.V5) if line in read]
