@@ -13,17 +13,21 @@ a count means nothing on its own; counters are only ever ``rate()``d or ``increa
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
-from streaming.domain.consume_progress import DEFAULT_SETTINGS, QueueState, StuckCause, severity_of
-from streaming.domain.progress_tracker import OFFLINE_SEVERITY
-from streaming.domain.vocabulary import AnomalyKind, Severity
+from streaming.domain.anomaly_catalogue import ALERT_PREFIX, CATALOGUE, AnomalySpec
+from streaming.domain.consume_progress import DEFAULT_SETTINGS, QueueState, StuckCause, alerts_on, severity_of
+from streaming.domain.vocabulary import AnomalyKind
+from streaming.simulation import operations
 
-PREFIX = "RocketMQMonitor"
-# Where runbook_url points: the runbook in this repository. Change it to your repository browser's URL of
-# docs/runbook.md (e.g. https://git.example.com/ops/rocketmq-rebalance-monitor/blob/main/docs/runbook.md).
-RUNBOOK_URL_BASE = "docs/runbook.md"
+from .scripted_series import first_sustained, series_of
+
+PREFIX = ALERT_PREFIX
+# Where runbook_url points: docs/runbook.md as your repository browser serves it. The committed rule files use
+# this example; `python -m dashboards.generate --runbook-url-base URL --out DIR` writes them with yours.
+RUNBOOK_URL_BASE = "https://git.example.com/ops/rocketmq-rebalance-monitor/blob/main/docs/runbook.md"
 # The scrape job that scrapes the monitor's driver (the `job` label Prometheus adds).
 MONITOR_JOB = "rocketmq-rebalance-monitor"
 # Severities, most urgent first.
@@ -40,17 +44,17 @@ class Alert:
     description: str
     anchor: str  # heading id in docs/runbook.md
 
-    @property
-    def runbook_url(self) -> str:
-        return f"{RUNBOOK_URL_BASE}#{self.anchor}"
+    def runbook_url(self, base: str = RUNBOOK_URL_BASE) -> str:
+        return f"{base}#{self.anchor}"
 
-    def rule(self) -> dict[str, object]:
+    def rule(self, runbook_url_base: str = RUNBOOK_URL_BASE) -> dict[str, object]:
+        annotations = {"summary": self.summary, "description": self.description}
         return {
             "alert": self.name,
             "expr": self.expr,
             "for": self.for_,
             "labels": {"severity": self.severity},
-            "annotations": {"summary": self.summary, "description": self.description, "runbook_url": self.runbook_url},
+            "annotations": {**annotations, "runbook_url": self.runbook_url(runbook_url_base)},
         }
 
 
@@ -59,6 +63,17 @@ def _slug(name: str) -> str:
 
 
 GROUP_TOPIC = "{{ $labels.consumer_group }}"
+
+
+def _anomaly_alert(spec: AnomalySpec) -> Alert:
+    """A kind's alert, everything from its catalogue entry (``streaming/domain/anomaly_catalogue.py``)."""
+    assert spec.alert is not None and spec.alert_name is not None
+    a = spec.alert
+    return Alert(spec.alert_name, a.expr, a.for_, spec.severity.value, a.summary, a.description, spec.anchor)
+
+
+# The alert of every anomaly kind that has one; the kinds without (severity info) are recorded, never alerted.
+ANOMALY_ALERTS: dict[AnomalyKind, Alert] = {k: _anomaly_alert(s) for k, s in CATALOGUE.items() if s.alert}
 
 # -- consume progress (docs/design/consume-progress.md) ------------------------------------------------------
 # One alert per queue state whose severity (the rule table's, streaming/domain/consume_progress.py) is warning
@@ -78,7 +93,7 @@ def _queues_in(state: QueueState) -> str:
 
 def _progress_alert(state: QueueState, name: str, for_: str, summary: str, description: str, expr: str = "") -> Alert:
     severity = severity_of(state)
-    assert severity in (Severity.CRITICAL, Severity.WARNING), f"{state} does not alert"
+    assert severity is not None and alerts_on(state), f"{state} does not alert"
     queues = '{{ printf "%.0f" $value }} queue(s) of topic {{ $labels.topic }} of consumer group ' + GROUP_TOPIC
     return Alert(
         f"{PREFIX}{name}",
@@ -144,88 +159,11 @@ PROGRESS_ALERTS: dict[QueueState, Alert] = {
         "producers write.",
     ),
 }
-OFFLINE_GROUP_BACKLOG = Alert(
-    f"{PREFIX}OfflineGroupBacklog",
-    "sum by (consumer_group) (rmqmon_group_progress_lag)\nand on (consumer_group)\n" + OFFLINE_OPEN,
-    "5m",
-    OFFLINE_SEVERITY.value,
-    "Consumer group " + GROUP_TOPIC + " has no member while messages wait for it.",
-    '{{ printf "%.0f" $value }} message(s) wait for consumer group '
-    + GROUP_TOPIC
-    + f", which has no member on any broker (its {OFFLINE} episode is open): nobody consumes them. "
-    f"Confirm: {QUERY_PROGRESS}.",
-    _slug(f"{PREFIX}OfflineGroupBacklog"),
-)
+OFFLINE_GROUP_BACKLOG = ANOMALY_ALERTS[OFFLINE]
 
 
 ALERTS: tuple[Alert, ...] = (
-    Alert(
-        f"{PREFIX}OrphanedQueues",
-        'max by (consumer_group, topic) (rmqmon_group_queues{state="orphaned"}) > 0',
-        "2m",
-        "critical",
-        "Queues of {{ $labels.topic }} that no member of " + GROUP_TOPIC + " consumes.",
-        '{{ printf "%.0f" $value }} queue(s) of topic {{ $labels.topic }} have no owner in consumer group '
-        + GROUP_TOPIC
-        + " as every client computes its share: their messages are not consumed and lag grows.",
-        _slug(f"{PREFIX}OrphanedQueues"),
-    ),
-    Alert(
-        f"{PREFIX}DoubleOwnedQueues",
-        'max by (consumer_group, topic) (rmqmon_group_queues{state="double_owned"}) > 0',
-        "2m",
-        "warning",
-        "Queues of {{ $labels.topic }} consumed by two or more members of " + GROUP_TOPIC + ".",
-        '{{ printf "%.0f" $value }} queue(s) of topic {{ $labels.topic }} are pulled by more than one member of '
-        + GROUP_TOPIC
-        + ": their messages are consumed twice and offsets are committed by both.",
-        _slug(f"{PREFIX}DoubleOwnedQueues"),
-    ),
-    Alert(
-        f"{PREFIX}DuplicateClientIds",
-        "max by (consumer_group) (rmqmon_group_duplicate_client_ids) > 0",
-        "2m",
-        "warning",
-        "Several connections of " + GROUP_TOPIC + " present the same client ID.",
-        '{{ printf "%.0f" $value }} client ID(s) of consumer group ' + GROUP_TOPIC + " are held by more than one "
-        "connection (typically containers with host networking and PID 1): the members compute identical shares.",
-        _slug(f"{PREFIX}DuplicateClientIds"),
-    ),
-    Alert(
-        f"{PREFIX}InconsistentSubscriptions",
-        'max by (consumer_group) (rmqmon_group_open_anomalies{anomaly="INCONSISTENT_SUBSCRIPTION"}) > 0',
-        "5m",
-        "warning",
-        "Members of " + GROUP_TOPIC + " subscribe different topics.",
-        "Consumer group " + GROUP_TOPIC + " has members whose subscriptions differ: queues of a topic are shared "
-        "among members that do not all subscribe it, so some of its queues go to nobody.",
-        _slug(f"{PREFIX}InconsistentSubscriptions"),
-    ),
-    Alert(
-        f"{PREFIX}RebalanceStorm",
-        'max by (consumer_group) (rmqmon_group_open_anomalies{anomaly="REBALANCE_STORM"}) > 0\n'
-        "or\n"
-        "sum by (consumer_group) (increase(rmqmon_group_rebalances_total[15m]))\n"
-        "  > 4 * max by (consumer_group) (rmqmon_group_members) + 6",
-        "5m",
-        "warning",
-        "Consumer group " + GROUP_TOPIC + " keeps rebalancing.",
-        "Consumer group " + GROUP_TOPIC + " is in a rebalance storm: the monitor's storm detector fired, or it "
-        "rebalanced more than four times per member (plus six) in 15 minutes, more than a rolling restart causes. "
-        "Every rebalance pauses consumption of the moved queues.",
-        _slug(f"{PREFIX}RebalanceStorm"),
-    ),
-    Alert(
-        f"{PREFIX}FlappingMembers",
-        'max by (consumer_group) (rmqmon_group_open_anomalies{anomaly="FLAPPING_MEMBERS"}) > 0',
-        "5m",
-        "warning",
-        "Members of " + GROUP_TOPIC + " keep joining and leaving.",
-        "Consumer group " + GROUP_TOPIC + " has member(s) that joined or left more often than the flapping "
-        "threshold allows within its window (crash loops, dropped connections): each join and leave rebalances "
-        "the whole group. The episode's details name the client IDs.",
-        _slug(f"{PREFIX}FlappingMembers"),
-    ),
+    *(a for k, a in ANOMALY_ALERTS.items() if k != OFFLINE),
     *PROGRESS_ALERTS.values(),
     OFFLINE_GROUP_BACKLOG,
     Alert(
@@ -247,17 +185,6 @@ ALERTS: tuple[Alert, ...] = (
         '{{ printf "%.0f" $value }} producer(s) have a fault item making every broker they know unavailable: '
         "the client falls back to sending anyway, with the latency or errors that isolated the brokers.",
         _slug(f"{PREFIX}ProducerAllBrokersUnavailable"),
-    ),
-    Alert(
-        f"{PREFIX}DivergingBrokerViews",
-        "max by (consumer_group) (rmqmon_group_views_diverging) > 0",
-        "5m",
-        "warning",
-        "Brokers disagree about the members of " + GROUP_TOPIC + ".",
-        "Brokers have held different member lists for consumer group " + GROUP_TOPIC + " for longer than a "
-        "heartbeat round: clients that ask different brokers compute different shares (orphaned or doubly "
-        "consumed queues).",
-        _slug(f"{PREFIX}DivergingBrokerViews"),
     ),
     Alert(
         f"{PREFIX}BrokerViewStale",
@@ -327,8 +254,60 @@ ALERTS: tuple[Alert, ...] = (
 )
 
 
-def rule_file() -> dict[str, object]:
-    return {"groups": [{"name": "rocketmq-rebalance-monitor", "rules": [a.rule() for a in ALERTS]}]}
+@dataclass(frozen=True)
+class Inhibition:
+    """While ``source`` fires, Alertmanager holds back ``targets`` with the same ``equal`` labels: one incident, one
+    page, naming its cause. The source is at least as severe as every target, so no page is lost."""
+
+    source: str
+    targets: tuple[str, ...]
+    equal: tuple[str, ...]
+    why: str
+
+
+_A = ANOMALY_ALERTS
+INHIBITIONS: tuple[Inhibition, ...] = (
+    Inhibition(
+        _A[AnomalyKind.DUPLICATE_CLIENT_ID].name,
+        (
+            _A[AnomalyKind.ORPHANED_QUEUES].name,
+            _A[AnomalyKind.DOUBLE_OWNED_QUEUES].name,
+            PROGRESS_ALERTS[QueueState.ORPHAN_CONFIRMED].name,
+            PROGRESS_ALERTS[QueueState.DOUBLE_OWNED].name,
+        ),
+        ("consumer_group",),
+        "members with one client ID compute identical shares: the group's orphaned and doubly owned queues are "
+        "the duplicate's effect",
+    ),
+    Inhibition(
+        _A[AnomalyKind.FLAPPING_MEMBERS].name,
+        (_A[AnomalyKind.REBALANCE_STORM].name,),
+        ("consumer_group",),
+        "the flapping members' joins and leaves are the storm's rebalances, and the flapping episode names them",
+    ),
+)
+
+
+def alertmanager_config() -> dict[str, object]:
+    """An Alertmanager configuration with the inhibition rules (copy ``inhibit_rules`` into yours)."""
+    rules = [
+        {
+            "source_matchers": [f'alertname="{i.source}"'],
+            "target_matchers": ['alertname=~"' + "|".join(i.targets) + '"'],
+            "equal": list(i.equal),
+        }
+        for i in INHIBITIONS
+    ]
+    return {
+        "route": {"receiver": "default", "group_by": ["alertname", "consumer_group"], "group_wait": "30s"},
+        "receivers": [{"name": "default"}],
+        "inhibit_rules": rules,
+    }
+
+
+def rule_file(runbook_url_base: str = RUNBOOK_URL_BASE) -> dict[str, object]:
+    rules = [a.rule(runbook_url_base) for a in ALERTS]
+    return {"groups": [{"name": "rocketmq-rebalance-monitor", "rules": rules}]}
 
 
 # -- promtool unit tests -------------------------------------------------------------------------------------
@@ -352,13 +331,15 @@ class Case:
     fired: tuple[tuple[dict[str, str], float], ...] = ()  # (labels besides alertname/severity, $value)
     interval: str = "15s"
     extra: dict[str, object] = field(default_factory=dict)
+    also_at: tuple[str, ...] = ()  # more evaluation times with the same expectation (a silent run: every minute)
 
 
 J = f'job="{MONITOR_JOB}",instance="127.0.0.1:9464"'
+NAME = {kind: alert.name for kind, alert in ANOMALY_ALERTS.items()}  # the anomaly kinds' alerts, by kind
 CASES: tuple[Case, ...] = (
     # orphaned queues: fires after 2m of orphans; a 20 s rebalance transient does not
     Case(
-        f"{PREFIX}OrphanedQueues",
+        NAME[AnomalyKind.ORPHANED_QUEUES],
         "orphans for 5 minutes fire",
         {
             f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x40",
@@ -368,46 +349,46 @@ CASES: tuple[Case, ...] = (
         ((({"consumer_group": "g1", "topic": "t1"}), 3),),
     ),
     Case(
-        f"{PREFIX}OrphanedQueues",
+        NAME[AnomalyKind.ORPHANED_QUEUES],
         "a 30 s transient during a rebalance does not fire",
         {f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 2 2 0x40"},
         "6m",
     ),
     Case(
-        f"{PREFIX}DoubleOwnedQueues",
+        NAME[AnomalyKind.DOUBLE_OWNED_QUEUES],
         "double owners for 5 minutes fire",
         {f'rmqmon_group_queues{{{J},consumer_group="g2",topic="t1",state="double_owned"}}': "2x40"},
         "5m",
         (({"consumer_group": "g2", "topic": "t1"}, 2),),
     ),
     Case(
-        f"{PREFIX}DoubleOwnedQueues",
+        NAME[AnomalyKind.DOUBLE_OWNED_QUEUES],
         "none double-owned: silent",
         {f'rmqmon_group_queues{{{J},consumer_group="g2",topic="t1",state="double_owned"}}': "0x40"},
         "5m",
     ),
     Case(
-        f"{PREFIX}DuplicateClientIds",
+        NAME[AnomalyKind.DUPLICATE_CLIENT_ID],
         "a duplicate client id held for 5 minutes fires",
         {f'rmqmon_group_duplicate_client_ids{{{J},consumer_group="ledger"}}': "1x40"},
         "5m",
         (({"consumer_group": "ledger"}, 1),),
     ),
     Case(
-        f"{PREFIX}DuplicateClientIds",
+        NAME[AnomalyKind.DUPLICATE_CLIENT_ID],
         "a duplicate for one minute (restart overlap) does not fire",
         {f'rmqmon_group_duplicate_client_ids{{{J},consumer_group="ledger"}}': "0 1 1 1 1 0x40"},
         "5m",
     ),
     Case(
-        f"{PREFIX}InconsistentSubscriptions",
+        NAME[AnomalyKind.INCONSISTENT_SUBSCRIPTION],
         "an open inconsistent-subscription episode for 10 minutes fires",
         {f'rmqmon_group_open_anomalies{{{J},consumer_group="mailer",anomaly="INCONSISTENT_SUBSCRIPTION"}}': "1x60"},
         "10m",
         (({"consumer_group": "mailer"}, 1),),
     ),
     Case(
-        f"{PREFIX}InconsistentSubscriptions",
+        NAME[AnomalyKind.INCONSISTENT_SUBSCRIPTION],
         "a short episode during a rolling deploy does not fire",
         {
             f'rmqmon_group_open_anomalies{{{J},consumer_group="mailer",anomaly="INCONSISTENT_SUBSCRIPTION"}}': "1x12 0x48"  # noqa: E501 (one series of the test)
@@ -415,47 +396,29 @@ CASES: tuple[Case, ...] = (
         "10m",
     ),
     Case(
-        f"{PREFIX}RebalanceStorm",
-        "the storm detector's open episode fires",
-        {
-            f'rmqmon_group_open_anomalies{{{J},consumer_group="cache",anomaly="REBALANCE_STORM"}}': "1x60",
-            f'rmqmon_group_rebalances_total{{{J},consumer_group="cache"}}': "0x60",
-            f'rmqmon_group_members{{{J},consumer_group="cache"}}': "2x60",
-        },
-        "10m",
-        (({"consumer_group": "cache"}, 1),),
-    ),
-    Case(
-        f"{PREFIX}RebalanceStorm",
-        "60 rebalances in 15 minutes of a 4-member group fire (relative threshold)",
-        {
-            f'rmqmon_group_rebalances_total{{{J},consumer_group="cache"}}': "0+1x120",
-            f'rmqmon_group_members{{{J},consumer_group="cache"}}': "4x120",
-        },
-        "30m",
-        (({"consumer_group": "cache"}, 60),),
-    ),
-    Case(
-        f"{PREFIX}RebalanceStorm",
-        "a rolling restart of 10 members (20 rebalances) does not fire",
-        {
-            f'rmqmon_group_rebalances_total{{{J},consumer_group="big"}}': "0x20 0+1x20 20x80",
-            f'rmqmon_group_members{{{J},consumer_group="big"}}': "10x120",
-            f'rmqmon_group_open_anomalies{{{J},consumer_group="big",anomaly="REBALANCE_STORM"}}': "0x120",
-        },
-        "30m",
-    ),
-    Case(
-        f"{PREFIX}FlappingMembers",
+        NAME[AnomalyKind.FLAPPING_MEMBERS],
         "an open flapping episode for 10 minutes fires",
         {f'rmqmon_group_open_anomalies{{{J},consumer_group="cache",anomaly="FLAPPING_MEMBERS"}}': "1x60"},
         "10m",
         (({"consumer_group": "cache"}, 1),),
     ),
     Case(
-        f"{PREFIX}FlappingMembers",
+        NAME[AnomalyKind.FLAPPING_MEMBERS],
         "an episode of 3 minutes does not fire",
         {f'rmqmon_group_open_anomalies{{{J},consumer_group="cache",anomaly="FLAPPING_MEMBERS"}}': "1x12 0x48"},
+        "10m",
+    ),
+    Case(
+        NAME[AnomalyKind.ASSIGNMENT_MISMATCH],
+        "clients holding other queues than they compute for 10 minutes fire",
+        {f'rmqmon_group_open_anomalies{{{J},consumer_group="ledger",anomaly="ASSIGNMENT_MISMATCH"}}': "1x60"},
+        "10m",
+        (({"consumer_group": "ledger"}, 1),),
+    ),
+    Case(
+        NAME[AnomalyKind.ASSIGNMENT_MISMATCH],
+        "a mismatch for 2 minutes (a slow rebalance after the grace) does not fire",
+        {f'rmqmon_group_open_anomalies{{{J},consumer_group="ledger",anomaly="ASSIGNMENT_MISMATCH"}}': "0x4 1x8 0x48"},
         "10m",
     ),
     Case(
@@ -485,14 +448,14 @@ CASES: tuple[Case, ...] = (
         "3m",
     ),
     Case(
-        f"{PREFIX}DivergingBrokerViews",
+        NAME[AnomalyKind.DIVERGING_BROKER_VIEWS],
         "views diverging for 10 minutes fire",
         {f'rmqmon_group_views_diverging{{{J},consumer_group="risk"}}': "1x60"},
         "10m",
         (({"consumer_group": "risk"}, 1),),
     ),
     Case(
-        f"{PREFIX}DivergingBrokerViews",
+        NAME[AnomalyKind.DIVERGING_BROKER_VIEWS],
         "views diverging for one heartbeat round do not fire",
         {f'rmqmon_group_views_diverging{{{J},consumer_group="risk"}}': "1x4 0x56"},
         "10m",
@@ -773,10 +736,60 @@ def _progress_cases() -> tuple[Case, ...]:
 CASES += _progress_cases()
 
 
-def test_file(rule_file_name: str = "alerts.yml") -> dict[str, object]:
+# -- scripted operations: the series the engine and the job's metric mapping produce for them -------------------
+# (dashboards/scripted_series.py). Benign ones fire no group alert; incidents fire theirs once the episode has
+# held for the alert's `for`.
+GROUP_ALERTS = tuple(a for k, a in ANOMALY_ALERTS.items() if k != OFFLINE)
+STEP_S = 15
+
+
+@functools.cache
+def scripted_cases() -> tuple[Case, ...]:
+    """The cases of scripted operations (run on first use: each runs the engine over its script)."""
+    cases: list[Case] = []
+    for members in (5, 10, 20, 50):
+        script = operations.rolling_restart(members)
+        series = series_of(script, J)
+        cases += _silent_throughout(script)
+    cases += _silent_throughout(operations.scale(4, 12))
+    for script, kind in (
+        (operations.crash_loop(5, crashes=30, same_id=False), AnomalyKind.REBALANCE_STORM),
+        (operations.crash_loop(5, crashes=30, same_id=True), AnomalyKind.FLAPPING_MEMBERS),
+    ):
+        alert = ANOMALY_ALERTS[kind]
+        series = series_of(script, J)
+        key = next(k for k in series if f'anomaly="{kind}"' in k)
+        fired_at = first_sustained(series[key], 1.0, _seconds(alert.for_) // STEP_S)
+        assert fired_at is not None, f"{script.name}: {kind} never held for {alert.for_}"
+        at = f"{(fired_at + 1) * STEP_S}s"
+        cases.append(
+            Case(
+                alert.name, f"{script.name} (the engine's series): fires", series, at, (({"consumer_group": "g1"}, 1),)
+            )
+        )
+    return tuple(cases)
+
+
+def _silent_throughout(script: operations.Script) -> list[Case]:
+    """Every group alert silent at every minute of the script's run (one that fired and resolved would show);
+    the cases share one series, so ``test_file`` writes them as one promtool test."""
+    series = series_of(script, J)
+    minutes = tuple(f"{m}m" for m in range(1, script.until_ms // 60_000))
+    end = f"{script.until_ms // 1000}s"
+    title = f"{script.name} (the engine's series): silent"
+    return [Case(alert.name, title, series, end, also_at=minutes) for alert in GROUP_ALERTS]
+
+
+def _seconds(duration: str) -> int:
+    value, unit = re.fullmatch(r"(\d+)([smh])", duration).groups()  # type: ignore[union-attr]
+    return int(value) * {"s": 1, "m": 60, "h": 3600}[unit]
+
+
+def test_file(rule_file_name: str = "alerts.yml", runbook_url_base: str = RUNBOOK_URL_BASE) -> dict[str, object]:
     by_name = {a.name: a for a in ALERTS}
     tests: list[dict[str, object]] = []
-    for case in CASES:
+    shared: dict[int, dict[str, object]] = {}  # id of a series shared by several cases -> their one test
+    for case in (*CASES, *scripted_cases()):
         alert = by_name[case.alert]
         expected = [
             {
@@ -784,17 +797,25 @@ def test_file(rule_file_name: str = "alerts.yml") -> dict[str, object]:
                 "exp_annotations": {
                     "summary": render_annotation(alert.summary, labels, value),
                     "description": render_annotation(alert.description, labels, value),
-                    "runbook_url": alert.runbook_url,
+                    "runbook_url": alert.runbook_url(runbook_url_base),
                 },
             }
             for labels, value in case.fired
         ]
-        tests.append(
-            {
-                "name": f"{case.alert}: {case.title}",
-                "interval": case.interval,
-                "input_series": [{"series": s, "values": v} for s, v in case.series.items()],
-                "alert_rule_test": [{"eval_time": case.eval_time, "alertname": case.alert, "exp_alerts": expected}],
-            }
-        )
+        checks = [
+            {"eval_time": at, "alertname": case.alert, "exp_alerts": expected} for at in (*case.also_at, case.eval_time)
+        ]
+        test = shared.get(id(case.series))
+        if test is not None and test["name"] == case.title:
+            test["alert_rule_test"] += checks  # type: ignore[operator]
+            continue
+        test = {
+            "name": case.title if case.also_at else f"{case.alert}: {case.title}",
+            "interval": case.interval,
+            "input_series": [{"series": s, "values": v} for s, v in case.series.items()],
+            "alert_rule_test": checks,
+        }
+        if case.also_at:
+            shared[id(case.series)] = test
+        tests.append(test)
     return {"rule_files": [rule_file_name], "evaluation_interval": "15s", "tests": tests}

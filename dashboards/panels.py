@@ -19,9 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dashboards.alerts import PROGRESS_ALERTS
+from streaming.domain.anomaly_catalogue import RECORDED_ONLY
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SEL = 'job=~"$job", instance=~"$instance"'
+# The anomaly kinds that alert (the others are recorded, never alerted: a rolling deploy, an unknown strategy).
+ALERTING_KINDS = 'anomaly!~"' + "|".join(RECORDED_ONLY) + '"'
 TAGS = ["rocketmq", "rebalance-monitor"]
 
 
@@ -156,11 +159,13 @@ def overview() -> dict[str, object]:
         [
             Panel(
                 "Groups with open anomalies",
-                "Consumer groups with at least one open anomaly episode.",
+                "Consumer groups with at least one open anomaly episode of a kind that alerts (a rolling deploy, "
+                "recorded as an info episode, does not count).",
                 "none",
                 (
                     (
-                        f"count(max by (consumer_group) (rmqmon_group_open_anomalies{{{SEL}}}) > 0) or vector(0)",
+                        f"count(max by (consumer_group) (rmqmon_group_open_anomalies{{{SEL}, {ALERTING_KINDS}}}) > 0)"
+                        " or vector(0)",
                         "groups",
                     ),
                 ),

@@ -290,11 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     allocate.add_argument(
         "--strategy",
-        help="AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, MACHINE_ROOM, "
+        help="AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, CONFIG, MACHINE_ROOM, "
         "MACHINE_ROOM_NEARBY-<inner> (default AVG, or the group's own)",
     )
     allocate.add_argument("--clients", help="comma-separated client ids, one per channel (duplicates allowed)")
-    allocate.add_argument("--queues", type=int, help="queues per broker")
+    allocate.add_argument("--queues", type=int, help="queues per broker (in all at most 65536)")
     allocate.add_argument("--brokers", default="broker-a", help="comma-separated broker names (default broker-a)")
     allocate.add_argument("--topic", help="topic name (default T; with --group: every topic it subscribes)")
     allocate.add_argument("--delta-root", help="take the group from these monitor tables")
@@ -307,6 +307,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--virtual-nodes", type=_positive(int), default=10, help="CONSISTENT_HASH virtual nodes (default 10)"
     )
     allocate.add_argument("--consumer-idcs", default="", help="MACHINE_ROOM: comma-separated rooms")
+    allocate.add_argument(
+        "--config-queues", default="", help="CONFIG: the configured list, comma-separated broker:queue_id"
+    )
+    allocate.add_argument(
+        "--machine-room-regex",
+        help="MACHINE_ROOM_NEARBY: room = the regex's first group in broker names and client ids",
+    )
+    allocate.add_argument(
+        "--machine-room-separator",
+        default="-",
+        help="MACHINE_ROOM_NEARBY: room = the text before this separator (default -)",
+    )
     allocate.add_argument("--json", action="store_true", help="JSON instead of a table")
     allocate.set_defaults(handler=tables.allocate)
     return parser

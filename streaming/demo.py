@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
-from streaming.domain.consume_progress import QueueState, severity_of
-from streaming.domain.vocabulary import Severity
+from streaming.domain.consume_progress import QueueState, alerts_on
 
 if TYPE_CHECKING:
     from connectors.emitter import EventEmitter
@@ -35,7 +34,7 @@ HEAD_START_MS = 12 * 3_600_000  # simulated time starts this long before the wal
 # it said so after nearly every batch; its status line shows each query's batch time instead.
 FALLING_BEHIND_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor"
 # The consume-progress states the live view names beside a group: those whose severity alerts.
-ALERTING_STATES = frozenset(s for s in QueueState if severity_of(s) in (Severity.CRITICAL, Severity.WARNING))
+ALERTING_STATES = frozenset(s for s in QueueState if alerts_on(s))
 
 
 def processed_ms(job: Any, queries: tuple[str, ...]) -> int:

@@ -78,14 +78,22 @@ def what_if(
     line: str = "5",
     virtual_node_count: int = 10,
     consumer_idcs: Sequence[str] = (),
+    config_queues: Sequence[tuple[str, str, int]] | None = None,
+    machine_room_regex: str | None = None,
+    machine_room_separator: str = "-",
 ) -> dict[str, Any]:
-    from streaming.domain.allocation import strategy_from_name
+    from streaming.domain.allocation import RegexResolver, SplitResolver, strategy_from_name
     from streaming.domain.group_allocation import allocate_group
     from streaming.domain.queues import MessageQueue
     from streaming.domain.versions import ClientLine
 
     chosen = strategy_from_name(
-        strategy, virtual_node_count=virtual_node_count, consumer_idcs=list(consumer_idcs), line=ClientLine.parse(line)
+        strategy,
+        virtual_node_count=virtual_node_count,
+        consumer_idcs=list(consumer_idcs),
+        config_queues=None if config_queues is None else [MessageQueue(t, b, q) for t, b, q in config_queues],
+        resolver=RegexResolver(machine_room_regex) if machine_room_regex else SplitResolver(machine_room_separator),
+        line=ClientLine.parse(line),
     )
     group = allocate_group(chosen, client_ids, [MessageQueue(t, b, q) for t, b, q in queues])
 

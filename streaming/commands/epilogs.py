@@ -93,5 +93,10 @@ EPILOG_ALLOCATE = """examples:
       --queues 4 --clients c1,c2,c3 --json
   rebalance-monitor allocate --delta-root .run/delta --group ledger-containers --strategy AVG_BY_CIRCLE
       (the group's members and queues as the monitor last saw them, or --at a time; what if it used AVG_BY_CIRCLE)
+  rebalance-monitor allocate --strategy MACHINE_ROOM_NEARBY-AVG --machine-room-regex '^([A-Z0-9]+)-' \\
+      --brokers IDC1-broker,IDC2-broker --queues 3 --clients IDC1-c0,IDC1-c1,IDC2-c0
+  rebalance-monitor allocate --strategy CONFIG --config-queues broker-a:0,broker-b:1 --queues 2 --clients c1,c2
 every client in cidAll is assumed to subscribe the topic; duplicates in --clients are channels sharing an id.
+CONFIG and MACHINE_ROOM read --config-queues and --consumer-idcs as a real client reads its configuration:
+without them it takes no queue (said on stderr). At most 65536 queues per topic.
 """

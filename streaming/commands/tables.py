@@ -156,6 +156,7 @@ def query(args: argparse.Namespace) -> int:
         raise UsageError("give --json or --csv, not both")
     if args.csv and args.what != "sql":
         raise UsageError("--csv is for query sql")
+    _refuse_filters_that_do_not_apply(args)
     needs = {
         "assignment": ("group_snapshots", "expected_assignments", "current_assignment"),
         "anomalies": ("group_snapshots", "anomaly_episodes"),
@@ -180,6 +181,47 @@ def query(args: argparse.Namespace) -> int:
         raise NotFound(str(error)) from None
     print(emit(rows(found), columns, "json" if args.json else "table"))
     return 0
+
+
+# The filters each query takes (--table-time applies to every one); sql's own check comes first.
+QUERY_FILTERS = {
+    "assignment": ("--group", "--at", "--table-version"),
+    "anomalies": ("--group", "--kind", "--since", "--until"),
+    "faults": ("--broker", "--since", "--until"),
+    "progress": ("--group", "--state", "--at"),
+}
+# Why a filter means nothing to a query, where it is not plain.
+FILTER_REASONS = {
+    ("faults", "--group"): "fault windows are per producer and broker, not per consumer group",
+    ("faults", "--kind"): "fault windows have no anomaly kind",
+    ("anomalies", "--broker"): "anomaly episodes are per consumer group and topic, not per broker",
+    ("assignment", "--broker"): "an assignment is per consumer group",
+    ("progress", "--broker"): "use query sql on queue_progress_current for one broker",
+}
+
+
+def _refuse_filters_that_do_not_apply(args: argparse.Namespace) -> None:
+    """A filter the query would ignore is refused: an answer that looks filtered and is not misleads."""
+    takes = QUERY_FILTERS.get(args.what)
+    if takes is None:
+        return
+    given = {
+        "--group": args.group,
+        "--broker": args.broker,
+        "--kind": args.kind,
+        "--state": args.state,
+        "--at": args.at,
+        "--since": args.since,
+        "--until": args.until,
+        "--table-version": args.table_version,
+    }
+    for option, value in given.items():
+        if value is not None and option not in takes:
+            reason = FILTER_REASONS.get((args.what, option))
+            raise UsageError(
+                f"query {args.what} takes no {option}{f' ({reason})' if reason else ''}; "
+                f"it takes {', '.join(takes)} and --table-time"
+            )
 
 
 def _query_rows(tables, args, at, since, until, table_time):  # type: ignore[no-untyped-def]
@@ -226,11 +268,18 @@ def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
     parameters = {"group": args.group, "generation": snapshot["generation"]}
     assignments = rows(tables.sql(QUERY_SQL["group-assignments"], parameters))
     details = json.loads(snapshot["details"])
-    topics = [args.topic] if args.topic else list(snapshot["topics"])
     if args.topic and args.topic not in snapshot["topics"]:
         raise NotFound(
             f"consumer group {args.group!r} does not subscribe {args.topic!r} (it subscribes "
             f"{', '.join(snapshot['topics']) or 'nothing'})"
+        )
+    computed = details.get("topics", {})  # subscribed topics with a route and a strategy the monitor computes
+    topics = [t for t in ([args.topic] if args.topic else list(snapshot["topics"])) if t in computed]
+    if not topics:
+        raise NotFound(
+            f"the monitor computed no allocation for consumer group {args.group!r} at generation "
+            f"{snapshot['generation']} (strategy {snapshot['strategy'] or 'unknown'!r}: no route, or a strategy it "
+            "cannot compute or complete); pass --clients, --brokers and --queues instead"
         )
     groups = []
     for topic in topics:
@@ -260,6 +309,7 @@ def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
                 "strategy": (snapshot["strategy"] or "AVG").split(",")[0],
                 "versions": versions,
                 "generation": snapshot["generation"],
+                "sources": details.get("strategy_sources", {}),
             }
         )
     return groups
@@ -279,6 +329,13 @@ def _allocation_cases(args: argparse.Namespace) -> list[dict[str, object]]:
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
     if not clients or args.queues < 1 or not brokers:
         raise UsageError("allocate needs a client in --clients, a broker in --brokers and --queues >= 1")
+    if args.queues * len(brokers) > MAX_QUEUES:
+        raise UsageError(
+            f"--queues {args.queues} on {len(brokers)} broker(s) is {args.queues * len(brokers)} queues; "
+            f"the what-if takes at most {MAX_QUEUES} queues per topic"
+        )
+    if len(clients) > MAX_CHANNELS:
+        raise UsageError(f"--clients names {len(clients)} channels; the what-if takes at most {MAX_CHANNELS}")
     topic = args.topic or "T"
     queues = [(topic, b, q) for b in brokers for q in range(args.queues)]
     return [
@@ -286,14 +343,138 @@ def _allocation_cases(args: argparse.Namespace) -> list[dict[str, object]]:
     ]
 
 
+# The what-if's bounds: a topic's queues, cidAll's entries, a consistent-hash ring's entries, and the
+# (client, queue) pairs of a strategy computed client by client. Within them an answer takes seconds.
+MAX_QUEUES = 65_536
+MAX_CHANNELS = 65_536
+MAX_RING_ENTRIES = 1_000_000
+MAX_PER_CLIENT_PAIRS = 2_000_000
+NEARBY_PREFIX = "MACHINE_ROOM_NEARBY-"
+
+
+def _family(strategy: str) -> str:
+    """The strategy a ``MACHINE_ROOM_NEARBY-<inner>`` runs in each room (the name itself otherwise)."""
+    while strategy.startswith(NEARBY_PREFIX):
+        strategy = strategy[len(NEARBY_PREFIX) :]
+    return strategy
+
+
+def _config_queues(text: str, topic: str) -> list[tuple[str, str, int]] | None:
+    if not text.strip():
+        return None
+    queues = []
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        broker, _, queue_id = item.rpartition(":")
+        if not broker or not queue_id.isdigit():
+            raise UsageError(f"--config-queues: {item!r} is not broker:queue_id")
+        queues.append((topic, broker, int(queue_id)))
+    return queues
+
+
+def _allocation_options(args: argparse.Namespace, strategies: set[str]) -> None:
+    """Refuse what-if options the strategy does not read, and names the what-if cannot compute."""
+    import re
+
+    for strategy in strategies:
+        if strategy == "MACHINE_ROOM_NEARBY" or strategy.endswith("-MACHINE_ROOM_NEARBY"):
+            raise UsageError(
+                "MACHINE_ROOM_NEARBY needs its inner strategy: --strategy MACHINE_ROOM_NEARBY-<inner>, "
+                "e.g. MACHINE_ROOM_NEARBY-AVG"
+            )
+    families = {_family(s) for s in strategies}
+    nearby = any(s.startswith(NEARBY_PREFIX) for s in strategies)
+    if args.consumer_idcs.strip() and "MACHINE_ROOM" not in families:
+        raise UsageError("--consumer-idcs is for MACHINE_ROOM (or MACHINE_ROOM_NEARBY-MACHINE_ROOM)")
+    if args.config_queues.strip() and "CONFIG" not in families:
+        raise UsageError("--config-queues is for CONFIG (or MACHINE_ROOM_NEARBY-CONFIG)")
+    if (args.machine_room_regex is not None or args.machine_room_separator != "-") and not nearby:
+        raise UsageError("--machine-room-regex and --machine-room-separator are for MACHINE_ROOM_NEARBY-<inner>")
+    if args.machine_room_regex is not None and args.machine_room_separator != "-":
+        raise UsageError("give --machine-room-regex or --machine-room-separator, not both")
+    if not args.machine_room_separator:
+        raise UsageError("--machine-room-separator must not be empty")
+    if args.machine_room_regex is not None:
+        try:
+            groups = re.compile(args.machine_room_regex).groups
+        except re.error as error:
+            raise UsageError(f"--machine-room-regex: not a valid regular expression ({error})") from None
+        if groups < 1:
+            raise UsageError("--machine-room-regex needs a capturing group: the room is the first group's text")
+
+
+def _within_bounds(args: argparse.Namespace, strategy: str, cid_all: list[str], queues: int) -> None:
+    family = _family(strategy)
+    if family == "CONSISTENT_HASH" and len(cid_all) * args.virtual_nodes > MAX_RING_ENTRIES:
+        raise UsageError(
+            f"{len(cid_all)} channels x --virtual-nodes {args.virtual_nodes} is a ring of "
+            f"{len(cid_all) * args.virtual_nodes} entries; the what-if takes at most {MAX_RING_ENTRIES}"
+        )
+    per_client = strategy != family or family in ("CONFIG", "MACHINE_ROOM")
+    if per_client and len(set(cid_all)) * queues > MAX_PER_CLIENT_PAIRS:
+        raise UsageError(
+            f"{strategy} is computed client by client: {len(set(cid_all))} clients x {queues} queues is more than "
+            f"the what-if's {MAX_PER_CLIENT_PAIRS}"
+        )
+
+
+def _unconfigured_notes(args: argparse.Namespace, strategies: set[str]) -> list[str]:
+    """One line per strategy run without the configuration that a real client would be built with."""
+    families = {_family(s) for s in strategies}
+    notes = []
+    if "CONFIG" in families and not args.config_queues.strip():
+        notes.append(
+            "CONFIG without a queue list: a real client so configured takes no queue (every queue is orphaned "
+            "below); --config-queues gives the list (config_queues in an [[allocation.groups]] rule)"
+        )
+    if "MACHINE_ROOM" in families and not args.consumer_idcs.strip():
+        notes.append(
+            "MACHINE_ROOM without rooms: a real client so configured takes no queue (every queue is orphaned "
+            "below); --consumer-idcs gives the rooms (consumer_idcs in an [[allocation.groups]] rule)"
+        )
+    return notes
+
+
+# The what-if option that gives each part a rule supplied to the monitor.
+OPTION_OF_PART = {
+    "resolver": "--machine-room-regex or --machine-room-separator",
+    "config_queues": "--config-queues",
+    "consumer_idcs": "--consumer-idcs",
+}
+
+
+def _rule_parts_notes(args: argparse.Namespace, cases: list[dict[str, object]]) -> list[str]:
+    """For a group from the tables run with its own strategy: the parts its rule supplied that no option gives."""
+    given = {
+        "resolver": args.machine_room_regex is not None or args.machine_room_separator != "-",
+        "config_queues": bool(args.config_queues.strip()),
+        "consumer_idcs": bool(args.consumer_idcs.strip()),
+    }
+    notes: dict[str, str] = {}
+    for case in cases if args.strategy is None else []:
+        sources = case.get("sources") or {}
+        assert isinstance(sources, dict)
+        for part, option in OPTION_OF_PART.items():
+            source = str(sources.get(part, ""))
+            if source.startswith("rule") and not given[part]:
+                notes[part] = f"the monitor took the group's {part} from {source}; pass {option} to use it here"
+    return list(notes.values())
+
+
 def allocate(args: argparse.Namespace) -> int:
     import json
+    import sys
 
     from streaming.domain.errors import DomainError
     from streaming.domain.versions import ClientLine
     from streaming.queries import format_table, what_if
 
     cases = _allocation_cases(args)
+    strategies = {str(args.strategy or case["strategy"]) for case in cases}
+    _allocation_options(args, strategies)
+    for case in cases:
+        _within_bounds(args, str(args.strategy or case["strategy"]), case["cid_all"], len(case["queues"]))
+    for note in _rule_parts_notes(args, cases) + _unconfigured_notes(args, strategies):
+        print(f"rebalance-monitor allocate: note: {note}", file=sys.stderr)
     results = []
     for case in cases:
         line = args.client_line or ClientLine.parse(case["versions"][0] if case["versions"] else None).value
@@ -304,7 +485,10 @@ def allocate(args: argparse.Namespace) -> int:
                 case["queues"],
                 line,
                 args.virtual_nodes,
-                [i for i in args.consumer_idcs.split(",") if i],
+                [i.strip() for i in args.consumer_idcs.split(",") if i.strip()],
+                _config_queues(args.config_queues, str(case["topic"])),
+                args.machine_room_regex,
+                args.machine_room_separator,
             )
         except DomainError as error:
             raise UsageError(str(error)) from None

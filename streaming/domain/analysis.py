@@ -20,7 +20,8 @@ from .javacompat import java_sort_key
 from .membership import BrokerView, Channel, GroupMembership, cid_all
 from .polled_views import fresh_views
 from .queues import MessageQueue, sorted_client_ids
-from .vocabulary import AllocationMode, AnomalyKind, Severity
+from .strategy_choice import StrategyChoice
+from .vocabulary import AllocationMode, AnomalyKind
 
 # How a group's queues are allocated (``allocation_mode``).
 CLIENT_SIDE = AllocationMode.CLIENT  # every CLUSTERING client computes its share with the group's strategy
@@ -29,8 +30,9 @@ BROKER_SIDE = AllocationMode.BROKER  # the broker hands out queues (CONSUME_POP:
 # A group whose strategy the monitor cannot compute (an application's own): reported, nothing expected of it.
 UNKNOWN_STRATEGY = AnomalyKind.UNKNOWN_STRATEGY
 
-StrategyFactory = Callable[[str | None, str | None], AllocationStrategy]
-"""(strategy name reported by clients or None, client version or None) -> strategy."""
+StrategyFactory = Callable[[str | None, str | None], AllocationStrategy | StrategyChoice]
+"""(strategy name reported by clients or None, client version or None) -> strategy (with where its parts came
+from, as a ``StrategyChoice``)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class Analysis:
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     allocation: str = CLIENT_SIDE
     stale_views: tuple[str, ...] = ()  # brokers whose polled view is stale (left out while a fresh one has channels)
+    subscribed: tuple[str, ...] = ()  # the topics the primary view's clients subscribe, analysed or not
+    strategy: str = ""  # what the clients run: the computed strategy's name, or the reported one it cannot compute
+    strategy_sources: Mapping[str, str] = field(default_factory=dict)  # part -> where it came from
 
     @property
     def members(self) -> int:
@@ -162,15 +167,19 @@ def analyze_group(
     findings: list[Finding] = []
 
     subscribed_topics = sorted(set().union(*census.topics_by_client.values()) if census.topics_by_client else set())
+    subscribed = tuple(subscribed_topics)
     if mode != CLIENT_SIDE:
         subscribed_topics = []  # no client computes a share: nothing to expect, nothing orphaned or doubled
     strategy: AllocationStrategy | None = None
+    strategy_name, sources = census.reported_strategy or "", {}
     if any(mq_all_by_topic.get(t) for t in subscribed_topics):
         try:
-            strategy = strategy_for(census.reported_strategy, census.version)
+            chosen = strategy_for(census.reported_strategy, census.version)
+            choice = chosen if isinstance(chosen, StrategyChoice) else StrategyChoice(chosen)
+            strategy, strategy_name, sources = choice.strategy, choice.strategy.name, dict(choice.sources)
         except DomainError as error:
-            # A strategy of the application's own (any name its getName() returns): the monitor cannot compute
-            # it, so it expects nothing rather than report every queue orphaned.
+            # A strategy the monitor cannot compute (the application's own) or complete (no rule supplies what
+            # running info does not show): it expects nothing rather than report every queue orphaned.
             findings.append(_unknown_strategy(group, census.reported_strategy, error))
             subscribed_topics = []
     topic_results: dict[str, TopicAnalysis] = {}
@@ -197,6 +206,9 @@ def analyze_group(
         tuple(sorted(findings, key=lambda f: (f.topic, f.anomaly))),
         mode,
         stale,
+        subscribed,
+        strategy_name,
+        sources,
     )
 
 
@@ -253,7 +265,6 @@ def _membership_findings(
                 group,
                 "",
                 AnomalyKind.DUPLICATE_CLIENT_ID,
-                Severity.CRITICAL,
                 f"{len(duplicates)} client id(s) of {group} are used by several channels",
                 {"client_ids": {c: list(chs) for c, chs in duplicates.items()}, "broker": broker},
             )
@@ -264,7 +275,6 @@ def _membership_findings(
                 group,
                 "",
                 AnomalyKind.DIVERGING_BROKER_VIEWS,
-                Severity.WARNING,
                 f"brokers disagree about the members of {group}",
                 {"views": {b: list(v) for b, v in views.items()}},
             )
@@ -277,7 +287,6 @@ def _unknown_strategy(group: str, name: str | None, error: DomainError) -> Findi
         group,
         "",
         UNKNOWN_STRATEGY,
-        Severity.WARNING,
         f"{group} allocates with strategy {name!r}, which the monitor cannot compute: no expected assignment",
         {"strategy": name, "error": str(error)},
     )
@@ -316,7 +325,6 @@ def _orphaned_finding(group: str, r: TopicAnalysis, multiplicity: Counter[str]) 
         group,
         r.topic,
         AnomalyKind.ORPHANED_QUEUES,
-        Severity.CRITICAL,
         f"{len(orphaned)} of {len(r.allocation.mq_all)} queues of {r.topic} have no consumer",
         {
             "queues": [_queue_ref(q) for q in orphaned],
@@ -336,7 +344,6 @@ def _double_owned_finding(group: str, r: TopicAnalysis, channels_by_client: Mapp
         group,
         r.topic,
         AnomalyKind.DOUBLE_OWNED_QUEUES,
-        Severity.CRITICAL,
         f"{len(doubled)} queues of {r.topic} are consumed by several channels",
         {
             "queues": [
@@ -360,7 +367,6 @@ def _subscription_finding(group: str, r: TopicAnalysis) -> Finding | None:
         group,
         r.topic,
         AnomalyKind.INCONSISTENT_SUBSCRIPTION,
-        Severity.WARNING,
         f"{len(r.non_subscribers)} member(s) of {group} do not subscribe {r.topic}",
         {
             "non_subscribers": list(r.non_subscribers),
@@ -405,7 +411,6 @@ def _mismatch_findings(
             group,
             r.topic,
             AnomalyKind.ASSIGNMENT_MISMATCH,
-            Severity.WARNING,
             f"{len(differences)} client(s) of {group} report a different assignment of {r.topic}",
             {"clients": differences},
         )

@@ -171,6 +171,11 @@ def severity_of(state: QueueState) -> Severity | None:
     return _SEVERITY[state]
 
 
+def alerts_on(state: QueueState) -> bool:
+    """Whether the state's severity pages or warns (an alert for it exists), rather than only recording."""
+    return _SEVERITY[state] in (Severity.CRITICAL, Severity.WARNING)
+
+
 # Share of the window's samples answered that each severity needs (Burrow's ``complete``).
 _COMPLETE_NEEDED: dict[Severity | None, float] = {Severity.CRITICAL: 1.0, Severity.WARNING: 0.5}
 

@@ -2,19 +2,18 @@
 
 ``EngineSettings`` holds the expiry, the storm, flapping and convergence windows, the default strategy and
 client line, and the per-group rules; ``strategy_factory`` turns a group's rule and what its clients report
-into the ``AllocationStrategy`` each client runs.
+into the strategy each client runs (``strategy_choice``), with where each of its parts came from.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .allocation import AllocationStrategy, strategy_from_name
 from .consume_progress import DEFAULT_SETTINGS as DEFAULT_PROGRESS_SETTINGS
 from .consume_progress import ProgressSettings
 from .membership import DEFAULT_EXPIRY_MS
-from .queues import MessageQueue
 from .rules import GroupRule, group_rule_for
+from .strategy_choice import StrategyChoice, choose_strategy
 from .versions import ClientLine
 
 
@@ -42,23 +41,11 @@ class EngineSettings:
 
     def strategy_factory(self, group: str):  # type: ignore[no-untyped-def]
         rule = self.rule_for(group)
+        default_line = ClientLine.parse(self.default_client_line)
 
-        def build(reported_name: str | None, client_version: str | None) -> AllocationStrategy:
-            # What the clients report is what they run; configuration fills in what is invisible (parameters).
-            name = reported_name or (rule.strategy if rule and rule.strategy else None) or self.default_strategy
-            line = ClientLine.parse(client_version, ClientLine.parse(self.default_client_line))
-            if rule is None:
-                return strategy_from_name(name, line=line)
-            queues = None
-            if rule.config_queues is not None:
-                queues = [MessageQueue(t, b, int(q)) for t, b, q in rule.config_queues]
-            return strategy_from_name(
-                name,
-                virtual_node_count=rule.virtual_node_count,
-                consumer_idcs=rule.consumer_idcs,
-                config_queues=queues,
-                resolver=rule.resolver,
-                line=line,
-            )
+        def build(reported_name: str | None, client_version: str | None) -> StrategyChoice:
+            # What the clients report is what they run; the group's rule supplies what running info does not show.
+            line = ClientLine.parse(client_version, default_line)
+            return choose_strategy(group, reported_name, rule, self.default_strategy, line)
 
         return build

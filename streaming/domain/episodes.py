@@ -8,8 +8,9 @@ new value plus the transitions (OPENED, UPDATED when the details changed, CLOSED
 Episode ids are derived from (group, topic, anomaly, opening time) so that a replayed micro-batch produces
 the same ids: nothing here reads a clock or a random source.
 
-``StormDetector`` counts rebalances (generations caused by membership or route changes) in a sliding
-event-time window; more than the threshold within the window is a REBALANCE_STORM finding.
+``StormDetector`` judges a group's membership and route changes in a sliding event-time window: changes that
+did not converge (beyond what members joining, leaving or restarting once need) above the threshold are a
+REBALANCE_STORM finding, members replaced one by one a ROLLING_DEPLOY (info).
 ``FlappingDetector`` counts each member's joins and leaves the same way (FLAPPING_MEMBERS), and
 ``hold_in_grace`` keeps expected-vs-reported mismatches from opening while clients are still converging.
 """
@@ -21,19 +22,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .anomaly_catalogue import severity_of
 from .vocabulary import AnomalyKind, EpisodeStatus, MemberDirection, Severity
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One anomaly that holds now. ``fingerprint`` is what must change for the episode to be UPDATED."""
+    """One anomaly that holds now. ``fingerprint`` is what must change for the episode to be UPDATED; the
+    severity is the kind's (``anomaly_catalogue``), never the finder's."""
 
     group: str
     topic: str  # "" for group-level anomalies (duplicate client ids, diverging views, storms)
     anomaly: AnomalyKind
-    severity: Severity
     summary: str
     details: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def severity(self) -> Severity:
+        return severity_of(self.anomaly)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -128,20 +134,50 @@ def close_all(open_episodes: Mapping[tuple[str, str, str], Episode], now_ms: int
     return [Transition(EpisodeStatus.CLOSED, e, now_ms, closed_at_ms=now_ms) for _, e in sorted(open_episodes.items())]
 
 
+StormChanges = list[list[Any]]
+"""The group's rebalance-causing changes ``[time_ms, subject, direction]`` in time order (JSON-ready): a member's
+JOIN or LEAVE (subject: its client id), or a topic's ROUTE change (subject: the topic)."""
+ROUTE = "ROUTE"
+BORN = "BORN"  # the entry (subject "") of a group the shard had not known: its first members are not changes
+
+
 @dataclass(frozen=True)
 class StormDetector:
-    """Rebalance storm: more than ``threshold`` rebalances of one group within ``window_ms``.
+    """Rebalance storm: a group that keeps rebalancing without converging on a membership.
 
-    Changes closer than ``coalesce_ms`` to the last counted rebalance are the same rebalance: every broker
-    that sees a client join notifies every member, and a client's RebalanceService folds the wake-ups that
-    arrive while it runs into one more run -- so a client joining through two brokers, or a whole group
-    starting at once, is one rebalance, not one per broker and channel.
+    Every member of a group may change without that being a storm: a new member joins once and stays, a member
+    leaves once (and may come back once: a restart under the same client id), a topic's route changes up to
+    twice (a broker's queues removed and back, or expanded broker by broker). Those changes converge: after
+    them the group holds a membership it keeps. What the window holds beyond that budget did not converge: a
+    member that joined and left again (a short-lived process, a crash loop under new client ids), a member
+    that left and came back more than once (a crash loop under one id), a route that keeps changing. More
+    than ``threshold`` such changes within ``window_ms`` is a REBALANCE_STORM. The budget is per member that
+    changed, so it grows with the group: a rolling restart of 50 members causes 100 changes and none of them
+    counts, while one member crash-looping in a group of 3 does. An open storm holds while more than half the
+    threshold remains (hysteresis).
+
+    A group the shard did not know (a new group, or the monitor's first sight of it) starts with a BORN entry: the
+    joins of its first heartbeat round (``birth_ms``) are its membership, not new members.
+
+    Otherwise, ``deploy_min`` or more members replaced within the window (each old member gone or restarted,
+    each new or restarted one there for ``stable_ms`` and still there) is a ROLLING_DEPLOY: recorded as an info
+    episode, never alerted.
+
+    A member's changes of one direction closer than ``coalesce_ms`` are one change (every broker sees the
+    member join or leave at about the same instant); and consecutive changes of one direction count once
+    when judged (a join seen by a second broker's later poll is still the same join). Subscription-table
+    changes are not recorded here: an inconsistent subscription flips the broker's table with every member's
+    heartbeat while no queue moves (``docs/design/rebalance-storms.md``).
     """
 
     window_ms: int = 300_000
     threshold: int = 10
     coalesce_ms: int = 1_000
+    deploy_min: int = 2
+    birth_ms: int = 30_000  # one heartbeat round: every running member of a group heartbeats within it
+    stable_ms: int = 30_000  # a new (or restarted) member counts as a replacement once it stayed this long
 
+    # -- the rebalance times (``GroupState.rebalances_ms``: the last rebalance, consume progress) -------------
     def record(self, rebalance_times_ms: tuple[int, ...], now_ms: int) -> tuple[int, ...]:
         """The rebalance times still inside the window after a rebalance-causing change at ``now_ms``."""
         if rebalance_times_ms and now_ms - rebalance_times_ms[-1] < self.coalesce_ms:
@@ -153,24 +189,89 @@ class StormDetector:
         horizon = now_ms - self.window_ms
         return tuple(t for t in rebalance_times_ms if t > horizon)
 
-    def finding(self, group: str, rebalance_times_ms: tuple[int, ...]) -> Finding | None:
-        count = len(rebalance_times_ms)
-        if count <= self.threshold:
-            return None
-        return Finding(
-            group,
-            "",
-            AnomalyKind.REBALANCE_STORM,
-            Severity.WARNING,
-            f"{count} rebalances of {group} within {self.window_ms // 1000} s (threshold {self.threshold})",
-            {
-                "rebalances_in_window": count,
+    # -- the changes the storm is judged from ------------------------------------------------------------------
+    def record_change(self, changes: StormChanges, subject: str, direction: str, time_ms: int) -> StormChanges:
+        """``changes`` after a change of ``subject`` (JOIN, LEAVE or ROUTE) at ``time_ms``, pruned to the window."""
+        if any(s == subject and d == direction and abs(time_ms - t) < self.coalesce_ms for t, s, d in changes):
+            return changes  # the same change seen through another broker
+        if direction == MemberDirection.JOIN and changes and changes[0][2] == BORN:
+            if time_ms - changes[0][0] <= self.birth_ms:
+                return changes  # one of the group's first members
+        entries = sorted([*changes, [time_ms, subject, direction]], key=lambda e: (e[0], e[1], e[2]))
+        horizon = entries[-1][0] - self.window_ms
+        return [e for e in entries if e[0] > horizon]
+
+    def prune_changes(self, changes: StormChanges, now_ms: int) -> StormChanges:
+        horizon = now_ms - self.window_ms
+        return [e for e in changes if e[0] > horizon]
+
+    def judge(self, changes: StormChanges, now_ms: int) -> dict[str, Any]:
+        """What the window's changes say: every change, the unconverged ones per subject, the replaced members."""
+        horizon = now_ms - self.window_ms
+        runs: dict[tuple[str, bool], list[tuple[str, int]]] = {}  # per subject: (direction, time) of each run
+        for time_ms, subject, direction in changes:
+            if time_ms <= horizon or direction == BORN:
+                continue
+            seq = runs.setdefault((subject, direction == ROUTE), [])
+            if direction == ROUTE or not seq or seq[-1][0] != direction:
+                seq.append((direction, time_ms))
+        settled = now_ms - self.stable_ms  # a member that joined by then and is still there is stable
+        unconverged: dict[str, int] = {}
+        joined = left = restarted = 0
+        for (subject, route), seq in sorted(runs.items()):
+            if route:
+                extra = max(0, len(seq) - 2)
+            elif seq[0][0] == MemberDirection.JOIN:
+                extra = 0 if len(seq) == 1 else len(seq)  # a new member that did not stay: all of it wasted
+                joined += len(seq) == 1 and seq[0][1] <= settled
+            else:
+                extra = max(0, len(seq) - 2)  # gone, or restarted once: converged
+                left += len(seq) == 1
+                restarted += len(seq) == 2 and seq[1][1] <= settled
+            if extra:
+                unconverged[subject] = extra
+        return {
+            "changes": sum(len(seq) for seq in runs.values()),
+            "unconverged": unconverged,
+            "replaced": min(joined, left) + restarted,
+            "joined": joined,
+            "left": left,
+            "restarted": restarted,
+            "first_ms": min((e[0] for e in changes if e[0] > horizon and e[2] != BORN), default=None),
+            "last_ms": max((e[0] for e in changes if e[0] > horizon and e[2] != BORN), default=None),
+        }
+
+    def next_expiry_ms(self, changes: StormChanges) -> int | None:
+        return changes[0][0] + self.window_ms + 1 if changes else None
+
+    def findings(self, group: str, changes: StormChanges, now_ms: int, storm_open: bool = False) -> list[Finding]:
+        """A REBALANCE_STORM, else a ROLLING_DEPLOY, else nothing, for the window ending at ``now_ms``. A storm
+        opens above the threshold and, once open (``storm_open``), holds while the window keeps more than half of
+        it: a window sliding over a member's alternating joins and leaves must not close and reopen it."""
+        verdict = self.judge(changes, now_ms)
+        unconverged = sum(verdict["unconverged"].values())
+        window_s = self.window_ms // 1000
+        if unconverged > (self.threshold // 2 if storm_open else self.threshold):
+            details = {
+                "rebalances_in_window": verdict["changes"],
+                "unconverged_in_window": unconverged,
+                "unconverged_by_subject": verdict["unconverged"],
                 "window_ms": self.window_ms,
                 "threshold": self.threshold,
-                "first_ms": rebalance_times_ms[0],
-                "last_ms": rebalance_times_ms[-1],
-            },
-        )
+                "first_ms": verdict["first_ms"],
+                "last_ms": verdict["last_ms"],
+            }
+            summary = (
+                f"{unconverged} of {verdict['changes']} membership or route changes of {group} within {window_s} s "
+                f"did not converge (threshold {self.threshold})"
+            )
+            return [Finding(group, "", AnomalyKind.REBALANCE_STORM, summary, details)]
+        if verdict["replaced"] >= self.deploy_min:
+            details = {k: verdict[k] for k in ("replaced", "joined", "left", "restarted", "first_ms")}
+            details["window_ms"] = self.window_ms
+            summary = f"rolling deploy of {group}: {verdict['replaced']} member(s) replaced within {window_s} s"
+            return [Finding(group, "", AnomalyKind.ROLLING_DEPLOY, summary, details)]
+        return []
 
 
 MemberChanges = dict[str, list[list[Any]]]
@@ -233,7 +334,6 @@ class FlappingDetector:
             group,
             "",
             AnomalyKind.FLAPPING_MEMBERS,
-            Severity.WARNING,
             f"{len(members)} member(s) of {group} joined or left more than {self.threshold} times within "
             f"{self.window_ms // 1000} s",
             {"members": members, "window_ms": self.window_ms, "threshold": self.threshold},

@@ -74,6 +74,9 @@ from . import membership as ms
 from .analysis import Analysis, allocation_mode, analyze_group, owners_by_topic, primary_view
 from .engine_settings import EngineSettings
 from .episodes import (
+    BORN,
+    ROUTE,
+    Finding,
     FlappingDetector,
     StormDetector,
     hold_in_grace,
@@ -132,8 +135,9 @@ from .vocabulary import (
 
 SNAPSHOT_KIND = "shard"
 # 3: each group's progress (``progress``) and its holders' ProcessQueueInfo (``holders``); 4: each tracked
-# queue's open rebalance cost (``progress`` queue entries gain a ``Handoff``)
-SCHEMA_VERSION = 4
+# queue's open rebalance cost (``progress`` queue entries gain a ``Handoff``); 5: each group's storm changes
+# (``storm_changes``: the storm is judged from who changed, not from a count of rebalances)
+SCHEMA_VERSION = 5
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
@@ -151,6 +155,10 @@ NOT_REBALANCES = frozenset(
         Trigger.VIEW_FRESH,
     }
 )
+# The episodes the storm detector's window holds open: a slide may close them.
+STORM_KINDS = (AnomalyKind.REBALANCE_STORM, AnomalyKind.ROLLING_DEPLOY)
+# A generation's cause, when the analysis names one (``rebalance_cause``), most telling first.
+_CAUSES = (AnomalyKind.REBALANCE_STORM, AnomalyKind.FLAPPING_MEMBERS, AnomalyKind.ROLLING_DEPLOY)
 # Findings that compare what clients report with what they compute: held while clients converge.
 CONVERGING_KINDS = (AnomalyKind.ASSIGNMENT_MISMATCH,)
 _MEMBER_DIRECTION = {
@@ -159,6 +167,24 @@ _MEMBER_DIRECTION = {
     ChangeKind.EXPIRED: MemberDirection.LEAVE,
     ChangeKind.VANISHED: MemberDirection.LEAVE,
 }
+
+
+def _storm_open(state: GroupState) -> bool:
+    return any(key[2] == AnomalyKind.REBALANCE_STORM for key in state.episodes)
+
+
+def rebalance_cause(triggers: Iterable[Trigger], findings: Iterable[Finding]) -> AnomalyKind | None:
+    """What a new generation is part of, as the group's findings at it say: a generation caused only by the
+    broker's subscription table changing while the group's subscriptions are inconsistent is that table
+    flipping (INCONSISTENT_SUBSCRIPTION, never a storm's rebalance); otherwise a storm, flapping members or a
+    rolling deploy the storm window holds; None when nothing explains it (a single join, leave or route change)."""
+    kinds = {f.anomaly for f in findings}
+    if (
+        set(triggers) - NOT_REBALANCES == {Trigger.SUBSCRIPTION_CHANGED}
+        and AnomalyKind.INCONSISTENT_SUBSCRIPTION in kinds
+    ):
+        return AnomalyKind.INCONSISTENT_SUBSCRIPTION
+    return next((k for k in _CAUSES if k in kinds), None)
 
 
 class ShardEngine:
@@ -218,6 +244,7 @@ class ShardEngine:
         times = [ms.next_expiry_ms(s.membership, self.settings.expiry_ms) for s in self.groups.values()]
         times += [next_stale_ms(s.membership) for s in self.groups.values()]
         times += [t + self.settings.storm_window_ms + 1 for s in self.groups.values() for t in s.rebalances_ms[:1]]
+        times += [self.storms.next_expiry_ms(s.storm_changes) for s in self.groups.values() if s.storm_changes]
         times += [self.flapping.next_expiry_ms(s.member_changes) for s in self.groups.values() if s.member_changes]
         times += [s.converge_by_ms for s in self.groups.values() if s.reported and s.converge_by_ms is not None]
         times += [next_expiry_ms(p, self.settings.progress) for p in self.progress.values()]
@@ -304,17 +331,20 @@ class ShardEngine:
             dirty[group] = (max(time_ms, watermark_ms), triggers | {trigger})
 
         for group, state in self.groups.items():
-            pruned = self.storms.prune(state.rebalances_ms, watermark_ms)
-            if pruned != state.rebalances_ms:
-                state.rebalances_ms = pruned
-                if slide_matters(state, AnomalyKind.REBALANCE_STORM, self.storms.finding(group, pruned)):
-                    due(group, Trigger.STORM_WINDOW)
+            state.rebalances_ms = self.storms.prune(state.rebalances_ms, watermark_ms)
+            if state.storm_changes:
+                kept = self.storms.prune_changes(state.storm_changes, watermark_ms)
+                if kept != state.storm_changes:
+                    state.storm_changes = kept
+                    found = self.storms.findings(group, kept, watermark_ms, _storm_open(state))
+                    if slide_matters(state, STORM_KINDS, found):
+                        due(group, Trigger.STORM_WINDOW)
             if state.member_changes:
                 changes = self.flapping.prune(state.member_changes, watermark_ms)
                 if changes != state.member_changes:
                     state.member_changes = changes
                     finding = self.flapping.finding(group, changes, watermark_ms)
-                    if slide_matters(state, AnomalyKind.FLAPPING_MEMBERS, finding):
+                    if slide_matters(state, (AnomalyKind.FLAPPING_MEMBERS,), [finding] if finding else []):
                         due(group, Trigger.FLAPPING_WINDOW)
             if state.reported and state.converge_by_ms is not None and state.converge_by_ms <= watermark_ms:
                 due(group, Trigger.CONVERGENCE_GRACE)
@@ -339,10 +369,8 @@ class ShardEngine:
     ) -> None:
         state = self.groups.get(event.group)
         if state is None:
-            retired = self.retired.pop(event.group, [0, 0])
-            state = GroupState(ms.GroupMembership(event.group), generation=int(retired[0]))
-            if len(retired) > 2:  # joins and leaves before it emptied: a crash-looping sole member flaps
-                state.member_changes = self.flapping.prune(retired[2], event.event_time_ms)
+            retired = self.retired.pop(event.group, None)
+            state = self._new_group(event.group, retired, event.event_time_ms)
         now_ms, expiry_ms = event.event_time_ms, self.settings.expiry_ms
         # The scan before each event is a no-op until the earliest deadline (a channel's last heartbeat +
         # expiry + 1, a tombstone's time + expiry); skipping it then saves a pass over every channel of the
@@ -370,10 +398,7 @@ class ShardEngine:
         if state is None:
             if not poll.connections:
                 return  # no broker knows a client of the group: nothing to keep
-            retired = self.retired.pop(poll.group, [0, 0])
-            state = GroupState(ms.GroupMembership(poll.group), generation=int(retired[0]))
-            if len(retired) > 2:
-                state.member_changes = self.flapping.prune(retired[2], poll.event_time_ms)
+            state = self._new_group(poll.group, self.retired.pop(poll.group, None), poll.event_time_ms)
         now_ms, expiry_ms = poll.event_time_ms, self.settings.expiry_ms
         membership, statuses = mark_stale(state.membership, now_ms)
         membership, expired = ms.expire(membership, now_ms, expiry_ms)
@@ -415,6 +440,7 @@ class ShardEngine:
         for group, state in self.groups.items():
             if topic in subscribed_topics(state.membership, time_ms, self.settings.expiry_ms):
                 self._mark(dirty, group, time_ms, Trigger.ROUTE_CHANGED)
+                state.storm_changes = self.storms.record_change(state.storm_changes, topic, ROUTE, time_ms)
 
     def _apply_report(
         self, event: Mapping[str, Any], records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
@@ -552,11 +578,24 @@ class ShardEngine:
                 self._count_member_change(state, change)
         return records
 
+    def _new_group(self, group: str, retired: list[Any] | None, now_ms: int) -> GroupState:
+        """The state of a group the shard does not hold: one that emptied continues its generations and flapping
+        (joins and leaves before it emptied: a crash-looping sole member flaps); one never seen is born now."""
+        if retired is None:
+            return GroupState(ms.GroupMembership(group), storm_changes=[[now_ms, "", BORN]])
+        state = GroupState(ms.GroupMembership(group), generation=int(retired[0]))
+        if len(retired) > 2:
+            state.member_changes = self.flapping.prune(retired[2], now_ms)
+        return state
+
     def _count_member_change(self, state: GroupState, change: ms.MembershipChange) -> None:
         direction = _MEMBER_DIRECTION.get(change.change)
         if direction is not None:
             state.member_changes = self.flapping.record(
                 state.member_changes, change.client_id, direction, change.event_time_ms
+            )
+            state.storm_changes = self.storms.record_change(
+                state.storm_changes, change.client_id, direction, change.event_time_ms
             )
 
     def _analyse(self, dirty: Mapping[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
@@ -608,16 +647,15 @@ class ShardEngine:
         findings = hold_in_grace(analysis.findings, state.episodes, time_ms, state.converge_by_ms, CONVERGING_KINDS)
         if state.converge_by_ms is not None and time_ms >= state.converge_by_ms:
             state.converge_by_ms = None
-        storm = self.storms.finding(group, state.rebalances_ms)
-        if storm is not None:
-            findings.append(storm)
+        findings += self.storms.findings(group, state.storm_changes, time_ms, _storm_open(state))
         flapping = self.flapping.finding(group, state.member_changes, time_ms)
         if flapping is not None:
             findings.append(flapping)
         state.episodes, transitions = reconcile(state.episodes, findings, time_ms)
         records: list[Outcome] = [EpisodeTransition(t, state.generation) for t in transitions]
         if rebalance:
-            records.append(generation_snapshot(analysis, state, time_ms, triggers))
+            cause = rebalance_cause(triggers, findings)
+            records.append(generation_snapshot(analysis, state, time_ms, triggers, cause))
             records += assignment_outcomes(analysis, state, time_ms)
         state.owners = {
             t: {queue_key(mq): list(o) for mq, o in owners.items()} for t, owners in owners_by_topic(analysis).items()

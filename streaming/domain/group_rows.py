@@ -26,6 +26,7 @@ from .outcomes import (
     TopicSummary,
 )
 from .polled_views import ViewStatus
+from .versions import ClientLine
 from .vocabulary import AnomalyKind, Trigger
 
 
@@ -44,10 +45,11 @@ def stale_outcomes(status: ViewStatus) -> list[Outcome]:
 
 
 def generation_snapshot(
-    analysis: Analysis, state: GroupState, time_ms: int, triggers: list[Trigger]
+    analysis: Analysis, state: GroupState, time_ms: int, triggers: list[Trigger], cause: AnomalyKind | None = None
 ) -> GenerationSnapshot:
-    """The ``GenerationSnapshot`` of a new generation: who is in the group, what each topic looks like."""
-    strategies = sorted({t.strategy for t in analysis.topics.values()})
+    """The ``GenerationSnapshot`` of a new generation: who is in the group, what each topic looks like, and the
+    anomaly it is part of (``cause``: a rolling deploy, a storm, a flipping subscription table; None: none)."""
+    versions = sorted({ch.client_version or "" for v in state.membership.views.values() for ch in v.channels.values()})
     details = {
         "views": {b: list(v) for b, v in analysis.views.items()},
         "primary_broker": analysis.primary_broker,
@@ -67,8 +69,12 @@ def generation_snapshot(
         "duplicate_client_ids": {c: list(v) for c, v in analysis.duplicate_client_ids.items()},
         "allocation": analysis.allocation,
         "stale_views": list(analysis.stale_views),
+        "strategy_sources": dict(analysis.strategy_sources),
+        "client_versions": [v for v in versions if v],
+        "cause": cause,
     }
-    versions = sorted({ch.client_version or "" for v in state.membership.views.values() for ch in v.channels.values()})
+    read = {ClientLine.read(v) for v in versions}
+    lines = [line.value for line in (ClientLine.V4_9, ClientLine.V5) if line in read]
     return GenerationSnapshot(
         analysis.group,
         state.generation,
@@ -78,10 +84,10 @@ def generation_snapshot(
         len(analysis.cid_all),
         tuple(sorted(analysis.views)),
         tuple(analysis.cid_all),
-        tuple(sorted(analysis.topics)),
+        analysis.subscribed,
         # A group without client-side allocation has no strategy: its allocation mode (BROADCAST, BROKER) says so.
-        ",".join(strategies) if analysis.allocation == CLIENT_SIDE else analysis.allocation,
-        ",".join(v for v in versions if v),
+        analysis.strategy if analysis.allocation == CLIENT_SIDE else analysis.allocation,
+        ",".join(lines),
         analysis.views_diverge,
         tuple(sorted({e.anomaly for e in state.episodes.values()})),
         json.dumps(details, sort_keys=True, separators=(",", ":")),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import membership_snapshot
-from .episodes import Episode, Finding, MemberChanges
+from .episodes import Episode, Finding, MemberChanges, StormChanges
 from .membership import GroupMembership
 from .polled_views import is_registered
 from .queues import MessageQueue
@@ -44,6 +44,7 @@ class GroupState:
     converge_by_ms: int | None = None  # reported-vs-expected differences count from then on
     # "client\x00topic" -> the held queues with their ProcessQueueInfo (``progress_tracker.held_queues``)
     holders: dict[str, dict[str, Any]] = field(default_factory=dict)
+    storm_changes: StormChanges = field(default_factory=list)  # StormDetector's membership and route changes
     # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
     expiry_bound_ms: int | None = field(default=None, compare=False)
 
@@ -59,6 +60,7 @@ class GroupState:
             "member_changes": self.member_changes,
             "converge_by_ms": self.converge_by_ms,
             "holders": self.holders,
+            "storm_changes": self.storm_changes,
         }
 
     @classmethod
@@ -75,6 +77,7 @@ class GroupState:
             data.get("member_changes") or {},
             data.get("converge_by_ms"),
             data["holders"],
+            [list(e) for e in data["storm_changes"]],
         )
 
 
@@ -123,14 +126,14 @@ def subscribed_topics(membership: GroupMembership, now_ms: int, expiry_ms: int) 
     }
 
 
-def slide_matters(state: GroupState, kind: AnomalyKind, finding_now: Finding | None) -> bool:
+def slide_matters(state: GroupState, kinds: tuple[AnomalyKind, ...], findings_now: list[Finding]) -> bool:
     """Whether a storm or flapping window that slid by the watermark can change the group's analysis: only
     when the window still finds the anomaly (its details move) or its episode is open (it may close). Otherwise
     the group is not analysed for the slide: nothing else of it changed since its last analysis (every change
     marks it), so the analysis would find what the last one found and emit no transition, only the group's
     metrics row again (the same values). A fleet with some churn slid every changed group's windows five and
     ten minutes after each change, re-running the allocation of all its members for nothing."""
-    return finding_now is not None or any(key[2] == kind for key in state.episodes)
+    return bool(findings_now) or any(key[2] in kinds for key in state.episodes)
 
 
 def queue_of_key(topic: str, key: str) -> MessageQueue:

@@ -45,8 +45,6 @@ EVENT_TYPE = "consume_progress"
 INCONSISTENT = IgnoredReason.INCONSISTENT_PROGRESS
 STALE_PROGRESS = LateReason.STALE_PROGRESS
 OFFLINE = AnomalyKind.OFFLINE_GROUP_BACKLOG
-# Critical: messages pile up with nobody to consume them (a group meant to be gone has its subscription deleted).
-OFFLINE_SEVERITY = Severity.CRITICAL
 QueueRef = tuple[str, str, int]  # (topic, broker, queue id)
 
 
@@ -408,7 +406,7 @@ def _offline_finding(group: str, backlog: Mapping[QueueRef, int], progress: Grou
     if episode is not None:
         details = json.loads(episode.details_json)
         if {(q["topic"], q["broker"], q["queue_id"]) for q in details["queues"]} == set(backlog):
-            return Finding(group, "", OFFLINE, episode.severity, episode.summary, details)
+            return Finding(group, "", OFFLINE, episode.summary, details)
     by_topic: dict[str, int] = {}
     for (topic, _, _), lag in backlog.items():
         by_topic[topic] = by_topic.get(topic, 0) + lag
@@ -417,7 +415,6 @@ def _offline_finding(group: str, backlog: Mapping[QueueRef, int], progress: Grou
         group,
         "",
         OFFLINE,
-        OFFLINE_SEVERITY,
         f"{group} has no member on any broker and {total} messages waiting in {len(backlog)} queues",
         {
             "lag": total,

@@ -32,10 +32,15 @@ class ClientLine(enum.Enum):
         reads versions in Spark SQL the same way (``send_query.client_line_column``), with the same
         ASCII-only pattern, so both always agree.
         """
-        fallback = default or cls.V5
+        line = cls.read(text)
+        return line if line is not None else default or cls.V5
+
+    @classmethod
+    def read(cls, text: str | None) -> ClientLine | None:
+        """The line of a reported version as ``parse`` reads it; None when it cannot be read."""
         match = _VERSION_NUMBER.match(text or "")
         if not match:
-            return fallback
+            return None
         number = int(match.group(1))
         if number >= 100:
             return cls.V5 if number >= 413 else cls.V4_9
@@ -43,4 +48,4 @@ class ClientLine(enum.Enum):
             return cls.V5
         if number == 4:
             return cls.V4_9
-        return fallback
+        return None

@@ -75,7 +75,8 @@ class Trigger(StrEnum):
 
 
 class AnomalyKind(StrEnum):
-    """What an analysis finds wrong with a group (or one of its topics)."""
+    """What an analysis finds about a group (or one of its topics): what is wrong, and what is only recorded
+    (severity info). Each kind's severity, meaning and alert: ``anomaly_catalogue``."""
 
     ORPHANED_QUEUES = "ORPHANED_QUEUES"
     DOUBLE_OWNED_QUEUES = "DOUBLE_OWNED_QUEUES"
@@ -87,6 +88,7 @@ class AnomalyKind(StrEnum):
     ASSIGNMENT_MISMATCH = "ASSIGNMENT_MISMATCH"
     UNKNOWN_STRATEGY = "UNKNOWN_STRATEGY"
     OFFLINE_GROUP_BACKLOG = "OFFLINE_GROUP_BACKLOG"  # no member on any broker, messages waiting (consume progress)
+    ROLLING_DEPLOY = "ROLLING_DEPLOY"  # members replaced one by one: recorded, never alerted
 
 
 class Severity(StrEnum):

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streaming.domain.anomaly_catalogue import CATALOGUE as ANOMALY_CATALOGUE
+
 
 @dataclass(frozen=True)
 class TableSpec:
@@ -59,9 +61,18 @@ TABLES: dict[str, TableSpec] = {
             "details STRING, batch_id BIGINT",
             "One row per generation of a group: the merged membership after a membership or route change. "
             "generation increases by one per change; cid_all is sorted as RebalanceImpl sorts it, "
-            "duplicates kept; details is JSON (per-broker views, per-topic summary, allocation, stale_views). "
-            "strategy is BROADCAST (BROADCASTING) or BROKER (CONSUME_POP) for a group without client-side "
-            "allocation, which has no expected assignment.",
+            "duplicates kept; topics are the topics its clients subscribe; details is JSON (per-broker views, "
+            "per-topic summary, allocation, stale_views, client_versions as reported, strategy_sources, and "
+            "cause: the anomaly the generation is part of -- ROLLING_DEPLOY, REBALANCE_STORM, FLAPPING_MEMBERS, "
+            "INCONSISTENT_SUBSCRIPTION for a flip of the broker's subscription table -- or null). "
+            "strategy is what the clients run (MACHINE_ROOM_NEARBY-AVG), or the name they report when the "
+            "monitor cannot compute or complete it (UNKNOWN_STRATEGY), or BROADCAST (BROADCASTING) or BROKER "
+            "(CONSUME_POP) for a group without client-side allocation, which has no expected assignment. "
+            "strategy_sources says where each part of the strategy came from: reported (the clients' running "
+            "info), rule '<group pattern>' with the option ([[allocation.groups]]), or default; e.g. "
+            '{"strategy": "reported", "inner": "rule \'orders-*\' strategy \'MACHINE_ROOM_NEARBY-AVG\'", '
+            "\"resolver\": \"rule 'orders-*': machine_room_regex '^([A-Z0-9]+)-'\"}. "
+            "client_line is the lines (4.9, 5) of the versions the clients report, empty when none reports one.",
         ),
         TableSpec(
             "expected_assignments",
@@ -86,12 +97,10 @@ TABLES: dict[str, TableSpec] = {
             "episode_id STRING, group STRING, topic STRING, anomaly STRING, status STRING, "
             "opened_at_ms BIGINT, closed_at_ms BIGINT, event_time_ms BIGINT, event_time TIMESTAMP, "
             "generation BIGINT, severity STRING, summary STRING, details STRING, batch_id BIGINT",
-            "Anomaly episodes as they open and close (status OPENED / UPDATED / CLOSED): ORPHANED_QUEUES, "
-            "DOUBLE_OWNED_QUEUES, DUPLICATE_CLIENT_ID, INCONSISTENT_SUBSCRIPTION, DIVERGING_BROKER_VIEWS, "
-            "REBALANCE_STORM, FLAPPING_MEMBERS, ASSIGNMENT_MISMATCH (only after membership.convergence_grace_ms), "
-            "UNKNOWN_STRATEGY (a strategy the monitor cannot compute: nothing is expected of the group), "
-            "OFFLINE_GROUP_BACKLOG (no member on any broker while consume progress shows messages waiting; "
-            "judged at each progress sample of the group). "
+            "Anomaly episodes as they open and close (status OPENED / UPDATED / CLOSED), of these kinds (severity: "
+            "meaning; from streaming/domain/anomaly_catalogue.py): "
+            + "; ".join(f"{k} ({spec.severity}: {spec.meaning})" for k, spec in ANOMALY_CATALOGUE.items())
+            + ". "
             "details is JSON naming the queues, clients and channels.",
         ),
         TableSpec(

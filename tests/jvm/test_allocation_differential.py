@@ -103,3 +103,42 @@ def test_allocation_matches_both_java_clients(name):
 
     check()
     assert len(compared) >= 2000
+
+
+def test_a_reported_bare_machine_room_nearby_completed_by_its_rule_is_what_the_java_class_gives():
+    """The collector's bare ``MACHINE_ROOM_NEARBY`` plus the documented rule (``MACHINE_ROOM_NEARBY-AVG``, a
+    machine-room regex), through the pure engine as the job runs it, against the real
+    ``AllocateMachineRoomNearby(AVG, resolver)`` given each client's sorted cidAll and mqAll as RebalanceImpl
+    gives them, on both client lines: rooms with and without consumers, clients of rooms without queues."""
+    import json
+    import random
+
+    from streaming.domain.queues import sorted_client_ids, sorted_queues
+    from tests.unit.test_fleet import hb, route, rows, run
+
+    regex = "[.#](idc[0-9])$"  # by the default separator "-" every broker would be in room "broker"
+    rule = {"group": "G", "strategy": "MACHINE_ROOM_NEARBY-AVG", "machine_room_regex": regex}
+    java = {line: java_strategy(line, "NEARBY_REGEX", regex) for line in LINES}
+    draw = random.Random(51)
+    compared = 0
+    for _ in range(60):
+        brokers = [(f"broker-{b}.idc{draw.randint(1, 3)}", draw.randint(1, 5)) for b in "abcd"[: draw.randint(1, 4)]]
+        brokers = list(dict(brokers).items())
+        cids = [f"10.0.{i}.1@{100 + i}#idc{draw.randint(1, 4)}" for i in range(draw.randint(1, 7))]
+        events = [route(0, brokers=brokers)]
+        events += [hb(0, f"10.0.0.{i}:1", c, allocate_strategy="MACHINE_ROOM_NEARBY") for i, c in enumerate(cids)]
+        out, _ = run([(events, 0)], {"group_rules": [rule]})
+        shares = {
+            r["client_id"]: [("T", q["broker"], q["queue_id"]) for q in r["queues"]]
+            for r in rows(out, "expected_assignments")
+        }
+        (snapshot,) = rows(out, "group_snapshots")
+        assert snapshot["strategy"] == "MACHINE_ROOM_NEARBY-AVG", json.loads(snapshot["details"])
+        mq_all = sorted_queues([MessageQueue("T", b, q) for b, n in brokers for q in range(n)])
+        cid_all = sorted_client_ids(cids)
+        for cid in cids:
+            for line in LINES:
+                kind, share = java_allocate(line, java[line], cid, cid_all, mq_all)
+                assert kind == "result" and sorted(shares[cid]) == sorted(share), (line, cid, brokers, cids)
+                compared += 1
+    assert compared >= 120

@@ -18,7 +18,7 @@ from dashboards import alerts
 from dashboards.generate import files, to_yaml
 from localenv.prometheus_server import PROMTOOL
 from streaming.domain.consume_progress import QueueState, severity_of
-from streaming.domain.vocabulary import Severity
+from streaming.domain.vocabulary import AnomalyKind, Severity
 
 from .promql_names import families
 
@@ -55,9 +55,33 @@ def test_promtool_tests_catch_a_wrong_expectation(tmp_path):
     assert result.returncode != 0, result.stdout
 
 
+def test_runbook_urls_are_built_on_the_base_given():
+    base = "https://git.example.org/team/monitor/-/blob/main/docs/runbook.md"
+    rules = files(base)["prometheus/alerts.yml"]
+    urls = re.findall(r"runbook_url: \"([^\"]+)\"", rules)
+    assert len(urls) == len(alerts.ALERTS) and all(u.startswith(base + "#rocketmqmonitor") for u in urls)
+    assert alerts.RUNBOOK_URL_BASE not in rules
+
+
+def test_scripted_operations_feed_the_engines_series_and_a_rolling_restart_pages_nobody():
+    """The rolling-restart cases carry the series the engine and the job's metric mapping export for the restart
+    (members, generations, the deploy episode), not pinned zeroes; each group alert is checked silent at every
+    minute of it, and the crash loops fire the storm and flapping alerts."""
+    cases = alerts.scripted_cases()
+    restart = [c for c in cases if c.title.startswith("rolling restart of 50 members")]
+    assert {c.alert for c in restart} == {a.name for a in alerts.GROUP_ALERTS} and not any(c.fired for c in restart)
+    series = restart[0].series
+    deploy = next(v for k, v in series.items() if 'anomaly="ROLLING_DEPLOY"' in k)
+    generations = next(v for k, v in series.items() if k.startswith("rmqmon_group_rebalances_total"))
+    assert " 1x" in f" {deploy}" and generations.count(" ") > 20  # the deploy recorded, one generation per step
+    assert len(restart[0].also_at) >= 30
+    fired = {c.alert for c in cases if c.fired}
+    assert fired == {alerts.NAME[AnomalyKind.REBALANCE_STORM], alerts.NAME[AnomalyKind.FLAPPING_MEMBERS]}
+
+
 def test_committed_rule_files_are_generated():
     generated = files()
-    for name in ("prometheus/alerts.yml", "prometheus/alerts_test.yml"):
+    for name in ("prometheus/alerts.yml", "prometheus/alerts_test.yml", "prometheus/alertmanager.yml"):
         assert (ROOT / "dashboards" / name).read_text() == generated[name], (
             f"run python -m dashboards.generate ({name})"
         )
@@ -87,7 +111,7 @@ def test_alert_is_complete_and_linked(alert):
     annotations = rule["annotations"]
     assert annotations["summary"] and annotations["description"]
     url = annotations["runbook_url"]
-    assert url.startswith(alerts.RUNBOOK_URL_BASE + "#")
+    assert url.startswith(alerts.RUNBOOK_URL_BASE + "#") and url.startswith("https://")
     assert url.split("#", 1)[1] in _anchors(RUNBOOK.read_text()), f"no section for {url} in docs/runbook.md"
 
 
@@ -103,7 +127,7 @@ def test_alert_reads_only_catalogue_metrics_and_never_rates_a_gauge(alert):
 
 @pytest.mark.parametrize("alert", alerts.ALERTS, ids=lambda a: a.name)
 def test_every_alert_has_a_firing_and_a_silent_case(alert):
-    cases = [c for c in alerts.CASES if c.alert == alert.name]
+    cases = [c for c in (*alerts.CASES, *alerts.scripted_cases()) if c.alert == alert.name]
     assert any(c.fired for c in cases), f"{alert.name}: no firing case"
     assert any(not c.fired for c in cases), f"{alert.name}: no not-firing case"
 

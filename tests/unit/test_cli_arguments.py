@@ -127,6 +127,68 @@ def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
         (["allocate", "--strategy", "NOPE", "--queues", "2", "--clients", "a"], "unknown allocation strategy 'NOPE'"),
         (["allocate", "--queues", "0", "--clients", "a"], "--queues >= 1"),
         (["allocate", "--queues", "2", "--clients", ",,"], "a client in --clients"),
+        (
+            ["allocate", "--queues", "10000000", "--clients", "a,b"],
+            "--queues 10000000 on 1 broker(s) is 10000000 queues; the what-if takes at most 65536",
+        ),
+        (
+            [
+                "allocate",
+                "--strategy",
+                "CONSISTENT_HASH",
+                "--virtual-nodes",
+                "1000000000",
+                "--queues",
+                "2",
+                "--clients",
+                "a",
+            ],
+            "a ring of 1000000000 entries; the what-if takes at most 1000000",
+        ),
+        (
+            ["allocate", "--strategy", "MACHINE_ROOM_NEARBY", "--queues", "2", "--clients", "a"],
+            "MACHINE_ROOM_NEARBY needs its inner strategy: --strategy MACHINE_ROOM_NEARBY-<inner>",
+        ),
+        (
+            ["allocate", "--consumer-idcs", "IDC1", "--queues", "2", "--clients", "a"],
+            "--consumer-idcs is for MACHINE_ROOM",
+        ),
+        (
+            ["allocate", "--config-queues", "broker-a:0", "--queues", "2", "--clients", "a"],
+            "--config-queues is for CONFIG",
+        ),
+        (
+            ["allocate", "--strategy", "CONFIG", "--config-queues", "broker-a", "--queues", "2", "--clients", "a"],
+            "--config-queues: 'broker-a' is not broker:queue_id",
+        ),
+        (
+            [
+                "allocate",
+                "--strategy",
+                "MACHINE_ROOM_NEARBY-AVG",
+                "--machine-room-regex",
+                "^IDC",
+                "--queues",
+                "2",
+                "--clients",
+                "a",
+            ],
+            "--machine-room-regex needs a capturing group",
+        ),
+        (
+            ["query", "faults", "--group", "G", "--delta-root", "{tmp}"],
+            "query faults takes no --group (fault windows are per producer and broker, not per consumer group); "
+            "it takes --broker, --since, --until and --table-time",
+        ),
+        (
+            ["query", "anomalies", "--broker", "broker-a", "--delta-root", "{tmp}"],
+            "query anomalies takes no --broker (anomaly episodes are per consumer group and topic, not per broker)",
+        ),
+        (
+            ["query", "assignment", "--group", "G", "--until", "1000", "--delta-root", "{tmp}"],
+            "query assignment takes no --until",
+        ),
+        (["query", "progress", "--kind", "ORPHANED_QUEUES", "--delta-root", "{tmp}"], "query progress takes no --kind"),
     ],
 )
 def test_bad_input_found_after_parsing_is_one_line_too(argv, message, tmp_path, capsys):
@@ -149,3 +211,16 @@ def test_the_installed_command_exits_non_zero_with_one_line():
     )
     assert result.returncode == 2 and not result.stdout
     assert result.stderr.count("\n") == 1 and "invalid int value: 'x'" in result.stderr
+
+
+def test_a_huge_what_if_is_refused_before_it_takes_memory(capsys):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        code, out, err = run_main(["allocate", "--queues", "10000000", "--brokers", "a,b,c", "--clients", "x"], capsys)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert code == 2 and not out and "30000000 queues" in err
+    assert peak < 32 * 2**20  # 30 million queues would take gigabytes; the refusal comes before any is built

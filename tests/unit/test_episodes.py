@@ -1,4 +1,4 @@
-"""Anomaly episodes open, update and close from successive analyses; storms by sliding window."""
+"""Anomaly episodes open, update and close from successive analyses; storms and flapping by sliding window."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from streaming.domain.episodes import Finding, StormDetector, close_all, episode
 
 
 def orphan(queues, topic="T"):
-    return Finding("G", topic, "ORPHANED_QUEUES", "critical", f"{len(queues)} orphaned", {"queues": queues})
+    return Finding("G", topic, "ORPHANED_QUEUES", f"{len(queues)} orphaned", {"queues": queues})
 
 
 def test_episode_lifecycle_open_update_close():
@@ -47,18 +47,27 @@ def test_close_all_closes_every_open_episode():
     assert [(t.status, t.closed_at_ms) for t in close_all(episodes, 99)] == [("CLOSED", 99), ("CLOSED", 99)]
 
 
-def test_storm_needs_more_than_threshold_rebalances_inside_the_window():
+def test_storm_needs_more_than_threshold_unconverged_changes_inside_the_window():
+    """A short-lived member (joins, then leaves again) wastes both its changes; more than the threshold of them
+    within the window is a storm. A change strictly older than now - window has left the window."""
     detector = StormDetector(window_ms=60_000, threshold=3)
-    times: tuple[int, ...] = ()
-    for t in (0, 10_000, 20_000):
-        times = detector.record(times, t)
-    assert detector.finding("G", times) is None  # 3 rebalances: at the threshold, not above
-    times = detector.record(times, 30_000)
-    storm = detector.finding("G", times)
-    assert storm is not None and storm.anomaly == "REBALANCE_STORM" and storm.details["rebalances_in_window"] == 4
-    # 60 s after the first rebalance it leaves the window (strictly older than now - window)
-    assert detector.prune(times, 60_000) == (10_000, 20_000, 30_000)
-    assert detector.finding("G", detector.prune(times, 60_000)) is None
+    changes: list = []
+    changes = detector.record_change(changes, "c0", "JOIN", 0)
+    changes = detector.record_change(changes, "c0", "LEAVE", 10_000)
+    changes = detector.record_change(changes, "c1", "JOIN", 20_000)
+    assert detector.findings("G", changes, 20_000) == []  # 2 unconverged (c1 may stay): not above 3
+    changes = detector.record_change(changes, "c1", "LEAVE", 30_000)
+    (storm,) = detector.findings("G", changes, 30_000)
+    assert storm.anomaly == "REBALANCE_STORM" and storm.severity == "warning"
+    assert storm.details["unconverged_in_window"] == 4 and storm.details["rebalances_in_window"] == 4
+    assert storm.details["unconverged_by_subject"] == {"c0": 2, "c1": 2}
+    assert detector.prune_changes(changes, 60_000) == [
+        [10_000, "c0", "LEAVE"],
+        [20_000, "c1", "JOIN"],
+        [30_000, "c1", "LEAVE"],
+    ]
+    assert detector.findings("G", changes, 60_000) == []  # c0's join left: its leave alone converged
+    assert detector.next_expiry_ms(changes) == 60_001
 
 
 def test_changes_of_one_burst_are_one_rebalance():
@@ -95,7 +104,7 @@ def test_flapping_detector_coalesces_across_brokers_counts_in_any_order_and_prun
 def test_hold_in_grace_keeps_new_mismatches_closed_until_the_clients_could_have_converged():
     from streaming.domain.episodes import hold_in_grace
 
-    mismatch = Finding("G", "T", "ASSIGNMENT_MISMATCH", "warning", "differs", {"clients": {}})
+    mismatch = Finding("G", "T", "ASSIGNMENT_MISMATCH", "differs", {"clients": {}})
     others = [orphan([1]), mismatch]
     assert hold_in_grace(others, {}, 10_000, 20_000, ["ASSIGNMENT_MISMATCH"]) == [orphan([1])]
     assert hold_in_grace(others, {}, 20_000, 20_000, ["ASSIGNMENT_MISMATCH"]) == others

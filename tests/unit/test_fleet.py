@@ -220,11 +220,22 @@ def test_replaying_a_batch_from_the_same_snapshot_gives_the_same_rows():
     assert run([(batch, 0)]) == run([(batch, 0)])
 
 
-def test_storm_opens_when_rebalances_exceed_the_threshold():
-    events = [route(0)]
-    for i in range(6):  # each new channel is a rebalance
-        events.append(hb(i * 1_000, f"10.0.0.{i}:1", f"c{i}"))
-    out, _ = run([(events, 0)], {"storm_threshold": 3, "storm_window_ms": 60_000})
+def short_lived(count, start_ms=40_000):
+    """``count`` members that each join (one heartbeat) and unregister 1 s later, one every 2 s."""
+    events = []
+    for i in range(1, count + 1):
+        t = start_ms + i * 2_000
+        events += [hb(t, f"10.0.0.{i}:1", f"c{i}"), ev("UNREGISTER", t + 1_000, f"10.0.0.{i}:1", f"c{i}")]
+    return events
+
+
+def test_storm_opens_when_unconverged_changes_exceed_the_threshold():
+    """Members that join and leave again after the group's first heartbeat round: 2 unconverged changes each, so
+    two of them (4) exceed a threshold of 3, while the first round's joins (the group's birth) count nothing."""
+    born = [route(0)] + [hb(i * 1_000, f"10.0.1.{i}:1", f"b{i}") for i in range(6)]  # 6 joins within 30 s
+    out, _ = run([(born + short_lived(1), 0)], {"storm_threshold": 3, "storm_window_ms": 60_000})
+    assert not any(r["anomaly"] == "REBALANCE_STORM" for r in rows(out, "anomaly_episodes"))
+    out, _ = run([(born + short_lived(2), 0)], {"storm_threshold": 3, "storm_window_ms": 60_000})
     assert any(r["anomaly"] == "REBALANCE_STORM" and r["status"] == "OPENED" for r in rows(out, "anomaly_episodes"))
 
 
@@ -239,7 +250,7 @@ def test_a_window_that_slides_re_analyses_a_group_only_when_an_anomaly_can_chang
     first_batch = len(run([(join, 0)], {**quiet, "expiry_ms": 3_600_000})[0])
     assert out[first_batch:] == []  # no membership change, no anomaly: nothing analysed, nothing emitted
 
-    stormy = [route(0)] + [hb(i * 1_000, f"10.0.0.{i}:1", f"c{i}") for i in range(6)]
+    stormy = [route(0), hb(0, "10.0.0.0:1", "c0"), *short_lived(2)]
     out, _ = run([(stormy, 0), ([hb(200_000, "10.0.0.0:1", "c0")], 190_000)], {**quiet, "expiry_ms": 3_600_000})
     storm = [
         (r["status"], r["event_time_ms"]) for r in rows(out, "anomaly_episodes") if r["anomaly"] == "REBALANCE_STORM"

@@ -57,7 +57,7 @@ MEMBERSHIP = {
 }
 
 SHARD = {
-    "schema_version": 4,
+    "schema_version": 5,
     "routes": {"T": {"event_time_ms": 0, "queues": [["broker-a", 0], ["broker-a", 1]]}},
     "groups": {
         "G": {
@@ -73,6 +73,8 @@ SHARD = {
             "holders": {
                 "c1\x00T": {"orderly": False, "queues": [["broker-a", 0, 10, 2, 1, 10, 11, None, None, 1000, 1000]]}
             },
+            # the storm detector's changes (episodes.StormDetector): c1 left and came back, T's route changed
+            "storm_changes": [[121001, "c1", "LEAVE"], [125000, "T", "ROUTE"], [130000, "c1", "JOIN"]],
         }
     },
     "retired": {},
@@ -272,7 +274,7 @@ def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
 
 RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
-    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 4),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 5),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
     ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]
