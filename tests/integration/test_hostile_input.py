@@ -23,7 +23,7 @@ import pytest
 
 from tests.support.hostile import generate
 from tests.support.hostile_check import check_outcome, publish_recorded, read_outcome
-from tests.support.job import job_config
+from tests.support.job import finish, job_config
 
 BUDGET_PER_SEED = 700  # about 1,400 records: the whole test stays near three minutes on a 2-core machine
 
@@ -40,7 +40,7 @@ def outcome(kafka_broker, spark, tmp_path_factory):
         published += publish_recorded(kafka_broker.bootstrap_servers, seed, generate(seed, BUDGET_PER_SEED), topics)
         job = MonitorJob(config, available_now=True)
         job.start()
-        job.await_available()  # raises if a query failed
+        finish(job)  # raises if a query failed
         jobs.append(job)
     return published, read_outcome(spark, config, jobs), topics
 

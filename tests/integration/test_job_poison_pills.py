@@ -16,7 +16,7 @@ import pytest
 
 from streaming.job.poison import PROCESSING_ERROR
 from tests.support.events import BASE, hb, report, route
-from tests.support.job import job_config, publish, read
+from tests.support.job import finish, job_config, publish, read
 
 MARKER = "POISON-7"
 TABLES = (
@@ -65,7 +65,7 @@ def run(config, marker: str | None):  # type: ignore[no-untyped-def]
 
     job = MonitorJob(config, available_now=True, poison_marker=marker)
     job.start()
-    job.await_available()  # raises if a query failed
+    finish(job)  # raises if a query failed
     return job
 
 
@@ -140,8 +140,7 @@ def test_a_batch_failing_while_the_job_stops_is_replayed_not_searched(kafka_brok
     with pytest.raises(Exception, match=f"test poison marker '{MARKER}' in a send"):  # noqa: PT011 - Spark's own
         stopping.start()  # with available_now, waits for send-ingest, which fails
         stopping.await_available()
-    for query in stopping.queries.values():
-        query.stop()
+    stopping.stop()
     assert read(spark, config, "dead_letters") == []
     assert read(spark, config, "send_latency_minutes") == []
 

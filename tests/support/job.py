@@ -105,11 +105,22 @@ def job_env(
 
 
 def run_available(spark, config) -> MonitorJob:
-    """Process everything in Kafka now with the job's real queries, on the test session."""
+    """Process everything in Kafka now with the job's real queries, on the test session; the job is stopped
+    after (``finish``), its queries, progress and metrics left to read."""
     job = MonitorJob(config, available_now=True)
     job.start()
-    job.await_available()
+    finish(job)
     return job
+
+
+def finish(job: MonitorJob) -> None:
+    """Wait for an ``available_now`` job's queries, then stop it: its progress listener leaves the session,
+    which would otherwise call every listener a test run ever registered at each micro-batch of every later
+    query (Python callbacks rebuilding each progress event over Py4J)."""
+    try:
+        job.await_available()
+    finally:
+        job.stop()
 
 
 def read(spark, config, table: str) -> list[dict[str, Any]]:
