@@ -16,12 +16,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 from streaming.job.tables import TABLES
-from tests.support.driver_kills import Progress
-from tests.support.job import read
-from tests.support.kill_workload import kill_workload_run
+from tests.support.driver_kills import Progress, table_rows
+from tests.support.kill_workload import KillWorkloadRun, kill_workload_run
 
 ROOT = Path(__file__).parents[2]
 
@@ -32,43 +30,48 @@ def write_config(path: Path, master: str) -> Path:
     return path
 
 
+def job_log(config: Path) -> Path:
+    return config.with_suffix(".log")
+
+
+def log_tail(config: Path) -> str:
+    return job_log(config).read_text(errors="replace")[-3000:]
+
+
 def start_job(config: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    """The job's output goes to a file beside ``config``: a pipe the test does not read while it waits would
+    fill (64 KiB) with the warnings of a lost executor and block the driver at its next log line."""
+    with job_log(config).open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
-def finish(process: subprocess.Popen) -> None:
+def finish(process: subprocess.Popen, config: Path) -> None:
     try:
-        _, err = process.communicate(timeout=900)
+        process.wait(timeout=900)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, 9)
         raise
-    assert process.returncode == 0, err.decode()[-3000:]
+    assert process.returncode == 0, log_tail(config)
 
 
 def run_job(config: Path, env: dict[str, str]) -> None:
-    finish(start_job(config, env))
+    finish(start_job(config, env), config)
 
 
-def rows(spark, delta_root: str, table: str) -> list[str]:
-    return sorted(
-        repr(sorted(r.items()))
-        for r in read(spark, SimpleNamespace(paths=SimpleNamespace(delta_root=delta_root)), table)
-    )
-
-
-def assert_same_tables(spark, reference, cluster: dict[str, str]) -> dict[str, int]:
-    """Every table of the cluster's run (``RRM__`` settings ``cluster``) equal to the reference's (a config)."""
+def assert_same_tables(spark, reference: KillWorkloadRun, cluster: dict[str, str]) -> dict[str, int]:
+    """Every table of the cluster's run (``RRM__`` settings ``cluster``) equal to the reference run's."""
     counts = {}
+    root = Path(cluster["RRM__PATHS__DELTA_ROOT"]).parent
     for table in TABLES:
-        expected = rows(spark, reference.paths.delta_root, table)
-        actual = rows(spark, cluster["RRM__PATHS__DELTA_ROOT"], table)
+        expected = reference.rows(spark, table)
+        actual = table_rows(spark, root, table)
         assert actual == expected, f"{table}: {len(actual)} rows on the cluster vs {len(expected)} in local[2]"
         counts[table] = len(expected)
     return counts
@@ -78,13 +81,14 @@ def commits(env: dict[str, str], query: str) -> int:
     return Progress.of(Path(env["RRM__PATHS__CHECKPOINT_ROOT"]).parent).commits[query]
 
 
-def wait_for(condition, process: subprocess.Popen, what: str, timeout_s: float = 600.0) -> None:
-    """Until ``condition()``, while the job runs; the job finishing first fails the test."""
+def wait_for(condition, process: subprocess.Popen, config: Path, what: str, timeout_s: float = 600.0) -> None:
+    """Until ``condition()``, while the job (configured by ``config``) runs; the job finishing first fails the
+    test."""
     deadline = time.monotonic() + timeout_s
     while not condition() and process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert process.poll() is None, f"the job finished before {what}"
-    assert condition(), f"not {what} within {timeout_s:.0f} s"
+    assert process.poll() is None, f"the job finished before {what}:\n{log_tail(config)}"
+    assert condition(), f"not {what} within {timeout_s:.0f} s:\n{log_tail(config)}"
 
 
 def test_a_worker_lost_mid_run_then_the_driver_killed_leave_the_tables_of_local(
@@ -99,10 +103,12 @@ def test_a_worker_lost_mid_run_then_the_driver_killed_leave_the_tables_of_local(
 
     process = start_job(config, cluster)
     try:
-        wait_for(lambda: commits(cluster, query) >= 2, process, "two batches committed")
+        wait_for(lambda: commits(cluster, query) >= 2, process, config, "two batches committed")
         lost_at = commits(cluster, query)
         spark_cluster.kill_worker(1)  # the worker, its executor and the executor's Python workers: a lost machine
-        wait_for(lambda: commits(cluster, query) > lost_at, process, "a batch committed without the lost worker")
+        wait_for(
+            lambda: commits(cluster, query) > lost_at, process, config, "a batch committed without the lost worker"
+        )
         os.killpg(process.pid, 9)  # then the driver, mid-run: the restart resumes from the checkpoints
         process.wait(timeout=60)
         killed_at = commits(cluster, query)
@@ -115,7 +121,7 @@ def test_a_worker_lost_mid_run_then_the_driver_killed_leave_the_tables_of_local(
     run_job(config, cluster)  # restarted from the checkpoints, on both workers
     assert commits(cluster, query) == total
 
-    counts = assert_same_tables(spark, reference.config, cluster)
+    counts = assert_same_tables(spark, reference, cluster)
     for table in (
         "membership_changes",
         "group_snapshots",

@@ -10,11 +10,11 @@ batches, their watermarks and their ids match.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.driver_kills import Progress, batch_length_s, workload
+from tests.support.driver_kills import Progress, batch_length_s, table_rows, workload
 from tests.support.job import job_config, job_env, publish, run_available
 
 PREFIX = "kills"
@@ -33,10 +33,18 @@ class KillWorkloadRun:
     config: Any
     root: Path
     batch_s: float
+    _rows: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def settings(self, root: Path) -> dict[str, str]:
         """``RRM__`` settings for another run of the workload, with its tables and checkpoints under ``root``."""
         return job_env(self.bootstrap, root, PREFIX, **_BATCHES)[0]
+
+    def rows(self, spark: Any, table: str) -> list[str]:
+        """The table's rows as ``driver_kills.table_rows`` gives them, read once per session: the tables are
+        written once, and every test compared with this run reads them."""
+        if table not in self._rows:
+            self._rows[table] = table_rows(spark, self.root, table)
+        return self._rows[table]
 
 
 def kill_workload_run(kafka_broker: Any, spark: Any, tmp_path_factory: Any) -> KillWorkloadRun:
