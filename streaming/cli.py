@@ -139,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     _fleet_arguments(demo)
     demo.add_argument("--duration", type=_positive(float), default=None, help="stop after this many seconds")
     demo.add_argument(
+        "--simulated",
+        type=_positive(float),
+        default=None,
+        help="stop once the monitor has processed this many seconds of fleet time (with --duration: whichever "
+        "comes first)",
+    )
+    demo.add_argument(
         "--speed", type=_positive(float), default=20.0, help="simulated seconds per wall second (default 20)"
     )
     demo.add_argument(
@@ -159,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--restarts",
         type=_positive(int, zero=True),
         default=0,
-        help="with --duration: stop the job this many times, evenly spread, and start it again on the same "
-        "checkpoints and tables while the fleet goes on (default 0)",
+        help="with --duration or --simulated: stop the job this many times, evenly spread, and start it again on "
+        "the same checkpoints and tables while the fleet goes on (default 0)",
     )
     demo.add_argument(
         "--rocketmq",

@@ -4,8 +4,8 @@ Starts (showing progress) the project's Kafka broker, then the streaming job wit
 the metrics endpoint, and feeds it a simulated fleet (the ``mixed`` scenario by default) whose event time
 runs ``--speed`` times faster than wall time, so channel expiry and fault windows show up in seconds.
 The terminal view updates in place: groups and their state, consume lag and queues in alerting progress
-states, open anomalies, avoided brokers, input rate, last batch. Ctrl-C or ``--duration`` stops everything
-cleanly and prints where the results are.
+states, open anomalies, avoided brokers, input rate, last batch. Ctrl-C, ``--duration`` or ``--simulated`` (the
+fleet time the monitor has processed) stops everything cleanly and prints where the results are.
 """
 
 from __future__ import annotations
@@ -65,9 +65,13 @@ class DemoSettings:
     clients_per_group: int = 4
     queues_per_broker: int = 4
     sends_per_second: float | None = None  # per producer; None: the scenario's own (0.8/s)
-    # Stop the job this many times, evenly over duration_s, and start it again on the same checkpoints and
-    # tables while the fleet goes on (what a restart keeps, over a long run: ``bench_soak``).
+    # Stop the job this many times, evenly over duration_s (or simulated_s), and start it again on the same
+    # checkpoints and tables while the fleet goes on (what a restart keeps, over a long run: ``bench_soak``).
     restarts: int = 0
+    # Stop once the monitor has processed this many seconds of fleet time (its event-time watermark), each run
+    # (see ``restarts``) at its share: a run of known content however fast the machine is. With ``duration_s``
+    # as well, whichever comes first.
+    simulated_s: float | None = None
     # Simulated time runs at most this far ahead of what the job has processed. A longer lead lets the fleet
     # go faster on a slow machine, in larger batches and with a view further behind the fleet.
     lead_s: float = 180.0
@@ -227,17 +231,21 @@ def run_demo(settings: DemoSettings) -> int:
 
 
 def _run_job(settings: DemoSettings, config: MonitorConfig, feed: _FleetFeed) -> int:
-    """The job for ``duration_s`` (or until Ctrl-C), stopped and started again ``restarts`` times on the same
-    checkpoints and tables; the last run's exit code, or the first non-zero one."""
+    """The job for ``duration_s`` or ``simulated_s`` (or until Ctrl-C), stopped and started again ``restarts``
+    times on the same checkpoints and tables; the last run's exit code, or the first non-zero one."""
     from streaming.job.runner import MonitorJob
 
     runs = settings.restarts + 1
     run_s = None if settings.duration_s is None else settings.duration_s / runs
     for run in range(1, runs + 1):
         started = time.monotonic()
+        if settings.simulated_s is not None:
+            feed.until_ms = feed.start_ms + int(settings.simulated_s * 1000 * run / runs)
+        feed.reached = False
         code = MonitorJob(config).run(duration_s=run_s, on_tick=feed.tick)
-        # a run that ended before its share of the duration was stopped by Ctrl-C or SIGTERM
-        if code != 0 or run == runs or run_s is None or time.monotonic() - started < run_s:
+        # a run that ended before its share of the duration or of the fleet time was stopped by Ctrl-C or SIGTERM
+        done = feed.reached or (run_s is not None and time.monotonic() - started >= run_s)
+        if code != 0 or run == runs or not done:
             return code
         _say(f"restart {run} of {settings.restarts}: a new job on the same checkpoints and Delta tables ...")
     return code
@@ -291,8 +299,11 @@ class _FleetFeed:
         self.simulation, self.start_ms, self.port, self.waiting = simulation, start_ms, port, waiting
         self.clock: dict[str, float] = {}
         self.job: MonitorJob | None = None
+        self.until_ms: int | None = None  # the current run stops once the monitor has processed this far
+        self.reached = False
 
-    def tick(self, job: MonitorJob) -> None:
+    def tick(self, job: MonitorJob) -> bool:
+        """Feed the fleet on; True once the run has processed as far as ``until_ms`` (the run then stops)."""
         from streaming.job.spark_session import set_logger_levels
 
         settings, clock, start_ms = self.settings, self.clock, self.start_ms
@@ -322,9 +333,11 @@ class _FleetFeed:
             _say(f"{report.failed} event(s) could not be delivered, e.g. {report.errors[-1]}")
         if settings.live:
             render(job, self.scenario_name, virtual_now - start_ms, report.sent, report.failed, self.port)
-        elif time.monotonic() - clock.get("last_line", 0.0) >= 15:
+        self.reached = self.until_ms is not None and processed_ms(job, self.PACED_BY) >= self.until_ms
+        if not settings.live and (self.reached or time.monotonic() - clock.get("last_line", 0.0) >= 15):
             clock["last_line"] = time.monotonic()
             _say(summary_line(job, virtual_now - start_ms, report.sent))
+        return self.reached
 
 
 def _print_results(

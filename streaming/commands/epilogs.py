@@ -48,6 +48,7 @@ EPILOG_DEMO = """examples:
   rebalance-monitor demo --duration 90 --scenario duplicate-ids
   rebalance-monitor demo --speed 60 --no-live     # plain log lines instead of the live view
   rebalance-monitor demo --duration 600 --restarts 2   # the job stopped and started again twice on its checkpoints
+  rebalance-monitor demo --simulated 600 --speed 60    # until the monitor has processed 10 min of fleet time
   rebalance-monitor demo --rocketmq               # a real local RocketMQ cluster, real consumers, the collector
   rebalance-monitor demo --rocketmq --line 4.9 --duration 120
 With --rocketmq the fleet options (--scenario, --speed, --seed, --groups, ...) do not apply: the consumers are real

@@ -201,8 +201,10 @@ def maintain(args: argparse.Namespace) -> int:
 def demo(args: argparse.Namespace) -> int:
     if args.restarts and args.rocketmq:
         raise UsageError("--restarts is for the simulated fleet, not --rocketmq")
-    if args.restarts and args.duration is None:
-        raise UsageError("--restarts needs --duration: the restarts are spread evenly over it")
+    if args.restarts and args.duration is None and args.simulated is None:
+        raise UsageError("--restarts needs --duration or --simulated: the restarts are spread evenly over it")
+    if args.simulated is not None and args.rocketmq:
+        raise UsageError("--simulated is for the simulated fleet, not --rocketmq")
     if args.rocketmq:
         from streaming.demo_rocketmq import RocketMQDemoSettings, run_rocketmq_demo
 
@@ -225,5 +227,6 @@ def demo(args: argparse.Namespace) -> int:
             sends_per_second=args.send_rate,
             restarts=args.restarts,
             lead_s=args.lead,
+            simulated_s=args.simulated,
         )
     )

@@ -20,10 +20,11 @@ from streaming.simulation.fleet import build_scenario
 # Every asserted anomaly is in the first 150 s of simulated time (the mailer group's storm comes last) and the
 # crashed member of a healthy group expires at 150 s: the demo's default lead (180 s) sends that much in the
 # first three seconds of the first job, and the fleet goes on only as far ahead of what the job has processed,
-# so a slow machine slows the fleet rather than losing events. Each of the two runs gets half the duration,
-# its job's start (the demo's table creation on the shared session) included: 90 s each leaves a margin for a
-# busy 2-core machine.
-DURATION_S = 180
+# so a slow machine slows the fleet rather than losing events. Each of the two runs stops once the monitor has
+# processed its half of SIMULATED_S (the first run 180 s of fleet time, the second 180 s more), however long
+# its start and batches take; DURATION_S only bounds a run that never gets there.
+SIMULATED_S = 360
+DURATION_S = 1200
 SPEED = 60
 
 
@@ -53,6 +54,7 @@ def test_demo_reports_the_mixed_scenarios_anomalies(kafka_broker, spark, capsys)
     port = free_port()
     settings = DemoSettings(
         duration_s=DURATION_S,
+        simulated_s=SIMULATED_S,
         speed=SPEED,
         restarts=1,
         live=False,

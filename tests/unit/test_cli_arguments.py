@@ -189,6 +189,7 @@ def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
             "query assignment takes no --until",
         ),
         (["query", "progress", "--kind", "ORPHANED_QUEUES", "--delta-root", "{tmp}"], "query progress takes no --kind"),
+        (["demo", "--rocketmq", "--simulated", "60"], "--simulated is for the simulated fleet"),
     ],
 )
 def test_bad_input_found_after_parsing_is_one_line_too(argv, message, tmp_path, capsys):
