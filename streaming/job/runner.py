@@ -70,6 +70,8 @@ class MonitorJob:
     stopping: threading.Event = field(default_factory=threading.Event)
     # The batches each sink's metrics have counted, kept across a query's restarts (``metered``).
     metered: MeteredBatches = field(default_factory=MeteredBatches)
+    # JVM loggers' levels (log4j names) set once the session is up, before any query starts (the demo's).
+    logger_levels: dict[str, str] = field(default_factory=dict)
     _server: Any = None
     _owns_session: bool = field(default=False, init=False)  # built by start(), so stop() stops it
     _listener: ProgressListener | None = field(default=None, init=False)
@@ -97,6 +99,10 @@ class MonitorJob:
                 extra_conf=dict(c.spark.conf),
             )
         )
+        if self.logger_levels:
+            from streaming.job.spark_session import set_logger_levels
+
+            set_logger_levels(self.session, self.logger_levels)
         self._listener = ProgressListener(self.board)
         self.session.streams.addListener(self._listener)
         self.tables = DeltaTables(
