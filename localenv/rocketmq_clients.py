@@ -311,7 +311,9 @@ class ConsumerSpec:
     several, comma-separated. ``client_rebalance=False`` (line 5 only): the consumer asks the broker for its queues
     (``QUERY_ASSIGNMENT``), and pops them when the broker has the group in POP mode. ``block_on_message`` N: its
     listener blocks for good on the Nth message it receives (printing a ``blocked`` line: topic, broker, queue_id,
-    queue_offset), so that queue's offset stays there while it keeps the queue."""
+    queue_offset), so that queue's offset stays there while it keeps the queue. ``strategy`` ``MACHINE_ROOM_NEARBY``
+    is ``AllocateMachineRoomNearby`` around AVG, with rooms from ``machine_room_regex`` (its first group, searched in
+    broker names and client ids)."""
 
     name: str
     group: str
@@ -322,6 +324,7 @@ class ConsumerSpec:
     model: str = "CLUSTERING"
     client_rebalance: bool = True
     block_on_message: int | None = None
+    machine_room_regex: str | None = None
 
     @property
     def identity(self) -> tuple[str, str | None]:
@@ -339,6 +342,7 @@ class ConsumerSpec:
             "model": self.model,
             "client-rebalance": None if self.client_rebalance else False,
             "block-on-message": self.block_on_message,
+            "machine-room-regex": self.machine_room_regex,
         }
         return {k: _option_value(v) for k, v in options.items() if v is not None}
 

@@ -56,7 +56,9 @@ class Run:
 
     def __init__(self, cluster, bootstrap: str, root: Path, prefix: str) -> None:
         self.cluster, self.prefix, self.root, self.bootstrap = cluster, prefix, root, bootstrap
-        self.config, self.topics = e2e_config(bootstrap, root, prefix, cluster.namesrv_addr)
+        self.config, self.topics = e2e_config(
+            bootstrap, root, prefix, cluster.namesrv_addr, RRM__ALLOCATION__GROUPS=nearby_rule(prefix)
+        )
         self.fleet = Fleet(cluster.namesrv_addr, root / "clients")
         self.polls = PollLog(bootstrap, self.topics["consumer_connections"])
         self.collector = start_collector(self.config, root / "collector")
@@ -125,6 +127,25 @@ def assignment_specs(run: Run, line: str) -> list[tuple]:
     ]
 
 
+# Rooms of the machine-room-nearby group: a and b, in broker names (broker-a) and the clients' instance names.
+NEARBY_ROOMS = "(?:broker|nearby)-([ab])"
+
+
+def nearby_rule(prefix: str) -> str:
+    """The ``[[allocation.groups]]`` rule of the nearby group: what its clients' running info cannot show (the
+    inner strategy and the rooms), as a user configures it."""
+    return (
+        f'[{{group = "{prefix}_nearby", strategy = "MACHINE_ROOM_NEARBY-AVG", '
+        f"machine_room_regex = '{NEARBY_ROOMS}'}}]"
+    )
+
+
+def nearby_specs(run: Run) -> list[tuple]:
+    """Three AllocateMachineRoomNearby (AVG inside) clients: two in room a, one in room b."""
+    options = {"strategy": "MACHINE_ROOM_NEARBY", "machine_room_regex": NEARBY_ROOMS}
+    return [("5", run.group("nearby"), run.topic, name, options) for name in ("nearby-a-0", "nearby-a-1", "nearby-b-0")]
+
+
 def duplicate_specs(run: Run) -> list[tuple]:
     """Two clients sharing a client id (same instance name and client IP) and a third, with the agent's reporter."""
     agent = {
@@ -134,7 +155,7 @@ def duplicate_specs(run: Run) -> list[tuple]:
         "report.check.interval.ms": "200",
     }
     return [
-        ("5", run.group("avg_dup"), run.topic, name, {"client_ip": ip, "agent": agent})
+        ("5", run.group("circle_dup"), run.topic, name, {"client_ip": ip, "agent": agent, "strategy": "AVG_BY_CIRCLE"})
         for name, ip in (("twin", "192.0.2.7"), ("twin", "192.0.2.7"), ("other", None))
     ]
 
@@ -157,7 +178,7 @@ def play(run: Run, line: str, spark) -> Played:
     specs = assignment_specs(run, line)
     pop_topic, second = f"{run.prefix}_pop", f"{run.prefix}_second"
     if line == "5":
-        for topic in (pop_topic, second):
+        for topic in (pop_topic, second, idle_topic(run)):
             run.cluster.create_topic(topic, 4)
         played.seen["second_queues"] = all_queues(run.cluster.route(second))
         run.cluster.set_pop_mode(pop_topic, run.group("pop"))
@@ -167,7 +188,7 @@ def play(run: Run, line: str, spark) -> Played:
             ("5", run.group("ownsub"), run.topic, "first-only", {}),
             ("5", run.group("ownsub"), f"{run.topic},{second}", "both", {}),
         ]
-        specs += progress_specs(run)
+        specs += progress_specs(run) + nearby_specs(run)
     for (_, group, *_), client in zip(specs, run.fleet.consumers(specs), strict=True):
         played.clients.setdefault(group, []).append(client)
     if line == "5":
@@ -175,9 +196,10 @@ def play(run: Run, line: str, spark) -> Played:
     pullers = {g: c for g, c in played.clients.items() if g != run.group("pop")}
     if line == "5":
         wait_converged(played.clients[run.group("ownsub")], second)
+        played.seen["idle_settled"] = wait_converged(played.clients[run.group("idle")], idle_topic(run))
     played.settled = run.settle(pullers)
     if line == "5":
-        played.seen["reports"] = reports_by_process(run, played.clients[run.group("avg_dup")])
+        played.seen["reports"] = reports_by_process(run, played.clients[run.group("circle_dup")])
         play_orphans(played)
         play_own_subscription(played, second)
         play_pop(played, pop_topic)
@@ -199,12 +221,18 @@ STUCK_ON_MESSAGE = 20
 
 def progress_specs(run: Run) -> list[tuple]:
     """A group of one consumer in a JVM of its own, SIGKILLed with the departures; a group of two whose first
-    consumer blocks its listener on one message (``STUCK_ON_MESSAGE``) and consumes the rest."""
+    consumer blocks its listener on one message (``STUCK_ON_MESSAGE``) and consumes the rest; a group of two on
+    a topic nothing is sent to."""
     return [
         ("5", run.group("offline"), run.topic, "offline-0", {"own_process": True}),
         ("5", run.group("stuck"), run.topic, "stuck-0", {"block_on_message": STUCK_ON_MESSAGE}),
         ("5", run.group("stuck"), run.topic, "stuck-1", {}),
-    ]
+    ] + [("5", run.group("idle"), idle_topic(run), f"idle-{i}", {}) for i in range(2)]
+
+
+def idle_topic(run: Run) -> str:
+    """The idle group's topic: nothing is ever sent to it."""
+    return f"{run.prefix}_idle"
 
 
 def start_producer(run: Run, topics: str) -> ClientProcess:
@@ -234,9 +262,9 @@ def play_orphans(played: Played) -> None:
     queue's max offset then, through the admin API: a never-held queue has no offset, and no orphan is confirmed
     of it)."""
     run = played.run
-    clients = played.clients[run.group("avg_dup")]
+    clients = played.clients[run.group("circle_dup")]
     unheld = run.queues - {q for c in clients for q in held(c, run.topic)}
-    played.seen["orphan_commits"] = run.cluster.commit_offsets(run.group("avg_dup"), run.topic, unheld)
+    played.seen["orphan_commits"] = run.cluster.commit_offsets(run.group("circle_dup"), run.topic, unheld)
 
 
 def play_producer_stop(played: Played) -> None:
@@ -248,12 +276,13 @@ def play_producer_stop(played: Played) -> None:
     producer.terminate()
     producer.wait_exit(60)
     stopped_at = played.seen["producer_stopped_at"] = int(time.time() * 1000)
-    groups = [run.group(g) for g in ("avg_dup", "offline", "pop", "stuck", "broadcast")]
-    wait_progress_sample(run.bootstrap, run.topics["consume_progress"], groups[:4], BROKERS, stopped_at)
+    groups = [run.group(g) for g in ("circle_dup", "offline", "pop", "stuck", "idle", "broadcast")]
+    wait_progress_sample(run.bootstrap, run.topics["consume_progress"], groups[:5], BROKERS, stopped_at)
     played.seen["admin_progress"] = admin_progress(run, groups)
     played.seen["offline_listed"] = {
         broker: run.cluster.connections(run.group("offline"), broker) for broker in BROKERS
     }
+    played.seen["stuck_listed"] = {broker: run.cluster.connections(run.group("stuck"), broker) for broker in BROKERS}
 
 
 def play_stuck(played: Played) -> None:
@@ -409,7 +438,7 @@ def test_duplicate_client_id_orphans_exactly_the_queues_no_client_holds(played, 
     holder is a client in a process: the third shares a JVM with one of the duplicates."""
     scenarios = played("5")
     run = scenarios.run
-    group = run.group("avg_dup")
+    group = run.group("circle_dup")
     clients = scenarios.clients[group]
     reports = scenarios.seen["reports"]
     assert clients[0].client_id == clients[1].client_id != clients[2].client_id
@@ -623,7 +652,7 @@ def test_orphaned_queues_are_confirmed_with_the_brokers_own_lag(played, spark):
     one committed for it and never moved since."""
     scenarios = played("5")
     run = scenarios.run
-    group = run.group("avg_dup")
+    group = run.group("circle_dup")
     unheld = run.queues - {q for c in scenarios.clients[group] for q in held(c, run.topic)}
     commits = scenarios.seen["orphan_commits"]
     assert set(commits) == unheld and all(offset > 0 for offset in commits.values()), commits
@@ -686,6 +715,8 @@ def test_a_listener_blocked_on_one_message_is_a_stuck_holder_with_an_offset_hole
     blocked, (holder, _) = scenarios.seen["blocked"], scenarios.clients[group]
     queue = (blocked["topic"], blocked["broker"], blocked["queue_id"])
     assert (blocked["broker"], blocked["queue_id"]) in held(holder, run.topic), "the blocking client let go"
+    for broker, listed in scenarios.seen["stuck_listed"].items():
+        assert holder.client_id in {c["client_id"] for c in listed}, f"{broker} no longer lists the stuck holder"
     real = broker_stats(scenarios.seen, group)[queue]
     assert real["consumer_offset"] == blocked["queue_offset"] and broker_lag(real) > 0, real
 
@@ -699,3 +730,44 @@ def test_a_listener_blocked_on_one_message_is_a_stuck_holder_with_an_offset_hole
     row = current[queue]
     assert (row["broker_offset"], row["consumer_offset"]) == (real["broker_offset"], real["consumer_offset"])
     assert row["lag"] == broker_lag(real) and row["severity"] == "critical"
+    assert row["expected_owner"] == holder.client_id, "the assignment gives the queue to another client"
+
+
+def test_an_idle_group_raises_nothing(played, spark):
+    """Two consumers of a topic nothing is ever sent to: between them they hold every queue of it (their own
+    holdings), the brokers answer no backlog for any; the monitor tracks the queues the brokers answer, none in
+    a state with a severity, and records no anomaly of the group."""
+    scenarios = played("5")
+    run = scenarios.run
+    group, topic = run.group("idle"), idle_topic(run)
+    clients = scenarios.clients[group]
+    assert sorted(q for c in clients for q in held(c, topic)) == sorted(all_queues(run.cluster.route(topic)))
+    assert holdings(clients, topic) == scenarios.seen["idle_settled"], "the idle group's holdings changed"
+    stats = broker_stats(scenarios.seen, group)
+    assert stats and all(broker_lag(r) == 0 for r in stats.values()), stats
+
+    verdicts = progress(run, spark, group)
+    assert set(verdicts) == set(stats)
+    history = run.read(spark, "consume_progress", group)
+    assert {r["state"] for r in history} <= {"IDLE", "NO_OFFSET", "OK", "INCOMPLETE"}, {r["state"] for r in history}
+    assert all(r["severity"] is None for r in history)
+    assert run.read(spark, "anomaly_episodes", group) == []
+
+
+def test_a_machine_room_nearby_group_is_analysed_with_its_rule(played, spark):
+    """Three AllocateMachineRoomNearby clients (two in room a, one in room b): the collector reports the bare
+    strategy name, the group's rule supplies the inner strategy and the rooms, and the expected assignment equals
+    what each real client holds; the room-b client holds exactly broker-b's queues (the rooms were in play)."""
+    scenarios = played("5")
+    run = scenarios.run
+    group = run.group("nearby")
+    clients = scenarios.clients[group]
+    assert held(clients[2], run.topic) == {q for q in run.queues if q[0] == "broker-b"}
+    assert sorted(q for c in clients for q in held(c, run.topic)) == sorted(run.queues)
+    assert_expected_is_held(run, spark, group, clients, scenarios.settled[group])
+
+    snapshots = run.read(spark, "group_snapshots", group)
+    assert snapshots and {r["strategy"] for r in snapshots} == {"MACHINE_ROOM_NEARBY-AVG"}
+    sources = [json.loads(r["details"])["strategy_sources"] for r in snapshots]
+    assert "reported" in {source.get("strategy") for source in sources}, sources
+    assert episodes(run, spark, group, "UNKNOWN_STRATEGY") == []

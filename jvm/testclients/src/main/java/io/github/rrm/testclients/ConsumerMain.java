@@ -20,6 +20,7 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyContext;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.rebalance.AllocateMachineRoomNearby;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragelyByCircle;
 import org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueConsistentHash;
@@ -31,7 +32,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * Push consumers that each print their own held queues (their rebalance's process-queue table, non-dropped) as a
  * {@code held} JSON line whenever they change, with the queues they pop ({@code pop_queues}: the 5.x pop
  * process-queue table, non-dropped) and the messages they consumed per topic ({@code consumed}). Options:
- * namesrv, group, topics (comma-separated), strategy (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH), model (CLUSTERING,
+ * namesrv, group, topics (comma-separated), strategy (AVG, AVG_BY_CIRCLE, CONSISTENT_HASH, MACHINE_ROOM_NEARBY: nearby
+ * with AVG inside, rooms from machine-room-regex), model (CLUSTERING,
  * BROADCASTING), instance-name, client-ip, heartbeat-ms, client-rebalance (false: 5.x only, the broker assigns
  * the queues, and serves them by POP when the group is in POP mode there), agent (true: register every consumer
  * with one agent, configured by -Drrm.agent.*), block-on-message (N: the listener blocks for good on the Nth
@@ -140,7 +142,7 @@ final class ConsumerMain {
             consumer.setClientIP(clientIp);
         }
         consumer.setHeartbeatBrokerInterval((int) o.getLong("heartbeat-ms", 30000));
-        consumer.setAllocateMessageQueueStrategy(strategy(o.get("strategy", "AVG")));
+        consumer.setAllocateMessageQueueStrategy(strategy(o.get("strategy", "AVG"), o.get("machine-room-regex", null)));
         Object model = Reflect.enumConstant(new String[] {
             "org.apache.rocketmq.common.protocol.heartbeat.MessageModel",
             "org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel"}, o.get("model", "CLUSTERING"));
@@ -238,7 +240,10 @@ final class ConsumerMain {
         }
     }
 
-    static AllocateMessageQueueStrategy strategy(String name) {
+    static AllocateMessageQueueStrategy strategy(String name, String machineRoomRegex) {
+        if (name.equals("MACHINE_ROOM_NEARBY")) {
+            return new AllocateMachineRoomNearby(new AllocateMessageQueueAveragely(), roomsByRegex(machineRoomRegex));
+        }
         if (name.equals("AVG")) {
             return new AllocateMessageQueueAveragely();
         }
@@ -249,6 +254,31 @@ final class ConsumerMain {
             return new AllocateMessageQueueConsistentHash();
         }
         throw new IllegalArgumentException("unknown strategy " + name);
+    }
+
+    /** Rooms of brokers and clients: the first group of the first match of {@code regex} in the broker name or
+     * client id, null (no room) when nothing matches. */
+    static AllocateMachineRoomNearby.MachineRoomResolver roomsByRegex(String regex) {
+        if (regex == null) {
+            throw new IllegalArgumentException("MACHINE_ROOM_NEARBY needs --machine-room-regex");
+        }
+        final java.util.regex.Pattern pattern = java.util.regex.Pattern.compile(regex);
+        return new AllocateMachineRoomNearby.MachineRoomResolver() {
+            private String room(String text) {
+                java.util.regex.Matcher m = pattern.matcher(text);
+                return m.find() ? m.group(1) : null;
+            }
+
+            @Override
+            public String brokerDeployIn(MessageQueue messageQueue) {
+                return room(messageQueue.getBrokerName());
+            }
+
+            @Override
+            public String consumerDeployIn(String clientID) {
+                return room(clientID);
+            }
+        };
     }
 
     /** {"topic": [["broker", queueId], ...]} of the non-dropped process queues, sorted. */
