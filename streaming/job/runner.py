@@ -303,29 +303,32 @@ class MonitorJob:
             progress = query.lastProgress
             return -1 if progress is None else int(progress["batchId"])
 
-        from streaming.job.spark_session import logger_levels
+        from streaming.job.spark_session import set_logger_levels
 
         self.stopping.set()
         deadline = time.monotonic() + grace_s
         hurry = hurry or threading.Event()
         # ``stop()`` cancels the query's job group; a query stopped between batches, as here, has no job
         # running, and the DAGScheduler then warned "Failed to cancel job group ... Cannot find active jobs
-        # for it", twice per query: noise at every clean stop. Its warnings are off while the queries stop.
-        with logger_levels(self.session, {DAG_SCHEDULER_LOGGER: "ERROR"}):
-            for query in self.queries.values():
-                try:
-                    running = last_batch(query)  # the batch in progress, if any, reports a higher id when done
-                    while (
-                        query.isActive
-                        and query.status["isTriggerActive"]
-                        and last_batch(query) == running
-                        and time.monotonic() < deadline
-                    ):
-                        if hurry.wait(0.05):
-                            break
-                    query.stop()
-                except Exception:  # noqa: BLE001 - stopping must go on for the others
-                    pass
+        # for it", twice per query: noise at every clean stop. Its warnings stay off from here on: the
+        # scheduler handles a cancel on its own thread after ``stop()`` returns, so a level restored when the
+        # last query has stopped let those warnings through on a busy machine.
+        if self.session is not None:
+            set_logger_levels(self.session, {DAG_SCHEDULER_LOGGER: "ERROR"})
+        for query in self.queries.values():
+            try:
+                running = last_batch(query)  # the batch in progress, if any, reports a higher id when done
+                while (
+                    query.isActive
+                    and query.status["isTriggerActive"]
+                    and last_batch(query) == running
+                    and time.monotonic() < deadline
+                ):
+                    if hurry.wait(0.05):
+                        break
+                query.stop()
+            except Exception:  # noqa: BLE001 - stopping must go on for the others
+                pass
 
     def run(self, duration_s: float | None = None, on_tick: Any = None) -> int:
         """Run until SIGTERM/Ctrl-C, ``duration_s`` or ``on_tick`` (called about every second) returning True;

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -216,14 +215,3 @@ def set_logger_levels(session: SparkSession, levels: Mapping[str, str]) -> dict[
         previous[logger] = str(log4j.LogManager.getLogger(logger).getLevel().name())
         log4j.core.config.Configurator.setLevel(logger, log4j.Level.toLevel(level))
     return previous
-
-
-@contextmanager
-def logger_levels(session: SparkSession | None, levels: Mapping[str, str]) -> Iterator[None]:
-    """``set_logger_levels`` for the duration of a block, then the previous levels again."""
-    previous = set_logger_levels(session, levels) if session is not None else {}
-    try:
-        yield
-    finally:
-        if session is not None and previous:
-            set_logger_levels(session, previous)

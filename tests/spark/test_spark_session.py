@@ -68,20 +68,20 @@ def test_routine_delta_warnings_are_quieted_and_the_rest_still_warn(spark):  # t
     assert log_manager.getLogger("org.apache.spark.scheduler.DAGScheduler").getLevel().toString() == "WARN"
 
 
-def test_logger_levels_hold_for_a_block_only(spark):  # type: ignore[no-untyped-def]
-    from streaming.job.runner import DAG_SCHEDULER_LOGGER
-    from streaming.job.spark_session import logger_levels
+def test_set_logger_levels_returns_the_levels_it_replaced(spark):  # type: ignore[no-untyped-def]
+    from streaming.job.spark_session import set_logger_levels
 
+    name = "rrm.tests.a.logger.nobody.else.sets"
     log_manager = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager
 
     def level() -> str:
-        return log_manager.getLogger(DAG_SCHEDULER_LOGGER).getLevel().toString()
+        return log_manager.getLogger(name).getLevel().toString()
 
-    assert level() == "WARN"
-    with pytest.raises(RuntimeError), logger_levels(spark, {DAG_SCHEDULER_LOGGER: "ERROR"}):
-        assert level() == "ERROR"
-        raise RuntimeError("a failing stop")
-    assert level() == "WARN"  # restored, even after a failure
+    inherited = level()
+    previous = set_logger_levels(spark, {name: "ERROR" if inherited != "ERROR" else "INFO"})
+    assert previous == {name: inherited} and level() != inherited
+    set_logger_levels(spark, previous)
+    assert level() == inherited
 
 
 def test_python_workers_reach_the_jvm_over_a_unix_domain_socket(spark):  # type: ignore[no-untyped-def]
