@@ -11,7 +11,7 @@ setup-test: setup
 	@bash scripts/install_observability_tools.sh
 
 demo: setup
-	$(PY) -m streaming.cli demo $(ARGS)
+	$(PY) -m streaming.app.cli demo $(ARGS)
 
 # Two pytest-xdist workers, one half of the suite each (tests/conftest.py says which); `make test PYTEST_ARGS=...`
 # runs what it names in one process. pytest exits 5 when it collects nothing: a failure here, never a pass.
@@ -28,8 +28,8 @@ lint: setup
 	.venv/bin/lint-imports
 
 clean:
-	-$(PY) -m streaming.cli kafka stop
-	-$(PY) -m streaming.cli rocketmq stop --line 5
-	-$(PY) -m streaming.cli rocketmq stop --line 4.9
-	-$(PY) -m streaming.cli spark-cluster stop
+	-$(PY) -m streaming.app.cli kafka stop
+	-$(PY) -m streaming.app.cli rocketmq stop --line 5
+	-$(PY) -m streaming.app.cli rocketmq stop --line 4.9
+	-$(PY) -m streaming.app.cli spark-cluster stop
 	rm -rf .run

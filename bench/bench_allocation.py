@@ -21,8 +21,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from streaming.domain.allocation import Averagely, AveragelyByCircle, ConsistentHash
-from streaming.domain.group_allocation import allocate_group
+from streaming.domain.allocation.group import allocate_group
+from streaming.domain.allocation.strategies import Averagely, AveragelyByCircle, ConsistentHash
 from streaming.domain.queues import MessageQueue, sorted_client_ids, sorted_queues
 
 RESULTS = Path(__file__).parent / "results" / "allocation.json"

@@ -42,10 +42,10 @@ def _channel(t: int, kind: str, group: str, channel: str, client_id: str) -> dic
 
 def engine_batches(groups: int, members: int, changing: int, batches: int) -> list[list[tuple[str, str]]]:
     """Each batch's ``(table, payload)`` rows, as the consumer query's state function emits them."""
-    from streaming.domain.engine_settings import EngineSettings
-    from streaming.domain.fleet import ShardEngine
-    from streaming.job.state_blob import encode
-    from streaming.job.table_rows import table_rows
+    from streaming.domain.consumers.engine_settings import EngineSettings
+    from streaming.domain.consumers.shard_engine import ShardEngine
+    from streaming.job.delta.table_rows import table_rows
+    from streaming.job.runtime.state_blob import encode
 
     engine = ShardEngine.restore(None, EngineSettings())
     route = {
@@ -97,8 +97,8 @@ def fleet_arguments(results: Path) -> argparse.ArgumentParser:
 
 def run_batches(spark, sinks: dict, variants: dict, rows: list) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
     """Every batch through each variant's sink, in alternating order; seconds per batch, by variant."""
-    from streaming.job import outputs
-    from streaming.job.consumer_query import OUTPUT_SCHEMA
+    from streaming.job.consumer.query import OUTPUT_SCHEMA
+    from streaming.job.delta import outputs
 
     seconds: dict[str, list[float]] = {name: [] for name in variants}
     for batch_id, batch_rows in enumerate(rows):
@@ -141,9 +141,9 @@ def summarize(seconds: dict[str, list[float]]) -> dict[str, Any]:
 def main() -> None:
     args = fleet_arguments(RESULTS).parse_args()
 
-    from streaming.job import outputs
-    from streaming.job.sinks import DeltaTables, run_concurrently
-    from streaming.job.spark_session import build_spark_session
+    from streaming.job.delta import outputs
+    from streaming.job.delta.sinks import DeltaTables, run_concurrently
+    from streaming.job.runtime.spark_session import build_spark_session
 
     rows = engine_batches(args.groups, args.members, args.changing, args.batches)
     spark = build_spark_session()

@@ -43,9 +43,9 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from bench.bench_job import cpu_clock
-    from streaming.job.sinks import DeltaTables
-    from streaming.job.spark_session import SparkSettings, build_spark_session
-    from streaming.job.tables import TABLES
+    from streaming.contract.tables import TABLES
+    from streaming.job.delta.sinks import DeltaTables
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     extra = dict(setting.split("=", 1) for setting in args.conf)
     spark = build_spark_session(SparkSettings(app_name="rrm-bench-delta-commit", extra_conf=extra))

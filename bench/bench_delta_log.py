@@ -30,8 +30,8 @@ DELTA_DEFAULT = "io.delta.storage.HDFSLogStore"
 
 def measure(store: str, sizes: list[int], appends: int) -> dict[int, float]:
     """In this process: median seconds per append for each log size, with ``store`` for local paths."""
-    from streaming.job.delta_sink import append_idempotent
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.delta.exactly_once import append_idempotent
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     work = Path(tempfile.mkdtemp(prefix="bench-delta-log-"))
     spark = build_spark_session(
@@ -120,7 +120,7 @@ def main() -> None:
         print(json.dumps(measure(args.store, args.files, args.appends)))
         return
 
-    from streaming.job.spark_session import LOCAL_LOG_STORE
+    from streaming.job.runtime.spark_session import LOCAL_LOG_STORE
 
     runs = {}
     for name, store in (("delta_default", DELTA_DEFAULT), ("monitor", LOCAL_LOG_STORE)):

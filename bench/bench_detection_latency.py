@@ -264,7 +264,7 @@ class JobProcess:
 
     def start(self) -> None:
         with self.log.open("ab") as out:
-            command = [sys.executable, "-m", "streaming.cli", "run", "--config", str(self.config)]
+            command = [sys.executable, "-m", "streaming.app.cli", "run", "--config", str(self.config)]
             self.process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
     def stop(self) -> float:

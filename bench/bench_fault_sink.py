@@ -29,7 +29,7 @@ TABLES = ("fault_windows", "producer_broker_status_current", "broker_status_curr
 
 
 def batch_rows(batch: int, producers: int, brokers: int, changing: int) -> list[tuple[str, str]]:
-    from streaming.job.state_blob import encode
+    from streaming.job.runtime.state_blob import encode
 
     rng = random.Random(batch)
     t = BASE + batch * 10_000
@@ -106,9 +106,9 @@ def run_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Every batch through the real writes on new tables: per batch its rows, wall and JVM CPU seconds, seconds
     to the broker gauges, and Delta commits."""
     from bench.bench_job import cpu_clock
-    from streaming.job import outputs
-    from streaming.job.sinks import DeltaTables
-    from streaming.job.spark_session import build_spark_session
+    from streaming.job.delta import outputs
+    from streaming.job.delta.sinks import DeltaTables
+    from streaming.job.runtime.spark_session import build_spark_session
 
     spark = build_spark_session()
     clock = cpu_clock(spark)

@@ -25,14 +25,14 @@ SLOW_BROKER = "slow-broker-broker-b"  # the demo's and the fleet's slow broker
 
 def command(query: str, root: str) -> list[str]:
     extra = {"anomalies": [], "faults": ["--broker", SLOW_BROKER]}[query]
-    return [sys.executable, "-m", "streaming.cli", "query", query, *extra, "--delta-root", root, "--json"]
+    return [sys.executable, "-m", "streaming.app.cli", "query", query, *extra, "--delta-root", root, "--json"]
 
 
 def spark_answer(query: str, root: str) -> list[dict]:
     """The query as Spark answers it: the same filters and order as ``rebalance-monitor query``."""
     from pyspark.sql import functions as F
 
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     spark = build_spark_session(SparkSettings(master="local[1]", app_name="rrm-query"))
     jvm = spark.sparkContext._gateway.proc  # type: ignore[attr-defined]

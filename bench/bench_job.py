@@ -335,7 +335,7 @@ def main() -> None:
     args, chosen = parse_args()
 
     from localenv.kafka_broker import LocalKafkaBroker, create_topics
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     beat_offsets, per_round = resolve_sizes(args)
     work = Path(tempfile.mkdtemp(prefix="rrm-bench-"))
@@ -375,7 +375,7 @@ def main() -> None:
 def run_path(job, which: str, warm_rows: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
     from pathlib import Path
 
-    from streaming.job.sinks import DeltaTables
+    from streaming.job.delta.sinks import DeltaTables
 
     job.tables = DeltaTables(job.session, Path(job.config.paths.delta_root))
     job.tables.ensure_all()
@@ -395,7 +395,7 @@ def run_without_runs(job, warm_rows: int) -> dict[str, float]:  # type: ignore[n
     as a row of its own (what the job did before them)."""
     from unittest import mock
 
-    from streaming.job import heartbeat_runs
+    from streaming.job.consumer import heartbeat_runs
 
     with mock.patch.object(heartbeat_runs, "compress", lambda sharded: sharded):
         job._start_consumer_query("consumer-without-runs")
@@ -411,7 +411,7 @@ def noop_state_function():  # type: ignore[no-untyped-def]
     def process(key, frames, state):  # type: ignore[no-untyped-def]
         import pandas as pd
 
-        from streaming.job.python_worker import freeze_imported_heap
+        from streaming.job.runtime.python_worker import freeze_imported_heap
 
         freeze_imported_heap()
         for _ in frames:
@@ -434,7 +434,7 @@ def run_stateful_floor(job, warm_rows: int, thinned: bool = False) -> dict[str, 
 
     from pyspark.sql import functions as F
 
-    from streaming.job import consumer_query
+    from streaming.job.consumer import query as consumer_query
 
     job_shard_input = consumer_query.shard_input
 

@@ -42,7 +42,7 @@ def noop_timeout_function(freeze: bool):  # type: ignore[no-untyped-def]
 
     def state_function(key, frames, state):  # type: ignore[no-untyped-def]
         if freeze:
-            from streaming.job.python_worker import freeze_imported_heap
+            from streaming.job.runtime.python_worker import freeze_imported_heap
 
             freeze_imported_heap()
         for _ in frames:
@@ -74,7 +74,7 @@ def run_variant(variant: str, batches: int, partitions: int) -> dict[str, float]
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     work = Path(tempfile.mkdtemp(prefix="rrm-bench-runner-"))
     extra = {"spark.python.unix.domain.socket.enabled": "false"} if variant == "spark_defaults" else {}

@@ -70,9 +70,9 @@ def measured_sides(spark, records) -> tuple[tuple[str, Callable[[], None]], ...]
     """The label and run of each compared side over ``records``."""
     from pyspark.sql import functions as F
 
-    from streaming.job.ingest import IngestSettings, classify, contracts_for, strict_events_spec
-    from streaming.job.send_query import fault_table_template, send_batch
-    from streaming.job.send_reduce import reduce_in_partitions, reduce_kafka_batch, summarize
+    from streaming.job.ingest.classify import IngestSettings, classify, contracts_for, strict_events_spec
+    from streaming.job.sends.query import fault_table_template, send_batch
+    from streaming.job.sends.reduce import reduce_in_partitions, reduce_kafka_batch, summarize
 
     contracts = contracts_for(("send_result",))
     ingest = IngestSettings("unused:9092", {"bench.sends": "send_result"})
@@ -109,7 +109,7 @@ def measured_sides(spark, records) -> tuple[tuple[str, Callable[[], None]], ...]
 def main() -> None:
     args = parse_args()
 
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     spark = build_spark_session(SparkSettings(app_name="rrm-bench-send-pass"))
     sides = measured_sides(spark, cached_records(spark, args.sends))

@@ -76,7 +76,7 @@ def role(command: str) -> str:
         return "spark_jvm"
     if "pyspark.daemon" in command or "pyspark.worker" in command:
         return "python_workers"
-    if "rebalance-monitor" in command or "streaming.cli" in command:
+    if "rebalance-monitor" in command or "streaming.app.cli" in command:
         return "driver_python"
     return "other"
 

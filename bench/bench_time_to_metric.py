@@ -30,8 +30,8 @@ Variants = dict[str, tuple[Callable[[Any, Any], None], Callable[[list[Callable[[
 def timing_variants(set_at: list[float]) -> Variants:
     """Name -> (metrics function, writes runner) patched into ``outputs``: the job's order, and the metrics held
     back until the writes end; both note in ``set_at`` when the metrics were set."""
-    from streaming.job import outputs
-    from streaming.job.sinks import run_concurrently
+    from streaming.job.delta import outputs
+    from streaming.job.delta.sinks import run_concurrently
 
     apply_metrics = outputs.apply_consumer_metrics
 
@@ -61,8 +61,8 @@ def run_batches(
 ) -> dict[str, dict[str, list[float]]]:  # type: ignore[no-untyped-def]
     """Every batch through each variant's sink, in alternating order; seconds to the metrics, to the sink's
     return, and driver CPU, by variant."""
-    from streaming.job import outputs
-    from streaming.job.consumer_query import OUTPUT_SCHEMA
+    from streaming.job.consumer.query import OUTPUT_SCHEMA
+    from streaming.job.delta import outputs
 
     measured: dict[str, dict[str, list[float]]] = {n: {"metric_s": [], "batch_s": [], "cpu_s": []} for n in variants}
     for batch_id, batch_rows in enumerate(rows):
@@ -120,9 +120,9 @@ def main() -> None:
     args = fleet_arguments(RESULTS).parse_args()
 
     from connectors.metrics import MetricsState
-    from streaming.job import outputs
-    from streaming.job.sinks import DeltaTables
-    from streaming.job.spark_session import build_spark_session
+    from streaming.job.delta import outputs
+    from streaming.job.delta.sinks import DeltaTables
+    from streaming.job.runtime.spark_session import build_spark_session
 
     job_order = outputs.apply_consumer_metrics, outputs.run_concurrently
     set_at: list[float] = []

@@ -43,9 +43,9 @@ def run_once(spark, ingest, faults, root: Path) -> tuple[float, dict[str, int]]:
     """One send-ingest run on new tables and checkpoint under ``root``: its sustained median batch time, and
     the data files its ``send_latency_minutes`` gathered."""
     from bench.bench_job import measure
-    from streaming.job.ingest import contracts_for
-    from streaming.job.send_query import start_send_ingest
-    from streaming.job.sinks import DeltaTables
+    from streaming.job.delta.sinks import DeltaTables
+    from streaming.job.ingest.classify import contracts_for
+    from streaming.job.sends.query import start_send_ingest
 
     tables = DeltaTables(spark, root / "delta")
     tables.ensure_all(["send_latency_minutes", "dead_letters"])
@@ -71,11 +71,11 @@ def run_rounds(
 ) -> tuple[dict[str, list[float]], dict[str, list[dict[str, int]]]]:
     """Every layout in turn, ``rounds`` times, after one unreported warm-up run; batch medians and file
     counts by layout."""
-    from streaming.domain.faults import ROCKETMQ_4
+    from streaming.domain.faults.tolerance import ROCKETMQ_4
     from streaming.domain.rules import FaultSettings
-    from streaming.job import delta_sink
-    from streaming.job.ingest import IngestSettings
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.delta import exactly_once as delta_sink
+    from streaming.job.ingest.classify import IngestSettings
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     job_write_tasks = delta_sink.write_tasks
     # One table, the 4.9 one (floor 550 ms, its thresholds the buckets), for every producer.

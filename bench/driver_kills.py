@@ -91,8 +91,8 @@ def main() -> int:
 
     from localenv.kafka_broker import LocalKafkaBroker, create_topics
     from streaming.contract.events import DEFAULT_TOPICS
-    from streaming.job.spark_session import SparkSettings, build_spark_session
-    from streaming.job.tables import TABLES
+    from streaming.contract.tables import TABLES
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
     from tests.support.driver_kills import compare_tables, run_with_kills, workload
     from tests.support.job import publish
 

@@ -3,7 +3,7 @@
 Spark writes the tables; ``rebalance-monitor query``, ``query sql`` and ``allocate --delta-root`` read them
 here in well under a second. Each table is read at one committed version (the latest, a given version, or
 the last one committed at or before a time), so a reader sees whole commits only while the job goes on
-committing. Table names come from the catalogue (``streaming.job.tables``); the layout and the supported
+committing. Table names come from the catalogue (``streaming.contract.tables``); the layout and the supported
 table features are in ``docs/design/delta-readers.md``.
 """
 
@@ -16,7 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from streaming.job.tables import TABLES
+from streaming.contract.tables import TABLES
 
 if TYPE_CHECKING:
     import duckdb

@@ -514,10 +514,10 @@ NOTES = """## When the series change
   window is in `fault_windows` all the same, and `rmqmon_broker_isolation_episodes_total` counts it: alert on
   `increase()` of the counter to see short isolations too.
 * **A failed query.** The job restarts it from its checkpoint (`[supervision]`), and it replays the batch that
-  failed. Counters count each batch once per process (`streaming/job/metered.py`): a replayed batch sets the
+  failed. Counters count each batch once per process (`streaming/job/runtime/metered.py`): a replayed batch sets the
   gauges again and adds nothing to the counters or the send-latency histogram.
 * **After a restart.** Before its first batch the job sets every group's and broker's series from the current
-  tables, to the value it had before the stop (`streaming/job/outputs.py`, `restore_metrics`): the
+  tables, to the value it had before the stop (`streaming/job/delta/outputs.py`, `restore_metrics`): the
   `rmqmon_group_*` series from `group_status_current` (per group, the record its last analysis set them from),
   the producer-side `rmqmon_broker_*` series and `rmqmon_producers_all_brokers_unavailable` from
   `producer_broker_status_current` at the event time of the last `broker_status_current` computation, and the

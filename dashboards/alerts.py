@@ -17,10 +17,10 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from streaming.app.simulation import operations
 from streaming.domain.anomaly_catalogue import ALERT_PREFIX, CATALOGUE, AnomalySpec
-from streaming.domain.consume_progress import DEFAULT_SETTINGS, QueueState, StuckCause, alerts_on, severity_of
+from streaming.domain.progress.verdict import DEFAULT_SETTINGS, QueueState, StuckCause, alerts_on, severity_of
 from streaming.domain.vocabulary import AnomalyKind
-from streaming.simulation import operations
 
 from .scripted_series import first_sustained, series_of
 
@@ -76,7 +76,7 @@ def _anomaly_alert(spec: AnomalySpec) -> Alert:
 ANOMALY_ALERTS: dict[AnomalyKind, Alert] = {k: _anomaly_alert(s) for k, s in CATALOGUE.items() if s.alert}
 
 # -- consume progress (docs/design/consume-progress.md) ------------------------------------------------------
-# One alert per queue state whose severity (the rule table's, streaming/domain/consume_progress.py) is warning
+# One alert per queue state whose severity (the rule table's, streaming/domain/progress/verdict.py) is warning
 # or critical; IDLE, OK, UNKNOWN, INCOMPLETE, NO_OFFSET, NOT_OWNED_MODEL (no severity) and REBALANCE_REWIND
 # (info) never alert. Each state already needs several 30 s samples of evidence (an orphan 3, a stuck holder a
 # whole window of 10); ``for:`` adds what a page needs besides: the state held at two samples or more, so that a

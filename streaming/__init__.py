@@ -5,7 +5,7 @@ Layout (a picture of the architecture):
 * ``streaming.domain`` -- pure RocketMQ semantics: allocation strategies, producer selection, fault
   tables, broker membership rules and group analysis. Plain Python; time is always a parameter.
 * ``streaming.job`` -- the Spark Structured Streaming job: ingest, stateful adapters, Delta sinks.
-* ``streaming.cli`` -- the ``rebalance-monitor`` command.
+* ``streaming.app.cli`` -- the ``rebalance-monitor`` command.
 * ``connectors`` -- adapters to the outside world (local Kafka broker, event emitter, metrics).
 """
 

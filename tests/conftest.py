@@ -128,7 +128,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A local Spark session from the project's factory (Delta, Kafka connector, RocksDB state)."""
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
     from tests.support.job import TEST_SHUFFLE_PARTITIONS, TEST_SPARK_CONF
 
     # Every test checkpoints under pytest's temporary directory, so the session writes checkpoint files as

@@ -16,7 +16,7 @@ from streaming.config.builder import _INVALID, _Builder, _join
 from streaming.config.formats import _IDENTIFIER, ConfigError, Options
 from streaming.config.sections import PRESET_FAULT_TABLES, MonitorConfig
 from streaming.contract.events import MACHINE_ROOM_NEARBY_PREFIX
-from streaming.domain.faults import shape_problems
+from streaming.domain.faults.tolerance import shape_problems
 
 ENV_PREFIX = "RRM__"
 

@@ -28,9 +28,9 @@ from streaming.config.formats import (
     interval_ms,
 )
 from streaming.contract.events import DEFAULT_TOPICS
-from streaming.domain.consume_progress import DEFAULT_SETTINGS as DEFAULT_PROGRESS_SETTINGS
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.faults import PRESETS, FaultSemantics, FaultTable
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.faults.tolerance import PRESETS, FaultSemantics, FaultTable
+from streaming.domain.progress.verdict import DEFAULT_SETTINGS as DEFAULT_PROGRESS_SETTINGS
 from streaming.domain.rules import FaultSettings, GroupRule, ProducerRule, group_rule_for, producer_rule_for
 
 # -- the configuration tree -------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 What publishers, the simulator, the configuration and the job name events by. The schema files are loaded
 and held to the JSON Schema subset both validators implement (``streaming.contract.schema_rules`` turns them
-into Python rules, ``streaming.job.validation`` into SQL); ``streaming.contract.validator`` classifies raw
+into Python rules, ``streaming.job.ingest.validation`` into SQL); ``streaming.contract.validator`` classifies raw
 values with them. Standard library only. The order of checks: ``docs/design/event-validation.md``.
 """
 

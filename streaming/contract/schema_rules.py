@@ -2,7 +2,7 @@
 
 Each rule of a schema (type, const, enum, bounds, lengths, pattern, required, item counts, items) becomes a
 ``Rule`` with the dead-letter reason and detail the job gives, evaluated on values read as Spark reads them.
-``streaming.job.validation`` compiles the same schema files to SQL; the tests hold the two to each other.
+``streaming.job.ingest.validation`` compiles the same schema files to SQL; the tests hold the two to each other.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ _BOUNDS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
 
 
 def _ordered_rules(node: Mapping[str, Any], label: str, reasons: Mapping[str, str]) -> Iterator[Rule]:
-    """The rules of a present value, in ``streaming.job.validation``'s order, with its reasons and details.
+    """The rules of a present value, in ``streaming.job.ingest.validation``'s order, with its reasons and details.
 
     Keyword order per node: type, const, enum, bounds, lengths, pattern, then required and properties, then
     minItems, maxItems, items. Array items are checked rule by rule across all items (the first rule any

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .vocabulary import AnomalyKind, Severity
+from streaming.domain.vocabulary import AnomalyKind, Severity
 
 ALERT_PREFIX = "RocketMQMonitor"
 GROUP = "{{ $labels.consumer_group }}"

@@ -87,7 +87,7 @@ class JavaRandom:
         if bound is None:
             return self.next_bits(32)
         if bound <= 0:
-            from .errors import IllegalArgument
+            from streaming.domain.errors import IllegalArgument
 
             raise IllegalArgument("bound must be positive", bound=bound)
         if bound & -bound == bound:  # a power of two: take the high bits

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from .javacompat import int32, java_sort_key, java_string_hash
+from streaming.domain.javacompat import int32, java_sort_key, java_string_hash
 
 
 @dataclass(frozen=True, slots=False)

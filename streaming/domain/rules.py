@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .allocation import MachineRoomResolver, RegexResolver, SplitResolver
-from .errors import ConfigurationError
-from .faults import ROCKETMQ_4, ROCKETMQ_5, FaultTable
+from streaming.domain.allocation.strategies import MachineRoomResolver, RegexResolver, SplitResolver
+from streaming.domain.errors import ConfigurationError
+from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5, FaultTable
 
 
 def _literal(char: str) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import MonitorError
+from streaming.domain.errors import MonitorError
 
 VERSION_KEY = "schema_version"
 

@@ -28,11 +28,11 @@ from typing import Any
 
 from connectors.metrics import MetricsState, new_registry, serve
 from streaming.config import MonitorConfig
-from streaming.job.delta_sink import checkpoint_app_id
-from streaming.job.metered import MeteredBatches
-from streaming.job.progress import ProgressBoard, ProgressListener
-from streaming.job.sinks import DeltaTables
-from streaming.job.supervision import QueryFailedRepeatedly, QuerySupervisor
+from streaming.job.delta.exactly_once import checkpoint_app_id
+from streaming.job.delta.sinks import DeltaTables
+from streaming.job.runtime.metered import MeteredBatches
+from streaming.job.runtime.progress import ProgressBoard, ProgressListener
+from streaming.job.runtime.supervision import QueryFailedRepeatedly, QuerySupervisor
 
 QUERY_NAMES = ("consumer", "send-ingest")
 # Queries that apply the watermark themselves and count their late rows (Spark drops none there, see
@@ -78,8 +78,8 @@ class MonitorJob:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
-        from streaming.job.spark_session import SparkSettings, build_spark_session
-        from streaming.job.storage_check import check_writable
+        from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
+        from streaming.job.runtime.storage_check import check_writable
 
         c = self.config
         check_writable(c.paths.delta_root, "Delta root ([paths] delta_root)")
@@ -100,7 +100,7 @@ class MonitorJob:
             )
         )
         if self.logger_levels:
-            from streaming.job.spark_session import set_logger_levels
+            from streaming.job.runtime.spark_session import set_logger_levels
 
             set_logger_levels(self.session, self.logger_levels)
         self._listener = ProgressListener(self.board)
@@ -130,7 +130,7 @@ class MonitorJob:
     def _restore_metrics(self) -> None:
         """Every group's and broker's series as the tables hold them, before the first batch (a group's series
         would otherwise wait for its next change); a failure is logged, and the batches set the series again."""
-        from streaming.job.outputs import restore_metrics
+        from streaming.job.delta.outputs import restore_metrics
 
         assert self.tables is not None
         try:
@@ -155,7 +155,7 @@ class MonitorJob:
         return writer.trigger(processingTime=self.config.spark.trigger_interval)
 
     def _ingest_settings(self, event_types: tuple[str, ...]) -> Any:
-        from streaming.job.ingest import IngestSettings
+        from streaming.job.ingest.classify import IngestSettings
 
         c = self.config
         topics = {getattr(c.kafka.topics, t): t for t in event_types}
@@ -172,9 +172,9 @@ class MonitorJob:
 
     def _start_consumer_query(self, name: str = "consumer", state_function: Any = None) -> None:
         """The heartbeat path's query; ``state_function`` replaces the engine (the benchmark's no-op floor)."""
-        from streaming.job.consumer_query import build_consumer_stream
-        from streaming.job.ingest import contracts_for
-        from streaming.job.outputs import consumer_sink
+        from streaming.job.consumer.query import build_consumer_stream
+        from streaming.job.delta.outputs import consumer_sink
+        from streaming.job.ingest.classify import contracts_for
 
         types = ("consumer_channel", "reported_assignment", "topic_route", "consume_progress")
         stream = build_consumer_stream(
@@ -195,11 +195,11 @@ class MonitorJob:
         self.queries[name] = writer.start()
 
     def _start_send_ingest(self) -> None:
-        from streaming.job.fault_replay import FaultReplayer, FaultStateFiles
-        from streaming.job.ingest import contracts_for
-        from streaming.job.outputs import FaultOutputs
-        from streaming.job.send_metrics import SendMetrics
-        from streaming.job.send_query import start_send_ingest
+        from streaming.job.delta.outputs import FaultOutputs
+        from streaming.job.ingest.classify import contracts_for
+        from streaming.job.sends.fault_replay import FaultReplayer, FaultStateFiles
+        from streaming.job.sends.metrics import SendMetrics
+        from streaming.job.sends.query import start_send_ingest
 
         c = self.config
         assert self.tables is not None
@@ -303,7 +303,7 @@ class MonitorJob:
             progress = query.lastProgress
             return -1 if progress is None else int(progress["batchId"])
 
-        from streaming.job.spark_session import set_logger_levels
+        from streaming.job.runtime.spark_session import set_logger_levels
 
         self.stopping.set()
         deadline = time.monotonic() + grace_s

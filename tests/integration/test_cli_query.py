@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from streaming.cli import main
-from streaming.commands.tables import PROGRESS_COLUMNS
-from streaming.job.tables import TABLES, column_names
-from streaming.simulation.fleet import Simulation
+from streaming.app.cli import main
+from streaming.app.commands.tables import PROGRESS_COLUMNS
+from streaming.app.simulation.fleet import Simulation
+from streaming.contract.tables import TABLES, column_names
 from tests.support.fleet import SEED, SENDS_PER_SECOND, SIMULATED_MS, START_MS, fleet_run, scenarios
 
 ROOT = Path(__file__).parents[2]
@@ -460,7 +460,7 @@ def test_query_sql_progress_and_allocate_start_no_jvm(delta, spark, tmp_path):
         ["allocate", "--group", SCALE_OUT, "--json"],
     ):
         result = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "streaming.cli", *argv, "--delta-root", delta],
+            [sys.executable, "-X", "importtime", "-m", "streaming.app.cli", *argv, "--delta-root", delta],
             cwd=ROOT,
             env=env,
             capture_output=True,

@@ -18,8 +18,8 @@ import pytest
 from deltalake import DeltaTable
 
 from connectors.delta_reader import READABLE_READER_FEATURES, read_arrow
-from streaming.job.maintenance import maintain, monitor_tables
-from streaming.job.tables import TABLES, column_names
+from streaming.contract.tables import TABLES, column_names
+from streaming.job.delta.maintenance import maintain, monitor_tables
 from tests.support.fleet import fleet_run
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from kafka import KafkaAdminClient
 
 from connectors.processes import free_port
-from streaming.demo import DemoSettings, run_demo
-from streaming.simulation.fleet import build_scenario
+from streaming.app.demo import DemoSettings, run_demo
+from streaming.app.simulation.fleet import build_scenario
 
 # Every asserted anomaly is in the first 150 s of simulated time (the mailer group's storm comes last) and the
 # crashed member of a healthy group expires at 150 s: the demo's default lead (180 s) sends that much in the

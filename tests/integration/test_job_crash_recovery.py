@@ -12,7 +12,7 @@ Spark session, on the same topics and settings.
 from __future__ import annotations
 
 from streaming.config import load_config
-from streaming.job.tables import TABLES
+from streaming.contract.tables import TABLES
 from tests.support.driver_kills import compare_tables, plan_kills, run_kill_plan
 from tests.support.job import run_available
 from tests.support.kill_workload import kill_workload_run

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5
+from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5
 from tests.support.job import job_config, publish, read, run_available
 
 BASE = 1_700_000_000_000

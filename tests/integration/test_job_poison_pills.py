@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.job.poison import PROCESSING_ERROR
+from streaming.job.ingest.poison import PROCESSING_ERROR
 from tests.support.events import BASE, hb, report, route
 from tests.support.job import finish, job_config, publish, read
 

@@ -16,7 +16,7 @@ import pytest
 
 from streaming.contract.events import DEFAULT_TOPICS, REASONS
 from streaming.contract.validator import Rejection, validate_event
-from streaming.domain.fleet import UNKNOWN_GROUP
+from streaming.domain.consumers.shard_engine import UNKNOWN_GROUP
 from tests.support.event_corpus import BAD
 from tests.support.events import BASE, hb, report, route
 from tests.support.events import channel_event as ev

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from localenv.kafka_broker import create_topics
 from streaming.contract.events import DEFAULT_TOPICS
-from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5
+from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5
 from tests.integration.test_job_fault_windows import SENDS, expected_windows, send
 from tests.support.events import hb, route
 from tests.support.job import job_config, publish, read, run_available

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from localenv.kafka_broker import create_topics
-from localenv.smoke import produce_events, read_table, start_kafka_to_delta
+from streaming.app.smoke import produce_events, read_table, start_kafka_to_delta
 
 
 def test_events_round_trip_through_kafka_spark_and_delta(kafka_broker, spark, tmp_path):
@@ -25,7 +25,7 @@ def test_events_round_trip_through_kafka_spark_and_delta(kafka_broker, spark, tm
 
 def test_replayed_batch_is_not_written_twice(kafka_broker, spark, tmp_path):
     """A replay of a batch id (what Spark does after a crash) is skipped by Delta's txn check."""
-    from streaming.job.delta_sink import append_idempotent
+    from streaming.job.delta.exactly_once import append_idempotent
 
     table = str(tmp_path / "replay")
     rows = spark.createDataFrame([(1, "a"), (2, "b")], "seq INT, kind STRING")

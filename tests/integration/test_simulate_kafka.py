@@ -12,7 +12,7 @@ from collections import Counter
 from connectors.emitter import KEY_FIELD
 from connectors.processes import free_port
 from localenv.kafka_broker import create_topics
-from streaming.cli import main
+from streaming.app.cli import main
 
 TYPES = ("consumer_channel", "reported_assignment", "topic_route", "send_result", "consume_progress")
 

@@ -15,7 +15,7 @@ import pytest
 
 from connectors.emitter import EventEmitter, InvalidEvent
 from localenv.kafka_broker import create_topics
-from streaming.simulation.fleet import AVOIDED, SCENARIOS, Simulation, build_scenario
+from streaming.app.simulation.fleet import AVOIDED, SCENARIOS, Simulation, build_scenario
 from tests.support.fleet import SEED, START_MS, fleet_run, scenarios
 from tests.support.job import read
 

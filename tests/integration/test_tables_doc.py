@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.job.tables import QUERY_GUIDE_HEADING
+from streaming.contract.tables import QUERY_GUIDE_HEADING
 from tests.support.fleet import fleet_run
 
 ROOT = Path(__file__).parents[2]
@@ -55,7 +55,7 @@ def test_every_example_runs_and_the_languages_agree(workdir, spark):
     assert {lang for lang, _ in blocks} == {"bash", "python", "sql"}
     commands = [line for lang, body in blocks if lang == "bash" for line in body.strip().splitlines()]
     assert commands and all(c.startswith("rebalance-monitor ") for c in commands)
-    command_out = [run(workdir, [sys.executable, "-m", "streaming.cli", *shlex.split(c)[1:]]) for c in commands]
+    command_out = [run(workdir, [sys.executable, "-m", "streaming.app.cli", *shlex.split(c)[1:]]) for c in commands]
     python_out = [run(workdir, [sys.executable, "-c", body]) for lang, body in blocks if lang == "python"]
     tables = str(workdir / ".run" / "delta")
     spark_out = [spark.sql(body.replace(".run/delta", tables)).collect() for lang, body in blocks if lang == "sql"]

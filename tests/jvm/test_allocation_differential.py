@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from streaming.domain.allocation import (
+from streaming.domain.allocation.strategies import (
     Averagely,
     AveragelyByCircle,
     ByMachineRoom,

@@ -33,8 +33,7 @@ from hypothesis import HealthCheck, currently_in_test_context, event, given, set
 from hypothesis import strategies as st
 
 from streaming.domain.errors import DomainError
-from streaming.domain.fault_tracker import FaultWindowTracker
-from streaming.domain.faults import (
+from streaming.domain.faults.tolerance import (
     ROCKETMQ_4,
     ROCKETMQ_5,
     FaultSemantics,
@@ -44,6 +43,7 @@ from streaming.domain.faults import (
     SendResult,
     fault_update_for,
 )
+from streaming.domain.faults.tracker import FaultWindowTracker
 from streaming.domain.javacompat import INT_MAX, INT_MIN
 from streaming.domain.queues import MessageQueue
 from streaming.domain.versions import ClientLine

@@ -17,7 +17,7 @@ from connectors.metrics import BY_NAME
 from dashboards import alerts
 from dashboards.generate import files, to_yaml
 from localenv.prometheus_server import PROMTOOL
-from streaming.domain.consume_progress import QueueState, severity_of
+from streaming.domain.progress.verdict import QueueState, severity_of
 from streaming.domain.vocabulary import AnomalyKind, Severity
 
 from .promql_names import families

@@ -16,11 +16,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.metrics import CATALOGUE, MetricsState, new_registry
 from streaming.config import load_config
-from streaming.domain.consume_progress import QueueState
-from streaming.domain.outcomes import GroupGone, GroupSummary, ProgressSummary, TopicProgress, TopicSummary
+from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, ProgressSummary, TopicProgress, TopicSummary
+from streaming.domain.progress.verdict import QueueState
 from streaming.domain.vocabulary import AnomalyKind
-from streaming.job.outputs import apply_consumer_metrics
-from streaming.job.table_rows import FinalCost
+from streaming.job.delta.outputs import apply_consumer_metrics
+from streaming.job.delta.table_rows import FinalCost
 
 GROUPS = 100_000
 

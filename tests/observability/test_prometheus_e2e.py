@@ -26,9 +26,9 @@ from connectors.processes import free_port
 from dashboards import alerts, panels
 from dashboards.generate import to_yaml
 from localenv.prometheus_server import LocalPrometheus, ScrapeTarget
-from streaming.demo import processed_ms
+from streaming.app.demo import processed_ms
+from streaming.app.simulation.fleet import Simulation, build_scenario
 from streaming.job.runner import MonitorJob
-from streaming.simulation.fleet import Simulation, build_scenario
 from tests.support.job import job_config
 
 # The fleet runs SPEED simulated seconds per wall second, but never more than LEAD_MS ahead of what the consumer

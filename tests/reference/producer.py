@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from streaming.domain.errors import IllegalArgument, IndexOutOfBounds, NullPointer
-from streaming.domain.faults import FaultSemantics, LatencyFaultTolerance
+from streaming.domain.faults.tolerance import FaultSemantics, LatencyFaultTolerance
 from streaming.domain.javacompat import INT_MAX, INT_MIN, JavaRandom, int32, java_sort_key, java_split
 from streaming.domain.queues import MessageQueue
 from streaming.domain.versions import ClientLine

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.domain.allocation import strategy_from_name
+from streaming.domain.allocation.strategies import strategy_from_name
 from streaming.domain.errors import DomainError
-from streaming.domain.faults import FaultSemantics, LatencyFaultTolerance
+from streaming.domain.faults.tolerance import FaultSemantics, LatencyFaultTolerance
 from streaming.domain.queues import MessageQueue
 from streaming.domain.versions import ClientLine
 

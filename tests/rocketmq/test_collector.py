@@ -532,7 +532,7 @@ def test_collect_command_polls_the_configured_cycles_and_exits(rocketmq_clusters
         [
             sys.executable,
             "-m",
-            "streaming.cli",
+            "streaming.app.cli",
             "collect",
             "--config",
             str(config),

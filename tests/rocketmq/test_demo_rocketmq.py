@@ -81,7 +81,7 @@ def start_demo() -> subprocess.Popen:
             sys.executable,
             "-u",
             "-m",
-            "streaming.cli",
+            "streaming.app.cli",
             "demo",
             "--rocketmq",
             "--duration",

@@ -72,7 +72,7 @@ def test_one_broker_stops_and_starts_alone(rocketmq_cluster, tmp_path):
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "streaming.cli", "rocketmq", *args],
+        [sys.executable, "-m", "streaming.app.cli", "rocketmq", *args],
         capture_output=True,
         text=True,
         env=dict(os.environ),

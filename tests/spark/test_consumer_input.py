@@ -12,12 +12,12 @@ import json
 from datetime import UTC, datetime
 
 from streaming.contract.events import DEFAULT_TOPICS
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fleet import STALE_ROUTE, UNKNOWN_GROUP, ShardEngine
-from streaming.domain.membership import ChannelEvent
-from streaming.job.consumer_events import EVENT_COLUMNS, ORIGIN_KEY, read_columns, shard_events
-from streaming.job.consumer_query import DEAD_LETTER_SHARD, _as_job_rows, shard_input
-from streaming.job.ingest import IngestSettings, classify, contracts_for
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.membership import ChannelEvent
+from streaming.domain.consumers.shard_engine import STALE_ROUTE, UNKNOWN_GROUP, ShardEngine
+from streaming.job.consumer.events import EVENT_COLUMNS, ORIGIN_KEY, read_columns, shard_events
+from streaming.job.consumer.query import DEAD_LETTER_SHARD, _as_job_rows, shard_input
+from streaming.job.ingest.classify import IngestSettings, classify, contracts_for
 from tests.support.event_corpus import GOOD, KAFKA_TS, MORE_GOOD
 
 # The order the engine applies events of one millisecond in: routes, channel events, reported assignments.

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from streaming.job.delta_sink import (
+from streaming.job.delta.exactly_once import (
     ROWS_PER_WRITE_TASK,
     append_idempotent,
     ensure_table,
     overwrite_idempotent,
     write_tasks,
 )
-from streaming.job.sinks import DeltaTables
+from streaming.job.delta.sinks import DeltaTables
 
 DDL = "seq INT, kind STRING, batch_id BIGINT"
 

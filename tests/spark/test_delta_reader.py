@@ -17,8 +17,8 @@ import pytest
 from deltalake import DeltaTable
 
 from connectors.delta_reader import READABLE_READER_FEATURES, read_arrow
-from streaming.job.sinks import DeltaTables
-from streaming.job.tables import TABLES
+from streaming.contract.tables import TABLES
+from streaming.job.delta.sinks import DeltaTables
 from tests.support.job import job_shuffle_partitions
 
 BATCHES = 12

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming.job.sinks import DeltaTables
+from streaming.job.delta.sinks import DeltaTables
 
 
 def test_tables_carry_the_checkpoint_interval_and_log_retention_and_current_tables_a_change_feed(spark, tmp_path):
@@ -31,7 +31,7 @@ def test_tables_carry_the_checkpoint_interval_and_log_retention_and_current_tabl
 def test_concurrent_writes_all_run_and_the_first_failure_reaches_the_caller(spark, tmp_path):
     import pytest
 
-    from streaming.job.sinks import run_concurrently
+    from streaming.job.delta.sinks import run_concurrently
 
     tables = DeltaTables(spark, tmp_path)
     tables.ensure_all(["dead_letters", "membership_changes"])
@@ -69,8 +69,8 @@ def test_concurrent_writes_all_run_and_the_first_failure_reaches_the_caller(spar
 def test_merges_of_one_batch_run_together_each_once_and_leave_the_callers_session_without_txn_ids(spark, tmp_path):
     """Each MERGE sets its txn ids on a session of its own, so a batch's MERGEs can run at the same time, and
     the replay of the batch (same app id and batch id) changes neither table."""
-    from streaming.job.sinks import run_concurrently
-    from streaming.job.tables import column_names
+    from streaming.contract.tables import column_names
+    from streaming.job.delta.sinks import run_concurrently
 
     tables = DeltaTables(spark, tmp_path)
     tables.ensure_all(["current_assignment", "broker_status_current"])

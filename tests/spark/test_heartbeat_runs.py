@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streaming.job.heartbeat_runs import RUN, compress, unpack_run
+from streaming.job.consumer.heartbeat_runs import RUN, compress, unpack_run
 
 # A run's heartbeats, unpacked from ``RUN`` by ``comparable``.
 RUN_TIMES, RUN_OFFSETS = "run_times", "run_offsets"

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from streaming.contract.events import DEFAULT_TOPICS
 from streaming.contract.validator import Rejection, validate_event
-from streaming.job.ingest import IngestSettings, classify, contracts_for
+from streaming.job.ingest.classify import IngestSettings, classify, contracts_for
 from tests.support.event_corpus import BAD, GOOD, KAFKA_TS, MORE_GOOD
 
 
@@ -34,8 +34,8 @@ def test_spark_classification_equals_python_validation(spark):
 def _fast_taken(spark, raws: list[tuple[str, str]]) -> list[tuple[bool, dict | None, dict | None]]:
     """For each (raw, default type): whether the fast path takes it, its typed struct there, and the typed
     struct the rules path extracts from the variant (``try_variant_get``) -- what the job would use."""
-    from streaming.job.ingest import register_strict_events, typed_column
-    from streaming.job.validation import fast_path
+    from streaming.job.ingest.classify import register_strict_events, typed_column
+    from streaming.job.ingest.validation import fast_path
 
     contracts = contracts_for()
     name = register_strict_events(spark, contracts)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from streaming.job.delta_sink import append_idempotent, ensure_table
-from streaming.job.spark_session import LOCAL_LOG_STORE
+from streaming.job.delta.exactly_once import append_idempotent, ensure_table
+from streaming.job.runtime.spark_session import LOCAL_LOG_STORE
 
 DDL = "seq INT, batch_id BIGINT"
 

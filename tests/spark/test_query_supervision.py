@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from streaming.config import SupervisionConfig
-from streaming.job.supervision import QueryFailedRepeatedly, QuerySupervisor
+from streaming.job.runtime.supervision import QueryFailedRepeatedly, QuerySupervisor
 
 
 def test_backoff_doubles_up_to_the_maximum():

@@ -16,9 +16,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from streaming.domain.rules import ProducerRule
-from streaming.job.ingest import IngestSettings, classify, contracts_for, dead_letter_columns
-from streaming.job.send_query import latency_floor_column, send_batch
-from streaming.job.send_reduce import (
+from streaming.job.ingest.classify import IngestSettings, classify, contracts_for, dead_letter_columns
+from streaming.job.sends.query import latency_floor_column, send_batch
+from streaming.job.sends.reduce import (
     FAULT_UPDATE_COLUMNS,
     kept_sends,
     minute_partials,
@@ -264,7 +264,7 @@ def _assert_the_rules_judge_what_the_pass_leaves(  # type: ignore[no-untyped-def
     one_pass, classified, expected, got, contracts, settings, rules, rules_only: bool
 ) -> None:
     """The unsure records, classified again, are the rejects and the valid sends the fast path does not take."""
-    from streaming.job.send_reduce import unsure_records
+    from streaming.job.sends.reduce import unsure_records
 
     judged = send_batch(classify(unsure_records(one_pass), contracts, settings), rules, "rocketmq-4", True, FLOORS)
     valid_for_rules = judged.where(F.col("reason").isNull()).count()
@@ -325,9 +325,9 @@ def _assert_the_pass_reduces_as_the_rules(one_pass, classic, expected, got) -> N
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed-by-producer", "spread-over-partitions"])
 @pytest.mark.parametrize("rules_only", [False, True], ids=["rejects-only", "with-valid-sends-for-the-rules"])
 def test_reading_kafka_records_in_the_pass_equals_classifying_them_first(spark, keyed, rules_only):
-    from streaming.job.ingest import strict_events_spec
-    from streaming.job.send_query import fault_table_template
-    from streaming.job.send_reduce import reduce_kafka_batch
+    from streaming.job.ingest.classify import strict_events_spec
+    from streaming.job.sends.query import fault_table_template
+    from streaming.job.sends.reduce import reduce_kafka_batch
 
     frame = _kafka_frame(spark, keyed, rules_only)
     contracts = contracts_for(("send_result",))
@@ -364,9 +364,9 @@ def test_a_micro_batch_frame_is_read_in_place_with_the_same_result(spark):
     first). The reduction must be the same row for row, unsure records and their bytes included."""
     from pyspark.sql import DataFrame
 
-    from streaming.job.ingest import strict_events_spec
-    from streaming.job.send_query import fault_table_template
-    from streaming.job.send_reduce import reduce_kafka_batch
+    from streaming.job.ingest.classify import strict_events_spec
+    from streaming.job.sends.query import fault_table_template
+    from streaming.job.sends.reduce import reduce_kafka_batch
 
     rows = _kafka_records(seed=9)
     frame = spark.createDataFrame(rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP")

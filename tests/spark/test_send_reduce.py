@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from streaming.domain.rules import ProducerRule
-from streaming.job.send_query import fault_table_column, latency_floor_column
-from streaming.job.send_reduce import minute_statistics, reduce_for_fault_windows, sum_minutes
+from streaming.job.sends.query import fault_table_column, latency_floor_column
+from streaming.job.sends.reduce import minute_statistics, reduce_for_fault_windows, sum_minutes
 
 COLUMNS = (
     "producer_id STRING, producer_group STRING, broker STRING, event_time_ms BIGINT, latency_ms BIGINT, "
@@ -111,7 +111,7 @@ def test_summed_partials_equal_the_statistics_of_all_sends_at_once(spark):
 
 
 def test_fault_table_in_use_is_null_for_producers_without_send_latency_fault_enable(spark):
-    from streaming.job.send_query import fault_table_in_use
+    from streaming.job.sends.query import fault_table_in_use
 
     rows = [("p", "PG", "b", 0, 1, "OK", "V4_9_8", 0, i, flag) for i, flag in enumerate([True, False, None])]
     frame = spark.createDataFrame(rows, COLUMNS + ", send_latency_fault_enable BOOLEAN")

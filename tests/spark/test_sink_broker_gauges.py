@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from connectors.metrics import MetricsState
-from streaming.job.metered import MeteredBatches
-from streaming.job.outputs import consumer_sink, fault_sink
-from streaming.job.sinks import DeltaTables
+from streaming.job.delta.outputs import consumer_sink, fault_sink
+from streaming.job.delta.sinks import DeltaTables
+from streaming.job.runtime.metered import MeteredBatches
 
 FAULT_TABLES = ["fault_windows", "producer_broker_status_current", "broker_status_current"]
 T = 1_700_000_000_000

@@ -27,7 +27,7 @@ def test_a_stop_during_a_python_batch_is_recognised_as_an_interrupt_even_with_a_
 
 def test_local_checkpoints_are_written_through_the_filesystem_api():  # type: ignore[no-untyped-def]
     """ "auto" picks Hadoop's FileSystem API for a local checkpoint root only; "spark" and [spark.conf] win."""
-    from streaming.job.spark_session import (
+    from streaming.job.runtime.spark_session import (
         CHECKPOINT_FILE_MANAGER_KEY,
         FILESYSTEM_CHECKPOINT_FILE_MANAGER,
         SparkSettings,
@@ -53,13 +53,13 @@ def test_local_checkpoints_are_written_through_the_filesystem_api():  # type: ig
 
 def test_the_test_session_checkpoints_as_the_job_does_locally(spark):  # type: ignore[no-untyped-def]
     """The suite's streaming queries (restarts, crashes) run with the checkpoint writes a local job uses."""
-    from streaming.job.spark_session import CHECKPOINT_FILE_MANAGER_KEY, FILESYSTEM_CHECKPOINT_FILE_MANAGER
+    from streaming.job.runtime.spark_session import CHECKPOINT_FILE_MANAGER_KEY, FILESYSTEM_CHECKPOINT_FILE_MANAGER
 
     assert spark.conf.get(CHECKPOINT_FILE_MANAGER_KEY) == FILESYSTEM_CHECKPOINT_FILE_MANAGER
 
 
 def test_routine_delta_warnings_are_quieted_and_the_rest_still_warn(spark):  # type: ignore[no-untyped-def]
-    from streaming.job.spark_session import QUIETED_LOGGERS
+    from streaming.job.runtime.spark_session import QUIETED_LOGGERS
 
     log_manager = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager
     for logger, level in QUIETED_LOGGERS.items():
@@ -69,7 +69,7 @@ def test_routine_delta_warnings_are_quieted_and_the_rest_still_warn(spark):  # t
 
 
 def test_set_logger_levels_returns_the_levels_it_replaced(spark):  # type: ignore[no-untyped-def]
-    from streaming.job.spark_session import set_logger_levels
+    from streaming.job.runtime.spark_session import set_logger_levels
 
     name = "rrm.tests.a.logger.nobody.else.sets"
     log_manager = spark.sparkContext._jvm.org.apache.logging.log4j.LogManager
@@ -139,7 +139,7 @@ def test_python_workers_reach_the_jvm_over_a_unix_domain_socket(spark):  # type:
     ],
 )
 def test_which_masters_get_the_zip_and_a_driver_on_loopback(master, elsewhere, loopback):  # type: ignore[no-untyped-def]
-    from streaming.job.spark_session import SparkSettings, executors_elsewhere, on_loopback, spark_conf
+    from streaming.job.runtime.spark_session import SparkSettings, executors_elsewhere, on_loopback, spark_conf
 
     assert executors_elsewhere(master) is elsewhere
     assert on_loopback(master) is loopback

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.job.delta_sink import ensure_table
+from streaming.job.delta.exactly_once import ensure_table
 
 DDL = "seq INT, kind STRING"
 

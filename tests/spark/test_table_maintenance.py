@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from streaming.job.maintenance import maintain
-from streaming.job.sinks import DeltaTables
-from streaming.job.tables import column_names
+from streaming.contract.tables import column_names
+from streaming.job.delta.maintenance import maintain
+from streaming.job.delta.sinks import DeltaTables
 from tests.support.job import job_shuffle_partitions
 
 DEAD_LETTER_DDL = (
@@ -193,7 +193,7 @@ def test_tables_the_job_compacts_or_merges_are_compacted_only_with_the_job_stopp
 def test_the_maintain_command_reports_per_table_and_refuses_a_root_without_tables(
     spark, written, tmp_path_factory, capsys
 ):
-    from streaming.cli import main
+    from streaming.app.cli import main
 
     config = tmp_path_factory.mktemp("conf") / "monitor.toml"
     config.write_text(f'[paths]\ndelta_root = "{written.root}"\n')

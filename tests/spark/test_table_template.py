@@ -17,8 +17,8 @@ import pytest
 
 from connectors.delta_reader import VersionMissing, read_arrow
 from streaming.config import load_config
-from streaming.job.delta_sink import append_idempotent
-from streaming.job.tables import TABLES, column_names
+from streaming.contract.tables import TABLES, column_names
+from streaming.job.delta.exactly_once import append_idempotent
 from tests.support.job import TEST_SIZED
 from tests.support.table_template import job_tables, properties_key, seed_tables
 

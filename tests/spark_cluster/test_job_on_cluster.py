@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from streaming.job.tables import TABLES
+from streaming.contract.tables import TABLES
 from tests.support.driver_kills import Progress, table_rows
 from tests.support.kill_workload import KillWorkloadRun, kill_workload_run
 
@@ -43,7 +43,7 @@ def start_job(config: Path, env: dict[str, str]) -> subprocess.Popen:
     fill (64 KiB) with the warnings of a lost executor and block the driver at its next log line."""
     with job_log(config).open("ab") as log:
         return subprocess.Popen(
-            [sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
+            [sys.executable, "-m", "streaming.app.cli", "run", "--config", str(config), "--available-now"],
             cwd=ROOT,
             env={**os.environ, **env},
             start_new_session=True,
@@ -136,10 +136,10 @@ def test_a_worker_lost_mid_run_then_the_driver_killed_leave_the_tables_of_local(
 
 PROBE = """
 import json, sys
-from streaming.job.spark_session import SparkSettings, build_spark_session
+from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
 def where(_):
-    import os, streaming, streaming.domain.fleet as fleet
+    import os, streaming, streaming.domain.consumers.shard_engine as fleet
     return json.dumps([streaming.__file__, fleet.__file__, os.getcwd()])
 
 session = build_spark_session(SparkSettings(master=sys.argv[1], app_name="rrm-probe"))
@@ -172,7 +172,7 @@ def test_the_cli_starts_reports_and_stops_a_cluster_by_pid(tmp_path):
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [sys.executable, "-m", "streaming.cli", "spark-cluster", *args, "--home", str(tmp_path)],
+            [sys.executable, "-m", "streaming.app.cli", "spark-cluster", *args, "--home", str(tmp_path)],
             cwd=ROOT,
             capture_output=True,
             text=True,

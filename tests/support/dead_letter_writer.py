@@ -18,7 +18,7 @@ MIN_NUM_FILES = "spark.databricks.delta.autoCompact.minNumFiles"
 
 
 def append_batches(spark, root: str, first: int, count: int) -> None:  # type: ignore[no-untyped-def]
-    from streaming.job.sinks import DeltaTables
+    from streaming.job.delta.sinks import DeltaTables
 
     tables = DeltaTables(spark, root, auto_compact=True)
     tables.ensure_all(["dead_letters"])
@@ -30,7 +30,7 @@ def append_batches(spark, root: str, first: int, count: int) -> None:  # type: i
 
 
 def main(root: str, first: int, count: int, min_num_files: int) -> None:
-    from streaming.job.spark_session import SparkSettings, build_spark_session
+    from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     with tempfile.TemporaryDirectory() as scratch:
         spark = build_spark_session(

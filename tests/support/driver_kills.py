@@ -28,7 +28,7 @@ from streaming.job.runner import QUERY_NAMES
 
 BASE = 1_700_000_000_000
 ROOT = Path(__file__).parents[2]
-# The tables the crash test has always compared; ``streaming.job.tables.TABLES`` adds the brokers' views.
+# The tables the crash test has always compared; ``streaming.contract.tables.TABLES`` adds the brokers' views.
 TABLES = (
     "membership_changes",
     "group_snapshots",
@@ -247,7 +247,7 @@ def run_monitored(
     started = time.monotonic()
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "streaming.cli", "run", "--config", str(config), "--available-now"],
+            [sys.executable, "-m", "streaming.app.cli", "run", "--config", str(config), "--available-now"],
             cwd=ROOT,
             env=None if env is None else {**os.environ, **env},
             start_new_session=True,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from connectors.emitter import EventEmitter
-from streaming.simulation.fleet import SCENARIOS, Scenario, Simulation, build_scenario
+from streaming.app.simulation.fleet import SCENARIOS, Scenario, Simulation, build_scenario
 from tests.support.job import job_config, run_available
 
 START_MS = 1_700_000_000_000

@@ -15,8 +15,8 @@ from typing import Any
 
 from streaming.contract.events import EVENT_TYPES
 from streaming.contract.validator import Rejection, ValidEvent, parse_like_the_job, validate_event
-from streaming.domain.fleet import UNKNOWN_GROUP
-from streaming.domain.progress_tracker import INCONSISTENT, refusal
+from streaming.domain.consumers.progress_tracker import INCONSISTENT, refusal
+from streaming.domain.consumers.shard_engine import UNKNOWN_GROUP
 from tests.support.hostile import Hostile
 from tests.support.job import read
 

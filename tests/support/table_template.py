@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from streaming.config import MonitorConfig
-from streaming.job.sinks import DeltaTables
-from streaming.job.tables import TABLES
+from streaming.contract.tables import TABLES
+from streaming.job.delta.sinks import DeltaTables
 
 FIRST_COMMIT = "00000000000000000000.json"
 FIRST_CHECKSUM = "00000000000000000000.crc"

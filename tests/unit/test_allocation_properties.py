@@ -7,7 +7,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.domain.allocation import (
+from streaming.domain.allocation.group import allocate_group
+from streaming.domain.allocation.strategies import (
     Averagely,
     AveragelyByCircle,
     ByConfig,
@@ -16,7 +17,6 @@ from streaming.domain.allocation import (
     MachineRoomNearby,
     md5_hash,
 )
-from streaming.domain.group_allocation import allocate_group
 from streaming.domain.queues import MessageQueue, sorted_client_ids, sorted_queues
 
 client_ids = st.one_of(

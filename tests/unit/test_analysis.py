@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from streaming.domain.allocation import Averagely, strategy_from_name
-from streaming.domain.analysis import analyze_group, owners_by_topic
-from streaming.domain.membership import ChannelEvent, GroupMembership, Subscription, apply_all
+from streaming.domain.allocation.strategies import Averagely, strategy_from_name
+from streaming.domain.consumers.analysis import analyze_group, owners_by_topic
+from streaming.domain.consumers.membership import ChannelEvent, GroupMembership, Subscription, apply_all
 from streaming.domain.queues import MessageQueue
 
 Q8 = [MessageQueue("T", "broker-a", i) for i in range(4)] + [MessageQueue("T", "broker-b", i) for i in range(4)]

@@ -16,10 +16,10 @@ import pytest
 
 from dashboards import alerts
 from dashboards.generate import INDEX_BEGIN, INDEX_END, runbook_index
+from streaming.contract.tables import TABLES
 from streaming.domain.anomaly_catalogue import CATALOGUE
-from streaming.domain.episodes import Finding
+from streaming.domain.consumers.episodes import Finding
 from streaming.domain.vocabulary import AnomalyKind, Severity
-from streaming.job.tables import TABLES
 
 ROOT = Path(__file__).parents[2]
 CATALOGUE_FILE = ROOT / "streaming" / "domain" / "anomaly_catalogue.py"
@@ -30,7 +30,7 @@ RUNBOOK = (ROOT / "docs" / "runbook.md").read_text()
 # Where Severity's members may be named: the catalogue (anomaly kinds), the vocabulary (the words), and the
 # consume-progress rule table (queue states, which are not anomaly kinds).
 SEVERITY_WRITERS = {CATALOGUE_FILE, ROOT / "streaming" / "domain" / "vocabulary.py"}
-SEVERITY_WRITERS.add(ROOT / "streaming" / "domain" / "consume_progress.py")
+SEVERITY_WRITERS.add(ROOT / "streaming" / "domain" / "progress" / "verdict.py")
 
 
 def _strings(path: Path) -> list[str]:

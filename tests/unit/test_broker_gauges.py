@@ -1,9 +1,9 @@
-"""The driver's per-broker values (``streaming.job.broker_gauges``): a current table's rows as its MERGE leaves
+"""The driver's per-broker values (``streaming.job.delta.broker_gauges``): a current table's rows as its MERGE leaves
 them, and the per-broker polled-view and fault-item summaries the gauges and ``broker_status_current`` take."""
 
 from __future__ import annotations
 
-from streaming.job.broker_gauges import (
+from streaming.job.delta.broker_gauges import (
     ITEM_COLUMNS,
     ITEM_KEY,
     CurrentRows,

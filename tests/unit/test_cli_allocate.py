@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from streaming.cli import build_parser, main
+from streaming.app.cli import build_parser, main
 
 
 def test_allocate_names_orphaned_and_double_owned_queues(capsys):

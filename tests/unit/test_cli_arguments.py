@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.cli import build_parser, main
+from streaming.app.cli import build_parser, main
 
 COMMANDS = ["run", "demo", "simulate", "query", "allocate", "maintain", "kafka", "spark-cluster", "smoke"]
 ROOT = Path(__file__).parents[2]
@@ -204,7 +204,7 @@ def test_bad_input_found_after_parsing_is_one_line_too(argv, message, tmp_path, 
 
 def test_the_installed_command_exits_non_zero_with_one_line():
     result = subprocess.run(
-        [sys.executable, "-m", "streaming.cli", "allocate", "--queues", "x", "--clients", "a"],
+        [sys.executable, "-m", "streaming.app.cli", "allocate", "--queues", "x", "--clients", "a"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from streaming.cli import main
+from streaming.app.cli import main
+from streaming.app.simulation.fleet import HEARTBEAT_MS, Simulation, build_scenario
+from streaming.app.simulation.progress import fact_lines
 from streaming.contract.validator import Rejection, validate_event
-from streaming.simulation.fleet import HEARTBEAT_MS, Simulation, build_scenario
-from streaming.simulation.progress import fact_lines
 
 START_MS = 1_763_000_000_000
 

@@ -20,7 +20,7 @@ from streaming.config import (
     load_config,
 )
 from streaming.domain.errors import ConfigurationError
-from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5
+from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5
 
 REFERENCE = Path(__file__).parents[2] / "conf" / "monitor.toml"
 

@@ -13,14 +13,14 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import streaming.demo
-import streaming.demo_rocketmq
+import streaming.app.demo
+import streaming.app.demo_rocketmq
 from streaming.config import MonitorConfig, load_config
-from streaming.domain import fault_tracker
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fault_shard import FaultShard
-from streaming.domain.fault_tracker import FaultWindowTracker
-from streaming.domain.faults import ROCKETMQ_4, ROCKETMQ_5, FaultSemantics, FaultTable
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.faults import tracker as fault_tracker
+from streaming.domain.faults.shard import FaultShard
+from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5, FaultSemantics, FaultTable
+from streaming.domain.faults.tracker import FaultWindowTracker
 from streaming.domain.rules import GroupRule, ProducerRule, glob_regex, name_matches
 from tests.unit.test_fault_replay import Replay
 
@@ -78,8 +78,8 @@ def test_the_job_hands_its_queries_the_configurations_own_settings_objects(tmp_p
     config = replace(config, paths=replace(config.paths, checkpoint_root=str(tmp_path / "checkpoints")))
     job = MonitorJob(config, session=mock.MagicMock(), tables=mock.MagicMock())
     with (
-        mock.patch("streaming.job.consumer_query.build_consumer_stream") as consumer,
-        mock.patch("streaming.job.send_query.start_send_ingest") as send_ingest,
+        mock.patch("streaming.job.consumer.query.build_consumer_stream") as consumer,
+        mock.patch("streaming.job.sends.query.start_send_ingest") as send_ingest,
     ):
         job._start_consumer_query()
         job._start_send_ingest()
@@ -169,7 +169,7 @@ TOPICS = {
 
 
 def test_the_demo_config_is_the_defaults_replaced_as_the_environment_would(tmp_path):
-    config = streaming.demo.simulated_fleet_config(streaming.demo.job_config("k:9092", TOPICS, tmp_path, 9999))
+    config = streaming.app.demo.simulated_fleet_config(streaming.app.demo.job_config("k:9092", TOPICS, tmp_path, 9999))
     env = {
         "RRM__KAFKA__BOOTSTRAP_SERVERS": "k:9092",
         "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": TOPICS["consumer_channel"],
@@ -182,14 +182,14 @@ def test_the_demo_config_is_the_defaults_replaced_as_the_environment_would(tmp_p
         "RRM__METRICS__PORT": "9999",
         "RRM__INGEST__WATERMARK_DELAY": '"10 seconds"',
         "RRM__MEMBERSHIP__SHARDS": "4",
-        "RRM__INGEST__MAX_FUTURE_SKEW_MS": str(streaming.demo.MAX_FUTURE_SKEW_MS),
+        "RRM__INGEST__MAX_FUTURE_SKEW_MS": str(streaming.app.demo.MAX_FUTURE_SKEW_MS),
     }
     assert config == load_config(None, env=env)
 
 
 def test_the_rocketmq_demo_config_is_replaced_as_the_environment_would(tmp_path):
-    base = streaming.demo.job_config("k:9092", TOPICS, tmp_path, 9999)
-    config = streaming.demo_rocketmq.rocketmq_cluster_config(base, "demo-1", 9100)
+    base = streaming.app.demo.job_config("k:9092", TOPICS, tmp_path, 9999)
+    config = streaming.app.demo_rocketmq.rocketmq_cluster_config(base, "demo-1", 9100)
     overrides = {
         "spark": replace(base.spark, stop_grace_seconds=60),
         "ingest": replace(base.ingest, watermark_delay="5 seconds"),
@@ -207,7 +207,7 @@ def test_the_rocketmq_demo_config_is_replaced_as_the_environment_would(tmp_path)
 
 
 def test_the_demos_set_no_environment_overrides():
-    for module in (streaming.demo, streaming.demo_rocketmq):
+    for module in (streaming.app.demo, streaming.app.demo_rocketmq):
         assert "RRM__" not in Path(module.__file__).read_text(), module.__name__
 
 
@@ -219,6 +219,6 @@ def test_send_ingest_starts_with_its_late_send_series_at_zero(tmp_path):
     config = configured(tmp_path)
     config = replace(config, paths=replace(config.paths, checkpoint_root=str(tmp_path / "checkpoints")))
     job = MonitorJob(config, session=mock.MagicMock(), tables=mock.MagicMock())
-    with mock.patch("streaming.job.send_query.start_send_ingest"):
+    with mock.patch("streaming.job.sends.query.start_send_ingest"):
         job._start_send_ingest()
     assert job.metrics.counters["rmqmon_late_events_total"] == {("send-ingest", "watermark"): 0.0}

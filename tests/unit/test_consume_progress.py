@@ -1,5 +1,5 @@
 """The consume-progress rule table, case by case: every state and every stuck cause, at and around each threshold,
-and the time lag's bounds (``streaming.domain.consume_progress``)."""
+and the time lag's bounds (``streaming.domain.progress.verdict``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from streaming.domain.consume_progress import (
+from streaming.domain.progress.verdict import (
     RULES,
     HolderView,
     ProgressSettings,

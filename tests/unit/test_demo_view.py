@@ -1,4 +1,4 @@
-"""The demos' live view (``streaming.demo.view_lines``, shared by ``demo`` and ``demo --rocketmq``): each group's
+"""The demos' live view (``streaming.app.demo.view_lines``, shared by ``demo`` and ``demo --rocketmq``): each group's
 consume lag and its queues in alerting progress states, read from the job's metric gauges."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
-from streaming.demo import view_lines
+from streaming.app.demo import view_lines
 
 
 def fake_job(gauges: dict[str, dict[tuple[str, ...], float]]) -> SimpleNamespace:

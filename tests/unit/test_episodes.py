@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streaming.domain.episodes import Finding, StormDetector, close_all, episode_id, reconcile
+from streaming.domain.consumers.episodes import Finding, StormDetector, close_all, episode_id, reconcile
 
 
 def orphan(queues, topic="T"):
@@ -84,7 +84,7 @@ def test_changes_of_one_burst_are_one_rebalance():
 
 
 def test_flapping_detector_coalesces_across_brokers_counts_in_any_order_and_prunes():
-    from streaming.domain.episodes import FlappingDetector
+    from streaming.domain.consumers.episodes import FlappingDetector
 
     detector = FlappingDetector(window_ms=60_000, threshold=3, coalesce_ms=1_000)
     changes: dict = {}
@@ -102,7 +102,7 @@ def test_flapping_detector_coalesces_across_brokers_counts_in_any_order_and_prun
 
 
 def test_hold_in_grace_keeps_new_mismatches_closed_until_the_clients_could_have_converged():
-    from streaming.domain.episodes import hold_in_grace
+    from streaming.domain.consumers.episodes import hold_in_grace
 
     mismatch = Finding("G", "T", "ASSIGNMENT_MISMATCH", "differs", {"clients": {}})
     others = [orphan([1]), mismatch]

@@ -13,14 +13,14 @@ import typing
 
 import pytest
 
-from streaming.domain import fault_outcomes
-from streaming.domain.fault_outcomes import FaultWindowChanged, PairEvicted, PairStatus, SendsLate
-from streaming.domain.fault_windows import FaultWindowEpisode, WindowStatus
-from streaming.job import fault_table_rows
-from streaming.job.broker_gauges import ITEM_COLUMNS, ITEM_KEY, broker_status
-from streaming.job.fault_table_rows import FAULT_WINDOWS, PAIR_STATUS, fault_rows, fault_values, pair_status_rows
-from streaming.job.table_rows import OP
-from streaming.job.tables import column_names
+from streaming.contract.tables import column_names
+from streaming.domain.faults import outcomes as fault_outcomes
+from streaming.domain.faults.outcomes import FaultWindowChanged, PairEvicted, PairStatus, SendsLate
+from streaming.domain.faults.windows import FaultWindowEpisode, WindowStatus
+from streaming.job.delta import fault_table_rows
+from streaming.job.delta.broker_gauges import ITEM_COLUMNS, ITEM_KEY, broker_status
+from streaming.job.delta.fault_table_rows import FAULT_WINDOWS, PAIR_STATUS, fault_rows, fault_values, pair_status_rows
+from streaming.job.delta.table_rows import OP
 from tests.unit.test_table_rows import assert_rows_fill_the_table, struct_fields
 
 EPISODE = FaultWindowEpisode(WindowStatus.EXTENDED, "P", "broker-a", 5, 1, 9, 7, 600, 2, "OK", False, "rocketmq-4")

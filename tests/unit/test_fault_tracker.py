@@ -12,9 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streaming.domain.errors import IllegalArgument
-from streaming.domain.fault_tracker import FaultWindowTracker
-from streaming.domain.fault_windows import WindowStatus
-from streaming.domain.faults import (
+from streaming.domain.faults.tolerance import (
     ROCKETMQ_4,
     ROCKETMQ_5,
     FaultItem,
@@ -24,6 +22,8 @@ from streaming.domain.faults import (
     SendResult,
     fault_update_for,
 )
+from streaming.domain.faults.tracker import FaultWindowTracker
+from streaming.domain.faults.windows import WindowStatus
 from streaming.domain.state_codec import StateVersionError
 
 

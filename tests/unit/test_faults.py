@@ -1,7 +1,7 @@
 """Latency fault tolerance: the two fault tables at every boundary, overwrite vs extend-only updates,
 the outcome -> (isolation, reachable) call sites, custom-table validation and the tolerance's pick order.
 
-This file is the "correctness proof" of ``streaming.domain.faults`` (the replay's: ``test_fault_tracker.py``):
+This file is the "correctness proof" of ``streaming.domain.faults.tolerance`` (the replay's: ``test_fault_tracker.py``):
 each table below is numbered so a failure names the case, and each case says why it is there.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from streaming.domain.errors import ConfigurationError, IllegalArgument, NullPointer
-from streaming.domain.faults import (
+from streaming.domain.faults.tolerance import (
     PRESETS,
     ROCKETMQ_4,
     ROCKETMQ_5,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fleet import ShardEngine
-from streaming.domain.outcomes import GroupGone, GroupSummary, IgnoredEvent, LateEvent
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, IgnoredEvent, LateEvent
+from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.domain.rules import GroupRule
 from streaming.domain.vocabulary import IgnoredReason, LateReason
-from streaming.job.table_rows import rows_of
+from streaming.job.delta.table_rows import rows_of
 
 
 def hb(t, channel, cid, topics=("T",), broker="broker-a", group="G", **extra):

@@ -10,10 +10,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.domain import membership as ms
-from streaming.domain import membership_snapshot as msnap
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fleet import ShardEngine
+from streaming.domain.consumers import membership as ms
+from streaming.domain.consumers import membership_snapshot as msnap
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.shard_engine import ShardEngine
 
 EXPIRY_MS = 120_000
 KINDS = ("HEARTBEAT", "HEARTBEAT", "HEARTBEAT", "UNREGISTER", "CHANNEL_CLOSE", "CHANNEL_IDLE")

@@ -24,10 +24,10 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fleet import ShardEngine
-from streaming.job.consumer_events import EVENT_COLUMNS, lane_times, shard_events
-from streaming.job.heartbeat_runs import RUN
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.job.consumer.events import EVENT_COLUMNS, lane_times, shard_events
+from streaming.job.consumer.heartbeat_runs import RUN
 from tests.unit.test_fleet import table_rows
 
 EXPIRY_MS = 120_000

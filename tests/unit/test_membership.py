@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.domain.membership import (
+from streaming.domain.consumers.membership import (
     ChannelEvent,
     GroupMembership,
     Subscription,
@@ -16,7 +16,7 @@ from streaming.domain.membership import (
     expire,
     next_expiry_ms,
 )
-from streaming.domain.membership_snapshot import restore, snapshot
+from streaming.domain.consumers.membership_snapshot import restore, snapshot
 
 T = (Subscription("T", "*", 1),)
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from streaming.domain.allocation import strategy_from_name
-from streaming.domain.analysis import BROKER_SIDE, CLIENT_SIDE, analyze_group
-from streaming.domain.membership import (
+from streaming.domain.allocation.strategies import strategy_from_name
+from streaming.domain.consumers.analysis import BROKER_SIDE, CLIENT_SIDE, analyze_group
+from streaming.domain.consumers.membership import (
     GroupMembership,
     Subscription,
     apply_event,
@@ -16,8 +16,8 @@ from streaming.domain.membership import (
     expire,
     next_expiry_ms,
 )
-from streaming.domain.membership_snapshot import restore, snapshot
-from streaming.domain.polled_views import Connection, ConnectionPoll, apply_poll, mark_stale, next_stale_ms
+from streaming.domain.consumers.membership_snapshot import restore, snapshot
+from streaming.domain.consumers.polled_views import Connection, ConnectionPoll, apply_poll, mark_stale, next_stale_ms
 from streaming.domain.queues import MessageQueue
 from tests.unit.test_membership import hb
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streaming.domain import membership as ms
-from streaming.domain import membership_snapshot as msnap
+from streaming.domain.consumers import membership as ms
+from streaming.domain.consumers import membership_snapshot as msnap
 
 EXPIRY_MS = 120_000
 TOPIC_SETS = (

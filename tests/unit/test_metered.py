@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from streaming.job.metered import MeteredBatches
+from streaming.job.runtime.metered import MeteredBatches
 
 
 def test_each_counter_counts_a_batch_once_and_never_an_older_one():

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.metrics import CATALOGUE, MetricsState, new_registry, serve
-from streaming.domain.outcomes import GroupSummary, TopicSummary
-from streaming.job.outputs import apply_consumer_metrics
+from streaming.domain.consumers.outcomes import GroupSummary, TopicSummary
+from streaming.job.delta.outputs import apply_consumer_metrics
 
 
 def group_row(group: str, members: int, generation: int) -> GroupSummary:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 from connectors.metrics import MetricsState
-from streaming.domain.outcomes import GroupGone, GroupSummary
-from streaming.job.outputs import apply_consumer_metrics
-from streaming.job.table_rows import group_summary, metric_values, rows_of
-from streaming.job.tables import column_names
+from streaming.contract.tables import column_names
+from streaming.domain.consumers.outcomes import GroupGone, GroupSummary
+from streaming.job.delta.outputs import apply_consumer_metrics
+from streaming.job.delta.table_rows import group_summary, metric_values, rows_of
 from tests.unit.test_fleet import ev, hb, route, run
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streaming.job.poison import MAX_DETAIL_CHARS, SearchAbandoned, error_summary, isolate
+from streaming.job.ingest.poison import MAX_DETAIL_CHARS, SearchAbandoned, error_summary, isolate
 
 
 class Ledger:

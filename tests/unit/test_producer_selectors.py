@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from streaming.domain.errors import IllegalArgument, IndexOutOfBounds, NullPointer
-from streaming.domain.faults import FaultSemantics, LatencyFaultTolerance
+from streaming.domain.faults.tolerance import FaultSemantics, LatencyFaultTolerance
 from streaming.domain.javacompat import INT_MAX, INT_MIN, JavaRandom
 from streaming.domain.queues import MessageQueue
 from streaming.domain.versions import ClientLine

@@ -11,10 +11,8 @@ import json
 
 import pytest
 
-from streaming.domain.consume_progress import ProgressSettings, QueueState, StuckCause
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fleet import SCHEMA_VERSION, ShardEngine
-from streaming.domain.outcomes import (
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.outcomes import (
     EpisodeTransition,
     IgnoredEvent,
     LateEvent,
@@ -22,7 +20,9 @@ from streaming.domain.outcomes import (
     QueueProgress,
     QueueProgressGone,
 )
-from streaming.domain.progress_tracker import GroupProgress, ProgressContext, apply_progress, held_queues
+from streaming.domain.consumers.progress_tracker import GroupProgress, ProgressContext, apply_progress, held_queues
+from streaming.domain.consumers.shard_engine import SCHEMA_VERSION, ShardEngine
+from streaming.domain.progress.verdict import ProgressSettings, QueueState, StuckCause
 from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus, IgnoredReason, LateReason
 from tests.unit.test_fleet import ev, hb, route
 
@@ -343,7 +343,7 @@ def test_the_engine_snapshot_keeps_progress_and_holders_at_its_version():
 # -- the metrics -------------------------------------------------------------------------------------------------
 def test_the_progress_metrics_are_per_group_and_topic_with_every_state_and_go_with_the_groups_progress():
     from connectors.metrics import MetricsState
-    from streaming.job.outputs import apply_consumer_metrics
+    from streaming.job.delta.outputs import apply_consumer_metrics
 
     metrics = MetricsState(label_value_cap=1)
     engine = engine_with_member()
@@ -395,7 +395,7 @@ def test_a_group_no_longer_sampled_is_forgotten_a_window_after_its_last_sample_a
 
 def test_an_offline_groups_backlog_episode_is_its_open_anomalies_series_until_it_is_forgotten():
     from connectors.metrics import MetricsState
-    from streaming.job.outputs import apply_consumer_metrics
+    from streaming.job.delta.outputs import apply_consumer_metrics
 
     metrics = MetricsState()
     engine = ShardEngine.restore(None, EngineSettings())

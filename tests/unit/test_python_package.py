@@ -33,7 +33,7 @@ def test_a_python_given_only_the_zip_imports_the_job_from_it_and_reads_its_schem
     archive = python_zip()
     probe = (
         "import sys, json; sys.path.insert(0, sys.argv[1]);"
-        "import streaming.job.consumer_query, streaming.contract.validator as e;"
+        "import streaming.job.consumer.query, streaming.contract.validator as e;"
         "r = e.validate_event('{\"type\": \"nope\"}', 0, default_type='consumer_channel');"
         "print(json.dumps([e.__file__, type(r).__name__]))"
     )

@@ -1,4 +1,4 @@
-"""The consumer's stateful function freezes their Python worker's imported heap once (``streaming.job.python_worker``).
+"""The consumer's stateful function freezes their Python worker's imported heap once (``streaming.job.runtime.python_worker``).
 
 Spark's daemon collects garbage in a reused worker after every runner; a frozen heap is what keeps that
 collection from walking every imported module again. Here the functions are called in this process, as a
@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from streaming.domain.engine_settings import EngineSettings
-from streaming.job import consumer_query, python_worker
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.job.consumer import query as consumer_query
+from streaming.job.runtime import python_worker
 
 
 class FakeState:

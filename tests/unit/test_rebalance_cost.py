@@ -11,11 +11,11 @@ import json
 
 import pytest
 
-from streaming.domain.consume_progress import HolderView, QueueSample
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fleet import ShardEngine
-from streaming.domain.outcomes import RebalanceCost
-from streaming.domain.rebalance_cost import (
+from streaming.contract.tables import column_names
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.outcomes import RebalanceCost
+from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.domain.progress.rebalance_cost import (
     MOVED_AGAIN,
     RECOVERED,
     SAMPLE_BOUND,
@@ -25,8 +25,8 @@ from streaming.domain.rebalance_cost import (
     final_reason,
     open_handoff,
 )
-from streaming.job.table_rows import REBALANCE_COST, table_rows
-from streaming.job.tables import column_names
+from streaming.domain.progress.verdict import HolderView, QueueSample
+from streaming.job.delta.table_rows import REBALANCE_COST, table_rows
 from tests.unit.test_fleet import ev, hb, route
 from tests.unit.test_progress_tracker import progress, report
 
@@ -228,8 +228,8 @@ def test_a_handoff_round_trips_as_its_snapshot_list():
 # -- the metrics -------------------------------------------------------------------------------------------------------
 def test_the_last_change_s_cost_is_per_group_and_topic_longest_handoff_and_summed_redelivery():
     from connectors.metrics import MetricsState
-    from streaming.job.outputs import COST_HANDOFF, COST_REDELIVERED, COST_T0, apply_consumer_metrics
-    from streaming.job.table_rows import FinalCost, metric_values
+    from streaming.job.delta.outputs import COST_HANDOFF, COST_REDELIVERED, COST_T0, apply_consumer_metrics
+    from streaming.job.delta.table_rows import FinalCost, metric_values
 
     state = MetricsState()
     rows = [

@@ -12,13 +12,13 @@ from collections import Counter
 
 import pytest
 
+from streaming.app.simulation.fleet import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario
 from streaming.contract.events import DEFAULT_TOPICS
 from streaming.contract.validator import Rejection, validate_event
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fleet import ShardEngine
-from streaming.domain.membership import MembershipChange
-from streaming.domain.outcomes import EpisodeTransition
-from streaming.simulation.fleet import AVOIDED, HEARTBEAT_MS, SCENARIOS, Simulation, build_scenario
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.membership import MembershipChange
+from streaming.domain.consumers.outcomes import EpisodeTransition
+from streaming.domain.consumers.shard_engine import ShardEngine
 
 START = 1_700_000_000_000
 CONSUMER_QUERY_TYPES = {

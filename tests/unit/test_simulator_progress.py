@@ -3,7 +3,7 @@
 Each scenario's incident must leave the backlog it implies (an orphan's committed offset flat while its broker
 offset grows, a crashed member's queues waiting until reassigned, a stuck holder pinned on one message, a dead
 group's backlog growing, an idle group at lag 0); ``ProgressModel.facts()`` must say so; and the rule table of
-``streaming.domain.consume_progress``, fed the emitted events alone, must reach the same verdicts.
+``streaming.domain.progress.verdict``, fed the emitted events alone, must reach the same verdicts.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from streaming.app.simulation.fleet import Simulation, build_scenario
+from streaming.app.simulation.progress import QUEUES_PER_EVENT, ProgressModel
 from streaming.contract.validator import Rejection, validate_event
-from streaming.domain.consume_progress import HolderView, QueueSample, QueueState, StuckCause, evaluate
-from streaming.simulation.fleet import Simulation, build_scenario
-from streaming.simulation.progress import QUEUES_PER_EVENT, ProgressModel
+from streaming.domain.progress.verdict import HolderView, QueueSample, QueueState, StuckCause, evaluate
 
 START = 1_700_000_000_000
 RUN_MS = 600_000

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from streaming.domain import fault_shard, membership_snapshot
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fault_tracker import FaultWindowTracker
-from streaming.domain.faults import PRESETS
-from streaming.domain.fleet import ShardEngine
+from streaming.domain.consumers import membership_snapshot
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.domain.faults import shard as fault_shard
+from streaming.domain.faults.tolerance import PRESETS
+from streaming.domain.faults.tracker import FaultWindowTracker
 from streaming.domain.state_codec import StateVersionError, unwrap_state, wrap_state
-from streaming.job import state_blob
+from streaming.job.runtime import state_blob
 
 MEMBERSHIP = {
     "schema_version": 2,

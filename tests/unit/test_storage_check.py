@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.job.storage_check import StorageError, check_writable, local_path
+from streaming.job.runtime.storage_check import StorageError, check_writable, local_path
 
 ROOT = Path(__file__).parents[2]
 
@@ -44,7 +44,7 @@ def test_run_with_an_unwritable_delta_root_prints_one_line_and_exits_non_zero(tm
         f'[paths]\ndelta_root = "{tmp_path / "file" / "delta"}"\ncheckpoint_root = "{tmp_path / "checkpoints"}"\n'
     )
     done = subprocess.run(
-        [sys.executable, "-m", "streaming.cli", "run", "--config", str(config)],
+        [sys.executable, "-m", "streaming.app.cli", "run", "--config", str(config)],
         cwd=ROOT,
         capture_output=True,
         text=True,

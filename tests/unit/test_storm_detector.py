@@ -1,6 +1,6 @@
 """Rebalance storms and rolling deploys, through the pure engine over scripted group operations.
 
-Each numbered case runs one ``streaming.simulation.operations`` script through ``ShardEngine.apply`` in 15 s
+Each numbered case runs one ``streaming.app.simulation.operations`` script through ``ShardEngine.apply`` in 15 s
 micro-batches (snapshotted and restored between them, as in Spark) and checks what the anomaly episodes and the
 generations say: a deploy or a scaling is recorded, never a storm; a crash loop or a membership that never
 settles is one storm; a flipping subscription table is the inconsistent subscription's, not a storm's.
@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from streaming.domain.engine_settings import EngineSettings
-from streaming.domain.fleet import ShardEngine
-from streaming.domain.outcomes import EpisodeTransition, GenerationSnapshot
-from streaming.simulation import operations as op
+from streaming.app.simulation import operations as op
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.outcomes import EpisodeTransition, GenerationSnapshot
+from streaming.domain.consumers.shard_engine import ShardEngine
 
 
 def run(script: op.Script, settings: EngineSettings | None = None) -> list:

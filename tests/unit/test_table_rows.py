@@ -13,11 +13,11 @@ import typing
 
 import pytest
 
-from streaming.domain import outcomes
-from streaming.domain.consume_progress import HolderView, QueueSample, QueueState, QueueVerdict, StuckCause, TimeLag
-from streaming.domain.episodes import Episode, Transition
-from streaming.domain.membership import MembershipChange
-from streaming.domain.outcomes import (
+from streaming.contract.tables import TABLES, column_names, split_columns
+from streaming.domain.consumers import outcomes
+from streaming.domain.consumers.episodes import Episode, Transition
+from streaming.domain.consumers.membership import MembershipChange
+from streaming.domain.consumers.outcomes import (
     AssignmentWithdrawn,
     BrokerViewChanged,
     BrokerViewGone,
@@ -36,9 +36,10 @@ from streaming.domain.outcomes import (
     TopicProgress,
     TopicSummary,
 )
-from streaming.domain.polled_views import ViewStatus
+from streaming.domain.consumers.polled_views import ViewStatus
+from streaming.domain.progress.rebalance_cost import Handoff
+from streaming.domain.progress.verdict import HolderView, QueueSample, QueueState, QueueVerdict, StuckCause, TimeLag
 from streaming.domain.queues import MessageQueue
-from streaming.domain.rebalance_cost import Handoff
 from streaming.domain.vocabulary import (
     AnomalyKind,
     ChangeKind,
@@ -50,9 +51,9 @@ from streaming.domain.vocabulary import (
     Trigger,
     ViewFreshness,
 )
-from streaming.job import table_rows
-from streaming.job.outputs import HISTORY_OUTPUTS
-from streaming.job.table_rows import (
+from streaming.job.delta import table_rows
+from streaming.job.delta.outputs import HISTORY_OUTPUTS
+from streaming.job.delta.table_rows import (
     MOVED_QUEUES,
     OP,
     SINK_COLUMNS,
@@ -62,7 +63,6 @@ from streaming.job.table_rows import (
     metric_values,
     rows_of,
 )
-from streaming.job.tables import TABLES, column_names, split_columns
 
 STALE = ViewStatus(9, "G", "broker-a", ViewFreshness.STALE, 1, 5, 2, "collector-1")
 EPISODE = Episode("e1", "G", "T", AnomalyKind.ORPHANED_QUEUES, 3, Severity.CRITICAL, "2 orphaned", "{}")
@@ -254,8 +254,8 @@ def test_a_progress_row_keeps_the_sample_and_the_verdict_and_unknown_offsets_are
 
 @pytest.mark.parametrize("online", [True, False])
 def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_summary(online):
-    from streaming.domain.progress_tracker import ProgressContext, apply_progress, summary
-    from streaming.job.table_rows import progress_summaries
+    from streaming.domain.consumers.progress_tracker import ProgressContext, apply_progress, summary
+    from streaming.job.delta.table_rows import progress_summaries
 
     tracked = None
     current = {}

@@ -1,10 +1,10 @@
-"""docs/tables.md: its catalogue part is what ``streaming.job.tables`` renders, followed by the query guide."""
+"""docs/tables.md: its catalogue part is what ``streaming.contract.tables`` renders, followed by the query guide."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from streaming.job.tables import QUERY_GUIDE_HEADING, TABLES, render_markdown, rewrite_doc
+from streaming.contract.tables import QUERY_GUIDE_HEADING, TABLES, render_markdown, rewrite_doc
 
 DOC = Path(__file__).parents[2] / "docs" / "tables.md"
 

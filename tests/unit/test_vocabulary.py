@@ -12,8 +12,8 @@ from enum import StrEnum
 import pyarrow as pa
 import pytest
 
-from streaming.domain import membership as ms
 from streaming.domain import vocabulary
+from streaming.domain.consumers import membership as ms
 from streaming.domain.vocabulary import ChangeKind, ChangeReason, ChannelEventKind, Trigger
 
 VOCABULARIES = [

@@ -32,7 +32,7 @@ import scala.jdk.javaapi.CollectionConverters;
 /**
  * The dead-letter verdict of a record off the ingest fast path: the contract's rule walk, evaluated in the JVM.
  *
- * <p>The rule walk (streaming/job/validation.py) is SQL with hundreds of terms and {@code exists(...)} lambdas.
+ * <p>The rule walk (streaming/job/ingest/validation.py) is SQL with hundreds of terms and {@code exists(...)} lambdas.
  * Written into the ingest projection, it kept that projection out of whole-stage codegen, so every task
  * generated the Java source of the whole walk again before reading its first record, although valid records
  * (nearly all) skip the walk: on the heartbeat topic its mere presence cost about twice what parsing does.

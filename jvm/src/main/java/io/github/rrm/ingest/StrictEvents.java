@@ -31,7 +31,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  *
  * <p>{@code call(value, topicDefaultType)} returns {@code (event_type, e_<type1>, e_<type2>, ...)} with only
  * the event's own typed struct set, or NULL when the record is not plainly valid. NULL is not a verdict: the
- * job then walks its SQL rules (streaming/job/validation.py), which name the dead-letter reason. So this class
+ * job then walks its SQL rules (streaming/job/ingest/validation.py), which name the dead-letter reason. So this class
  * only has to be <em>stricter</em> than those rules, never more lenient, and its typed values must equal what
  * {@code try_variant_get(parse_json(value), '$', struct)} gives for the records it accepts:
  *

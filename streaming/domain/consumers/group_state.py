@@ -1,0 +1,142 @@
+"""What a shard keeps between batches: each group's state and the queues of each topic's route.
+
+``GroupState`` is a group's membership, generation, last owners, expected and reported assignments, open
+episodes and detector windows, with its JSON form inside the shard's snapshot. Routes are kept as the
+readable queues of their topic (``readable_queues``) and read back as ``RouteQueues``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from streaming.domain.consumers import membership_snapshot
+from streaming.domain.consumers.episodes import Episode, Finding, MemberChanges, StormChanges
+from streaming.domain.consumers.membership import GroupMembership
+from streaming.domain.consumers.polled_views import is_registered
+from streaming.domain.queues import MessageQueue
+from streaming.domain.vocabulary import AnomalyKind, Severity
+
+
+def readable_queues(route: Mapping[str, Any]) -> list[MessageQueue]:
+    """mqAll from a route event: every readable broker's queues ``0..read_queue_nums-1`` (semantics 1.3)."""
+    topic = route["topic"]
+    result = []
+    for broker in route.get("brokers") or ():
+        if int(broker.get("perm", 6)) & 4:
+            result += [MessageQueue(topic, broker["broker"], i) for i in range(int(broker.get("read_queue_nums", 0)))]
+    return result
+
+
+@dataclass
+class GroupState:
+    """One group's state in a shard, kept from batch to batch (``to_json`` is its part of the snapshot)."""
+
+    membership: GroupMembership
+    generation: int = 0
+    owners: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # topic -> "broker/qid" -> owners
+    assigned: dict[str, list[str]] = field(default_factory=dict)  # topic -> clients with a current expected share
+    episodes: dict[tuple[str, str, str], Episode] = field(default_factory=dict)
+    rebalances_ms: tuple[int, ...] = ()
+    reported: dict[str, list[list[Any]]] = field(default_factory=dict)  # "client\x00topic" -> [[broker, qid]]
+    member_changes: MemberChanges = field(default_factory=dict)  # FlappingDetector's joins and leaves
+    converge_by_ms: int | None = None  # reported-vs-expected differences count from then on
+    # "client\x00topic" -> the held queues with their ProcessQueueInfo (``progress_tracker.held_queues``)
+    holders: dict[str, dict[str, Any]] = field(default_factory=dict)
+    storm_changes: StormChanges = field(default_factory=list)  # StormDetector's membership and route changes
+    # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
+    expiry_bound_ms: int | None = field(default=None, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "membership": membership_snapshot.snapshot(self.membership),
+            "generation": self.generation,
+            "owners": self.owners,
+            "assigned": self.assigned,
+            "episodes": [vars(e) for e in self.episodes.values()],
+            "rebalances_ms": list(self.rebalances_ms),
+            "reported": self.reported,
+            "member_changes": self.member_changes,
+            "converge_by_ms": self.converge_by_ms,
+            "holders": self.holders,
+            "storm_changes": self.storm_changes,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GroupState:
+        episodes = {(e["group"], e["topic"], e["anomaly"]): _episode(e) for e in data["episodes"]}
+        return cls(
+            membership_snapshot.restore(data["membership"]),
+            int(data["generation"]),
+            data["owners"],
+            data["assigned"],
+            episodes,
+            tuple(data["rebalances_ms"]),
+            data["reported"],
+            data.get("member_changes") or {},
+            data.get("converge_by_ms"),
+            data["holders"],
+            [list(e) for e in data["storm_changes"]],
+        )
+
+
+def queue_key(mq: MessageQueue) -> str:
+    """How ``GroupState.owners`` keys a queue of a topic: ``"broker/queue_id"``."""
+    return f"{mq.broker_name}/{mq.queue_id}"
+
+
+class RouteQueues(Mapping[str, list[MessageQueue]]):
+    """mqAll per topic, built on first read from the topic's current route and kept while that route is."""
+
+    def __init__(
+        self, routes: Mapping[str, Mapping[str, Any]], built: dict[str, tuple[Mapping[str, Any], list[MessageQueue]]]
+    ) -> None:
+        self._routes, self._built = routes, built
+
+    def __getitem__(self, topic: str) -> list[MessageQueue]:
+        route = self._routes[topic]
+        cached = self._built.get(topic)
+        if cached is not None and cached[0] is route:
+            return cached[1]
+        queues = [MessageQueue(topic, b, int(q)) for b, q in route["queues"]]
+        self._built[topic] = (route, queues)
+        return queues
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._routes)
+
+    def __len__(self) -> int:
+        return len(self._routes)
+
+
+def _episode(data: Mapping[str, Any]) -> Episode:
+    """An open episode as ``GroupState.to_json`` stored it, its words typed again."""
+    return Episode(**{**data, "anomaly": AnomalyKind(data["anomaly"]), "severity": Severity(data["severity"])})
+
+
+def subscribed_topics(membership: GroupMembership, now_ms: int, expiry_ms: int) -> set[str]:
+    """The topics the group's channels registered at ``now_ms`` subscribe (the membership as of then)."""
+    return {
+        t
+        for v in membership.views.values()
+        for ch in v.channels.values()
+        if is_registered(v, ch, now_ms, expiry_ms)
+        for t, _ in ch.topics
+    }
+
+
+def slide_matters(state: GroupState, kinds: tuple[AnomalyKind, ...], findings_now: list[Finding]) -> bool:
+    """Whether a storm or flapping window that slid by the watermark can change the group's analysis: only
+    when the window still finds the anomaly (its details move) or its episode is open (it may close). Otherwise
+    the group is not analysed for the slide: nothing else of it changed since its last analysis (every change
+    marks it), so the analysis would find what the last one found and emit no transition, only the group's
+    metrics row again (the same values). A fleet with some churn slid every changed group's windows five and
+    ten minutes after each change, re-running the allocation of all its members for nothing."""
+    return bool(findings_now) or any(key[2] in kinds for key in state.episodes)
+
+
+def queue_of_key(topic: str, key: str) -> MessageQueue:
+    """The queue of ``topic`` that ``queue_key`` gave ``key`` for."""
+    broker, _, queue_id = key.rpartition("/")
+    return MessageQueue(topic, broker, int(queue_id))

@@ -1,0 +1,664 @@
+"""The monitor's per-shard engine: events in, membership kept, groups analysed, rows out.
+
+A *shard* is a set of consumer groups plus the topic routes they need (the Spark job keys its state by
+shard; see ``streaming/job/consumer_query.py`` for why). ``ShardEngine`` is pure: it is restored from a
+JSON-able snapshot, fed events (already validated, in event-time order; channel events as JSON or already
+parsed as ``membership.ChannelEvent``) and the watermark, and returns what it found as typed values
+(``outcomes``), a ``GroupSummary`` per analysed group among them. Nothing reads a clock: "now" is an
+event's time or the watermark.
+
+Per event:
+
+* ``consumer_channel``: the group's membership runs the expiry scan up to the event's time, then applies
+  the event (``membership``); every change is a ``MembershipChange`` and marks the group for
+  re-analysis.
+* ``consumer_connections``: one broker's poll of the group replaces that broker's view at its time
+  (``polled_views.apply_poll``): changes as for a channel event, plus a ``BrokerViewState`` (the view's
+  status, last poll and channels) and, when the status changes, a ``BrokerViewChanged``. A poll older
+  than the view's last is a ``LateEvent`` (reason ``stale_poll``); a poll without connections of a
+  group the shard does not know changes nothing. A polled view is never scanned for expiry: without a poll
+  newer than its ``stale_after_ms`` it turns STALE (``polled_views.mark_stale``), before any later poll of the
+  group and at each watermark, its channels kept; STALE is a status, not a membership change: the group is
+  re-analysed (trigger VIEW_STALE, and VIEW_FRESH when polls resume) without a new generation, because the
+  analysis leaves stale views out while a fresh one has channels.
+* ``topic_route``: the topic's readable queues (``perm & 4``, ids ``0..read_queue_nums-1``) replace the
+  previous ones when they differ; every group of the shard that subscribes the topic (through a channel
+  still registered at the route's time) is re-analysed.
+* ``reported_assignment``: the client's own non-dropped queues are stored; a difference from what was
+  stored re-analyses the group (expected-vs-reported comparison), without a new generation. A report for
+  a group that no broker of the shard knows has nothing to be compared with: it becomes an
+  ``IgnoredEvent`` (reason ``UNKNOWN_GROUP``) that hands the event back as given, so the job can write it
+  as a dead letter with whatever it attached to it.
+* ``consume_progress``: one master's consume stats for a group at a sample, joined with what the shard knows
+  of the group at that time (holders from the members' reports, expected owners, allocation mode, rebalances,
+  stale views) and judged per queue (``progress_tracker``): a ``QueueProgress`` per sampled queue, a
+  ``ProgressSummary`` per sampled group at the call's end. Kept in ``progress``, apart from ``groups``: a group
+  whose last member left, or that never had one, is watched while it has a backlog (OFFLINE_GROUP_BACKLOG). An
+  event contradicting itself is an ``IgnoredEvent`` (INCONSISTENT_PROGRESS); a sample older than a queue's
+  latest a ``LateEvent`` (``stale_progress``).
+* ``HeartbeatRun``: a channel's identical heartbeats of the batch, as the job's JVM stage groups them. The
+  caller hands them to ``apply_runs`` before ``apply``: a run that only refreshes a channel the shard knows
+  is applied there and then, another steady run becomes its first heartbeat held until its last, and any
+  other run every one of its heartbeats; each group's latest steady heartbeat is applied as well, so the
+  group's expiry scan reaches that time. The result is exact, not a sample (``steady_runs``).
+
+A route reads the subscriptions as of its own time (channels silent for more than the expiry do not count,
+scanned or not), so the groups it re-analyses never depend on where the engine happened to run its lazy
+scans. (A report needs no such care: a group is empty only when its last channel is gone, and a channel in the
+middle of a run is not.)
+
+Routes older than the topic's applied route are ignored as stale and counted in a ``LateEvent``.
+
+At the end of a batch (and when the state's timeout fires) the expiry scan runs up to the watermark, and a
+channel's (not a polled view's) up to the *lane clock* when that is later. A lane is one ordered source of
+channel events (the job's: a Kafka partition of a channel topic); the caller passes each lane's newest event time
+of the batch, the engine keeps each lane's newest, and the clock is the oldest of them: every lane has shown
+events up to it, so a heartbeat that would have kept a channel alive until then has been applied, unless its
+lane delivered it behind newer events -- the order a group's own events already need. A lane whose newest event
+is more than the expiry behind the watermark no longer holds the clock back (whatever it carried has expired
+at the watermark). Why: ``docs/design/membership-rules.md``.
+Each re-analysed group whose membership or routes changed gets a new *generation*: a ``GenerationSnapshot``,
+an ``ExpectedAssignment`` per client and topic, an ``AssignmentWithdrawn`` per one gone, episode transitions
+(``episodes.reconcile``) and, through ``StormDetector``, rebalance storms. Every join and leave also
+counts towards the member's flapping (``FlappingDetector``), and every rebalance-causing change starts a
+convergence grace (``[membership] convergence_grace_ms``, plus ``route_poll_interval_ms`` for a route
+change) during which a difference between reported and expected assignments opens no episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from streaming.domain.consumers import membership as ms
+from streaming.domain.consumers.analysis import Analysis, allocation_mode, analyze_group, owners_by_topic, primary_view
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.episodes import (
+    BORN,
+    ROUTE,
+    Finding,
+    FlappingDetector,
+    StormDetector,
+    hold_in_grace,
+    reconcile,
+)
+from streaming.domain.consumers.group_rows import (
+    assignment_outcomes,
+    generation_snapshot,
+    group_gone_outcomes,
+    group_summary,
+    stale_outcomes,
+    without_superseded_views,
+)
+from streaming.domain.consumers.group_state import (
+    GroupState,
+    RouteQueues,
+    queue_key,
+    queue_of_key,
+    readable_queues,
+    slide_matters,
+    subscribed_topics,
+)
+from streaming.domain.consumers.heartbeat_plan import HeartbeatRun, RunEvents, plan_runs, steady_runs
+from streaming.domain.consumers.outcomes import (
+    BrokerViewChanged,
+    BrokerViewState,
+    EpisodeTransition,
+    GroupSummary,
+    IgnoredEvent,
+    LateEvent,
+    Outcome,
+)
+from streaming.domain.consumers.polled_views import ConnectionPoll, apply_poll, is_registered, mark_stale, next_stale_ms
+from streaming.domain.consumers.progress_tracker import (
+    GroupProgress,
+    ProgressContext,
+    apply_progress,
+    expire,
+    held_queues,
+    holder_view,
+    next_expiry_ms,
+    presumed_holder,
+    summary,
+)
+from streaming.domain.queues import MessageQueue
+from streaming.domain.state_codec import unwrap_state, wrap_state
+from streaming.domain.vocabulary import (
+    AllocationMode,
+    AnomalyKind,
+    ChangeKind,
+    IgnoredReason,
+    LateReason,
+    MemberDirection,
+    Trigger,
+)
+
+SNAPSHOT_KIND = "shard"
+# 3: each group's progress (``progress``) and its holders' ProcessQueueInfo (``holders``); 4: each tracked
+# queue's open rebalance cost (``progress`` queue entries gain a ``Handoff``); 5: each group's storm changes
+# (``storm_changes``: the storm is judged from who changed, not from a count of rebalances)
+SCHEMA_VERSION = 5
+# How long (event time) a group that emptied keeps its generation number for a return.
+RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
+UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
+STALE_ROUTE = LateReason.STALE_ROUTE  # the late-event reason of a route older than the applied one
+STALE_POLL = LateReason.STALE_POLL  # the late-event reason of a poll older than its view's last poll
+# Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
+# A polled view turning stale or fresh again changes which views the analysis reads, not the membership.
+NOT_REBALANCES = frozenset(
+    {
+        Trigger.REPORTED_ASSIGNMENT,
+        Trigger.STORM_WINDOW,
+        Trigger.FLAPPING_WINDOW,
+        Trigger.CONVERGENCE_GRACE,
+        Trigger.VIEW_STALE,
+        Trigger.VIEW_FRESH,
+    }
+)
+# The episodes the storm detector's window holds open: a slide may close them.
+STORM_KINDS = (AnomalyKind.REBALANCE_STORM, AnomalyKind.ROLLING_DEPLOY)
+# A generation's cause, when the analysis names one (``rebalance_cause``), most telling first.
+_CAUSES = (AnomalyKind.REBALANCE_STORM, AnomalyKind.FLAPPING_MEMBERS, AnomalyKind.ROLLING_DEPLOY)
+# Findings that compare what clients report with what they compute: held while clients converge.
+CONVERGING_KINDS = (AnomalyKind.ASSIGNMENT_MISMATCH,)
+_MEMBER_DIRECTION = {
+    ChangeKind.JOIN: MemberDirection.JOIN,
+    ChangeKind.LEAVE: MemberDirection.LEAVE,
+    ChangeKind.EXPIRED: MemberDirection.LEAVE,
+    ChangeKind.VANISHED: MemberDirection.LEAVE,
+}
+
+
+def _storm_open(state: GroupState) -> bool:
+    return any(key[2] == AnomalyKind.REBALANCE_STORM for key in state.episodes)
+
+
+def rebalance_cause(triggers: Iterable[Trigger], findings: Iterable[Finding]) -> AnomalyKind | None:
+    """What a new generation is part of, as the group's findings at it say: a generation caused only by the
+    broker's subscription table changing while the group's subscriptions are inconsistent is that table
+    flipping (INCONSISTENT_SUBSCRIPTION, never a storm's rebalance); otherwise a storm, flapping members or a
+    rolling deploy the storm window holds; None when nothing explains it (a single join, leave or route change)."""
+    kinds = {f.anomaly for f in findings}
+    if (
+        set(triggers) - NOT_REBALANCES == {Trigger.SUBSCRIPTION_CHANGED}
+        and AnomalyKind.INCONSISTENT_SUBSCRIPTION in kinds
+    ):
+        return AnomalyKind.INCONSISTENT_SUBSCRIPTION
+    return next((k for k in _CAUSES if k in kinds), None)
+
+
+class ShardEngine:
+    """Mutable during one call, then snapshotted; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        routes: dict[str, dict[str, Any]],
+        groups: dict[str, GroupState],
+        retired: dict[str, list[Any]] | None = None,
+        lanes: dict[str, int] | None = None,
+        progress: dict[str, GroupProgress] | None = None,
+    ) -> None:
+        self.settings = settings
+        # group -> its consume progress: kept apart from ``groups``, as an offline group's backlog is watched too
+        self.progress = progress or {}
+        self.lanes = lanes or {}  # lane -> its newest channel event's time (see the module docstring)
+        # Groups that emptied: their last generation and when, so a returning group continues its numbering.
+        self.retired = retired or {}
+        self.routes = routes  # topic -> {"event_time_ms": int, "queues": [[broker, qid], ...]}
+        self.groups = groups
+        self.storms = StormDetector(settings.storm_window_ms, settings.storm_threshold, settings.storm_coalesce_ms)
+        self.flapping = FlappingDetector(
+            settings.flapping_window_ms, settings.flapping_threshold, settings.storm_coalesce_ms
+        )
+        self._change_times: dict[str, list[int]] = {}  # this call's rebalance-causing changes per group
+        # Each topic's mqAll as built from its current route (the route object it was built from, the queues):
+        # a group's analysis reads only its topics, and a route rarely changes while analyses are frequent.
+        self._queues_of_route: dict[str, tuple[Mapping[str, Any], list[MessageQueue]]] = {}
+
+    # -- persistence ---------------------------------------------------------------------------------
+    @classmethod
+    def restore(cls, snapshot: Mapping[str, Any] | None, settings: EngineSettings) -> ShardEngine:
+        if not snapshot:
+            return cls(settings, {}, {})
+        snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot)
+        groups = {g: GroupState.from_json(d) for g, d in snapshot["groups"].items()}
+        lanes = {lane: int(t) for lane, t in snapshot["lanes"].items()}
+        progress = {g: GroupProgress.from_json(d) for g, d in snapshot["progress"].items()}
+        return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})), lanes, progress)
+
+    def snapshot(self) -> dict[str, Any]:
+        payload = {
+            "routes": self.routes,
+            "groups": {g: s.to_json() for g, s in sorted(self.groups.items())},
+            "retired": dict(sorted(self.retired.items())),
+            "lanes": dict(sorted(self.lanes.items())),
+            "progress": {g: p.to_json() for g, p in sorted(self.progress.items())},
+        }
+        return wrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, payload)
+
+    def is_empty(self) -> bool:
+        return not self.groups and not self.routes and not self.retired and not self.progress
+
+    def next_wakeup_ms(self) -> int | None:
+        times = [ms.next_expiry_ms(s.membership, self.settings.expiry_ms) for s in self.groups.values()]
+        times += [next_stale_ms(s.membership) for s in self.groups.values()]
+        times += [t + self.settings.storm_window_ms + 1 for s in self.groups.values() for t in s.rebalances_ms[:1]]
+        times += [self.storms.next_expiry_ms(s.storm_changes) for s in self.groups.values() if s.storm_changes]
+        times += [self.flapping.next_expiry_ms(s.member_changes) for s in self.groups.values() if s.member_changes]
+        times += [s.converge_by_ms for s in self.groups.values() if s.reported and s.converge_by_ms is not None]
+        times += [next_expiry_ms(p, self.settings.progress) for p in self.progress.values()]
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
+
+    # -- processing ----------------------------------------------------------------------------------
+    def apply_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]) -> list[RunEvents]:
+        """Take the batch's heartbeat runs (``others``: its other channel events) before ``apply``: apply what
+        needs no place among the batch's events, and return, per run, the events that still apply it
+        (``heartbeat_plan.plan_runs``)."""
+        return plan_runs(self.groups, self.settings.expiry_ms, runs, others)
+
+    def steady_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]) -> list[bool]:
+        """For each run of the batch: may it be applied as its first heartbeat held until its last, with exactly
+        the effect of applying every one of its heartbeats? (``heartbeat_plan.steady_runs``)"""
+        return steady_runs(self.groups, self.settings.expiry_ms, runs, others)
+
+    def apply(
+        self,
+        events: Iterable[Mapping[str, Any] | ms.ChannelEvent],
+        watermark_ms: int,
+        lane_times: Mapping[str, int] | None = None,
+    ) -> list[Outcome]:
+        """Apply events (JSON objects, or channel events the caller already parsed) in the given order;
+        ``lane_times``: the newest channel event's time per lane among them (see the module docstring)."""
+        records: list[Outcome] = []
+        dirty: dict[str, tuple[int, set[Trigger]]] = {}  # group -> (trigger time, triggers)
+        sampled: dict[str, int] = {}  # group -> its latest progress event's time in this call
+        for event in events:
+            if isinstance(event, ms.ChannelEvent):
+                self._apply_channel(event, records, dirty)
+                continue
+            if isinstance(event, ConnectionPoll):
+                self._apply_poll(event, records, dirty)
+                continue
+            kind = event.get("type")
+            if kind == "consumer_channel":
+                self._apply_channel(ms.ChannelEvent.from_json(event), records, dirty)
+            elif kind == "consumer_connections":
+                self._apply_poll(ConnectionPoll.from_json(event), records, dirty)
+            elif kind == "topic_route":
+                self._apply_route(event, records, dirty)
+            elif kind == "reported_assignment":
+                self._apply_report(event, records, dirty)
+            elif kind == "consume_progress":
+                self._apply_progress(event, records, sampled, event["group"] in dirty)
+        for lane, time_ms in (lane_times or {}).items():
+            self.lanes[lane] = max(time_ms, self.lanes.get(lane, time_ms))
+        records += self._expire_all(watermark_ms, dirty)
+        self._due_windows(watermark_ms, dirty)
+        records += self._analyse(dirty)
+        self._forget_retired(watermark_ms)
+        records += self._expire_progress(watermark_ms, sampled)
+        return without_superseded_views(records)
+
+    def lane_clock_ms(self, watermark_ms: int) -> int:
+        """The time the channel expiry scan runs to: the oldest lane's newest event, or the watermark when later.
+        Lanes more than the expiry behind the watermark are forgotten first."""
+        horizon = watermark_ms - self.settings.expiry_ms
+        self.lanes = {lane: t for lane, t in self.lanes.items() if t >= horizon}
+        return max(watermark_ms, min(self.lanes.values(), default=watermark_ms))
+
+    def _forget_retired(self, now_ms: int) -> None:
+        horizon = now_ms - RETIRED_GENERATION_TTL_MS
+        self.retired = {g: v for g, v in self.retired.items() if v[1] > horizon}
+
+    def advance(self, watermark_ms: int) -> list[Outcome]:
+        """The state's timeout fired: run the expiry scan (and storm window) up to the watermark (channels up to
+        the lane clock)."""
+        dirty: dict[str, tuple[int, set[Trigger]]] = {}
+        records = self._expire_all(watermark_ms, dirty)
+        self._forget_retired(watermark_ms)
+        self._due_windows(watermark_ms, dirty)
+        records += self._analyse(dirty)
+        return without_superseded_views(records + self._expire_progress(watermark_ms, {}))
+
+    def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> None:
+        """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
+        watermark (also in ``apply``: a shard with input every batch never times out)."""
+
+        def due(group: str, trigger: Trigger) -> None:
+            time_ms, triggers = dirty.get(group, (watermark_ms, set()))
+            dirty[group] = (max(time_ms, watermark_ms), triggers | {trigger})
+
+        for group, state in self.groups.items():
+            state.rebalances_ms = self.storms.prune(state.rebalances_ms, watermark_ms)
+            if state.storm_changes:
+                kept = self.storms.prune_changes(state.storm_changes, watermark_ms)
+                if kept != state.storm_changes:
+                    state.storm_changes = kept
+                    found = self.storms.findings(group, kept, watermark_ms, _storm_open(state))
+                    if slide_matters(state, STORM_KINDS, found):
+                        due(group, Trigger.STORM_WINDOW)
+            if state.member_changes:
+                changes = self.flapping.prune(state.member_changes, watermark_ms)
+                if changes != state.member_changes:
+                    state.member_changes = changes
+                    finding = self.flapping.finding(group, changes, watermark_ms)
+                    if slide_matters(state, (AnomalyKind.FLAPPING_MEMBERS,), [finding] if finding else []):
+                        due(group, Trigger.FLAPPING_WINDOW)
+            if state.reported and state.converge_by_ms is not None and state.converge_by_ms <= watermark_ms:
+                due(group, Trigger.CONVERGENCE_GRACE)
+
+    def _mark(self, dirty: dict[str, tuple[int, set[Trigger]]], group: str, time_ms: int, trigger: Trigger) -> None:
+        previous_time, triggers = dirty.get(group, (time_ms, set()))
+        triggers.add(trigger)
+        if trigger not in NOT_REBALANCES:
+            # Every change makes clients rebalance (a CHANGE notification or their 20 s timer), so storms
+            # count changes, not generations: several changes inside one micro-batch are several rebalances.
+            self._change_times.setdefault(group, []).append(time_ms)
+            state = self.groups.get(group)
+            if state is not None:
+                grace = self.settings.convergence_grace_ms
+                grace += self.settings.route_poll_interval_ms if trigger == Trigger.ROUTE_CHANGED else 0
+                due = time_ms + grace
+                state.converge_by_ms = due if state.converge_by_ms is None else max(state.converge_by_ms, due)
+        dirty[group] = (max(previous_time, time_ms), triggers)
+
+    def _apply_channel(
+        self, event: ms.ChannelEvent, records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+    ) -> None:
+        state = self.groups.get(event.group)
+        if state is None:
+            retired = self.retired.pop(event.group, None)
+            state = self._new_group(event.group, retired, event.event_time_ms)
+        now_ms, expiry_ms = event.event_time_ms, self.settings.expiry_ms
+        # The scan before each event is a no-op until the earliest deadline (a channel's last heartbeat +
+        # expiry + 1, a tombstone's time + expiry); skipping it then saves a pass over every channel of the
+        # group per event. Applying an event only removes deadlines or adds ones at or after now + expiry,
+        # so the bound stays a lower bound.
+        bound = state.expiry_bound_ms
+        if bound is None or now_ms >= bound:
+            membership, expired = ms.expire(state.membership, now_ms, expiry_ms)
+            bound = ms.next_expiry_ms(membership, expiry_ms)
+        else:
+            membership, expired = state.membership, []
+        membership, changes = ms.apply_event(membership, event, expiry_ms)
+        state.membership = membership
+        state.expiry_bound_ms = now_ms + expiry_ms if bound is None else min(bound, now_ms + expiry_ms)
+        self.groups[event.group] = state
+        for change in expired + changes:
+            records.append(change)
+            self._mark(dirty, event.group, change.event_time_ms, Trigger(change.change))
+            self._count_member_change(state, change)
+
+    def _apply_poll(
+        self, poll: ConnectionPoll, records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+    ) -> None:
+        state = self.groups.get(poll.group)
+        if state is None:
+            if not poll.connections:
+                return  # no broker knows a client of the group: nothing to keep
+            state = self._new_group(poll.group, self.retired.pop(poll.group, None), poll.event_time_ms)
+        now_ms, expiry_ms = poll.event_time_ms, self.settings.expiry_ms
+        membership, statuses = mark_stale(state.membership, now_ms)
+        membership, expired = ms.expire(membership, now_ms, expiry_ms)
+        previous = membership.views.get(poll.broker)
+        membership, changes, status = apply_poll(membership, poll, expiry_ms)
+        state.membership = membership
+        state.expiry_bound_ms = None
+        self.groups[poll.group] = state
+        records += [outcome for s in statuses for outcome in stale_outcomes(s)]
+        for stale in statuses:
+            self._mark(dirty, poll.group, stale.event_time_ms, Trigger.VIEW_STALE)
+        if status is None:
+            records.append(LateEvent(STALE_POLL, "consumer_connections", now_ms, group=poll.group, broker=poll.broker))
+        else:
+            records.append(BrokerViewState(status))
+            if previous is None or previous.poll is None or previous.poll.stale:
+                records.append(BrokerViewChanged(status))
+            if previous is not None and previous.poll is not None and previous.poll.stale:
+                self._mark(dirty, poll.group, now_ms, Trigger.VIEW_FRESH)
+        for change in expired + changes:
+            records.append(change)
+            self._mark(dirty, poll.group, change.event_time_ms, Trigger(change.change))
+            self._count_member_change(state, change)
+
+    def _apply_route(
+        self, event: Mapping[str, Any], records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+    ) -> None:
+        topic, time_ms = event["topic"], int(event["event_time"])
+        current = self.routes.get(topic)
+        if current is not None and time_ms < current["event_time_ms"]:
+            # Older than the route applied: what the name server said then no longer holds. (Every shard of
+            # the job receives every route and so finds the same routes stale; the job counts one shard's.)
+            records.append(LateEvent(STALE_ROUTE, "topic_route", time_ms, topic=topic))
+            return
+        queues = [[mq.broker_name, mq.queue_id] for mq in readable_queues(event)]
+        self.routes[topic] = {"event_time_ms": time_ms, "queues": queues}
+        if current is not None and current["queues"] == queues:
+            return
+        for group, state in self.groups.items():
+            if topic in subscribed_topics(state.membership, time_ms, self.settings.expiry_ms):
+                self._mark(dirty, group, time_ms, Trigger.ROUTE_CHANGED)
+                state.storm_changes = self.storms.record_change(state.storm_changes, topic, ROUTE, time_ms)
+
+    def _apply_report(
+        self, event: Mapping[str, Any], records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+    ) -> None:
+        group = event["group"]
+        state = self.groups.get(group)
+        queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
+        if state is None or state.membership.is_empty:
+            # No broker has reported a channel of the group (yet, or any more): there is no membership to
+            # compute an expected assignment from. The collector reports again, so a report that merely
+            # overtook the group's first heartbeat is followed by one that counts.
+            records.append(
+                IgnoredEvent(
+                    event,
+                    "reported_assignment",
+                    UNKNOWN_GROUP,
+                    f"group {group} is known to no broker at {int(event['event_time'])}: the report of "
+                    f"{event['client_id']} ({len(queues)} queues of {event['topic']}) has nothing to compare with",
+                )
+            )
+            return
+        key = f"{event['client_id']}\x00{event['topic']}"
+        state.holders[key] = held_queues(event)
+        if state.reported.get(key) != queues:
+            state.reported[key] = queues
+            self._mark(dirty, group, int(event["event_time"]), Trigger.REPORTED_ASSIGNMENT)
+
+    def _apply_progress(
+        self, event: Mapping[str, Any], records: list[Outcome], sampled: dict[str, int], changed: bool
+    ) -> None:
+        """A ``consume_progress`` event joined with what the shard knows of its group now (``progress_tracker``);
+        ``changed``: the group changed in this call and awaits its analysis at the call's end."""
+        group, time_ms = str(event["group"]), int(event["event_time"])
+        context = self._progress_context(group, time_ms, changed)
+        progress, outcomes = apply_progress(self.progress.get(group), event, context, self.settings.progress)
+        if progress is None:
+            self.progress.pop(group, None)
+        else:
+            self.progress[group] = progress
+        if progress is not None or any(type(o) is not IgnoredEvent for o in outcomes):
+            sampled[group] = max(time_ms, sampled.get(group, time_ms))
+        records += outcomes
+
+    def _expire_progress(self, watermark_ms: int, sampled: dict[str, int]) -> list[Outcome]:
+        """Progress of groups whose oldest queue went a whole window without a sample by the watermark (a group
+        the collector stopped sampling: deleted, or its broker gone), then a ``ProgressSummary`` of every group
+        sampled or expired in the call."""
+        records: list[Outcome] = []
+        settings = self.settings.progress
+        for group in sorted(self.progress):
+            due = next_expiry_ms(self.progress[group], settings)
+            if due is None or due > watermark_ms:
+                continue
+            context = self._progress_context(group, watermark_ms, False)
+            progress, outcomes = expire(group, self.progress[group], context, watermark_ms, settings)
+            if progress is None:
+                del self.progress[group]
+            records += outcomes
+            sampled[group] = max(watermark_ms, sampled.get(group, watermark_ms))
+        return records + [summary(g, self.progress.get(g), t) for g, t in sorted(sampled.items())]
+
+    def _progress_context(self, group: str, time_ms: int, changed: bool) -> ProgressContext:
+        """The group at ``time_ms`` as a progress sample is joined with it: members' held queues, expected owners,
+        allocation mode, rebalances, stale views; offline when no broker lists a member registered at ``time_ms``
+        (``polled_views.is_registered``: a heartbeat within the expiry, or a poll listing it). The expected owners are
+        the last analysis's, or, for a group ``changed`` in this call (analysed only at its end), those an
+        analysis finds now (nothing of it is kept)."""
+        state = self.groups.get(group)
+        views = state.membership.views if state is not None else {}
+        # Members as of the sample: a channel silent past the expiry counts no more, scanned or not (a dead group's
+        # channels are scanned only at the call's end, after every sample of a batch).
+        expiry_ms = self.settings.expiry_ms
+        members = {
+            ch.client_id
+            for view in views.values()
+            for ch in view.channels.values()
+            if is_registered(view, ch, time_ms, expiry_ms)
+        }
+        if state is None or not members:
+            generation = state.generation if state is not None else int(self.retired.get(group, [0])[0])
+            return ProgressContext(False, generation=generation)
+        holders: dict[tuple[str, str, int], list[Any]] = {}
+        for key, held in sorted(state.holders.items()):
+            client, topic = key.split("\x00", 1)
+            if client in members:
+                for entry in held["queues"]:
+                    view = holder_view(client, held["orderly"], entry, time_ms)
+                    holders.setdefault((topic, entry[0], int(entry[1])), []).append(view)
+        expected = {}
+        if changed:
+            for topic, owned in owners_by_topic(self._analysis(group, state, time_ms)).items():
+                for mq, clients in owned.items():
+                    if len(clients) == 1:
+                        expected[(topic, mq.broker_name, mq.queue_id)] = clients[0]
+        else:
+            for topic, owners in state.owners.items():
+                for key, names in owners.items():
+                    if len(names) == 1:
+                        mq = queue_of_key(topic, key)
+                        expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
+        # An expected owner that reported nothing of the topic (no running info) is presumed to hold its queues.
+        presumed = {ref for ref, owner in expected.items() if f"{owner}\x00{ref[0]}" not in state.holders}
+        for ref in sorted(presumed):
+            holders.setdefault(ref, []).append(presumed_holder(expected[ref], ref, time_ms))
+        _, primary = primary_view(state.membership)
+        mode = AllocationMode(allocation_mode(list(primary.channels.values()))) if primary else AllocationMode.CLIENT
+        return ProgressContext(
+            True,
+            {ref: tuple(views_) for ref, views_ in holders.items()},
+            expected,
+            mode,
+            tuple(state.rebalances_ms),
+            frozenset(b for b, v in views.items() if v.poll is not None and v.poll.stale),
+            state.generation,
+            frozenset(presumed),
+            tuple(t for t in self._change_times.get(group, ()) if t <= time_ms),
+        )
+
+    def _expire_all(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
+        """Polled views turn stale by the watermark; channels expire by the lane clock."""
+        records: list[Outcome] = []
+        clock_ms = self.lane_clock_ms(watermark_ms)
+        for group in sorted(self.groups):
+            state = self.groups[group]
+            membership, statuses = mark_stale(state.membership, watermark_ms)
+            records += [outcome for s in statuses for outcome in stale_outcomes(s)]
+            for stale in statuses:
+                self._mark(dirty, group, stale.event_time_ms, Trigger.VIEW_STALE)
+            membership, changes = ms.expire(membership, clock_ms, self.settings.expiry_ms)
+            state.membership = membership
+            state.expiry_bound_ms = None
+            for change in changes:
+                records.append(change)
+                self._mark(dirty, group, change.event_time_ms, Trigger(change.change))
+                self._count_member_change(state, change)
+        return records
+
+    def _new_group(self, group: str, retired: list[Any] | None, now_ms: int) -> GroupState:
+        """The state of a group the shard does not hold: one that emptied continues its generations and flapping
+        (joins and leaves before it emptied: a crash-looping sole member flaps); one never seen is born now."""
+        if retired is None:
+            return GroupState(ms.GroupMembership(group), storm_changes=[[now_ms, "", BORN]])
+        state = GroupState(ms.GroupMembership(group), generation=int(retired[0]))
+        if len(retired) > 2:
+            state.member_changes = self.flapping.prune(retired[2], now_ms)
+        return state
+
+    def _count_member_change(self, state: GroupState, change: ms.MembershipChange) -> None:
+        direction = _MEMBER_DIRECTION.get(change.change)
+        if direction is not None:
+            state.member_changes = self.flapping.record(
+                state.member_changes, change.client_id, direction, change.event_time_ms
+            )
+            state.storm_changes = self.storms.record_change(
+                state.storm_changes, change.client_id, direction, change.event_time_ms
+            )
+
+    def _analyse(self, dirty: Mapping[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
+        records: list[Outcome] = []
+        for group in sorted(dirty):
+            time_ms, triggers = dirty[group]
+            state = self.groups[group]
+            if state.membership.is_empty:
+                records += group_gone_outcomes(group, state, time_ms)
+                del self.groups[group]
+                self.retired[group] = [state.generation, time_ms]
+                if state.member_changes:
+                    self.retired[group].append(state.member_changes)
+                continue
+            rebalance = bool(triggers - NOT_REBALANCES)
+            records += self._analyse_group(group, state, time_ms, sorted(triggers), rebalance)
+        return records
+
+    def _mq_all(self) -> RouteQueues:
+        return RouteQueues(self.routes, self._queues_of_route)
+
+    def group_metrics(self, now_ms: int) -> list[GroupSummary]:
+        """Every group's ``GroupSummary`` as its last analysis emitted it, changing nothing: what a
+        restarted job exports before the shard's next batch. Every change of a group's membership, routes,
+        reports or episodes re-analysed it, so analysing the state again finds the same values, and no queue
+        has moved since (``moved`` is 0)."""
+        return [
+            group_summary(self._analysis(group, state, now_ms), state) for group, state in sorted(self.groups.items())
+        ]
+
+    def _analysis(self, group: str, state: GroupState, time_ms: int) -> Analysis:
+        previous = {t: {queue_of_key(t, k): tuple(v) for k, v in owners.items()} for t, owners in state.owners.items()}
+        reported = {}
+        for key, queues in state.reported.items():
+            client, topic = key.split("\x00", 1)
+            reported[(client, topic)] = frozenset(MessageQueue(topic, b, int(q)) for b, q in queues)
+        return analyze_group(
+            state.membership, self._mq_all(), self.settings.strategy_factory(group), time_ms, previous, reported
+        )
+
+    def _analyse_group(
+        self, group: str, state: GroupState, time_ms: int, triggers: list[Trigger], rebalance: bool
+    ) -> list[Outcome]:
+        analysis = self._analysis(group, state, time_ms)
+        if rebalance:
+            state.generation += 1
+            for change_ms in sorted(self._change_times.pop(group, [])):
+                state.rebalances_ms = self.storms.record(state.rebalances_ms, change_ms)
+        findings = hold_in_grace(analysis.findings, state.episodes, time_ms, state.converge_by_ms, CONVERGING_KINDS)
+        if state.converge_by_ms is not None and time_ms >= state.converge_by_ms:
+            state.converge_by_ms = None
+        findings += self.storms.findings(group, state.storm_changes, time_ms, _storm_open(state))
+        flapping = self.flapping.finding(group, state.member_changes, time_ms)
+        if flapping is not None:
+            findings.append(flapping)
+        state.episodes, transitions = reconcile(state.episodes, findings, time_ms)
+        records: list[Outcome] = [EpisodeTransition(t, state.generation) for t in transitions]
+        if rebalance:
+            cause = rebalance_cause(triggers, findings)
+            records.append(generation_snapshot(analysis, state, time_ms, triggers, cause))
+            records += assignment_outcomes(analysis, state, time_ms)
+        state.owners = {
+            t: {queue_key(mq): list(o) for mq, o in owners.items()} for t, owners in owners_by_topic(analysis).items()
+        }
+        records.append(group_summary(analysis, state))
+        return records

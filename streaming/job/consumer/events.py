@@ -1,0 +1,229 @@
+"""The consumer state function's input: a shard's Arrow rows as Python columns, and its events in apply order.
+
+``consumer_query``'s state function reads the rows of ``shard_input`` column by column (``read_columns``) and
+builds the events the engine applies (``shard_events``): typed channel events from their columns, other events
+from the JSON of their fields with their origin attached, heartbeat runs handed to ``ShardEngine.apply_runs``,
+late ones counted, the rest ordered by event time, type and Kafka coordinates; and the newest channel event per
+Kafka partition (``lane_times``), which lets the engine expire silent channels before the watermark does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.job.consumer.heartbeat_runs import RUN, unpack_run
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+ROUTE_EVENT = "topic_route"
+CHANNEL_EVENT = "consumer_channel"
+POLL_EVENT = "consumer_connections"
+PROGRESS_EVENT = "consume_progress"
+# The channel event's fields the engine reads, passed as columns ``c_<field>`` (see ``shard_input``).
+CHANNEL_FIELDS = (
+    "broker",
+    "kind",
+    "channel",
+    "client_id",
+    "group",
+    "message_model",
+    "consume_type",
+    "client_version",
+    "allocate_strategy",
+)
+# The key under which ``shard_events`` attaches an event's Kafka coordinates and raw value to the event it hands the
+# engine, which hands it back untouched when it refuses the event (``IgnoredEvent``): its dead letter's origin.
+ORIGIN_KEY = "_origin"
+
+
+# The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
+EVENT_COLUMNS = (
+    "event_time_ms",
+    "event_type",
+    "kafka_topic",
+    "kafka_partition",
+    "kafka_offset",
+    "kafka_timestamp",
+    "raw_value",
+    "typed_json",
+    *(f"c_{f}" for f in CHANNEL_FIELDS),
+    "c_subscriptions",
+)
+
+
+def read_columns(frames: Iterator[pd.DataFrame], names: tuple[str, ...] = EVENT_COLUMNS) -> dict[str, list[Any]]:
+    """The key's rows as Python lists per column (iterating lists is far cheaper than row dicts), with the packed
+    heartbeat runs (``heartbeat_runs.RUN``) when the input has them (the benchmark's query without runs has
+    not)."""
+    columns: dict[str, list[Any]] = {}
+    for frame in frames:
+        for name in (*names, RUN) if RUN in frame else names:
+            columns.setdefault(name, []).extend(frame[name].tolist())
+    return columns
+
+
+# Events of the same millisecond apply routes first, then channel events, then reported assignments (and any
+# other type): the world a client sees, its members, then what they report. A report about a group must follow
+# the group's first channel event to be compared with anything, whatever the configured topics are called.
+_SAME_TIME_RANK = {ROUTE_EVENT: 0, CHANNEL_EVENT: 1, POLL_EVENT: 1}
+_LAST_RANK = 2
+
+
+def shard_events(
+    columns: Mapping[str, list[Any]], engine: ShardEngine, watermark_ms: int, rows: Iterable[int] | None = None
+) -> tuple[list[Any], dict[str, int]]:
+    """The shard's events in the order the engine applies them, and how many of each type were late.
+
+    Order: event time, then event type, then Kafka coordinates. The type orders events of the same millisecond
+    (``_SAME_TIME_RANK``) and Kafka coordinates break the remaining ties, so that a replay applies them in the
+    same order. Channel events are built from their typed columns (``shard_input``); each distinct subscription
+    list is parsed once. Heartbeat runs (``heartbeat_runs``) go to ``engine.apply_runs`` first; the events it
+    leaves to apply stand at the time and offset of a heartbeat each, so they sort exactly where it would.
+    An event (or a run's heartbeat) at or before ``watermark_ms`` is late: counted, not applied. ``rows``
+    restricts the input to those rows (indices; default all).
+    """
+    from streaming.domain.consumers.heartbeat_plan import HeartbeatRun
+    from streaming.domain.consumers.membership import ChannelEvent
+
+    late: dict[str, int] = {}
+    if not columns:
+        return [], late
+    times, event_types, raw_values = columns["event_time_ms"], columns["event_type"], columns["raw_value"]
+    topics, partitions, offsets = columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"]
+    channel_event_of = _typed_channel_events(columns)
+    packed_runs = columns.get(RUN) or [None] * len(times)
+    keyed: list[tuple[tuple[Any, ...], Any]] = []
+    runs: list[HeartbeatRun] = []
+    run_places: list[tuple[str, int, tuple[int, ...]]] = []  # per run: its Kafka topic, partition and offsets
+    others: list[ChannelEvent] = []  # channel events outside runs: the runs' context (``apply_runs``)
+    for i in range(len(event_types)) if rows is None else rows:
+        event_type = event_types[i]
+        if (packed := packed_runs[i]) is None:  # one event
+            occurrences = None
+            time_ms = times[i]
+            if time_ms <= watermark_ms:
+                late[event_type] = late.get(event_type, 0) + 1
+                continue
+        else:  # a run: its late heartbeats come first
+            late_count, occurrences, run_offsets = _run_in_time(packed, watermark_ms)
+            if late_count:
+                late[event_type] = late.get(event_type, 0) + late_count
+                if not occurrences:
+                    continue
+            time_ms = occurrences[0]
+        key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i], offsets[i])
+        if raw_values[i] is not None:
+            event, context = _json_event(columns, i, time_ms)
+            keyed.append((key, event))
+            others += context
+            continue
+        channel_event = channel_event_of(i, time_ms)
+        if occurrences is None:
+            keyed.append((key, channel_event))
+            others.append(channel_event)
+        else:
+            runs.append(HeartbeatRun(channel_event, occurrences))
+            run_places.append((topics[i], partitions[i], run_offsets))
+    keyed += _run_events(engine, runs, others, run_places)
+    keyed.sort(key=operator.itemgetter(0))
+    return [event for _, event in keyed], late
+
+
+def lane_times(columns: Mapping[str, list[Any]], rows: Iterable[int] | None = None) -> dict[str, int]:
+    """The newest channel event's time per Kafka partition (``topic/partition``) among ``rows`` (default all):
+    the lanes of ``ShardEngine.apply``. A partition delivers its events in the order they were published, so a
+    channel's heartbeats are never behind a newer event of their own partition (late ones included: they only
+    move no clock)."""
+    if not columns:
+        return {}
+    times, event_types = columns["event_time_ms"], columns["event_type"]
+    topics, partitions = columns["kafka_topic"], columns["kafka_partition"]
+    packed_runs = columns.get(RUN) or [None] * len(times)
+    lanes: dict[str, int] = {}
+    for i in range(len(event_types)) if rows is None else rows:
+        if event_types[i] != CHANNEL_EVENT or times[i] is None:
+            continue
+        packed = packed_runs[i]
+        time_ms = int(times[i] if packed is None else max(unpack_run(packed)[0]))
+        lane = f"{topics[i]}/{partitions[i]}"
+        if time_ms > lanes.get(lane, time_ms - 1):
+            lanes[lane] = time_ms
+    return lanes
+
+
+def _run_in_time(packed: bytes, watermark_ms: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """A packed heartbeat run (``heartbeat_runs``) split at ``watermark_ms``: how many of its heartbeats are
+    late (they come first), and the times and Kafka offsets of the others."""
+    occurrences, run_offsets = unpack_run(packed)
+    first = bisect.bisect_right(occurrences, watermark_ms)
+    if first:
+        occurrences, run_offsets = occurrences[first:], run_offsets[first:]
+    return first, occurrences, run_offsets
+
+
+def _typed_channel_events(columns: Mapping[str, list[Any]]) -> Callable[[int, int], Any]:
+    """A function building the channel event of a typed row (``shard_input``'s ``c_`` columns) at a time; it
+    parses each distinct subscription list once."""
+    from streaming.domain.consumers.membership import ChannelEvent, subscriptions_from_json
+
+    fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
+    subscriptions = columns["c_subscriptions"]
+    parsed: dict[str | None, Any] = {None: ()}
+
+    def channel_event(i: int, time_ms: int) -> ChannelEvent:
+        text = subscriptions[i]
+        subs = parsed.get(text)
+        if subs is None:
+            subs = parsed[text] = subscriptions_from_json(json.loads(text))
+        broker, kind, channel, client_id, group, model, consume, version, strategy = (f[i] for f in fields)
+        return ChannelEvent.from_fields(
+            time_ms, broker, kind, channel, client_id, group, model, consume, version, subs, strategy
+        )
+
+    return channel_event
+
+
+def _json_event(columns: Mapping[str, list[Any]], i: int, time_ms: int) -> tuple[dict[str, Any], list[Any]]:
+    """Row ``i`` that kept its raw value (any but a typed channel event) as the JSON of its fields, its origin
+    attached (``ORIGIN_KEY``), and the channel events it puts in the runs' context (one or none)."""
+    from streaming.domain.consumers.membership import ChannelEvent
+
+    event = json.loads(columns["typed_json"][i])
+    event[ORIGIN_KEY] = (
+        columns["kafka_topic"][i],
+        columns["kafka_partition"][i],
+        columns["kafka_offset"][i],
+        columns["kafka_timestamp"][i],
+        columns["raw_value"][i],
+    )
+    event_type = columns["event_type"][i]
+    if event_type == CHANNEL_EVENT:
+        return event, [ChannelEvent.from_json(event)]
+    if event_type == POLL_EVENT:
+        # A poll replaces its broker's view: no heartbeat run of that view may skip its place.
+        return event, [ChannelEvent(time_ms, str(event["broker"]), "POLL", "", "", str(event["group"]))]
+    return event, []
+
+
+def _run_events(
+    engine: ShardEngine,
+    runs: list[Any],
+    others: list[Any],
+    run_places: list[tuple[str, int, tuple[int, ...]]],
+) -> list[tuple[tuple[Any, ...], Any]]:
+    """The events ``engine.apply_runs`` leaves to apply of the heartbeat ``runs`` (``others``: the channel
+    events outside runs), each keyed at the time and Kafka offset of its heartbeat."""
+    channel_rank = _SAME_TIME_RANK[CHANNEL_EVENT]
+    return [
+        ((run.times[index], channel_rank, topic, partition, run_offset[index]), event)
+        for run, plan, (topic, partition, run_offset) in zip(
+            runs, engine.apply_runs(runs, others), run_places, strict=True
+        )
+        for index, event in plan
+    ]

@@ -1,0 +1,99 @@
+"""The per-broker gauges of polled views and of producers' fault items, computed on the driver.
+
+A sink keeps a current table's rows (``broker_views_current``, ``producer_broker_status_current``), or the
+columns these gauges need of them, as ``CurrentRows``, applies each batch's rows to it as the table's write
+will, and sets the gauges from it before that write; why: ``docs/design/metrics-restore.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from streaming.domain.vocabulary import ViewFreshness
+from streaming.job.delta.table_rows import DELETE, OP
+
+
+class CurrentRows:
+    """A current table's rows, reduced to ``columns``, as its write leaves them after each batch: per key the
+    batch's latest row (by ``event_time_ms``) replaces the stored one, and ``_op = 'delete'`` removes it."""
+
+    def __init__(self, key: tuple[str, ...], columns: tuple[str, ...], rows: Iterable[Mapping[str, Any]] = ()) -> None:
+        self.key = key
+        self.columns = columns
+        self._rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in rows:
+            self._rows[self._key(row)] = {c: row.get(c) for c in columns}
+
+    def _key(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(row.get(k) for k in self.key)
+
+    def apply(self, batch: Iterable[Mapping[str, Any]]) -> None:
+        latest: dict[tuple[Any, ...], Mapping[str, Any]] = {}
+        for row in batch:
+            key = self._key(row)
+            if key not in latest or (row.get("event_time_ms") or 0) > (latest[key].get("event_time_ms") or 0):
+                latest[key] = row
+        for key, row in latest.items():
+            if row.get(OP) == DELETE:
+                self._rows.pop(key, None)
+            else:
+                self._rows[key] = {c: row.get(c) for c in self.columns}
+
+    def rows(self) -> list[dict[str, Any]]:
+        return list(self._rows.values())
+
+
+VIEW_KEY = ("group", "broker")
+VIEW_COLUMNS = ("broker", "status", "polled_at_ms")
+ITEM_KEY = ("producer_id", "broker")
+ITEM_COLUMNS = ("producer_id", "broker", "unavailable_until_ms")
+
+
+def view_summary(views: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per broker of ``broker_views_current``: its polled group views, the stale ones, the latest poll."""
+    per: dict[str, dict[str, Any]] = {}
+    for v in views:
+        b = per.setdefault(v["broker"], {"broker": v["broker"], "views": 0, "stale": 0, "last_poll_ms": None})
+        b["views"] += 1
+        b["stale"] += 1 if v["status"] == str(ViewFreshness.STALE) else 0
+        if v["polled_at_ms"] is not None and (b["last_poll_ms"] is None or v["polled_at_ms"] > b["last_poll_ms"]):
+            b["last_poll_ms"] = v["polled_at_ms"]
+    return list(per.values())
+
+
+def broker_status(items: Iterable[Mapping[str, Any]], now_ms: int) -> list[dict[str, Any]]:
+    """Per broker of the producers' fault items at event time ``now_ms``: ``broker_status_current``'s columns
+    but ``batch_id``. An item avoids its broker while ``unavailable_until_ms`` is after ``now_ms``."""
+    per: dict[str, dict[str, Any]] = {}
+    for item in items:
+        b = per.setdefault(item["broker"], {"broker": item["broker"], "avoiding": 0, "seen": 0, "until": None})
+        b["seen"] += 1
+        until = item["unavailable_until_ms"]
+        if until is not None and until > now_ms:
+            b["avoiding"] += 1
+            b["until"] = until if b["until"] is None else max(b["until"], until)
+    return [
+        {
+            "broker": b["broker"],
+            "producers_avoiding": b["avoiding"],
+            "producers_seen": b["seen"],
+            "avoiding_ratio": b["avoiding"] / b["seen"],
+            "avoided_until_ms": b["until"],
+            "isolated": b["avoiding"] > 0,
+            "event_time_ms": now_ms,
+        }
+        for b in per.values()
+    ]
+
+
+def producers_all_down(items: Iterable[Mapping[str, Any]], now_ms: int) -> int:
+    """Producers whose fault items (those with an end) make every broker they name unavailable at ``now_ms``;
+    a producer none of whose items has an end is not counted."""
+    down: dict[str, bool] = {}
+    for item in items:
+        until = item["unavailable_until_ms"]
+        if until is not None:
+            producer = item["producer_id"]
+            down[producer] = down.get(producer, True) and until > now_ms
+    return sum(down.values())

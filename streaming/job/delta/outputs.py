@@ -1,0 +1,548 @@
+"""``foreachBatch`` sinks: fan the stateful operators' ``(table, payload)`` rows out into Delta and metrics.
+
+The batch DataFrame is persisted once (so the stateful operator is never recomputed), each table's rows are
+parsed from JSON with the table's schema and written exactly once (see ``sinks``), and the small
+per-group / per-broker summaries are applied to the driver's ``MetricsState``: the consumer's as soon as the
+stateful stage has produced them, before the Delta writes, so an alert never waits for the MERGEs (a metric
+may lead its table by the batch's writes; a failed write fails the query, which replays the batch). The
+per-broker gauges are computed on the driver from the sink's copy of the current table's few columns they need
+(``broker_gauges``), with the batch's rows applied. At start, ``restore_metrics`` sets every group's and
+broker's series from the current tables the sinks keep.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from streaming.contract.tables import TABLES, column_names
+from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, LateEvent, ProgressSummary
+from streaming.domain.faults.outcomes import FaultOutcome, FaultWindowChanged, SendsLate
+from streaming.domain.faults.windows import WindowStatus
+from streaming.domain.progress.verdict import QueueState
+from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus
+from streaming.job.delta.broker_gauges import (
+    ITEM_COLUMNS,
+    ITEM_KEY,
+    VIEW_COLUMNS,
+    VIEW_KEY,
+    CurrentRows,
+    broker_status,
+    producers_all_down,
+    view_summary,
+)
+from streaming.job.delta.fault_table_rows import FAULT_WINDOWS, LATE_SENDS, PAIR_STATUS, fault_value, pair_status_rows
+from streaming.job.delta.sinks import DeltaTables, run_concurrently
+from streaming.job.delta.table_rows import (
+    DEAD_LETTERS,
+    DELETE,
+    GROUP_STATUS,
+    LATE_EVENTS,
+    OP,
+    PROGRESS_METRICS,
+    QUEUE_PROGRESS,
+    REBALANCE_COST,
+    DeadLettered,
+    FinalCost,
+    final_cost,
+    group_summary,
+    metric_values,
+    progress_summaries,
+)
+from streaming.job.delta.table_rows import Row as TableRow
+from streaming.job.runtime.metered import MeteredBatches
+from streaming.job.runtime.state_blob import encode
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row, SparkSession
+
+    from connectors.metrics import MetricsState
+
+HISTORY_OUTPUTS = (
+    "membership_changes",
+    "group_snapshots",
+    "expected_assignments",
+    "anomaly_episodes",
+    "dead_letters",
+    "fault_windows",
+    "broker_view_changes",
+    "consume_progress",
+    "rebalance_cost",
+)
+# The current tables the consumer sink MERGEs the batch's latest row per key into (``_op = 'delete'`` deletes).
+MERGED_CURRENT_TABLES = ("broker_views_current", QUEUE_PROGRESS)
+
+
+def _rows(batch: DataFrame, table: str, extra_ddl: str = "") -> DataFrame:
+    from pyspark.sql import functions as F
+
+    ddl = TABLES[table].schema_ddl + (", " + extra_ddl if extra_ddl else "")
+    parsed = batch.where(F.col("table") == table).select(F.from_json("payload", ddl).alias("r")).select("r.*")
+    if "event_time" in [c.split(" ")[0] for c in TABLES[table].schema_ddl.split(", ")]:
+        parsed = parsed.withColumn("event_time", F.timestamp_millis("event_time_ms"))
+    return parsed
+
+
+def _latest_per_key(frame: DataFrame, key: tuple[str, ...]) -> DataFrame:
+    """Each key's latest row by event time; of rows of the same time a delete wins (a queue's progress row and
+    the end of its tracking at one sample: the end comes after)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    delete_first = F.when(F.col(OP) == DELETE, 0).otherwise(1)
+    window = Window.partitionBy(*key).orderBy(F.col("event_time_ms").desc(), delete_first)
+    return frame.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
+
+
+def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id: str, batch_id: int) -> None:
+    """MERGE a current table's rows of the batch: the latest per key wins; ``_op = 'delete'`` deletes."""
+    from pyspark.sql import functions as F
+
+    latest = _latest_per_key(_rows(batch, table, "_op STRING"), TABLES[table].key)
+    tables.merge_upsert(
+        table,
+        latest.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
+        app_id,
+        batch_id,
+        delete_condition="s._op = 'delete'",
+    )
+
+
+# The consumer rows the driver's metrics are computed from (one per analysed group, dead letter, late event or
+# polled view).
+_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, PROGRESS_METRICS, REBALANCE_COST, "broker_views_current")
+# The current tables the consumer sink holds whole and writes whole (``HeldCurrentTables``), each with the
+# batch rows it is built from.
+HELD_CURRENT_TABLES = {
+    "current_assignment": "current_assignment",
+    "anomalies_current": "anomaly_episodes",
+    GROUP_STATUS: GROUP_STATUS,
+}
+
+
+def current_rows(tables: DeltaTables, table: str, key: tuple[str, ...], columns: tuple[str, ...]) -> CurrentRows:
+    """``columns`` of a current table's committed rows, kept by ``key``."""
+    return CurrentRows(key, columns, (r.asDict() for r in tables.read(table).select(*columns, *key).collect()))
+
+
+def consumer_sink(
+    tables: DeltaTables, app_id: str, metrics: MetricsState | None, metered: MeteredBatches | None = None
+) -> Callable[[DataFrame, int], None]:
+    # A batch replayed in this process (its writes failed and the query was restarted, with a new sink) must not
+    # count its rebalances, dead letters and late events twice: ``metered`` is the job's, shared by its sinks.
+    metered = metered or MeteredBatches()
+    views: CurrentRows | None = None  # broker_views_current as the batches' MERGEs leave it
+    held = HeldCurrentTables(tables)
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        nonlocal views
+        batch = batch.persist()
+        try:
+            summary = _consumer_batch_summary(batch, metrics is not None)
+            present = {r["table"]: r["n"] for r in summary}
+            payloads = {r["table"]: r["payloads"] for r in summary if r["table"] in HELD_CURRENT_TABLES.values()}
+            if metrics is not None and metered.first_time(f"{app_id}:consumer", batch_id):  # before the writes
+                apply_consumer_metrics(metrics, metric_values((r["table"], p) for r in summary for p in r["payloads"]))
+            if metrics is not None and "broker_views_current" in present:
+                if views is None:
+                    views = current_rows(tables, "broker_views_current", VIEW_KEY, VIEW_COLUMNS)
+                batch_views = (r["payloads"] for r in summary if r["table"] == "broker_views_current")
+                views.apply(json.loads(p) for payloads in batch_views for p in payloads)
+                apply_view_metrics(metrics, view_summary(views.rows()))
+            writes = _consumer_writes(tables, batch, present, app_id, batch_id)
+            writes += held.writes(batch.sparkSession, payloads, app_id, batch_id)
+            run_concurrently(writes)
+        finally:
+            batch.unpersist()
+
+    return write
+
+
+class HeldCurrentTables:
+    """The consumer's current tables (``HELD_CURRENT_TABLES``) held whole on the driver, read from Delta at the
+    first batch that changes each, and written back whole, exactly once per batch (``overwrite_idempotent``).
+
+    Why not a MERGE per batch: under the fleet's load the three MERGEs were a change batch's last 4-5 s, and an
+    incident arriving meanwhile waited for them (``docs/design/detection-latency.md``). The tables are small (a
+    row per group, per open episode, per client and topic), so writing one file of them costs less than
+    finding, joining and rewriting the changed rows. A replayed batch re-applies its rows to copies read after
+    the failure: an upsert or delete applied twice leaves the same rows, and a write already committed is
+    skipped by its txn id."""
+
+    def __init__(self, tables: DeltaTables) -> None:
+        self.tables = tables
+        self.held: dict[str, CurrentRows] = {}
+
+    def writes(
+        self, session: SparkSession, payloads: Mapping[str, list[str]], app_id: str, batch_id: int
+    ) -> list[Callable[[], None]]:
+        """The overwrites of the tables ``payloads`` (the batch's rows by source table, as JSON) change."""
+        writes = []
+        for table, source in HELD_CURRENT_TABLES.items():
+            rows = [json.loads(p) for p in payloads.get(source) or ()]
+            if not rows:
+                continue
+            if table == "anomalies_current":  # an episode's latest row; a closed one is deleted
+                rows = [{**r, OP: DELETE if r["status"] == EpisodeStatus.CLOSED else None} for r in rows]
+            current = self.held.get(table)
+            if current is None:
+                spec = TABLES[table]
+                current = self.held[table] = current_rows(self.tables, table, spec.key, tuple(column_names(table)))
+            current.apply({**r, "batch_id": batch_id} for r in rows)
+            writes.append(_overwrite_rows(self.tables, session, table, current.rows(), app_id, batch_id))
+        return writes
+
+
+def _consumer_batch_summary(batch: DataFrame, with_metrics: bool) -> list[Row]:
+    """One pass for the tables present (``n`` rows each) and their ``payloads``: those the held current tables are
+    built from (``HELD_CURRENT_TABLES``) and, ``with_metrics``, the small rows the metrics are computed from
+    (``_METRIC_TABLES``)."""
+    from pyspark.sql import functions as F
+
+    held = list(HELD_CURRENT_TABLES.values())
+    wanted = F.col("table").isin(*_METRIC_TABLES, *held) if with_metrics else F.col("table").isin(*held)
+    return (
+        batch.groupBy("table")
+        .agg(F.count("*").alias("n"), F.collect_list(F.when(wanted, F.col("payload"))).alias("payloads"))
+        .collect()
+    )
+
+
+def _consumer_writes(
+    tables: DeltaTables, batch: DataFrame, present: dict[str, int], app_id: str, batch_id: int
+) -> list[Callable[[], None]]:
+    """The batch's writes, one per table ``present``: appends to the history tables, a MERGE into each of
+    ``MERGED_CURRENT_TABLES`` (the held current tables are ``HeldCurrentTables``')."""
+    from pyspark.sql import functions as F
+
+    def append(table: str) -> Callable[[], None]:
+        frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+        return lambda: tables.append(table, frame, app_id, batch_id, present[table])
+
+    def merge(table: str) -> Callable[[], None]:
+        return lambda: _merge_latest_rows(tables, batch, table, app_id, batch_id)
+
+    # All at once, with the held tables' overwrites: each write carries its own txn ids (the MERGE in a session of
+    # its own, see merge_idempotent).
+    writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
+    writes += [merge(table) for table in MERGED_CURRENT_TABLES if table in present]
+    return writes
+
+
+def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """At start, before the queries run: every group's and broker's series from the current tables, as the
+    last batches left them (``docs/metrics.md``)."""
+    restore_group_metrics(tables, metrics)
+    restore_broker_metrics(tables, metrics)
+    restore_view_metrics(tables, metrics)
+    restore_progress_metrics(tables, metrics)
+    restore_rebalance_cost_metrics(tables, metrics)
+
+
+def restore_group_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The ``rmqmon_group_*`` series from ``group_status_current`` (one row per group)."""
+    rows = [r.asDict(recursive=True) for r in tables.read(GROUP_STATUS).collect()]
+    apply_consumer_metrics(metrics, [group_summary(r) for r in rows])
+
+
+def restore_progress_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The ``rmqmon_group_progress_*`` series from ``queue_progress_current`` (one row per tracked queue)."""
+    columns = ("group", "topic", "lag", "state", "time_lag_estimate_s", "group_online", "event_time_ms")
+    rows = [r.asDict() for r in tables.read(QUEUE_PROGRESS).select(*columns).collect()]
+    apply_consumer_metrics(metrics, progress_summaries(rows, max((r["event_time_ms"] for r in rows), default=0)))
+
+
+def restore_rebalance_cost_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The ``rmqmon_group_last_rebalance_*`` series from ``rebalance_cost``: each (group, topic)'s rows of its
+    latest change (a few rows per change: the table holds only moved queues)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    frame = tables.read(REBALANCE_COST).select("group", "topic", "t0_ms", "handoff_gap_ms", "redelivered_max")
+    latest = frame.withColumn("_latest", F.max("t0_ms").over(Window.partitionBy("group", "topic")))
+    rows = latest.where(F.col("t0_ms") == F.col("_latest")).drop("_latest").collect()
+    apply_consumer_metrics(metrics, [final_cost(r.asDict()) for r in rows])
+
+
+def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The producer-side ``rmqmon_broker_*`` series (and ``rmqmon_producers_all_brokers_unavailable``) as the
+    fault replay's last batch set them: recomputed from ``producer_broker_status_current`` at the event
+    time that batch computed ``broker_status_current`` at (its rows carry the batch's id and time)."""
+    from pyspark.sql import functions as F
+
+    last = tables.read("broker_status_current").orderBy(F.col("batch_id").desc()).limit(1).collect()
+    if not last:
+        return
+    now_ms = int(last[0]["event_time_ms"])
+    items = current_rows(tables, "producer_broker_status_current", ITEM_KEY, ITEM_COLUMNS).rows()
+    apply_broker_metrics(metrics, broker_status(items, now_ms), producers_all_down(items, now_ms))
+
+
+def restore_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
+    """The polled-view series from ``broker_views_current``."""
+    apply_view_metrics(
+        metrics, view_summary(current_rows(tables, "broker_views_current", VIEW_KEY, VIEW_COLUMNS).rows())
+    )
+
+
+# The fault replay's rows the driver reads: the items the broker rows are computed from, and with metrics, what
+# is counted.
+_FAULT_COUNTED = (FAULT_WINDOWS, LATE_SENDS)
+
+
+class FaultOutputs:
+    """The fault replay's rows of a batch as Delta writes, with the broker gauges set and the isolation episodes
+    and late sends counted first (the alert path, before the writes). One per query start: it holds
+    producer_broker_status_current whole, read from the table at its first batch, and writes it back whole."""
+
+    def __init__(
+        self, tables: DeltaTables, app_id: str, metrics: MetricsState | None, metered: MeteredBatches | None = None
+    ) -> None:
+        # ``metered``: as in ``consumer_sink``, so a replayed batch's isolation episodes and late sends count once.
+        self.tables, self.app_id, self.metrics = tables, app_id, metrics
+        self.metered = metered or MeteredBatches()
+        self.items: CurrentRows | None = None
+
+    def writes(self, session: SparkSession, rows: Iterable[TableRow], batch_id: int) -> list[Callable[[], None]]:
+        """``rows``: ``(table, row)`` of ``fault_table_rows.fault_rows``. Each write carries its own txn ids
+        (``append_idempotent``, ``overwrite_idempotent``), so they may run concurrently with each other and with
+        the query's other writes."""
+        from pyspark.sql import functions as F
+
+        tables, app_id, metrics = self.tables, self.app_id, self.metrics
+        rows = list(rows)
+        read = {PAIR_STATUS, *_FAULT_COUNTED} if metrics is not None else {PAIR_STATUS}
+        present: dict[str, int] = {}
+        latest: list[int] = []
+        values = []
+        for table, row in rows:
+            present[table] = present.get(table, 0) + 1
+            if table != LATE_SENDS and row.get("event_time_ms") is not None:
+                latest.append(int(row["event_time_ms"]))
+            if table in read:
+                values.append(fault_value(table, row))
+        writes: list[Callable[[], None]] = []
+        if FAULT_WINDOWS in present:  # the append parses the rows in the JVM, with the table's schema (``_rows``)
+            written = [(table, encode(row)) for table, row in rows if table == FAULT_WINDOWS]
+            batch = session.createDataFrame(written, "table STRING, payload STRING")
+            frame = _rows(batch, FAULT_WINDOWS).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+            n = present[FAULT_WINDOWS]
+            writes.append(lambda: tables.append(FAULT_WINDOWS, frame, app_id, batch_id, n))
+        if PAIR_STATUS in present:
+            if self.items is None:
+                self.items = current_rows(tables, PAIR_STATUS, ITEM_KEY, column_names(PAIR_STATUS))
+            self.items.apply({**row, "batch_id": batch_id} for row in pair_status_rows(values))
+            writes += _broker_status_writes(
+                tables, session, self.items, max(latest, default=0), metrics, app_id, batch_id
+            )
+        if metrics is not None and self.metered.first_time(f"{app_id}:fault-outputs", batch_id):  # before writes
+            _count_isolations_and_late_sends(metrics, values)
+        return writes
+
+
+def fault_sink(
+    tables: DeltaTables, app_id: str, metrics: MetricsState | None, metered: MeteredBatches | None = None
+) -> Callable[[DataFrame, int], None]:
+    """``FaultOutputs`` as a ``foreachBatch`` sink of ``(table, payload)`` rows (benchmarks and tests)."""
+    outputs = FaultOutputs(tables, app_id, metrics, metered)
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        rows = [(r["table"], json.loads(r["payload"])) for r in batch.select("table", "payload").collect()]
+        run_concurrently(outputs.writes(batch.sparkSession, rows, batch_id))
+
+    return write
+
+
+def _broker_status_writes(
+    tables: DeltaTables,
+    session: SparkSession,
+    items: CurrentRows,
+    now_ms: int,
+    metrics: MetricsState | None,
+    app_id: str,
+    batch_id: int,
+) -> list[Callable[[], None]]:
+    """With the batch's ``items`` applied (every column of ``producer_broker_status_current``): the per-broker
+    metrics set at ``now_ms`` (the alert path, before the writes), and both tables overwritten with what the
+    driver holds. Each is small and held whole here, and nearly every row changes in every batch (a pair's
+    last send), so a MERGE would read, join and rewrite the whole table for the same result."""
+    current = items.rows()
+    per_broker = broker_status(current, now_ms)
+    if metrics is not None:  # the alert path first, before the writes
+        apply_broker_metrics(metrics, per_broker, producers_all_down(current, now_ms))
+    brokers = [{**r, "batch_id": batch_id} for r in per_broker]
+    return [
+        _overwrite_rows(tables, session, PAIR_STATUS, current, app_id, batch_id),
+        _overwrite_rows(tables, session, "broker_status_current", brokers, app_id, batch_id),
+    ]
+
+
+def _overwrite_rows(
+    tables: DeltaTables, session: SparkSession, table: str, rows: list[dict[str, Any]], app_id: str, batch_id: int
+) -> Callable[[], None]:
+    """The write replacing ``table``'s rows with ``rows`` (dicts holding every column)."""
+    columns = column_names(table)
+    frame = session.createDataFrame([tuple(r[c] for c in columns) for r in rows], TABLES[table].schema_ddl)
+    return lambda: tables.overwrite(table, frame, app_id, batch_id, len(rows))
+
+
+def _count_isolations_and_late_sends(metrics: MetricsState, values: Iterable[FaultOutcome]) -> None:
+    """Count the batch's opened fault windows (isolation episodes) and late sends."""
+    for value in values:
+        if isinstance(value, FaultWindowChanged) and value.episode.status is WindowStatus.OPENED:
+            metrics.inc("rmqmon_broker_isolation_episodes_total", (value.episode.broker,))
+        elif isinstance(value, SendsLate):
+            metrics.inc("rmqmon_late_events_total", ("send-ingest", "late_send"), value.count)
+
+
+def apply_broker_metrics(metrics: MetricsState, rows: list[dict[str, Any]], all_down: int) -> None:
+    """Per-broker gauges from ``broker_status_current`` rows (every broker a producer item mentions)."""
+    # brokers no producer item mentions are gone (from the producer metrics; polled views keep their own)
+    metrics.retain("broker", [r["broker"] for r in rows], names=PRODUCER_BROKER_METRICS)
+    for r in rows:
+        labels = (r["broker"],)
+        metrics.inc("rmqmon_broker_isolation_episodes_total", labels, 0)  # an explicit zero for known brokers
+        metrics.set_gauge("rmqmon_broker_producers_avoiding", labels, r["producers_avoiding"])
+        metrics.set_gauge("rmqmon_broker_producers_avoiding_ratio", labels, r["avoiding_ratio"])
+        metrics.set_gauge("rmqmon_broker_producers_seen", labels, r["producers_seen"])
+        metrics.set_gauge("rmqmon_broker_isolated", labels, 1.0 if r["isolated"] else 0.0)
+        if r["avoided_until_ms"] is not None:
+            metrics.set_gauge("rmqmon_broker_avoided_until_timestamp_seconds", labels, r["avoided_until_ms"] / 1000)
+    metrics.set_gauge("rmqmon_producers_all_brokers_unavailable", (), float(all_down))
+
+
+# The per-broker metrics computed from producers' fault items (``apply_broker_metrics``).
+PRODUCER_BROKER_METRICS = (
+    "rmqmon_broker_isolation_episodes_total",
+    "rmqmon_broker_producers_avoiding",
+    "rmqmon_broker_producers_avoiding_ratio",
+    "rmqmon_broker_producers_seen",
+    "rmqmon_broker_isolated",
+    "rmqmon_broker_avoided_until_timestamp_seconds",
+    "rmqmon_broker_send_latency_seconds",
+)
+VIEW_METRICS = (
+    "rmqmon_broker_polled_group_views",
+    "rmqmon_broker_stale_group_views",
+    "rmqmon_broker_last_poll_timestamp_seconds",
+)
+
+
+def apply_view_metrics(metrics: MetricsState, rows: list[dict[str, Any]]) -> None:
+    """Per broker of ``broker_views_current`` (``view_summary``): the group views polls feed, how many are
+    stale, and the latest poll's event time."""
+    metrics.retain("broker", [r["broker"] for r in rows], names=VIEW_METRICS)
+    for r in rows:
+        labels = (r["broker"],)
+        metrics.set_gauge("rmqmon_broker_polled_group_views", labels, r["views"])
+        metrics.set_gauge("rmqmon_broker_stale_group_views", labels, r["stale"])
+        if r["last_poll_ms"] is not None:
+            metrics.set_gauge("rmqmon_broker_last_poll_timestamp_seconds", labels, r["last_poll_ms"] / 1000)
+
+
+ConsumerMetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered | ProgressSummary | FinalCost
+COST_T0 = "rmqmon_group_last_rebalance_cost_timestamp_seconds"
+COST_HANDOFF = "rmqmon_group_last_rebalance_handoff_seconds"
+COST_REDELIVERED = "rmqmon_group_last_rebalance_redelivered_messages"
+
+
+def apply_rebalance_cost_metrics(metrics: MetricsState, cost: FinalCost) -> None:
+    """A final cost row: a newer change than the (group, topic)'s last replaces its series, another row of the
+    same change adds to them (longest hand-off, summed re-delivered), an older one is ignored."""
+    labels = (cost.group, cost.topic)
+    t0_s = cost.t0_ms / 1000
+    last = metrics.gauges.get(COST_T0, {}).get(labels)
+    if last is not None and t0_s < last:
+        return
+    same = last == t0_s
+    gap = None if cost.handoff_gap_ms is None else cost.handoff_gap_ms / 1000
+    handoff = metrics.gauges.get(COST_HANDOFF, {}).get(labels) if same else None
+    redelivered = metrics.gauges.get(COST_REDELIVERED, {}).get(labels, 0.0) if same else 0.0
+    metrics.set_gauge(COST_T0, labels, t0_s)
+    longest = gap if handoff is None else handoff if gap is None else max(handoff, gap)
+    if longest is None:
+        metrics.drop_series(COST_HANDOFF, labels)
+    else:
+        metrics.set_gauge(COST_HANDOFF, labels, longest)
+    metrics.set_gauge(COST_REDELIVERED, labels, redelivered + (cost.redelivered_max or 0))
+
+
+# The per-(group, topic) consume-progress metrics (``apply_progress_metrics``).
+PROGRESS_METRIC_NAMES = (
+    "rmqmon_group_progress_lag",
+    "rmqmon_group_progress_max_time_lag_seconds",
+    "rmqmon_group_progress_queues",
+)
+
+
+def apply_progress_metrics(metrics: MetricsState, value: ProgressSummary) -> None:
+    """A group's progress per topic: total lag, the largest time-lag estimate, tracked queues per state (every
+    state, 0 included, so a state that empties reads 0); its open OFFLINE_GROUP_BACKLOG episode in
+    ``rmqmon_group_open_anomalies`` (a group without members has no other series there). No topic: the group's
+    progress series go, and that one."""
+    group = value.group
+    lag, time_lag, queues = {}, {}, {}
+    for topic, t in value.topics.items():
+        lag[(group, topic)] = float(t.lag)
+        if t.max_time_lag_s is not None:
+            time_lag[(group, topic)] = t.max_time_lag_s
+        for state in QueueState:
+            queues[(group, topic, str(state))] = float(t.queues_by_state.get(state, 0))
+    metrics.replace_series("rmqmon_group_progress_lag", group, lag)
+    metrics.replace_series("rmqmon_group_progress_max_time_lag_seconds", group, time_lag)
+    metrics.replace_series("rmqmon_group_progress_queues", group, queues)
+    offline = (group, str(AnomalyKind.OFFLINE_GROUP_BACKLOG))
+    if value.offline_backlog or value.topics:
+        metrics.set_gauge("rmqmon_group_open_anomalies", offline, 1.0 if value.offline_backlog else 0.0)
+    else:  # nothing tracked: a group gone from everywhere keeps no series
+        metrics.drop_series("rmqmon_group_open_anomalies", offline)
+
+
+def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetricValue]) -> None:
+    """Per-group gauges from the engine's ``GroupSummary`` values (a ``GroupGone`` forgets the group's series);
+    dead letters and late events counted by reason."""
+    for value in values:
+        if isinstance(value, DeadLettered):
+            metrics.inc("rmqmon_dead_letters_total", ("consumer", str(value.reason)))
+            continue
+        if isinstance(value, LateEvent):  # one late event, or a count of them
+            metrics.inc("rmqmon_late_events_total", ("consumer", str(value.reason)), value.count)
+            continue
+        if isinstance(value, ProgressSummary):
+            apply_progress_metrics(metrics, value)
+            continue
+        if isinstance(value, FinalCost):
+            apply_rebalance_cost_metrics(metrics, value)
+            continue
+        group = value.group
+        if isinstance(value, GroupGone):
+            metrics.forget("consumer_group", group)
+            continue
+        g = (group,)
+        metrics.set_gauge("rmqmon_group_members", g, value.members)
+        metrics.set_gauge("rmqmon_group_channels", g, value.channels)
+        metrics.set_gauge("rmqmon_group_generation", g, value.generation)
+        metrics.set_gauge("rmqmon_group_duplicate_client_ids", g, value.duplicate_client_ids)
+        metrics.set_gauge("rmqmon_group_views_diverging", g, 1.0 if value.views_diverge else 0.0)
+        if value.last_rebalance_ms is not None:
+            metrics.set_gauge("rmqmon_group_last_rebalance_timestamp_seconds", g, value.last_rebalance_ms / 1000)
+        metrics.advance_counter("rmqmon_group_rebalances_total", g, value.generation)  # one per generation
+        queues, idle, non_subscribing, skew = {}, {}, {}, {}
+        for topic, t in value.topics.items():
+            queues[(group, topic, "assigned")] = t.assigned
+            queues[(group, topic, "orphaned")] = t.orphaned
+            queues[(group, topic, "double_owned")] = t.double_owned
+            idle[(group, topic)] = t.idle
+            non_subscribing[(group, topic)] = t.non_subscribing
+            skew[(group, topic)] = t.skew
+            metrics.inc("rmqmon_group_moved_queues_total", (group, topic), t.moved)  # 0 exports the series
+        metrics.replace_series("rmqmon_group_queues", group, queues)
+        metrics.replace_series("rmqmon_group_idle_members", group, idle)
+        metrics.replace_series("rmqmon_group_non_subscribing_members", group, non_subscribing)
+        metrics.replace_series("rmqmon_group_skew_queues", group, skew)
+        metrics.replace_series(
+            "rmqmon_group_open_anomalies",
+            group,
+            {(group, str(k)): float(value.open_anomalies.get(k, 0)) for k in AnomalyKind},
+        )

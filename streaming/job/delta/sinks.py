@@ -1,0 +1,145 @@
+"""Writing micro-batch results into the Delta tables of ``tables.TABLES``, exactly once.
+
+Every function here is called from a ``foreachBatch`` with the batch id and the query's app id. History
+tables are appended with ``txnAppId = <app id>:<table>`` and ``txnVersion = batch id`` (one app id per
+table and query, because Delta records the last version per app id and table); current tables are
+overwritten under the same writer options, or MERGEd under the same ids through the session settings. A
+replayed batch therefore changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from streaming.contract.tables import TABLES, column_names
+from streaming.job.delta.exactly_once import (
+    align_auto_compaction_count,
+    append_idempotent,
+    ensure_table,
+    merge_idempotent,
+    overwrite_idempotent,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class DeltaTables:
+    """Paths of the monitor's tables under one root, created on demand from the catalogue."""
+
+    def __init__(
+        self,
+        session: SparkSession,
+        root: str | Path,
+        checkpoint_interval: int = 10,
+        auto_compact: bool = True,
+        deleted_file_retention_hours: int = 168,
+        log_retention_hours: int = 168,
+        append_checkpoint_interval: int = 100,
+    ) -> None:
+        self.session = session
+        self.root = Path(root)
+        # Set when a table is created ([delta] checkpoint_interval for current tables, append_checkpoint_interval
+        # for the append-only ones, auto_compact, deleted_file_retention_hours, log_retention_hours).
+        self.checkpoint_interval = checkpoint_interval
+        self.append_checkpoint_interval = append_checkpoint_interval
+        self.auto_compact = auto_compact
+        self.deleted_file_retention_hours = deleted_file_retention_hours
+        self.log_retention_hours = log_retention_hours
+
+    def path(self, name: str) -> str:
+        if name not in TABLES:
+            raise KeyError(f"unknown table {name!r}")
+        return str(self.root / name)
+
+    def properties(self, kind: str) -> dict[str, str]:
+        """Table properties for a new table of ``kind`` ("history" or "current")."""
+        # Every micro-batch adds a file or two per table: the writer compacts them once they pile up.
+        properties = {
+            # MERGE replays the log from the last checkpoint; an append does not (it reads the checksum).
+            "delta.checkpointInterval": str(
+                self.checkpoint_interval if kind == "current" else self.append_checkpoint_interval
+            ),
+            "delta.autoOptimize.autoCompact": str(self.auto_compact).lower(),
+            # What VACUUM (``rebalance-monitor maintain``) keeps; Delta 4 ignores a RETAIN argument other than 0.
+            "delta.deletedFileRetentionDuration": f"interval {self.deleted_file_retention_hours} hours",
+            # Every commit adds two log files and lists the log; Delta's default keeps them for 30 days.
+            "delta.logRetentionDuration": f"interval {self.log_retention_hours} hours",
+        }
+        if kind == "current":
+            properties["delta.enableChangeDataFeed"] = "true"
+        return properties
+
+    def ensure_all(self, names: list[str] | None = None) -> None:
+        for name in names or list(TABLES):
+            spec = TABLES[name]
+            ensure_table(self.session, self.path(name), spec.schema_ddl, spec.partition_by, self.properties(spec.kind))
+
+    def read(self, name: str) -> DataFrame:
+        return self.session.read.format("delta").load(self.path(name))
+
+    # -- writes ------------------------------------------------------------------------------------
+    def append(self, name: str, frame: DataFrame, app_id: str, batch_id: int, rows: int | None = None) -> None:
+        """Append exactly once; ``rows``, when known, keeps a small frame to one file (``append_idempotent``)."""
+        append_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id, rows)
+
+    def overwrite(self, name: str, frame: DataFrame, app_id: str, batch_id: int, rows: int) -> None:
+        """Replace the table's rows with ``frame``'s, exactly once (``overwrite_idempotent``)."""
+        overwrite_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id, rows)
+
+    def merge_upsert(
+        self, name: str, frame: DataFrame, app_id: str, batch_id: int, delete_condition: str | None = None
+    ) -> None:
+        """Upsert rows on the table's key; rows matching ``delete_condition`` (on the source) delete."""
+        from delta.tables import DeltaTable
+
+        spec = TABLES[name]
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in spec.key)
+        values = {f"`{c}`": f"s.`{c}`" for c in column_names(name)}
+
+        def statement(session: SparkSession) -> None:
+            # The MERGE runs on ``session``, which carries its txn ids; the source may come from another session.
+            align_auto_compaction_count(session, self.path(name))
+            target = DeltaTable.forPath(session, self.path(name))
+            merge = target.alias("t").merge(frame.alias("s"), on)
+            if delete_condition:
+                merge = merge.whenMatchedDelete(condition=delete_condition)
+                merge = merge.whenMatchedUpdate(condition=f"NOT ({delete_condition})", set=values)
+                merge = merge.whenNotMatchedInsert(condition=f"NOT ({delete_condition})", values=values)
+            else:
+                merge = merge.whenMatchedUpdate(set=values).whenNotMatchedInsert(values=values)
+            merge.execute()
+
+        merge_idempotent(frame.sparkSession, f"{app_id}:{name}", batch_id, statement)
+
+
+def run_concurrently(writes: list[Callable[[], None]]) -> None:
+    """Run independent table writes at the same time and raise the first failure once all have ended.
+
+    A batch's writes go to different tables, each exactly once on its own (its own txn app id), so their
+    order does not matter. Run one after another, most of each write's time is the driver alone (log
+    replay planning, commit, checksum) or a handful of tasks, and the cores sit idle; run together, one
+    write's tasks fill the gaps of another. Threads inherit the caller's Spark local properties
+    (``InheritableThread``), so the jobs stay attributed to the streaming query.
+    """
+    from pyspark.util import InheritableThread
+
+    failures: list[BaseException] = []
+
+    def guarded(write: Callable[[], None]) -> None:
+        try:
+            write()
+        except BaseException as failure:  # noqa: BLE001 - re-raised below, in the caller's thread
+            failures.append(failure)
+
+    threads = [InheritableThread(target=guarded, args=(write,)) for write in writes[1:]]
+    for thread in threads:
+        thread.start()
+    if writes:
+        guarded(writes[0])
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]

@@ -1,0 +1,1 @@
+"""Ingest: Kafka records classified in the JVM against the contract; dead letters and poison isolation."""

@@ -1,0 +1,351 @@
+"""Ingest: Kafka records in, validated events or dead letters out (JVM only).
+
+One Kafka source per path subscribes that path's topics, so each streaming query has exactly one event-time
+watermark. Every record is classified, in this order (the first failing check names the reason):
+
+1. ``OVERSIZED``       the raw value is larger than ``max_event_bytes``;
+2. ``NOT_JSON``        it does not parse as JSON (``try_parse_json`` is NULL);
+3. ``NOT_AN_OBJECT``   it is JSON but not an object;
+4. ``UNKNOWN_TYPE``    its ``type`` (or, without one, its Kafka topic's default type) is not an event type of
+                       the contract;
+5. ``UNKNOWN_SCHEMA_VERSION`` its ``schema_version`` is not one this job knows for that type;
+6. the contract's JSON Schema rules, compiled by ``validation`` (MISSING_FIELD, WRONG_TYPE, INVALID_VALUE,
+   NEGATIVE_LATENCY, OVERSIZED for too many items, ...), then the contract's cross-field rules (a HEARTBEAT
+   must carry its subscriptions);
+7. ``FUTURE_TIMESTAMP`` ``event_time`` is more than ``max_future_skew_ms`` after the Kafka record timestamp.
+
+The last check compares with the record's Kafka timestamp rather than the wall clock, so a replayed batch
+classifies every record exactly as the first run did.
+
+Walking that list for every record is what made ingest ten times slower than parsing, so valid records
+take a fast path first: one strict parse in the JVM into the contract's typed fields, with the contract's
+value checks on them (``StrictEvents``, registered by ``register_strict_events``, its checks described by
+``validation.fast_path``). Only the rest are parsed into a variant and walk the rules, and only rejects
+build a detail. Valid records leave with their typed fields in ``e_<event type>`` (``typed_column``), so no
+later step extracts them again.
+
+The walk itself is one JVM function call in the plan (``RuleVerdict``, registered by
+``register_rule_verdict``), made only for records off the fast path: inline, its SQL kept the whole ingest
+projection out of whole-stage codegen, and every task generated that code again (on the heartbeat topic,
+classifying cost three to four times parsing; with the function, about twice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from streaming.job.ingest.validation import FastPath, compile_rules, cross_field_rules, fast_path, first_violation_sql
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class EventContract:
+    """What the job accepts for one event type."""
+
+    event_type: str
+    schema: Mapping[str, Any]
+    versions: tuple[int, ...] = (1,)
+    reason_overrides: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    bootstrap_servers: str
+    topics: Mapping[str, str]  # Kafka topic -> default event type of its records
+    max_event_bytes: int = 65_536
+    max_future_skew_ms: int = 300_000
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = False
+    kafka_options: Mapping[str, str] = field(default_factory=dict)
+
+
+def kafka_stream(session: SparkSession, settings: IngestSettings) -> DataFrame:
+    reader = (
+        session.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .option("subscribe", ",".join(sorted(settings.topics)))
+        .option("startingOffsets", settings.starting_offsets)
+        .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
+        .option("includeHeaders", "false")
+    )
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(settings.max_offsets_per_trigger))
+    for key, value in settings.kafka_options.items():
+        reader = reader.option(key if key.startswith("kafka.") else f"kafka.{key}", value)
+    return reader.load()
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def strict_events_spec(contracts: Mapping[str, EventContract]) -> tuple[str, str] | None:
+    """What ``StrictEvents`` is built from for ``contracts``: its return type's DDL and its value checks as JSON
+    (None when no type has a fast path). ``send_reduce.reduce_kafka_batch`` builds its own reader from them."""
+    paths = {t: fast for t, contract in contracts.items() if (fast := fast_path(contract.schema, t)) is not None}
+    if not paths:
+        return None
+    ddl = "event_type STRING, " + ", ".join(f"`{typed_column(t)}` {fast.struct_ddl}" for t, fast in paths.items())
+    return ddl, json.dumps({t: fast.checks for t, fast in paths.items()}, sort_keys=True)
+
+
+def register_strict_events(session: SparkSession, contracts: Mapping[str, EventContract]) -> str | None:
+    """Register the JVM fast path (``StrictEvents``) for ``contracts``; its SQL function name, or None.
+
+    The function takes ``(the record's value bytes, topic default type)`` and returns ``(event_type, e_<type>...)``
+    typed by ``validation.fast_path``, or NULL when the record is not plainly a valid event of its type
+    (its value checks included). The name carries a hash of the types and checks, so sessions with
+    different contracts never share one.
+    """
+    spec = strict_events_spec(contracts)
+    if spec is None:
+        return None
+    ddl, checks = spec
+    name = "rrm_strict_events_" + hashlib.sha256(f"{ddl}\0{checks}".encode()).hexdigest()[:12]
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    jvm.io.github.rrm.ingest.StrictEvents.register(session._jsparkSession, name, ddl, checks)
+    return name
+
+
+def classify(records: DataFrame, contracts: Mapping[str, EventContract], settings: IngestSettings) -> DataFrame:
+    """Kafka records -> one row each with ``event_type``, ``event_time_ms``, ``e_<type>`` (typed fields of a
+    valid event) and ``reason``/``detail`` (NULL if valid); ``v`` is the variant of records off the fast path."""
+    from pyspark.sql import functions as F
+
+    topic_default = (
+        "CASE kafka_topic "
+        + " ".join(
+            f"WHEN {_sql_string(topic)} THEN {_sql_string(event_type)}" for topic, event_type in settings.topics.items()
+        )
+        + " END"
+    )
+    max_bytes = int(settings.max_event_bytes)
+    base = records.select(
+        F.col("topic").alias("kafka_topic"),
+        F.col("partition").alias("kafka_partition"),
+        F.col("offset").alias("kafka_offset"),
+        F.col("timestamp").alias("kafka_timestamp"),
+        F.col("value").cast("string").alias("raw_value"),
+        F.octet_length("value").alias("raw_bytes"),
+        F.col("value").alias("_value"),  # the bytes, for the fast path (StrictEvents reads UTF-8 itself)
+    )
+    fast_paths = {t: fast_path(contract.schema, t) for t, contract in contracts.items()}
+    base, fast_time = _with_fast_path(base, contracts, fast_paths, topic_default, settings)
+    base = base.withColumn(
+        "v", F.expr(f"CASE WHEN NOT _fast AND raw_bytes <= {max_bytes} THEN try_parse_json(raw_value) END")
+    )
+    base = base.withColumn(
+        "event_type",
+        F.expr(
+            f"CASE WHEN _fast THEN _strict.event_type "
+            f"ELSE coalesce(try_variant_get(v, '$.type', 'string'), {topic_default}) END"
+        ),
+    ).withColumn(
+        "event_time_ms",
+        F.expr(f"CASE WHEN _fast THEN {fast_time} ELSE try_variant_get(v, '$.event_time', 'bigint') END"),
+    )
+    base = _with_typed_columns(base, fast_paths)
+    # The walk runs in the JVM function, and only for records off the fast path (see register_rule_verdict).
+    verdict = register_rule_verdict(records.sparkSession, *_verdict_sql(contracts, settings))
+    inputs = ", ".join(f"'{name}', {name}" for name, _ in _VERDICT_INPUTS)
+    judged = (
+        base.withColumn("_verdict", F.expr(f"CASE WHEN _fast THEN NULL ELSE {verdict}(named_struct({inputs})) END"))
+        .withColumn("reason", F.col("_verdict.reason"))
+        .withColumn("detail", F.col("_verdict.detail"))
+    )
+    # Every later step reads a record's typed fields, never its raw value again, and only what validation
+    # proved: a rejected record's fields (a queue id of 2^40, say) stay NULL, so no cast downstream meets them.
+    for event_type in contracts:
+        typed = typed_column(event_type)
+        judged = judged.withColumn(typed, F.when(F.col("reason").isNull(), F.col(typed)))
+    return judged.drop("_value", "_strict", "_fast", "_verdict")
+
+
+def _with_typed_columns(base: DataFrame, fast_paths: Mapping[str, Any]) -> DataFrame:
+    """``base`` with each event type's typed column ``e_<type>``: the fast path's fields, else (off the fast
+    path, a valid event with say an unknown field) the fields read from the record's variant."""
+    from pyspark.sql import functions as F
+
+    for event_type, fast in fast_paths.items():
+        typed = typed_column(event_type)
+        if fast is None:
+            base = base.withColumn(typed, F.lit(None))
+            continue
+        base = base.withColumn(
+            typed,
+            F.expr(
+                f"CASE WHEN _fast THEN _strict.`{typed}` WHEN event_type = {_sql_string(event_type)} "
+                f"THEN try_variant_get(v, '$', {_sql_string(fast.struct_ddl)}) END"
+            ),
+        )
+    return base
+
+
+def _with_fast_path(
+    base: DataFrame,
+    contracts: Mapping[str, EventContract],
+    fast_paths: Mapping[str, FastPath | None],
+    topic_default: str,
+    settings: IngestSettings,
+) -> tuple[DataFrame, str]:
+    """``base`` with ``_strict`` (the fast path's typed parse, see validation.fast_path) and ``_fast`` (whether it
+    takes the record); and the SQL of a taken record's event time. Only records it does not take are parsed into
+    a variant and walk the rules; only rejects compute a detail."""
+    from pyspark.sql import functions as F
+
+    max_bytes, skew = int(settings.max_event_bytes), int(settings.max_future_skew_ms)
+    strict = register_strict_events(base.sparkSession, contracts)
+    fast_accepts, fast_times = [], []
+    for event_type in contracts:
+        if strict is None or fast_paths[event_type] is None:
+            continue
+        typed = f"_strict.`{typed_column(event_type)}`"
+        fast_accepts.append(f"(_strict.event_type = {_sql_string(event_type)} AND {typed} IS NOT NULL)")
+        fast_times.append(f"{typed}.event_time")
+    if not fast_accepts:
+        return base.withColumn("_strict", F.lit(None)).withColumn("_fast", F.lit(False)), "NULL"
+    base = base.withColumn(
+        "_strict", F.expr(f"CASE WHEN raw_bytes <= {max_bytes} THEN {strict}(_value, {topic_default}) END")
+    )
+    fast_time = f"coalesce({', '.join(fast_times)})"
+    fast_valid = (
+        f"_strict IS NOT NULL AND NOT ({fast_time} > unix_millis(kafka_timestamp) + {skew}) "
+        f"AND ({' OR '.join(fast_accepts)})"
+    )
+    return base.withColumn("_fast", F.expr(f"coalesce({fast_valid}, FALSE)")), fast_time
+
+
+def _verdict_sql(contracts: Mapping[str, EventContract], settings: IngestSettings) -> tuple[str, str]:
+    """The SQL of a record's dead-letter reason and detail: the checks in ``docs/design/event-validation.md``'s
+    order, the first failure naming the reason."""
+    max_bytes, skew = int(settings.max_event_bytes), int(settings.max_future_skew_ms)
+    reason_cases = [
+        ("raw_bytes IS NULL", "'NOT_JSON'", "'empty record value'"),
+        (f"raw_bytes > {max_bytes}", "'OVERSIZED'", f"concat('event of ', raw_bytes, ' bytes exceeds {max_bytes}')"),
+        ("v IS NULL", "'NOT_JSON'", "'value is not valid JSON'"),
+        (
+            "schema_of_variant(v) NOT LIKE 'OBJECT%'",
+            "'NOT_AN_OBJECT'",
+            "concat('JSON ', CASE WHEN schema_of_variant(v) LIKE 'ARRAY%' THEN 'array' "
+            "WHEN schema_of_variant(v) = 'STRING' THEN 'string' WHEN schema_of_variant(v) = 'BOOLEAN' THEN 'boolean' "
+            "WHEN schema_of_variant(v) = 'VOID' THEN 'null' ELSE 'number' END)",
+        ),
+    ]
+    known = ", ".join(_sql_string(t) for t in contracts)
+    reason_cases.append(
+        (
+            f"event_type IS NULL OR event_type NOT IN ({known})",
+            "'UNKNOWN_TYPE'",
+            "concat('unknown event type ', coalesce(event_type, '<none>'))",
+        )
+    )
+    per_type_reason, per_type_detail = [], []
+    for event_type, contract in contracts.items():
+        versions = ", ".join(str(v) for v in contract.versions)
+        quoted_versions = ", ".join(_sql_string(str(v)) for v in contract.versions)
+        version_check = f"NOT (try_variant_get(v, '$.schema_version', 'string') IN ({quoted_versions}))"
+        rules = compile_rules(contract.schema, "v", contract.reason_overrides) + cross_field_rules(event_type, "v")
+        reason_sql, detail_sql = first_violation_sql(rules)
+        per_type_reason.append(
+            f"WHEN event_type = {_sql_string(event_type)} THEN "
+            f"CASE WHEN {version_check} THEN 'UNKNOWN_SCHEMA_VERSION' ELSE {reason_sql} END"
+        )
+        per_type_detail.append(
+            f"WHEN event_type = {_sql_string(event_type)} THEN CASE WHEN {version_check} THEN "
+            f"concat('schema_version ', coalesce(try_variant_get(v, '$.schema_version', 'string'), '<none>'), "
+            f"' of {event_type} is not one of [{versions}]') ELSE {detail_sql} END"
+        )
+    future = f"event_time_ms > unix_millis(kafka_timestamp) + {skew}"
+    reason_expr = (
+        "CASE "
+        + " ".join(f"WHEN {c} THEN {r}" for c, r, _ in reason_cases)
+        + " ELSE coalesce(CASE "
+        + " ".join(per_type_reason)
+        + f" END, CASE WHEN {future} THEN 'FUTURE_TIMESTAMP' END) END"
+    )
+    detail_expr = (
+        "CASE WHEN reason IS NULL THEN NULL "
+        + " ".join(f"WHEN {c} THEN {d}" for c, _, d in reason_cases)
+        + " ELSE coalesce(CASE "
+        + " ".join(per_type_detail)
+        + f" END, CASE WHEN {future} THEN "
+        f"concat('event_time ', event_time_ms, ' is more than {skew} ms after the Kafka timestamp') END) END"
+    )
+    return reason_expr, detail_expr
+
+
+# What the rule walk reads of a record, with their types in ``classify``.
+_VERDICT_INPUTS = (
+    ("v", "VARIANT"),
+    ("raw_bytes", "INT"),
+    ("event_type", "STRING"),
+    ("event_time_ms", "BIGINT"),
+    ("kafka_timestamp", "TIMESTAMP"),
+)
+_VERDICT_OUTPUTS = ("reason", "detail")
+
+
+def register_rule_verdict(session: SparkSession, reason_sql: str, detail_sql: str) -> str:
+    """Register the rule walk as a JVM function (``RuleVerdict``); its SQL function name.
+
+    The function takes ``named_struct`` of ``_VERDICT_INPUTS`` and returns ``(reason, detail)``; ``detail_sql``
+    may read ``reason``. Written inline, the walk's SQL (hundreds of terms, with lambdas) kept the ingest
+    projection out of whole-stage codegen, and every task generated its code again; inside the function it
+    is analyzed once and evaluated only for the records that need it. The name carries a hash of the SQL.
+    """
+    input_ddl = ", ".join(f"{name} {sql_type}" for name, sql_type in _VERDICT_INPUTS)
+    text = "\0".join((input_ddl, reason_sql, detail_sql))
+    name = "rrm_rule_verdict_" + hashlib.sha256(text.encode()).hexdigest()[:12]
+    jvm, gateway = session.sparkContext._jvm, session.sparkContext._gateway
+    assert jvm is not None and gateway is not None
+    names, sqls = gateway.new_array(jvm.String, 2), gateway.new_array(jvm.String, 2)
+    for i, (output, sql) in enumerate(zip(_VERDICT_OUTPUTS, (reason_sql, detail_sql), strict=True)):
+        names[i], sqls[i] = output, sql
+    jvm.io.github.rrm.ingest.RuleVerdict.register(session._jsparkSession, name, input_ddl, names, sqls)
+    return name
+
+
+def typed_column(event_type: str) -> str:
+    """The column holding an event's typed fields (a struct shaped by the contract; NULL for other types)."""
+    return f"e_{event_type}"
+
+
+def dead_letter_columns(classified: DataFrame, batch_id: int | None = None) -> DataFrame:
+    """The ``dead_letters`` table's columns for rejected rows."""
+    from pyspark.sql import functions as F
+
+    return classified.where(F.col("reason").isNotNull()).select(
+        F.col("event_type").alias("source"),
+        "kafka_topic",
+        "kafka_partition",
+        "kafka_offset",
+        "kafka_timestamp",
+        F.substring("raw_value", 1, 65_536).alias("raw_value"),
+        "reason",
+        "detail",
+        F.lit(batch_id).cast("bigint").alias("batch_id"),
+    )
+
+
+def contracts_for(event_types: tuple[str, ...] | None = None) -> dict[str, EventContract]:
+    """The contract's schemas as the job accepts them (all known versions of each type)."""
+    from streaming.contract import events
+
+    chosen = event_types or events.EVENT_TYPES
+    return {
+        t: EventContract(
+            t,
+            events.schema(t, max(events.SUPPORTED_VERSIONS[t])),
+            events.SUPPORTED_VERSIONS[t],
+            events.REASON_OVERRIDES,
+        )
+        for t in chosen
+    }
