@@ -71,8 +71,8 @@ def run_rounds(
 ) -> tuple[dict[str, list[float]], dict[str, list[dict[str, int]]]]:
     """Every layout in turn, ``rounds`` times, after one unreported warm-up run; batch medians and file
     counts by layout."""
+    from streaming.domain.faults.settings import FaultSettings
     from streaming.domain.faults.tolerance import ROCKETMQ_4
-    from streaming.domain.rules import FaultSettings
     from streaming.job.delta import exactly_once as delta_sink
     from streaming.job.ingest.classify import IngestSettings
     from streaming.job.runtime.spark_session import SparkSettings, build_spark_session

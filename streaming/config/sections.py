@@ -28,10 +28,11 @@ from streaming.config.formats import (
     interval_ms,
 )
 from streaming.contract.events import DEFAULT_TOPICS
+from streaming.domain.allocation.group_rules import GroupRule, group_rule_for
 from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.faults.settings import FaultSettings, ProducerRule, producer_rule_for
 from streaming.domain.faults.tolerance import PRESETS, FaultSemantics, FaultTable
 from streaming.domain.progress.verdict import DEFAULT_SETTINGS as DEFAULT_PROGRESS_SETTINGS
-from streaming.domain.rules import FaultSettings, GroupRule, ProducerRule, group_rule_for, producer_rule_for
 
 # -- the configuration tree -------------------------------------------------------------------------------
 

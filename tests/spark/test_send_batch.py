@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 from pyspark.sql import functions as F
 
-from streaming.domain.rules import ProducerRule
+from streaming.domain.faults.settings import ProducerRule
 from streaming.job.ingest.classify import IngestSettings, classify, contracts_for, dead_letter_columns
 from streaming.job.sends.query import latency_floor_column, send_batch
 from streaming.job.sends.reduce import (

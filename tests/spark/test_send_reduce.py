@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from streaming.domain.rules import ProducerRule
+from streaming.domain.faults.settings import ProducerRule
 from streaming.job.sends.query import fault_table_column, latency_floor_column
 from streaming.job.sends.reduce import minute_statistics, reduce_for_fault_windows, sum_minutes
 
@@ -26,7 +26,7 @@ def test_fault_table_per_send_never_fails_on_free_text_versions(spark):
 
 
 def test_the_jvm_names_each_sends_fault_table_as_the_python_matcher_does(spark):
-    from streaming.domain.rules import FaultSettings
+    from streaming.domain.faults.settings import FaultSettings
 
     rules = (
         ProducerRule("rocketmq-4", "pay_*"),

@@ -16,12 +16,14 @@ from hypothesis import strategies as st
 import streaming.app.demo
 import streaming.app.demo_rocketmq
 from streaming.config import MonitorConfig, load_config
+from streaming.domain.allocation.group_rules import GroupRule
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.faults import tracker as fault_tracker
+from streaming.domain.faults.settings import ProducerRule
 from streaming.domain.faults.shard import FaultShard
 from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5, FaultSemantics, FaultTable
 from streaming.domain.faults.tracker import FaultWindowTracker
-from streaming.domain.rules import GroupRule, ProducerRule, glob_regex, name_matches
+from streaming.domain.rules import glob_regex, name_matches
 from tests.unit.test_fault_replay import Replay
 
 CONFIG = """

@@ -14,9 +14,9 @@ from dataclasses import replace
 import pytest
 
 from streaming.config import load_config
+from streaming.domain.faults.settings import FaultSettings
 from streaming.domain.faults.shard import FaultShard, PairSend
 from streaming.domain.faults.tolerance import SendOutcome
-from streaming.domain.rules import FaultSettings
 from streaming.job.sends.fault_replay import FaultReplayer, FaultReplayState, KeptSend, kept_send, replay_batch
 
 NO_DELAY_EFFECT = 10**15  # a delay no send moves the watermark past: the tests set it by hand

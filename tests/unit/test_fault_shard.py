@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from streaming.domain.faults.outcomes import FaultWindowChanged, PairEvicted, PairStatus, SendsLate
+from streaming.domain.faults.settings import FaultSettings
 from streaming.domain.faults.shard import FaultShard, PairSend
 from streaming.domain.faults.tolerance import SendOutcome
 from streaming.domain.faults.windows import WindowStatus
-from streaming.domain.rules import FaultSettings
 
 SETTINGS = FaultSettings(state_ttl_ms=600_000)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from streaming.domain.allocation.group_rules import GroupRule
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, IgnoredEvent, LateEvent
 from streaming.domain.consumers.shard_engine import ShardEngine
-from streaming.domain.rules import GroupRule
 from streaming.domain.vocabulary import IgnoredReason, LateReason
 from streaming.job.delta.table_rows import rows_of
 

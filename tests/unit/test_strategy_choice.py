@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from streaming.domain.allocation.group_rules import GroupRule
 from streaming.domain.allocation.strategies import MachineRoomNearby, RegexResolver, strategy_from_name
 from streaming.domain.consumers.strategy_choice import StrategyIncomplete, choose_strategy
 from streaming.domain.queues import MessageQueue
-from streaming.domain.rules import GroupRule
 from streaming.domain.versions import ClientLine
 from tests.unit.test_fleet import episodes_of, hb, route, rows, run
 

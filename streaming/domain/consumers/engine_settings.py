@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from streaming.domain.allocation.group_rules import GroupRule, group_rule_for
 from streaming.domain.consumers.membership import DEFAULT_EXPIRY_MS
 from streaming.domain.consumers.strategy_choice import StrategyChoice, choose_strategy
 from streaming.domain.progress.verdict import DEFAULT_SETTINGS as DEFAULT_PROGRESS_SETTINGS
 from streaming.domain.progress.verdict import ProgressSettings
-from streaming.domain.rules import GroupRule, group_rule_for
 from streaming.domain.versions import ClientLine
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from streaming.domain.allocation.group_rules import GroupRule
 from streaming.domain.allocation.strategies import AllocationStrategy, strategy_from_name
 from streaming.domain.errors import DomainError
 from streaming.domain.queues import MessageQueue
-from streaming.domain.rules import GroupRule
 from streaming.domain.versions import ClientLine
 
 NEARBY = "MACHINE_ROOM_NEARBY"

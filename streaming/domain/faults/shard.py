@@ -14,10 +14,10 @@ from types import MappingProxyType
 from typing import Any
 
 from streaming.domain.faults.outcomes import FaultOutcome, FaultWindowChanged, PairEvicted, PairStatus, SendsLate
+from streaming.domain.faults.settings import FaultSettings
 from streaming.domain.faults.tolerance import SendOutcome, SendResult
 from streaming.domain.faults.tracker import FaultWindowTracker
 from streaming.domain.faults.windows import FaultWindowEpisode
-from streaming.domain.rules import FaultSettings
 from streaming.domain.state_codec import unwrap_state, wrap_state
 
 SNAPSHOT_KIND = "fault shard"

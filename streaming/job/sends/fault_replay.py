@@ -25,7 +25,7 @@ from streaming.job.runtime import state_blob
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from streaming.domain.rules import FaultSettings
+    from streaming.domain.faults.settings import FaultSettings
     from streaming.job.delta.outputs import FaultOutputs
 
 STATE_KIND = "fault replay"

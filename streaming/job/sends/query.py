@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from streaming.domain.rules import FaultSettings, ProducerRule
+    from streaming.domain.faults.settings import FaultSettings, ProducerRule
     from streaming.job.sends.metrics import SendMetrics
 
 log = logging.getLogger(__name__)
