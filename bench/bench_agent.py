@@ -20,8 +20,9 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from connectors.kafka_topics import create_topics
 from localenv import agent_artifacts
-from localenv.kafka_broker import LocalKafkaBroker, create_topics
+from localenv.kafka_broker import LocalKafkaBroker
 
 RESULTS = Path(__file__).parent / "results" / "agent.json"
 SMALL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true"]

@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 
 from connectors import jvm_artifacts
+from connectors.kafka_topics import create_topics
 from connectors.rocketmq_collector import CollectorProcess
-from localenv.kafka_broker import LocalKafkaBroker, create_topics
+from localenv.kafka_broker import LocalKafkaBroker
 from localenv.rocketmq_cluster import LocalRocketMQCluster
 from streaming.config import load_config
 

@@ -43,8 +43,9 @@ from bench.latency_fleet import (
     Publisher,
     now_ms,
 )
+from connectors.kafka_topics import create_topics
 from connectors.processes import free_port
-from localenv.kafka_broker import LocalKafkaBroker, create_topics
+from localenv.kafka_broker import LocalKafkaBroker
 from streaming.contract.events import DEFAULT_TOPICS
 
 ROOT = Path(__file__).resolve().parent.parent

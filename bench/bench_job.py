@@ -334,7 +334,8 @@ def results_document(args: argparse.Namespace, n_sends: int, n_beats: int, beat_
 def main() -> None:
     args, chosen = parse_args()
 
-    from localenv.kafka_broker import LocalKafkaBroker, create_topics
+    from connectors.kafka_topics import create_topics
+    from localenv.kafka_broker import LocalKafkaBroker
     from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     beat_offsets, per_round = resolve_sizes(args)

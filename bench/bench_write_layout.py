@@ -103,7 +103,8 @@ def main() -> None:
     args = parse_args()
 
     from bench.job_workload import produce, sends
-    from localenv.kafka_broker import LocalKafkaBroker, create_topics
+    from connectors.kafka_topics import create_topics
+    from localenv.kafka_broker import LocalKafkaBroker
 
     with tempfile.TemporaryDirectory(prefix="rrm-bench-layout-") as work:
         broker = LocalKafkaBroker(Path(work) / "kafka")

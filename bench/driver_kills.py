@@ -89,7 +89,8 @@ def print_outcome(result: dict[str, Any], outcome) -> None:  # type: ignore[no-u
 def main() -> int:
     args = parse_args()
 
-    from localenv.kafka_broker import LocalKafkaBroker, create_topics
+    from connectors.kafka_topics import create_topics
+    from localenv.kafka_broker import LocalKafkaBroker
     from streaming.contract.events import DEFAULT_TOPICS
     from streaming.contract.tables import TABLES
     from streaming.job.runtime.spark_session import SparkSettings, build_spark_session

@@ -17,10 +17,8 @@ import json
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from connectors import jvm_artifacts
 from connectors.processes import free_port, pid_alive, port_is_open, stop_process
@@ -222,27 +220,3 @@ class LocalKafkaBroker:
                     last_error = error
             time.sleep(0.5)
         raise KafkaBrokerError(f"Kafka broker not ready after {timeout_s:.0f}s ({last_error})")
-
-
-def create_topics(bootstrap_servers: str, topics: Iterable[str], partitions: int = 1, **client_options: Any) -> None:
-    """Create topics that do not exist yet (kafka-python's admin client; ``client_options`` such as security
-    settings go to it), with replication factor 1: for single-broker test setups."""
-    from kafka import KafkaAdminClient
-    from kafka.admin import NewTopic
-    from kafka.errors import TopicAlreadyExistsError
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **client_options)
-    try:
-        existing = set(admin.list_topics())
-        wanted = [
-            NewTopic(t, num_partitions=partitions, replication_factor=1)
-            for t in dict.fromkeys(topics)
-            if t not in existing
-        ]
-        if wanted:
-            try:
-                admin.create_topics(wanted)
-            except TopicAlreadyExistsError:
-                pass
-    finally:
-        admin.close()

@@ -204,7 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--create-topics",
         action="store_true",
-        help="create missing topics (2 partitions, replication factor 1: for test clusters)",
+        help="create missing topics (2 partitions; replicas: --replication-factor): for test clusters",
+    )
+    simulate.add_argument(
+        "--replication-factor",
+        type=_positive(int),
+        metavar="N",
+        help="replicas of each topic --create-topics creates (default: one per broker, up to 3)",
     )
     simulate.add_argument("--output", metavar="FILE", help="write JSON lines here instead (- for standard output)")
     simulate.add_argument("--start", help="fleet time of the first event: epoch ms or ISO-8601 (default now)")

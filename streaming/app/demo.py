@@ -167,8 +167,8 @@ def job_config(bootstrap: str, topics: Mapping[str, str], run_dir: Path, metrics
 def job_setup(bootstrap: str, stamp: str, run_dir: Path, metrics_port: int) -> tuple[dict[str, str], MonitorConfig]:
     """A demo job's own topics (``demo-<stamp>.*``, created) and its ``job_config``, whose metrics port is
     ``metrics_port``, or a free port when that one is taken."""
+    from connectors.kafka_topics import create_topics
     from connectors.processes import free_port, port_is_open
-    from localenv.kafka_broker import create_topics
     from streaming.contract.events import DEFAULT_TOPICS
 
     topics = {t: f"demo-{stamp}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}

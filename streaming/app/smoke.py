@@ -77,7 +77,7 @@ def read_table(session: SparkSession, table: str) -> list[dict[str, object]]:
 def run_smoke(
     session: SparkSession, bootstrap_servers: str, work_dir: Path, topic: str = "rrm.smoke", count: int = 20
 ) -> SmokeResult:
-    from localenv.kafka_broker import create_topics
+    from connectors.kafka_topics import create_topics
 
     create_topics(bootstrap_servers, [topic])
     produced = produce_events(bootstrap_servers, topic, count)

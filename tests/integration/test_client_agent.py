@@ -15,9 +15,9 @@ import jpype
 import pytest
 
 from connectors import jvm_artifacts
+from connectors.kafka_topics import create_topics
 from connectors.processes import free_port
 from localenv import agent_artifacts
-from localenv.kafka_broker import create_topics
 from streaming.contract.validator import Rejection, validate_event
 from tests.support import rocketmq_jvm
 from tests.support.agent_events import read_events

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from localenv.kafka_broker import create_topics
+from connectors.kafka_topics import create_topics
 from streaming.contract.events import DEFAULT_TOPICS
 from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5
 from tests.integration.test_job_fault_windows import SENDS, expected_windows, send

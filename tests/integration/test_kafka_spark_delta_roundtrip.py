@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from localenv.kafka_broker import create_topics
+from connectors.kafka_topics import create_topics
 from streaming.app.smoke import produce_events, read_table, start_kafka_to_delta
 
 

@@ -10,8 +10,8 @@ import uuid
 from collections import Counter
 
 from connectors.emitter import KEY_FIELD
+from connectors.kafka_topics import create_topics, missing_topics
 from connectors.processes import free_port
-from localenv.kafka_broker import create_topics
 from streaming.app.cli import main
 
 TYPES = ("consumer_channel", "reported_assignment", "topic_route", "send_result", "consume_progress")
@@ -39,6 +39,18 @@ def read_topics(bootstrap: str, topics: dict[str, str]) -> list[tuple[str, str |
         return [(r.topic, r.key.decode() if r.key else None, json.loads(r.value)) for r in consumer]
     finally:
         consumer.close()
+
+
+def replicas(bootstrap: str, topics) -> dict[str, list[int]]:
+    """Per topic: the number of replicas of each of its partitions."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        described = admin.describe_topics(list(topics))
+    finally:
+        admin.close()
+    return {d["topic"]: [len(p["replicas"]) for p in d["partitions"]] for d in described}
 
 
 def test_kafka_holds_exactly_the_events_of_the_file_mode_on_the_config_s_topics_with_contract_keys(
@@ -90,25 +102,19 @@ def test_missing_topics_and_an_unreachable_broker_are_one_clear_line(kafka_broke
     err = capsys.readouterr().err.strip()
     assert "do not exist" in err and topics["send_result"] in err and len(err.splitlines()) == 1
 
-    # --create-topics creates them, and the run goes through
-    assert (
-        main(
-            [
-                "simulate",
-                "--config",
-                config,
-                "--fleet-seconds",
-                "10",
-                "--create-topics",
-                "--start",
-                str(int(time.time() * 1000) - 60_000),
-                "--speed",
-                "100",
-            ]
-        )
-        == 0
-    )
+    # more replicas than the cluster has brokers: the broker's refusal, in one line, and nothing published
+    create = ["simulate", "--config", config, "--fleet-seconds", "10", "--create-topics"]
+    assert main([*create, "--replication-factor", "2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "replication factor 2" in err and "InvalidReplicationFactor" in err and len(err.splitlines()) == 1, err
+    assert set(missing_topics(kafka_broker.bootstrap_servers, topics.values())) == set(topics.values())
+
+    # --create-topics creates them, one replica per broker by default (this cluster has one), and the run goes
+    # through
+    start = str(int(time.time() * 1000) - 60_000)
+    assert main([*create, "--start", start, "--speed", "100"]) == 0
     assert read_topics(kafka_broker.bootstrap_servers, topics)
+    assert replicas(kafka_broker.bootstrap_servers, topics.values()) == {topic: [1, 1] for topic in topics.values()}
 
     nobody = f"127.0.0.1:{free_port()}"
     code = main(

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from connectors.emitter import EventEmitter, InvalidEvent
-from localenv.kafka_broker import create_topics
+from connectors.kafka_topics import create_topics
 from streaming.app.simulation.fleet import AVOIDED, SCENARIOS, Simulation, build_scenario
 from tests.support.fleet import SEED, START_MS, fleet_run, scenarios
 from tests.support.job import read

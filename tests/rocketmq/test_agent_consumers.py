@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
-from localenv.kafka_broker import create_topics
+from connectors.kafka_topics import create_topics
 from tests.support.agent_events import read_records
 from tests.support.rocketmq_client import ConsumerSpec, HostedConsumer, consumer_host, start_all, stop_all
 from tests.support.rocketmq_e2e import CONVERGED_QUIET_S

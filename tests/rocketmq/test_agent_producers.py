@@ -18,7 +18,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from localenv.kafka_broker import LocalKafkaBroker, create_topics
+from connectors.kafka_topics import create_topics
+from localenv.kafka_broker import LocalKafkaBroker
 from tests.support.agent_events import read_events
 from tests.support.job import job_config, read, run_available
 from tests.support.rocketmq_client import ClientProcess

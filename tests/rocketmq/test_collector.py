@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
+from connectors.kafka_topics import create_topics
 from connectors.processes import free_port
 from connectors.rocketmq_collector import CollectorProcess
-from localenv.kafka_broker import create_topics
 from localenv.rocketmq_cluster import AclAccount, LocalRocketMQCluster
 from streaming.config import load_config
 from streaming.contract.validator import Rejection, validate_event

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from localenv.kafka_broker import create_topics
+from connectors.kafka_topics import create_topics
 from streaming.config import SparkConfig, load_config
 from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
 from streaming.job.runner import MonitorJob

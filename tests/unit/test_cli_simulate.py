@@ -119,6 +119,8 @@ def test_standard_output_carries_only_events(capsys):
         ),
         (["--scenario", "nope"], "invalid choice"),
         (["--output", "x.jsonl", "--fleet-seconds", "10", "--progress-interval", "7"], "multiple of 5"),
+        (["--bootstrap-servers", "127.0.0.1:1", "--replication-factor", "2"], "topics --create-topics creates"),
+        (["--create-topics", "--replication-factor", "0"], "'0'"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):

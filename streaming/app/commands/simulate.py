@@ -15,12 +15,15 @@ def simulate(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from connectors.kafka_topics import TopicCreationFailed
     from streaming.app.simulation.publish import MissingTopics, SimulateSettings, run_to_file, run_to_kafka
 
     if args.progress_interval % 5:
         raise UsageError("--progress-interval must be a multiple of 5 s, the fleet's tick")
     if args.output is not None and args.fleet_seconds is None:
         raise UsageError("--output needs --fleet-seconds: how much fleet time to write")
+    if args.replication_factor is not None and not args.create_topics:
+        raise UsageError("--replication-factor is for the topics --create-topics creates")
     kafka_only = args.config or args.bootstrap_servers or args.producer_option or args.create_topics
     if args.output is not None and kafka_only:
         raise UsageError(
@@ -60,9 +63,21 @@ def simulate(args: argparse.Namespace) -> int:
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        return run_to_kafka(settings, bootstrap, topics, options, say, stop, create_missing_topics=args.create_topics)
+        return run_to_kafka(
+            settings,
+            bootstrap,
+            topics,
+            options,
+            say,
+            stop,
+            create_missing_topics=args.create_topics,
+            replication_factor=args.replication_factor,
+        )
     except MissingTopics as error:
         raise NotFound(str(error)) from None
+    except TopicCreationFailed as error:
+        print(f"rebalance-monitor simulate: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         stop.set()
         return 130

@@ -188,24 +188,25 @@ class MissingTopics(Exception):
     """The cluster lacks topics to publish to (its brokers may not create topics on first use)."""
 
 
-def check_topics(bootstrap_servers: str, topics: list[str], producer_options: dict[str, Any], create: bool) -> None:
-    """Raise ``MissingTopics`` unless every topic exists, creating the missing ones first when ``create``.
+def check_topics(
+    bootstrap_servers: str,
+    topics: list[str],
+    producer_options: dict[str, Any],
+    create: bool,
+    replication_factor: int | None = None,
+) -> None:
+    """Raise ``MissingTopics`` unless every topic exists, creating the missing ones first when ``create``
+    (``replication_factor`` None: ``connectors.kafka_topics.create_topics``'s default).
 
     Checked before publishing, because kafka-python blocks for a minute on a send to a topic it cannot
     find and then fails with a metadata timeout that does not name the topic."""
-    from kafka import KafkaAdminClient
-
-    from localenv.kafka_broker import create_topics
+    from connectors.kafka_topics import admin_options, create_topics, missing_topics
 
     # The producer's connection settings (security, timeouts) apply to the admin client too.
-    client_options = {k: v for k, v in producer_options.items() if k in KafkaAdminClient.DEFAULT_CONFIG}
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **client_options)
-    try:
-        missing = sorted(set(topics) - set(admin.list_topics()))
-    finally:
-        admin.close()
+    client_options = admin_options(producer_options)
+    missing = missing_topics(bootstrap_servers, topics, **client_options)
     if missing and create:
-        create_topics(bootstrap_servers, missing, partitions=2, **client_options)
+        create_topics(bootstrap_servers, missing, partitions=2, replication_factor=replication_factor, **client_options)
     elif missing:
         raise MissingTopics(
             f"topic(s) {', '.join(missing)} do not exist on {bootstrap_servers}: create them as the "
@@ -221,11 +222,13 @@ def run_to_kafka(
     say: Callable[[str], None],
     stop: threading.Event | None = None,
     create_missing_topics: bool = False,
+    replication_factor: int | None = None,
 ) -> int:
     """Publish to Kafka until stopped; exit code 1 when any event was not delivered."""
     from connectors.emitter import EventEmitter
 
-    check_topics(bootstrap_servers, sorted(set(topics.values())), producer_options, create_missing_topics)
+    wanted = sorted(set(topics.values()))
+    check_topics(bootstrap_servers, wanted, producer_options, create_missing_topics, replication_factor)
     stop = stop or threading.Event()
     simulation = build_simulation(settings)
     for line in what_to_expect(simulation.scenario):
