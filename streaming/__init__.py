@@ -1,12 +1,12 @@
 """RocketMQ rebalance monitor.
 
-Layout (a picture of the architecture):
+Layers, top to bottom (``docs/design/package-layers.md``; ``lint-imports`` checks them):
 
-* ``streaming.domain`` -- pure RocketMQ semantics: allocation strategies, producer selection, fault
-  tables, broker membership rules and group analysis. Plain Python; time is always a parameter.
-* ``streaming.job`` -- the Spark Structured Streaming job: ingest, stateful adapters, Delta sinks.
-* ``streaming.app.cli`` -- the ``rebalance-monitor`` command.
-* ``connectors`` -- adapters to the outside world (local Kafka broker, event emitter, metrics).
+* ``streaming.app`` -- the ``rebalance-monitor`` command, the demos and the simulated fleet.
+* ``streaming.job`` -- the Spark Structured Streaming job (beside ``localenv``, the local services).
+* ``connectors`` -- adapters to the outside world (Kafka, the event emitter, metrics, the Delta reader).
+* ``streaming.config``, ``streaming.contract`` -- the configuration; the events' and tables' contracts.
+* ``streaming.domain`` -- pure RocketMQ semantics and what the monitor derives from them.
 """
 
 __version__ = "0.1.0"

@@ -29,7 +29,7 @@ class ClientLine(enum.Enum):
 
         The reading is the leading number after any blanks and ``V``s: 100 and up is an ordinal (no
         release has such a major version; V5_0_0 is 413), 5 and up is 5.x, 4 is 4.9. The send path
-        reads versions in Spark SQL the same way (``send_query.client_line_column``), with the same
+        reads versions in Spark SQL the same way (``sends.query.client_line_column``), with the same
         ASCII-only pattern, so both always agree.
         """
         line = cls.read(text)

@@ -1,4 +1,5 @@
-"""The Spark side of the monitor: session, ingest, stateful adapters around the domain, Delta sinks.
+"""The Spark side of the monitor, by path: ``ingest``, ``consumer``, ``sends``, ``delta``, ``runtime``; ``runner``
+starts both queries.
 
 Nothing here runs at import time; building a session or starting a query is always an explicit call.
 """

@@ -3,9 +3,9 @@
 Queries (each with its own checkpoint under ``paths.checkpoint_root``):
 
 * ``consumer`` -- consumer channels, reported assignments, routes and consume progress -> membership, analysis,
-  anomalies, each queue's progress verdict (``consumer_query``);
+  anomalies, each queue's progress verdict (``consumer.query``);
 * ``send-ingest`` -- send results -> dead letters, per-minute statistics, and the reduced sends replayed
-  into fault windows and broker status (``send_query``, ``fault_replay``).
+  into fault windows and broker status (``sends.query``, ``fault_replay``).
 
 ``MonitorJob`` follows a lifecycle contract: constructing it opens nothing; ``start()`` starts everything
 and raises if anything fails; ``stop()`` stops the queries (the current micro-batch finishes or is
@@ -36,7 +36,7 @@ from streaming.job.runtime.supervision import QueryFailedRepeatedly, QuerySuperv
 
 QUERY_NAMES = ("consumer", "send-ingest")
 # Queries that apply the watermark themselves and count their late rows (Spark drops none there, see
-# ``consumer_query`` and ``fault_replay``): their progress would only ever say 0.
+# ``consumer.query`` and ``fault_replay``): their progress would only ever say 0.
 COUNTS_ITS_OWN_LATE_ROWS = frozenset({"consumer", "send-ingest"})
 DAG_SCHEDULER_LOGGER = "org.apache.spark.scheduler.DAGScheduler"
 log = logging.getLogger(__name__)

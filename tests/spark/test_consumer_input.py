@@ -1,6 +1,6 @@
 """The consumer query's stateful function sees every event exactly as its JSON says.
 
-Valid channel events reach Python as typed columns (``consumer_query.shard_input``), not as their raw
+Valid channel events reach Python as typed columns (``consumer.query.shard_input``), not as their raw
 JSON; this compares what the function builds from those columns with what ``ChannelEvent.from_json``
 builds from the raw value, for the corpus' channel events (absent, null and empty optional fields,
 extra fields, several subscriptions) and for generated ones, and checks the order of application.

@@ -139,8 +139,8 @@ import json, sys
 from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
 def where(_):
-    import os, streaming, streaming.domain.consumers.shard_engine as fleet
-    return json.dumps([streaming.__file__, fleet.__file__, os.getcwd()])
+    import os, streaming, streaming.domain.consumers.shard_engine as shard_engine
+    return json.dumps([streaming.__file__, shard_engine.__file__, os.getcwd()])
 
 session = build_spark_session(SparkSettings(master=sys.argv[1], app_name="rrm-probe"))
 print(json.dumps(sorted(set(session.sparkContext.parallelize(range(4), 4).map(where).collect()))))
@@ -163,7 +163,7 @@ def test_executors_import_the_job_from_the_zip_the_driver_ships(spark_cluster):
     for package, module, cwd in seen:
         # Each executor's copy of the driver's zip, in its work directory under a worker, not the project.
         assert package.endswith(f"{shipped}/streaming/__init__.py"), package
-        assert module.endswith(f"{shipped}/streaming/domain/fleet.py"), module
+        assert module.endswith(f"{shipped}/streaming/domain/consumers/shard_engine.py"), module
         assert Path(cwd).is_relative_to(spark_cluster.home) and not Path(cwd).is_relative_to(ROOT), cwd
 
 

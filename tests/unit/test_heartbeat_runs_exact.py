@@ -2,7 +2,7 @@
 
 The JVM stage (``heartbeat_runs``, tested against this contract in ``tests/spark/test_heartbeat_runs.py``)
 folds each channel's identical heartbeats of a Spark partition into one row carrying every heartbeat's time
-and offset; the state function (``consumer_events.shard_events``) counts late heartbeats one by one and hands the
+and offset; the state function (``consumer.events.shard_events``) counts late heartbeats one by one and hands the
 runs to ``ShardEngine.apply_runs``, which takes a run that only refreshes a known channel at once, holds another
 steady run from its first heartbeat to its last, and leaves the rest to apply heartbeat by heartbeat.
 

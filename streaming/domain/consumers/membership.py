@@ -243,7 +243,7 @@ def repeats(view: BrokerView, existing: Channel, event: ChannelEvent) -> bool:
 
 def refreshed(membership: GroupMembership, broker: str, last_updates: Mapping[str, int]) -> GroupMembership:
     """The membership with these channels of ``broker``'s view last updated at the given times: what steady
-    heartbeats (``repeats``) up to then do, applied at once (``fleet.ShardEngine.apply_runs``)."""
+    heartbeats (``repeats``) up to then do, applied at once (``shard_engine.ShardEngine.apply_runs``)."""
     views = {**membership.views, broker: _last_updated(membership.views[broker], last_updates)}
     return GroupMembership(membership.group, views)
 

@@ -4,7 +4,7 @@
 over several events of the same time) become ``QueueSample``s joined, at the sample's time, with what the shard
 engine knows of the group then (``ProgressContext``: the holders from the members' latest reports and their
 ``ProcessQueueInfo``, each queue's expected owner, the allocation mode, the generation changes, the stale broker
-views). Each sampled queue is judged with ``consume_progress.evaluate`` and reported as a ``QueueProgress``; a
+views). Each sampled queue is judged with ``progress.verdict.evaluate`` and reported as a ``QueueProgress``; a
 group with no member on any broker whose queues have a backlog holds an ``OFFLINE_GROUP_BACKLOG`` episode.
 Pure: time is the event's. Why so: ``docs/design/consume-progress.md`` ("The job side").
 """

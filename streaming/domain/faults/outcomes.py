@@ -1,6 +1,6 @@
 """What a shard of producers' fault items reports, as typed values of its own vocabulary.
 
-``fault_shard.FaultShard`` returns these in the order it found them; they say what happened to a (producer,
+``faults.shard.FaultShard`` returns these in the order it found them; they say what happened to a (producer,
 broker) pair's fault window and fault item, not where it is stored. The job maps each to its tables' rows in
 one place (``streaming.job.delta.fault_table_rows``), so a column the tables need and the domain does not give
 fails a test instead of becoming a NULL.

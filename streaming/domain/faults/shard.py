@@ -2,7 +2,7 @@
 
 Each (producer, broker) pair holds a one-item ``FaultWindowTracker`` with its producer's fault table, its
 producer group and its own wake-up time. ``FaultShard.apply`` replays a batch's sends per pair, advances the
-pairs whose wake-up time the watermark passed, evicts idle ones and reports ``fault_outcomes``; its snapshot
+pairs whose wake-up time the watermark passed, evicts idle ones and reports ``faults.outcomes``; its snapshot
 is the ``fault shard`` document of ``state_codec``. Why per pair inside a shard: ``docs/design/fault-tolerance.md``.
 """
 

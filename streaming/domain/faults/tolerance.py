@@ -2,7 +2,7 @@
 
 Reproduces ``MQFaultStrategy`` and ``LatencyFaultToleranceImpl`` of both client lines as immutable values with
 time passed in, and maps each send outcome to the ``updateFaultItem`` call the client makes. The replay into
-fault windows: ``fault_tracker``. The two lines' differences and the misnamed ``startTimestamp``:
+fault windows: ``faults.tracker``. The two lines' differences and the misnamed ``startTimestamp``:
 ``docs/design/fault-tolerance.md``.
 """
 

@@ -1,6 +1,6 @@
 """The monitor's fault-window replay: send results in, one fault item per (producer, broker), episodes out.
 
-``FaultWindowTracker`` applies ``faults``' update rule and call sites in event-time order, expires windows
+``FaultWindowTracker`` applies ``faults.tolerance``' update rule and call sites in event-time order, expires windows
 as its clock moves, answers which brokers a producer avoids, and snapshots itself for the job's state
 store through ``state_codec``.
 """

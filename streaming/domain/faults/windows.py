@@ -2,7 +2,7 @@
 
 A window is the span in which a producer's client avoids a broker; each transition of one is an episode,
 the row the job stores and alerts on. Also the per-broker and fallback views of the replay, and the plain
-snapshot form of a tracked fault item. The replay itself: ``fault_tracker``.
+snapshot form of a tracked fault item. The replay itself: ``faults.tracker``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The consumer state function's input: a shard's Arrow rows as Python columns, and its events in apply order.
 
-``consumer_query``'s state function reads the rows of ``shard_input`` column by column (``read_columns``) and
+``consumer.query``'s state function reads the rows of ``shard_input`` column by column (``read_columns``) and
 builds the events the engine applies (``shard_events``): typed channel events from their columns, other events
 from the JSON of their fields with their origin attached, heartbeat runs handed to ``ShardEngine.apply_runs``,
 late ones counted, the rest ordered by event time, type and Kafka coordinates; and the newest channel event per

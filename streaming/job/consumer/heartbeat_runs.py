@@ -1,6 +1,6 @@
 """Heartbeat runs: the consumer query's steady heartbeats folded into one row per channel, in the JVM.
 
-Between ``consumer_query.shard_input`` and the stateful operator, ``compress`` (the JVM class
+Between ``consumer.query.shard_input`` and the stateful operator, ``compress`` (the JVM class
 ``io.github.rrm.ingest.HeartbeatRuns``, a per-partition ``mapPartitions``, so it works on streaming plans)
 replaces the typed heartbeats of a Spark partition -- ``reason`` and ``raw_value`` NULL, ``event_type``
 ``consumer_channel``, ``c_kind`` ``HEARTBEAT`` -- by one row per key (shard, the channel's fields, Kafka topic

@@ -4,7 +4,7 @@ analysis and queue progress.
 The Spark adapter around ``streaming.domain.consumers.shard_engine.ShardEngine``: Kafka records classified in
 the JVM, keyed by a shard of groups (routes replicated into every shard), heartbeat runs folded, then
 ``applyInPandasWithState`` restores each shard's engine, applies its events at the batch's watermark
-(``consumer_events``) and emits the outcomes as rows ``(table, payload)`` (``table_rows``).
+(``consumer.events``) and emits the outcomes as rows ``(table, payload)`` (``table_rows``).
 Why so: ``docs/design/consumer-query.md``.
 """
 
@@ -58,7 +58,7 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     A valid channel event (almost all the traffic) travels as its typed fields from ingest -- scalar
     columns, its subscriptions as one JSON string -- and without its raw value: Python then neither
     parses each event's JSON nor receives it. Other events (rare) and dead letters keep the raw value and
-    the Kafka timestamp, which a dead letter of the engine's (``fleet.UNKNOWN_GROUP``) needs.
+    the Kafka timestamp, which a dead letter of the engine's (``shard_engine.UNKNOWN_GROUP``) needs.
     """
     from pyspark.sql import functions as F
 

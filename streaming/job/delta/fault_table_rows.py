@@ -1,6 +1,6 @@
 """The one mapping from a fault shard's typed outcomes to the fault tables' rows, and back for the sink.
 
-``fault_shard.FaultShard`` says what happened (``streaming.domain.faults.outcomes``); this module says where it
+``faults.shard.FaultShard`` says what happened (``streaming.domain.faults.outcomes``); this module says where it
 is kept: ``fault_windows`` (history), ``producer_broker_status_current`` (an upsert or a delete, ``_op``) and
 the late sends the metrics count. The state function runs in Python workers and its rows reach the sink's
 Delta writes (``from_json`` in the JVM) through Arrow, so they cross as JSON; the sink reads the few it needs

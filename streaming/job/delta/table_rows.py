@@ -1,6 +1,6 @@
 """The one mapping from the shard engine's typed outcomes to the consumer tables' rows, and back for metrics.
 
-``fleet.ShardEngine`` says what happened (``streaming.domain.consumers.outcomes``); this module says where it is
+``shard_engine.ShardEngine`` says what happened (``streaming.domain.consumers.outcomes``); this module says where it is
 kept: which table of ``tables.py`` gets which row, and whether a current table's row is an upsert or a
 delete (``_op``). The state function emits the rows as JSON and the sink parses each table's rows with
 its schema, so a column this mapping did not fill would be a silent NULL: a unit test maps one of every

@@ -88,7 +88,7 @@ def _sql_string(value: str) -> str:
 
 def strict_events_spec(contracts: Mapping[str, EventContract]) -> tuple[str, str] | None:
     """What ``StrictEvents`` is built from for ``contracts``: its return type's DDL and its value checks as JSON
-    (None when no type has a fast path). ``send_reduce.reduce_kafka_batch`` builds its own reader from them."""
+    (None when no type has a fast path). ``sends.reduce.reduce_kafka_batch`` builds its own reader from them."""
     paths = {t: fast for t, contract in contracts.items() if (fast := fast_path(contract.schema, t)) is not None}
     if not paths:
         return None

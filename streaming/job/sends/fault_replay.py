@@ -164,7 +164,7 @@ def _replay_order(kept: KeptSend) -> tuple[int, int, int]:
 
 
 def kept_send(row: Mapping[str, Any]) -> KeptSend:
-    """A reduced send from its row (``send_reduce.FAULT_UPDATE_COLUMNS`` and ``shard``). A NULL fault table is a
+    """A reduced send from its row (``sends.reduce.FAULT_UPDATE_COLUMNS`` and ``shard``). A NULL fault table is a
     producer without sendLatencyFaultEnable."""
     table = row["fault_table"]
     return KeptSend(

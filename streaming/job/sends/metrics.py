@@ -32,7 +32,7 @@ class SendMetrics:
 
     def observe_minutes(self, frame: DataFrame, batch_id: int) -> None:
         """A batch's ``send_latency_minutes`` rows (cumulative counts per fault-table threshold, see
-        ``send_reduce.minute_partials``) added into the per-broker send-latency histogram: a few hundred rows."""
+        ``sends.reduce.minute_partials``) added into the per-broker send-latency histogram: a few hundred rows."""
         if not self.metered.first_time("send-ingest:send_latency_minutes", batch_id):
             return
         per_broker: dict[str, tuple[list[int], list[int], int, int]] = {}

@@ -143,7 +143,7 @@ def send_batch(
 ) -> DataFrame:
     """Every classified record of a batch with what the send path reads: the dead-letter columns (the raw
     value only for rejects), a valid send's fields from the typed column ``classify`` extracted, the fault
-    table in use (``fault_table_in_use``) and whether the send is ``notable`` (``send_reduce.notable_send``).
+    table in use (``fault_table_in_use``) and whether the send is ``notable`` (``sends.reduce.notable_send``).
     The send fields are meaningful only where ``reason`` is NULL."""
     from pyspark.sql import functions as F
 
@@ -362,7 +362,7 @@ class _SendIngestBatches:
         return writes
 
     def reduced_sends(self, records: DataFrame, reduced: DataFrame, summary: BatchSummary, batch_id: int) -> DataFrame:
-        """The sends the fault replay needs (``send_reduce.kept_sends``); the pairs whose sends span partitions
+        """The sends the fault replay needs (``sends.reduce.kept_sends``); the pairs whose sends span partitions
         reduced again over the whole batch."""
         from pyspark.sql import functions as F
 

@@ -136,7 +136,7 @@ class BatchSummary(NamedTuple):
 
 
 def reduce_in_partitions(records: DataFrame, bucket_upper_ms: Sequence[int], batch_id: int) -> DataFrame:
-    """One JVM pass per partition over ``send_query.send_batch`` rows (``SendBatchReducer``, on Spark's internal
+    """One JVM pass per partition over ``sends.query.send_batch`` rows (``SendBatchReducer``, on Spark's internal
     rows): rows of kind ``reject`` (the record's dead-letter columns), ``send`` (a kept send, with its
     ``spark_partition``), ``minute`` (a partition's partial minute statistics, ``minute_partials``) and one
     ``summary`` per partition (``summarize``); every row carries ``batch_id``."""
@@ -161,7 +161,7 @@ def reduce_kafka_batch(
     the ingest fast path takes is read, given its fault table and reduced in the same JVM pass, without a row of
     classified columns per send in between; every other record is a row of kind ``unsure`` (its Kafka columns,
     ``unsure_records``) for ``classify`` to judge. ``strict_spec``: ``ingest.strict_events_spec`` of the send
-    contract; ``fault_table_template``: ``send_query.fault_table_template``."""
+    contract; ``fault_table_template``: ``sends.query.fault_table_template``."""
     from pyspark.sql import DataFrame
 
     session = kafka.sparkSession
