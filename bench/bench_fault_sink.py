@@ -87,17 +87,17 @@ def parse_args() -> argparse.Namespace:
 
 def timed_metrics() -> Any:
     """A ``MetricsState`` noting in ``gauges_at`` when the batch's broker gauges were first set."""
-    from connectors.metrics import MetricsState
+    from connectors.metrics import Metrics, MetricSpec, MetricsState
 
     class Timed(MetricsState):
         """Records when the batch's broker gauges were first set."""
 
         gauges_at: float | None = None
 
-        def set_gauge(self, name: str, labels: tuple[str, ...], value: float) -> None:
-            if name == "rmqmon_broker_producers_avoiding" and self.gauges_at is None:
+        def set_gauge(self, metric: MetricSpec, labels: tuple[str, ...], value: float) -> None:
+            if metric is Metrics.BROKER_PRODUCERS_AVOIDING and self.gauges_at is None:
                 self.gauges_at = time.perf_counter()
-            super().set_gauge(name, labels, value)
+            super().set_gauge(metric, labels, value)
 
     return Timed()
 

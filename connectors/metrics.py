@@ -1,11 +1,11 @@
 """Prometheus metrics served by the job's driver: one catalogue, one collector over the latest snapshot.
 
-The catalogue (``CATALOGUE``) is the single description of every metric: name, type, labels, unit and
-help. The collector, ``docs/metrics.md`` (``python -m connectors.metrics``) and the dashboard tests all
-read it. Domain values are not pushed into long-lived metric objects: the sinks hand the driver small
-per-batch results, ``MetricsState`` keeps the latest value per group/topic/broker, and ``MonitorCollector``
-renders that state at scrape time -- so a group or broker that is gone is simply absent from the next
-scrape. Counters are kept as monotonically increasing totals in the state.
+The catalogue (``connectors.metric_catalogue``) is the single description of every metric: name, type, labels,
+unit and help, one typed handle each. The collector, ``docs/metrics.md`` (``python -m connectors.metrics``) and
+the dashboard tests all read it, and ``MetricsState`` takes handles only. Domain values are not pushed into
+long-lived metric objects: the sinks hand the driver small per-batch results, ``MetricsState`` keeps the latest
+value per group/topic/broker, and ``MonitorCollector`` renders that state at scrape time -- so a group or broker
+that is gone is simply absent from the next scrape. Counters are kept as monotonically increasing totals in the state.
 
 Labels are bounded: ``consumer_group``, ``topic``, ``broker``, ``state``, ``anomaly``, ``reason``,
 ``query`` -- never client IDs or addresses. Each labelled metric family admits at most
@@ -24,237 +24,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-PREFIX = "rmqmon_"
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    type: str  # gauge | counter | histogram | info
-    labels: tuple[str, ...]
-    unit: str
-    help: str
-
-
-def _m(name: str, type_: str, labels: tuple[str, ...], unit: str, help_: str) -> MetricSpec:
-    return MetricSpec(PREFIX + name, type_, labels, unit, help_)
-
-
-GT = ("consumer_group", "topic")
-CATALOGUE: tuple[MetricSpec, ...] = (
-    # consumer groups
-    _m("group_members", "gauge", ("consumer_group",), "", "Distinct client IDs in the group's merged broker view."),
-    _m(
-        "group_channels",
-        "gauge",
-        ("consumer_group",),
-        "",
-        "Entries of cidAll: the group's channels (connections) on the broker its clients read the member list "
-        "from, one per channel, so a client ID on two channels counts twice; members connected to two brokers "
-        "count once.",
-    ),
-    _m("group_generation", "gauge", ("consumer_group",), "", "Current generation number of the group."),
-    _m(
-        "group_duplicate_client_ids",
-        "gauge",
-        ("consumer_group",),
-        "",
-        "Client IDs held by more than one channel (the same ID on several connections).",
-    ),
-    _m("group_views_diverging", "gauge", ("consumer_group",), "", "1 when brokers disagree about the group."),
-    _m(
-        "group_queues",
-        "gauge",
-        (*GT, "state"),
-        "",
-        "Queues of a subscribed topic by owner state: assigned (1 owner), orphaned (0), double_owned (2+).",
-    ),
-    _m("group_idle_members", "gauge", GT, "", "Subscribing members that get no queue of the topic."),
-    _m("group_non_subscribing_members", "gauge", GT, "", "Members in cidAll that do not subscribe the topic."),
-    _m("group_skew_queues", "gauge", GT, "", "Max minus min queues per subscribing member."),
-    _m("group_rebalances_total", "counter", ("consumer_group",), "", "Rebalances (new generations) of the group."),
-    _m("group_moved_queues_total", "counter", GT, "", "Queues whose expected owner changed between generations."),
-    _m(
-        "group_last_rebalance_timestamp_seconds",
-        "gauge",
-        ("consumer_group",),
-        "seconds",
-        "Event time of the group's last rebalance.",
-    ),
-    _m("group_open_anomalies", "gauge", ("consumer_group", "anomaly"), "", "Open anomaly episodes by kind."),
-    # consumer groups' consume progress (consume_progress events), per (group, topic), never per queue or client
-    _m(
-        "group_progress_lag",
-        "gauge",
-        GT,
-        "",
-        "Messages waiting in the topic's tracked queues of the group: broker offset minus consumer offset at each "
-        "queue's latest answered sample, summed (queues whose master never answered count nothing, never 0 lag).",
-    ),
-    _m(
-        "group_progress_max_time_lag_seconds",
-        "gauge",
-        GT,
-        "seconds",
-        "The largest time-lag estimate among the topic's tracked queues: how long ago the first unconsumed message "
-        "was stored, interpolated over the queue's samples (a lower bound when older than them).",
-    ),
-    _m(
-        "group_progress_queues",
-        "gauge",
-        (*GT, "state"),
-        "",
-        "Tracked queues of the topic by consume-progress state (OK, IDLE, ORPHAN_CONFIRMED, STUCK_HOLDER, ...; "
-        "docs/design/consume-progress.md); every state is exported, 0 included.",
-    ),
-    # the last generation change that moved queues of the topic (rebalance_cost rows), per (group, topic)
-    _m(
-        "group_last_rebalance_cost_timestamp_seconds",
-        "gauge",
-        GT,
-        "seconds",
-        "Event time (t0) of the last generation change that moved queues of the topic and whose cost is final; the "
-        "two rmqmon_group_last_rebalance_* series below describe that change.",
-    ),
-    _m(
-        "group_last_rebalance_handoff_seconds",
-        "gauge",
-        GT,
-        "seconds",
-        "The longest hand-off gap among that change's moved queues: from the old owner's last progress to the new "
-        "owner's first advance of the offset (no series while none of them was handed off within its bound).",
-    ),
-    _m(
-        "group_last_rebalance_redelivered_messages",
-        "gauge",
-        GT,
-        "",
-        "Messages that change delivered again, at most, summed over its moved queues: what the old owners had "
-        "received (pull offset, cached messages) beyond the offset the new owners started from.",
-    ),
-    # brokers (producer fault tolerance)
-    _m(
-        "broker_producers_avoiding",
-        "gauge",
-        ("broker",),
-        "",
-        "Producers whose fault item makes the broker unavailable now.",
-    ),
-    _m(
-        "broker_producers_avoiding_ratio",
-        "gauge",
-        ("broker",),
-        "ratio",
-        "Avoiding producers / producers that sent to it.",
-    ),
-    _m(
-        "broker_producers_seen",
-        "gauge",
-        ("broker",),
-        "",
-        "Producers with a fault item for the broker: those that sent to it and were not evicted (state_ttl).",
-    ),
-    _m("broker_isolated", "gauge", ("broker",), "", "1 when at least one producer currently avoids the broker."),
-    _m("broker_avoided_until_timestamp_seconds", "gauge", ("broker",), "seconds", "End of the latest fault window."),
-    _m("broker_isolation_episodes_total", "counter", ("broker",), "", "Fault windows opened against the broker."),
-    _m(
-        "broker_send_latency_seconds",
-        "histogram",
-        ("broker",),
-        "seconds",
-        "Send latency; buckets are the fault table's latencyMax thresholds.",
-    ),
-    _m("producers_all_brokers_unavailable", "gauge", (), "", "Producers for which every known broker is unavailable."),
-    # brokers (polled consumer views)
-    _m(
-        "broker_polled_group_views",
-        "gauge",
-        ("broker",),
-        "",
-        "Group views of the broker fed by a collector's polls (consumer_connections).",
-    ),
-    _m(
-        "broker_stale_group_views",
-        "gauge",
-        ("broker",),
-        "",
-        "Polled group views of the broker without a poll within their stale_after_ms: kept as last seen.",
-    ),
-    _m(
-        "broker_last_poll_timestamp_seconds",
-        "gauge",
-        ("broker",),
-        "seconds",
-        "Event time of the broker's latest poll of any group.",
-    ),
-    # the job itself
-    _m("input_rows_total", "counter", ("query",), "", "Rows read by each streaming query (completed micro-batches)."),
-    _m(
-        "processed_rows_per_second",
-        "gauge",
-        ("query",),
-        "",
-        "Rows per second the last micro-batch processed (Spark's processedRowsPerSecond): the query's capacity.",
-    ),
-    _m("batch_duration_seconds", "gauge", ("query",), "seconds", "Duration of the last micro-batch."),
-    _m("batches_total", "counter", ("query",), "", "Micro-batches each streaming query completed."),
-    _m(
-        "batch_phase_seconds_total",
-        "counter",
-        ("query", "phase"),
-        "seconds",
-        "Time the query's micro-batches spent in each phase Spark reports (durationMs): latestOffset and getBatch "
-        "(reading the sources' offsets), queryPlanning, addBatch (the stateful stage and every Delta write and "
-        "metric of the batch), walCommit and commitOffsets (the checkpoint); triggerExecution is the whole batch. "
-        "rate() over batches_total's is a phase's mean per batch, whatever the scrape interval.",
-    ),
-    _m("last_batch_timestamp_seconds", "gauge", ("query",), "seconds", "Wall time the last micro-batch finished."),
-    _m("watermark_timestamp_seconds", "gauge", ("query",), "seconds", "Current event-time watermark."),
-    _m(
-        "state_rows",
-        "gauge",
-        ("query",),
-        "",
-        "Keys in the query's state store: shards of groups for the consumer query, whose state is keyed by shard, "
-        "not by group (see rmqmon_group_members); 0 for send-ingest, whose fault replay keeps its state in the "
-        "checkpoint's fault-state files (see rmqmon_broker_producers_seen).",
-    ),
-    _m("state_memory_bytes", "gauge", ("query",), "bytes", "Memory used by the query's state store."),
-    _m("kafka_offsets_behind", "gauge", ("query",), "", "Offsets behind the latest, summed over partitions."),
-    _m(
-        "dead_letters_total",
-        "counter",
-        ("query", "reason"),
-        "",
-        "Rejected input records by query and dead-letter reason (docs/events.md).",
-    ),
-    _m(
-        "late_events_total",
-        "counter",
-        ("query", "reason"),
-        "",
-        "Late input by reason: watermark (events at or before the watermark, not applied), late_send (sends "
-        "older than their fault item's clock, ignored), stale_route (topic routes older than the route applied, "
-        "ignored), stale_poll (polls older than their view's last poll, ignored).",
-    ),
-    _m(
-        "label_values_dropped_total",
-        "counter",
-        ("metric",),
-        "",
-        "Updates not exported because the metric already has label_value_cap distinct groups (or brokers).",
-    ),
-    _m(
-        "query_restarts_total",
-        "counter",
-        ("query",),
-        "",
-        "Restarts of a failed query from its checkpoint ([supervision]; the job's log says why it failed).",
-    ),
-    _m("up", "gauge", (), "", "1 while the job's queries are running."),
-    _m("build_info", "gauge", ("version", "spark_version"), "", "Build metadata (value 1)."),
-)
-BY_NAME = {spec.name: spec for spec in CATALOGUE}
+from connectors.metric_catalogue import BY_NAME, CATALOGUE, Metrics, MetricSpec, known
 
 
 @dataclass
@@ -298,33 +68,40 @@ class MetricsState:
         for family in (self.gauges, self.counters, self.histograms):
             yield from family.items()
 
-    def set_gauge(self, name: str, labels: tuple[str, ...], value: float) -> None:
+    def set_gauge(self, metric: MetricSpec, labels: tuple[str, ...], value: float) -> None:
+        name = known(metric, "gauge", "info")
         with self.lock:
             table = self.gauges.setdefault(name, {})
             if self._admit(name, table, labels):
                 table[labels] = float(value)
 
-    def inc(self, name: str, labels: tuple[str, ...], amount: float = 1.0) -> None:
+    def inc(self, metric: MetricSpec, labels: tuple[str, ...], amount: float = 1.0) -> None:
+        name = known(metric, "counter")
         with self.lock:
             table = self.counters.setdefault(name, {})
             if self._admit(name, table, labels):
                 table[labels] = table.get(labels, 0.0) + float(amount)
 
-    def set_counter(self, name: str, labels: tuple[str, ...], total: float) -> None:
+    def set_counter(self, metric: MetricSpec, labels: tuple[str, ...], total: float) -> None:
         """A counter kept as a total elsewhere (e.g. rows summed by the progress listener)."""
+        name = known(metric, "counter")
         with self.lock:
             table = self.counters.setdefault(name, {})
             if self._admit(name, table, labels):
                 table[labels] = float(total)
 
-    def advance_counter(self, name: str, labels: tuple[str, ...], total: float) -> None:
+    def advance_counter(self, metric: MetricSpec, labels: tuple[str, ...], total: float) -> None:
         """Raise a counter to ``total`` if it is below (a count the source keeps, e.g. a group's generation)."""
+        name = known(metric, "counter")
         with self.lock:
             table = self.counters.setdefault(name, {})
             if self._admit(name, table, labels):
                 table[labels] = max(table.get(labels, 0.0), float(total))
 
-    def set_histogram(self, name: str, labels: tuple[str, ...], buckets: list[tuple[str, float]], total: float) -> None:
+    def set_histogram(
+        self, metric: MetricSpec, labels: tuple[str, ...], buckets: list[tuple[str, float]], total: float
+    ) -> None:
+        name = known(metric, "histogram")
         with self.lock:
             table = self.histograms.setdefault(name, {})
             if self._admit(name, table, labels):
@@ -332,7 +109,7 @@ class MetricsState:
 
     def observe_histogram(
         self,
-        name: str,
+        metric: MetricSpec,
         labels: tuple[str, ...],
         upper_bounds: Sequence[float],
         cumulative: Sequence[float],
@@ -340,6 +117,7 @@ class MetricsState:
         total: float,
     ) -> None:
         """Add one batch's cumulative bucket counts (``<= upper``), its count and sum into a histogram."""
+        name = known(metric, "histogram")
         les = [_le(u) for u in upper_bounds] + ["+Inf"]
         counts = [float(c) for c in cumulative] + [float(count)]
         with self.lock:
@@ -367,11 +145,11 @@ class MetricsState:
                     del table[labels]
                     self._index.get(name, {}).get(labels[0], set()).discard(labels)
 
-    def retain(self, label_name: str, values: Iterable[str], names: Iterable[str] | None = None) -> None:
+    def retain(self, label_name: str, values: Iterable[str], metrics: Iterable[MetricSpec] | None = None) -> None:
         """Drop the series of every ``label_name`` value (first label) not in ``values``: brokers that are gone
-        (from the metrics ``names`` only, when given: each source of broker metrics knows its own brokers)."""
+        (from ``metrics`` only, when given: each source of broker metrics knows its own brokers)."""
         keep = set(values)
-        only = None if names is None else set(names)
+        only = None if metrics is None else {known(m, "gauge", "counter", "histogram") for m in metrics}
         with self.lock:
             for name, table in self._tables():
                 spec = BY_NAME.get(name)
@@ -380,8 +158,9 @@ class MetricsState:
                 for value in [v for v in self._index.get(name, {}) if v not in keep]:
                     self._drop_value(name, table, value)
 
-    def replace_series(self, name: str, key_label_value: str, series: Mapping[tuple[str, ...], float]) -> None:
+    def replace_series(self, metric: MetricSpec, key_label_value: str, series: Mapping[tuple[str, ...], float]) -> None:
         """Replace all series of ``name`` whose first label is ``key_label_value`` (e.g. one group's topics)."""
+        name = known(metric, "gauge")
         with self.lock:
             table = self.gauges.setdefault(name, {})
             index = self._index.get(name, {})
@@ -396,8 +175,9 @@ class MetricsState:
                 if self._admit(name, table, labels):
                     table[labels] = float(value)
 
-    def drop_series(self, name: str, labels: tuple[str, ...]) -> None:
+    def drop_series(self, metric: MetricSpec, labels: tuple[str, ...]) -> None:
         """Drop one series of ``name`` (a value whose source is gone while the metric's others stay)."""
+        name = known(metric, "gauge", "counter", "histogram", "info")
         with self.lock:
             for family in (self.gauges, self.counters, self.histograms):
                 family.get(name, {}).pop(labels, None)
@@ -408,7 +188,8 @@ class MetricsState:
                 if not series:
                     del index[labels[0]]
 
-    def series_count(self, name: str) -> int:
+    def series_count(self, metric: MetricSpec) -> int:
+        name = known(metric, "gauge", "counter", "histogram", "info")
         with self.lock:
             for family in (self.gauges, self.counters, self.histograms):
                 if name in family:
@@ -445,7 +226,7 @@ class MonitorCollector(Collector):
             dropped = dict(self.state.dropped)
         for spec in CATALOGUE:
             family = _family(spec)
-            if spec.name == PREFIX + "label_values_dropped_total":
+            if spec is Metrics.LABEL_VALUES_DROPPED_TOTAL:
                 for metric, value in sorted(dropped.items()):
                     family.add_metric([metric], value)
             elif spec.type == "counter":

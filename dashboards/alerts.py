@@ -17,6 +17,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from connectors.metric_catalogue import Metrics
 from streaming.app.simulation import operations
 from streaming.domain.anomaly_catalogue import ALERT_PREFIX, CATALOGUE, AnomalySpec
 from streaming.domain.progress.verdict import DEFAULT_SETTINGS, QueueState, StuckCause, alerts_on, severity_of
@@ -335,6 +336,8 @@ class Case:
 
 
 J = f'job="{MONITOR_JOB}",instance="127.0.0.1:9464"'
+# The cap counter's series for one capped metric, as the alert tests feed it.
+DROPPED_MEMBERS = f'{Metrics.LABEL_VALUES_DROPPED_TOTAL.name}{{{J},metric="{Metrics.GROUP_MEMBERS.name}"}}'
 NAME = {kind: alert.name for kind, alert in ANOMALY_ALERTS.items()}  # the anomaly kinds' alerts, by kind
 CASES: tuple[Case, ...] = (
     # orphaned queues: fires after 2m of orphans; a 20 s rebalance transient does not
@@ -546,14 +549,14 @@ CASES: tuple[Case, ...] = (
     Case(
         f"{PREFIX}LabelCapReached",
         "updates dropped by the cap for 20 minutes fire",
-        {f'rmqmon_label_values_dropped_total{{{J},metric="rmqmon_group_members"}}': "0+10x120"},
+        {DROPPED_MEMBERS: "0+10x120"},
         "25m",
-        (({"metric": "rmqmon_group_members"}, 600),),
+        (({"metric": Metrics.GROUP_MEMBERS.name}, 600),),
     ),
     Case(
         f"{PREFIX}LabelCapReached",
         "nothing dropped: silent",
-        {f'rmqmon_label_values_dropped_total{{{J},metric="rmqmon_group_members"}}': "0x120"},
+        {DROPPED_MEMBERS: "0x120"},
         "25m",
     ),
 )

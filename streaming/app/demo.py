@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
+from connectors.metric_catalogue import Metrics
 from streaming.domain.progress.verdict import QueueState, alerts_on
 
 if TYPE_CHECKING:
@@ -377,9 +378,9 @@ def state_summary(job: Any) -> str:
     """Groups, open anomalies, avoided brokers and the queries' last batches, in one line."""
     with job.metrics.lock:
         gauges = {k: dict(v) for k, v in job.metrics.gauges.items()}
-    groups = len(gauges.get("rmqmon_group_members", {}))
-    anomalies = sorted(f"{g}:{k}" for (g, k), v in gauges.get("rmqmon_group_open_anomalies", {}).items() if v)
-    avoided = sorted(b for (b,), v in gauges.get("rmqmon_broker_producers_avoiding", {}).items() if v)
+    groups = len(gauges.get(Metrics.GROUP_MEMBERS.name, {}))
+    anomalies = sorted(f"{g}:{k}" for (g, k), v in gauges.get(Metrics.GROUP_OPEN_ANOMALIES.name, {}).items() if v)
+    avoided = sorted(b for (b,), v in gauges.get(Metrics.BROKER_PRODUCERS_AVOIDING.name, {}).items() if v)
     progress = sorted(job.board.snapshot().items())
     batches = ", ".join(
         f"{n} #{p.batch_id} {p.input_rows_per_second:.0f} rows/s in {p.batch_duration_ms / 1000:.1f} s"
@@ -410,15 +411,15 @@ def view_lines(job: Any) -> list[str]:
     state = job.metrics
     with state.lock:
         gauges = {k: dict(v) for k, v in state.gauges.items()}
-    members = gauges.get("rmqmon_group_members", {})
+    members = gauges.get(Metrics.GROUP_MEMBERS.name, {})
     lines = [
         f"{'consumer group':28} {'members':>7} {'gen':>4} {'orphaned':>8} {'double':>6} {'lag':>8}  "
         "open anomalies; queues by alerting progress state"
     ]
-    queues = gauges.get("rmqmon_group_queues", {})
-    anomalies = gauges.get("rmqmon_group_open_anomalies", {})
-    lag = gauges.get("rmqmon_group_progress_lag", {})
-    states = gauges.get("rmqmon_group_progress_queues", {})
+    queues = gauges.get(Metrics.GROUP_QUEUES.name, {})
+    anomalies = gauges.get(Metrics.GROUP_OPEN_ANOMALIES.name, {})
+    lag = gauges.get(Metrics.GROUP_PROGRESS_LAG.name, {})
+    states = gauges.get(Metrics.GROUP_PROGRESS_QUEUES.name, {})
     # a group without members (gone, its progress still watched for a backlog) is listed by its lag
     groups = sorted({g for (g,) in members} | {g for (g, _) in lag})
     for group in groups:
@@ -433,12 +434,12 @@ def view_lines(job: Any) -> list[str]:
             if g == group and v and state in ALERTING_STATES:
                 alerting[state] = alerting.get(state, 0) + v
         stuck = ", ".join(f"{state} {int(v)}" for state, v in sorted(alerting.items()))
-        generation = gauges.get("rmqmon_group_generation", {}).get((group,), 0)
+        generation = gauges.get(Metrics.GROUP_GENERATION.name, {}).get((group,), 0)
         lines.append(
             f"{group:28} {int(count):>7} {int(generation):>4} {int(orphaned):>8} {int(doubled):>6} {behind:>8}  "
             f"{open_kinds}{'; ' + stuck if stuck else ''}"
         )
-    avoided = {b: v for (b,), v in gauges.get("rmqmon_broker_producers_avoiding", {}).items()}
+    avoided = {b: v for (b,), v in gauges.get(Metrics.BROKER_PRODUCERS_AVOIDING.name, {}).items()}
     lines += [
         "",
         "brokers: " + (", ".join(f"{b}: {int(v)} producer(s) avoiding" for b, v in sorted(avoided.items())) or "-"),

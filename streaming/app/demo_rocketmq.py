@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from connectors.jvm_artifacts import PROJECT_ROOT
+from connectors.metric_catalogue import Metrics
 from localenv.rocketmq_clients import (
     ClientProcess,
     ConsumerSpec,
@@ -472,7 +473,7 @@ def _caught_up(job: Any) -> bool:
 
 def _groups(job: Any) -> int:
     with job.metrics.lock:
-        return len(job.metrics.gauges.get("rmqmon_group_members", {}))
+        return len(job.metrics.gauges.get(Metrics.GROUP_MEMBERS.name, {}))
 
 
 def _jvm_pid(job: Any) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connectors.metric_catalogue import Metrics
 from connectors.metrics import MetricsState, new_registry, serve
 from streaming.config import MonitorConfig
 from streaming.job.delta.exactly_once import checkpoint_app_id
@@ -121,11 +122,11 @@ class MonitorJob:
 
             from streaming import __version__
 
-            self.metrics.set_gauge("rmqmon_build_info", (__version__, pyspark.__version__), 1.0)
+            self.metrics.set_gauge(Metrics.BUILD_INFO, (__version__, pyspark.__version__), 1.0)
         self._restore_metrics()
         self._start_consumer_query()
         self._start_send_ingest()
-        self.metrics.set_gauge("rmqmon_up", (), 1.0)
+        self.metrics.set_gauge(Metrics.UP, (), 1.0)
 
     def _restore_metrics(self) -> None:
         """Every group's and broker's series as the tables hold them, before the first batch (a group's series
@@ -207,7 +208,7 @@ class MonitorJob:
         app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix)
         # The late-send series exists from the start, at 0, so that a dashboard or a rate() over it has data before
         # the first late send (a query Spark watermarks has it from its progress).
-        self.metrics.inc("rmqmon_late_events_total", ("send-ingest", "watermark"), 0.0)
+        self.metrics.inc(Metrics.LATE_EVENTS_TOTAL, ("send-ingest", "watermark"), 0.0)
         fault = FaultReplayer(
             FaultStateFiles(self.session, checkpoint),
             c.fault_settings,
@@ -235,7 +236,7 @@ class MonitorJob:
     def _count_late_sends(self, batch_id: int, sends: int) -> None:
         """Sends the fault replay refused as older than the watermark, once per batch id."""
         if self.metered.first_time("send-ingest:watermark", batch_id):
-            self.metrics.inc("rmqmon_late_events_total", ("send-ingest", "watermark"), sends)
+            self.metrics.inc(Metrics.LATE_EVENTS_TOTAL, ("send-ingest", "watermark"), sends)
 
     def await_available(self) -> None:
         """With ``available_now``: wait until every query has processed what was available."""
@@ -257,26 +258,26 @@ class MonitorJob:
 
         for name, p in self.board.snapshot().items():
             q = (name,)
-            self.metrics.set_gauge("rmqmon_batch_duration_seconds", q, p.batch_duration_ms / 1000)
+            self.metrics.set_gauge(Metrics.BATCH_DURATION_SECONDS, q, p.batch_duration_ms / 1000)
             if p.batch_timestamp:  # when the last micro-batch started, plus how long it took: when it finished
                 finished = seconds(p.batch_timestamp) + p.batch_duration_ms / 1000
-                self.metrics.set_gauge("rmqmon_last_batch_timestamp_seconds", q, finished)
-            self.metrics.set_gauge("rmqmon_processed_rows_per_second", q, p.processed_rows_per_second)
-            self.metrics.set_gauge("rmqmon_state_rows", q, p.state_rows)
-            self.metrics.set_gauge("rmqmon_state_memory_bytes", q, p.state_memory_bytes)
-            self.metrics.set_gauge("rmqmon_kafka_offsets_behind", q, p.offsets_behind)
-            self.metrics.set_counter("rmqmon_input_rows_total", q, p.input_rows_total)
-            self.metrics.set_counter("rmqmon_batches_total", q, p.batches_total)
+                self.metrics.set_gauge(Metrics.LAST_BATCH_TIMESTAMP_SECONDS, q, finished)
+            self.metrics.set_gauge(Metrics.PROCESSED_ROWS_PER_SECOND, q, p.processed_rows_per_second)
+            self.metrics.set_gauge(Metrics.STATE_ROWS, q, p.state_rows)
+            self.metrics.set_gauge(Metrics.STATE_MEMORY_BYTES, q, p.state_memory_bytes)
+            self.metrics.set_gauge(Metrics.KAFKA_OFFSETS_BEHIND, q, p.offsets_behind)
+            self.metrics.set_counter(Metrics.INPUT_ROWS_TOTAL, q, p.input_rows_total)
+            self.metrics.set_counter(Metrics.BATCHES_TOTAL, q, p.batches_total)
             for phase, ms in p.phase_ms_total.items():
-                self.metrics.set_counter("rmqmon_batch_phase_seconds_total", (name, phase), ms / 1000)
+                self.metrics.set_counter(Metrics.BATCH_PHASE_SECONDS_TOTAL, (name, phase), ms / 1000)
             if name not in COUNTS_ITS_OWN_LATE_ROWS:
-                self.metrics.set_counter("rmqmon_late_events_total", (name, "watermark"), p.late_rows_total)
+                self.metrics.set_counter(Metrics.LATE_EVENTS_TOTAL, (name, "watermark"), p.late_rows_total)
             if p.watermark:
-                self.metrics.set_gauge("rmqmon_watermark_timestamp_seconds", q, seconds(p.watermark))
+                self.metrics.set_gauge(Metrics.WATERMARK_TIMESTAMP_SECONDS, q, seconds(p.watermark))
 
     def stop(self, hurry: threading.Event | None = None) -> None:
         self.stop_queries(self.config.spark.stop_grace_seconds, hurry)
-        self.metrics.set_gauge("rmqmon_up", (), 0.0)
+        self.metrics.set_gauge(Metrics.UP, (), 0.0)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()  # the port is free for a job started again in this process
@@ -344,7 +345,7 @@ class MonitorJob:
         supervisor = QuerySupervisor(
             self.config.supervision,
             self.restart_query,
-            lambda name: self.metrics.inc("rmqmon_query_restarts_total", (name,)),
+            lambda name: self.metrics.inc(Metrics.QUERY_RESTARTS_TOTAL, (name,)),
         )
         try:
             self.start()

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from connectors.metrics import CATALOGUE, MetricsState, new_registry
+from connectors.metrics import CATALOGUE, Metrics, MetricsState, new_registry
 from streaming.config import load_config
 from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, ProgressSummary, TopicProgress, TopicSummary
 from streaming.domain.progress.verdict import QueueState
@@ -132,8 +132,8 @@ def test_gone_groups_disappear_and_free_their_place_under_the_cap():
 def test_brokers_no_producer_mentions_disappear():
     state = MetricsState()
     for broker in ("broker-a", "broker-b"):
-        state.set_gauge("rmqmon_broker_isolated", (broker,), 1)
-        state.observe_histogram("rmqmon_broker_send_latency_seconds", (broker,), [0.05, 0.1], [1, 2], 3, 0.4)
+        state.set_gauge(Metrics.BROKER_ISOLATED, (broker,), 1)
+        state.observe_histogram(Metrics.BROKER_SEND_LATENCY_SECONDS, (broker,), [0.05, 0.1], [1, 2], 3, 0.4)
     state.retain("broker", ["broker-a"])
     brokers = {labels.get("broker") for _, labels, _ in exported(state)} - {None}
     assert brokers == {"broker-a"}

@@ -397,7 +397,7 @@ def test_a_group_no_longer_sampled_is_forgotten_a_window_after_its_last_sample_a
 
 
 def test_an_offline_groups_backlog_episode_is_its_open_anomalies_series_until_it_is_forgotten():
-    from connectors.metrics import MetricsState
+    from connectors.metrics import Metrics, MetricsState
     from streaming.job.delta.outputs import apply_consumer_metrics
 
     metrics = MetricsState()
@@ -407,7 +407,7 @@ def test_an_offline_groups_backlog_episode_is_its_open_anomalies_series_until_it
         outcomes = engine.apply([progress(t, [("T", 0, 9, consumer)], group="never")], T0)
         apply_consumer_metrics(metrics, of(outcomes, ProgressSummary))
         assert metrics.gauges["rmqmon_group_open_anomalies"].get(series) == value
-    assert metrics.series_count("rmqmon_group_progress_lag") == 0
+    assert metrics.series_count(Metrics.GROUP_PROGRESS_LAG) == 0
 
 
 def test_an_expected_owner_that_reports_nothing_of_the_topic_is_presumed_to_hold_its_queues():

@@ -227,10 +227,18 @@ def test_a_handoff_round_trips_as_its_snapshot_list():
 
 # -- the metrics -------------------------------------------------------------------------------------------------------
 def test_the_last_change_s_cost_is_per_group_and_topic_longest_handoff_and_summed_redelivery():
-    from connectors.metrics import MetricsState
-    from streaming.job.delta.outputs import COST_HANDOFF, COST_REDELIVERED, COST_T0, apply_consumer_metrics
+    from connectors.metrics import Metrics, MetricsState
+    from streaming.job.delta.outputs import apply_consumer_metrics
     from streaming.job.delta.table_rows import FinalCost, metric_values
 
+    COST_T0, COST_HANDOFF, COST_REDELIVERED = (
+        m.name
+        for m in (
+            Metrics.GROUP_LAST_REBALANCE_COST_TIMESTAMP_SECONDS,
+            Metrics.GROUP_LAST_REBALANCE_HANDOFF_SECONDS,
+            Metrics.GROUP_LAST_REBALANCE_REDELIVERED_MESSAGES,
+        )
+    )
     state = MetricsState()
     rows = [
         {"group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": 30 * S, "redelivered_max": 5},

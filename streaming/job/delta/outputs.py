@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from connectors.metric_catalogue import Metrics
 from streaming.contract.tables import TABLES, column_names
 from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, LateEvent, ProgressSummary
 from streaming.domain.faults.outcomes import FaultOutcome, FaultWindowChanged, SendsLate
@@ -391,60 +392,57 @@ def _count_isolations_and_late_sends(metrics: MetricsState, values: Iterable[Fau
     """Count the batch's opened fault windows (isolation episodes) and late sends."""
     for value in values:
         if isinstance(value, FaultWindowChanged) and value.episode.status is WindowStatus.OPENED:
-            metrics.inc("rmqmon_broker_isolation_episodes_total", (value.episode.broker,))
+            metrics.inc(Metrics.BROKER_ISOLATION_EPISODES_TOTAL, (value.episode.broker,))
         elif isinstance(value, SendsLate):
-            metrics.inc("rmqmon_late_events_total", ("send-ingest", "late_send"), value.count)
+            metrics.inc(Metrics.LATE_EVENTS_TOTAL, ("send-ingest", "late_send"), value.count)
 
 
 def apply_broker_metrics(metrics: MetricsState, rows: list[dict[str, Any]], all_down: int) -> None:
     """Per-broker gauges from ``broker_status_current`` rows (every broker a producer item mentions)."""
     # brokers no producer item mentions are gone (from the producer metrics; polled views keep their own)
-    metrics.retain("broker", [r["broker"] for r in rows], names=PRODUCER_BROKER_METRICS)
+    metrics.retain("broker", [r["broker"] for r in rows], metrics=PRODUCER_BROKER_METRICS)
     for r in rows:
         labels = (r["broker"],)
-        metrics.inc("rmqmon_broker_isolation_episodes_total", labels, 0)  # an explicit zero for known brokers
-        metrics.set_gauge("rmqmon_broker_producers_avoiding", labels, r["producers_avoiding"])
-        metrics.set_gauge("rmqmon_broker_producers_avoiding_ratio", labels, r["avoiding_ratio"])
-        metrics.set_gauge("rmqmon_broker_producers_seen", labels, r["producers_seen"])
-        metrics.set_gauge("rmqmon_broker_isolated", labels, 1.0 if r["isolated"] else 0.0)
+        metrics.inc(Metrics.BROKER_ISOLATION_EPISODES_TOTAL, labels, 0)  # an explicit zero for known brokers
+        metrics.set_gauge(Metrics.BROKER_PRODUCERS_AVOIDING, labels, r["producers_avoiding"])
+        metrics.set_gauge(Metrics.BROKER_PRODUCERS_AVOIDING_RATIO, labels, r["avoiding_ratio"])
+        metrics.set_gauge(Metrics.BROKER_PRODUCERS_SEEN, labels, r["producers_seen"])
+        metrics.set_gauge(Metrics.BROKER_ISOLATED, labels, 1.0 if r["isolated"] else 0.0)
         if r["avoided_until_ms"] is not None:
-            metrics.set_gauge("rmqmon_broker_avoided_until_timestamp_seconds", labels, r["avoided_until_ms"] / 1000)
-    metrics.set_gauge("rmqmon_producers_all_brokers_unavailable", (), float(all_down))
+            metrics.set_gauge(Metrics.BROKER_AVOIDED_UNTIL_TIMESTAMP_SECONDS, labels, r["avoided_until_ms"] / 1000)
+    metrics.set_gauge(Metrics.PRODUCERS_ALL_BROKERS_UNAVAILABLE, (), float(all_down))
 
 
 # The per-broker metrics computed from producers' fault items (``apply_broker_metrics``).
 PRODUCER_BROKER_METRICS = (
-    "rmqmon_broker_isolation_episodes_total",
-    "rmqmon_broker_producers_avoiding",
-    "rmqmon_broker_producers_avoiding_ratio",
-    "rmqmon_broker_producers_seen",
-    "rmqmon_broker_isolated",
-    "rmqmon_broker_avoided_until_timestamp_seconds",
-    "rmqmon_broker_send_latency_seconds",
+    Metrics.BROKER_ISOLATION_EPISODES_TOTAL,
+    Metrics.BROKER_PRODUCERS_AVOIDING,
+    Metrics.BROKER_PRODUCERS_AVOIDING_RATIO,
+    Metrics.BROKER_PRODUCERS_SEEN,
+    Metrics.BROKER_ISOLATED,
+    Metrics.BROKER_AVOIDED_UNTIL_TIMESTAMP_SECONDS,
+    Metrics.BROKER_SEND_LATENCY_SECONDS,
 )
 VIEW_METRICS = (
-    "rmqmon_broker_polled_group_views",
-    "rmqmon_broker_stale_group_views",
-    "rmqmon_broker_last_poll_timestamp_seconds",
+    Metrics.BROKER_POLLED_GROUP_VIEWS,
+    Metrics.BROKER_STALE_GROUP_VIEWS,
+    Metrics.BROKER_LAST_POLL_TIMESTAMP_SECONDS,
 )
 
 
 def apply_view_metrics(metrics: MetricsState, rows: list[dict[str, Any]]) -> None:
     """Per broker of ``broker_views_current`` (``view_summary``): the group views polls feed, how many are
     stale, and the latest poll's event time."""
-    metrics.retain("broker", [r["broker"] for r in rows], names=VIEW_METRICS)
+    metrics.retain("broker", [r["broker"] for r in rows], metrics=VIEW_METRICS)
     for r in rows:
         labels = (r["broker"],)
-        metrics.set_gauge("rmqmon_broker_polled_group_views", labels, r["views"])
-        metrics.set_gauge("rmqmon_broker_stale_group_views", labels, r["stale"])
+        metrics.set_gauge(Metrics.BROKER_POLLED_GROUP_VIEWS, labels, r["views"])
+        metrics.set_gauge(Metrics.BROKER_STALE_GROUP_VIEWS, labels, r["stale"])
         if r["last_poll_ms"] is not None:
-            metrics.set_gauge("rmqmon_broker_last_poll_timestamp_seconds", labels, r["last_poll_ms"] / 1000)
+            metrics.set_gauge(Metrics.BROKER_LAST_POLL_TIMESTAMP_SECONDS, labels, r["last_poll_ms"] / 1000)
 
 
 ConsumerMetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered | ProgressSummary | FinalCost
-COST_T0 = "rmqmon_group_last_rebalance_cost_timestamp_seconds"
-COST_HANDOFF = "rmqmon_group_last_rebalance_handoff_seconds"
-COST_REDELIVERED = "rmqmon_group_last_rebalance_redelivered_messages"
 
 
 def apply_rebalance_cost_metrics(metrics: MetricsState, cost: FinalCost) -> None:
@@ -452,28 +450,24 @@ def apply_rebalance_cost_metrics(metrics: MetricsState, cost: FinalCost) -> None
     same change adds to them (longest hand-off, summed re-delivered), an older one is ignored."""
     labels = (cost.group, cost.topic)
     t0_s = cost.t0_ms / 1000
-    last = metrics.gauges.get(COST_T0, {}).get(labels)
+    last = metrics.gauges.get(Metrics.GROUP_LAST_REBALANCE_COST_TIMESTAMP_SECONDS.name, {}).get(labels)
     if last is not None and t0_s < last:
         return
     same = last == t0_s
     gap = None if cost.handoff_gap_ms is None else cost.handoff_gap_ms / 1000
-    handoff = metrics.gauges.get(COST_HANDOFF, {}).get(labels) if same else None
-    redelivered = metrics.gauges.get(COST_REDELIVERED, {}).get(labels, 0.0) if same else 0.0
-    metrics.set_gauge(COST_T0, labels, t0_s)
+    handoff = metrics.gauges.get(Metrics.GROUP_LAST_REBALANCE_HANDOFF_SECONDS.name, {}).get(labels) if same else None
+    redelivered = (
+        metrics.gauges.get(Metrics.GROUP_LAST_REBALANCE_REDELIVERED_MESSAGES.name, {}).get(labels, 0.0) if same else 0.0
+    )
+    metrics.set_gauge(Metrics.GROUP_LAST_REBALANCE_COST_TIMESTAMP_SECONDS, labels, t0_s)
     longest = gap if handoff is None else handoff if gap is None else max(handoff, gap)
     if longest is None:
-        metrics.drop_series(COST_HANDOFF, labels)
+        metrics.drop_series(Metrics.GROUP_LAST_REBALANCE_HANDOFF_SECONDS, labels)
     else:
-        metrics.set_gauge(COST_HANDOFF, labels, longest)
-    metrics.set_gauge(COST_REDELIVERED, labels, redelivered + (cost.redelivered_max or 0))
-
-
-# The per-(group, topic) consume-progress metrics (``apply_progress_metrics``).
-PROGRESS_METRIC_NAMES = (
-    "rmqmon_group_progress_lag",
-    "rmqmon_group_progress_max_time_lag_seconds",
-    "rmqmon_group_progress_queues",
-)
+        metrics.set_gauge(Metrics.GROUP_LAST_REBALANCE_HANDOFF_SECONDS, labels, longest)
+    metrics.set_gauge(
+        Metrics.GROUP_LAST_REBALANCE_REDELIVERED_MESSAGES, labels, redelivered + (cost.redelivered_max or 0)
+    )
 
 
 def apply_progress_metrics(metrics: MetricsState, value: ProgressSummary) -> None:
@@ -489,14 +483,14 @@ def apply_progress_metrics(metrics: MetricsState, value: ProgressSummary) -> Non
             time_lag[(group, topic)] = t.max_time_lag_s
         for state in QueueState:
             queues[(group, topic, str(state))] = float(t.queues_by_state.get(state, 0))
-    metrics.replace_series("rmqmon_group_progress_lag", group, lag)
-    metrics.replace_series("rmqmon_group_progress_max_time_lag_seconds", group, time_lag)
-    metrics.replace_series("rmqmon_group_progress_queues", group, queues)
+    metrics.replace_series(Metrics.GROUP_PROGRESS_LAG, group, lag)
+    metrics.replace_series(Metrics.GROUP_PROGRESS_MAX_TIME_LAG_SECONDS, group, time_lag)
+    metrics.replace_series(Metrics.GROUP_PROGRESS_QUEUES, group, queues)
     offline = (group, str(AnomalyKind.OFFLINE_GROUP_BACKLOG))
     if value.offline_backlog or value.topics:
-        metrics.set_gauge("rmqmon_group_open_anomalies", offline, 1.0 if value.offline_backlog else 0.0)
+        metrics.set_gauge(Metrics.GROUP_OPEN_ANOMALIES, offline, 1.0 if value.offline_backlog else 0.0)
     else:  # nothing tracked: a group gone from everywhere keeps no series
-        metrics.drop_series("rmqmon_group_open_anomalies", offline)
+        metrics.drop_series(Metrics.GROUP_OPEN_ANOMALIES, offline)
 
 
 def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetricValue]) -> None:
@@ -504,10 +498,10 @@ def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetri
     dead letters and late events counted by reason."""
     for value in values:
         if isinstance(value, DeadLettered):
-            metrics.inc("rmqmon_dead_letters_total", ("consumer", str(value.reason)))
+            metrics.inc(Metrics.DEAD_LETTERS_TOTAL, ("consumer", str(value.reason)))
             continue
         if isinstance(value, LateEvent):  # one late event, or a count of them
-            metrics.inc("rmqmon_late_events_total", ("consumer", str(value.reason)), value.count)
+            metrics.inc(Metrics.LATE_EVENTS_TOTAL, ("consumer", str(value.reason)), value.count)
             continue
         if isinstance(value, ProgressSummary):
             apply_progress_metrics(metrics, value)
@@ -520,14 +514,14 @@ def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetri
             metrics.forget("consumer_group", group)
             continue
         g = (group,)
-        metrics.set_gauge("rmqmon_group_members", g, value.members)
-        metrics.set_gauge("rmqmon_group_channels", g, value.channels)
-        metrics.set_gauge("rmqmon_group_generation", g, value.generation)
-        metrics.set_gauge("rmqmon_group_duplicate_client_ids", g, value.duplicate_client_ids)
-        metrics.set_gauge("rmqmon_group_views_diverging", g, 1.0 if value.views_diverge else 0.0)
+        metrics.set_gauge(Metrics.GROUP_MEMBERS, g, value.members)
+        metrics.set_gauge(Metrics.GROUP_CHANNELS, g, value.channels)
+        metrics.set_gauge(Metrics.GROUP_GENERATION, g, value.generation)
+        metrics.set_gauge(Metrics.GROUP_DUPLICATE_CLIENT_IDS, g, value.duplicate_client_ids)
+        metrics.set_gauge(Metrics.GROUP_VIEWS_DIVERGING, g, 1.0 if value.views_diverge else 0.0)
         if value.last_rebalance_ms is not None:
-            metrics.set_gauge("rmqmon_group_last_rebalance_timestamp_seconds", g, value.last_rebalance_ms / 1000)
-        metrics.advance_counter("rmqmon_group_rebalances_total", g, value.generation)  # one per generation
+            metrics.set_gauge(Metrics.GROUP_LAST_REBALANCE_TIMESTAMP_SECONDS, g, value.last_rebalance_ms / 1000)
+        metrics.advance_counter(Metrics.GROUP_REBALANCES_TOTAL, g, value.generation)  # one per generation
         queues, idle, non_subscribing, skew = {}, {}, {}, {}
         for topic, t in value.topics.items():
             queues[(group, topic, "assigned")] = t.assigned
@@ -536,13 +530,13 @@ def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetri
             idle[(group, topic)] = t.idle
             non_subscribing[(group, topic)] = t.non_subscribing
             skew[(group, topic)] = t.skew
-            metrics.inc("rmqmon_group_moved_queues_total", (group, topic), t.moved)  # 0 exports the series
-        metrics.replace_series("rmqmon_group_queues", group, queues)
-        metrics.replace_series("rmqmon_group_idle_members", group, idle)
-        metrics.replace_series("rmqmon_group_non_subscribing_members", group, non_subscribing)
-        metrics.replace_series("rmqmon_group_skew_queues", group, skew)
+            metrics.inc(Metrics.GROUP_MOVED_QUEUES_TOTAL, (group, topic), t.moved)  # 0 exports the series
+        metrics.replace_series(Metrics.GROUP_QUEUES, group, queues)
+        metrics.replace_series(Metrics.GROUP_IDLE_MEMBERS, group, idle)
+        metrics.replace_series(Metrics.GROUP_NON_SUBSCRIBING_MEMBERS, group, non_subscribing)
+        metrics.replace_series(Metrics.GROUP_SKEW_QUEUES, group, skew)
         metrics.replace_series(
-            "rmqmon_group_open_anomalies",
+            Metrics.GROUP_OPEN_ANOMALIES,
             group,
             {(group, str(k)): float(value.open_anomalies.get(k, 0)) for k in AnomalyKind},
         )

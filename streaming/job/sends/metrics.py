@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from connectors.metric_catalogue import Metrics
 from streaming.job.runtime.metered import MeteredBatches
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ class SendMetrics:
         if not self.metered.first_time("send-ingest:dead_letters", batch_id):
             return
         for row in frame.groupBy("reason").count().collect():
-            self.metrics.inc("rmqmon_dead_letters_total", ("send-ingest", str(row["reason"])), row["count"])
+            self.metrics.inc(Metrics.DEAD_LETTERS_TOTAL, ("send-ingest", str(row["reason"])), row["count"])
 
     def observe_minutes(self, frame: DataFrame, batch_id: int) -> None:
         """A batch's ``send_latency_minutes`` rows (cumulative counts per fault-table threshold, see
@@ -46,7 +47,7 @@ class SendMetrics:
             per_broker[row["broker"]] = (uppers, counts, sends, total_ms)
         for broker, (uppers, counts, sends, total_ms) in per_broker.items():
             self.metrics.observe_histogram(
-                "rmqmon_broker_send_latency_seconds",
+                Metrics.BROKER_SEND_LATENCY_SECONDS,
                 (broker,),
                 [u / 1000 for u in uppers],
                 counts,

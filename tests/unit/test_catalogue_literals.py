@@ -1,0 +1,85 @@
+"""Every metric, table and event-type name is written once, in its catalogue.
+
+Product code names them through the catalogues' handles and constants; these tests scan the product's source with
+``ast`` and fail on a string literal equal to a catalogued name outside its catalogue (docstrings aside), and check
+that the metrics state refuses a name that is not the catalogue's handle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+from connectors.metric_catalogue import CATALOGUE as METRICS
+from connectors.metric_catalogue import Metrics, MetricSpec, UnknownMetric
+from connectors.metrics import MetricsState
+
+ROOT = Path(__file__).parents[2]
+PRODUCT = ("streaming", "connectors", "localenv", "dashboards")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, owners)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def literals(names: Iterable[str], owners: Iterable[str]) -> Iterator[str]:
+    """``path:line: name`` for every string literal of the product equal to one of ``names``, outside ``owners``."""
+    wanted, skip = set(names), set(owners)
+    for path in sorted(p for d in PRODUCT for p in (ROOT / d).rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative in skip:
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in wanted and id(node) not in docs:
+                yield f"{relative}:{node.lineno}: {node.value}"
+
+
+def test_no_metric_name_is_a_literal_outside_the_metric_catalogue():
+    assert list(literals((m.name for m in METRICS), ["connectors/metric_catalogue.py"])) == []
+
+
+def test_every_handle_is_named_after_its_metric_and_in_the_catalogue():
+    handles = {k: v for k, v in vars(Metrics).items() if isinstance(v, MetricSpec)}
+    assert list(handles.values()) == list(METRICS)
+    assert all(m.name == "rmqmon_" + k.lower() for k, m in handles.items())
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        lambda s: s.set_gauge("rmqmon_group_members", ("G",), 1),  # type: ignore[arg-type]
+        lambda s: s.set_gauge(MetricSpec("rmqmon_group_members", "gauge", ("consumer_group",), "", ""), ("G",), 1),
+        lambda s: s.set_gauge(Metrics.GROUP_REBALANCES_TOTAL, ("G",), 1),  # a counter
+        lambda s: s.inc(Metrics.GROUP_MEMBERS, ("G",)),  # a gauge
+        lambda s: s.replace_series("rmqmon_group_queues", "G", {}),  # type: ignore[arg-type]
+        lambda s: s.observe_histogram(Metrics.GROUP_MEMBERS, ("b",), [0.1], [1], 1, 0.1),
+        lambda s: s.retain("broker", ["b"], ["rmqmon_broker_isolated"]),  # type: ignore[list-item]
+    ],
+    ids=["name", "copy", "counter-as-gauge", "gauge-as-counter", "replace-name", "gauge-as-histogram", "retain"],
+)
+def test_the_metrics_state_refuses_what_is_not_the_catalogues_handle(update):
+    state = MetricsState()
+    with pytest.raises(UnknownMetric):
+        update(state)
+    assert state.gauges == {} and state.counters == {} and state.histograms == {}
+
+
+def test_a_handle_updates_its_series():
+    state = MetricsState()
+    state.set_gauge(Metrics.GROUP_MEMBERS, ("G",), 3)
+    state.inc(Metrics.GROUP_REBALANCES_TOTAL, ("G",), 2)
+    assert state.gauges == {"rmqmon_group_members": {("G",): 3.0}}
+    assert state.counters == {"rmqmon_group_rebalances_total": {("G",): 2.0}}
