@@ -2,23 +2,46 @@
 
 ``docs/tables.md`` is rendered from it (``python -m streaming.contract.tables``), the job creates every table
 from it at start and the readers (``connectors.delta_reader``) name their views after it, so code, docs
-and storage agree. History tables are append-only (one row per fact, idempotent per micro-batch through
-``txnAppId``/``txnVersion``); current-state tables hold one row per key, rewritten whole from the
-driver's copy or MERGEd (idempotent through the same txn ids). Times are epoch milliseconds in ``*_ms``
-columns (exact, as the events carry them) plus a UTC timestamp column where people query by time;
-``batch_id`` is the writing micro-batch.
+and storage agree; code names a table by its ``Table`` member, never a string. History tables are append-only
+(one row per fact, idempotent per micro-batch through ``txnAppId``/``txnVersion``); current-state tables hold
+one row per key, rewritten whole from the driver's copy or MERGEd (idempotent through the same txn ids). Times
+are epoch milliseconds in ``*_ms`` columns (exact, as the events carry them) plus a UTC timestamp column where
+people query by time; ``batch_id`` is the writing micro-batch.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from streaming.domain.anomaly_catalogue import CATALOGUE as ANOMALY_CATALOGUE
 
 
+class Table(enum.StrEnum):
+    """Every table's name, in the catalogue's order: the only place a table's name is written."""
+
+    MEMBERSHIP_CHANGES = "membership_changes"
+    GROUP_SNAPSHOTS = "group_snapshots"
+    EXPECTED_ASSIGNMENTS = "expected_assignments"
+    CURRENT_ASSIGNMENT = "current_assignment"
+    ANOMALY_EPISODES = "anomaly_episodes"
+    ANOMALIES_CURRENT = "anomalies_current"
+    GROUP_STATUS_CURRENT = "group_status_current"
+    BROKER_VIEWS_CURRENT = "broker_views_current"
+    BROKER_VIEW_CHANGES = "broker_view_changes"
+    CONSUME_PROGRESS = "consume_progress"
+    QUEUE_PROGRESS_CURRENT = "queue_progress_current"
+    REBALANCE_COST = "rebalance_cost"
+    FAULT_WINDOWS = "fault_windows"
+    PRODUCER_BROKER_STATUS_CURRENT = "producer_broker_status_current"
+    BROKER_STATUS_CURRENT = "broker_status_current"
+    SEND_LATENCY_MINUTES = "send_latency_minutes"
+    DEAD_LETTERS = "dead_letters"
+
+
 @dataclass(frozen=True)
 class TableSpec:
-    name: str
+    name: Table
     kind: str  # "history" (append-only) or "current" (one row per key)
     schema_ddl: str
     description: str
@@ -41,7 +64,7 @@ TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
         TableSpec(
-            "membership_changes",
+            Table.MEMBERSHIP_CHANGES,
             "history",
             "group STRING, broker STRING, event_time_ms BIGINT, event_time TIMESTAMP, change STRING, "
             "reason STRING, client_id STRING, channel STRING, notifies_clients BOOLEAN, "
@@ -53,7 +76,7 @@ TABLES: dict[str, TableSpec] = {
             "notifies_clients says whether the broker would send NOTIFY_CONSUMER_IDS_CHANGED.",
         ),
         TableSpec(
-            "group_snapshots",
+            Table.GROUP_SNAPSHOTS,
             "history",
             "group STRING, generation BIGINT, event_time_ms BIGINT, event_time TIMESTAMP, triggers ARRAY<STRING>, "
             "members INT, channels INT, brokers ARRAY<STRING>, cid_all ARRAY<STRING>, topics ARRAY<STRING>, "
@@ -77,7 +100,7 @@ TABLES: dict[str, TableSpec] = {
             "client_line is the lines (4.9, 5) of the versions the clients report, empty when none reports one.",
         ),
         TableSpec(
-            "expected_assignments",
+            Table.EXPECTED_ASSIGNMENTS,
             "history",
             f"group STRING, generation BIGINT, topic STRING, client_id STRING, queues {QUEUE_LIST}, "
             "queue_count INT, strategy STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
@@ -85,7 +108,7 @@ TABLES: dict[str, TableSpec] = {
             "exactly as the real client would (strategy and client line as reported or configured).",
         ),
         TableSpec(
-            "current_assignment",
+            Table.CURRENT_ASSIGNMENT,
             "current",
             f"group STRING, topic STRING, client_id STRING, queues {QUEUE_LIST}, queue_count INT, "
             "generation BIGINT, event_time_ms BIGINT, batch_id BIGINT",
@@ -94,7 +117,7 @@ TABLES: dict[str, TableSpec] = {
             key=("group", "topic", "client_id"),
         ),
         TableSpec(
-            "anomaly_episodes",
+            Table.ANOMALY_EPISODES,
             "history",
             "episode_id STRING, group STRING, topic STRING, anomaly STRING, status STRING, "
             "opened_at_ms BIGINT, closed_at_ms BIGINT, event_time_ms BIGINT, event_time TIMESTAMP, "
@@ -106,7 +129,7 @@ TABLES: dict[str, TableSpec] = {
             "details is JSON naming the queues, clients and channels.",
         ),
         TableSpec(
-            "anomalies_current",
+            Table.ANOMALIES_CURRENT,
             "current",
             "episode_id STRING, group STRING, topic STRING, anomaly STRING, opened_at_ms BIGINT, "
             "event_time_ms BIGINT, generation BIGINT, severity STRING, summary STRING, details STRING, "
@@ -115,7 +138,7 @@ TABLES: dict[str, TableSpec] = {
             key=("episode_id",),
         ),
         TableSpec(
-            "group_status_current",
+            Table.GROUP_STATUS_CURRENT,
             "current",
             "group STRING, generation BIGINT, members INT, channels INT, duplicate_client_ids INT, "
             "views_diverge BOOLEAN, last_rebalance_ms BIGINT, "
@@ -132,7 +155,7 @@ TABLES: dict[str, TableSpec] = {
             key=("group",),
         ),
         TableSpec(
-            "broker_views_current",
+            Table.BROKER_VIEWS_CURRENT,
             "current",
             "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
             "stale_since_ms BIGINT, channels INT, collector STRING, event_time_ms BIGINT, batch_id BIGINT",
@@ -143,7 +166,7 @@ TABLES: dict[str, TableSpec] = {
             key=("group", "broker"),
         ),
         TableSpec(
-            "broker_view_changes",
+            Table.BROKER_VIEW_CHANGES,
             "history",
             "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
             "channels INT, collector STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
@@ -151,7 +174,7 @@ TABLES: dict[str, TableSpec] = {
             "STALE, STALE at the first event time without a newer poll (polled_at_ms + stale_after_ms + 1).",
         ),
         TableSpec(
-            "consume_progress",
+            Table.CONSUME_PROGRESS,
             "history",
             f"{PROGRESS_COLUMNS}, event_time TIMESTAMP, state_changed BOOLEAN, batch_id BIGINT",
             "Every queue of a group at every consume-progress sample (one master's GET_CONSUME_STATS answer, "
@@ -169,7 +192,7 @@ TABLES: dict[str, TableSpec] = {
             "changed the state (or a queue's first).",
         ),
         TableSpec(
-            "queue_progress_current",
+            Table.QUEUE_PROGRESS_CURRENT,
             "current",
             f"{PROGRESS_COLUMNS}, batch_id BIGINT",
             "Each tracked queue's latest consume_progress row. A queue is no longer tracked, and its row deleted, "
@@ -178,7 +201,7 @@ TABLES: dict[str, TableSpec] = {
             key=("group", "topic", "broker", "queue_id"),
         ),
         TableSpec(
-            "rebalance_cost",
+            Table.REBALANCE_COST,
             "history",
             "group STRING, topic STRING, broker STRING, queue_id INT, generation BIGINT, t0_ms BIGINT, "
             "old_owner STRING, new_owner STRING, handoff_start_ms BIGINT, handoff_start_bounded BOOLEAN, "
@@ -202,7 +225,7 @@ TABLES: dict[str, TableSpec] = {
             "recovered).",
         ),
         TableSpec(
-            "fault_windows",
+            Table.FAULT_WINDOWS,
             "history",
             "producer_id STRING, producer_group STRING, broker STRING, status STRING, "
             "window_start_ms BIGINT, window_end_ms BIGINT, previous_end_ms BIGINT, trigger_latency_ms BIGINT, "
@@ -215,7 +238,7 @@ TABLES: dict[str, TableSpec] = {
             "level is the fault table index the trigger fell in; cause the send outcome.",
         ),
         TableSpec(
-            "producer_broker_status_current",
+            Table.PRODUCER_BROKER_STATUS_CURRENT,
             "current",
             "producer_id STRING, producer_group STRING, broker STRING, fault_table STRING, "
             "unavailable_until_ms BIGINT, last_latency_ms BIGINT, last_send_ms BIGINT, reachable BOOLEAN, "
@@ -228,7 +251,7 @@ TABLES: dict[str, TableSpec] = {
             key=("producer_id", "broker"),
         ),
         TableSpec(
-            "broker_status_current",
+            Table.BROKER_STATUS_CURRENT,
             "current",
             "broker STRING, producers_avoiding INT, producers_seen INT, avoiding_ratio DOUBLE, "
             "avoided_until_ms BIGINT, isolated BOOLEAN, event_time_ms BIGINT, batch_id BIGINT",
@@ -237,7 +260,7 @@ TABLES: dict[str, TableSpec] = {
             key=("broker",),
         ),
         TableSpec(
-            "send_latency_minutes",
+            Table.SEND_LATENCY_MINUTES,
             "history",
             "broker STRING, producer_group STRING, minute_start TIMESTAMP, sends BIGINT, errors BIGINT, "
             "latency_sum_ms BIGINT, latency_max_ms BIGINT, bucket_upper_ms ARRAY<BIGINT>, "
@@ -249,7 +272,7 @@ TABLES: dict[str, TableSpec] = {
             "Buckets are the fault table's latencyMax thresholds (cumulative counts, Prometheus style).",
         ),
         TableSpec(
-            "dead_letters",
+            Table.DEAD_LETTERS,
             "history",
             "source STRING, kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, "
             "kafka_timestamp TIMESTAMP, raw_value STRING, reason STRING, detail STRING, batch_id BIGINT",

@@ -16,6 +16,8 @@ import pytest
 from connectors.metric_catalogue import CATALOGUE as METRICS
 from connectors.metric_catalogue import Metrics, MetricSpec, UnknownMetric
 from connectors.metrics import MetricsState
+from streaming.contract.events import EVENT_TYPES
+from streaming.contract.tables import TABLES, Table
 
 ROOT = Path(__file__).parents[2]
 PRODUCT = ("streaming", "connectors", "localenv", "dashboards")
@@ -49,6 +51,16 @@ def literals(names: Iterable[str], owners: Iterable[str]) -> Iterator[str]:
 
 def test_no_metric_name_is_a_literal_outside_the_metric_catalogue():
     assert list(literals((m.name for m in METRICS), ["connectors/metric_catalogue.py"])) == []
+
+
+def test_no_table_name_is_a_literal_outside_the_table_catalogue():
+    # a table named like an event type (consume_progress) is the event-type test's to find
+    names = set(TABLES) - set(EVENT_TYPES)
+    assert list(literals(names, ["streaming/contract/tables.py"])) == []
+
+
+def test_the_table_names_are_the_catalogues_in_its_order():
+    assert list(Table) == list(TABLES) and all(spec.name is name for name, spec in TABLES.items())
 
 
 def test_every_handle_is_named_after_its_metric_and_in_the_catalogue():

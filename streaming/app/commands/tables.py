@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from streaming.app.commands import NotFound, UsageError
+from streaming.contract.tables import Table
 
 
 def time_option(name: str, text: str | None) -> int | None:
@@ -158,10 +159,10 @@ def query(args: argparse.Namespace) -> int:
         raise UsageError("--csv is for query sql")
     _refuse_filters_that_do_not_apply(args)
     needs = {
-        "assignment": ("group_snapshots", "expected_assignments", "current_assignment"),
-        "anomalies": ("group_snapshots", "anomaly_episodes"),
-        "faults": ("fault_windows",),
-        "progress": ("consume_progress", "queue_progress_current"),
+        "assignment": (Table.GROUP_SNAPSHOTS, Table.EXPECTED_ASSIGNMENTS, Table.CURRENT_ASSIGNMENT),
+        "anomalies": (Table.GROUP_SNAPSHOTS, Table.ANOMALY_EPISODES),
+        "faults": (Table.FAULT_WINDOWS,),
+        "progress": (Table.CONSUME_PROGRESS, Table.QUEUE_PROGRESS_CURRENT),
         "sql": (),
     }[args.what]
     root = _tables_root(args.delta_root, *needs)
@@ -227,13 +228,13 @@ def _refuse_filters_that_do_not_apply(args: argparse.Namespace) -> None:
 def _query_rows(tables, args, at, since, until, table_time):  # type: ignore[no-untyped-def]
     if args.what == "progress":  # an offline group may never have had a member: known by its progress
         if args.group:
-            _known(tables, "consume_progress", "group", args.group, "consumer group with consume progress")
+            _known(tables, Table.CONSUME_PROGRESS, "group", args.group, "consumer group with consume progress")
         parameters = {"group": args.group, "state": args.state}
         if at is None:
             return tables.sql(QUERY_SQL["progress"], parameters), PROGRESS_COLUMNS
         return tables.sql(QUERY_SQL["progress-at"], {**parameters, "at": at}), PROGRESS_COLUMNS
     if args.group:
-        _known(tables, "group_snapshots", "group", args.group, "consumer group")
+        _known(tables, Table.GROUP_SNAPSHOTS, "group", args.group, "consumer group")
     if args.what == "assignment":
         if args.table_version is not None or table_time is not None:  # Delta time travel
             found = tables.sql(QUERY_SQL["assignment-version"], {"group": args.group}, args.table_version)
@@ -246,7 +247,7 @@ def _query_rows(tables, args, at, since, until, table_time):  # type: ignore[no-
         parameters = {"group": args.group, "kind": args.kind, "since": since, "until": until}
         return tables.sql(QUERY_SQL["anomalies"], parameters), ANOMALY_COLUMNS
     if args.broker:  # brokers producers sent to, with or without fault windows
-        known = "broker_status_current" if "broker_status_current" in tables.names() else "fault_windows"
+        known = Table.BROKER_STATUS_CURRENT if Table.BROKER_STATUS_CURRENT in tables.names() else Table.FAULT_WINDOWS
         _known(tables, known, "broker", args.broker, "broker")
     parameters = {"broker": args.broker, "since": since, "until": until}
     return tables.sql(QUERY_SQL["faults"], parameters), FAULT_COLUMNS
@@ -259,8 +260,8 @@ def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
     from connectors.delta_reader import MonitorTables, rows
 
     at = time_option("--at", args.at)
-    tables = MonitorTables(_tables_root(args.delta_root, "group_snapshots", "expected_assignments"))
-    _known(tables, "group_snapshots", "group", args.group, "consumer group")
+    tables = MonitorTables(_tables_root(args.delta_root, Table.GROUP_SNAPSHOTS, Table.EXPECTED_ASSIGNMENTS))
+    _known(tables, Table.GROUP_SNAPSHOTS, "group", args.group, "consumer group")
     found = rows(tables.sql(QUERY_SQL["group-at"], {"group": args.group, "at": at}))
     if not found:
         raise NotFound(f"consumer group {args.group!r} has no generation at or before {args.at}")

@@ -13,12 +13,13 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from streaming.contract.tables import Table
 from streaming.domain.faults.outcomes import FaultOutcome, FaultWindowChanged, PairEvicted, PairStatus, SendsLate
 from streaming.domain.faults.windows import FaultWindowEpisode, WindowStatus
 from streaming.job.delta.table_rows import DELETE, OP, UPSERT, Row
 
-FAULT_WINDOWS = "fault_windows"
-PAIR_STATUS = "producer_broker_status_current"
+FAULT_WINDOWS = Table.FAULT_WINDOWS
+PAIR_STATUS = Table.PRODUCER_BROKER_STATUS_CURRENT
 # Not a Delta table: the sends refused as late, which the metrics count.
 LATE_SENDS = "late_sends"
 

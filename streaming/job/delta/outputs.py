@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from connectors.metric_catalogue import Metrics
-from streaming.contract.tables import TABLES, column_names
+from streaming.contract.tables import TABLES, Table, column_names
 from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, LateEvent, ProgressSummary
 from streaming.domain.faults.outcomes import FaultOutcome, FaultWindowChanged, SendsLate
 from streaming.domain.faults.windows import WindowStatus
@@ -61,18 +61,18 @@ if TYPE_CHECKING:
     from connectors.metrics import MetricsState
 
 HISTORY_OUTPUTS = (
-    "membership_changes",
-    "group_snapshots",
-    "expected_assignments",
-    "anomaly_episodes",
-    "dead_letters",
-    "fault_windows",
-    "broker_view_changes",
-    "consume_progress",
-    "rebalance_cost",
+    Table.MEMBERSHIP_CHANGES,
+    Table.GROUP_SNAPSHOTS,
+    Table.EXPECTED_ASSIGNMENTS,
+    Table.ANOMALY_EPISODES,
+    Table.DEAD_LETTERS,
+    Table.FAULT_WINDOWS,
+    Table.BROKER_VIEW_CHANGES,
+    Table.CONSUME_PROGRESS,
+    Table.REBALANCE_COST,
 )
 # The current tables the consumer sink MERGEs the batch's latest row per key into (``_op = 'delete'`` deletes).
-MERGED_CURRENT_TABLES = ("broker_views_current", QUEUE_PROGRESS)
+MERGED_CURRENT_TABLES = (Table.BROKER_VIEWS_CURRENT, QUEUE_PROGRESS)
 
 
 def _rows(batch: DataFrame, table: str, extra_ddl: str = "") -> DataFrame:
@@ -112,12 +112,12 @@ def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id
 
 # The consumer rows the driver's metrics are computed from (one per analysed group, dead letter, late event or
 # polled view).
-_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, PROGRESS_METRICS, REBALANCE_COST, "broker_views_current")
+_METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, PROGRESS_METRICS, REBALANCE_COST, Table.BROKER_VIEWS_CURRENT)
 # The current tables the consumer sink holds whole and writes whole (``HeldCurrentTables``), each with the
 # batch rows it is built from.
 HELD_CURRENT_TABLES = {
-    "current_assignment": "current_assignment",
-    "anomalies_current": "anomaly_episodes",
+    Table.CURRENT_ASSIGNMENT: Table.CURRENT_ASSIGNMENT,
+    Table.ANOMALIES_CURRENT: Table.ANOMALY_EPISODES,
     GROUP_STATUS: GROUP_STATUS,
 }
 
@@ -145,10 +145,10 @@ def consumer_sink(
             payloads = {r["table"]: r["payloads"] for r in summary if r["table"] in HELD_CURRENT_TABLES.values()}
             if metrics is not None and metered.first_time(f"{app_id}:consumer", batch_id):  # before the writes
                 apply_consumer_metrics(metrics, metric_values((r["table"], p) for r in summary for p in r["payloads"]))
-            if metrics is not None and "broker_views_current" in present:
+            if metrics is not None and Table.BROKER_VIEWS_CURRENT in present:
                 if views is None:
-                    views = current_rows(tables, "broker_views_current", VIEW_KEY, VIEW_COLUMNS)
-                batch_views = (r["payloads"] for r in summary if r["table"] == "broker_views_current")
+                    views = current_rows(tables, Table.BROKER_VIEWS_CURRENT, VIEW_KEY, VIEW_COLUMNS)
+                batch_views = (r["payloads"] for r in summary if r["table"] == Table.BROKER_VIEWS_CURRENT)
                 views.apply(json.loads(p) for payloads in batch_views for p in payloads)
                 apply_view_metrics(metrics, view_summary(views.rows()))
             writes = _consumer_writes(tables, batch, present, app_id, batch_id)
@@ -184,7 +184,7 @@ class HeldCurrentTables:
             rows = [json.loads(p) for p in payloads.get(source) or ()]
             if not rows:
                 continue
-            if table == "anomalies_current":  # an episode's latest row; a closed one is deleted
+            if table == Table.ANOMALIES_CURRENT:  # an episode's latest row; a closed one is deleted
                 rows = [{**r, OP: DELETE if r["status"] == EpisodeStatus.CLOSED else None} for r in rows]
             current = self.held.get(table)
             if current is None:
@@ -272,18 +272,18 @@ def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     time that batch computed ``broker_status_current`` at (its rows carry the batch's id and time)."""
     from pyspark.sql import functions as F
 
-    last = tables.read("broker_status_current").orderBy(F.col("batch_id").desc()).limit(1).collect()
+    last = tables.read(Table.BROKER_STATUS_CURRENT).orderBy(F.col("batch_id").desc()).limit(1).collect()
     if not last:
         return
     now_ms = int(last[0]["event_time_ms"])
-    items = current_rows(tables, "producer_broker_status_current", ITEM_KEY, ITEM_COLUMNS).rows()
+    items = current_rows(tables, Table.PRODUCER_BROKER_STATUS_CURRENT, ITEM_KEY, ITEM_COLUMNS).rows()
     apply_broker_metrics(metrics, broker_status(items, now_ms), producers_all_down(items, now_ms))
 
 
 def restore_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     """The polled-view series from ``broker_views_current``."""
     apply_view_metrics(
-        metrics, view_summary(current_rows(tables, "broker_views_current", VIEW_KEY, VIEW_COLUMNS).rows())
+        metrics, view_summary(current_rows(tables, Table.BROKER_VIEWS_CURRENT, VIEW_KEY, VIEW_COLUMNS).rows())
     )
 
 
@@ -375,7 +375,7 @@ def _broker_status_writes(
     brokers = [{**r, "batch_id": batch_id} for r in per_broker]
     return [
         _overwrite_rows(tables, session, PAIR_STATUS, current, app_id, batch_id),
-        _overwrite_rows(tables, session, "broker_status_current", brokers, app_id, batch_id),
+        _overwrite_rows(tables, session, Table.BROKER_STATUS_CURRENT, brokers, app_id, batch_id),
     ]
 
 

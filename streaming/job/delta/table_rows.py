@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from streaming.contract.tables import Table
 from streaming.domain.consumers.membership import MembershipChange
 from streaming.domain.consumers.outcomes import (
     AssignmentWithdrawn,
@@ -42,13 +43,13 @@ from streaming.domain.vocabulary import AnomalyKind, LateReason, ViewFreshness
 
 Row = tuple[str, dict[str, Any]]
 
-GROUP_STATUS = "group_status_current"
-DEAD_LETTERS = "dead_letters"
+GROUP_STATUS = Table.GROUP_STATUS_CURRENT
+DEAD_LETTERS = Table.DEAD_LETTERS
 # Not a Delta table: the late input the metrics count.
 LATE_EVENTS = "late_events"
-PROGRESS_HISTORY = "consume_progress"
-QUEUE_PROGRESS = "queue_progress_current"
-REBALANCE_COST = "rebalance_cost"
+PROGRESS_HISTORY = Table.CONSUME_PROGRESS
+QUEUE_PROGRESS = Table.QUEUE_PROGRESS_CURRENT
+REBALANCE_COST = Table.REBALANCE_COST
 # Not a Delta table: a group's progress per topic, which the metrics are set from.
 PROGRESS_METRICS = "progress_metrics"
 # The operation column of a current table's rows: the sink upserts them and deletes the others' keys.
@@ -62,7 +63,7 @@ SINK_COLUMNS = frozenset({"batch_id", "event_time"})
 def _membership_change(change: MembershipChange) -> list[Row]:
     return [
         (
-            "membership_changes",
+            Table.MEMBERSHIP_CHANGES,
             {
                 "group": change.group,
                 "broker": change.broker,
@@ -95,17 +96,17 @@ def _view_columns(view: ViewStatus) -> dict[str, Any]:
 def _view_state(outcome: BrokerViewState) -> list[Row]:
     view = outcome.view
     stale_since = view.event_time_ms if view.status == ViewFreshness.STALE else None
-    return [("broker_views_current", {**_view_columns(view), "stale_since_ms": stale_since, OP: UPSERT})]
+    return [(Table.BROKER_VIEWS_CURRENT, {**_view_columns(view), "stale_since_ms": stale_since, OP: UPSERT})]
 
 
 def _view_changed(outcome: BrokerViewChanged) -> list[Row]:
-    return [("broker_view_changes", _view_columns(outcome.view))]
+    return [(Table.BROKER_VIEW_CHANGES, _view_columns(outcome.view))]
 
 
 def _view_gone(outcome: BrokerViewGone) -> list[Row]:
     return [
         (
-            "broker_views_current",
+            Table.BROKER_VIEWS_CURRENT,
             {"group": outcome.group, "broker": outcome.broker, "event_time_ms": outcome.event_time_ms, OP: DELETE},
         )
     ]
@@ -114,7 +115,7 @@ def _view_gone(outcome: BrokerViewGone) -> list[Row]:
 def _snapshot(s: GenerationSnapshot) -> list[Row]:
     return [
         (
-            "group_snapshots",
+            Table.GROUP_SNAPSHOTS,
             {
                 "group": s.group,
                 "generation": s.generation,
@@ -157,13 +158,13 @@ def _expected(a: ExpectedAssignment) -> list[Row]:
         "event_time_ms": a.event_time_ms,
         OP: UPSERT,
     }
-    return [("expected_assignments", row), ("current_assignment", current)]
+    return [(Table.EXPECTED_ASSIGNMENTS, row), (Table.CURRENT_ASSIGNMENT, current)]
 
 
 def _withdrawn(w: AssignmentWithdrawn) -> list[Row]:
     return [
         (
-            "current_assignment",
+            Table.CURRENT_ASSIGNMENT,
             {
                 "group": w.group,
                 "topic": w.topic,
@@ -182,7 +183,7 @@ def _transition(t: EpisodeTransition) -> list[Row]:
     transition, e = t.transition, t.transition.episode
     return [
         (
-            "anomaly_episodes",
+            Table.ANOMALY_EPISODES,
             {
                 "episode_id": e.episode_id,
                 "group": e.group,

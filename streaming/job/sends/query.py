@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from streaming.contract.tables import Table
 from streaming.job.delta.sinks import DeltaTables, run_concurrently
 from streaming.job.ingest.classify import (
     EventContract,
@@ -345,7 +346,7 @@ class _SendIngestBatches:
             return []
         dead = dead_letter_columns(rejects, batch_id) if rejects is not None else None
         dead = refused if dead is None else (dead if refused is None else dead.unionByName(refused))
-        writes = [lambda: self.tables.append("dead_letters", dead, self.app_id, batch_id, dead_rows)]
+        writes = [lambda: self.tables.append(Table.DEAD_LETTERS, dead, self.app_id, batch_id, dead_rows)]
         if self.metrics is not None:
             metrics = self.metrics
             writes.append(lambda: metrics.count_dead_letters(dead, batch_id))
@@ -355,7 +356,9 @@ class _SendIngestBatches:
         """The append of the batch's minute partials to ``send_latency_minutes`` and, with ``metrics``, their
         addition into the latency histogram beside it."""
         minutes = minute_partials(reduced, self.bucket_upper_ms)
-        writes = [lambda: self.tables.append("send_latency_minutes", minutes, self.app_id, batch_id, summary.minutes)]
+        writes = [
+            lambda: self.tables.append(Table.SEND_LATENCY_MINUTES, minutes, self.app_id, batch_id, summary.minutes)
+        ]
         if self.metrics is not None:
             metrics = self.metrics
             writes.append(lambda: metrics.observe_minutes(minutes, batch_id))
