@@ -14,16 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.contract.events import DEFAULT_TOPICS
+from streaming.contract.events import DEFAULT_TOPICS, KEY_FIELDS
 from streaming.contract.validator import Rejection, validate_event
 
-KEY_FIELD = {
-    "consumer_channel": "group",
-    "reported_assignment": "group",
-    "topic_route": "topic",
-    "send_result": "producer_id",
-    "consume_progress": "group",
-}
+KEY_FIELD = KEY_FIELDS  # the field whose value is an event's Kafka key, per event type
 
 
 class InvalidEvent(ValueError):

@@ -24,8 +24,16 @@ from pathlib import Path
 from connectors import jvm_artifacts
 from connectors.processes import pid_alive, stop_process
 from streaming.config import MonitorConfig
+from streaming.contract.events import EventType
 
 MAIN_CLASS = "io.github.rrm.collector.Collector"
+# The event types the collector publishes, each to the topic its ``topic.<type>`` property names.
+COLLECTOR_EVENTS = (
+    EventType.CONSUMER_CONNECTIONS,
+    EventType.REPORTED_ASSIGNMENT,
+    EventType.TOPIC_ROUTE,
+    EventType.CONSUME_PROGRESS,
+)
 _SERIES = re.compile(r"^(?P<name>[a-z_]+(?:\{[^}]*\})?) (?P<value>\S+)$")
 
 
@@ -53,10 +61,7 @@ def collector_settings(config: MonitorConfig, max_cycles: int = 0, metrics_port:
         "progress.min.offset.every": str(c.progress_min_offset_every),
         "max.event.bytes": str(config.ingest.max_event_bytes),
         "max.cycles": str(max_cycles),
-        "topic.consumer_connections": config.kafka.topics.consumer_channel,
-        "topic.reported_assignment": config.kafka.topics.reported_assignment,
-        "topic.topic_route": config.kafka.topics.topic_route,
-        "topic.consume_progress": config.kafka.topics.consume_progress,
+        **{f"topic.{t}": config.kafka.topics.of(t) for t in COLLECTOR_EVENTS},
         "kafka.bootstrap.servers": config.kafka.bootstrap_servers.replace(" ", ""),
     }
     settings.update({f"kafka.{key}": value for key, value in config.kafka.options.items()})

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from types import MappingProxyType
+from typing import Any
 
 from streaming.config.formats import (
     _BOOTSTRAP,
@@ -27,7 +28,7 @@ from streaming.config.formats import (
     _sub,
     interval_ms,
 )
-from streaming.contract.events import DEFAULT_TOPICS
+from streaming.contract.events import DEFAULT_TOPICS, EVENT_TYPES, TOPIC_OPTIONS, EventType
 from streaming.domain.allocation.group_rules import GroupRule, group_rule_for
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.faults.settings import FaultSettings, ProducerRule, producer_rule_for
@@ -37,17 +38,29 @@ from streaming.domain.progress.verdict import DEFAULT_SETTINGS as DEFAULT_PROGRE
 # -- the configuration tree -------------------------------------------------------------------------------
 
 
+def _topic(event_type: EventType) -> Any:
+    return _opt(DEFAULT_TOPICS[event_type], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
+
+
 @dataclass(frozen=True)
 class KafkaTopics:
-    """The Kafka topic of each event type (several types may share one: events carry ``type``)."""
+    """The Kafka topic of each event type (several types may share one: events carry ``type``); one option per
+    ``TOPIC_OPTIONS`` value, named after its event type (a poll rides on the channel events' topic)."""
 
-    consumer_channel: str = _opt(DEFAULT_TOPICS["consumer_channel"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
-    reported_assignment: str = _opt(
-        DEFAULT_TOPICS["reported_assignment"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name")
-    )
-    topic_route: str = _opt(DEFAULT_TOPICS["topic_route"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
-    send_result: str = _opt(DEFAULT_TOPICS["send_result"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
-    consume_progress: str = _opt(DEFAULT_TOPICS["consume_progress"], check=_matches(_KAFKA_TOPIC, "a Kafka topic name"))
+    consumer_channel: str = _topic(EventType.CONSUMER_CHANNEL)
+    reported_assignment: str = _topic(EventType.REPORTED_ASSIGNMENT)
+    topic_route: str = _topic(EventType.TOPIC_ROUTE)
+    send_result: str = _topic(EventType.SEND_RESULT)
+    consume_progress: str = _topic(EventType.CONSUME_PROGRESS)
+
+    def of(self, event_type: EventType) -> str:
+        """The topic ``event_type`` is read from and published to."""
+        topic: str = getattr(self, TOPIC_OPTIONS[event_type])
+        return topic
+
+    def by_type(self) -> dict[EventType, str]:
+        """Every event type's topic."""
+        return {t: self.of(t) for t in EVENT_TYPES}
 
 
 # Options the Kafka source must not receive: Spark manages them itself (it fails on these) or this file has a

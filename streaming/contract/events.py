@@ -3,7 +3,8 @@
 What publishers, the simulator, the configuration and the job name events by. The schema files are loaded
 and held to the JSON Schema subset both validators implement (``streaming.contract.schema_rules`` turns them
 into Python rules, ``streaming.job.ingest.validation`` into SQL); ``streaming.contract.validator`` classifies raw
-values with them. Standard library only. The order of checks: ``docs/design/event-validation.md``.
+values with them. Standard library and the domain's vocabulary only. The order of checks:
+``docs/design/event-validation.md``.
 """
 
 from __future__ import annotations
@@ -18,15 +19,18 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from streaming.domain.vocabulary import EventType
+
 # -- event types, Kafka topics and keys -----------------------------------------------------------------
 
-CONSUMER_CHANNEL = "consumer_channel"
-CONSUMER_CONNECTIONS = "consumer_connections"
-REPORTED_ASSIGNMENT = "reported_assignment"
-TOPIC_ROUTE = "topic_route"
-SEND_RESULT = "send_result"
-CONSUME_PROGRESS = "consume_progress"
-EVENT_TYPES = (CONSUMER_CHANNEL, CONSUMER_CONNECTIONS, REPORTED_ASSIGNMENT, TOPIC_ROUTE, SEND_RESULT, CONSUME_PROGRESS)
+# The names are the domain's ``EventType`` (the engine names them too and imports nothing of the contract).
+CONSUMER_CHANNEL = EventType.CONSUMER_CHANNEL
+CONSUMER_CONNECTIONS = EventType.CONSUMER_CONNECTIONS
+REPORTED_ASSIGNMENT = EventType.REPORTED_ASSIGNMENT
+TOPIC_ROUTE = EventType.TOPIC_ROUTE
+SEND_RESULT = EventType.SEND_RESULT
+CONSUME_PROGRESS = EventType.CONSUME_PROGRESS
+EVENT_TYPES: tuple[EventType, ...] = tuple(EventType)
 
 # The schema versions the job accepts per type; anything else is dead-lettered as UNKNOWN_SCHEMA_VERSION.
 SUPPORTED_VERSIONS: Mapping[str, tuple[int, ...]] = {event_type: (1,) for event_type in EVENT_TYPES}

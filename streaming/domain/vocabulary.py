@@ -11,6 +11,18 @@ from __future__ import annotations
 from enum import StrEnum
 
 
+class EventType(StrEnum):
+    """The contract's event types (``type``); the contract (``streaming.contract.events``) gives them their
+    schemas, topics and keys. Written here, the bottom layer, so the engine names them without the contract."""
+
+    CONSUMER_CHANNEL = "consumer_channel"
+    CONSUMER_CONNECTIONS = "consumer_connections"
+    REPORTED_ASSIGNMENT = "reported_assignment"
+    TOPIC_ROUTE = "topic_route"
+    SEND_RESULT = "send_result"
+    CONSUME_PROGRESS = "consume_progress"
+
+
 class ChannelEventKind(StrEnum):
     """What a broker saw of a channel (``consumer_channel.kind``)."""
 

@@ -29,6 +29,7 @@ from typing import Any
 from connectors.metric_catalogue import Metrics
 from connectors.metrics import MetricsState, new_registry, serve
 from streaming.config import MonitorConfig
+from streaming.contract.events import EventType
 from streaming.job.delta.exactly_once import checkpoint_app_id
 from streaming.job.delta.sinks import DeltaTables
 from streaming.job.runtime.metered import MeteredBatches
@@ -155,11 +156,15 @@ class MonitorJob:
             return writer.trigger(availableNow=True)
         return writer.trigger(processingTime=self.config.spark.trigger_interval)
 
-    def _ingest_settings(self, event_types: tuple[str, ...]) -> Any:
+    def _ingest_settings(self, event_types: tuple[EventType, ...]) -> Any:
+        """The Kafka source of a query reading ``event_types``: each topic with the type its records default to
+        (the first of the types read from it; the others sharing it are told apart by ``type``)."""
         from streaming.job.ingest.classify import IngestSettings
 
         c = self.config
-        topics = {getattr(c.kafka.topics, t): t for t in event_types}
+        topics: dict[str, EventType] = {}
+        for t in event_types:
+            topics.setdefault(c.kafka.topics.of(t), t)
         return IngestSettings(
             bootstrap_servers=c.kafka.bootstrap_servers,
             topics=topics,
@@ -173,15 +178,15 @@ class MonitorJob:
 
     def _start_consumer_query(self, name: str = "consumer", state_function: Any = None) -> None:
         """The heartbeat path's query; ``state_function`` replaces the engine (the benchmark's no-op floor)."""
+        from streaming.job.consumer.events import CONSUMER_EVENTS
         from streaming.job.consumer.query import build_consumer_stream
         from streaming.job.delta.outputs import consumer_sink
         from streaming.job.ingest.classify import contracts_for
 
-        types = ("consumer_channel", "reported_assignment", "topic_route", "consume_progress")
         stream = build_consumer_stream(
             self.session,
-            self._ingest_settings(types),
-            contracts_for((*types, "consumer_connections")),  # polls ride on the channel events' topic
+            self._ingest_settings(CONSUMER_EVENTS),
+            contracts_for(CONSUMER_EVENTS),
             self.config.membership.shards,
             self.config.ingest.watermark_delay,
             self.config.engine_settings,
@@ -200,7 +205,7 @@ class MonitorJob:
         from streaming.job.ingest.classify import contracts_for
         from streaming.job.sends.fault_replay import FaultReplayer, FaultStateFiles
         from streaming.job.sends.metrics import SendMetrics
-        from streaming.job.sends.query import start_send_ingest
+        from streaming.job.sends.query import SEND_EVENTS, start_send_ingest
 
         c = self.config
         assert self.tables is not None
@@ -220,8 +225,8 @@ class MonitorJob:
         self.queries["send-ingest"] = start_send_ingest(
             self.session,
             self.tables,
-            self._ingest_settings(("send_result",)),
-            contracts_for(("send_result",)),
+            self._ingest_settings(SEND_EVENTS),
+            contracts_for(SEND_EVENTS),
             c.fault_settings,
             checkpoint,
             app_id,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,11 @@ import pytest
 from connectors.metric_catalogue import CATALOGUE as METRICS
 from connectors.metric_catalogue import Metrics, MetricSpec, UnknownMetric
 from connectors.metrics import MetricsState
-from streaming.contract.events import EVENT_TYPES
+from streaming.config.sections import KafkaTopics
+from streaming.contract.events import DEFAULT_TOPICS, EVENT_TYPES, TOPIC_OPTIONS, EventType
 from streaming.contract.tables import TABLES, Table
+from streaming.job.consumer.events import CONSUMER_EVENTS
+from streaming.job.sends.query import SEND_EVENTS
 
 ROOT = Path(__file__).parents[2]
 PRODUCT = ("streaming", "connectors", "localenv", "dashboards")
@@ -57,6 +61,27 @@ def test_no_table_name_is_a_literal_outside_the_table_catalogue():
     # a table named like an event type (consume_progress) is the event-type test's to find
     names = set(TABLES) - set(EVENT_TYPES)
     assert list(literals(names, ["streaming/contract/tables.py"])) == []
+
+
+def test_no_event_type_is_a_literal_outside_the_domains_vocabulary():
+    # the table catalogue names a table consume_progress too
+    shared = set(EVENT_TYPES) & set(TABLES)
+    found = literals(EVENT_TYPES, ["streaming/domain/vocabulary.py"])
+    assert [
+        f for f in found if not (f.startswith("streaming/contract/tables.py:") and f.split(": ")[1] in shared)
+    ] == []
+
+
+def test_the_topics_config_is_keyed_by_event_type():
+    topics = KafkaTopics()
+    assert {f.name for f in fields(KafkaTopics)} == set(TOPIC_OPTIONS.values())
+    assert topics.by_type() == DEFAULT_TOPICS
+    assert KafkaTopics(consumer_channel="c").of(EventType.CONSUMER_CONNECTIONS) == "c"  # polls ride with channels
+
+
+def test_each_query_declares_its_event_set_once_and_together_they_read_every_type():
+    assert sorted(CONSUMER_EVENTS + SEND_EVENTS) == sorted(EVENT_TYPES)
+    assert CONSUMER_EVENTS[0] == EventType.CONSUMER_CHANNEL  # the default type of the channel events' topic
 
 
 def test_the_table_names_are_the_catalogues_in_its_order():

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from streaming.app.simulation.progress import HEARTBEAT_MS, PROGRESS_INTERVAL_MS, ProgressModel
+from streaming.contract.events import EventType
 
 BROKERS = ("broker-a", "broker-b")
 AVOIDED = "BROKER_AVOIDED"  # the pseudo-anomaly of ``expected`` for brokers producers must avoid
@@ -382,7 +383,7 @@ class Simulation:
 
     def _route(self, t: int, topic: str) -> dict[str, Any]:
         return {
-            "type": "topic_route",
+            "type": EventType.TOPIC_ROUTE,
             "schema_version": 1,
             "event_time": t,
             "topic": topic,
@@ -394,7 +395,7 @@ class Simulation:
 
     def _channel(self, t: int, kind: str, group: Group, member: Member, broker: str) -> dict[str, Any]:
         event = {
-            "type": "consumer_channel",
+            "type": EventType.CONSUMER_CHANNEL,
             "schema_version": 1,
             "event_time": t,
             "broker": broker,
@@ -441,7 +442,7 @@ class Simulation:
                 if down_from is not None and offset >= down_from:
                     latency, outcome = 3000, "TIMEOUT"
                 yield {
-                    "type": "send_result",
+                    "type": EventType.SEND_RESULT,
                     "schema_version": 1,
                     "event_time": t + self.rng.randint(0, self.tick_ms - 1),
                     "producer_id": producer.producer_id,

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from streaming.contract.events import EventType
+
 BROKERS = ("broker-a", "broker-b")
 HEARTBEAT_MS = 30_000
 TOPIC = "orders"
@@ -44,7 +46,7 @@ class Script:
         out = [_route(0, topic, self.queues_per_broker) for topic in topics]
         for index, life in enumerate(self.lives):
             out += _life_events(self.group, life, index, self.until_ms)
-        out.sort(key=lambda e: (e["event_time"], e["type"] != "topic_route", e.get("channel", "")))
+        out.sort(key=lambda e: (e["event_time"], e["type"] != EventType.TOPIC_ROUTE, e.get("channel", "")))
         return out
 
 
@@ -54,12 +56,12 @@ def _cid(ip: str, pid: int, generation: int) -> str:
 
 def _route(t: int, topic: str, queues: int) -> dict[str, Any]:
     brokers = [{"broker": b, "read_queue_nums": queues, "write_queue_nums": queues, "perm": 6} for b in BROKERS]
-    return {"type": "topic_route", "schema_version": 1, "event_time": t, "topic": topic, "brokers": brokers}
+    return {"type": EventType.TOPIC_ROUTE, "schema_version": 1, "event_time": t, "topic": topic, "brokers": brokers}
 
 
 def _channel(t: int, kind: str, group: str, life: _Life, broker: str, port: int) -> dict[str, Any]:
     event: dict[str, Any] = {
-        "type": "consumer_channel",
+        "type": EventType.CONSUMER_CHANNEL,
         "schema_version": 1,
         "event_time": t,
         "broker": broker,

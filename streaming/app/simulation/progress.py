@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from streaming.contract.events import EventType
 from streaming.domain.allocation.strategies import AllocationStrategy, strategy_from_name
 from streaming.domain.progress.verdict import DEFAULT_SETTINGS
 from streaming.domain.queues import MessageQueue, sorted_client_ids, sorted_queues
@@ -265,7 +266,7 @@ class ProgressModel:
             tps = round(consumed[broker] * 1000 / self.interval_ms, 2)
             for first in range(0, max(len(queues), 1), QUEUES_PER_EVENT):
                 yield {
-                    "type": "consume_progress",
+                    "type": EventType.CONSUME_PROGRESS,
                     "schema_version": 1,
                     "event_time": t,
                     "group": group.name,
@@ -321,7 +322,7 @@ class ProgressModel:
             for topic in member.topics:
                 mine = [ref for ref in self.committed[group.name] if ref[0] == topic and index in held[ref]]
                 yield {
-                    "type": "reported_assignment",
+                    "type": EventType.REPORTED_ASSIGNMENT,
                     "schema_version": 1,
                     "event_time": t,
                     "group": group.name,

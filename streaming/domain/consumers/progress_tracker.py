@@ -46,9 +46,9 @@ from streaming.domain.progress.verdict import (
     evaluate,
     time_lag,
 )
-from streaming.domain.vocabulary import AllocationMode, AnomalyKind, IgnoredReason, LateReason, Severity
+from streaming.domain.vocabulary import AllocationMode, AnomalyKind, EventType, IgnoredReason, LateReason, Severity
 
-EVENT_TYPE = "consume_progress"
+EVENT_TYPE = EventType.CONSUME_PROGRESS
 INCONSISTENT = IgnoredReason.INCONSISTENT_PROGRESS
 STALE_PROGRESS = LateReason.STALE_PROGRESS
 OFFLINE = AnomalyKind.OFFLINE_GROUP_BACKLOG

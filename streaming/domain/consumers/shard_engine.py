@@ -133,6 +133,7 @@ from streaming.domain.vocabulary import (
     AllocationMode,
     AnomalyKind,
     ChangeKind,
+    EventType,
     IgnoredReason,
     LateReason,
     MemberDirection,
@@ -306,20 +307,20 @@ class ShardEngine:
             kind = event.get("type")
             time_ms = int(event["event_time"]) if "event_time" in event else clock_ms
             clock_ms = max(clock_ms, time_ms)
-            if kind == "consumer_channel":
+            if kind == EventType.CONSUMER_CHANNEL:
                 channel = ms.ChannelEvent.from_json(event)
                 self._advance_group(channel.group, channel.event_time_ms, records)
                 self._apply_channel(channel, records)
-            elif kind == "consumer_connections":
+            elif kind == EventType.CONSUMER_CONNECTIONS:
                 poll = ConnectionPoll.from_json(event)
                 self._advance_group(poll.group, poll.event_time_ms, records)
                 self._apply_poll(poll, records)
-            elif kind == "topic_route":
+            elif kind == EventType.TOPIC_ROUTE:
                 self._apply_route(event, records)
-            elif kind == "reported_assignment":
+            elif kind == EventType.REPORTED_ASSIGNMENT:
                 self._advance_group(str(event["group"]), time_ms, records)
                 self._apply_report(event, records)
-            elif kind == "consume_progress":
+            elif kind == EventType.CONSUME_PROGRESS:
                 group = str(event["group"])
                 self._advance_group(group, time_ms, records)
                 state = self.groups.get(group)
@@ -530,7 +531,9 @@ class ShardEngine:
         for stale in statuses:
             self._mark(poll.group, stale.event_time_ms, Trigger.VIEW_STALE)
         if status is None:
-            records.append(LateEvent(STALE_POLL, "consumer_connections", now_ms, group=poll.group, broker=poll.broker))
+            records.append(
+                LateEvent(STALE_POLL, EventType.CONSUMER_CONNECTIONS, now_ms, group=poll.group, broker=poll.broker)
+            )
         else:
             records.append(BrokerViewState(status))
             if previous is None or previous.poll is None or previous.poll.stale:
@@ -548,7 +551,7 @@ class ShardEngine:
         if current is not None and time_ms < current["event_time_ms"]:
             # Older than the route applied: what the name server said then no longer holds. (Every shard of
             # the job receives every route and so finds the same routes stale; the job counts one shard's.)
-            records.append(LateEvent(STALE_ROUTE, "topic_route", time_ms, topic=topic))
+            records.append(LateEvent(STALE_ROUTE, EventType.TOPIC_ROUTE, time_ms, topic=topic))
             return
         queues = [[mq.broker_name, mq.queue_id] for mq in readable_queues(event)]
         if current is not None and current["queues"] == queues:
@@ -577,7 +580,7 @@ class ShardEngine:
             records.append(
                 IgnoredEvent(
                     event,
-                    "reported_assignment",
+                    EventType.REPORTED_ASSIGNMENT,
                     UNKNOWN_GROUP,
                     f"group {group} is known to no broker at {int(event['event_time'])}: the report of "
                     f"{event['client_id']} ({len(queues)} queues of {event['topic']}) has nothing to compare with",

@@ -15,16 +15,21 @@ import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from streaming.contract.events import EventType
 from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.job.consumer.heartbeat_runs import RUN, unpack_run
 
 if TYPE_CHECKING:
     import pandas as pd
 
-ROUTE_EVENT = "topic_route"
-CHANNEL_EVENT = "consumer_channel"
-POLL_EVENT = "consumer_connections"
-PROGRESS_EVENT = "consume_progress"
+ROUTE_EVENT = EventType.TOPIC_ROUTE
+CHANNEL_EVENT = EventType.CONSUMER_CHANNEL
+POLL_EVENT = EventType.CONSUMER_CONNECTIONS
+PROGRESS_EVENT = EventType.CONSUME_PROGRESS
+# The event types the heartbeat path reads, declared once: its Kafka topics and its contracts follow. A poll
+# (consumer_connections) rides on the channel events' topic, so the channel type comes first: a record of that
+# topic without a readable ``type`` defaults to it.
+CONSUMER_EVENTS = (CHANNEL_EVENT, EventType.REPORTED_ASSIGNMENT, ROUTE_EVENT, PROGRESS_EVENT, POLL_EVENT)
 # The channel event's fields the engine reads, passed as columns ``c_<field>`` (see ``shard_input``).
 CHANNEL_FIELDS = (
     "broker",

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from streaming.contract.events import EVENT_TYPES
+from streaming.contract.events import EVENT_TYPES, EventType
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import IgnoredEvent, LateEvent, Outcome
 from streaming.domain.consumers.shard_engine import ShardEngine
@@ -65,7 +65,7 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     valid = F.col("reason").isNull()
     channel = F.col(typed_column(CHANNEL_EVENT))
     # Only the event types this input was classified for have typed columns.
-    grouped = [typed_column(t) for t in (CHANNEL_EVENT, "reported_assignment", POLL_EVENT, PROGRESS_EVENT)]
+    grouped = [typed_column(t) for t in (CHANNEL_EVENT, EventType.REPORTED_ASSIGNMENT, POLL_EVENT, PROGRESS_EVENT)]
     group = F.coalesce(*[F.col(f"{c}.group") for c in grouped if c in classified.columns])
     shard = (
         F.when(~valid, F.array(F.lit(DEAD_LETTER_SHARD)))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from streaming.contract.events import EventType
 from streaming.contract.tables import Table
 from streaming.job.delta.sinks import DeltaTables, run_concurrently
 from streaming.job.ingest.classify import (
@@ -47,6 +48,9 @@ if TYPE_CHECKING:
     from streaming.job.sends.metrics import SendMetrics
 
 log = logging.getLogger(__name__)
+
+# The event types the send path reads, declared once: its Kafka topic and its contract follow.
+SEND_EVENTS = (EventType.SEND_RESULT,)
 
 
 def client_line_column() -> Column:
@@ -148,7 +152,7 @@ def send_batch(
     The send fields are meaningful only where ``reason`` is NULL."""
     from pyspark.sql import functions as F
 
-    typed = typed_column("send_result")
+    typed = typed_column(EventType.SEND_RESULT)
     return (
         classified.select(
             "event_type",
@@ -199,7 +203,7 @@ def start_send_ingest(
     fail on records holding it. While ``stopping()`` is true, a failed batch is raised as it is: a stop
     interrupts a running batch, and that failure says nothing about its records."""
     strict_spec = strict_events_spec(contracts)
-    if strict_spec is None or set(contracts) != {"send_result"}:
+    if strict_spec is None or set(contracts) != {EventType.SEND_RESULT}:
         raise ValueError("send-ingest reads send results only, with the contract's fast path")
     bucket_upper_ms = list(faults.table(faults.default_table).latency_max_ms)
     template = fault_table_template(
@@ -460,7 +464,7 @@ def refused_letters(records: DataFrame, details: Mapping[tuple[int, int], str], 
     for (partition, offset), text in details.items():
         detail = F.when((F.col("partition") == partition) & (F.col("offset") == offset), F.lit(text)).otherwise(detail)
     return records.select(
-        F.lit("send_result").alias("source"),
+        F.lit(EventType.SEND_RESULT).alias("source"),
         F.col("topic").alias("kafka_topic"),
         F.col("partition").alias("kafka_partition"),
         F.col("offset").alias("kafka_offset"),
