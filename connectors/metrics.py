@@ -25,6 +25,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from connectors.metric_catalogue import BY_NAME, CATALOGUE, Metrics, MetricSpec, known
+from streaming.config.sections import MetricsConfig
+
+_DEFAULTS = MetricsConfig()  # the [metrics] section's defaults
 
 
 @dataclass
@@ -36,7 +39,7 @@ class MetricsState:
     what the whole table has: a flood of group names is refused at the cap in constant time per update.
     """
 
-    label_value_cap: int = 10_000
+    label_value_cap: int = _DEFAULTS.label_value_cap
     lock: threading.Lock = field(default_factory=threading.Lock)
     # metric name -> label tuple -> value
     gauges: dict[str, dict[tuple[str, ...], float]] = field(default_factory=dict)
@@ -253,7 +256,7 @@ def new_registry(state: MetricsState) -> CollectorRegistry:
     return registry
 
 
-def serve(registry: CollectorRegistry, host: str = "127.0.0.1", port: int = 9464) -> Any:
+def serve(registry: CollectorRegistry, host: str = _DEFAULTS.host, port: int = _DEFAULTS.port) -> Any:
     """Start the HTTP endpoint (``/metrics``) in a daemon thread; returns the server to shut it down."""
     from prometheus_client import start_http_server
 

@@ -28,12 +28,25 @@ from streaming.config.formats import (
     _sub,
     interval_ms,
 )
-from streaming.contract.events import DEFAULT_TOPICS, EVENT_TYPES, TOPIC_OPTIONS, EventType
+from streaming.contract.events import (
+    DEFAULT_MAX_EVENT_BYTES,
+    DEFAULT_MAX_FUTURE_SKEW_MS,
+    DEFAULT_TOPICS,
+    EVENT_TYPES,
+    TOPIC_OPTIONS,
+    EventType,
+)
 from streaming.domain.allocation.group_rules import GroupRule, group_rule_for
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.faults.settings import FaultSettings, ProducerRule, producer_rule_for
 from streaming.domain.faults.tolerance import PRESETS, FaultSemantics, FaultTable
 from streaming.domain.progress.verdict import DEFAULT_SETTINGS as DEFAULT_PROGRESS_SETTINGS
+
+# The domain's settings are where the defaults of what they hold are written; the sections below take them from
+# there, so conf/monitor.toml, these classes and what the domain receives cannot drift (tests/unit/test_config.py).
+_ENGINE = EngineSettings()
+_FAULTS = FaultSettings()
+_PROGRESS = DEFAULT_PROGRESS_SETTINGS
 
 # -- the configuration tree -------------------------------------------------------------------------------
 
@@ -128,8 +141,8 @@ class PathsConfig:
 
 @dataclass(frozen=True)
 class IngestConfig:
-    max_event_bytes: int = _opt(65_536, low=1_024, high=16_777_216)
-    max_future_skew_ms: int = _opt(300_000, low=0, high=86_400_000)
+    max_event_bytes: int = _opt(DEFAULT_MAX_EVENT_BYTES, low=1_024, high=16_777_216)
+    max_future_skew_ms: int = _opt(DEFAULT_MAX_FUTURE_SKEW_MS, low=0, high=86_400_000)
     watermark_delay: str = _opt("2 minutes", check=_check_interval)
 
     @property
@@ -139,9 +152,9 @@ class IngestConfig:
 
 @dataclass(frozen=True)
 class MembershipConfig:
-    channel_expiry_ms: int = _opt(120_000, low=1_000, high=86_400_000)
-    convergence_grace_ms: int = _opt(20_000, low=0, high=3_600_000)
-    route_poll_interval_ms: int = _opt(30_000, low=0, high=3_600_000)
+    channel_expiry_ms: int = _opt(_ENGINE.expiry_ms, low=1_000, high=86_400_000)
+    convergence_grace_ms: int = _opt(_ENGINE.convergence_grace_ms, low=0, high=3_600_000)
+    route_poll_interval_ms: int = _opt(_ENGINE.route_poll_interval_ms, low=0, high=3_600_000)
     shards: int = _opt(8, low=1, high=4_096)
 
 
@@ -149,21 +162,21 @@ class MembershipConfig:
 class ProgressConfig:
     """The consume-progress rule table's numbers (``ProgressSettings``; docs/design/consume-progress.md)."""
 
-    sample_interval_ms: int = _opt(30_000, low=1_000, high=3_600_000)
-    window: int = _opt(10, low=2, high=1_000)
-    allowed_lag: int = _opt(0, low=0, high=1_000_000_000)
-    orphan_samples: int = _opt(3, low=1, high=1_000)
-    double_owned_samples: int = _opt(2, low=1, high=1_000)
-    slow_time_lag_s: int = _opt(180, low=0, high=86_400)
+    sample_interval_ms: int = _opt(_PROGRESS.sample_interval_ms, low=1_000, high=3_600_000)
+    window: int = _opt(_PROGRESS.window, low=2, high=1_000)
+    allowed_lag: int = _opt(_PROGRESS.allowed_lag, low=0, high=1_000_000_000)
+    orphan_samples: int = _opt(_PROGRESS.orphan_samples, low=1, high=1_000)
+    double_owned_samples: int = _opt(_PROGRESS.double_owned_samples, low=1, high=1_000)
+    slow_time_lag_s: int = _opt(int(_PROGRESS.slow_time_lag_s), low=0, high=86_400)
 
 
 @dataclass(frozen=True)
 class AnomaliesConfig:
-    storm_window_ms: int = _opt(300_000, low=1_000, high=86_400_000)
-    storm_threshold: int = _opt(10, low=1, high=1_000_000)
-    storm_coalesce_ms: int = _opt(1_000, low=0, high=60_000)
-    flapping_window_ms: int = _opt(600_000, low=1_000, high=86_400_000)
-    flapping_threshold: int = _opt(3, low=1, high=1_000_000)
+    storm_window_ms: int = _opt(_ENGINE.storm_window_ms, low=1_000, high=86_400_000)
+    storm_threshold: int = _opt(_ENGINE.storm_threshold, low=1, high=1_000_000)
+    storm_coalesce_ms: int = _opt(_ENGINE.storm_coalesce_ms, low=0, high=60_000)
+    flapping_window_ms: int = _opt(_ENGINE.flapping_window_ms, low=1_000, high=86_400_000)
+    flapping_threshold: int = _opt(_ENGINE.flapping_threshold, low=1, high=1_000_000)
 
 
 @dataclass(frozen=True)
@@ -205,8 +218,8 @@ class GroupAllocationConfig:
 
 @dataclass(frozen=True)
 class AllocationConfig:
-    default_strategy: str = _opt("AVG", check=_check_strategy)
-    default_client_line: str = _opt("5", choices=CLIENT_LINES)
+    default_strategy: str = _opt(_ENGINE.default_strategy, check=_check_strategy)
+    default_client_line: str = _opt(_ENGINE.default_client_line, choices=CLIENT_LINES)
     groups: tuple[GroupAllocationConfig, ...] = _opt(())
 
     @cached_property
@@ -281,13 +294,15 @@ PRESET_FAULT_TABLES: Mapping[str, FaultTableConfig] = MappingProxyType(
 
 @dataclass(frozen=True)
 class ProducersConfig:
-    default_fault_table: str = _opt("rocketmq-5", check=_not_blank)
-    rules: tuple[ProducerRuleConfig, ...] = _opt((ProducerRuleConfig("rocketmq-4", "*", "4.9"),))
+    default_fault_table: str = _opt(_FAULTS.default_table, check=_not_blank)
+    rules: tuple[ProducerRuleConfig, ...] = _opt(
+        tuple(ProducerRuleConfig(r.fault_table, r.producer_group, r.client_line) for r in _FAULTS.rules)
+    )
     fault_tables: Mapping[str, FaultTableConfig] = _opt(factory=lambda: MappingProxyType({}))
-    state_ttl_ms: int = _opt(3_600_000, low=1_000, high=30 * 86_400_000)
+    state_ttl_ms: int = _opt(_FAULTS.state_ttl_ms, low=1_000, high=30 * 86_400_000)
     state_shards: int = _opt(8, low=1, high=4_096)
-    send_latency_fault_enable: bool = _opt(False)
-    start_detector_enable: bool = _opt(False)
+    send_latency_fault_enable: bool = _opt(_FAULTS.send_latency_fault_enable)
+    start_detector_enable: bool = _opt(_FAULTS.start_detector_enable)
 
 
 @dataclass(frozen=True)

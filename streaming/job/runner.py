@@ -88,19 +88,7 @@ class MonitorJob:
         check_writable(c.paths.checkpoint_root, "checkpoint root ([paths] checkpoint_root)")
         self.metrics.label_value_cap = c.metrics.label_value_cap
         self._owns_session = not session_running()
-        self.session = build_spark_session(
-            SparkSettings(
-                master=c.spark.master,
-                app_name=c.spark.app_name,
-                shuffle_partitions=c.spark.shuffle_partitions,
-                driver_memory=c.spark.driver_memory,
-                ui_enabled=c.spark.ui_enabled,
-                rocksdb_max_memory_mb=c.spark.rocksdb_max_memory_mb,
-                checkpoint_root=c.paths.checkpoint_root,
-                checkpoint_file_manager=c.spark.checkpoint_file_manager,
-                extra_conf=dict(c.spark.conf),
-            )
-        )
+        self.session = build_spark_session(SparkSettings.of(c.spark, c.paths.checkpoint_root))
         if self.logger_levels:
             from streaming.job.runtime.spark_session import set_logger_levels
 

@@ -19,6 +19,7 @@ from streaming.config import (
     interval_ms,
     load_config,
 )
+from streaming.contract.events import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_FUTURE_SKEW_MS
 from streaming.domain.errors import ConfigurationError
 from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5
 
@@ -42,6 +43,25 @@ def problems(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> tu
 
 def test_reference_file_equals_the_built_in_defaults():
     assert load_config(REFERENCE, env={}) == MonitorConfig()
+
+
+def test_the_defaults_are_written_once_and_reach_the_domain_unchanged():
+    # conf/monitor.toml equals the config classes (above); the classes take the defaults of what the domain, the
+    # session factory and the metrics state hold from them, so the default configuration builds their defaults.
+    from connectors.metrics import MetricsState
+    from streaming.domain.consumers.engine_settings import EngineSettings
+    from streaming.domain.faults.settings import FaultSettings
+    from streaming.job.runtime.spark_session import SparkSettings
+
+    config = load_config(REFERENCE, env={})
+    assert config.engine_settings == EngineSettings()
+    assert config.fault_settings == FaultSettings()
+    assert SparkSettings.of(config.spark) == SparkSettings()
+    assert config.metrics.label_value_cap == MetricsState().label_value_cap
+    assert (config.ingest.max_event_bytes, config.ingest.max_future_skew_ms) == (
+        DEFAULT_MAX_EVENT_BYTES,
+        DEFAULT_MAX_FUTURE_SKEW_MS,
+    )
 
 
 def test_reference_file_sets_every_option_explicitly():

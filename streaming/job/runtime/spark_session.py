@@ -20,9 +20,13 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from connectors import jvm_artifacts
+from streaming.config.sections import SparkConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+# The [spark] section's defaults are the factory's (conf/monitor.toml writes the same; tests/unit/test_config.py).
+_DEFAULTS = SparkConfig()
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -31,19 +35,34 @@ ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateS
 class SparkSettings:
     """What varies between deployments; everything else is fixed by the factory."""
 
-    master: str = "local[2]"
-    app_name: str = "rocketmq-rebalance-monitor"
-    shuffle_partitions: int = 4
-    driver_memory: str = "2g"
-    ui_enabled: bool = False
-    rocksdb_max_memory_mb: int = 256
+    master: str = _DEFAULTS.master
+    app_name: str = _DEFAULTS.app_name
+    shuffle_partitions: int = _DEFAULTS.shuffle_partitions
+    driver_memory: str = _DEFAULTS.driver_memory
+    ui_enabled: bool = _DEFAULTS.ui_enabled
+    rocksdb_max_memory_mb: int = _DEFAULTS.rocksdb_max_memory_mb
     local_dir: str | None = None
     # Where the queries keep their checkpoints, and how checkpoint files are written there: "auto" writes
     # through Hadoop's FileSystem API when that place is a local directory (see spark_conf), "spark" leaves
     # Spark's choice.
     checkpoint_root: str | None = None
-    checkpoint_file_manager: str = "auto"
+    checkpoint_file_manager: str = _DEFAULTS.checkpoint_file_manager
     extra_conf: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, spark: SparkConfig, checkpoint_root: str | None = None) -> SparkSettings:
+        """The ``[spark]`` section as the session factory reads it."""
+        return cls(
+            master=spark.master,
+            app_name=spark.app_name,
+            shuffle_partitions=spark.shuffle_partitions,
+            driver_memory=spark.driver_memory,
+            ui_enabled=spark.ui_enabled,
+            rocksdb_max_memory_mb=spark.rocksdb_max_memory_mb,
+            checkpoint_root=checkpoint_root,
+            checkpoint_file_manager=spark.checkpoint_file_manager,
+            extra_conf=dict(spark.conf),
+        )
 
 
 # Loggers whose warnings report routine work of Delta's, once per MERGE, that an operator can do nothing
