@@ -182,7 +182,7 @@ def schema_files() -> dict[tuple[str, int], str]:
 @cache
 def _load_schema(event_type: str, version: int) -> Mapping[str, Any]:
     if event_type not in EVENT_TYPES:
-        raise KeyError(f"unknown event type {event_type!r}; expected one of {', '.join(EVENT_TYPES)}")
+        raise KeyError(f"no schema for event type {event_type!r}; expected one of {', '.join(EVENT_TYPES)}")
     path = resources.files(_SCHEMA_PACKAGE).joinpath("schemas", schema_file_name(event_type, version))
     loaded: Mapping[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     _check_keywords(loaded, "$")

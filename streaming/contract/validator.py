@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from streaming.contract import envelope
+from streaming.contract.envelope import EnvelopeCheck
 from streaming.contract.events import (
     CROSS_FIELD_RULES,
     DEFAULT_MAX_EVENT_BYTES,
@@ -67,37 +69,57 @@ def validate_event(
     type of the topic the record is on, used only to pick the schema for an event without ``type``
     (which then fails as ``MISSING_FIELD``) -- without it such an event is ``UNKNOWN_TYPE``.
     """
-    if raw is None:
-        return Rejection(Reason.NOT_JSON, "empty record value")
-    data = raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
-    if len(data) > max_event_bytes:
-        return Rejection(Reason.OVERSIZED, f"event of {len(data)} bytes exceeds {max_event_bytes}")
-    parsed, value = try_parse_json(data)
-    if not parsed:
-        return Rejection(Reason.NOT_JSON, "value is not valid JSON")
-    if not isinstance(value, dict):
-        return Rejection(Reason.NOT_AN_OBJECT, f"JSON {json_kind(value)}")
-    declared = spark_string(value.get("type"))
-    event_type = default_type if declared is None else declared
-    if event_type not in EVENT_TYPES:
-        return Rejection(Reason.UNKNOWN_TYPE, f"unknown event type {'<none>' if event_type is None else event_type}")
+    data = None if raw is None else raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
+    facts: dict[str, Any] = {"raw_bytes": None if data is None else len(data)}
+    limits: dict[str, Any] = {
+        "max_event_bytes": max_event_bytes,
+        "max_future_skew_ms": max_future_skew_ms,
+        "kafka_timestamp_ms": now_ms,
+        "event_types": EVENT_TYPES,
+    }
+    value: Any = None
+
+    def fact(name: str) -> Any:  # the facts a check reads, computed once the checks before it passed
+        nonlocal value
+        if name not in facts and name == "json":
+            assert data is not None
+            parsed, value = try_parse_json(data)
+            facts["json"] = (value,) if parsed else None
+        elif name not in facts and name == "json_kind":
+            facts["json_kind"] = json_kind(value)
+        elif name not in facts and name == "event_type":
+            declared = spark_string(value.get("type"))
+            facts["event_type"] = default_type if declared is None else declared
+        elif name not in facts and name == "schema_version":
+            facts["schema_version"] = spark_string(value.get("schema_version"))
+        elif name not in facts and name == "event_time_ms":
+            facts["event_time_ms"] = int(value["event_time"])
+        return facts[name]
+
+    def failed(check: EnvelopeCheck) -> Rejection | None:
+        if check.reason is Reason.FUTURE_TIMESTAMP and now_ms is None:
+            return None  # no clock to compare with
+        if not envelope.violated(check, fact(check.fact), limits):
+            return None
+        return Rejection(check.reason, envelope.detail(check, lambda n: facts[n] if n in facts else limits[n]))
+
+    for check in envelope.BEFORE_RULES:
+        if rejected := failed(check):
+            return rejected
+    event_type = facts["event_type"]
     versions = SUPPORTED_VERSIONS[event_type]
-    version = spark_string(value.get("schema_version"))
+    limits["versions"] = tuple(str(v) for v in versions)
     # An absent version is left to the schema (MISSING_FIELD), as the job does.
-    if version is not None and version not in {str(v) for v in versions}:
-        return Rejection(
-            Reason.UNKNOWN_SCHEMA_VERSION,
-            f"schema_version {version} of {event_type} is not one of [{', '.join(map(str, versions))}]",
-        )
+    if rejected := failed(envelope.VERSION):
+        return rejected
+    version = facts["schema_version"]
     for rule in (*rules(event_type, int(version) if version else None), *_cross_field_rules(event_type)):
         if rule.violated(value):
             return Rejection(rule.reason, rule.detail)
-    event_time_ms = int(value["event_time"])
-    if now_ms is not None and event_time_ms > now_ms + max_future_skew_ms:
-        return Rejection(
-            Reason.FUTURE_TIMESTAMP,
-            f"event_time {event_time_ms} is more than {max_future_skew_ms} ms after the Kafka timestamp",
-        )
+    for check in envelope.AFTER_RULES:
+        if rejected := failed(check):
+            return rejected
+    event_time_ms = int(facts["event_time_ms"] if "event_time_ms" in facts else value["event_time"])
     return ValidEvent(
         event_type, int(value["schema_version"]), event_time_ms, str(value[KEY_FIELDS[event_type]]), plain_python(value)
     )

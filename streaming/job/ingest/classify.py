@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from streaming.contract import envelope
 from streaming.job.ingest.validation import FastPath, compile_rules, cross_field_rules, fast_path, first_violation_sql
 
 if TYPE_CHECKING:
@@ -226,60 +228,104 @@ def _with_fast_path(
 def _verdict_sql(contracts: Mapping[str, EventContract], settings: IngestSettings) -> tuple[str, str]:
     """The SQL of a record's dead-letter reason and detail: the checks in ``docs/design/event-validation.md``'s
     order, the first failure naming the reason."""
-    max_bytes, skew = int(settings.max_event_bytes), int(settings.max_future_skew_ms)
-    reason_cases = [
-        ("raw_bytes IS NULL", "'NOT_JSON'", "'empty record value'"),
-        (f"raw_bytes > {max_bytes}", "'OVERSIZED'", f"concat('event of ', raw_bytes, ' bytes exceeds {max_bytes}')"),
-        ("v IS NULL", "'NOT_JSON'", "'value is not valid JSON'"),
-        (
-            "schema_of_variant(v) NOT LIKE 'OBJECT%'",
-            "'NOT_AN_OBJECT'",
-            "concat('JSON ', CASE WHEN schema_of_variant(v) LIKE 'ARRAY%' THEN 'array' "
-            "WHEN schema_of_variant(v) = 'STRING' THEN 'string' WHEN schema_of_variant(v) = 'BOOLEAN' THEN 'boolean' "
-            "WHEN schema_of_variant(v) = 'VOID' THEN 'null' ELSE 'number' END)",
-        ),
-    ]
-    known = ", ".join(_sql_string(t) for t in contracts)
-    reason_cases.append(
-        (
-            f"event_type IS NULL OR event_type NOT IN ({known})",
-            "'UNKNOWN_TYPE'",
-            "concat('unknown event type ', coalesce(event_type, '<none>'))",
-        )
-    )
+    limits: dict[str, Any] = {
+        "max_event_bytes": int(settings.max_event_bytes),
+        "max_future_skew_ms": int(settings.max_future_skew_ms),
+        "event_types": tuple(contracts),
+    }
+    reason_cases = [_envelope_case(check, limits) for check in envelope.BEFORE_RULES]
     per_type_reason, per_type_detail = [], []
     for event_type, contract in contracts.items():
-        versions = ", ".join(str(v) for v in contract.versions)
-        quoted_versions = ", ".join(_sql_string(str(v)) for v in contract.versions)
-        version_check = f"NOT (try_variant_get(v, '$.schema_version', 'string') IN ({quoted_versions}))"
+        type_limits = {**limits, "versions": tuple(str(v) for v in contract.versions)}
+        version_check, _, version_detail = _envelope_case(envelope.VERSION, type_limits, event_type)
         rules = compile_rules(contract.schema, "v", contract.reason_overrides) + cross_field_rules(event_type, "v")
         reason_sql, detail_sql = first_violation_sql(rules)
         per_type_reason.append(
             f"WHEN event_type = {_sql_string(event_type)} THEN "
-            f"CASE WHEN {version_check} THEN 'UNKNOWN_SCHEMA_VERSION' ELSE {reason_sql} END"
+            f"CASE WHEN {version_check} THEN {_sql_string(envelope.VERSION.reason)} ELSE {reason_sql} END"
         )
         per_type_detail.append(
-            f"WHEN event_type = {_sql_string(event_type)} THEN CASE WHEN {version_check} THEN "
-            f"concat('schema_version ', coalesce(try_variant_get(v, '$.schema_version', 'string'), '<none>'), "
-            f"' of {event_type} is not one of [{versions}]') ELSE {detail_sql} END"
+            f"WHEN event_type = {_sql_string(event_type)} THEN CASE WHEN {version_check} THEN {version_detail} "
+            f"ELSE {detail_sql} END"
         )
-    future = f"event_time_ms > unix_millis(kafka_timestamp) + {skew}"
+    after = [_envelope_case(check, limits) for check in envelope.AFTER_RULES]
     reason_expr = (
         "CASE "
         + " ".join(f"WHEN {c} THEN {r}" for c, r, _ in reason_cases)
         + " ELSE coalesce(CASE "
         + " ".join(per_type_reason)
-        + f" END, CASE WHEN {future} THEN 'FUTURE_TIMESTAMP' END) END"
+        + " END, CASE "
+        + " ".join(f"WHEN {c} THEN {r}" for c, r, _ in after)
+        + " END) END"
     )
     detail_expr = (
         "CASE WHEN reason IS NULL THEN NULL "
         + " ".join(f"WHEN {c} THEN {d}" for c, _, d in reason_cases)
         + " ELSE coalesce(CASE "
         + " ".join(per_type_detail)
-        + f" END, CASE WHEN {future} THEN "
-        f"concat('event_time ', event_time_ms, ' is more than {skew} ms after the Kafka timestamp') END) END"
+        + " END, CASE "
+        + " ".join(f"WHEN {c} THEN {d}" for c, _, d in after)
+        + " END) END"
     )
     return reason_expr, detail_expr
+
+
+# Each envelope fact as the rule walk reads it (``_VERDICT_INPUTS``); the limits are the settings, inlined.
+_FACT_SQL = {
+    "raw_bytes": "raw_bytes",
+    "json": "v",
+    "json_kind": (
+        "CASE WHEN schema_of_variant(v) LIKE 'OBJECT%' THEN 'object' WHEN schema_of_variant(v) LIKE 'ARRAY%' "
+        "THEN 'array' WHEN schema_of_variant(v) = 'STRING' THEN 'string' WHEN schema_of_variant(v) = 'BOOLEAN' "
+        "THEN 'boolean' WHEN schema_of_variant(v) = 'VOID' THEN 'null' ELSE 'number' END"
+    ),
+    "event_type": "event_type",
+    "schema_version": "try_variant_get(v, '$.schema_version', 'string')",
+    "event_time_ms": "event_time_ms",
+}
+_LIMIT_SQL = {"kafka_timestamp_ms": "unix_millis(kafka_timestamp)"}
+
+
+def _limit_sql(name: str, limits: Mapping[str, Any]) -> str:
+    if name in _LIMIT_SQL:
+        return _LIMIT_SQL[name]
+    value = limits[name]
+    return str(int(value)) if isinstance(value, int) else _sql_string(str(value))
+
+
+def _envelope_case(
+    check: envelope.EnvelopeCheck, limits: Mapping[str, Any], event_type: str | None = None
+) -> tuple[str, str, str]:
+    """An envelope check compiled to SQL: (condition, reason, detail), with ``event_type`` (the per-type checks)
+    inlined in the detail."""
+    fact = _FACT_SQL[check.fact]
+    if check.test == "missing":
+        condition = f"{fact} IS NULL"
+    elif check.test == "above":
+        condition = f"{fact} > " + " + ".join(_limit_sql(term, limits) for term in check.limit)
+    elif check.test == "not_in":
+        values = ", ".join(_sql_string(str(v)) for v in limits[check.limit[0]])
+        condition = (
+            f"{fact} IS NULL OR {fact} NOT IN ({values})" if check.absent_fails else f"NOT ({fact} IN ({values}))"
+        )
+    elif check.test == "is_not":
+        condition = f"{fact} <> {_sql_string(check.limit[0])}"
+    else:
+        raise ValueError(f"unknown envelope test {check.test!r}")
+    parts = []
+    for text, name in re.findall(r"([^{]*)(?:\{(\w+)\})?", check.detail):
+        if text:
+            parts.append(_sql_string(text))
+        if name == "event_type" and event_type is not None:
+            parts.append(_sql_string(event_type))
+        elif name in _FACT_SQL:
+            parts.append(f"coalesce(CAST({_FACT_SQL[name]} AS STRING), {_sql_string(envelope.NONE)})")
+        elif name:
+            value = limits[name]
+            shown = ", ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+            parts.append(_sql_string(shown))
+    detail = parts[0] if len(parts) == 1 else f"concat({', '.join(parts)})"
+    return condition, _sql_string(check.reason), detail
 
 
 # What the rule walk reads of a record, with their types in ``classify``.
