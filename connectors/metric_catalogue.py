@@ -291,8 +291,9 @@ class UnknownMetric(KeyError):
 
 def known(metric: MetricSpec, *types: str) -> str:
     """The name of ``metric`` if it is the catalogue's handle of one of ``types``; else ``UnknownMetric``."""
-    if BY_NAME.get(getattr(metric, "name", None)) is not metric:  # type: ignore[arg-type]
-        raise UnknownMetric(f"{metric!r} is not in the metric catalogue (connectors.metrics.Metrics)")
+    name = getattr(metric, "name", None)
+    if not isinstance(name, str) or BY_NAME.get(name) is not metric:
+        raise UnknownMetric(f"{metric!r} is not in the metric catalogue (connectors.metric_catalogue.Metrics)")
     if metric.type not in types:
         raise UnknownMetric(f"{metric.name} is a {metric.type}, not a {' or '.join(types)}")
     return metric.name

@@ -11,7 +11,6 @@ from streaming.app.commands.tables import time_option
 
 
 def simulate(args: argparse.Namespace) -> int:
-    import dataclasses
     import signal
     import threading
 
@@ -58,7 +57,7 @@ def simulate(args: argparse.Namespace) -> int:
         return run_to_file(settings, args.output, say)
     assert config is not None
     options = _publishing_options(config.kafka.options, args.producer_option, say)
-    topics = dataclasses.asdict(config.kafka.topics)  # event type -> Kafka topic
+    topics = config.kafka.topics.by_type()
     bootstrap = args.bootstrap_servers or config.kafka.bootstrap_servers
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())

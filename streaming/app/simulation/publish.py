@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -217,7 +217,7 @@ def check_topics(
 def run_to_kafka(
     settings: SimulateSettings,
     bootstrap_servers: str,
-    topics: dict[str, str],
+    topics: Mapping[str, str],
     producer_options: dict[str, Any],
     say: Callable[[str], None],
     stop: threading.Event | None = None,
