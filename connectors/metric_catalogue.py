@@ -289,11 +289,23 @@ class UnknownMetric(KeyError):
     """A metric that is not the catalogue's handle, or one updated as another type than its catalogue's."""
 
 
-def known(metric: MetricSpec, *types: str) -> str:
-    """The name of ``metric`` if it is the catalogue's handle of one of ``types``; else ``UnknownMetric``."""
+def handles(*types: str) -> frozenset[int]:
+    """The identities of the catalogue's handles of ``types`` (what ``known`` checks a handle against)."""
+    return frozenset(id(m) for m in CATALOGUE if m.type in types)
+
+
+GAUGES = handles("gauge", "info")
+COUNTERS = handles("counter")
+HISTOGRAMS = handles("histogram")
+ANY = handles("gauge", "info", "counter", "histogram")
+
+
+def known(metric: MetricSpec, allowed: frozenset[int]) -> str:
+    """The name of ``metric`` if it is one of the catalogue's handles ``allowed`` (``GAUGES``, ...); else
+    ``UnknownMetric``. The handle's identity is checked: a copy or a name is refused, in one set lookup."""
+    if id(metric) in allowed:
+        return metric.name
     name = getattr(metric, "name", None)
     if not isinstance(name, str) or BY_NAME.get(name) is not metric:
         raise UnknownMetric(f"{metric!r} is not in the metric catalogue (connectors.metric_catalogue.Metrics)")
-    if metric.type not in types:
-        raise UnknownMetric(f"{metric.name} is a {metric.type}, not a {' or '.join(types)}")
-    return metric.name
+    raise UnknownMetric(f"{metric.name} is a {metric.type}, not updated this way")

@@ -24,7 +24,17 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from connectors.metric_catalogue import BY_NAME, CATALOGUE, Metrics, MetricSpec, known
+from connectors.metric_catalogue import (
+    ANY,
+    BY_NAME,
+    CATALOGUE,
+    COUNTERS,
+    GAUGES,
+    HISTOGRAMS,
+    Metrics,
+    MetricSpec,
+    known,
+)
 from streaming.config.sections import MetricsConfig
 
 _DEFAULTS = MetricsConfig()  # the [metrics] section's defaults
@@ -72,14 +82,14 @@ class MetricsState:
             yield from family.items()
 
     def set_gauge(self, metric: MetricSpec, labels: tuple[str, ...], value: float) -> None:
-        name = known(metric, "gauge", "info")
+        name = known(metric, GAUGES)
         with self.lock:
             table = self.gauges.setdefault(name, {})
             if self._admit(name, table, labels):
                 table[labels] = float(value)
 
     def inc(self, metric: MetricSpec, labels: tuple[str, ...], amount: float = 1.0) -> None:
-        name = known(metric, "counter")
+        name = known(metric, COUNTERS)
         with self.lock:
             table = self.counters.setdefault(name, {})
             if self._admit(name, table, labels):
@@ -87,7 +97,7 @@ class MetricsState:
 
     def set_counter(self, metric: MetricSpec, labels: tuple[str, ...], total: float) -> None:
         """A counter kept as a total elsewhere (e.g. rows summed by the progress listener)."""
-        name = known(metric, "counter")
+        name = known(metric, COUNTERS)
         with self.lock:
             table = self.counters.setdefault(name, {})
             if self._admit(name, table, labels):
@@ -95,7 +105,7 @@ class MetricsState:
 
     def advance_counter(self, metric: MetricSpec, labels: tuple[str, ...], total: float) -> None:
         """Raise a counter to ``total`` if it is below (a count the source keeps, e.g. a group's generation)."""
-        name = known(metric, "counter")
+        name = known(metric, COUNTERS)
         with self.lock:
             table = self.counters.setdefault(name, {})
             if self._admit(name, table, labels):
@@ -104,7 +114,7 @@ class MetricsState:
     def set_histogram(
         self, metric: MetricSpec, labels: tuple[str, ...], buckets: list[tuple[str, float]], total: float
     ) -> None:
-        name = known(metric, "histogram")
+        name = known(metric, HISTOGRAMS)
         with self.lock:
             table = self.histograms.setdefault(name, {})
             if self._admit(name, table, labels):
@@ -120,7 +130,7 @@ class MetricsState:
         total: float,
     ) -> None:
         """Add one batch's cumulative bucket counts (``<= upper``), its count and sum into a histogram."""
-        name = known(metric, "histogram")
+        name = known(metric, HISTOGRAMS)
         les = [_le(u) for u in upper_bounds] + ["+Inf"]
         counts = [float(c) for c in cumulative] + [float(count)]
         with self.lock:
@@ -152,7 +162,7 @@ class MetricsState:
         """Drop the series of every ``label_name`` value (first label) not in ``values``: brokers that are gone
         (from ``metrics`` only, when given: each source of broker metrics knows its own brokers)."""
         keep = set(values)
-        only = None if metrics is None else {known(m, "gauge", "counter", "histogram") for m in metrics}
+        only = None if metrics is None else {known(m, ANY) for m in metrics}
         with self.lock:
             for name, table in self._tables():
                 spec = BY_NAME.get(name)
@@ -163,7 +173,7 @@ class MetricsState:
 
     def replace_series(self, metric: MetricSpec, key_label_value: str, series: Mapping[tuple[str, ...], float]) -> None:
         """Replace all series of ``name`` whose first label is ``key_label_value`` (e.g. one group's topics)."""
-        name = known(metric, "gauge")
+        name = known(metric, GAUGES)
         with self.lock:
             table = self.gauges.setdefault(name, {})
             index = self._index.get(name, {})
@@ -180,7 +190,7 @@ class MetricsState:
 
     def drop_series(self, metric: MetricSpec, labels: tuple[str, ...]) -> None:
         """Drop one series of ``name`` (a value whose source is gone while the metric's others stay)."""
-        name = known(metric, "gauge", "counter", "histogram", "info")
+        name = known(metric, ANY)
         with self.lock:
             for family in (self.gauges, self.counters, self.histograms):
                 family.get(name, {}).pop(labels, None)
@@ -192,7 +202,7 @@ class MetricsState:
                     del index[labels[0]]
 
     def series_count(self, metric: MetricSpec) -> int:
-        name = known(metric, "gauge", "counter", "histogram", "info")
+        name = known(metric, ANY)
         with self.lock:
             for family in (self.gauges, self.counters, self.histograms):
                 if name in family:
