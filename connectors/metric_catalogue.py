@@ -229,6 +229,14 @@ class Metrics:
     LAST_BATCH_TIMESTAMP_SECONDS = _m(
         "last_batch_timestamp_seconds", "gauge", ("query",), "seconds", "Wall time the last micro-batch finished."
     )
+    LAST_TRIGGER_TIMESTAMP_SECONDS = _m(
+        "last_trigger_timestamp_seconds",
+        "gauge",
+        ("query",),
+        "seconds",
+        "Wall time the query last looked at its sources: a micro-batch finished, or a trigger found nothing new "
+        "(Spark's idle event). Quiet topics leave it moving; a stuck job does not.",
+    )
     WATERMARK_TIMESTAMP_SECONDS = _m(
         "watermark_timestamp_seconds", "gauge", ("query",), "seconds", "Current event-time watermark."
     )

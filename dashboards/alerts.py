@@ -200,14 +200,27 @@ ALERTS: tuple[Alert, ...] = (
     ),
     Alert(
         f"{PREFIX}Stale",
-        "time() - max by (query) (rmqmon_last_batch_timestamp_seconds) > 300",
+        "time() - max by (instance, query) (rmqmon_last_trigger_timestamp_seconds) > 300",
         "5m",
         "critical",
-        "The monitor's {{ $labels.query }} query has not finished a micro-batch for over 5 minutes.",
-        'No micro-batch of query {{ $labels.query }} finished for {{ printf "%.0f" $value }} s: the job is stuck, '
-        "or no events reach its Kafka topics (every consumer heartbeats every 30 s, so silence is itself a fault). "
-        "The monitor's other alerts cannot be trusted meanwhile.",
+        "The monitor's {{ $labels.query }} query on {{ $labels.instance }} has not run for over 5 minutes.",
+        "Query {{ $labels.query }} of the job at {{ $labels.instance }} neither finished a micro-batch nor looked "
+        'at its topics for {{ printf "%.0f" $value }} s: it is stuck (a batch that does not end, a driver that '
+        "hangs). Quiet topics do not fire this: a trigger that finds nothing new counts. The monitor's other "
+        "alerts from this job cannot be trusted meanwhile.",
         _slug(f"{PREFIX}Stale"),
+    ),
+    Alert(
+        f"{PREFIX}ConsumerInputSilent",
+        'sum by (instance) (increase(rmqmon_input_rows_total{query="consumer"}[5m])) == 0',
+        "5m",
+        "warning",
+        "No consumer events reached the monitor at {{ $labels.instance }} for 10 minutes.",
+        "The consumer query of the job at {{ $labels.instance }} runs but read no record for 10 minutes: every "
+        "consumer heartbeats every 30 s and the collector polls every broker, so silence means nothing publishes "
+        "to the monitor's topics (the collector or the client agents are down, or publish elsewhere). Group "
+        "views go stale meanwhile; no membership change can be seen.",
+        _slug(f"{PREFIX}ConsumerInputSilent"),
     ),
     Alert(
         f"{PREFIX}QueryRestarting",
@@ -481,16 +494,47 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         f"{PREFIX}Stale",
-        "no batch since the start: fires after 5 + 5 minutes",
-        {f'rmqmon_last_batch_timestamp_seconds{{{J},query="consumer"}}': "0x80"},
+        "no trigger since the start (a driver that hangs): fires after 5 + 5 minutes",
+        {f'rmqmon_last_trigger_timestamp_seconds{{{J},query="consumer"}}': "0x80"},
         "15m",
-        (({"query": "consumer"}, 900),),
+        (({"instance": "127.0.0.1:9464", "query": "consumer"}, 900),),
     ),
     Case(
         f"{PREFIX}Stale",
-        "batches every 15 s: silent",
-        {f'rmqmon_last_batch_timestamp_seconds{{{J},query="consumer"}}': "0+15x80"},
+        "quiet producers: no send batch for 20 minutes, but idle triggers every 5 s: silent",
+        {
+            f'rmqmon_last_batch_timestamp_seconds{{{J},query="send-ingest"}}': "0x80",
+            f'rmqmon_last_trigger_timestamp_seconds{{{J},query="send-ingest"}}': "0+15x80",
+        },
         "15m",
+        also_at=("6m", "11m"),
+    ),
+    Case(
+        f"{PREFIX}Stale",
+        "one of two jobs stuck after 2 minutes: fires for that instance, the other one's triggers do not hide it",
+        {
+            f'rmqmon_last_trigger_timestamp_seconds{{{J},query="consumer"}}': "0+15x8 120x72",
+            f'rmqmon_last_trigger_timestamp_seconds{{{J.replace("9464", "9465")},query="consumer"}}': "0+15x80",
+        },
+        "15m",
+        (({"instance": "127.0.0.1:9464", "query": "consumer"}, 780),),
+    ),
+    Case(
+        f"{PREFIX}ConsumerInputSilent",
+        "the collector and agents stop publishing at minute 2: fires",
+        {f'rmqmon_input_rows_total{{{J},query="consumer"}}': "0+40x8 320x72"},
+        "15m",
+        (({"instance": "127.0.0.1:9464"}, 0),),
+    ),
+    Case(
+        f"{PREFIX}ConsumerInputSilent",
+        "heartbeats and polls every 15 s, sends stopped: silent",
+        {
+            f'rmqmon_input_rows_total{{{J},query="consumer"}}': "0+40x80",
+            f'rmqmon_input_rows_total{{{J},query="send-ingest"}}': "0x80",
+        },
+        "15m",
+        also_at=("6m", "11m"),
     ),
     Case(
         f"{PREFIX}QueryRestarting",

@@ -76,6 +76,7 @@ class MonitorJob:
     logger_levels: dict[str, str] = field(default_factory=dict)
     _server: Any = None
     _owns_session: bool = field(default=False, init=False)  # built by start(), so stop() stops it
+    _started_at: float = field(default=0.0, init=False)  # wall time start() began: a query's first look
     _listener: ProgressListener | None = field(default=None, init=False)
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -83,6 +84,7 @@ class MonitorJob:
         from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
         from streaming.job.runtime.storage_check import check_writable
 
+        self._started_at = time.time()
         c = self.config
         check_writable(c.paths.delta_root, "Delta root ([paths] delta_root)")
         check_writable(c.paths.checkpoint_root, "checkpoint root ([paths] checkpoint_root)")
@@ -249,12 +251,18 @@ class MonitorJob:
         def seconds(iso: str) -> float:
             return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
+        # When each query last looked at its sources: its start, its last finished batch or its last trigger
+        # that found nothing new, whichever is latest (quiet topics are not a stuck query).
+        looked = {name: self._started_at for name in self.queries}
+        for name, idle in self.board.idle_timestamps().items():
+            looked[name] = max(looked.get(name, 0.0), seconds(idle))
         for name, p in self.board.snapshot().items():
             q = (name,)
             self.metrics.set_gauge(Metrics.BATCH_DURATION_SECONDS, q, p.batch_duration_ms / 1000)
             if p.batch_timestamp:  # when the last micro-batch started, plus how long it took: when it finished
                 finished = seconds(p.batch_timestamp) + p.batch_duration_ms / 1000
                 self.metrics.set_gauge(Metrics.LAST_BATCH_TIMESTAMP_SECONDS, q, finished)
+                looked[name] = max(looked.get(name, 0.0), finished)
             self.metrics.set_gauge(Metrics.PROCESSED_ROWS_PER_SECOND, q, p.processed_rows_per_second)
             self.metrics.set_gauge(Metrics.STATE_ROWS, q, p.state_rows)
             self.metrics.set_gauge(Metrics.STATE_MEMORY_BYTES, q, p.state_memory_bytes)
@@ -267,6 +275,9 @@ class MonitorJob:
                 self.metrics.set_counter(Metrics.LATE_EVENTS_TOTAL, (name, "watermark"), p.late_rows_total)
             if p.watermark:
                 self.metrics.set_gauge(Metrics.WATERMARK_TIMESTAMP_SECONDS, q, seconds(p.watermark))
+        for name, at in looked.items():
+            if at:
+                self.metrics.set_gauge(Metrics.LAST_TRIGGER_TIMESTAMP_SECONDS, (name,), at)
 
     def stop(self, hurry: threading.Event | None = None) -> None:
         self.stop_queries(self.config.spark.stop_grace_seconds, hurry)

@@ -4,6 +4,7 @@ progress board over every batch the listener reports, exported by the job as ``r
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from connectors.metrics import render_markdown
@@ -42,3 +43,21 @@ def test_the_job_counts_batches_and_seconds_per_phase_over_every_reported_batch(
 
 def test_the_metrics_doc_is_what_the_catalogue_renders():
     assert DOC.read_text() == render_markdown()
+
+
+def test_a_trigger_that_finds_nothing_new_keeps_the_query_looking_alive_but_adds_no_batch(tmp_path):
+    monitor = MonitorJob(load_config(None, env={"RRM__PATHS__CHECKPOINT_ROOT": str(tmp_path / "checkpoints")}))
+    monitor.board.record({**progress("send-ingest", 3, triggerExecution=2_000), "timestamp": "2026-11-29T10:00:00Z"})
+    monitor.board.record_idle("send-ingest", "2026-11-29T10:07:30.000Z")  # producers quiet for minutes
+    monitor.board.record_idle("consumer", "2026-11-29T10:07:31.000Z")  # no batch in this process yet
+    monitor.refresh_job_metrics()
+
+    gauges = monitor.metrics.gauges
+    batch_end = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC).timestamp() + 2.0  # the batch took 2 s
+    assert gauges["rmqmon_last_batch_timestamp_seconds"] == {("send-ingest",): batch_end}
+    assert gauges["rmqmon_last_trigger_timestamp_seconds"] == {
+        ("send-ingest",): batch_end + 448.0,
+        ("consumer",): batch_end + 449.0,
+    }
+    assert monitor.metrics.counters["rmqmon_batches_total"] == {("send-ingest",): 1.0}
+    assert not monitor.board.has_progress("consumer")  # an idle trigger is no micro-batch's progress

@@ -45,6 +45,7 @@ class ProgressBoard:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queries: dict[str, QueryProgress] = {}
+        self._idle: dict[str, str] = {}  # query name -> when its last trigger found nothing new (ISO time)
         self.terminated: dict[str, str | None] = {}
 
     def snapshot(self) -> dict[str, QueryProgress]:
@@ -91,6 +92,15 @@ class ProgressBoard:
                     pass
             entry.offsets_behind = behind
 
+    def record_idle(self, name: str, timestamp: str) -> None:
+        """A trigger of query ``name`` found no new input at ``timestamp``: alive, though no batch ran."""
+        with self._lock:
+            self._idle[name] = timestamp
+
+    def idle_timestamps(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._idle)
+
     def mark_terminated(self, name: str, error: str | None) -> None:
         with self._lock:
             self.terminated[name] = error
@@ -118,7 +128,10 @@ class ProgressListener(StreamingQueryListener):
             pass
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-        pass
+        try:
+            self.board.record_idle(self._names.get(str(event.id), str(event.id)), str(event.timestamp))
+        except Exception:  # noqa: BLE001
+            pass
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
         try:
