@@ -379,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from connectors.jvm_artifacts import ArtifactError
     from streaming.config import ConfigError
+    from streaming.job.consumer.layout import CheckpointLayoutError
     from streaming.job.runtime.storage_check import StorageError
 
     try:
@@ -392,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except (NotFound, ArtifactError, StorageError) as error:
+    except (NotFound, ArtifactError, StorageError, CheckpointLayoutError) as error:
         print(f"rebalance-monitor {args.command}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

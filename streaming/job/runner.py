@@ -81,6 +81,7 @@ class MonitorJob:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
+        from streaming.job.consumer.layout import check_shard_layout
         from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
         from streaming.job.runtime.storage_check import check_writable
 
@@ -91,6 +92,8 @@ class MonitorJob:
         self.metrics.label_value_cap = c.metrics.label_value_cap
         self._owns_session = not session_running()
         self.session = build_spark_session(SparkSettings.of(c.spark, c.paths.checkpoint_root))
+        # refused before anything is created or started: the consumer state is keyed by this count
+        check_shard_layout(self.session, self._checkpoint("consumer"), c.membership.shards)
         if self.logger_levels:
             from streaming.job.runtime.spark_session import set_logger_levels
 

@@ -1,0 +1,53 @@
+"""The shard count a consumer checkpoint's state is keyed by, recorded beside it and checked at every start.
+
+The consumer query keys its state by ``hash(group) mod [membership] shards``. Started on the same checkpoint
+with another count, a group's events reach a shard without its state while its old shard keeps it for good: a
+second, empty membership and an old one that never changes again. So the count is written to
+``<checkpoint>/rrm-consumer-layout.json`` (through Hadoop's FileSystem, any checkpoint URI) at the first start,
+and a start with another count is refused. A checkpoint from before the file existed records the count it is
+started with.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streaming.domain.errors import MonitorError
+
+LAYOUT_FILE = "rrm-consumer-layout.json"
+
+
+class CheckpointLayoutError(MonitorError):
+    """A setting the checkpoint's state depends on differs from the one it was written with."""
+
+
+def check_shard_layout(session: Any, checkpoint: str, shards: int) -> None:
+    """Record ``shards`` for ``checkpoint``, or raise ``CheckpointLayoutError`` if it holds another count."""
+    jvm = session.sparkContext._jvm
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    root = hadoop_path(checkpoint)
+    fs = root.getFileSystem(session.sparkContext._jsc.hadoopConfiguration())
+    layout = hadoop_path(root, LAYOUT_FILE)
+    if fs.exists(layout):
+        stream = fs.open(layout)
+        try:
+            recorded = int(json.loads(bytes(stream.readAllBytes()))["shards"])
+        finally:
+            stream.close()
+        if recorded != shards:
+            raise CheckpointLayoutError(
+                f"[membership] shards is {shards}, but the consumer checkpoint {checkpoint} keys its state by "
+                f"{recorded} shards: set it back to {recorded}, or start on a new checkpoint_root (memberships "
+                "then rebuild from the next heartbeats and polls)"
+            )
+        return
+    fs.mkdirs(root)
+    temporary = hadoop_path(root, f".{LAYOUT_FILE}.tmp")
+    out = fs.create(temporary, True)
+    try:
+        out.write(bytearray(json.dumps({"shards": shards}).encode()))
+    finally:
+        out.close()
+    if not fs.rename(temporary, layout):
+        raise OSError(f"could not rename {temporary} to {layout}")
