@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -221,6 +222,41 @@ def test_bad_input_is_one_line_and_a_non_zero_exit(delta, capsys, argv, code, me
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith(f"rebalance-monitor {argv[0]}")
     if "(known:" in lines[0]:
         assert SCALE_OUT in lines[0] or "slow-broker-broker-b" in lines[0] or "more" in lines[0]
+
+
+def test_after_a_state_reset_the_latest_generation_is_the_latest_in_time(delta, spark, tmp_path, capsys):
+    """A job started on a new checkpoint numbers a group's generations from 1 again while the tables keep the
+    earlier ones: "the latest" (and ``--at``) is chosen by event time, and generation 1 of the new state is
+    never mixed with generation 1 of the old."""
+    from pyspark.sql import functions as F
+
+    root = tmp_path / "delta"
+    shutil.copytree(delta, root)
+    before = cli_json(
+        capsys, "query", "assignment", "--delta-root", str(root), "--group", SCALE_OUT, "--at", str(START_MS + 60_000)
+    )
+    latest = cli_json(capsys, "query", "assignment", "--delta-root", str(root), "--group", SCALE_OUT)
+    assert latest[0]["generation"] > before[0]["generation"] > 0
+    reset_ms = START_MS + SIMULATED_MS + 60_000  # after everything the fleet run recorded
+    # the new state's first generation: the two first members again, at a later time
+    for table in ("expected_assignments", "group_snapshots"):
+        path = str(root / table)
+        old = (F.col("group") == SCALE_OUT) & (F.col("generation") == before[0]["generation"])
+        rows = spark.read.format("delta").load(path).where(old)
+        assert rows.count() > 0, table
+        renumbered = rows.withColumn("generation", F.lit(1).cast(rows.schema["generation"].dataType))
+        renumbered = renumbered.withColumn("event_time_ms", F.lit(reset_ms).cast("long"))
+        renumbered.write.format("delta").mode("append").save(path)
+
+    now = cli_json(capsys, "query", "assignment", "--delta-root", str(root), "--group", SCALE_OUT)
+    assert {r["client_id"] for r in now} == {r["client_id"] for r in before}
+    assert {r["generation"] for r in now} == {1} and len(now) == len(before)
+    earlier = cli_json(
+        capsys, "query", "assignment", "--delta-root", str(root), "--group", SCALE_OUT, "--at", str(reset_ms - 1)
+    )
+    assert earlier == latest
+    (what_if,) = cli_json(capsys, "allocate", "--delta-root", str(root), "--group", SCALE_OUT)
+    assert sorted(what_if["cid_all"]) == sorted(r["client_id"] for r in before)
 
 
 def test_allocate_what_if_for_a_group_from_the_tables(delta, capsys):

@@ -87,10 +87,12 @@ PROGRESS_COLUMNS = [
 
 # Each query's DuckDB SQL over the views of the tables it names ($-parameters; NULL filters nothing).
 QUERY_SQL = {
+    # "The latest" is by event time, not by generation number: a job started on a new checkpoint (a state
+    # reset) numbers its generations from 1 again, while the tables keep the earlier ones.
     "assignment": """
         SELECT * FROM expected_assignments
         WHERE "group" = $group AND ($at IS NULL OR event_time_ms <= $at)
-        QUALIFY generation = max(generation) OVER ()
+        QUALIFY rank() OVER (ORDER BY event_time_ms DESC, generation DESC) = 1
         ORDER BY topic, client_id""",
     "assignment-version": """
         SELECT *, epoch_ms(event_time_ms) AS event_time FROM current_assignment
@@ -118,9 +120,10 @@ QUERY_SQL = {
         ORDER BY "group", topic, broker, queue_id""",
     "group-at": """
         SELECT * FROM group_snapshots WHERE "group" = $group AND ($at IS NULL OR event_time_ms <= $at)
-        ORDER BY generation DESC LIMIT 1""",
+        ORDER BY event_time_ms DESC, generation DESC LIMIT 1""",
     "group-assignments": """
-        SELECT * FROM expected_assignments WHERE "group" = $group AND generation = $generation""",
+        SELECT * FROM expected_assignments
+        WHERE "group" = $group AND generation = $generation AND event_time_ms = $event_time""",
 }
 
 
@@ -266,7 +269,7 @@ def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
     if not found:
         raise NotFound(f"consumer group {args.group!r} has no generation at or before {args.at}")
     snapshot = found[0]
-    parameters = {"group": args.group, "generation": snapshot["generation"]}
+    parameters = {"group": args.group, "generation": snapshot["generation"], "event_time": snapshot["event_time_ms"]}
     assignments = rows(tables.sql(QUERY_SQL["group-assignments"], parameters))
     details = json.loads(snapshot["details"])
     if args.topic and args.topic not in snapshot["topics"]:
