@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from connectors.jvm_artifacts import PROJECT_ROOT
+from streaming import __version__
 from streaming.app.commands import NotFound, UsageError, epilogs, services, tables
 from streaming.app.commands import simulate as simulate_command
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch a RocketMQ fleet through Kafka: exact consumer allocation, rebalances, "
         "producer fault windows.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     kafka = commands.add_parser(

@@ -20,6 +20,7 @@ from deltalake import DeltaTable
 from connectors.delta_reader import READABLE_READER_FEATURES, read_arrow
 from streaming.contract.tables import TABLES, column_names
 from streaming.job.delta.maintenance import maintain, monitor_tables
+from streaming.job.runtime.spark_session import COMMIT_METADATA
 from tests.support.fleet import fleet_run
 
 
@@ -66,7 +67,10 @@ def test_the_job_writes_every_table_and_each_reads_the_same_in_delta_rs_and_spar
     for name in written:
         path = root / name
         latest = DeltaTable(str(path)).version()
-        history = {r["version"]: r["operation"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()}
+        commits = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+        history = {r["version"]: r["operation"] for r in commits}
+        # every commit, the job's creates, appends and MERGEs and maintain's OPTIMIZE, names the monitor's version
+        assert {r["userMetadata"] for r in commits} == {COMMIT_METADATA}, (name, history)
         assert max(history) == latest
         compaction = max((v for v, op in history.items() if op == "OPTIMIZE"), default=None)
         # latest; before the last compaction; the first data commit

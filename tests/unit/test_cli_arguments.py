@@ -225,3 +225,12 @@ def test_a_huge_what_if_is_refused_before_it_takes_memory(capsys):
         tracemalloc.stop()
     assert code == 2 and not out and "30000000 queues" in err
     assert peak < 32 * 2**20  # 30 million queues would take gigabytes; the refusal comes before any is built
+
+
+def test_version_names_the_release_the_package_was_built_as(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rebalance-monitor {version('rocketmq-rebalance-monitor')}"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from connectors import jvm_artifacts
+from streaming import __version__
 from streaming.config.sections import SparkConfig
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ QUIETED_LOGGERS = {
     # recomputed after unpersisting" (two lines per consumer batch with changes in the demo).
     "org.apache.spark.rdd.MapPartitionsRDD": "ERROR",
 }
+COMMIT_METADATA = f"rocketmq-rebalance-monitor {__version__}"
 LOCAL_LOG_STORE = "io.github.rrm.delta.LocalListingLogStore"
 CHECKPOINT_FILE_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 FILESYSTEM_CHECKPOINT_FILE_MANAGER = (
@@ -145,6 +147,9 @@ def _base_conf(settings: SparkSettings) -> dict[str, str]:
         "spark.ui.enabled": str(settings.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        # every commit's commitInfo.userMetadata names the monitor's version (DESCRIBE HISTORY): which release
+        # wrote which version of a table, across upgrades
+        "spark.databricks.delta.commitInfo.userMetadata": COMMIT_METADATA,
     }
 
 
