@@ -412,7 +412,9 @@ class ShardEngine:
         for stale in statuses:
             self._mark(dirty, poll.group, stale.event_time_ms, Trigger.VIEW_STALE)
         if status is None:
-            records.append(LateEvent(STALE_POLL, EventType.CONSUMER_CONNECTIONS, now_ms, group=poll.group, broker=poll.broker))
+            records.append(
+                LateEvent(STALE_POLL, EventType.CONSUMER_CONNECTIONS, now_ms, group=poll.group, broker=poll.broker)
+            )
         else:
             records.append(BrokerViewState(status))
             if previous is None or previous.poll is None or previous.poll.stale:
