@@ -21,36 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_IGNORED_KEYWORDS = {
-    "$schema",
-    "$id",
-    "title",
-    "description",
-    "examples",
-    "default",
-    "additionalProperties",
-    "$comment",
-    "format",
-    "x-reason",
-    "x-dead-letter-reason",
-}
-_SUPPORTED = {
-    "type",
-    "properties",
-    "required",
-    "enum",
-    "const",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "items",
-    "minItems",
-    "maxItems",
-}
+from streaming.contract.events import IGNORED_KEYWORDS, SUPPORTED_KEYWORDS
 
 _INTEGER_TYPES = "('BIGINT', 'INT', 'SMALLINT', 'TINYINT')"
 
@@ -125,7 +96,7 @@ class _Compiler:
 
     def rules(self, schema: Mapping[str, Any], expr: str, label: str) -> Iterator[Rule]:
         """Rules for a value that is present and not JSON null (callers guard presence)."""
-        unknown = set(schema) - _SUPPORTED - _IGNORED_KEYWORDS
+        unknown = set(schema) - SUPPORTED_KEYWORDS - IGNORED_KEYWORDS
         if unknown:
             raise UnsupportedSchema(f"{label}: unsupported JSON Schema keywords {sorted(unknown)}")
         field = label.rsplit(".", 1)[-1].rstrip("[]")
