@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from streaming.domain.errors import MonitorError
+from streaming.job.runtime.hadoop_files import read_whole, write_whole
 
 LAYOUT_FILE = "rrm-consumer-layout.json"
 
@@ -30,11 +31,7 @@ def check_shard_layout(session: Any, checkpoint: str, shards: int) -> None:
     fs = root.getFileSystem(session.sparkContext._jsc.hadoopConfiguration())
     layout = hadoop_path(root, LAYOUT_FILE)
     if fs.exists(layout):
-        stream = fs.open(layout)
-        try:
-            recorded = int(json.loads(bytes(stream.readAllBytes()))["shards"])
-        finally:
-            stream.close()
+        recorded = int(json.loads(read_whole(fs, layout))["shards"])
         if recorded != shards:
             raise CheckpointLayoutError(
                 f"[membership] shards is {shards}, but the consumer checkpoint {checkpoint} keys its state by "
@@ -43,11 +40,4 @@ def check_shard_layout(session: Any, checkpoint: str, shards: int) -> None:
             )
         return
     fs.mkdirs(root)
-    temporary = hadoop_path(root, f".{LAYOUT_FILE}.tmp")
-    out = fs.create(temporary, True)
-    try:
-        out.write(bytearray(json.dumps({"shards": shards}).encode()))
-    finally:
-        out.close()
-    if not fs.rename(temporary, layout):
-        raise OSError(f"could not rename {temporary} to {layout}")
+    write_whole(fs, layout, json.dumps({"shards": shards}).encode())

@@ -21,6 +21,7 @@ from streaming.domain.state_codec import unwrap_state, wrap_state
 from streaming.job.delta.fault_table_rows import fault_rows
 from streaming.job.delta.table_rows import Row
 from streaming.job.runtime import state_blob
+from streaming.job.runtime.hadoop_files import read_whole, write_whole
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -221,26 +222,13 @@ class FaultStateFiles:
         if not ids:
             return FaultReplayState()
         path = self._jvm.org.apache.hadoop.fs.Path(self._dir, str(ids[-1]))
-        stream = self._fs.open(path)
-        try:
-            data = stream.readAllBytes()
-        finally:
-            stream.close()
-        return FaultReplayState.from_document(state_blob.decode(data))
+        return FaultReplayState.from_document(state_blob.decode(read_whole(self._fs, path)))
 
     def save(self, state: FaultReplayState) -> None:
         """Write ``state`` as its batch's file (visible whole or not at all), then drop the oldest files."""
         Path = self._jvm.org.apache.hadoop.fs.Path  # noqa: N806 (the JVM class)
         self._fs.mkdirs(self._dir)
-        final = Path(self._dir, str(state.batch_id))
-        temporary = Path(self._dir, f".{state.batch_id}.tmp")
-        out = self._fs.create(temporary, True)
-        try:
-            out.write(bytearray(state_blob.compress(state.to_document())))
-        finally:
-            out.close()
-        if not self._fs.rename(temporary, final):
-            raise OSError(f"could not rename {temporary} to {final}")
+        write_whole(self._fs, Path(self._dir, str(state.batch_id)), state_blob.compress(state.to_document()))
         for old in self._batch_ids()[: -(KEPT_STATE_FILES + 1)]:
             self._fs.delete(Path(self._dir, str(old)), False)
 
