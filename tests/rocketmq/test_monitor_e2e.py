@@ -689,6 +689,41 @@ def test_an_offline_group_with_a_backlog_keeps_an_open_episode(played, spark):
     assert not any(r["group_online"] for r in verdicts.values())
 
 
+def test_a_sigkill_under_load_costs_each_moved_queue_a_handoff(played, spark):
+    """A SIGKILL (and a SIGTERM) in a group while the producer writes: every queue whose real holder changed (the
+    clients' own holdings once settled before the kill and at the end) has rebalance-cost rows from the change on,
+    chained from the client that held it before to the client that holds it now; each hand-off took time (the old
+    owner's last progress before the change, the new owner's first advance after it) and the queue's last row
+    saw its new holder advance the offset."""
+    scenarios = played("5")
+    run = scenarios.run
+    group = run.group("departing")
+    clients = scenarios.clients[group]
+    before = {q: c.client_id for c, queues in zip(clients, scenarios.settled[group], strict=True) for q in queues}
+    after = {q: c.client_id for c in clients[2:] for q in held(c, run.topic)}
+    assert set(before) == set(after) == run.queues
+    moved = {q for q in run.queues if before[q] != after[q]}
+    killed = clients[0]
+    assert {q for q, holder in before.items() if holder == killed.client_id} <= moved
+
+    rows: dict[tuple[str, int], list[dict]] = {}
+    for row in sorted(run.read(spark, "rebalance_cost", group), key=lambda r: (r["t0_ms"], r["generation"])):
+        if row["topic"] == run.topic and row["t0_ms"] >= scenarios.seen["frozen_at"]:
+            rows.setdefault((row["broker"], row["queue_id"]), []).append(row)
+    assert moved <= set(rows), f"moved queues without a cost row: {sorted(moved - set(rows))}"
+    for queue in moved:
+        chain = rows[queue]
+        assert chain[0]["old_owner"] == before[queue] and chain[-1]["new_owner"] == after[queue], chain
+        assert all(a["new_owner"] == b["old_owner"] for a, b in zip(chain, chain[1:], strict=False)), chain
+        assert all(r["old_owner"] != r["new_owner"] for r in chain), chain
+        last = chain[-1]
+        assert last["handoff_end_ms"] is not None and last["samples"] > 0, last
+        for row in chain:
+            if row["handoff_end_ms"] is not None:
+                assert row["handoff_start_ms"] < row["t0_ms"] <= row["handoff_end_ms"], row
+                assert row["handoff_gap_ms"] == row["handoff_end_ms"] - row["handoff_start_ms"] > 0, row
+
+
 def test_pop_and_broadcasting_groups_get_no_ownership_verdict(played, spark):
     """The POP group (the brokers assign) and the BROADCASTING group (each client keeps its offsets): every queue
     of theirs the brokers answer stats for is tracked NOT_OWNED_MODEL (group-level lag only), never orphaned,
