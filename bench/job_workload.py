@@ -87,3 +87,36 @@ def heartbeats(groups: int, members: int, rounds: int):  # type: ignore[no-untyp
                             }
                         ).encode(),
                     )
+
+
+def progress_samples(groups: int, rounds: int, queues: int = 8):  # type: ignore[no-untyped-def]
+    """One ``consume_progress`` event per group and broker every 30 s (5 s after that round's heartbeats), a row
+    per queue of the group's topic (``heartbeats``' topics: 8 queues on each broker): producers write 20
+    messages per queue per sample, the group commits all but a few, so each queue advances with a small lag."""
+    for r in range(rounds):
+        for g in range(groups):
+            for broker in ("broker-a", "broker-b"):
+                yield (
+                    f"group-{g}",
+                    json.dumps(
+                        {
+                            "type": "consume_progress",
+                            "schema_version": 1,
+                            "event_time": BASE + r * 30_000 + 5_000,
+                            "group": f"group-{g}",
+                            "broker": broker,
+                            "consume_tps": 0.6,
+                            "queues": [
+                                {
+                                    "topic": f"T{g % 4}",
+                                    "queue_id": q,
+                                    "broker_offset": 20 * (r + 1),
+                                    "consumer_offset": 20 * (r + 1) - (q + r) % 4,
+                                    "pull_offset": 20 * (r + 1),
+                                    "last_timestamp": BASE + r * 30_000 + 4_000,
+                                }
+                                for q in range(queues)
+                            ],
+                        }
+                    ).encode(),
+                )
