@@ -50,6 +50,25 @@ def suite_half(path: Path) -> str:
     return HALF_BY_FILE.get(f"{path.parent.name}/{path.name}") or HALF_BY_FOLDER.get(path.parent.name, BUSY_HALF)
 
 
+_archive_maker = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller (not each xdist worker) starts making the Spark JVMs' class-data-sharing archive if this
+    machine has none yet; the JVMs started after it exists use it (``tests/support/spark_cds.py``)."""
+    global _archive_maker
+    if not hasattr(config, "workerinput"):
+        from tests.support.spark_cds import start_making
+
+        _archive_maker = start_making()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from tests.support.spark_cds import finish_making
+
+    finish_making(_archive_maker)
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers on a worker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
@@ -129,7 +148,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A local Spark session from the project's factory (Delta, Kafka connector, RocksDB state)."""
     from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
-    from tests.support.job import TEST_SHUFFLE_PARTITIONS, TEST_SPARK_CONF
+    from tests.support.job import TEST_SHUFFLE_PARTITIONS, test_spark_conf
 
     # Every test checkpoints under pytest's temporary directory, so the session writes checkpoint files as
     # the job does for a local checkpoint root; the tests' few rows need fewer shuffle partitions than the job's.
@@ -139,7 +158,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
             shuffle_partitions=TEST_SHUFFLE_PARTITIONS,
             local_dir=str(tmp_path_factory.mktemp("spark-local")),
             checkpoint_root=str(tmp_path_factory.getbasetemp()),
-            extra_conf=TEST_SPARK_CONF,
+            extra_conf=test_spark_conf(),
         )
     )
     try:

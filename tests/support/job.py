@@ -12,6 +12,7 @@ from connectors.kafka_topics import create_topics
 from streaming.config import SparkConfig, load_config
 from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
 from streaming.job.runner import MonitorJob
+from tests.support.spark_cds import jvm_options
 from tests.support.table_template import seed_tables
 
 # Spark and Delta sized for the tests' few rows: half the job's shuffle partitions (pinned into a root's
@@ -39,6 +40,16 @@ TEST_SPARK_CONF = {f"spark.{role}.extraJavaOptions": TEST_JVM_OPTIONS for role i
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
+
+
+def test_spark_conf() -> dict[str, str]:
+    """``TEST_SPARK_CONF``, its JVMs mapping the class-data-sharing archive once the suite has made it
+    (``tests.support.spark_cds``): asked for each JVM at its start, since the archive appears while the suite runs."""
+    cds = jvm_options()
+    if not cds:
+        return dict(TEST_SPARK_CONF)
+    java_options = {f"spark.{role}.extraJavaOptions": f"{TEST_JVM_OPTIONS} {cds}" for role in ("driver", "executor")}
+    return TEST_SPARK_CONF | java_options
 
 
 @contextmanager
@@ -102,7 +113,7 @@ def job_env(
         "RRM__MEMBERSHIP__SHARDS": "2",
         "RRM__INGEST__WATERMARK_DELAY": '"0 seconds"',
         **{f"RRM__KAFKA__TOPICS__{t.upper()}": name for t, name in topics.items() if TOPIC_OPTIONS[t] == t},
-        **{f"RRM__SPARK__CONF__{key}": value for key, value in TEST_SPARK_CONF.items()},
+        **{f"RRM__SPARK__CONF__{key}": value for key, value in test_spark_conf().items()},
         **(TEST_SIZED if sized_for_tests else {}),
         **env,
     }
