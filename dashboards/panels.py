@@ -1,8 +1,10 @@
 # ruff: noqa: E501 -- the panel tables read best with each query on one line
 """The monitor's Grafana dashboards, as plain dicts: overview, group drill-down, broker faults, monitor health.
 
-General to specific: the overview answers "is anything wrong" (unstable groups, orphaned queues, isolated
-brokers, consume progress, monitor freshness); the group drill-down shows one group's members, owner states,
+General to specific: the overview answers "is anything wrong" — its first row the open anomalies (each group
+linking to its dashboard), the monitor's firing alerts and the coverage the answers rest on (stale broker views,
+the oldest poll, the job's freshness and Kafka backlog), then orphaned queues, isolated brokers and consume
+progress; the group drill-down shows one group's members, owner states,
 skew and churn, and a row of its consume progress (lag, time lag, queues by progress state); broker faults
 shows isolation as producers see it and the send-latency histogram whose buckets are the fault table's
 thresholds; monitor health shows the job itself.
@@ -34,9 +36,20 @@ class Panel:
     description: str
     unit: str
     targets: tuple[tuple[str, str], ...]  # (expr, legend)
-    kind: str = "timeseries"  # timeseries | stat | state-timeline | heatmap | table
+    kind: str = "timeseries"  # timeseries | stat | state-timeline | heatmap | table | alertlist
     width: int = 12
     height: int = 8
+    target_units: tuple[str, ...] = ()  # a unit per target where they differ (else ``unit`` for all)
+    links: tuple[tuple[str, str], ...] = ()  # (title, url) data links of every value
+
+
+# The group dashboard, opened on one group from a panel's row or series (its ``consumer_group`` label).
+GROUP_LINK = (
+    "Consumer group dashboard",
+    "/d/rmqmon-group?var-consumer_group=${__data.fields.consumer_group}&${__url_time_range}",
+)
+# The alerts the firing-alerts list shows: the monitor's own rules (dashboards/alerts.py names them all so).
+ALERT_NAME_PREFIX = "RocketMQMonitor"
 
 
 def _variable(name: str, label: str, query: str) -> dict[str, object]:
@@ -79,17 +92,25 @@ def _templating(extra: Iterable[tuple[str, str, str]]) -> dict[str, object]:
 
 
 def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, object]:
+    shape = {"format": "table", "instant": True, "range": False} if panel.kind == "table" else {"range": True}
     targets = [
         {
             "datasource": DS,
             "expr": expr,
             "legendFormat": legend,
             "refId": chr(ord("A") + i),
-            "range": True,
+            **shape,
             **({"format": "heatmap"} if panel.kind == "heatmap" else {}),
         }
         for i, (expr, legend) in enumerate(panel.targets)
     ]
+    overrides = [
+        {"matcher": {"id": "byFrameRefID", "options": chr(ord("A") + i)}, "properties": [{"id": "unit", "value": u}]}
+        for i, u in enumerate(panel.target_units)
+    ]
+    defaults: dict[str, object] = {"unit": panel.unit}
+    if panel.links:
+        defaults["links"] = [{"title": title, "url": url} for title, url in panel.links]
     body: dict[str, object] = {
         "id": panel_id,
         "type": panel.kind,
@@ -98,7 +119,7 @@ def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, object]:
         "datasource": DS,
         "targets": targets,
         "gridPos": {"h": panel.height, "w": panel.width, "x": x, "y": y},
-        "fieldConfig": {"defaults": {"unit": panel.unit}, "overrides": []},
+        "fieldConfig": {"defaults": defaults, "overrides": overrides},
     }
     if panel.kind == "stat":
         body["options"] = {
@@ -108,6 +129,21 @@ def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, object]:
         }
     elif panel.kind == "heatmap":
         body["options"] = {"calculate": False, "yAxis": {"unit": panel.unit}, "cellGap": 1}
+    elif panel.kind == "table":
+        body["options"] = {"showHeader": True, "sortBy": [{"displayName": "consumer_group", "desc": False}]}
+        body["transformations"] = [{"id": "organize", "options": {"excludeByName": {"Time": True}}}]
+    elif panel.kind == "alertlist":
+        body["options"] = {
+            "viewMode": "list",
+            "groupMode": "default",
+            "groupBy": [],
+            "maxItems": 50,
+            "sortOrder": 1,
+            "dashboardAlerts": False,
+            "alertName": ALERT_NAME_PREFIX,
+            "alertInstanceLabelFilter": "",
+            "stateFilter": {"firing": True, "pending": True, "noData": False, "normal": False, "error": True},
+        }
     elif panel.kind == "timeseries":
         body["options"] = {
             "legend": {"displayMode": "table", "placement": "bottom", "calcs": ["lastNotNull", "max"]},
@@ -158,6 +194,49 @@ def overview() -> dict[str, object]:
         "Is anything wrong with the fleet's consumer groups, brokers or the monitor itself?",
         [
             Panel(
+                "Open anomalies",
+                "Every group with an open anomaly episode of a kind that alerts, by kind (the value: open episodes); "
+                "a group opens its own dashboard. The episodes themselves: rebalance-monitor query anomalies.",
+                "none",
+                (
+                    (
+                        f"max by (consumer_group, anomaly) (rmqmon_group_open_anomalies{{{SEL}, {ALERTING_KINDS}}}) > 0",
+                        "{{consumer_group}} {{anomaly}}",
+                    ),
+                ),
+                "table",
+                9,
+                8,
+                links=(GROUP_LINK,),
+            ),
+            Panel(
+                "Firing alerts",
+                f"The monitor's alerts ({ALERT_NAME_PREFIX}*) firing or pending now, from the alert rules the data "
+                "source evaluates; each names its runbook section.",
+                "none",
+                (),
+                "alertlist",
+                9,
+                8,
+            ),
+            Panel(
+                "Coverage",
+                "What the answers above rest on: broker views kept as last seen because their polls stopped (a "
+                "collector or broker down), seconds since the oldest broker's last poll, seconds since the slowest "
+                "query's last micro-batch, and Kafka offsets the job has yet to read.",
+                "none",
+                (
+                    (f"sum(rmqmon_broker_stale_group_views{{{SEL}}}) or vector(0)", "stale broker views"),
+                    (f"time() - min(rmqmon_broker_last_poll_timestamp_seconds{{{SEL}}})", "oldest poll"),
+                    (f"time() - min(rmqmon_last_batch_timestamp_seconds{{{SEL}}})", "job freshness"),
+                    (f"sum(rmqmon_kafka_offsets_behind{{{SEL}}}) or vector(0)", "offsets behind"),
+                ),
+                "stat",
+                6,
+                8,
+                target_units=("none", "s", "s", "none"),
+            ),
+            Panel(
                 "Groups with open anomalies",
                 "Consumer groups with at least one open anomaly episode of a kind that alerts (a rolling deploy, "
                 "recorded as an info episode, does not count).",
@@ -179,7 +258,7 @@ def overview() -> dict[str, object]:
                 "none",
                 ((f'sum(rmqmon_group_queues{{{SEL}, state="orphaned"}}) or vector(0)', "orphaned"),),
                 "stat",
-                4,
+                5,
                 5,
             ),
             Panel(
@@ -188,7 +267,7 @@ def overview() -> dict[str, object]:
                 "none",
                 ((f'sum(rmqmon_group_queues{{{SEL}, state="double_owned"}}) or vector(0)', "double-owned"),),
                 "stat",
-                4,
+                5,
                 5,
             ),
             Panel(
@@ -197,7 +276,7 @@ def overview() -> dict[str, object]:
                 "none",
                 ((f"sum(rmqmon_broker_isolated{{{SEL}}}) or vector(0)", "brokers"),),
                 "stat",
-                4,
+                5,
                 5,
             ),
             Panel(
@@ -206,16 +285,7 @@ def overview() -> dict[str, object]:
                 "none",
                 ((f"max(rmqmon_producers_all_brokers_unavailable{{{SEL}}})", "producers"),),
                 "stat",
-                4,
                 5,
-            ),
-            Panel(
-                "Monitor freshness",
-                "Seconds since the slowest of the monitor's queries finished a micro-batch.",
-                "s",
-                ((f"time() - min(rmqmon_last_batch_timestamp_seconds{{{SEL}}})", "seconds"),),
-                "stat",
-                4,
                 5,
             ),
             Panel(

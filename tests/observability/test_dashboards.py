@@ -19,7 +19,9 @@ import pytest
 from connectors.jvm_artifacts import PROJECT_ROOT
 from connectors.metrics import BY_NAME
 from dashboards import panels
+from dashboards.alerts import rule_file
 from dashboards.generate import files
+from streaming.domain.anomaly_catalogue import RECORDED_ONLY
 
 from .promql_names import families
 
@@ -56,7 +58,7 @@ def test_dashboard_linter_passes(name):
 def test_dashboard_linter_rejects_a_broken_dashboard(tmp_path):
     """Control: a panel without a unit and a rate over a fixed range fail the same linter run."""
     broken = copy.deepcopy(DASHBOARDS["overview"])
-    panel = next(p for p in broken["panels"] if "rate(" in p["targets"][0]["expr"])
+    panel = next(p for p in broken["panels"] if p["targets"] and "rate(" in p["targets"][0]["expr"])
     panel["fieldConfig"]["defaults"].pop("unit")
     panel["targets"][0]["expr"] = panel["targets"][0]["expr"].replace("$__rate_interval", "5m")
     (tmp_path / "broken.json").write_text(json.dumps(broken))
@@ -124,3 +126,40 @@ def test_the_group_drilldown_has_a_consume_progress_row_per_group_and_topic():
         assert "by (consumer_group, topic" in expr and 'consumer_group=~"$consumer_group"' in expr
         assert 'topic=~"$topic"' in expr
     assert [p["fieldConfig"]["defaults"]["unit"] for p in row] == ["none", "s", "none"]
+
+
+def test_the_overview_opens_on_open_anomalies_firing_alerts_and_coverage():
+    """The first row: a table of the groups with an alerting open anomaly, each linking to its group dashboard;
+    the monitor's own alerts firing or pending; what the answers rest on (stale broker views, the oldest broker
+    poll, the job's freshness and its Kafka backlog), each value in its own unit."""
+    panels = DASHBOARDS["overview"]["panels"]
+    first_row = [p for p in panels if p["gridPos"]["y"] == 0]
+    assert [p["type"] for p in first_row] == ["table", "alertlist", "stat"]
+    assert sum(p["gridPos"]["w"] for p in first_row) == 24
+
+    table, alerts, coverage = first_row
+    (target,) = table["targets"]
+    assert target["format"] == "table" and target["instant"]
+    assert "by (consumer_group, anomaly)" in target["expr"] and families(target["expr"]) == {
+        "rmqmon_group_open_anomalies"
+    }
+    for kind in RECORDED_ONLY:
+        assert kind in target["expr"], "recorded-only kinds are left out"
+    (link,) = table["fieldConfig"]["defaults"]["links"]
+    group_uid = DASHBOARDS["group-drilldown"]["uid"]
+    assert link["url"].startswith(f"/d/{group_uid}?var-consumer_group=${{__data.fields.consumer_group}}")
+
+    rule_names = {r["alert"] for g in rule_file()["groups"] for r in g["rules"]}
+    prefix = alerts["options"]["alertName"]
+    assert rule_names and all(name.startswith(prefix) for name in rule_names)
+    assert alerts["options"]["stateFilter"]["firing"] and not alerts["options"]["stateFilter"]["normal"]
+
+    shown = [families(t["expr"]) for t in coverage["targets"]]
+    assert shown == [
+        {"rmqmon_broker_stale_group_views"},
+        {"rmqmon_broker_last_poll_timestamp_seconds"},
+        {"rmqmon_last_batch_timestamp_seconds"},
+        {"rmqmon_kafka_offsets_behind"},
+    ]
+    units = {o["matcher"]["options"]: o["properties"][0]["value"] for o in coverage["fieldConfig"]["overrides"]}
+    assert units == {"A": "none", "B": "s", "C": "s", "D": "none"}
