@@ -22,6 +22,8 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+from connectors.maven_settings import settings_for_resolution
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("spark", "kafka", "rocketmq-4", "rocketmq-5", "rocketmq-server-5", "rocketmq-server-4.9", "collector")
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
@@ -73,6 +75,23 @@ def _maven_central_url() -> str:
     raise ArtifactError(f"cannot find Maven's super-POM under {maven_home}")
 
 
+def _settings_file(staging: Path) -> Path | None:
+    """The user settings file ``mvn`` runs with (``maven_settings``), written beside ``staging``; None: Maven's
+    own settings as they are."""
+    mvn = shutil.which("mvn")
+    maven_home = Path(os.path.realpath(mvn)).parent.parent if mvn else None
+    found = [
+        path.read_text() if path is not None and path.is_file() else None
+        for path in (Path.home() / ".m2" / "settings.xml", maven_home and maven_home / "conf" / "settings.xml")
+    ]
+    document = settings_for_resolution(found[0], found[1], _maven_central_url())
+    if document is None:
+        return None
+    path = staging.with_name(f"{staging.name}-settings.xml")
+    path.write_text(document)
+    return path
+
+
 def pyspark_jar_names() -> set[str]:
     import pyspark  # local import: only the spark profile needs it
 
@@ -91,12 +110,12 @@ def resolve(profile: str, progress: Progress | None = None) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{profile}-", dir=target.parent))
-    env = dict(os.environ, MAVEN_CENTRAL_URL=_maven_central_url())
+    env = dict(os.environ)
+    settings = _settings_file(staging)
     command = [
         "mvn",
         "-B",
-        "-s",
-        str(PROJECT_ROOT / "jvm" / "settings.xml"),
+        *(["-s", str(settings)] if settings else []),
         "-f",
         str(PROJECT_ROOT / "jvm" / "pom.xml"),
         "-P",
@@ -112,6 +131,8 @@ def resolve(profile: str, progress: Progress | None = None) -> Path:
     else:
         progress(f"{profile}: resolving with Maven ...")
         returncode, output = _run_reporting(command, env, profile, progress)
+    if settings is not None:
+        settings.unlink()
     if returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         errors = [line for line in output if "ERROR" in line][:3]
