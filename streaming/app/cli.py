@@ -255,7 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     options = argparse.ArgumentParser(add_help=False)  # every kind takes them; _query says which apply
-    options.add_argument("--delta-root", default=".run/delta", help="where the tables are (default .run/delta)")
+    options.add_argument(
+        "--delta-root", default=".run/delta", help="where the tables are: a path or s3a://... (default .run/delta)"
+    )
+    options.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage], for an s3a:// --delta-root")
     options.add_argument("--group", help="consumer group (required for assignment)")
     options.add_argument("--broker", help="faults: only this broker")
     options.add_argument("--kind", help="anomalies: only this kind, e.g. ORPHANED_QUEUES")
@@ -312,7 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument("--queues", type=int, help="queues per broker (in all at most 65536)")
     allocate.add_argument("--brokers", default="broker-a", help="comma-separated broker names (default broker-a)")
     allocate.add_argument("--topic", help="topic name (default T; with --group: every topic it subscribes)")
-    allocate.add_argument("--delta-root", help="take the group from these monitor tables")
+    allocate.add_argument("--delta-root", help="take the group from these monitor tables (a path or s3a://...)")
+    allocate.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage], for an s3a:// --delta-root")
     allocate.add_argument("--group", help="with --delta-root: the consumer group")
     allocate.add_argument("--at", help="with --group: its generation at or before this event time")
     allocate.add_argument(

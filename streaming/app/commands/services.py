@@ -8,6 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from connectors import object_store
 from connectors.jvm_artifacts import PROJECT_ROOT
 from streaming.app.commands import NotFound, UsageError
 from streaming.app.commands.tables import open_spark
@@ -178,15 +179,18 @@ def maintain(args: argparse.Namespace) -> int:
     from streaming.job.runtime.spark_session import SparkSettings
 
     config = load_config(args.config)
-    root = Path(config.paths.delta_root).resolve()
-    if not any((root / name / "_delta_log").is_dir() for name, _ in monitor_tables()):
-        raise NotFound(f"no monitor tables under {root} (paths.delta_root); nothing to maintain")
+    root = object_store.resolve(config.paths.delta_root)
+    nothing = f"no monitor tables under {root} (paths.delta_root); nothing to maintain"
+    local = object_store.is_local(root)
+    if local and not any((Path(root) / name / "_delta_log").is_dir() for name, _ in monitor_tables()):
+        raise NotFound(nothing)
     session, owned = open_spark(
         SparkSettings(
             master=config.spark.master,
             app_name=f"{config.spark.app_name}-maintain",
             driver_memory=config.spark.driver_memory,
             extra_conf=dict(config.spark.conf),
+            storage=None if local else config.storage,
         )
     )
     try:
@@ -194,6 +198,8 @@ def maintain(args: argparse.Namespace) -> int:
     finally:
         if owned:
             session.stop()  # type: ignore[attr-defined]
+    if not reports:  # an object store is only looked at by Spark
+        raise NotFound(nothing)
     print("\n".join(report_lines(reports, args.dry_run)))
     return 0
 
