@@ -8,7 +8,6 @@ import pytest
 
 from connectors.object_store import delta_rs_options, hadoop_conf, is_local, join, needs_s3, resolve
 from streaming.config import ConfigError, StorageConfig, load_config
-from streaming.job.runtime.spark_session import SparkSettings, spark_conf
 
 SERVER = StorageConfig(
     endpoint="http://127.0.0.1:9000",
@@ -67,14 +66,6 @@ def test_without_credentials_both_clients_use_the_default_aws_chain():
     assert "spark.hadoop.fs.s3a.endpoint" not in hadoop_conf(aws)
     assert set(delta_rs_options(aws)) == {"AWS_REGION", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "AWS_ALLOW_HTTP"}
     assert hadoop_conf(aws)["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
-
-
-def test_the_session_gets_s3a_jars_and_settings_only_for_an_object_store():
-    local = spark_conf(SparkSettings())
-    remote = spark_conf(SparkSettings(storage=SERVER))
-    assert "hadoop-aws" not in local["spark.jars"] and not any(k.startswith("spark.hadoop.fs.s3a") for k in local)
-    assert "hadoop-aws-" in remote["spark.jars"] and "bundle-" in remote["spark.jars"]
-    assert remote["spark.hadoop.fs.s3a.endpoint"] == SERVER.endpoint
 
 
 def test_storage_comes_from_rrm_variables_and_its_secrets_are_never_shown(tmp_path):
