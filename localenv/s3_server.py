@@ -90,7 +90,12 @@ class S3ServerInfo:
         return len(files)
 
     def create_bucket(self, bucket: str) -> None:
-        self.request("PUT", f"/{bucket}")
+        """Create ``bucket``; one this server already holds is left as it is."""
+        try:
+            self.request("PUT", f"/{bucket}")
+        except urllib.error.HTTPError as error:
+            if error.code != 409:  # BucketAlreadyOwnedByYou
+                raise
 
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         """Every key of ``bucket`` under ``prefix`` (ListObjects, page after page)."""
@@ -111,10 +116,16 @@ class LocalS3Server:
     """One s3proxy on 127.0.0.1, its logs and PID record under ``home``; ``backend`` is a jclouds provider."""
 
     def __init__(
-        self, home: Path | str = DEFAULT_HOME, port: int | None = None, heap: str = "512m", backend: str = "transient"
+        self,
+        home: Path | str = DEFAULT_HOME,
+        port: int | None = None,
+        heap: str = "512m",
+        backend: str = "transient",
+        credentials: tuple[str, str] | None = None,  # (access key, secret); None: generated at start
     ) -> None:
         self.home = Path(home).resolve()
         self._backend = backend
+        self._credentials = credentials
         self._port = port
         self._heap = heap
 
@@ -142,7 +153,7 @@ class LocalS3Server:
         data, logs = self.home / "data", self.home / "logs"  # data: a filesystem backend's (backend=...)
         data.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
-        access_key, secret_key = "rrm-" + secrets.token_hex(6), secrets.token_hex(20)
+        access_key, secret_key = self._credentials or ("rrm-" + secrets.token_hex(6), secrets.token_hex(20))
         properties = self.home / "s3proxy.properties"
         properties.write_text(
             "".join(

@@ -57,6 +57,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rocketmq.set_defaults(handler=services.rocketmq)
 
+    s3_server = commands.add_parser(
+        "s3-server",
+        help="start/stop/status of the local S3-compatible server (s3proxy, in memory)",
+        description="An S3-compatible server on 127.0.0.1 for s3a:// roots on one machine (docs/deploy.md). Its "
+        "objects live in memory until it stops. The credentials are [storage] access_key and secret_key of "
+        "--config (or RRM__STORAGE__*), else generated into <home>/s3.json (mode 600); never printed.",
+    )
+    s3_server.add_argument("action", choices=["start", "stop", "status"])
+    s3_server.add_argument("--home", default=str(PROJECT_ROOT / ".run" / "s3"), help="logs and PID record")
+    s3_server.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    s3_server.add_argument("--bucket", default="rrm", help="bucket created at start (default rrm)")
+    s3_server.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage] credentials")
+    s3_server.set_defaults(handler=services.s3_server)
+
     spark_cluster = commands.add_parser(
         "spark-cluster",
         help="start/stop/status of a local Spark standalone cluster (master and two workers)",

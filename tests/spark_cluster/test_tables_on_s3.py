@@ -1,5 +1,5 @@
 """``query``, ``query sql``, ``allocate --delta-root`` and ``maintain`` on tables in an S3 bucket answer as they do
-on the same tables on local disk.
+on the same tables on local disk; ``rebalance-monitor s3-server`` starts and stops the project's S3 server.
 
 The tables are the crash-recovery workload's uninterrupted run (``tests.support.kill_workload``), copied file for
 file into the tier's S3 server (``s3_server``); the commands reach it with ``[storage]`` from ``RRM__STORAGE__``
@@ -8,6 +8,7 @@ variables alone: delta-rs for the queries, Spark through Hadoop's S3A for ``main
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -88,3 +89,35 @@ def test_query_allocate_and_maintain_answer_on_s3_as_on_local_disk(
         expected = sorted(map(repr, rows(read_arrow(local / table))))
         after = rows(read_arrow(join(maintained_root, table), storage_options=options))
         assert sorted(map(repr, after)) == expected, table
+
+
+def test_the_cli_starts_reports_and_stops_the_s3_server_by_pid(tmp_path):
+    from connectors.processes import pid_alive
+    from localenv.s3_server import S3ServerInfo
+
+    secret = "cli-secret-0123456789"
+    env = {**os.environ, "RRM__STORAGE__ACCESS_KEY": "cli-key", "RRM__STORAGE__SECRET_KEY": secret}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "streaming.app.cli", "s3-server", *args, "--home", str(tmp_path)]
+        return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    started = cli("start", "--bucket", "cli")
+    assert started.returncode == 0, started.stderr[-2000:]
+    recorded = S3ServerInfo(**json.loads((tmp_path / "s3.json").read_text()))
+    try:
+        assert recorded.endpoint in started.stdout and pid_alive(recorded.pid)
+        assert secret not in started.stdout + started.stderr
+        # the configured credentials are the server's: a request signed with them lists the new bucket
+        assert (recorded.access_key, recorded.secret_key) == ("cli-key", secret)
+        assert recorded.keys("cli") == []
+        again = cli("start")  # the running server is reported, not a second one started
+        assert again.returncode == 0 and f"pid {recorded.pid}" in again.stdout
+        status = cli("status")
+        assert status.returncode == 0 and f"pid {recorded.pid}" in status.stdout
+    finally:
+        stopped = cli("stop")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert not pid_alive(recorded.pid)
+    after = cli("status")
+    assert after.returncode == 3 and "not running" in after.stdout

@@ -30,6 +30,35 @@ def kafka(args: argparse.Namespace) -> int:
     return 0
 
 
+def s3_server(args: argparse.Namespace) -> int:
+    from localenv.s3_server import LocalS3Server, S3ServerError
+
+    server = LocalS3Server(args.home, port=args.port)
+    try:
+        if args.action == "start":
+            from streaming.config import load_config
+
+            storage = load_config(args.config).storage
+            if storage.access_key and storage.secret_key:
+                server = LocalS3Server(args.home, port=args.port, credentials=(storage.access_key, storage.secret_key))
+            info = server.start()
+            info.create_bucket(args.bucket)
+            print(
+                f"S3 server running: pid {info.pid}, endpoint {info.endpoint}, bucket {args.bucket} "
+                f"(path-style, http; credentials in {server.home / 's3.json'})"
+            )
+        elif args.action == "stop":
+            print("S3 server stopped" if server.stop() else "no S3 server was running")
+        else:
+            running = server.info()
+            print(f"running: pid {running.pid}, {running.endpoint}" if running else "not running")
+            return 0 if running else 3
+    except (S3ServerError, OSError) as error:
+        print(f"rebalance-monitor s3-server: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def spark_cluster(args: argparse.Namespace) -> int:
     from localenv.spark_cluster import SparkClusterError
 
