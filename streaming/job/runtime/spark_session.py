@@ -2,7 +2,8 @@
 
 ``local[2]`` by default and any master from configuration (the same code runs on a cluster), Delta's SQL
 extensions and catalog, the Kafka connector and Delta jars resolved from Maven Central by
-``connectors.jvm_artifacts`` plus the project's own compiled classes (the ingest fast path), the RocksDB
+``connectors.jvm_artifacts`` plus the project's own compiled classes (the ingest fast path), Hadoop's S3A with the
+``[storage]`` settings only when a root is on an object store (``connectors.object_store``), the RocksDB
 state store with changelog checkpointing and bounded memory, a small fixed shuffle partition count (it is
 pinned into every checkpoint), checkpoint files written through Hadoop's FileSystem API when the
 checkpoints are local, and this interpreter for Python workers (a system Python would lack pandas/pyarrow).
