@@ -25,7 +25,19 @@ from pathlib import Path
 from connectors.maven_settings import settings_for_resolution
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-PROFILES = ("spark", "kafka", "rocketmq-4", "rocketmq-5", "rocketmq-server-5", "rocketmq-server-4.9", "collector")
+PROFILES = (
+    "spark",
+    "kafka",
+    "rocketmq-4",
+    "rocketmq-5",
+    "rocketmq-server-5",
+    "rocketmq-server-4.9",
+    "collector",
+    "s3",
+    "s3proxy",
+)
+# Profiles added to the pyspark wheel's own jars: what the wheel already ships is left out of them.
+SPARK_CLASSPATH_PROFILES = ("spark", "s3")
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 # Maven's transfer lines (batch mode, not quiet): "Downloaded from central: https://.../x-1.0.jar (12 kB at 3 MB/s)"
 _DOWNLOADED = re.compile(r"Downloaded from [^:]+: (?P<url>\S+)(?: \((?P<size>[\d.,]+ [kMG]?B))?")
@@ -137,7 +149,7 @@ def resolve(profile: str, progress: Progress | None = None) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         errors = [line for line in output if "ERROR" in line][:3]
         raise ArtifactError(f"mvn could not resolve jar profile {profile!r}: " + " | ".join(errors))
-    if profile == "spark":
+    if profile in SPARK_CLASSPATH_PROFILES:
         shipped = pyspark_jar_names()
         for jar in staging.glob("*.jar"):
             if _artifact_name(jar.name) in shipped:

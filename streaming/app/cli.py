@@ -57,6 +57,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rocketmq.set_defaults(handler=services.rocketmq)
 
+    s3_server = commands.add_parser(
+        "s3-server",
+        help="start/stop/status of the local S3-compatible server (s3proxy, in memory)",
+        description="An S3-compatible server on 127.0.0.1 for s3a:// roots on one machine (docs/deploy.md). Its "
+        "objects live in memory until it stops. The credentials are [storage] access_key and secret_key of "
+        "--config (or RRM__STORAGE__*), else generated into <home>/s3.json (mode 600); never printed.",
+    )
+    s3_server.add_argument("action", choices=["start", "stop", "status"])
+    s3_server.add_argument("--home", default=str(PROJECT_ROOT / ".run" / "s3"), help="logs and PID record")
+    s3_server.add_argument("--port", type=int, default=None, help="port on 127.0.0.1 (default: a free one)")
+    s3_server.add_argument("--bucket", default="rrm", help="bucket created at start (default rrm)")
+    s3_server.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage] credentials")
+    s3_server.set_defaults(handler=services.s3_server)
+
     spark_cluster = commands.add_parser(
         "spark-cluster",
         help="start/stop/status of a local Spark standalone cluster (master and two workers)",
@@ -255,7 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     options = argparse.ArgumentParser(add_help=False)  # every kind takes them; _query says which apply
-    options.add_argument("--delta-root", default=".run/delta", help="where the tables are (default .run/delta)")
+    options.add_argument(
+        "--delta-root", default=".run/delta", help="where the tables are: a path or s3a://... (default .run/delta)"
+    )
+    options.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage], for an s3a:// --delta-root")
     options.add_argument("--group", help="consumer group (required for assignment)")
     options.add_argument("--broker", help="faults: only this broker")
     options.add_argument("--kind", help="anomalies: only this kind, e.g. ORPHANED_QUEUES")
@@ -312,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument("--queues", type=int, help="queues per broker (in all at most 65536)")
     allocate.add_argument("--brokers", default="broker-a", help="comma-separated broker names (default broker-a)")
     allocate.add_argument("--topic", help="topic name (default T; with --group: every topic it subscribes)")
-    allocate.add_argument("--delta-root", help="take the group from these monitor tables")
+    allocate.add_argument("--delta-root", help="take the group from these monitor tables (a path or s3a://...)")
+    allocate.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage], for an s3a:// --delta-root")
     allocate.add_argument("--group", help="with --delta-root: the consumer group")
     allocate.add_argument("--at", help="with --group: its generation at or before this event time")
     allocate.add_argument(

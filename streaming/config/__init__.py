@@ -37,6 +37,7 @@ from streaming.config.sections import (
     ProducersConfig,
     ProgressConfig,
     SparkConfig,
+    StorageConfig,
     StrategyParams,
     SupervisionConfig,
 )
@@ -64,6 +65,7 @@ __all__ = [
     "MonitorConfig",
     "Options",
     "PathsConfig",
+    "StorageConfig",
     "ProducerRuleConfig",
     "ProducersConfig",
     "ProgressConfig",

@@ -140,6 +140,18 @@ class PathsConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    """How an object-store ``[paths]`` root (``s3a://bucket/...``) is reached, by Spark and by the JVM-free readers."""
+
+    endpoint: str = _opt("")  # empty: AWS's own endpoint of the region
+    region: str = _opt("us-east-1", check=_not_blank)
+    path_style_access: bool = _opt(False)
+    allow_http: bool = _opt(False)
+    access_key: str = field(default="", repr=False)  # secrets: never in a repr; empty: AWS's default chain
+    secret_key: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True)
 class IngestConfig:
     max_event_bytes: int = _opt(DEFAULT_MAX_EVENT_BYTES, low=1_024, high=16_777_216)
     max_future_skew_ms: int = _opt(DEFAULT_MAX_FUTURE_SKEW_MS, low=0, high=86_400_000)
@@ -362,6 +374,7 @@ class MonitorConfig:
     spark: SparkConfig = _sub(SparkConfig)
     supervision: SupervisionConfig = _sub(SupervisionConfig)
     paths: PathsConfig = _sub(PathsConfig)
+    storage: StorageConfig = _sub(StorageConfig)
     ingest: IngestConfig = _sub(IngestConfig)
     membership: MembershipConfig = _sub(MembershipConfig)
     anomalies: AnomaliesConfig = _sub(AnomaliesConfig)

@@ -23,9 +23,9 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from connectors import object_store
 from connectors.metric_catalogue import Metrics
 from connectors.metrics import MetricsState, new_registry, serve
 from streaming.config import MonitorConfig
@@ -91,7 +91,9 @@ class MonitorJob:
         check_writable(c.paths.checkpoint_root, "checkpoint root ([paths] checkpoint_root)")
         self.metrics.label_value_cap = c.metrics.label_value_cap
         self._owns_session = not session_running()
-        self.session = build_spark_session(SparkSettings.of(c.spark, c.paths.checkpoint_root))
+        roots = (c.paths.delta_root, c.paths.checkpoint_root)
+        storage = c.storage if object_store.needs_s3(roots) else None
+        self.session = build_spark_session(SparkSettings.of(c.spark, c.paths.checkpoint_root, storage))
         # refused before anything is created or started: the consumer state is keyed by this count
         check_shard_layout(self.session, self._checkpoint("consumer"), c.membership.shards)
         if self.logger_levels:
@@ -102,7 +104,7 @@ class MonitorJob:
         self.session.streams.addListener(self._listener)
         self.tables = DeltaTables(
             self.session,
-            Path(c.paths.delta_root).resolve(),
+            object_store.resolve(c.paths.delta_root),
             c.delta.checkpoint_interval,
             c.delta.auto_compact,
             c.delta.deleted_file_retention_hours,
@@ -142,7 +144,7 @@ class MonitorJob:
         starters[name]()
 
     def _checkpoint(self, name: str) -> str:
-        return str(Path(self.config.paths.checkpoint_root).resolve() / name)
+        return object_store.join(object_store.resolve(self.config.paths.checkpoint_root), name)
 
     def _trigger(self, writer: Any) -> Any:
         if self.available_now:
@@ -187,7 +189,7 @@ class MonitorJob:
             self.poison_marker,
         )
         checkpoint = self._checkpoint(name)
-        app_id = checkpoint_app_id(checkpoint, self.config.delta.app_id_prefix)
+        app_id = checkpoint_app_id(checkpoint, self.config.delta.app_id_prefix, self.session)
         assert self.tables is not None
         writer = stream.writeStream.queryName(name).option("checkpointLocation", checkpoint)
         writer = self._trigger(writer.foreachBatch(consumer_sink(self.tables, app_id, self.metrics, self.metered)))
@@ -203,7 +205,7 @@ class MonitorJob:
         c = self.config
         assert self.tables is not None
         checkpoint = self._checkpoint("send-ingest")
-        app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix)
+        app_id = checkpoint_app_id(checkpoint, c.delta.app_id_prefix, self.session)
         # The late-send series exists from the start, at 0, so that a dashboard or a rate() over it has data before
         # the first late send (a query Spark watermarks has it from its progress).
         self.metrics.inc(Metrics.LATE_EVENTS_TOTAL, ("send-ingest", "watermark"), 0.0)

@@ -164,3 +164,17 @@ def test_generated_classes_stay_compiled_beyond_spark_s_default_cache_of_100(spa
     for n in range(10):  # the oldest: the first a cache of 100 would have evicted
         run(n)
     assert counter.getCount() == compiled
+
+
+def test_the_session_gets_s3a_jars_and_settings_only_for_an_object_store():  # type: ignore[no-untyped-def]
+    """hadoop-aws and its 686 MB SDK bundle go into ``spark.jars`` (which every executor fetches) only with
+    ``[storage]`` for an object-store root, and with them the S3A settings."""
+    from streaming.config import StorageConfig
+    from streaming.job.runtime.spark_session import SparkSettings, spark_conf
+
+    server = StorageConfig(endpoint="http://127.0.0.1:9000", path_style_access=True, allow_http=True)
+    local = spark_conf(SparkSettings())
+    remote = spark_conf(SparkSettings(storage=server))
+    assert "hadoop-aws" not in local["spark.jars"] and not any(k.startswith("spark.hadoop.fs.s3a") for k in local)
+    assert "/hadoop-aws-" in remote["spark.jars"] and "/bundle-" in remote["spark.jars"]
+    assert remote["spark.hadoop.fs.s3a.endpoint"] == server.endpoint

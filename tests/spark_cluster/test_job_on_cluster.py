@@ -1,11 +1,12 @@
-"""The job on a Spark standalone cluster, chosen by configuration alone, writes the tables ``local[2]`` writes,
-through a lost worker and a killed driver.
+"""The job on a Spark standalone cluster, chosen by configuration alone, with its tables and checkpoints on an
+S3 server, writes the tables ``local[2]`` writes on local disk, through a lost worker and a killed driver.
 
 The cluster is the project's own (``spark_cluster`` fixture: a master and two 1-core workers started without
-the caller's ``PYTHONPATH``); the job runs as ``rebalance-monitor run --config FILE --available-now`` with only
-``[spark] master`` naming the cluster. The input and the reference are the crash-recovery test's workload and
-its uninterrupted run in the tests' ``local[2]`` session (``tests.support.kill_workload``): every table gets
-rows, bad records included, in many micro-batches.
+the caller's ``PYTHONPATH``), and so is the S3 server (``s3_server``: s3proxy, reached through Hadoop's S3A by
+the job and through delta-rs by the comparison); the job runs as ``rebalance-monitor run --config FILE
+--available-now`` with ``[spark] master`` naming the cluster and ``[paths]``/``[storage]`` the bucket. The input
+and the reference are the crash-recovery test's workload and its uninterrupted run in the tests' ``local[2]``
+session (``tests.support.kill_workload``): every table gets rows, bad records included, in many micro-batches.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ import sys
 import time
 from pathlib import Path
 
+from connectors.delta_reader import read_arrow, rows
+from connectors.object_store import delta_rs_options, join
+from streaming.config import load_config
 from streaming.contract.tables import TABLES
-from tests.support.driver_kills import Progress, table_rows
+from tests.spark_cluster.conftest import BUCKET
+from tests.support.driver_kills import Progress
 from tests.support.kill_workload import KillWorkloadRun, kill_workload_run
 
 ROOT = Path(__file__).parents[2]
@@ -65,20 +70,38 @@ def run_job(config: Path, env: dict[str, str]) -> None:
     finish(start_job(config, env), config)
 
 
-def assert_same_tables(spark, reference: KillWorkloadRun, cluster: dict[str, str]) -> dict[str, int]:
-    """Every table of the cluster's run (``RRM__`` settings ``cluster``) equal to the reference run's."""
+def on_s3(settings: dict[str, str], s3, prefix: str) -> dict[str, str]:
+    """``settings`` with the tables and checkpoints under ``s3a://<bucket>/<prefix>`` and ``[storage]`` reaching
+    the test's S3 server."""
+    return {
+        **settings,
+        "RRM__PATHS__DELTA_ROOT": f"s3a://{BUCKET}/{prefix}/delta",
+        "RRM__PATHS__CHECKPOINT_ROOT": f"s3a://{BUCKET}/{prefix}/checkpoints",
+        **s3.storage_env(),
+    }
+
+
+def delta_rs_rows(root: str, table: str, storage_options: dict[str, str] | None = None) -> list[str]:
+    """A table's rows as delta-rs reads them, each a sorted repr of its columns, sorted."""
+    return sorted(repr(sorted(r.items())) for r in rows(read_arrow(join(root, table), storage_options=storage_options)))
+
+
+def assert_same_tables(reference: KillWorkloadRun, run: dict[str, str]) -> dict[str, int]:
+    """Every table of a run on S3 (``RRM__`` settings ``run``) equal to the reference run's, both read by delta-rs."""
+    options = delta_rs_options(load_config(None, env=run).storage)
     counts = {}
-    root = Path(cluster["RRM__PATHS__DELTA_ROOT"]).parent
     for table in TABLES:
-        expected = reference.rows(spark, table)
-        actual = table_rows(spark, root, table)
+        expected = delta_rs_rows(str(reference.root / "delta"), table)
+        actual = delta_rs_rows(run["RRM__PATHS__DELTA_ROOT"], table, options)
         assert actual == expected, f"{table}: {len(actual)} rows on the cluster vs {len(expected)} in local[2]"
         counts[table] = len(expected)
     return counts
 
 
-def commits(env: dict[str, str], query: str) -> int:
-    return Progress.of(Path(env["RRM__PATHS__CHECKPOINT_ROOT"]).parent).commits[query]
+def commits(s3, env: dict[str, str], query: str) -> int:
+    """Batches ``query`` committed: the commit files of its checkpoint on S3."""
+    prefix = env["RRM__PATHS__CHECKPOINT_ROOT"].removeprefix(f"s3a://{BUCKET}/") + f"/{query}/commits/"
+    return sum(1 for key in s3.keys(BUCKET, prefix) if key[len(prefix) :].isdigit())
 
 
 def wait_for(condition, process: subprocess.Popen, config: Path, what: str, timeout_s: float = 600.0) -> None:
@@ -92,26 +115,27 @@ def wait_for(condition, process: subprocess.Popen, config: Path, what: str, time
 
 
 def test_a_worker_lost_mid_run_then_the_driver_killed_leave_the_tables_of_local(
-    kafka_broker, spark, spark_cluster, tmp_path, tmp_path_factory
+    kafka_broker, spark, spark_cluster, s3_server, tmp_path, tmp_path_factory
 ):
     # The crash-recovery test's workload and uninterrupted local[2] run, on the same topics: batches of 60
     # records, many micro-batches (the send-ingest query's the most), so both kills land mid-run.
     reference = kill_workload_run(kafka_broker, spark, tmp_path_factory)
-    cluster = reference.settings(tmp_path / "cluster")
+    cluster = on_s3(reference.settings(tmp_path / "cluster"), s3_server, "cluster")
     config = write_config(tmp_path / "cluster.toml", spark_cluster.master_url)
     query, total = "send-ingest", Progress.of(reference.root).commits["send-ingest"]
 
+    def committed() -> int:
+        return commits(s3_server, cluster, query)
+
     process = start_job(config, cluster)
     try:
-        wait_for(lambda: commits(cluster, query) >= 2, process, config, "two batches committed")
-        lost_at = commits(cluster, query)
+        wait_for(lambda: committed() >= 2, process, config, "two batches committed")
+        lost_at = committed()
         spark_cluster.kill_worker(1)  # the worker, its executor and the executor's Python workers: a lost machine
-        wait_for(
-            lambda: commits(cluster, query) > lost_at, process, config, "a batch committed without the lost worker"
-        )
+        wait_for(lambda: committed() > lost_at, process, config, "a batch committed without the lost worker")
         os.killpg(process.pid, 9)  # then the driver, mid-run: the restart resumes from the checkpoints
         process.wait(timeout=60)
-        killed_at = commits(cluster, query)
+        killed_at = committed()
     finally:
         if process.poll() is None:
             os.killpg(process.pid, 9)
@@ -119,9 +143,11 @@ def test_a_worker_lost_mid_run_then_the_driver_killed_leave_the_tables_of_local(
 
     assert killed_at < total, f"the killed run had committed all {total} batches: the restart would prove nothing"
     run_job(config, cluster)  # restarted from the checkpoints, on both workers
-    assert commits(cluster, query) == total
+    assert committed() == total
+    # Nothing of the run on local disk (an s3a:// root taken for a relative path would be <cwd>/s3a:/...).
+    assert not (ROOT / "s3a:").exists()
 
-    counts = assert_same_tables(spark, reference, cluster)
+    counts = assert_same_tables(reference, cluster)
     for table in (
         "membership_changes",
         "group_snapshots",

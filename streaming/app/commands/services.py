@@ -8,6 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from connectors import object_store
 from connectors.jvm_artifacts import PROJECT_ROOT
 from streaming.app.commands import NotFound, UsageError
 from streaming.app.commands.tables import open_spark
@@ -26,6 +27,35 @@ def kafka(args: argparse.Namespace) -> int:
         info = broker.info()
         print(f"running: pid {info.pid}, {info.bootstrap_servers}" if info else "not running")
         return 0 if info else 3
+    return 0
+
+
+def s3_server(args: argparse.Namespace) -> int:
+    from localenv.s3_server import LocalS3Server, S3ServerError
+
+    server = LocalS3Server(args.home, port=args.port)
+    try:
+        if args.action == "start":
+            from streaming.config import load_config
+
+            storage = load_config(args.config).storage
+            if storage.access_key and storage.secret_key:
+                server = LocalS3Server(args.home, port=args.port, credentials=(storage.access_key, storage.secret_key))
+            info = server.start()
+            info.create_bucket(args.bucket)
+            print(
+                f"S3 server running: pid {info.pid}, endpoint {info.endpoint}, bucket {args.bucket} "
+                f"(path-style, http; credentials in {server.home / 's3.json'})"
+            )
+        elif args.action == "stop":
+            print("S3 server stopped" if server.stop() else "no S3 server was running")
+        else:
+            running = server.info()
+            print(f"running: pid {running.pid}, {running.endpoint}" if running else "not running")
+            return 0 if running else 3
+    except (S3ServerError, OSError) as error:
+        print(f"rebalance-monitor s3-server: {error}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -178,15 +208,18 @@ def maintain(args: argparse.Namespace) -> int:
     from streaming.job.runtime.spark_session import SparkSettings
 
     config = load_config(args.config)
-    root = Path(config.paths.delta_root).resolve()
-    if not any((root / name / "_delta_log").is_dir() for name, _ in monitor_tables()):
-        raise NotFound(f"no monitor tables under {root} (paths.delta_root); nothing to maintain")
+    root = object_store.resolve(config.paths.delta_root)
+    nothing = f"no monitor tables under {root} (paths.delta_root); nothing to maintain"
+    local = object_store.is_local(root)
+    if local and not any((Path(root) / name / "_delta_log").is_dir() for name, _ in monitor_tables()):
+        raise NotFound(nothing)
     session, owned = open_spark(
         SparkSettings(
             master=config.spark.master,
             app_name=f"{config.spark.app_name}-maintain",
             driver_memory=config.spark.driver_memory,
             extra_conf=dict(config.spark.conf),
+            storage=None if local else config.storage,
         )
     )
     try:
@@ -194,6 +227,8 @@ def maintain(args: argparse.Namespace) -> int:
     finally:
         if owned:
             session.stop()  # type: ignore[attr-defined]
+    if not reports:  # an object store is only looked at by Spark
+        raise NotFound(nothing)
     print("\n".join(report_lines(reports, args.dry_run)))
     return 0
 

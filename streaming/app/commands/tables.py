@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from streaming.app.commands import NotFound, UsageError
 from streaming.contract.tables import Table
+
+if TYPE_CHECKING:
+    from connectors.delta_reader import MonitorTables
 
 
 def time_option(name: str, text: str | None) -> int | None:
@@ -18,12 +21,22 @@ def time_option(name: str, text: str | None) -> int | None:
         raise UsageError(f"{name}: cannot read {text!r} as epoch milliseconds or an ISO-8601 time") from None
 
 
-def _tables_root(text: str, *tables: str) -> Path:
-    root = Path(text)
-    missing = [t for t in tables if not (root / t / "_delta_log").is_dir()]
+def monitor_tables(args: argparse.Namespace, *tables: str, as_of_ms: int | None = None) -> MonitorTables:
+    """The tables under ``--delta-root``, which must hold ``tables``; an object-store root is reached with the
+    ``[storage]`` settings of ``--config`` and the ``RRM__STORAGE__`` variables."""
+    from connectors import object_store
+    from connectors.delta_reader import MonitorTables, is_table
+
+    options = None
+    if not object_store.is_local(args.delta_root):
+        from streaming.config import load_config
+
+        options = object_store.delta_rs_options(load_config(getattr(args, "config", None)).storage)
+    root = args.delta_root.rstrip("/") or "/"
+    missing = [t for t in tables if not is_table(object_store.join(root, t), options)]
     if missing:
         raise UsageError(f"no monitor tables under {root} (missing {', '.join(missing)}); pass --delta-root")
-    return root
+    return MonitorTables(root, as_of_ms, options)
 
 
 def open_spark(settings: object = None) -> tuple[object, bool]:
@@ -128,7 +141,7 @@ QUERY_SQL = {
 
 
 def query(args: argparse.Namespace) -> int:
-    from connectors.delta_reader import MonitorTables, TableMissing, VersionMissing, rows
+    from connectors.delta_reader import TableMissing, VersionMissing, rows
     from streaming.app.queries import emit
 
     at = time_option("--at", args.at)
@@ -168,10 +181,9 @@ def query(args: argparse.Namespace) -> int:
         "progress": (Table.CONSUME_PROGRESS, Table.QUEUE_PROGRESS_CURRENT),
         "sql": (),
     }[args.what]
-    root = _tables_root(args.delta_root, *needs)
-    tables = MonitorTables(root, as_of_ms=table_time)
+    tables = monitor_tables(args, *needs, as_of_ms=table_time)
     if not tables.names():
-        raise UsageError(f"no monitor tables under {root}; pass --delta-root")
+        raise UsageError(f"no monitor tables under {tables.root}; pass --delta-root")
     try:
         if args.what == "sql":
             try:
@@ -260,10 +272,10 @@ def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
     """(topic, cidAll, queues, strategy, line, generation) of a group as the monitor recorded it."""
     import json
 
-    from connectors.delta_reader import MonitorTables, rows
+    from connectors.delta_reader import rows
 
     at = time_option("--at", args.at)
-    tables = MonitorTables(_tables_root(args.delta_root, Table.GROUP_SNAPSHOTS, Table.EXPECTED_ASSIGNMENTS))
+    tables = monitor_tables(args, Table.GROUP_SNAPSHOTS, Table.EXPECTED_ASSIGNMENTS)
     _known(tables, Table.GROUP_SNAPSHOTS, "group", args.group, "consumer group")
     found = rows(tables.sql(QUERY_SQL["group-at"], {"group": args.group, "at": at}))
     if not found:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from streaming.job.runtime.hadoop_files import read_whole, write_whole
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -26,8 +28,20 @@ _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
-def checkpoint_app_id(checkpoint_dir: str | Path, prefix: str = "rrm") -> str:
-    """A stable app id bound to one checkpoint: created with the checkpoint, reused on restart."""
+def checkpoint_app_id(checkpoint_dir: str | Path, prefix: str = "rrm", session: Any = None) -> str:
+    """A stable app id bound to one checkpoint: created with the checkpoint, reused on restart. With ``session``
+    the marker file is read and written through Hadoop's FileSystem (any checkpoint URI), else on local disk."""
+    if session is not None:
+        jvm = session.sparkContext._jvm
+        directory = jvm.org.apache.hadoop.fs.Path(str(checkpoint_dir))
+        fs = directory.getFileSystem(session.sparkContext._jsc.hadoopConfiguration())
+        remote = jvm.org.apache.hadoop.fs.Path(directory, "delta-txn-app-id")
+        if fs.exists(remote):
+            return read_whole(fs, remote).decode().strip()
+        fs.mkdirs(directory)
+        app_id = f"{prefix}-{uuid.uuid4()}"
+        write_whole(fs, remote, (app_id + "\n").encode())
+        return app_id
     marker = Path(checkpoint_dir) / "delta-txn-app-id"
     if marker.exists():
         return marker.read_text().strip()

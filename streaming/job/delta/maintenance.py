@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from connectors.object_store import join
 from streaming.contract.tables import TABLES
 from streaming.job.delta.exactly_once import sql_path
 
@@ -58,7 +59,7 @@ def maintain(
     reports = []
     with _session_settings(session, settings):
         for name, kind in monitor_tables():
-            path = str(Path(root) / name)
+            path = join(str(root), name)
             if not DeltaTable.isDeltaTable(session, path):
                 continue
             table = DeltaTable.forPath(session, path)

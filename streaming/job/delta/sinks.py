@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from connectors.object_store import join
 from streaming.contract.tables import TABLES, column_names
 from streaming.job.delta.exactly_once import (
     align_auto_compaction_count,
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
 
 
 class DeltaTables:
-    """Paths of the monitor's tables under one root, created on demand from the catalogue."""
+    """Paths of the monitor's tables under one root (a local path or an object-store URI), created on demand
+    from the catalogue."""
 
     def __init__(
         self,
@@ -40,7 +42,7 @@ class DeltaTables:
         append_checkpoint_interval: int = 100,
     ) -> None:
         self.session = session
-        self.root = Path(root)
+        self.root = str(root)
         # Set when a table is created ([delta] checkpoint_interval for current tables, append_checkpoint_interval
         # for the append-only ones, auto_compact, deleted_file_retention_hours, log_retention_hours).
         self.checkpoint_interval = checkpoint_interval
@@ -52,7 +54,7 @@ class DeltaTables:
     def path(self, name: str) -> str:
         if name not in TABLES:
             raise KeyError(f"unknown table {name!r}")
-        return str(self.root / name)
+        return join(self.root, name)
 
     def properties(self, kind: str) -> dict[str, str]:
         """Table properties for a new table of ``kind`` ("history" or "current")."""

@@ -2,7 +2,8 @@
 
 ``local[2]`` by default and any master from configuration (the same code runs on a cluster), Delta's SQL
 extensions and catalog, the Kafka connector and Delta jars resolved from Maven Central by
-``connectors.jvm_artifacts`` plus the project's own compiled classes (the ingest fast path), the RocksDB
+``connectors.jvm_artifacts`` plus the project's own compiled classes (the ingest fast path), Hadoop's S3A with the
+``[storage]`` settings only when a root is on an object store (``connectors.object_store``), the RocksDB
 state store with changelog checkpointing and bounded memory, a small fixed shuffle partition count (it is
 pinned into every checkpoint), checkpoint files written through Hadoop's FileSystem API when the
 checkpoints are local, and this interpreter for Python workers (a system Python would lack pandas/pyarrow).
@@ -19,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from connectors import jvm_artifacts
+from connectors import jvm_artifacts, object_store
 from streaming import __version__
-from streaming.config.sections import SparkConfig
+from streaming.config.sections import SparkConfig, StorageConfig
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,10 +50,14 @@ class SparkSettings:
     checkpoint_root: str | None = None
     checkpoint_file_manager: str = _DEFAULTS.checkpoint_file_manager
     extra_conf: Mapping[str, str] = field(default_factory=dict)
+    # Set when a table or checkpoint root is on an object store: S3A's jars and the [storage] settings.
+    storage: StorageConfig | None = None
 
     @classmethod
-    def of(cls, spark: SparkConfig, checkpoint_root: str | None = None) -> SparkSettings:
-        """The ``[spark]`` section as the session factory reads it."""
+    def of(
+        cls, spark: SparkConfig, checkpoint_root: str | None = None, storage: StorageConfig | None = None
+    ) -> SparkSettings:
+        """The ``[spark]`` section as the session factory reads it (``storage``: see the field)."""
         return cls(
             master=spark.master,
             app_name=spark.app_name,
@@ -63,6 +68,7 @@ class SparkSettings:
             checkpoint_root=checkpoint_root,
             checkpoint_file_manager=spark.checkpoint_file_manager,
             extra_conf=dict(spark.conf),
+            storage=storage,
         )
 
 
@@ -121,13 +127,16 @@ def spark_conf(settings: SparkSettings) -> dict[str, str]:
         # FileContext adds is refusing to overwrite a file another JVM wrote in between, which only matters
         # for two jobs sharing a checkpoint, and that is never supported.
         conf[CHECKPOINT_FILE_MANAGER_KEY] = FILESYSTEM_CHECKPOINT_FILE_MANAGER
+    if settings.storage is not None:
+        conf.update(object_store.hadoop_conf(settings.storage))
     conf.update({k: v for k, v in settings.extra_conf.items() if k not in conf or not k.endswith("JavaOptions")})
     return conf
 
 
 def _base_conf(settings: SparkSettings) -> dict[str, str]:
     """The master, the jars, Delta, the RocksDB state store and this interpreter for Python workers."""
-    jars = ",".join(str(jar) for jar in [*jvm_artifacts.jars("spark"), jvm_artifacts.ingest_jar()])
+    s3 = jvm_artifacts.jars("s3") if settings.storage is not None else []
+    jars = ",".join(str(jar) for jar in [*jvm_artifacts.jars("spark"), *s3, jvm_artifacts.ingest_jar()])
     return {
         "spark.master": settings.master,
         "spark.app.name": settings.app_name,
