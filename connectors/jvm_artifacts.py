@@ -36,6 +36,9 @@ PROFILES = (
     "s3",
     "s3proxy",
 )
+# Resolved on first use, not at set-up: about 730 MB that only tables on an object store (the AWS SDK bundle) and
+# the object-store tests (the S3 server) need.
+ON_DEMAND_PROFILES = ("s3", "s3proxy")
 # Profiles added to the pyspark wheel's own jars: what the wheel already ships is left out of them.
 SPARK_CLASSPATH_PROFILES = ("spark", "s3")
 _VERSIONED_JAR = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
@@ -256,10 +259,11 @@ def collector_classpath() -> str:
 
 
 def main() -> None:
-    """``python -m connectors.jvm_artifacts [profile ...]``: resolve the given (default: all) profiles."""
+    """``python -m connectors.jvm_artifacts [profile ...]``: resolve the given profiles (default: all but
+    ``ON_DEMAND_PROFILES``)."""
     import sys
 
-    for profile in sys.argv[1:] or PROFILES:
+    for profile in sys.argv[1:] or [p for p in PROFILES if p not in ON_DEMAND_PROFILES]:
         path = resolve(profile)
         print(f"{profile}: {len(list(path.glob('*.jar')))} jars in {path}")
     if not sys.argv[1:]:
