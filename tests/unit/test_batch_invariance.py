@@ -28,9 +28,10 @@ from hypothesis import strategies as st
 
 from streaming.app.simulation import operations as op
 from streaming.app.simulation.fleet import Simulation, build_scenario
+from streaming.contract.tables import Table
 from streaming.domain.consumers.engine_settings import EngineSettings
-from streaming.domain.consumers.outcomes import BrokerViewState, ProgressSummary
 from streaming.domain.consumers.shard_engine import ShardEngine
+from tests.support.engine import TableModel
 from tests.support.job_scenarios import progress_events, run1_events, run2_events
 
 START_MS = 1_700_000_000_000
@@ -48,10 +49,13 @@ def lane(event: dict[str, Any]) -> str:
     return f"consumer-events/{zlib.crc32(event['group'].encode()) % 2}"
 
 
-def run(events: Sequence[dict[str, Any]], cuts: Sequence[int], engine_settings: EngineSettings, delay_ms: int) -> list:
-    """``events`` applied in calls ending at each index of ``cuts``, then one empty call at the last event's time."""
+def run(
+    events: Sequence[dict[str, Any]], cuts: Sequence[int], engine_settings: EngineSettings, delay_ms: int
+) -> dict[str, list[str]]:
+    """``events`` applied in calls ending at each index of ``cuts``, then one empty call at the last event's time;
+    the tables as a reader sees them after it (``TableModel``)."""
     snapshot: dict[str, Any] | None = None
-    out: list = []
+    model = TableModel()
     newest = None
     bounds = [0, *sorted({c for c in cuts if 0 < c < len(events)}), len(events)]
     calls = [events[a:b] for a, b in zip(bounds, bounds[1:], strict=False)] + [[]]
@@ -63,28 +67,16 @@ def run(events: Sequence[dict[str, Any]], cuts: Sequence[int], engine_settings: 
         for e in call:
             if e["type"] == "consumer_channel":
                 lanes[lane(e)] = max(int(e["event_time"]), lanes.get(lane(e), 0))
-        out += engine.apply(call, watermark, lanes)
+        model.apply(engine.apply(call, watermark, lanes))
         snapshot = engine.snapshot()
         times = [int(e["event_time"]) for e in call]
         newest = max([*times, *([] if newest is None else [newest])], default=None)
-    return comparable(out)
+    return model.tables()
 
 
-def comparable(outcomes: list) -> list[str]:
-    """The outcomes as sorted text, the current-table ones (see the module docstring) as the last of each."""
-    last: dict[tuple[str, ...], Any] = {}
-    rest = []
-    for o in outcomes:
-        if type(o) is BrokerViewState:
-            last[("view", o.view.group, o.view.broker)] = o
-        elif type(o) is ProgressSummary:
-            last[("progress", o.group)] = o
-        else:
-            rest.append(o)
-    return sorted(repr(o) for o in [*rest, *last.values()])
-
-
-def same_however_cut(events: list[dict[str, Any]], engine_settings: EngineSettings, delay_ms: int = 0) -> list[str]:
+def same_however_cut(
+    events: list[dict[str, Any]], engine_settings: EngineSettings, delay_ms: int = 0
+) -> dict[str, list[str]]:
     whole = run(events, [], engine_settings, delay_ms)
     assert run(events, list(range(1, len(events))), engine_settings, delay_ms) == whole  # one event a call
     assert run(events, list(range(7, len(events), 7)), engine_settings, delay_ms) == whole  # seven a call
@@ -106,7 +98,7 @@ SCRIPTS: dict[str, Callable[[], op.Script]] = {
 def test_a_scripted_operation_has_the_same_history_however_it_is_batched(name):
     events = ordered(SCRIPTS[name]().events())
     whole = same_however_cut(events, EngineSettings(storm_window_ms=120_000, flapping_window_ms=120_000))
-    assert any("GenerationSnapshot" in o for o in whole)  # there is a history to compare
+    assert whole.get(Table.GROUP_SNAPSHOTS)  # there is a history to compare
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
@@ -116,7 +108,7 @@ def test_a_crash_loop_cut_anywhere_has_the_same_history(cuts):
     engine_settings = EngineSettings(storm_window_ms=120_000, flapping_window_ms=120_000, storm_threshold=3)
     whole = run(events, [], engine_settings, 0)
     assert run(events, [c % len(events) for c in cuts], engine_settings, 0) == whole
-    assert any("REBALANCE_STORM" in o for o in whole)  # the storm's episode is part of what is compared
+    assert any("REBALANCE_STORM" in r for r in whole[Table.ANOMALY_EPISODES])  # the storm's episode is compared
 
 
 def test_the_mixed_simulation_with_reports_and_progress_has_the_same_history_however_it_is_batched():
@@ -124,13 +116,13 @@ def test_the_mixed_simulation_with_reports_and_progress_has_the_same_history_how
     simulation = Simulation(scenario, START_MS, 1, sends_per_second=0, assignment_reports=True)
     events = ordered(e for e in simulation.events_until(START_MS + 150_000) if e["type"] != "send_result")
     whole = same_however_cut(events, EngineSettings(), delay_ms=10_000)
-    kinds = {o.split("(", 1)[0] for o in whole}
-    assert {"GenerationSnapshot", "EpisodeTransition", "QueueProgress", "MembershipChange"} <= kinds
+    kinds = {Table.GROUP_SNAPSHOTS, Table.ANOMALY_EPISODES, Table.CONSUME_PROGRESS, Table.MEMBERSHIP_CHANGES}
+    assert kinds <= set(whole)
 
 
 def test_the_job_scenarios_input_has_the_same_history_however_it_is_batched():
     valid = [e for e in run1_events() + progress_events() + run2_events() if isinstance(e, dict)]
     events = ordered(valid)
     whole = same_however_cut(events, EngineSettings())
-    generations = [o for o in whole if o.startswith("GenerationSnapshot(group='G-sub'")]
+    generations = [r for r in whole[Table.GROUP_SNAPSHOTS] if json.loads(r)["group"] == "G-sub"]
     assert len(generations) >= 2  # the subscription change is a generation of its own

@@ -48,6 +48,11 @@ class GroupState:
     # The changes not cut into a generation (or re-analysis) yet: [first_ms, last_ms, triggers, change times]
     # (``ShardEngine.cut_ms``: cut once the event-time clock is the coalescing window past the last of them).
     pending: list[Any] | None = None
+    # The cut of ``pending`` made where the last call ended, already emitted: [its time, digest of its outcomes,
+    # what it touched: {"assign": [[topic, client]], "episodes": [id], "views": [broker]}] (``ShardEngine._cut``).
+    provisional: list[Any] | None = None
+    # Each open episode's current row: [time of its last transition, generation then] (to restore it).
+    episode_rows: dict[str, list[int]] = field(default_factory=dict)
     # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
     expiry_bound_ms: int | None = field(default=None, compare=False)
 
@@ -65,6 +70,8 @@ class GroupState:
             "holders": self.holders,
             "storm_changes": self.storm_changes,
             "pending": self.pending,
+            "provisional": self.provisional,
+            "episode_rows": self.episode_rows,
         }
 
     @classmethod
@@ -83,6 +90,8 @@ class GroupState:
             data["holders"],
             [list(e) for e in data["storm_changes"]],
             _pending(data["pending"]),
+            data["provisional"],
+            {k: [int(t), int(g)] for k, (t, g) in data["episode_rows"].items()},
         )
 
 

@@ -73,6 +73,7 @@ change) during which a difference between reported and expected assignments open
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -82,6 +83,7 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.episodes import (
     BORN,
     ROUTE,
+    EpisodeStatus,
     Finding,
     FlappingDetector,
     StormDetector,
@@ -107,15 +109,28 @@ from streaming.domain.consumers.group_state import (
 )
 from streaming.domain.consumers.heartbeat_plan import HeartbeatRun, RunEvents, plan_runs, steady_runs
 from streaming.domain.consumers.outcomes import (
+    AssignmentWithdrawn,
     BrokerViewChanged,
+    BrokerViewGone,
     BrokerViewState,
+    CutRetracted,
+    EpisodeRestored,
+    EpisodeRetracted,
     EpisodeTransition,
+    ExpectedAssignment,
     GroupSummary,
     IgnoredEvent,
     LateEvent,
     Outcome,
 )
-from streaming.domain.consumers.polled_views import ConnectionPoll, apply_poll, is_registered, mark_stale, next_stale_ms
+from streaming.domain.consumers.polled_views import (
+    ConnectionPoll,
+    apply_poll,
+    is_registered,
+    mark_stale,
+    next_stale_ms,
+    view_status,
+)
 from streaming.domain.consumers.progress_tracker import (
     GroupProgress,
     ProgressContext,
@@ -144,8 +159,9 @@ SNAPSHOT_KIND = "shard"
 # 3: each group's progress (``progress``) and its holders' ProcessQueueInfo (``holders``); 4: each tracked
 # queue's open rebalance cost (``progress`` queue entries gain a ``Handoff``); 5: each group's storm changes
 # (``storm_changes``: the storm is judged from who changed, not from a count of rebalances)
-# 6: each group's changes not cut yet (``pending``: generations are cut by event time, not per batch)
-SCHEMA_VERSION = 6
+# 6: each group's changes not cut yet (``pending``: generations are cut by event time, not per batch); 7: the cut
+# of them made where a call ended (``provisional``) and each open episode's current row (``episode_rows``)
+SCHEMA_VERSION = 7
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
@@ -186,6 +202,16 @@ def _channel_deadline_ms(membership: ms.GroupMembership, expiry_ms: int) -> int 
         for ch in v.channels.values()
     ]
     return min(times) if times else None
+
+
+def _touched(records: Sequence[Outcome]) -> dict[str, list[Any]]:
+    """The current-table rows a cut's outcomes write (their keys): shares, open episodes, polled views."""
+    assign = sorted(
+        {(o.topic, o.client_id) for o in records if type(o) is ExpectedAssignment or type(o) is AssignmentWithdrawn}
+    )
+    episodes = sorted({o.transition.episode.episode_id for o in records if type(o) is EpisodeTransition})
+    views = sorted({o.broker for o in records if type(o) is BrokerViewGone})
+    return {"assign": [list(k) for k in assign], "episodes": episodes, "views": views}
 
 
 def _storm_open(state: GroupState) -> bool:
@@ -361,6 +387,8 @@ class ShardEngine:
             state = self.groups.get(group)
             if state is not None:
                 state.rebalances_ms = self.storms.prune(state.rebalances_ms, watermark_ms)
+                if state.pending is not None:
+                    records += self._provisional_cut(group, state)
         return records
 
     def _advance_group(
@@ -401,7 +429,7 @@ class ShardEngine:
                 steps.append((due_ms, due_ms <= until_ms, 2))
             first = min(steps, default=None)
             if cut_ms is not None and cut_ms <= until_ms and (first is None or first[0] >= cut_ms):
-                records += self._cut(group, state)
+                records += self._cut(group, state)[0]
                 continue
             if first is None or not first[1] or (cut_ms is not None and first[0] >= cut_ms):
                 return  # nothing due, or the next thing (before the cut) cannot be judged yet
@@ -704,7 +732,58 @@ class ShardEngine:
                 state.storm_changes, change.client_id, direction, change.event_time_ms
             )
 
-    def _cut(self, group: str, state: GroupState) -> list[Outcome]:
+    def _provisional_cut(self, group: str, state: GroupState) -> list[Outcome]:
+        """The end of a call: the group's pending changes cut as they are, its outcomes emitted now, and the state
+        kept as before the cut (``pending`` with it) so that a change of the same window in a later call amends
+        the cut (``docs/design/batch-invariance.md``)."""
+        saved, retired = state.to_json(), self.retired.get(group)
+        records, mark = self._cut(group, state, provisional=True)
+        kept = GroupState.from_json(saved)
+        kept.provisional = mark
+        self.groups[group] = kept
+        if retired is None:
+            self.retired.pop(group, None)
+        else:
+            self.retired[group] = retired
+        return records
+
+    def _cut(self, group: str, state: GroupState, provisional: bool = False) -> tuple[list[Outcome], list[Any]]:
+        """The group's pending changes cut (``_cut_records``), and what that cut leaves to a later one. A cut whose
+        changes were already cut where an earlier call ended (``state.provisional``) emits nothing when it finds
+        exactly what that one found; otherwise it withdraws that one's history rows (``CutRetracted``), puts back
+        the current rows only that one changed, and emits its own. Returns the outcomes and, for a ``provisional``
+        cut, the mark to keep in the restored state."""
+        prior = state.provisional
+        state.provisional = None
+        time_ms = int(state.pending[1]) if state.pending is not None else 0
+        episodes = {e.episode_id: e for e in state.episodes.values()}
+        rows, views, generation = dict(state.episode_rows), state.membership.views, state.generation
+        records = self._cut_records(group, state)
+        if prior is None and not provisional:
+            return records, []
+        touched = _touched(records)
+        digest = hashlib.sha256(repr(records).encode()).hexdigest()[:20]
+        mark = [time_ms, digest, touched]
+        if prior is not None and prior[1] == digest:
+            return [], mark  # the tables hold these outcomes already
+        if prior is None:
+            return records, mark
+        restored: list[Outcome] = [CutRetracted(group, int(prior[0]))]
+        for topic, client in sorted({tuple(k) for k in prior[2]["assign"]} - {tuple(k) for k in touched["assign"]}):
+            restored.append(AssignmentWithdrawn(group, topic, client, generation, time_ms))
+        for episode_id in sorted(set(prior[2]["episodes"]) - set(touched["episodes"])):
+            if episode_id in episodes:
+                row_ms, row_generation = rows.get(episode_id, [episodes[episode_id].opened_at_ms, generation])
+                restored.append(EpisodeRestored(episodes[episode_id], row_ms, row_generation))
+            else:
+                restored.append(EpisodeRetracted(group, episode_id, time_ms))
+        for broker in sorted(set(prior[2]["views"]) - set(touched["views"])):
+            view = views.get(broker)
+            if view is not None and view.poll is not None:
+                restored.append(BrokerViewState(view_status(group, broker, view)))
+        return restored + records, mark
+
+    def _cut_records(self, group: str, state: GroupState) -> list[Outcome]:
         """The group's pending changes, as of its last one: a new generation when one of them makes clients
         rebalance, else a re-analysis; a group emptied by them is gone."""
         assert state.pending is not None
@@ -765,6 +844,11 @@ class ShardEngine:
         if flapping is not None:
             findings.append(flapping)
         state.episodes, transitions = reconcile(state.episodes, findings, time_ms)
+        for t in transitions:
+            if t.status == EpisodeStatus.CLOSED:
+                state.episode_rows.pop(t.episode.episode_id, None)
+            else:
+                state.episode_rows[t.episode.episode_id] = [time_ms, state.generation]
         records: list[Outcome] = [EpisodeTransition(t, state.generation) for t in transitions]
         if rebalance:
             cause = rebalance_cause(triggers, findings)
