@@ -32,6 +32,7 @@ from streaming.contract.tables import Table
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.shard_engine import ShardEngine
 from tests.support.engine import TableModel
+from tests.support.events import BASE, hb, route
 from tests.support.job_scenarios import progress_events, run1_events, run2_events
 
 START_MS = 1_700_000_000_000
@@ -126,3 +127,36 @@ def test_the_job_scenarios_input_has_the_same_history_however_it_is_batched():
     whole = same_however_cut(events, EngineSettings())
     generations = [r for r in whole[Table.GROUP_SNAPSHOTS] if json.loads(r)["group"] == "G-sub"]
     assert len(generations) >= 2  # the subscription change is a generation of its own
+
+
+def test_a_change_where_input_stops_is_reported_at_once_and_a_later_one_of_its_window_amends_it():
+    """A duplicate client id joins at 1 s and the input stops: the call that brought it writes its generation
+    and its episode, though no later event passes its coalescing window. Another channel joining 0.5 s later in
+    the next call amends that cut; the tables then are those of both calls' input applied at once."""
+    first = [route(0), hb(0, "ch1", "c1"), hb(1000, "ch2", "c1")]
+    later = [hb(1500, "ch3", "c3")]
+    engine = ShardEngine.restore(None, EngineSettings())
+    model = TableModel()
+    model.apply(engine.apply(first, BASE))
+    stopped = model.tables()
+    snapshots = [json.loads(r) for r in stopped[Table.GROUP_SNAPSHOTS]]
+    assert sorted((s["generation"], s["event_time_ms"], s["cid_all"]) for s in snapshots) == [
+        (1, BASE, ["c1"]),
+        (2, BASE + 1000, ["c1", "c1"]),  # a window (1 s) after the first: a generation of its own
+    ]
+    (opened,) = [json.loads(r) for r in stopped[Table.ANOMALY_EPISODES] if "DUPLICATE_CLIENT_ID" in r]
+    assert (opened["anomaly"], opened["status"], opened["event_time_ms"]) == (
+        "DUPLICATE_CLIENT_ID",
+        "OPENED",
+        BASE + 1000,
+    )
+    assert opened["episode_id"] in [json.loads(r)["episode_id"] for r in stopped[Table.ANOMALIES_CURRENT]]
+
+    engine = ShardEngine.restore(json.loads(json.dumps(engine.snapshot())), EngineSettings())
+    model.apply(engine.apply(later, BASE + 1000))
+    whole = TableModel()
+    whole.apply(ShardEngine.restore(None, EngineSettings()).apply(first + later, BASE))
+    assert model.tables() == whole.tables()
+    (amended,) = [json.loads(r) for r in model.tables()[Table.GROUP_SNAPSHOTS] if json.loads(r)["generation"] == 2]
+    assert amended["event_time_ms"] == BASE + 1500
+    assert sorted(amended["cid_all"]) == ["c1", "c1", "c3"]

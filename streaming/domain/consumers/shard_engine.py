@@ -83,7 +83,6 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.episodes import (
     BORN,
     ROUTE,
-    EpisodeStatus,
     Finding,
     FlappingDetector,
     StormDetector,
@@ -148,6 +147,7 @@ from streaming.domain.vocabulary import (
     AllocationMode,
     AnomalyKind,
     ChangeKind,
+    EpisodeStatus,
     EventType,
     IgnoredReason,
     LateReason,
