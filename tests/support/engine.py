@@ -1,7 +1,8 @@
-"""Driving the pure consumer engine in tests: what a later batch's clock cuts of a batch's last changes.
+"""Driving the pure consumer engine in tests: its pending changes cut for good, and the tables its outcomes make.
 
 A group's changes become a generation (or a re-analysis) once the event-time clock is the coalescing window past
-the last of them (``docs/design/batch-invariance.md``); ``settle`` moves the clock just that far.
+the last of them, and are cut as they are at the end of every call meanwhile (``docs/design/batch-invariance.md``);
+``settle`` moves the clock just that far; ``TableModel`` applies outcomes as the job's sink does.
 """
 
 from __future__ import annotations

@@ -61,8 +61,12 @@ A group's changes are not analysed where a batch ends but by event time: they st
 until ``storm_coalesce_ms`` passes without another change of the group (``cut_ms``), and are *cut* as the first
 event at or after that time is applied (before it), or at the end of a call whose clock (its newest event, or
 the watermark) has passed it, once the channels' scan and the views' staleness have been judged that far. The
-storm and flapping windows slide, and the convergence grace ends, at their own times in the same order. So a
-group's history is the same however its input was cut into batches (``docs/design/batch-invariance.md``).
+storm and flapping windows slide, and the convergence grace ends, at their own times in the same order. The end
+of a call never waits for later input: what is still pending is cut there as it is and emitted, the state kept
+as before that cut; when the changes are cut for good, a cut that finds the same emits nothing, and one that
+finds more (a change of the same window came later) withdraws the first (``CutRetracted``, its current rows put
+back) and replaces it. So a group's tables are the same however its input was cut into batches
+(``docs/design/batch-invariance.md``).
 Each cut whose changes include a membership or route change gets a new *generation*: a ``GenerationSnapshot``,
 an ``ExpectedAssignment`` per client and topic, an ``AssignmentWithdrawn`` per one gone, episode transitions
 (``episodes.reconcile``) and, through ``StormDetector``, rebalance storms. Every join and leave also
