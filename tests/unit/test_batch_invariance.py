@@ -30,9 +30,10 @@ from streaming.app.simulation import operations as op
 from streaming.app.simulation.fleet import Simulation, build_scenario
 from streaming.contract.tables import Table
 from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.outcomes import EpisodeRestored
 from streaming.domain.consumers.shard_engine import ShardEngine
 from tests.support.engine import TableModel
-from tests.support.events import BASE, hb, route
+from tests.support.events import BASE, channel_event, hb, route
 from tests.support.job_scenarios import progress_events, run1_events, run2_events
 
 START_MS = 1_700_000_000_000
@@ -160,3 +161,28 @@ def test_a_change_where_input_stops_is_reported_at_once_and_a_later_one_of_its_w
     (amended,) = [json.loads(r) for r in model.tables()[Table.GROUP_SNAPSHOTS] if json.loads(r)["generation"] == 2]
     assert amended["event_time_ms"] == BASE + 1500
     assert sorted(amended["cid_all"]) == ["c1", "c1", "c3"]
+
+
+def test_an_episode_a_cut_closed_where_a_call_ended_is_restored_when_the_amended_cut_keeps_it():
+    """A duplicate client ID's second channel unregisters as a call ends: the cut there closes the episode. The
+    channel registers again 0.5 s later, in the next call: the amended cut finds the episode as it was, so its
+    current row is written back as it was before (``EpisodeRestored``) and its history has no close."""
+    first = [route(0), hb(0, "ch1", "c1"), hb(0, "ch2", "c1"), hb(5000, "ch1", "c1"), hb(5000, "ch2", "c1")]
+    first.append(channel_event("UNREGISTER", 10_000, "ch2", "c1"))
+    later = [hb(10_500, "ch2", "c1")]
+    engine = ShardEngine.restore(None, EngineSettings())
+    model = TableModel()
+    model.apply(engine.apply(first, BASE))
+    assert any('"CLOSED"' in r and "DUPLICATE_CLIENT_ID" in r for r in model.tables()[Table.ANOMALY_EPISODES])
+    assert not any("DUPLICATE_CLIENT_ID" in r for r in model.tables().get(Table.ANOMALIES_CURRENT, []))
+    engine = ShardEngine.restore(json.loads(json.dumps(engine.snapshot())), EngineSettings())
+    amending = engine.apply(later, BASE + 5000)
+    assert any(type(o) is EpisodeRestored for o in amending)
+    model.apply(amending)
+    whole = TableModel()
+    whole.apply(ShardEngine.restore(None, EngineSettings()).apply(first + later, BASE))
+    assert model.tables() == whole.tables()
+    (episode,) = [json.loads(r) for r in model.tables()[Table.ANOMALIES_CURRENT] if "DUPLICATE_CLIENT_ID" in r]
+    assert (episode["opened_at_ms"], episode["event_time_ms"]) == (BASE, BASE)  # as before the cut that closed it
+    closes = [r for r in model.tables()[Table.ANOMALY_EPISODES] if '"CLOSED"' in r and "DUPLICATE_CLIENT_ID" in r]
+    assert not closes
