@@ -82,8 +82,10 @@ TABLES: dict[str, TableSpec] = {
             "members INT, channels INT, brokers ARRAY<STRING>, cid_all ARRAY<STRING>, topics ARRAY<STRING>, "
             "strategy STRING, client_line STRING, views_diverge BOOLEAN, anomalies ARRAY<STRING>, "
             "details STRING, batch_id BIGINT",
-            "One row per generation of a group: the merged membership after a membership or route change. "
-            "generation increases by one per change; cid_all is sorted as RebalanceImpl sorts it, "
+            "One row per generation of a group: the merged membership after a membership or route change "
+            "(changes closer than [anomalies] storm_coalesce_ms in event time are one generation, however the "
+            "input was batched; event_time_ms is the last of them). generation increases by one per generation; "
+            "cid_all is sorted as RebalanceImpl sorts it, "
             "duplicates kept; topics are the topics its clients subscribe; details is JSON (per-broker views, "
             "per-topic summary, allocation, stale_views, client_versions as reported, strategy_sources, and "
             "cause: the anomaly the generation is part of -- ROLLING_DEPLOY, REBALANCE_STORM, FLAPPING_MEMBERS, "

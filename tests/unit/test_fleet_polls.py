@@ -73,8 +73,10 @@ def test_a_view_whose_polls_stop_turns_stale_without_removal_or_orphaned_queues_
 
 
 def test_a_stale_view_takes_no_part_while_a_fresh_one_has_channels():
-    batches = [([route(0), *both(1_000, [C1, C2])], 1_000)]
-    batches += [([poll(t, [C1], "broker-a")], t) for t in range(41_000, 81_001, 40_000)]  # c2 left; b is stale
+    # broker-a is polled every 20 s (fresh throughout); broker-b's polls stop after 1 s (stale from 31 s); c2 leaves
+    # broker-a's view at 41 s, when only a stale view still lists it
+    batches = [([route(0), *both(1_000, [C1, C2])], 1_000), ([poll(21_000, [C1, C2], "broker-a")], 21_000)]
+    batches += [([poll(t, [C1], "broker-a")], t) for t in range(41_000, 81_001, 20_000)]
     out, _ = run(batches)
     last = rows(out, "group_snapshots")[-1]
     assert last["cid_all"] == ["c1"] and '"stale_views":["broker-b"]' in last["details"]
@@ -90,11 +92,13 @@ def test_a_poll_older_than_the_views_last_is_counted_late_and_changes_nothing():
 def test_an_empty_poll_of_an_unknown_group_keeps_nothing_and_a_group_that_empties_deletes_its_views():
     out, snapshot = run([([poll(1_000, [])], 1_000)])
     assert out == [] and not snapshot["groups"]
-    out, snapshot = run([([route(0), poll(1_000, [C1])], 1_000), ([poll(2_000, [])], 2_000)])
-    views = rows(out, "broker_views_current")
+    # another group's poll 1 s later moves the clock past the emptying poll's window within the same call
+    later = poll(3_000, [C2], group="H")
+    out, snapshot = run([([route(0), poll(1_000, [C1])], 1_000), ([poll(2_000, []), later], 2_000)])
+    views = [r for r in rows(out, "broker_views_current") if r["group"] == "G"]
     assert views[-1] == {"group": "G", "broker": "broker-a", "event_time_ms": 2_000, "_op": "delete"}
     assert [r["_op"] for r in views if r["event_time_ms"] == 2_000] == ["delete"]  # the emptying poll's upsert goes
-    assert not snapshot["groups"]
+    assert set(snapshot["groups"]) == {"H"}
 
 
 def heartbeats(t, model, consume_type):

@@ -24,6 +24,7 @@ from streaming.domain.consumers.progress_tracker import GroupProgress, ProgressC
 from streaming.domain.consumers.shard_engine import SCHEMA_VERSION, ShardEngine
 from streaming.domain.progress.verdict import ProgressSettings, QueueState, StuckCause
 from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus, IgnoredReason, LateReason
+from tests.support.engine import settle
 from tests.unit.test_fleet import ev, hb, route
 
 T0 = 1_700_000_000_000
@@ -231,6 +232,7 @@ def engine_with_member(queues=2, **report_fields):
         ],
         T0,
     )
+    settle(engine)  # the clock passes the window of the member's join: its generation is cut
     return engine
 
 
@@ -292,7 +294,7 @@ def test_a_member_that_left_holds_nothing_any_more():
 def test_a_group_whose_last_member_leaves_is_watched_while_it_has_a_backlog():
     engine = engine_with_member(queues=1)
     engine.apply([progress(T0 + 10, [("T", 0, 5, 1)])], T0)
-    left = engine.apply([ev("UNREGISTER", T0 + 20, "ch1", "c1")], T0)
+    left = engine.apply([ev("UNREGISTER", T0 + 20, "ch1", "c1")], T0) + settle(engine)
     assert "G" not in engine.groups and "G" in engine.progress  # the group is gone, its progress is not
     assert not [
         o for o in of(left, EpisodeTransition) if o.transition.episode.anomaly == AnomalyKind.OFFLINE_GROUP_BACKLOG
@@ -335,7 +337,7 @@ def test_the_engine_snapshot_keeps_progress_and_holders_at_its_version():
     engine = engine_with_member(cached_msg_count=7)
     sample_window(engine, lambda i, t: [("T", 0, 10, 5, T0)], samples=2)
     snapshot = json.loads(json.dumps(engine.snapshot()))
-    assert snapshot["schema_version"] == SCHEMA_VERSION == 5
+    assert snapshot["schema_version"] == SCHEMA_VERSION == 7
     assert snapshot["groups"]["G"]["holders"]["c1\x00T"]["queues"][0][3] == 7
     assert ShardEngine.restore(snapshot, EngineSettings()).snapshot() == snapshot
 
@@ -376,7 +378,8 @@ def test_a_sample_in_the_call_that_made_the_group_is_joined_with_the_owners_an_a
         (0, "c1", frozenset({"c1"})),
         (1, "c1", frozenset()),
     ]
-    assert engine.groups["G"].generation == 1  # analysed once, at the call's end, as before
+    settle(engine)
+    assert engine.groups["G"].generation == 1  # one generation: the call's changes are all within one window
 
 
 def test_a_group_no_longer_sampled_is_forgotten_a_window_after_its_last_sample_and_its_episode_closes():
@@ -415,7 +418,8 @@ def test_an_expected_owner_that_reports_nothing_of_the_topic_is_presumed_to_hold
         row = last_state(outcomes, queue_id)
         assert row.sample.holder_ids() == frozenset({"c1"}) and not row.holders_reported
         assert (row.verdict.state, row.verdict.cause) == (QueueState.STUCK_HOLDER, StuckCause.UNEXPLAINED)
-    engine.apply([report(T0 + 400_000, "c1", [("broker-a", 0)])], T0)  # now it reports: queue 1 is nobody's
+    beats = [hb(t, "ch1", "c1") for t in range(T0 + 10_000 + 10 * EVERY, T0 + 400_000, 60_000)]  # c1 stays
+    engine.apply([*beats, report(T0 + 400_000, "c1", [("broker-a", 0)])], T0)  # now it reports: queue 1 is nobody's
     outcomes = sample_window(engine, lambda i, t: [("T", 1, 50, 40, T0)], start=T0 + 410_000)
     row = last_state(outcomes, 1)
     assert row.holders_reported and row.verdict.state == QueueState.ORPHAN_CONFIRMED

@@ -58,7 +58,7 @@ MEMBERSHIP = {
 }
 
 SHARD = {
-    "schema_version": 5,
+    "schema_version": 7,
     "routes": {"T": {"event_time_ms": 0, "queues": [["broker-a", 0], ["broker-a", 1]]}},
     "groups": {
         "G": {
@@ -76,6 +76,12 @@ SHARD = {
             },
             # the storm detector's changes (episodes.StormDetector): c1 left and came back, T's route changed
             "storm_changes": [[121001, "c1", "LEAVE"], [125000, "T", "ROUTE"], [130000, "c1", "JOIN"]],
+            # the changes not cut yet (first, last, triggers, rebalance times): c1's join, then its report
+            "pending": [130000, 130400, ["JOIN", "REPORTED_ASSIGNMENT"], [130000]],
+            # their cut made where the last call ended: its time, its outcomes' digest, the current rows it wrote
+            "provisional": [130400, "0f3c2a9b1d4e5f607182", {"assign": [["T", "c1"]], "episodes": [], "views": []}],
+            # each open episode's current row: its last transition's time and generation (none open here)
+            "episode_rows": {},
         }
     },
     "retired": {},
@@ -275,7 +281,7 @@ def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
 
 RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
-    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 5),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 7),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
     ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]

@@ -22,6 +22,9 @@ from streaming.domain.consumers.outcomes import (
     BrokerViewChanged,
     BrokerViewGone,
     BrokerViewState,
+    CutRetracted,
+    EpisodeRestored,
+    EpisodeRetracted,
     EpisodeTransition,
     ExpectedAssignment,
     GenerationSnapshot,
@@ -93,6 +96,9 @@ EVERY_OUTCOME = [
     ExpectedAssignment("G", 2, "T", "c1", (MessageQueue("T", "broker-a", 0),), "AVG", 4),
     AssignmentWithdrawn("G", "T", "c2", 2, 4),
     EpisodeTransition(Transition(EpisodeStatus.CLOSED, EPISODE, 5, closed_at_ms=5), 2),
+    CutRetracted("G", 4),
+    EpisodeRestored(EPISODE, 3, 1),
+    EpisodeRetracted("G", "e2", 4),
     GroupSummary(
         "G", 4, 2, 3, 2, 0, False, 4, {AnomalyKind.ORPHANED_QUEUES: 1}, {"T": TopicSummary(3, 1, 0, 0, 0, 1, 2)}
     ),
@@ -219,6 +225,14 @@ def test_a_summary_read_back_from_the_table_has_no_moves():
     restored = group_summary(stored)
     assert restored.topics["T"].moved == 0 and summary.topics["T"].moved == 2
     assert restored.open_anomalies == summary.open_anomalies and restored.generation == summary.generation
+
+
+def test_an_amended_cuts_episode_rows_fill_the_open_episodes_table():
+    """``EpisodeRestored`` puts an episode's row back as it was, ``EpisodeRetracted`` deletes one by its key."""
+    rows = mapped_rows()["anomalies_current"]
+    assert_rows_fill_the_table("anomalies_current", rows)
+    assert [r[OP] for r in rows] == [table_rows.UPSERT, table_rows.DELETE]
+    assert rows[0]["event_time_ms"] == 3 and rows[0]["generation"] == 1 and rows[0]["opened_at_ms"] == 3
 
 
 @pytest.mark.parametrize(("table", "source"), sorted(DERIVED.items()))

@@ -27,6 +27,8 @@ class EngineSettings:
     storm_window_ms: int = 300_000
     storm_threshold: int = 10
     group_rules: tuple[GroupRule, ...] = ()
+    # The coalescing window: a group's changes closer than this (event time) are one rebalance, one generation
+    # (``ShardEngine.cut_ms``) and one storm or flapping change per member and direction.
     storm_coalesce_ms: int = 1_000
     flapping_window_ms: int = 600_000
     flapping_threshold: int = 3

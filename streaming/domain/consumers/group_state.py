@@ -16,7 +16,7 @@ from streaming.domain.consumers.episodes import Episode, Finding, MemberChanges,
 from streaming.domain.consumers.membership import GroupMembership
 from streaming.domain.consumers.polled_views import is_registered
 from streaming.domain.queues import MessageQueue
-from streaming.domain.vocabulary import AnomalyKind, Severity
+from streaming.domain.vocabulary import AnomalyKind, Severity, Trigger
 
 
 def readable_queues(route: Mapping[str, Any]) -> list[MessageQueue]:
@@ -45,6 +45,14 @@ class GroupState:
     # "client\x00topic" -> the held queues with their ProcessQueueInfo (``progress_tracker.held_queues``)
     holders: dict[str, dict[str, Any]] = field(default_factory=dict)
     storm_changes: StormChanges = field(default_factory=list)  # StormDetector's membership and route changes
+    # The changes not cut into a generation (or re-analysis) yet: [first_ms, last_ms, triggers, change times]
+    # (``ShardEngine.cut_ms``: cut once the event-time clock is the coalescing window past the last of them).
+    pending: list[Any] | None = None
+    # The cut of ``pending`` made where the last call ended, already emitted: [its time, digest of its outcomes,
+    # what it touched: {"assign": [[topic, client]], "episodes": [id], "views": [broker]}] (``ShardEngine._cut``).
+    provisional: list[Any] | None = None
+    # Each open episode's current row: [time of its last transition, generation then] (to restore it).
+    episode_rows: dict[str, list[int]] = field(default_factory=dict)
     # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
     expiry_bound_ms: int | None = field(default=None, compare=False)
 
@@ -61,6 +69,9 @@ class GroupState:
             "converge_by_ms": self.converge_by_ms,
             "holders": self.holders,
             "storm_changes": self.storm_changes,
+            "pending": self.pending,
+            "provisional": self.provisional,
+            "episode_rows": self.episode_rows,
         }
 
     @classmethod
@@ -78,6 +89,9 @@ class GroupState:
             data.get("converge_by_ms"),
             data["holders"],
             [list(e) for e in data["storm_changes"]],
+            _pending(data["pending"]),
+            data["provisional"],
+            {k: [int(t), int(g)] for k, (t, g) in data["episode_rows"].items()},
         )
 
 
@@ -108,6 +122,14 @@ class RouteQueues(Mapping[str, list[MessageQueue]]):
 
     def __len__(self) -> int:
         return len(self._routes)
+
+
+def _pending(data: list[Any] | None) -> list[Any] | None:
+    """A pending cut as ``GroupState.to_json`` stored it, its triggers typed again."""
+    if data is None:
+        return None
+    first_ms, last_ms, triggers, change_times = data
+    return [int(first_ms), int(last_ms), [Trigger(t) for t in triggers], [int(t) for t in change_times]]
 
 
 def _episode(data: Mapping[str, Any]) -> Episode:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from streaming.domain.consumers.episodes import Transition
+from streaming.domain.consumers.episodes import Episode, Transition
 from streaming.domain.consumers.membership import MembershipChange
 from streaming.domain.consumers.polled_views import ViewStatus
 from streaming.domain.progress.rebalance_cost import Handoff
@@ -95,6 +95,34 @@ class EpisodeTransition:
 
     transition: Transition
     generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class CutRetracted:
+    """The history rows a group's cut at ``event_time_ms`` wrote in an earlier call are withdrawn: that cut was
+    made where a call ended, and later input of its coalescing window amended it (its outcomes follow)."""
+
+    group: str
+    event_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRestored:
+    """An open episode's current row as it was before an amended cut touched it (``row_ms``, ``generation``:
+    its last transition's); the cut that replaces the amended one leaves it unchanged."""
+
+    episode: Episode
+    row_ms: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRetracted:
+    """An episode only an amended cut opened: its current row is deleted."""
+
+    group: str
+    episode_id: str
+    event_time_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +257,9 @@ Outcome = (
     | ExpectedAssignment
     | AssignmentWithdrawn
     | EpisodeTransition
+    | CutRetracted
+    | EpisodeRestored
+    | EpisodeRetracted
     | GroupSummary
     | GroupGone
     | LateEvent

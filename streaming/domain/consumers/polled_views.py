@@ -98,6 +98,16 @@ class ViewStatus(NamedTuple):
 PollOutcome = tuple[GroupMembership, list[MembershipChange], ViewStatus | None]
 
 
+def view_status(group: str, broker: str, view: BrokerView) -> ViewStatus:
+    """A polled view's status as its last poll (FRESH) or its turning stale (STALE) left it."""
+    poll = view.poll
+    assert poll is not None
+    status, at_ms = (ViewFreshness.STALE, poll.stale_at_ms) if poll.stale else (ViewFreshness.FRESH, poll.polled_at_ms)
+    return ViewStatus(
+        at_ms, group, broker, status, poll.polled_at_ms, poll.stale_after_ms, len(view.channels), poll.collector
+    )
+
+
 def apply_poll(membership: GroupMembership, poll: ConnectionPoll, expiry_ms: int = DEFAULT_EXPIRY_MS) -> PollOutcome:
     """The broker's view of the group replaced by its poll: listed channels are registered (a new one JOINs) or
     refreshed, the view's other channels VANISHED at the poll's time, the group's table is the poll's. A poll

@@ -57,7 +57,17 @@ events up to it, so a heartbeat that would have kept a channel alive until then 
 lane delivered it behind newer events -- the order a group's own events already need. A lane whose newest event
 is more than the expiry behind the watermark no longer holds the clock back (whatever it carried has expired
 at the watermark). Why: ``docs/design/membership-rules.md``.
-Each re-analysed group whose membership or routes changed gets a new *generation*: a ``GenerationSnapshot``,
+A group's changes are not analysed where a batch ends but by event time: they stay *pending* in its state
+until ``storm_coalesce_ms`` passes without another change of the group (``cut_ms``), and are *cut* as the first
+event at or after that time is applied (before it), or at the end of a call whose clock (its newest event, or
+the watermark) has passed it, once the channels' scan and the views' staleness have been judged that far. The
+storm and flapping windows slide, and the convergence grace ends, at their own times in the same order. The end
+of a call never waits for later input: what is still pending is cut there as it is and emitted, the state kept
+as before that cut; when the changes are cut for good, a cut that finds the same emits nothing, and one that
+finds more (a change of the same window came later) withdraws the first (``CutRetracted``, its current rows put
+back) and replaces it. So a group's tables are the same however its input was cut into batches
+(``docs/design/batch-invariance.md``).
+Each cut whose changes include a membership or route change gets a new *generation*: a ``GenerationSnapshot``,
 an ``ExpectedAssignment`` per client and topic, an ``AssignmentWithdrawn`` per one gone, episode transitions
 (``episodes.reconcile``) and, through ``StormDetector``, rebalance storms. Every join and leave also
 counts towards the member's flapping (``FlappingDetector``), and every rebalance-causing change starts a
@@ -67,6 +77,7 @@ change) during which a difference between reported and expected assignments open
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -101,15 +112,28 @@ from streaming.domain.consumers.group_state import (
 )
 from streaming.domain.consumers.heartbeat_plan import HeartbeatRun, RunEvents, plan_runs, steady_runs
 from streaming.domain.consumers.outcomes import (
+    AssignmentWithdrawn,
     BrokerViewChanged,
+    BrokerViewGone,
     BrokerViewState,
+    CutRetracted,
+    EpisodeRestored,
+    EpisodeRetracted,
     EpisodeTransition,
+    ExpectedAssignment,
     GroupSummary,
     IgnoredEvent,
     LateEvent,
     Outcome,
 )
-from streaming.domain.consumers.polled_views import ConnectionPoll, apply_poll, is_registered, mark_stale, next_stale_ms
+from streaming.domain.consumers.polled_views import (
+    ConnectionPoll,
+    apply_poll,
+    is_registered,
+    mark_stale,
+    next_stale_ms,
+    view_status,
+)
 from streaming.domain.consumers.progress_tracker import (
     GroupProgress,
     ProgressContext,
@@ -127,6 +151,7 @@ from streaming.domain.vocabulary import (
     AllocationMode,
     AnomalyKind,
     ChangeKind,
+    EpisodeStatus,
     EventType,
     IgnoredReason,
     LateReason,
@@ -138,7 +163,9 @@ SNAPSHOT_KIND = "shard"
 # 3: each group's progress (``progress``) and its holders' ProcessQueueInfo (``holders``); 4: each tracked
 # queue's open rebalance cost (``progress`` queue entries gain a ``Handoff``); 5: each group's storm changes
 # (``storm_changes``: the storm is judged from who changed, not from a count of rebalances)
-SCHEMA_VERSION = 5
+# 6: each group's changes not cut yet (``pending``: generations are cut by event time, not per batch); 7: the cut
+# of them made where a call ended (``provisional``) and each open episode's current row (``episode_rows``)
+SCHEMA_VERSION = 7
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
@@ -168,6 +195,27 @@ _MEMBER_DIRECTION = {
     ChangeKind.EXPIRED: MemberDirection.LEAVE,
     ChangeKind.VANISHED: MemberDirection.LEAVE,
 }
+
+
+def _channel_deadline_ms(membership: ms.GroupMembership, expiry_ms: int) -> int | None:
+    """The earliest time at which a channel of ``membership`` expires (a tombstone's end changes nothing)."""
+    times = [
+        ch.last_update_ms + expiry_ms + 1
+        for v in membership.views.values()
+        if v.poll is None
+        for ch in v.channels.values()
+    ]
+    return min(times) if times else None
+
+
+def _touched(records: Sequence[Outcome]) -> dict[str, list[Any]]:
+    """The current-table rows a cut's outcomes write (their keys): shares, open episodes, polled views."""
+    assign = sorted(
+        {(o.topic, o.client_id) for o in records if type(o) is ExpectedAssignment or type(o) is AssignmentWithdrawn}
+    )
+    episodes = sorted({o.transition.episode.episode_id for o in records if type(o) is EpisodeTransition})
+    views = sorted({o.broker for o in records if type(o) is BrokerViewGone})
+    return {"assign": [list(k) for k in assign], "episodes": episodes, "views": views}
 
 
 def _storm_open(state: GroupState) -> bool:
@@ -212,7 +260,6 @@ class ShardEngine:
         self.flapping = FlappingDetector(
             settings.flapping_window_ms, settings.flapping_threshold, settings.storm_coalesce_ms
         )
-        self._change_times: dict[str, list[int]] = {}  # this call's rebalance-causing changes per group
         # Each topic's mqAll as built from its current route (the route object it was built from, the queues):
         # a group's analysis reads only its topics, and a route rarely changes while analyses are frequent.
         self._queues_of_route: dict[str, tuple[Mapping[str, Any], list[MessageQueue]]] = {}
@@ -248,6 +295,7 @@ class ShardEngine:
         times += [self.storms.next_expiry_ms(s.storm_changes) for s in self.groups.values() if s.storm_changes]
         times += [self.flapping.next_expiry_ms(s.member_changes) for s in self.groups.values() if s.member_changes]
         times += [s.converge_by_ms for s in self.groups.values() if s.reported and s.converge_by_ms is not None]
+        times += [self.cut_ms(s.pending) for s in self.groups.values() if s.pending]
         times += [next_expiry_ms(p, self.settings.progress) for p in self.progress.values()]
         known = [t for t in times if t is not None]
         return min(known) if known else None
@@ -273,31 +321,43 @@ class ShardEngine:
         """Apply events (JSON objects, or channel events the caller already parsed) in the given order;
         ``lane_times``: the newest channel event's time per lane among them (see the module docstring)."""
         records: list[Outcome] = []
-        dirty: dict[str, tuple[int, set[Trigger]]] = {}  # group -> (trigger time, triggers)
         sampled: dict[str, int] = {}  # group -> its latest progress event's time in this call
+        clock_ms = watermark_ms  # the newest event applied in this call (the cut clock at its end)
         for event in events:
             if isinstance(event, ms.ChannelEvent):
-                self._apply_channel(event, records, dirty)
+                clock_ms = max(clock_ms, event.event_time_ms)
+                self._advance_group(event.group, event.event_time_ms, records)
+                self._apply_channel(event, records)
                 continue
             if isinstance(event, ConnectionPoll):
-                self._apply_poll(event, records, dirty)
+                clock_ms = max(clock_ms, event.event_time_ms)
+                self._advance_group(event.group, event.event_time_ms, records)
+                self._apply_poll(event, records)
                 continue
             kind = event.get("type")
+            time_ms = int(event["event_time"]) if "event_time" in event else clock_ms
+            clock_ms = max(clock_ms, time_ms)
             if kind == EventType.CONSUMER_CHANNEL:
-                self._apply_channel(ms.ChannelEvent.from_json(event), records, dirty)
+                channel = ms.ChannelEvent.from_json(event)
+                self._advance_group(channel.group, channel.event_time_ms, records)
+                self._apply_channel(channel, records)
             elif kind == EventType.CONSUMER_CONNECTIONS:
-                self._apply_poll(ConnectionPoll.from_json(event), records, dirty)
+                poll = ConnectionPoll.from_json(event)
+                self._advance_group(poll.group, poll.event_time_ms, records)
+                self._apply_poll(poll, records)
             elif kind == EventType.TOPIC_ROUTE:
-                self._apply_route(event, records, dirty)
+                self._apply_route(event, records)
             elif kind == EventType.REPORTED_ASSIGNMENT:
-                self._apply_report(event, records, dirty)
+                self._advance_group(str(event["group"]), time_ms, records)
+                self._apply_report(event, records)
             elif kind == EventType.CONSUME_PROGRESS:
-                self._apply_progress(event, records, sampled, event["group"] in dirty)
+                group = str(event["group"])
+                self._advance_group(group, time_ms, records)
+                state = self.groups.get(group)
+                self._apply_progress(event, records, sampled, state is not None and state.pending is not None)
         for lane, time_ms in (lane_times or {}).items():
             self.lanes[lane] = max(time_ms, self.lanes.get(lane, time_ms))
-        records += self._expire_all(watermark_ms, dirty)
-        self._due_windows(watermark_ms, dirty)
-        records += self._analyse(dirty)
+        records += self._advance_all(watermark_ms, clock_ms)
         self._forget_retired(watermark_ms)
         records += self._expire_progress(watermark_ms, sampled)
         return without_superseded_views(records)
@@ -315,59 +375,152 @@ class ShardEngine:
 
     def advance(self, watermark_ms: int) -> list[Outcome]:
         """The state's timeout fired: run the expiry scan (and storm window) up to the watermark (channels up to
-        the lane clock)."""
-        dirty: dict[str, tuple[int, set[Trigger]]] = {}
-        records = self._expire_all(watermark_ms, dirty)
+        the lane clock), and cut what the watermark closes."""
+        records = self._advance_all(watermark_ms, watermark_ms)
         self._forget_retired(watermark_ms)
-        self._due_windows(watermark_ms, dirty)
-        records += self._analyse(dirty)
         return without_superseded_views(records + self._expire_progress(watermark_ms, {}))
 
-    def _due_windows(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> None:
-        """Re-analyse groups whose storm or flapping window slid, or whose convergence grace ended, by the
-        watermark (also in ``apply``: a shard with input every batch never times out)."""
-
-        def due(group: str, trigger: Trigger) -> None:
-            time_ms, triggers = dirty.get(group, (watermark_ms, set()))
-            dirty[group] = (max(time_ms, watermark_ms), triggers | {trigger})
-
-        for group, state in self.groups.items():
-            state.rebalances_ms = self.storms.prune(state.rebalances_ms, watermark_ms)
-            if state.storm_changes:
-                kept = self.storms.prune_changes(state.storm_changes, watermark_ms)
-                if kept != state.storm_changes:
-                    state.storm_changes = kept
-                    found = self.storms.findings(group, kept, watermark_ms, _storm_open(state))
-                    if slide_matters(state, STORM_KINDS, found):
-                        due(group, Trigger.STORM_WINDOW)
-            if state.member_changes:
-                changes = self.flapping.prune(state.member_changes, watermark_ms)
-                if changes != state.member_changes:
-                    state.member_changes = changes
-                    finding = self.flapping.finding(group, changes, watermark_ms)
-                    if slide_matters(state, (AnomalyKind.FLAPPING_MEMBERS,), [finding] if finding else []):
-                        due(group, Trigger.FLAPPING_WINDOW)
-            if state.reported and state.converge_by_ms is not None and state.converge_by_ms <= watermark_ms:
-                due(group, Trigger.CONVERGENCE_GRACE)
-
-    def _mark(self, dirty: dict[str, tuple[int, set[Trigger]]], group: str, time_ms: int, trigger: Trigger) -> None:
-        previous_time, triggers = dirty.get(group, (time_ms, set()))
-        triggers.add(trigger)
-        if trigger not in NOT_REBALANCES:
-            # Every change makes clients rebalance (a CHANGE notification or their 20 s timer), so storms
-            # count changes, not generations: several changes inside one micro-batch are several rebalances.
-            self._change_times.setdefault(group, []).append(time_ms)
+    def _advance_all(self, watermark_ms: int, clock_ms: int) -> list[Outcome]:
+        """The end of a call: every group advanced to the call's clock (its newest event, or the watermark when
+        later), channels scanned to the lane clock and polled views judged stale at the watermark; a change
+        whose window the clock has not passed stays pending (``docs/design/batch-invariance.md``)."""
+        records: list[Outcome] = []
+        scan_to = self.lane_clock_ms(watermark_ms)
+        for group in sorted(self.groups):
+            self._advance_group(group, max(clock_ms, scan_to), records, scan_to, watermark_ms)
             state = self.groups.get(group)
             if state is not None:
-                grace = self.settings.convergence_grace_ms
-                grace += self.settings.route_poll_interval_ms if trigger == Trigger.ROUTE_CHANGED else 0
-                due = time_ms + grace
-                state.converge_by_ms = due if state.converge_by_ms is None else max(state.converge_by_ms, due)
-        dirty[group] = (max(previous_time, time_ms), triggers)
+                state.rebalances_ms = self.storms.prune(state.rebalances_ms, watermark_ms)
+                if state.pending is not None:
+                    records += self._provisional_cut(group, state)
+        return records
 
-    def _apply_channel(
-        self, event: ms.ChannelEvent, records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
+    def _advance_group(
+        self,
+        group: str,
+        until_ms: int,
+        records: list[Outcome],
+        scan_to_ms: int | None = None,
+        stale_to_ms: int | None = None,
     ) -> None:
+        """Everything of ``group`` due before ``until_ms``, in event-time order: channels expiring (up to
+        ``scan_to_ms``), polled views turning stale (up to ``stale_to_ms``), storm and flapping windows sliding,
+        the convergence grace ending, and the pending change cut once ``coalesce_ms`` past its first change.
+        Both bounds default to ``until_ms`` (an event of the group, or a route it reads, at that time). A cut
+        whose window holds an expiry or a staleness not judged yet waits: the cut must see all of its window."""
+        if scan_to_ms is None and (state := self.groups.get(group)) is not None:
+            # Before an event: nothing to do unless a cut or a slide is due (the event's own application scans
+            # the group's channels), the common case, checked without a pass over the channels.
+            due_ms = self._next_due_ms(state)
+            if (state.pending is None or self.cut_ms(state.pending) > until_ms) and (
+                due_ms is None or due_ms > until_ms
+            ):
+                return
+        scan_to_ms = until_ms if scan_to_ms is None else scan_to_ms
+        stale_to_ms = until_ms if stale_to_ms is None else stale_to_ms
+        while (state := self.groups.get(group)) is not None:
+            cut_ms = self.cut_ms(state.pending) if state.pending is not None else None
+            expiry_ms = _channel_deadline_ms(state.membership, self.settings.expiry_ms)
+            stale_ms = next_stale_ms(state.membership)
+            due_ms = self._next_due_ms(state)
+            # the earliest thing that happens to the group: (its time, whether it may be judged now, which)
+            steps: list[tuple[int, bool, int]] = []
+            if expiry_ms is not None:
+                steps.append((expiry_ms, expiry_ms <= scan_to_ms, 0))
+            if stale_ms is not None:
+                steps.append((stale_ms, stale_ms <= stale_to_ms, 1))
+            if due_ms is not None:
+                steps.append((due_ms, due_ms <= until_ms, 2))
+            first = min(steps, default=None)
+            if cut_ms is not None and cut_ms <= until_ms and (first is None or first[0] >= cut_ms):
+                records += self._cut(group, state)[0]
+                continue
+            if first is None or not first[1] or (cut_ms is not None and first[0] >= cut_ms):
+                return  # nothing due, or the next thing (before the cut) cannot be judged yet
+            time_ms, _, step = first
+            if step == 0:
+                self._expire_channels(group, state, time_ms, records)
+            elif step == 1:
+                self._mark_stale(group, state, time_ms, records)
+            else:
+                self._slide(group, state, time_ms)
+
+    def cut_ms(self, pending: Sequence[Any]) -> int:
+        """When a group's pending changes are cut: once ``storm_coalesce_ms`` passed without another change of
+        the group (changes closer than that are one rebalance), and no later than ``convergence_grace_ms`` after
+        the first of them (the period of a client's own rebalance: a group that keeps changing faster still gets
+        a generation that often). The first event time at or after it is the next window's."""
+        first_ms, last_ms = int(pending[0]), int(pending[1])
+        settings = self.settings
+        return min(last_ms + max(settings.storm_coalesce_ms, 1), first_ms + max(settings.convergence_grace_ms, 1))
+
+    def _next_due_ms(self, state: GroupState) -> int | None:
+        times = []
+        if state.storm_changes:
+            times.append(self.storms.next_expiry_ms(state.storm_changes))
+        if state.member_changes:
+            times.append(self.flapping.next_expiry_ms(state.member_changes))
+        if state.reported and state.converge_by_ms is not None:
+            times.append(state.converge_by_ms)
+        known = [t for t in times if t is not None]
+        return min(known) if known else None
+
+    def _expire_channels(self, group: str, state: GroupState, time_ms: int, records: list[Outcome]) -> None:
+        membership, changes = ms.expire(state.membership, time_ms, self.settings.expiry_ms)
+        state.membership = membership
+        state.expiry_bound_ms = None
+        for change in changes:
+            records.append(change)
+            self._mark(group, change.event_time_ms, Trigger(change.change))
+            self._count_member_change(state, change)
+
+    def _mark_stale(self, group: str, state: GroupState, time_ms: int, records: list[Outcome]) -> None:
+        state.membership, statuses = mark_stale(state.membership, time_ms)
+        records += [outcome for s in statuses for outcome in stale_outcomes(s)]
+        for stale in statuses:
+            self._mark(group, stale.event_time_ms, Trigger.VIEW_STALE)
+
+    def _slide(self, group: str, state: GroupState, time_ms: int) -> None:
+        """At ``time_ms`` a storm or flapping window slid, or the convergence grace ended: the group is
+        re-analysed then when that can change what it finds (``slide_matters``)."""
+        if state.storm_changes:
+            kept = self.storms.prune_changes(state.storm_changes, time_ms)
+            if kept != state.storm_changes:
+                state.storm_changes = kept
+                found = self.storms.findings(group, kept, time_ms, _storm_open(state))
+                if slide_matters(state, STORM_KINDS, found):
+                    self._mark(group, time_ms, Trigger.STORM_WINDOW)
+        if state.member_changes:
+            changes = self.flapping.prune(state.member_changes, time_ms)
+            if changes != state.member_changes:
+                state.member_changes = changes
+                finding = self.flapping.finding(group, changes, time_ms)
+                if slide_matters(state, (AnomalyKind.FLAPPING_MEMBERS,), [finding] if finding else []):
+                    self._mark(group, time_ms, Trigger.FLAPPING_WINDOW)
+        if state.reported and state.converge_by_ms is not None and state.converge_by_ms <= time_ms:
+            state.converge_by_ms = None  # the grace is over: the analysis at the cut judges every difference
+            self._mark(group, time_ms, Trigger.CONVERGENCE_GRACE)
+
+    def _mark(self, group: str, time_ms: int, trigger: Trigger) -> None:
+        """A change of ``group`` at ``time_ms``: part of its pending cut (opened by it when there is none)."""
+        state = self.groups[group]
+        pending = state.pending
+        if pending is None:
+            pending = state.pending = [time_ms, time_ms, [], []]
+        else:
+            pending[0], pending[1] = min(pending[0], time_ms), max(pending[1], time_ms)
+        if trigger not in pending[2]:
+            pending[2].append(trigger)
+        if trigger not in NOT_REBALANCES:
+            # Every change makes clients rebalance (a CHANGE notification or their 20 s timer), so storms
+            # count changes, not generations: several changes inside one window are several rebalances.
+            pending[3].append(time_ms)
+            grace = self.settings.convergence_grace_ms
+            grace += self.settings.route_poll_interval_ms if trigger == Trigger.ROUTE_CHANGED else 0
+            due = time_ms + grace
+            state.converge_by_ms = due if state.converge_by_ms is None else max(state.converge_by_ms, due)
+
+    def _apply_channel(self, event: ms.ChannelEvent, records: list[Outcome]) -> None:
         state = self.groups.get(event.group)
         if state is None:
             retired = self.retired.pop(event.group, None)
@@ -389,12 +542,10 @@ class ShardEngine:
         self.groups[event.group] = state
         for change in expired + changes:
             records.append(change)
-            self._mark(dirty, event.group, change.event_time_ms, Trigger(change.change))
+            self._mark(event.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
-    def _apply_poll(
-        self, poll: ConnectionPoll, records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
-    ) -> None:
+    def _apply_poll(self, poll: ConnectionPoll, records: list[Outcome]) -> None:
         state = self.groups.get(poll.group)
         if state is None:
             if not poll.connections:
@@ -410,7 +561,7 @@ class ShardEngine:
         self.groups[poll.group] = state
         records += [outcome for s in statuses for outcome in stale_outcomes(s)]
         for stale in statuses:
-            self._mark(dirty, poll.group, stale.event_time_ms, Trigger.VIEW_STALE)
+            self._mark(poll.group, stale.event_time_ms, Trigger.VIEW_STALE)
         if status is None:
             records.append(
                 LateEvent(STALE_POLL, EventType.CONSUMER_CONNECTIONS, now_ms, group=poll.group, broker=poll.broker)
@@ -420,15 +571,13 @@ class ShardEngine:
             if previous is None or previous.poll is None or previous.poll.stale:
                 records.append(BrokerViewChanged(status))
             if previous is not None and previous.poll is not None and previous.poll.stale:
-                self._mark(dirty, poll.group, now_ms, Trigger.VIEW_FRESH)
+                self._mark(poll.group, now_ms, Trigger.VIEW_FRESH)
         for change in expired + changes:
             records.append(change)
-            self._mark(dirty, poll.group, change.event_time_ms, Trigger(change.change))
+            self._mark(poll.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
-    def _apply_route(
-        self, event: Mapping[str, Any], records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
-    ) -> None:
+    def _apply_route(self, event: Mapping[str, Any], records: list[Outcome]) -> None:
         topic, time_ms = event["topic"], int(event["event_time"])
         current = self.routes.get(topic)
         if current is not None and time_ms < current["event_time_ms"]:
@@ -437,17 +586,22 @@ class ShardEngine:
             records.append(LateEvent(STALE_ROUTE, EventType.TOPIC_ROUTE, time_ms, topic=topic))
             return
         queues = [[mq.broker_name, mq.queue_id] for mq in readable_queues(event)]
-        self.routes[topic] = {"event_time_ms": time_ms, "queues": queues}
         if current is not None and current["queues"] == queues:
+            self.routes[topic] = {"event_time_ms": time_ms, "queues": queues}
             return
-        for group, state in self.groups.items():
-            if topic in subscribed_topics(state.membership, time_ms, self.settings.expiry_ms):
-                self._mark(dirty, group, time_ms, Trigger.ROUTE_CHANGED)
+        expiry_ms = self.settings.expiry_ms
+        readers = [
+            g for g, s in sorted(self.groups.items()) if topic in subscribed_topics(s.membership, time_ms, expiry_ms)
+        ]
+        for group in readers:
+            self._advance_group(group, time_ms, records)  # what came before the route is cut without it
+        self.routes[topic] = {"event_time_ms": time_ms, "queues": queues}
+        for group in readers:
+            if (state := self.groups.get(group)) is not None:
+                self._mark(group, time_ms, Trigger.ROUTE_CHANGED)
                 state.storm_changes = self.storms.record_change(state.storm_changes, topic, ROUTE, time_ms)
 
-    def _apply_report(
-        self, event: Mapping[str, Any], records: list[Outcome], dirty: dict[str, tuple[int, set[Trigger]]]
-    ) -> None:
+    def _apply_report(self, event: Mapping[str, Any], records: list[Outcome]) -> None:
         group = event["group"]
         state = self.groups.get(group)
         queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
@@ -469,7 +623,7 @@ class ShardEngine:
         state.holders[key] = held_queues(event)
         if state.reported.get(key) != queues:
             state.reported[key] = queues
-            self._mark(dirty, group, int(event["event_time"]), Trigger.REPORTED_ASSIGNMENT)
+            self._mark(group, int(event["event_time"]), Trigger.REPORTED_ASSIGNMENT)
 
     def _apply_progress(
         self, event: Mapping[str, Any], records: list[Outcome], sampled: dict[str, int], changed: bool
@@ -559,27 +713,8 @@ class ShardEngine:
             frozenset(b for b, v in views.items() if v.poll is not None and v.poll.stale),
             state.generation,
             frozenset(presumed),
-            tuple(t for t in self._change_times.get(group, ()) if t <= time_ms),
+            tuple(t for t in (state.pending[3] if state.pending else ()) if t <= time_ms),
         )
-
-    def _expire_all(self, watermark_ms: int, dirty: dict[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
-        """Polled views turn stale by the watermark; channels expire by the lane clock."""
-        records: list[Outcome] = []
-        clock_ms = self.lane_clock_ms(watermark_ms)
-        for group in sorted(self.groups):
-            state = self.groups[group]
-            membership, statuses = mark_stale(state.membership, watermark_ms)
-            records += [outcome for s in statuses for outcome in stale_outcomes(s)]
-            for stale in statuses:
-                self._mark(dirty, group, stale.event_time_ms, Trigger.VIEW_STALE)
-            membership, changes = ms.expire(membership, clock_ms, self.settings.expiry_ms)
-            state.membership = membership
-            state.expiry_bound_ms = None
-            for change in changes:
-                records.append(change)
-                self._mark(dirty, group, change.event_time_ms, Trigger(change.change))
-                self._count_member_change(state, change)
-        return records
 
     def _new_group(self, group: str, retired: list[Any] | None, now_ms: int) -> GroupState:
         """The state of a group the shard does not hold: one that emptied continues its generations and flapping
@@ -601,21 +736,72 @@ class ShardEngine:
                 state.storm_changes, change.client_id, direction, change.event_time_ms
             )
 
-    def _analyse(self, dirty: Mapping[str, tuple[int, set[Trigger]]]) -> list[Outcome]:
-        records: list[Outcome] = []
-        for group in sorted(dirty):
-            time_ms, triggers = dirty[group]
-            state = self.groups[group]
-            if state.membership.is_empty:
-                records += group_gone_outcomes(group, state, time_ms)
-                del self.groups[group]
-                self.retired[group] = [state.generation, time_ms]
-                if state.member_changes:
-                    self.retired[group].append(state.member_changes)
-                continue
-            rebalance = bool(triggers - NOT_REBALANCES)
-            records += self._analyse_group(group, state, time_ms, sorted(triggers), rebalance)
+    def _provisional_cut(self, group: str, state: GroupState) -> list[Outcome]:
+        """The end of a call: the group's pending changes cut as they are, its outcomes emitted now, and the state
+        kept as before the cut (``pending`` with it) so that a change of the same window in a later call amends
+        the cut (``docs/design/batch-invariance.md``)."""
+        saved, retired = state.to_json(), self.retired.get(group)
+        records, mark = self._cut(group, state, provisional=True)
+        kept = GroupState.from_json(saved)
+        kept.provisional = mark
+        self.groups[group] = kept
+        if retired is None:
+            self.retired.pop(group, None)
+        else:
+            self.retired[group] = retired
         return records
+
+    def _cut(self, group: str, state: GroupState, provisional: bool = False) -> tuple[list[Outcome], list[Any]]:
+        """The group's pending changes cut (``_cut_records``), and what that cut leaves to a later one. A cut whose
+        changes were already cut where an earlier call ended (``state.provisional``) emits nothing when it finds
+        exactly what that one found; otherwise it withdraws that one's history rows (``CutRetracted``), puts back
+        the current rows only that one changed, and emits its own. Returns the outcomes and, for a ``provisional``
+        cut, the mark to keep in the restored state."""
+        prior = state.provisional
+        state.provisional = None
+        time_ms = int(state.pending[1]) if state.pending is not None else 0
+        episodes = {e.episode_id: e for e in state.episodes.values()}
+        rows, views, generation = dict(state.episode_rows), state.membership.views, state.generation
+        records = self._cut_records(group, state)
+        if prior is None and not provisional:
+            return records, []
+        touched = _touched(records)
+        digest = hashlib.sha256(repr(records).encode()).hexdigest()[:20]
+        mark = [time_ms, digest, touched]
+        if prior is not None and prior[1] == digest:
+            return [], mark  # the tables hold these outcomes already
+        if prior is None:
+            return records, mark
+        restored: list[Outcome] = [CutRetracted(group, int(prior[0]))]
+        for topic, client in sorted({tuple(k) for k in prior[2]["assign"]} - {tuple(k) for k in touched["assign"]}):
+            restored.append(AssignmentWithdrawn(group, topic, client, generation, time_ms))
+        for episode_id in sorted(set(prior[2]["episodes"]) - set(touched["episodes"])):
+            if episode_id in episodes:
+                row_ms, row_generation = rows.get(episode_id, [episodes[episode_id].opened_at_ms, generation])
+                restored.append(EpisodeRestored(episodes[episode_id], row_ms, row_generation))
+            else:
+                restored.append(EpisodeRetracted(group, episode_id, time_ms))
+        for broker in sorted(set(prior[2]["views"]) - set(touched["views"])):
+            view = views.get(broker)
+            if view is not None and view.poll is not None:
+                restored.append(BrokerViewState(view_status(group, broker, view)))
+        return restored + records, mark
+
+    def _cut_records(self, group: str, state: GroupState) -> list[Outcome]:
+        """The group's pending changes, as of its last one: a new generation when one of them makes clients
+        rebalance, else a re-analysis; a group emptied by them is gone."""
+        assert state.pending is not None
+        _, time_ms, triggers, change_times = state.pending
+        state.pending = None
+        if state.membership.is_empty:
+            records = group_gone_outcomes(group, state, time_ms)
+            del self.groups[group]
+            self.retired[group] = [state.generation, time_ms]
+            if state.member_changes:
+                self.retired[group].append(state.member_changes)
+            return records
+        rebalance = bool(set(triggers) - NOT_REBALANCES)
+        return self._analyse_group(group, state, time_ms, sorted(triggers), rebalance, change_times)
 
     def _mq_all(self) -> RouteQueues:
         return RouteQueues(self.routes, self._queues_of_route)
@@ -640,13 +826,20 @@ class ShardEngine:
         )
 
     def _analyse_group(
-        self, group: str, state: GroupState, time_ms: int, triggers: list[Trigger], rebalance: bool
+        self,
+        group: str,
+        state: GroupState,
+        time_ms: int,
+        triggers: list[Trigger],
+        rebalance: bool,
+        change_times: Sequence[int] = (),
     ) -> list[Outcome]:
         analysis = self._analysis(group, state, time_ms)
         if rebalance:
             state.generation += 1
-            for change_ms in sorted(self._change_times.pop(group, [])):
+            for change_ms in sorted(change_times):
                 state.rebalances_ms = self.storms.record(state.rebalances_ms, change_ms)
+        state.rebalances_ms = self.storms.prune(state.rebalances_ms, time_ms)
         findings = hold_in_grace(analysis.findings, state.episodes, time_ms, state.converge_by_ms, CONVERGING_KINDS)
         if state.converge_by_ms is not None and time_ms >= state.converge_by_ms:
             state.converge_by_ms = None
@@ -655,6 +848,11 @@ class ShardEngine:
         if flapping is not None:
             findings.append(flapping)
         state.episodes, transitions = reconcile(state.episodes, findings, time_ms)
+        for t in transitions:
+            if t.status == EpisodeStatus.CLOSED:
+                state.episode_rows.pop(t.episode.episode_id, None)
+            else:
+                state.episode_rows[t.episode.episode_id] = [time_ms, state.generation]
         records: list[Outcome] = [EpisodeTransition(t, state.generation) for t in transitions]
         if rebalance:
             cause = rebalance_cause(triggers, findings)

@@ -36,6 +36,7 @@ from streaming.job.delta.broker_gauges import (
 from streaming.job.delta.fault_table_rows import FAULT_WINDOWS, LATE_SENDS, PAIR_STATUS, fault_value, pair_status_rows
 from streaming.job.delta.sinks import DeltaTables, run_concurrently
 from streaming.job.delta.table_rows import (
+    CUT_TABLES,
     DEAD_LETTERS,
     DELETE,
     GROUP_STATUS,
@@ -44,6 +45,7 @@ from streaming.job.delta.table_rows import (
     PROGRESS_METRICS,
     QUEUE_PROGRESS,
     REBALANCE_COST,
+    RETRACTED_CUTS,
     DeadLettered,
     FinalCost,
     final_cost,
@@ -115,11 +117,13 @@ def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id
 _METRIC_TABLES = (GROUP_STATUS, DEAD_LETTERS, LATE_EVENTS, PROGRESS_METRICS, REBALANCE_COST, Table.BROKER_VIEWS_CURRENT)
 # The current tables the consumer sink holds whole and writes whole (``HeldCurrentTables``), each with the
 # batch rows it is built from.
+# (anomalies_current also from its own rows: an amended cut's restored or retracted episodes, ``EpisodeRestored``.)
 HELD_CURRENT_TABLES = {
-    Table.CURRENT_ASSIGNMENT: Table.CURRENT_ASSIGNMENT,
-    Table.ANOMALIES_CURRENT: Table.ANOMALY_EPISODES,
-    GROUP_STATUS: GROUP_STATUS,
+    Table.CURRENT_ASSIGNMENT: (Table.CURRENT_ASSIGNMENT,),
+    Table.ANOMALIES_CURRENT: (Table.ANOMALY_EPISODES, Table.ANOMALIES_CURRENT),
+    GROUP_STATUS: (GROUP_STATUS,),
 }
+_HELD_SOURCES = tuple(sorted({t for sources in HELD_CURRENT_TABLES.values() for t in sources}))
 
 
 def current_rows(tables: DeltaTables, table: str, key: tuple[str, ...], columns: tuple[str, ...]) -> CurrentRows:
@@ -142,7 +146,9 @@ def consumer_sink(
         try:
             summary = _consumer_batch_summary(batch, metrics is not None)
             present = {r["table"]: r["n"] for r in summary}
-            payloads = {r["table"]: r["payloads"] for r in summary if r["table"] in HELD_CURRENT_TABLES.values()}
+            payloads = {r["table"]: r["payloads"] for r in summary if r["table"] in _HELD_SOURCES}
+            if RETRACTED_CUTS in present:  # before the appends: a retracted cut's rows of earlier batches go
+                _delete_retracted_cuts(tables, batch, batch_id)
             if metrics is not None and metered.first_time(f"{app_id}:consumer", batch_id):  # before the writes
                 apply_consumer_metrics(metrics, metric_values((r["table"], p) for r in summary for p in r["payloads"]))
             if metrics is not None and Table.BROKER_VIEWS_CURRENT in present:
@@ -180,12 +186,12 @@ class HeldCurrentTables:
     ) -> list[Callable[[], None]]:
         """The overwrites of the tables ``payloads`` (the batch's rows by source table, as JSON) change."""
         writes = []
-        for table, source in HELD_CURRENT_TABLES.items():
-            rows = [json.loads(p) for p in payloads.get(source) or ()]
+        for table, sources in HELD_CURRENT_TABLES.items():
+            rows = [json.loads(p) for source in sources for p in payloads.get(source) or ()]
             if not rows:
                 continue
             if table == Table.ANOMALIES_CURRENT:  # an episode's latest row; a closed one is deleted
-                rows = [{**r, OP: DELETE if r["status"] == EpisodeStatus.CLOSED else None} for r in rows]
+                rows = [{**r, OP: DELETE if r.get("status") == EpisodeStatus.CLOSED else r.get(OP)} for r in rows]
             current = self.held.get(table)
             if current is None:
                 spec = TABLES[table]
@@ -201,13 +207,36 @@ def _consumer_batch_summary(batch: DataFrame, with_metrics: bool) -> list[Row]:
     (``_METRIC_TABLES``)."""
     from pyspark.sql import functions as F
 
-    held = list(HELD_CURRENT_TABLES.values())
+    held = list(_HELD_SOURCES)
     wanted = F.col("table").isin(*_METRIC_TABLES, *held) if with_metrics else F.col("table").isin(*held)
     return (
         batch.groupBy("table")
         .agg(F.count("*").alias("n"), F.collect_list(F.when(wanted, F.col("payload"))).alias("payloads"))
         .collect()
     )
+
+
+def _delete_retracted_cuts(tables: DeltaTables, batch: DataFrame, batch_id: int) -> None:
+    """Delete the rows earlier batches wrote for the cuts this batch amends (``RETRACTED_CUTS``: group and time)
+    from the tables a cut writes (``CUT_TABLES``). Idempotent: a replay of the batch finds nothing more to delete,
+    and the batch's own rows (``batch_id``) are never deleted."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    cuts = (
+        batch.where(F.col("table") == RETRACTED_CUTS)
+        .select(F.from_json("payload", "group STRING, event_time_ms BIGINT").alias("r"))
+        .select("r.*")
+        .distinct()
+        .collect()
+    )
+    if not cuts:
+        return
+    matches = [(F.col("group") == c["group"]) & (F.col("event_time_ms") == c["event_time_ms"]) for c in cuts]
+    condition = (F.col("batch_id") < batch_id) & reduce(lambda a, b: a | b, matches)
+    for table in CUT_TABLES:
+        tables.delete(table, condition)
 
 
 def _consumer_writes(

@@ -24,7 +24,7 @@ from streaming.job.delta.exactly_once import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 class DeltaTables:
@@ -90,6 +90,12 @@ class DeltaTables:
     def overwrite(self, name: str, frame: DataFrame, app_id: str, batch_id: int, rows: int) -> None:
         """Replace the table's rows with ``frame``'s, exactly once (``overwrite_idempotent``)."""
         overwrite_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id, rows)
+
+    def delete(self, name: str, condition: Column) -> None:
+        """Delete the rows matching ``condition`` (idempotent by its own terms: see its callers)."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.session, self.path(name)).delete(condition)
 
     def merge_upsert(
         self, name: str, frame: DataFrame, app_id: str, batch_id: int, delete_condition: str | None = None

@@ -22,6 +22,9 @@ from streaming.domain.consumers.outcomes import (
     BrokerViewChanged,
     BrokerViewGone,
     BrokerViewState,
+    CutRetracted,
+    EpisodeRestored,
+    EpisodeRetracted,
     EpisodeTransition,
     ExpectedAssignment,
     GenerationSnapshot,
@@ -56,6 +59,10 @@ PROGRESS_METRICS = "progress_metrics"
 OP = "_op"
 UPSERT = "upsert"
 DELETE = "delete"
+# Not a Delta table: the cuts whose history rows the sink deletes (``CutRetracted``) before the batch's appends.
+RETRACTED_CUTS = "retracted_cuts"
+# The history tables a cut writes, keyed by (group, event_time_ms): what a retracted cut's rows are deleted from.
+CUT_TABLES = (Table.GROUP_SNAPSHOTS, Table.EXPECTED_ASSIGNMENTS, Table.ANOMALY_EPISODES)
 # Columns the sink fills in itself: the micro-batch and the timestamp of ``event_time_ms``.
 SINK_COLUMNS = frozenset({"batch_id", "event_time"})
 
@@ -200,6 +207,37 @@ def _transition(t: EpisodeTransition) -> list[Row]:
             },
         )
     ]
+
+
+def _retracted(r: CutRetracted) -> list[Row]:
+    return [(RETRACTED_CUTS, {"group": r.group, "event_time_ms": r.event_time_ms})]
+
+
+def _episode_restored(r: EpisodeRestored) -> list[Row]:
+    e = r.episode
+    return [
+        (
+            Table.ANOMALIES_CURRENT,
+            {
+                "episode_id": e.episode_id,
+                "group": e.group,
+                "topic": e.topic,
+                "anomaly": e.anomaly,
+                "opened_at_ms": e.opened_at_ms,
+                "event_time_ms": r.row_ms,
+                "generation": r.generation,
+                "severity": e.severity,
+                "summary": e.summary,
+                "details": e.details_json,
+                OP: UPSERT,
+            },
+        )
+    ]
+
+
+def _episode_retracted(r: EpisodeRetracted) -> list[Row]:
+    row = {"episode_id": r.episode_id, "group": r.group, "event_time_ms": r.event_time_ms, OP: DELETE}
+    return [(Table.ANOMALIES_CURRENT, row)]
 
 
 # A topic's queues moved by the analysis: the metrics count them, the table does not keep them (a restart
@@ -535,6 +573,9 @@ _MAPPERS: dict[type, Callable[[Any], list[Row]]] = {
     ExpectedAssignment: _expected,
     AssignmentWithdrawn: _withdrawn,
     EpisodeTransition: _transition,
+    CutRetracted: _retracted,
+    EpisodeRestored: _episode_restored,
+    EpisodeRetracted: _episode_retracted,
     GroupSummary: _summary,
     GroupGone: _gone,
     LateEvent: _late,

@@ -1,0 +1,102 @@
+"""Driving the pure consumer engine in tests: its pending changes cut for good, and the tables its outcomes make.
+
+A group's changes become a generation (or a re-analysis) once the event-time clock is the coalescing window past
+the last of them, and are cut as they are at the end of every call meanwhile (``docs/design/batch-invariance.md``);
+``settle`` moves the clock just that far; ``TableModel`` applies outcomes as the job's sink does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from streaming.contract.tables import TABLES, Table, column_names
+from streaming.domain.consumers.outcomes import IgnoredEvent, Outcome
+from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.job.delta.table_rows import (
+    CUT_TABLES,
+    DELETE,
+    OP,
+    RETRACTED_CUTS,
+    UPSERT,
+    table_rows,
+)
+
+
+def pending_until_ms(engine: ShardEngine) -> int | None:
+    """The time from which every pending change of the engine may be cut, or None when none is pending."""
+    due = [engine.cut_ms(s.pending) for s in engine.groups.values() if s.pending]
+    return max(due) if due else None
+
+
+def settle(engine: ShardEngine) -> list[Any]:
+    """The outcomes of an empty batch whose watermark passes the window of every pending change (the channel
+    scan goes that far too: only a channel silent for the whole expiry by then expires)."""
+    out: list[Any] = []
+    while (until_ms := pending_until_ms(engine)) is not None:
+        out += engine.apply([], until_ms)
+    return out
+
+
+class TableModel:
+    """The consumer tables as the job's sink leaves them after each call's outcomes, without Spark: history rows
+    appended (a ``CutRetracted`` deletes the rows its cut wrote in earlier calls), current tables upserted and
+    deleted by key, the latest row per key of a call winning, each row reduced to its table's columns
+    (``streaming.job.delta.outputs``). What a reader sees; batch ids are left out."""
+
+    def __init__(self) -> None:
+        self.history: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        self.current: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = {}
+        self.calls = 0
+
+    def apply(self, outcomes: Iterable[Outcome]) -> None:
+        self.calls += 1
+        batch: dict[str, list[dict[str, Any]]] = {}
+        for table, row in table_rows(o for o in outcomes if type(o) is not IgnoredEvent):
+            batch.setdefault(table, []).append(json.loads(json.dumps(row, default=str)))
+        for row in batch.pop(RETRACTED_CUTS, []):
+            for table in CUT_TABLES:
+                self.history[table] = [
+                    (b, r)
+                    for b, r in self.history.get(table, [])
+                    if b == self.calls or (r["group"], r["event_time_ms"]) != (row["group"], row["event_time_ms"])
+                ]
+        episodes = batch.get(Table.ANOMALY_EPISODES, [])
+        current_episodes = [{**r, OP: DELETE if r["status"] == "CLOSED" else UPSERT} for r in episodes]
+        batch[Table.ANOMALIES_CURRENT] = current_episodes + batch.get(Table.ANOMALIES_CURRENT, [])
+        for table, rows in batch.items():
+            spec = TABLES.get(table)
+            if spec is not None and spec.kind == "current":
+                self._merge(table, spec.key, rows)
+            elif spec is not None:
+                columns = set(column_names(table))
+                self.history.setdefault(table, []).extend((self.calls, _only(r, columns)) for r in rows)
+
+    def _merge(self, table: str, key: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
+        latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in rows:
+            k = tuple(row.get(c) for c in key)
+            held = latest.get(k)
+            time_ms, held_ms = row.get("event_time_ms") or 0, (held or {}).get("event_time_ms") or 0
+            if held is None or time_ms > held_ms or (time_ms == held_ms and row.get(OP) == DELETE):
+                latest[k] = row
+        current = self.current.setdefault(table, {})
+        columns = set(column_names(table))
+        for k, row in latest.items():
+            if row.get(OP) == DELETE:
+                current.pop(k, None)
+            else:
+                current[k] = _only(row, columns)
+
+    def tables(self) -> dict[str, list[str]]:
+        """Every table's rows as sorted JSON."""
+        out = {t: sorted(json.dumps(r, sort_keys=True) for _, r in rows) for t, rows in self.history.items()}
+        out.update(
+            {t: sorted(json.dumps(r, sort_keys=True) for r in rows.values()) for t, rows in self.current.items()}
+        )
+        return {t: rows for t, rows in out.items() if rows}
+
+
+def _only(row: dict[str, Any], columns: set[str]) -> dict[str, Any]:
+    return {c: v for c, v in row.items() if c in columns and c != "batch_id"}
