@@ -49,9 +49,13 @@ MIXED = Case(
 )
 BENIGN = tuple(c for c in suite(ci=True) if c.benign)
 BENIGN_NAMES = {c.name for c in BENIGN}
-# Event time the benign operations need played (the broker is back at 360 s, every member listed by 390 s)
-# before none of their alerts may fire.
-BENIGN_PLAYED_MS = 450_000
+# Event time the benign operations need played (the rolling restart ends at 190 s, the broker is back at 120 s
+# and lists every member by 150 s), and a minute more (3 s of ``for`` at SPEED), before none of their alerts may
+# fire.
+BENIGN_PLAYED_MS = 250_000
+# Not waited for here: the group whose members all die at 120 s needs 400 s and more of event time (the broker's
+# expiry, a progress sample, the backlog); the bench scores it.
+OFFLINE = f"{alerts.PREFIX}OfflineGroupBacklog"
 # (alert, the group / broker / query it names): each injected fault, alerted on the group or broker it broke
 EXPECTED_FIRING = {
     (f"{alerts.PREFIX}{name}", who)
@@ -65,7 +69,6 @@ EXPECTED_FIRING = {
         ("RebalanceStorm", "mixed-cache-flapping"),
         ("FlappingMembers", "mixed-cache-flapping"),
         ("BrokerAvoidedByMostProducers", "mixed-broker-b"),
-        ("OfflineGroupBacklog", "mixed-archive-offline"),
         ("DeadLettersRising", "consumer"),
     )
 }
@@ -176,7 +179,7 @@ def test_the_incident_fires_the_expected_alerts_and_not_the_monitors_own(inciden
         """What must fire: the incidents' anomaly episodes and avoided broker, and the rejected trickle's alert.
         (The simulator's consume-progress facts are the bench's to score: some are transient, a crashed member's
         queues confirmed orphaned until the broker expires it, and with every ``for`` at 3 s those fire too.)"""
-        incidents = fleet_truth(incident.sources["mixed"], progress=False)
+        incidents = {e for e in fleet_truth(incident.sources["mixed"], progress=False) if e[0] != OFFLINE}
         return incidents | {(f"{alerts.PREFIX}DeadLettersRising", "consumer")}
 
     def fired() -> set[tuple[str, str]]:
