@@ -53,6 +53,15 @@ BENIGN_NAMES = {c.name for c in BENIGN}
 # and lists every member by 150 s), and a minute more (3 s of ``for`` at SPEED), before none of their alerts may
 # fire.
 BENIGN_PLAYED_MS = 250_000
+# What a benign operation raises for a moment by design, shorter than the alert's real ``for`` (the bench, with the
+# real ``for``, judges whether they page): a broker that restarts is a stale view for up to 40 s and lists fewer
+# members than the other broker until each has heartbeat again; a member replaced on both brokers 5 ms apart can be
+# cut between two micro-batches. With every ``for`` at 3 s (60 s of fleet time) they would fire here.
+TRANSIENT = {
+    ("brokerrestart", f"{alerts.PREFIX}BrokerViewStale"),
+    ("brokerrestart", f"{alerts.PREFIX}DivergingBrokerViews"),
+    ("rr5", f"{alerts.PREFIX}DivergingBrokerViews"),
+}
 # Not waited for here: the group whose members all die at 120 s needs 400 s and more of event time (the broker's
 # expiry, a progress sample, the backlog); the bench scores it.
 OFFLINE = f"{alerts.PREFIX}OfflineGroupBacklog"
@@ -210,7 +219,8 @@ def test_the_incident_fires_the_expected_alerts_and_not_the_monitors_own(inciden
     judged.seen = {
         key: f
         for key, f in incident.log.seen.items()
-        if owner(f.labels, cases) in BENIGN_NAMES or (f.alert, who(f.labels)) in expected
+        if (owner(f.labels, cases) in BENIGN_NAMES and (owner(f.labels, cases), f.alert) not in TRANSIENT)
+        or (f.alert, who(f.labels)) in expected
     }
     result = score(cases, expected, judged, {}, 2.0)
     assert {c: result["false_by_case"][c] for c in BENIGN_NAMES} == {c: [] for c in BENIGN_NAMES}, result["alerts"]
