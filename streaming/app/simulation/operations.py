@@ -1,7 +1,8 @@
 """Scripted group operations as the engine's input: benign ones an on-call must not be paged for, and incidents.
 
 Each script is one consumer group on two brokers whose members heartbeat every broker every 30 s, and one
-operation on it, as ``consumer_channel`` / ``topic_route`` events in event-time order. ``batches`` cuts them
+operation on it, as ``consumer_channel`` / ``topic_route`` events in event-time order (``Script.polls``: as a
+collector's ``consumer_connections`` polls instead, with broker and collector outages). ``batches`` cuts them
 into micro-batches (events, watermark) as the job would see them, so the pure engine (``ShardEngine.apply``),
 the promtool cases (``dashboards/alerts.py``) and an alert-quality harness run the same operation. Client ids
 are RocketMQ 4.9+/5.x's ``IP@PID#nanotime``: a restarted process is a new member.
