@@ -1,7 +1,8 @@
 """Scripted group operations as the engine's input: benign ones an on-call must not be paged for, and incidents.
 
 Each script is one consumer group on two brokers whose members heartbeat every broker every 30 s, and one
-operation on it, as ``consumer_channel`` / ``topic_route`` events in event-time order. ``batches`` cuts them
+operation on it, as ``consumer_channel`` / ``topic_route`` events in event-time order (``Script.polls``: as a
+collector's ``consumer_connections`` polls instead, with broker and collector outages). ``batches`` cuts them
 into micro-batches (events, watermark) as the job would see them, so the pure engine (``ShardEngine.apply``),
 the promtool cases (``dashboards/alerts.py``) and an alert-quality harness run the same operation. Client ids
 are RocketMQ 4.9+/5.x's ``IP@PID#nanotime``: a restarted process is a new member.
@@ -40,22 +41,93 @@ class Script:
     until_ms: int
     lives: list[_Life] = field(default_factory=list)
     queues_per_broker: int = 8
+    routes: list[tuple[int, str, dict[str, int]]] = field(default_factory=list)  # (t, topic, queues per broker)
+
+    def _routes(self) -> list[dict[str, Any]]:
+        topics = sorted({t for life in self.lives for t in life.topics})
+        return [_route(0, topic, self.queues_per_broker) for topic in topics] + [
+            _route(t, topic, self.queues_per_broker, queues) for t, topic, queues in self.routes
+        ]
 
     def events(self) -> list[dict[str, Any]]:
-        topics = sorted({t for life in self.lives for t in life.topics})
-        out = [_route(0, topic, self.queues_per_broker) for topic in topics]
+        """As the brokers publish them: each member's heartbeats and unregistrations, per broker."""
+        out = self._routes()
         for index, life in enumerate(self.lives):
             out += _life_events(self.group, life, index, self.until_ms)
         out.sort(key=lambda e: (e["event_time"], e["type"] != EventType.TOPIC_ROUTE, e.get("channel", "")))
         return out
+
+    def polls(self, poll_ms: int = 10_000, stale_after_ms: int = 30_000, outages: Outages | None = None) -> list:
+        """As a collector reads them: every ``poll_ms`` each broker's connection list of the group (``outages``:
+        a collector that does not poll, a broker that restarts and knows a member again only from its first
+        heartbeat after the restart)."""
+        outages = outages or Outages()
+        out = self._routes()
+        for t in range(0, self.until_ms, poll_ms):
+            if outages.collector_polls(t):
+                polled = (self._poll(t, b, broker, stale_after_ms, outages) for b, broker in enumerate(BROKERS))
+                out += [e for e in polled if e is not None]
+        out.sort(key=lambda e: (e["event_time"], e["type"] != EventType.TOPIC_ROUTE))
+        return out
+
+    def _poll(self, t: int, b: int, broker: str, stale_after_ms: int, outages: Outages) -> dict[str, Any] | None:
+        down = outages.brokers.get(broker)
+        if down is not None and down[0] <= t < down[1]:
+            return None  # the broker does not answer
+        connections = []
+        for index, life in enumerate(self.lives):
+            first_beat = life.starts_ms + b * 5
+            if first_beat > t or (life.stops_ms is not None and life.stops_ms <= t):
+                continue
+            if down is not None and t >= down[1]:  # restarted: its table holds who heartbeat since
+                beats_since = first_beat + max(0, -(-(down[1] - first_beat) // HEARTBEAT_MS)) * HEARTBEAT_MS
+                if beats_since > t:
+                    continue
+            subscriptions = [{"topic": x, "expression": "*", "sub_version": 1} for x in life.topics]
+            connections.append(
+                {
+                    "channel": f"{life.ip}:{40_000 + index}",
+                    "client_id": life.client_id,
+                    "client_version": "479",
+                    "allocate_strategy": "AVG",
+                    "subscriptions": subscriptions,
+                }
+            )
+        table = sorted({x for c in connections for x in (s["topic"] for s in c["subscriptions"])})
+        return {
+            "type": EventType.CONSUMER_CONNECTIONS,
+            "schema_version": 1,
+            "event_time": t + b * 5,
+            "broker": broker,
+            "group": self.group,
+            "stale_after_ms": stale_after_ms,
+            "collector": "scripted",
+            "subscriptions": [{"topic": x, "expression": "*", "sub_version": 1} for x in table],
+            "connections": connections,
+        }
+
+
+@dataclass(frozen=True)
+class Outages:
+    """What a polled script's collector and brokers miss: (from, to) event-time ranges, relative to the script."""
+
+    collector: tuple[int, int] | None = None
+    brokers: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def collector_polls(self, t: int) -> bool:
+        return self.collector is None or not self.collector[0] <= t < self.collector[1]
 
 
 def _cid(ip: str, pid: int, generation: int) -> str:
     return f"{ip}@{pid}#{1_000_000 + generation}"
 
 
-def _route(t: int, topic: str, queues: int) -> dict[str, Any]:
-    brokers = [{"broker": b, "read_queue_nums": queues, "write_queue_nums": queues, "perm": 6} for b in BROKERS]
+def _route(t: int, topic: str, queues: int, per_broker: dict[str, int] | None = None) -> dict[str, Any]:
+    per = per_broker or {}
+    brokers = [
+        {"broker": b, "read_queue_nums": per.get(b, queues), "write_queue_nums": per.get(b, queues), "perm": 6}
+        for b in BROKERS
+    ]
     return {"type": EventType.TOPIC_ROUTE, "schema_version": 1, "event_time": t, "topic": topic, "brokers": brokers}
 
 
@@ -168,6 +240,33 @@ def inconsistent_subscription(members: int = 3, group: str = "g1", until_ms: int
     for life in lives[:-1]:
         life.topics = (TOPIC, "payments")
     return Script(f"inconsistent subscription in {members}", group, until_ms, lives)
+
+
+def subscription_rollout(
+    members: int, group: str = "g1", start_ms: int = 120_000, every_ms: int = 30_000, rejoin_ms: int = 10_000
+) -> Script:
+    """A new subscription deployed member by member: a rolling restart whose new processes subscribe one topic
+    more; until the last one is replaced the group's subscriptions differ."""
+    script = rolling_restart(members, group, start_ms, every_ms, rejoin_ms)
+    for life in script.lives[members:]:
+        life.topics = (TOPIC, "payments")
+    script.name = f"subscription rolled out to {members} members"
+    return script
+
+
+def queue_expansion(members: int = 4, group: str = "g1", start_ms: int = 120_000, apart_ms: int = 60_000) -> Script:
+    """A topic's queues expanded from 8 to 16 per broker, one broker and then the other ``apart_ms`` later."""
+    script = Script(f"queues of {TOPIC} expanded 8 -> 16", group, start_ms + apart_ms + 600_000, steady(members, group))
+    script.routes = [
+        (start_ms, TOPIC, {BROKERS[0]: 16}),
+        (start_ms + apart_ms, TOPIC, {BROKERS[0]: 16, BROKERS[1]: 16}),
+    ]
+    return script
+
+
+def steady_group(members: int, group: str = "g1", until_ms: int = 900_000) -> Script:
+    """Nothing happens: ``members`` processes heartbeat (the background of a broker or collector restart)."""
+    return Script(f"{members} steady members", group, until_ms, steady(members, group))
 
 
 def batches(events: list[dict[str, Any]], until_ms: int, every_ms: int = 15_000) -> list[tuple[list, int]]:
