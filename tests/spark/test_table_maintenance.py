@@ -134,7 +134,7 @@ def test_a_failed_auto_compaction_leaves_the_write_committed_and_the_writer_writ
 
 def test_maintain_compacts_append_only_tables_and_vacuums_every_table_after_a_dry_run(spark, written):
     root = written.root
-    paths = {name: str(root / name) for name in ("dead_letters", "current_assignment")}
+    paths = {name: written.path(name) for name in ("dead_letters", "current_assignment")}
     before = {name: rows(spark, path) for name, path in paths.items()}
     merged_files = files_in_table(spark, paths["current_assignment"])
     assert parquet_on_disk(paths["current_assignment"]) > merged_files  # the MERGEs left replaced files behind
