@@ -12,6 +12,7 @@ downloaded -- into a jar named after the sources' hash, so an edited source is r
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -75,12 +76,17 @@ def _artifact_name(jar_name: str) -> str:
     return match.group("artifact") if match else jar_name
 
 
-def _maven_central_url() -> str:
-    """The Maven Central URL Maven itself is built with (its super-POM), so no host is hard-coded."""
+def _maven_home() -> Path:
     mvn = shutil.which("mvn")
     if not mvn:
         raise ArtifactError("Maven (mvn) is not on PATH; install Maven to resolve the JVM artifacts")
-    maven_home = Path(os.path.realpath(mvn)).parent.parent
+    return Path(os.path.realpath(mvn)).parent.parent
+
+
+@functools.cache
+def _maven_central_url() -> str:
+    """The Maven Central URL Maven itself is built with (its super-POM), so no host is hard-coded."""
+    maven_home = _maven_home()
     for builder in (maven_home / "lib").glob("maven-model-builder-*.jar"):
         with zipfile.ZipFile(builder) as archive:
             super_pom = archive.read("org/apache/maven/model/pom-4.0.0.xml").decode()
@@ -93,12 +99,8 @@ def _maven_central_url() -> str:
 def _settings_file(staging: Path) -> Path | None:
     """The user settings file ``mvn`` runs with (``maven_settings``), written beside ``staging``; None: Maven's
     own settings as they are."""
-    mvn = shutil.which("mvn")
-    maven_home = Path(os.path.realpath(mvn)).parent.parent if mvn else None
-    found = [
-        path.read_text() if path is not None and path.is_file() else None
-        for path in (Path.home() / ".m2" / "settings.xml", maven_home and maven_home / "conf" / "settings.xml")
-    ]
+    user, installed = Path.home() / ".m2" / "settings.xml", _maven_home() / "conf" / "settings.xml"
+    found = [path.read_text() if path.is_file() else None for path in (user, installed)]
     document = settings_for_resolution(found[0], found[1], _maven_central_url())
     if document is None:
         return None

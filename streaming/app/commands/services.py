@@ -33,14 +33,16 @@ def kafka(args: argparse.Namespace) -> int:
 def s3_server(args: argparse.Namespace) -> int:
     from localenv.s3_server import LocalS3Server, S3ServerError
 
-    server = LocalS3Server(args.home, port=args.port)
     try:
+        credentials = None
         if args.action == "start":
             from streaming.config import load_config
 
             storage = load_config(args.config).storage
             if storage.access_key and storage.secret_key:
-                server = LocalS3Server(args.home, port=args.port, credentials=(storage.access_key, storage.secret_key))
+                credentials = (storage.access_key, storage.secret_key)
+        server = LocalS3Server(args.home, port=args.port, credentials=credentials)
+        if args.action == "start":
             info = server.start()
             info.create_bucket(args.bucket)
             print(
