@@ -40,12 +40,11 @@ def _channel(t: int, kind: str, group: str, channel: str, client_id: str) -> dic
     return event
 
 
-def engine_batches(groups: int, members: int, changing: int, batches: int) -> list[list[tuple[str, str]]]:
-    """Each batch's ``(table, payload)`` rows, as the consumer query's state function emits them."""
+def engine_batches(groups: int, members: int, changing: int, batches: int) -> list[list[tuple[str, dict]]]:
+    """Each batch's typed rows ``(kind, row)``, as the consumer query's state function emits them."""
     from streaming.domain.consumers.engine_settings import EngineSettings
     from streaming.domain.consumers.shard_engine import ShardEngine
     from streaming.job.delta.table_rows import table_rows
-    from streaming.job.runtime.state_blob import encode
 
     engine = ShardEngine.restore(None, EngineSettings())
     route = {
@@ -74,7 +73,7 @@ def engine_batches(groups: int, members: int, changing: int, batches: int) -> li
                 _channel(t, kind, f"g{g % groups}", f"10.9.{g % groups}.0:1", f"10.0.{g % groups}.0@1")
                 for g in range(first, first + changing)
             ]
-        out.append([(table, encode(row)) for table, row in table_rows(engine.apply(events, t - 60_000))])
+        out.append(table_rows(engine.apply(events, t - 60_000)))
     return out
 
 
@@ -97,12 +96,12 @@ def fleet_arguments(results: Path) -> argparse.ArgumentParser:
 
 def run_batches(spark, sinks: dict, variants: dict, rows: list) -> dict[str, list[float]]:  # type: ignore[no-untyped-def]
     """Every batch through each variant's sink, in alternating order; seconds per batch, by variant."""
-    from streaming.job.consumer.query import OUTPUT_SCHEMA
     from streaming.job.delta import outputs
+    from streaming.job.delta.bus import output_rows, output_schema
 
     seconds: dict[str, list[float]] = {name: [] for name in variants}
     for batch_id, batch_rows in enumerate(rows):
-        frame = spark.createDataFrame(batch_rows, OUTPUT_SCHEMA)
+        frame = spark.createDataFrame(output_rows(batch_rows), output_schema())
         # alternate which variant goes first, so neither always runs right after the other's writes
         order = list(variants) if batch_id % 2 == 0 else list(reversed(variants))
         for name in order:

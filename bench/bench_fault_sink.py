@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python -m bench.bench_fault_sink [--producers 200 --brokers 8 --changing 40 --batches 12]``
 -> prints a line per batch and writes ``bench/results/fault_sink.json``. The real writes (``outputs.FaultOutputs``,
-through its ``foreachBatch``-style wrapper ``outputs.fault_sink``) with a ``MetricsState`` on batches shaped as
+given the fault replay's outcomes as send-ingest gives them) with a ``MetricsState`` on batches shaped as
 the fault replay emits them: the first batch a status row for every (producer, broker) pair, then rows for
 ``--changing`` producers' pairs and a window opened for each. Per batch: wall and Spark JVM CPU seconds of the
 writes, seconds from their start to the broker gauges being set, and the Delta commits they made
@@ -28,47 +28,26 @@ BASE = 1_700_000_000_000
 TABLES = ("fault_windows", "producer_broker_status_current", "broker_status_current")
 
 
-def batch_rows(batch: int, producers: int, brokers: int, changing: int) -> list[tuple[str, str]]:
-    from streaming.job.runtime.state_blob import encode
+def batch_outcomes(batch: int, producers: int, brokers: int, changing: int) -> list[Any]:
+    """A batch of the fault replay's outcomes: every pair's status in the first, ``changing`` producers' after,
+    a window opened for each pair that becomes unavailable."""
+    from streaming.domain.faults.outcomes import FaultWindowChanged, PairStatus
+    from streaming.domain.faults.windows import FaultWindowEpisode, WindowStatus
 
     rng = random.Random(batch)
     t = BASE + batch * 10_000
     chosen = range(producers) if batch == 0 else rng.sample(range(producers), changing)
-    rows = []
+    outcomes: list[Any] = []
     for p in chosen:
         for b in range(brokers):
             until = t + rng.choice((0, 0, 30_000, 60_000))
-            status = {
-                "producer_id": f"p{p}",
-                "producer_group": "PG",
-                "broker": f"broker-{b}",
-                "fault_table": "rocketmq-5",
-                "unavailable_until_ms": until,
-                "last_latency_ms": 700,
-                "last_send_ms": t,
-                "reachable": True,
-                "event_time_ms": t,
-                "_op": "upsert",
-            }
-            rows.append(("producer_broker_status_current", encode(status)))
+            outcomes.append(PairStatus(f"p{p}", "PG", f"broker-{b}", "rocketmq-5", until, 700, t, True, t))
             if batch and until > t:
-                window = {
-                    "status": "OPENED",
-                    "producer_id": f"p{p}",
-                    "producer_group": "PG",
-                    "broker": f"broker-{b}",
-                    "event_time_ms": t,
-                    "window_start_ms": t,
-                    "window_end_ms": until,
-                    "previous_end_ms": None,
-                    "trigger_latency_ms": 700,
-                    "level": 2,
-                    "cause": "SLOW",
-                    "isolation": False,
-                    "fault_table": "rocketmq-5",
-                }
-                rows.append(("fault_windows", encode(window)))
-    return rows
+                episode = FaultWindowEpisode(
+                    WindowStatus.OPENED, f"p{p}", f"broker-{b}", t, t, until, None, 700, 2, "SLOW", False, "rocketmq-5"
+                )
+                outcomes.append(FaultWindowChanged(episode, "PG"))
+    return outcomes
 
 
 def commits(root: Path) -> int:
@@ -107,7 +86,7 @@ def run_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
     to the broker gauges, and Delta commits."""
     from bench.bench_job import cpu_clock
     from streaming.job.delta import outputs
-    from streaming.job.delta.sinks import DeltaTables
+    from streaming.job.delta.sinks import DeltaTables, run_concurrently
     from streaming.job.runtime.spark_session import build_spark_session
 
     spark = build_spark_session()
@@ -116,15 +95,14 @@ def run_batches(args: argparse.Namespace) -> list[dict[str, Any]]:
     tables = DeltaTables(spark, root)
     tables.ensure_all(list(TABLES))
     metrics = timed_metrics()
-    sink = outputs.fault_sink(tables, "bench", metrics)
+    fault_outputs = outputs.FaultOutputs(tables, "bench", metrics)
     per_batch: list[dict[str, Any]] = []
     try:
         for batch_id in range(args.batches):
-            rows = batch_rows(batch_id, args.producers, args.brokers, args.changing)
-            frame = spark.createDataFrame(rows, "table STRING, payload STRING")
+            rows = batch_outcomes(batch_id, args.producers, args.brokers, args.changing)
             metrics.gauges_at = None
             before_commits, before_cpu, start = commits(root), clock(), time.perf_counter()
-            sink(frame, batch_id)
+            run_concurrently(fault_outputs.writes(spark, rows, batch_id))
             wall, cpu = time.perf_counter() - start, clock() - before_cpu
             to_gauges = (metrics.gauges_at or float("nan")) - start
             made = commits(root) - before_commits

@@ -410,15 +410,14 @@ def noop_state_function():  # type: ignore[no-untyped-def]
     freezes its worker's imported heap as the job's functions do (``python_worker``)."""
 
     def process(key, frames, state):  # type: ignore[no-untyped-def]
-        import pandas as pd
-
+        from streaming.job.delta.bus import output_frame
         from streaming.job.runtime.python_worker import freeze_imported_heap
 
         freeze_imported_heap()
         for _ in frames:
             pass
         state.update((b"x",))
-        yield pd.DataFrame({"table": [], "payload": []})
+        yield output_frame([])
 
     return process
 

@@ -61,12 +61,12 @@ def run_batches(
 ) -> dict[str, dict[str, list[float]]]:  # type: ignore[no-untyped-def]
     """Every batch through each variant's sink, in alternating order; seconds to the metrics, to the sink's
     return, and driver CPU, by variant."""
-    from streaming.job.consumer.query import OUTPUT_SCHEMA
     from streaming.job.delta import outputs
+    from streaming.job.delta.bus import output_rows, output_schema
 
     measured: dict[str, dict[str, list[float]]] = {n: {"metric_s": [], "batch_s": [], "cpu_s": []} for n in variants}
     for batch_id, batch_rows in enumerate(rows):
-        frame = spark.createDataFrame(batch_rows, OUTPUT_SCHEMA)
+        frame = spark.createDataFrame(output_rows(batch_rows), output_schema())
         order = list(variants) if batch_id % 2 == 0 else list(reversed(variants))
         for name in order:
             outputs.apply_consumer_metrics, outputs.run_concurrently = variants[name]

@@ -1,7 +1,7 @@
 """The consumer-group series the job exports for a scripted operation, as promtool input series.
 
 A ``streaming.app.simulation.operations`` script runs through the pure engine (``ShardEngine.apply``, 15 s micro-
-batches, snapshotted between them) and the job's own metric mapping (``streaming.job.delta.outputs``); after each
+batches, snapshotted between them) and the job's own metric mapping (``streaming.job.delta.metric_rows``); after each
 batch every consumer-group gauge and counter is read, as a 15 s scrape would. So the promtool cases of
 ``dashboards/alerts.py`` feed the alert rules what a rolling restart or a crash loop really produces, not
 hand-written values.
@@ -16,7 +16,7 @@ from streaming.app.simulation.operations import Script, batches
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, ProgressSummary
 from streaming.domain.consumers.shard_engine import ShardEngine
-from streaming.job.delta.outputs import apply_consumer_metrics
+from streaming.job.delta.metric_rows import apply_consumer_metrics
 
 SCRAPE_MS = 15_000
 

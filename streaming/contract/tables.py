@@ -14,6 +14,18 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from streaming.contract.columns import (
+    BIGINT,
+    BOOLEAN,
+    DOUBLE,
+    INT,
+    STRING,
+    TIMESTAMP,
+    Column,
+    array_of,
+    columns,
+    struct_of,
+)
 from streaming.domain.anomaly_catalogue import CATALOGUE as ANOMALY_CATALOGUE
 
 
@@ -43,21 +55,49 @@ class Table(enum.StrEnum):
 class TableSpec:
     name: Table
     kind: str  # "history" (append-only) or "current" (one row per key)
-    schema_ddl: str
+    columns: tuple[Column, ...]
     description: str
     key: tuple[str, ...] = ()
     partition_by: tuple[str, ...] = ()
 
+    @property
+    def schema_ddl(self) -> str:
+        return ", ".join(f"{c.name} {c.type.ddl}" for c in self.columns)
 
-QUEUE_LIST = "ARRAY<STRUCT<broker: STRING, queue_id: INT>>"
+    def column(self, name: str) -> Column:
+        return next(c for c in self.columns if c.name == name)
+
+
+QUEUE_LIST = array_of(struct_of(broker=STRING, queue_id=INT))
 # A queue at a consume-progress sample, as both progress tables hold it.
-PROGRESS_COLUMNS = (
-    "group STRING, topic STRING, broker STRING, queue_id INT, event_time_ms BIGINT, answered BOOLEAN, "
-    "broker_offset BIGINT, consumer_offset BIGINT, pull_offset BIGINT, min_offset BIGINT, last_timestamp_ms BIGINT, "
-    "lag BIGINT, state STRING, rule STRING, severity STRING, cause STRING, complete DOUBLE, "
-    "time_lag_upper_s DOUBLE, time_lag_estimate_s DOUBLE, time_lag_bounded BOOLEAN, expired_unconsumed BOOLEAN, "
-    "holders ARRAY<STRING>, holders_reported BOOLEAN, expected_owner STRING, view_fresh BOOLEAN, "
-    "group_online BOOLEAN, state_since_ms BIGINT"
+PROGRESS_COLUMNS = columns(
+    group=STRING,
+    topic=STRING,
+    broker=STRING,
+    queue_id=INT,
+    event_time_ms=BIGINT,
+    answered=BOOLEAN,
+    broker_offset=BIGINT,
+    consumer_offset=BIGINT,
+    pull_offset=BIGINT,
+    min_offset=BIGINT,
+    last_timestamp_ms=BIGINT,
+    lag=BIGINT,
+    state=STRING,
+    rule=STRING,
+    severity=STRING,
+    cause=STRING,
+    complete=DOUBLE,
+    time_lag_upper_s=DOUBLE,
+    time_lag_estimate_s=DOUBLE,
+    time_lag_bounded=BOOLEAN,
+    expired_unconsumed=BOOLEAN,
+    holders=array_of(STRING),
+    holders_reported=BOOLEAN,
+    expected_owner=STRING,
+    view_fresh=BOOLEAN,
+    group_online=BOOLEAN,
+    state_since_ms=BIGINT,
 )
 
 TABLES: dict[str, TableSpec] = {
@@ -66,9 +106,20 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.MEMBERSHIP_CHANGES,
             "history",
-            "group STRING, broker STRING, event_time_ms BIGINT, event_time TIMESTAMP, change STRING, "
-            "reason STRING, client_id STRING, channel STRING, notifies_clients BOOLEAN, "
-            "topics_added ARRAY<STRING>, topics_removed ARRAY<STRING>, batch_id BIGINT",
+            columns(
+                group=STRING,
+                broker=STRING,
+                event_time_ms=BIGINT,
+                event_time=TIMESTAMP,
+                change=STRING,
+                reason=STRING,
+                client_id=STRING,
+                channel=STRING,
+                notifies_clients=BOOLEAN,
+                topics_added=array_of(STRING),
+                topics_removed=array_of(STRING),
+                batch_id=BIGINT,
+            ),
             "Every change of a group's membership as one broker saw it: JOIN (new channel), LEAVE "
             "(UNREGISTER/close/exception/idle), EXPIRED (silent past the channel expiry; RocketMQ sends no "
             "CHANGE for it), VANISHED (missing from a poll of the broker's connection list, reason POLL; how "
@@ -78,10 +129,24 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.GROUP_SNAPSHOTS,
             "history",
-            "group STRING, generation BIGINT, event_time_ms BIGINT, event_time TIMESTAMP, triggers ARRAY<STRING>, "
-            "members INT, channels INT, brokers ARRAY<STRING>, cid_all ARRAY<STRING>, topics ARRAY<STRING>, "
-            "strategy STRING, client_line STRING, views_diverge BOOLEAN, anomalies ARRAY<STRING>, "
-            "details STRING, batch_id BIGINT",
+            columns(
+                group=STRING,
+                generation=BIGINT,
+                event_time_ms=BIGINT,
+                event_time=TIMESTAMP,
+                triggers=array_of(STRING),
+                members=INT,
+                channels=INT,
+                brokers=array_of(STRING),
+                cid_all=array_of(STRING),
+                topics=array_of(STRING),
+                strategy=STRING,
+                client_line=STRING,
+                views_diverge=BOOLEAN,
+                anomalies=array_of(STRING),
+                details=STRING,
+                batch_id=BIGINT,
+            ),
             "One row per generation of a group: the merged membership after a membership or route change "
             "(changes closer than [anomalies] storm_coalesce_ms in event time are one generation, however the "
             "input was batched; event_time_ms is the last of them). generation increases by one per generation; "
@@ -102,16 +167,34 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.EXPECTED_ASSIGNMENTS,
             "history",
-            f"group STRING, generation BIGINT, topic STRING, client_id STRING, queues {QUEUE_LIST}, "
-            "queue_count INT, strategy STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
+            columns(
+                group=STRING,
+                generation=BIGINT,
+                topic=STRING,
+                client_id=STRING,
+                queues=QUEUE_LIST,
+                queue_count=INT,
+                strategy=STRING,
+                event_time_ms=BIGINT,
+                event_time=TIMESTAMP,
+                batch_id=BIGINT,
+            ),
             "What every distinct client of the group computes for each subscribed topic at each generation, "
             "exactly as the real client would (strategy and client line as reported or configured).",
         ),
         TableSpec(
             Table.CURRENT_ASSIGNMENT,
             "current",
-            f"group STRING, topic STRING, client_id STRING, queues {QUEUE_LIST}, queue_count INT, "
-            "generation BIGINT, event_time_ms BIGINT, batch_id BIGINT",
+            columns(
+                group=STRING,
+                topic=STRING,
+                client_id=STRING,
+                queues=QUEUE_LIST,
+                queue_count=INT,
+                generation=BIGINT,
+                event_time_ms=BIGINT,
+                batch_id=BIGINT,
+            ),
             "The latest expected assignment per (group, topic, client); rows of clients or topics that left "
             "are deleted.",
             key=("group", "topic", "client_id"),
@@ -119,9 +202,22 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.ANOMALY_EPISODES,
             "history",
-            "episode_id STRING, group STRING, topic STRING, anomaly STRING, status STRING, "
-            "opened_at_ms BIGINT, closed_at_ms BIGINT, event_time_ms BIGINT, event_time TIMESTAMP, "
-            "generation BIGINT, severity STRING, summary STRING, details STRING, batch_id BIGINT",
+            columns(
+                episode_id=STRING,
+                group=STRING,
+                topic=STRING,
+                anomaly=STRING,
+                status=STRING,
+                opened_at_ms=BIGINT,
+                closed_at_ms=BIGINT,
+                event_time_ms=BIGINT,
+                event_time=TIMESTAMP,
+                generation=BIGINT,
+                severity=STRING,
+                summary=STRING,
+                details=STRING,
+                batch_id=BIGINT,
+            ),
             "Anomaly episodes as they open and close (status OPENED / UPDATED / CLOSED), of these kinds (severity: "
             "meaning; from streaming/domain/anomaly_catalogue.py): "
             + "; ".join(f"{k} ({spec.severity}: {spec.meaning})" for k, spec in ANOMALY_CATALOGUE.items())
@@ -131,21 +227,48 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.ANOMALIES_CURRENT,
             "current",
-            "episode_id STRING, group STRING, topic STRING, anomaly STRING, opened_at_ms BIGINT, "
-            "event_time_ms BIGINT, generation BIGINT, severity STRING, summary STRING, details STRING, "
-            "batch_id BIGINT",
+            columns(
+                episode_id=STRING,
+                group=STRING,
+                topic=STRING,
+                anomaly=STRING,
+                opened_at_ms=BIGINT,
+                event_time_ms=BIGINT,
+                generation=BIGINT,
+                severity=STRING,
+                summary=STRING,
+                details=STRING,
+                batch_id=BIGINT,
+            ),
             "Open anomaly episodes; a closed episode's row is deleted.",
             key=("episode_id",),
         ),
         TableSpec(
             Table.GROUP_STATUS_CURRENT,
             "current",
-            "group STRING, generation BIGINT, members INT, channels INT, duplicate_client_ids INT, "
-            "views_diverge BOOLEAN, last_rebalance_ms BIGINT, "
-            "open_anomalies ARRAY<STRUCT<anomaly: STRING, episodes: INT>>, "
-            "topics ARRAY<STRUCT<topic: STRING, assigned: INT, orphaned: INT, double_owned: INT, "
-            "idle_members: INT, non_subscribing_members: INT, skew_queues: INT>>, event_time_ms BIGINT, "
-            "batch_id BIGINT",
+            columns(
+                group=STRING,
+                generation=BIGINT,
+                members=INT,
+                channels=INT,
+                duplicate_client_ids=INT,
+                views_diverge=BOOLEAN,
+                last_rebalance_ms=BIGINT,
+                open_anomalies=array_of(struct_of(anomaly=STRING, episodes=INT)),
+                topics=array_of(
+                    struct_of(
+                        topic=STRING,
+                        assigned=INT,
+                        orphaned=INT,
+                        double_owned=INT,
+                        idle_members=INT,
+                        non_subscribing_members=INT,
+                        skew_queues=INT,
+                    )
+                ),
+                event_time_ms=BIGINT,
+                batch_id=BIGINT,
+            ),
             "Per group, its latest analysis as the rmqmon_group_* metrics show it: distinct members, channels "
             "(cidAll entries), generation, client IDs on more than one channel, whether broker views diverge, the "
             "last rebalance's event time, open anomaly episodes by kind, and per subscribed topic its queues by "
@@ -157,8 +280,18 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.BROKER_VIEWS_CURRENT,
             "current",
-            "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
-            "stale_since_ms BIGINT, channels INT, collector STRING, event_time_ms BIGINT, batch_id BIGINT",
+            columns(
+                group=STRING,
+                broker=STRING,
+                status=STRING,
+                polled_at_ms=BIGINT,
+                stale_after_ms=BIGINT,
+                stale_since_ms=BIGINT,
+                channels=INT,
+                collector=STRING,
+                event_time_ms=BIGINT,
+                batch_id=BIGINT,
+            ),
             "Each broker view of a group fed by a collector's polls (consumer_connections): FRESH while polls "
             "arrive, STALE from stale_since_ms when none came within stale_after_ms of the last (polled_at_ms). "
             "A stale view keeps its channels as last seen: no removal, no queue anomaly. Rows of a group gone "
@@ -168,15 +301,25 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.BROKER_VIEW_CHANGES,
             "history",
-            "group STRING, broker STRING, status STRING, polled_at_ms BIGINT, stale_after_ms BIGINT, "
-            "channels INT, collector STRING, event_time_ms BIGINT, event_time TIMESTAMP, batch_id BIGINT",
+            columns(
+                group=STRING,
+                broker=STRING,
+                status=STRING,
+                polled_at_ms=BIGINT,
+                stale_after_ms=BIGINT,
+                channels=INT,
+                collector=STRING,
+                event_time_ms=BIGINT,
+                event_time=TIMESTAMP,
+                batch_id=BIGINT,
+            ),
             "Status changes of polled broker views: FRESH at a view's first poll and when polls resume after "
             "STALE, STALE at the first event time without a newer poll (polled_at_ms + stale_after_ms + 1).",
         ),
         TableSpec(
             Table.CONSUME_PROGRESS,
             "history",
-            f"{PROGRESS_COLUMNS}, event_time TIMESTAMP, state_changed BOOLEAN, batch_id BIGINT",
+            (*PROGRESS_COLUMNS, *columns(event_time=TIMESTAMP, state_changed=BOOLEAN, batch_id=BIGINT)),
             "Every queue of a group at every consume-progress sample (one master's GET_CONSUME_STATS answer, "
             "consume_progress events), joined with ownership at that time and judged over the queue's last "
             "samples (docs/design/consume-progress.md): the offsets as answered (NULL, never 0, when the master did "
@@ -194,7 +337,7 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.QUEUE_PROGRESS_CURRENT,
             "current",
-            f"{PROGRESS_COLUMNS}, batch_id BIGINT",
+            (*PROGRESS_COLUMNS, *columns(batch_id=BIGINT)),
             "Each tracked queue's latest consume_progress row. A queue is no longer tracked, and its row deleted, "
             "when no sample came for a whole window, or when its group has no member on any broker and no queue "
             "of it has a backlog.",
@@ -203,13 +346,37 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.REBALANCE_COST,
             "history",
-            "group STRING, topic STRING, broker STRING, queue_id INT, generation BIGINT, t0_ms BIGINT, "
-            "old_owner STRING, new_owner STRING, handoff_start_ms BIGINT, handoff_start_bounded BOOLEAN, "
-            "handoff_end_ms BIGINT, handoff_gap_ms BIGINT, orphaned_ms BIGINT, double_held_ms BIGINT, "
-            "committed_before BIGINT, received_before BIGINT, start_offset BIGINT, rewound BIGINT, "
-            "redelivered_max BIGINT, lag_at_t0 BIGINT, peak_lag BIGINT, lag_spike BIGINT, recovered_ms BIGINT, "
-            "recovery_ms BIGINT, samples INT, final_reason STRING, event_time_ms BIGINT, event_time TIMESTAMP, "
-            "batch_id BIGINT",
+            columns(
+                group=STRING,
+                topic=STRING,
+                broker=STRING,
+                queue_id=INT,
+                generation=BIGINT,
+                t0_ms=BIGINT,
+                old_owner=STRING,
+                new_owner=STRING,
+                handoff_start_ms=BIGINT,
+                handoff_start_bounded=BOOLEAN,
+                handoff_end_ms=BIGINT,
+                handoff_gap_ms=BIGINT,
+                orphaned_ms=BIGINT,
+                double_held_ms=BIGINT,
+                committed_before=BIGINT,
+                received_before=BIGINT,
+                start_offset=BIGINT,
+                rewound=BIGINT,
+                redelivered_max=BIGINT,
+                lag_at_t0=BIGINT,
+                peak_lag=BIGINT,
+                lag_spike=BIGINT,
+                recovered_ms=BIGINT,
+                recovery_ms=BIGINT,
+                samples=INT,
+                final_reason=STRING,
+                event_time_ms=BIGINT,
+                event_time=TIMESTAMP,
+                batch_id=BIGINT,
+            ),
             "What a generation change cost each queue whose expected owner it changed (a moved queue), measured "
             "on the queue's consume-progress samples (docs/design/consume-progress.md, Rebalance cost); one row per "
             "moved queue per change, written once final (final_reason: RECOVERED, SAMPLE_BOUND after a window of "
@@ -227,10 +394,23 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.FAULT_WINDOWS,
             "history",
-            "producer_id STRING, producer_group STRING, broker STRING, status STRING, "
-            "window_start_ms BIGINT, window_end_ms BIGINT, previous_end_ms BIGINT, trigger_latency_ms BIGINT, "
-            "level INT, cause STRING, isolation BOOLEAN, fault_table STRING, event_time_ms BIGINT, "
-            "event_time TIMESTAMP, batch_id BIGINT",
+            columns(
+                producer_id=STRING,
+                producer_group=STRING,
+                broker=STRING,
+                status=STRING,
+                window_start_ms=BIGINT,
+                window_end_ms=BIGINT,
+                previous_end_ms=BIGINT,
+                trigger_latency_ms=BIGINT,
+                level=INT,
+                cause=STRING,
+                isolation=BOOLEAN,
+                fault_table=STRING,
+                event_time_ms=BIGINT,
+                event_time=TIMESTAMP,
+                batch_id=BIGINT,
+            ),
             "Producer latency-fault windows per (producer, broker): OPENED when a send makes the broker "
             "unavailable to that producer, EXTENDED / SHORTENED when a later send moves the end, EXPIRED when "
             "the end is reached, CLOSED_EARLY when a fast send ends it at once (4.x overwrite semantics) or a "
@@ -240,9 +420,18 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.PRODUCER_BROKER_STATUS_CURRENT,
             "current",
-            "producer_id STRING, producer_group STRING, broker STRING, fault_table STRING, "
-            "unavailable_until_ms BIGINT, last_latency_ms BIGINT, last_send_ms BIGINT, reachable BOOLEAN, "
-            "event_time_ms BIGINT, batch_id BIGINT",
+            columns(
+                producer_id=STRING,
+                producer_group=STRING,
+                broker=STRING,
+                fault_table=STRING,
+                unavailable_until_ms=BIGINT,
+                last_latency_ms=BIGINT,
+                last_send_ms=BIGINT,
+                reachable=BOOLEAN,
+                event_time_ms=BIGINT,
+                batch_id=BIGINT,
+            ),
             "Each producer's fault item per broker: unavailable while event time is before "
             "unavailable_until_ms. A producer without sendLatencyFaultEnable (producers.send_latency_fault_enable) "
             "keeps no item: its rows have no fault_table, unavailable_until_ms, last_latency_ms or reachable. "
@@ -253,8 +442,16 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.BROKER_STATUS_CURRENT,
             "current",
-            "broker STRING, producers_avoiding INT, producers_seen INT, avoiding_ratio DOUBLE, "
-            "avoided_until_ms BIGINT, isolated BOOLEAN, event_time_ms BIGINT, batch_id BIGINT",
+            columns(
+                broker=STRING,
+                producers_avoiding=INT,
+                producers_seen=INT,
+                avoiding_ratio=DOUBLE,
+                avoided_until_ms=BIGINT,
+                isolated=BOOLEAN,
+                event_time_ms=BIGINT,
+                batch_id=BIGINT,
+            ),
             "Per broker some producer's fault item names: how many producers currently avoid it, out of those "
             "that sent to it, and until when. Written whole with producer_broker_status_current, from the same items.",
             key=("broker",),
@@ -262,9 +459,18 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.SEND_LATENCY_MINUTES,
             "history",
-            "broker STRING, producer_group STRING, minute_start TIMESTAMP, sends BIGINT, errors BIGINT, "
-            "latency_sum_ms BIGINT, latency_max_ms BIGINT, bucket_upper_ms ARRAY<BIGINT>, "
-            "bucket_counts ARRAY<BIGINT>, batch_id BIGINT",
+            columns(
+                broker=STRING,
+                producer_group=STRING,
+                minute_start=TIMESTAMP,
+                sends=BIGINT,
+                errors=BIGINT,
+                latency_sum_ms=BIGINT,
+                latency_max_ms=BIGINT,
+                bucket_upper_ms=array_of(BIGINT),
+                bucket_counts=array_of(BIGINT),
+                batch_id=BIGINT,
+            ),
             "Per-minute send statistics per broker and producer group, as partial aggregates: a row per "
             "micro-batch and Kafka partition that saw sends of that minute (a late send adds a row to its minute). "
             "For totals, sum sends, errors, latency_sum_ms and bucket_counts (element-wise) and take the max of "
@@ -274,30 +480,25 @@ TABLES: dict[str, TableSpec] = {
         TableSpec(
             Table.DEAD_LETTERS,
             "history",
-            "source STRING, kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, "
-            "kafka_timestamp TIMESTAMP, raw_value STRING, reason STRING, detail STRING, batch_id BIGINT",
+            columns(
+                source=STRING,
+                kafka_topic=STRING,
+                kafka_partition=INT,
+                kafka_offset=BIGINT,
+                kafka_timestamp=TIMESTAMP,
+                raw_value=STRING,
+                reason=STRING,
+                detail=STRING,
+                batch_id=BIGINT,
+            ),
             "Every rejected input with where it came from and why (reason is a fixed code, see docs/events.md).",
         ),
     )
 }
 
 
-def split_columns(ddl: str) -> list[str]:
-    """``"a INT, b ARRAY<STRUCT<x: INT, y: INT>>"`` -> ``["a INT", "b ARRAY<...>"]`` (commas inside <> kept)."""
-    depth, column, columns = 0, "", []
-    for char in ddl + ",":
-        if char == "," and depth == 0:
-            columns.append(column.strip())
-            column = ""
-            continue
-        depth += char == "<"
-        depth -= char == ">"
-        column += char
-    return columns
-
-
 def column_names(name: str) -> list[str]:
-    return [entry.split(" ", 1)[0] for entry in split_columns(TABLES[name].schema_ddl)]
+    return [c.name for c in TABLES[name].columns]
 
 
 QUERY_GUIDE_HEADING = "## Querying the tables"
@@ -317,9 +518,7 @@ def render_markdown() -> str:
         if spec.key:
             lines += [f"Key (one row per key): `{', '.join(spec.key)}`", ""]
         lines += ["| column | type |", "|---|---|"]
-        for entry in split_columns(spec.schema_ddl):
-            name, _, type_ = entry.partition(" ")
-            lines.append(f"| `{name}` | `{type_}` |")
+        lines += [f"| `{c.name}` | `{c.type.ddl}` |" for c in spec.columns]
         lines.append("")
     return "\n".join(lines)
 

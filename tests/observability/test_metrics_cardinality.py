@@ -19,8 +19,7 @@ from streaming.config import load_config
 from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, ProgressSummary, TopicProgress, TopicSummary
 from streaming.domain.progress.verdict import QueueState
 from streaming.domain.vocabulary import AnomalyKind
-from streaming.job.delta.outputs import apply_consumer_metrics
-from streaming.job.delta.table_rows import FinalCost
+from streaming.job.delta.metric_rows import FinalCost, apply_consumer_metrics
 
 GROUPS = 100_000
 

@@ -15,7 +15,7 @@ from streaming.contract.events import DEFAULT_TOPICS
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.membership import ChannelEvent
 from streaming.domain.consumers.shard_engine import STALE_ROUTE, UNKNOWN_GROUP, ShardEngine
-from streaming.job.consumer.events import EVENT_COLUMNS, ORIGIN_KEY, read_columns, shard_events
+from streaming.job.consumer.events import EVENT_COLUMNS, ShardEvents, read_columns, shard_events
 from streaming.job.consumer.query import DEAD_LETTER_SHARD, _as_job_rows, shard_input
 from streaming.job.ingest.classify import IngestSettings, classify, contracts_for
 from tests.support.event_corpus import GOOD, KAFKA_TS, MORE_GOOD
@@ -47,11 +47,12 @@ def _generated() -> list[dict]:
     return events
 
 
-def _applied(columns, engine=None):  # type: ignore[no-untyped-def]
-    """The events the state function hands the engine for these columns (none late: watermark 0)."""
-    events, late = shard_events(columns, engine or ShardEngine.restore(None, EngineSettings()), 0)
-    assert not late
-    return events
+def _applied(columns, engine=None) -> ShardEvents:  # type: ignore[no-untyped-def]
+    """The events the state function hands the engine for these columns (none late: watermark 0), and their
+    origins."""
+    found = shard_events(columns, engine or ShardEngine.restore(None, EngineSettings()), 0)
+    assert not found.late
+    return found
 
 
 def test_channel_events_from_typed_columns_equal_their_json(spark):
@@ -73,8 +74,9 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
         if shard == DEAD_LETTER_SHARD:
             assert len(rows_of_shard) == 1  # the channel event without its required fields
             continue
-        got = _applied(read_columns(iter([rows_of_shard.reset_index(drop=True)])))
-        origins = [g.pop(ORIGIN_KEY) if isinstance(g, dict) else None for g in got]
+        found = _applied(read_columns(iter([rows_of_shard.reset_index(drop=True)])))
+        got = found.events
+        origins = [found.origins.get(id(g)) for g in got]
         ranked = rows_of_shard.assign(rank=rows_of_shard["event_type"].map(TYPE_RANK))
         by_offset = ranked.sort_values(["event_time_ms", "rank", "kafka_topic", "kafka_partition", "kafka_offset"])
         expected = []
@@ -83,7 +85,7 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
             expected.append(ChannelEvent.from_json(event) if event["type"] == "consumer_channel" else event)
         assert got == expected
         assert all(type(g) is type(e) for g, e in zip(got, expected, strict=True))
-        # events that travel as JSON carry where they came from, for a dead letter of the engine's
+        # the function keeps where events that travel as JSON came from, for a dead letter of the engine's
         raw = [(origin, offset) for origin, offset in zip(origins, by_offset["kafka_offset"], strict=True) if origin]
         assert raw and all(
             o[:3] == (topic, offset % 2, offset) and o[3] == ts.replace(tzinfo=None) and o[4] == values[offset]
@@ -124,8 +126,9 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
             columns[name].append(row[name])
 
     # time first, then route, channel, reports; the two reports of one topic in Kafka order (partition 0 first)
-    events = _applied(columns)
-    origins = [event.pop(ORIGIN_KEY) for event in events]
+    found = _applied(columns)
+    events = found.events
+    origins = [found.origins[id(event)] for event in events]
     assert events == [earlier_report, route, channel, report, other_report]
     assert [origin[:3] for origin in origins] == [
         ("a-reports", 0, 9),
@@ -170,9 +173,11 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
 
     for shard in (0, 1):
         engine = ShardEngine.restore(None, EngineSettings())
-        records = engine.apply(_applied(columns, engine), KAFKA_TS - 60_000)
-        records += engine.apply(_applied(late, engine), KAFKA_TS - 60_000)
-        rows = _as_job_rows(records, shard)
+        first = _applied(columns, engine)
+        records = engine.apply(first.events, KAFKA_TS - 60_000)
+        second = _applied(late, engine)
+        records += engine.apply(second.events, KAFKA_TS - 60_000)
+        rows = _as_job_rows(records, shard, {**first.origins, **second.origins})
         assert {t for t, _ in rows} == ({"dead_letters", "late_events"} if shard == 0 else {"dead_letters"})
         letters = [r for t, r in rows if t == "dead_letters"]
         assert letters == [
@@ -181,7 +186,7 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
                 "kafka_topic": "rmq.reports",
                 "kafka_partition": 2,
                 "kafka_offset": 41,
-                "kafka_timestamp": str(kafka_ts),
+                "kafka_timestamp": kafka_ts,
                 "raw_value": json.dumps(ghost),
                 "reason": UNKNOWN_GROUP,
                 "detail": letters[0]["detail"],
@@ -197,6 +202,8 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
                     "count": 1,
                     "topic": older_route["topic"],
                     "event_time_ms": KAFKA_TS - 1,
+                    "group": None,
+                    "broker": None,
                 }
             ]
             if shard == 0

@@ -10,6 +10,7 @@ from typing import Any
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import CutRetracted, EpisodeRetracted
 from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.job.delta.bus import output_rows, output_schema
 from streaming.job.delta.outputs import consumer_sink
 from streaming.job.delta.sinks import DeltaTables
 from streaming.job.delta.table_rows import table_rows
@@ -33,8 +34,7 @@ LATER = [hb(1500, "ch3", "c3")]
 
 
 def batch(spark, outcomes: list[Any]):  # type: ignore[no-untyped-def]
-    rows = [(table, encode(row)) for table, row in table_rows(outcomes)]
-    return spark.createDataFrame(rows, "table STRING, payload STRING")
+    return spark.createDataFrame(output_rows(table_rows(outcomes)), output_schema())
 
 
 def read(tables: DeltaTables) -> dict[str, list[str]]:

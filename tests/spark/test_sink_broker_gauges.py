@@ -5,14 +5,16 @@ from the items as the batch leaves them."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from connectors.metrics import MetricsState
-from streaming.job.delta.outputs import consumer_sink, fault_sink
-from streaming.job.delta.sinks import DeltaTables
+from streaming.domain.faults.outcomes import FaultOutcome, FaultWindowChanged, PairEvicted, PairStatus
+from streaming.domain.faults.windows import FaultWindowEpisode, WindowStatus
+from streaming.job.delta.bus import deleted, output_rows, output_schema
+from streaming.job.delta.outputs import FaultOutputs, consumer_sink
+from streaming.job.delta.sinks import DeltaTables, run_concurrently
 from streaming.job.runtime.metered import MeteredBatches
 
 FAULT_TABLES = ["fault_windows", "producer_broker_status_current", "broker_status_current"]
@@ -35,42 +37,28 @@ class RefusingWrites(DeltaTables):
         super().overwrite(name, frame, app_id, batch_id, rows)
 
 
-def item(producer: str, broker: str, until: int, t: int = T, op: str = "upsert") -> tuple[str, str]:
-    row = {
-        "producer_id": producer,
-        "producer_group": "PG",
-        "broker": broker,
-        "fault_table": "rocketmq-5",
-        "unavailable_until_ms": until,
-        "last_latency_ms": 700,
-        "last_send_ms": t,
-        "reachable": True,
-        "event_time_ms": t,
-        "_op": op,
-    }
-    return ("producer_broker_status_current", json.dumps(row))
+def item(producer: str, broker: str, until: int, t: int = T) -> FaultOutcome:
+    return PairStatus(producer, "PG", broker, "rocketmq-5", until, 700, t, True, t)
 
 
-def opened(producer: str, broker: str, until: int, t: int = T) -> tuple[str, str]:
-    window = {
-        "status": "OPENED",
-        "producer_id": producer,
-        "producer_group": "PG",
-        "broker": broker,
-        "event_time_ms": t,
-        "window_start_ms": t,
-        "window_end_ms": until,
-        "previous_end_ms": None,
-        "trigger_latency_ms": 700,
-        "level": 2,
-        "cause": "SLOW",
-        "isolation": False,
-        "fault_table": "rocketmq-5",
-    }
-    return ("fault_windows", json.dumps(window))
+def evicted(producer: str, broker: str, t: int) -> FaultOutcome:
+    return PairEvicted(producer, broker, t)
 
 
-def view(group: str, broker: str, status: str, polled_at_ms: int) -> tuple[str, str]:
+def opened(producer: str, broker: str, until: int, t: int = T) -> FaultOutcome:
+    episode = FaultWindowEpisode(
+        WindowStatus.OPENED, producer, broker, t, t, until, None, 700, 2, "SLOW", False, "rocketmq-5"
+    )
+    return FaultWindowChanged(episode, "PG")
+
+
+def fault_sink(tables, app_id, metrics, metered=None):  # type: ignore[no-untyped-def]
+    """A query start's ``FaultOutputs``, writing a batch of the replay's outcomes as send-ingest does."""
+    outputs = FaultOutputs(tables, app_id, metrics, metered)
+    return lambda outcomes, batch_id: run_concurrently(outputs.writes(tables.session, outcomes, batch_id))
+
+
+def view(group: str, broker: str, status: str, polled_at_ms: int) -> tuple[str, dict]:
     row = {
         "group": group,
         "broker": broker,
@@ -81,13 +69,13 @@ def view(group: str, broker: str, status: str, polled_at_ms: int) -> tuple[str, 
         "collector": "c1",
         "event_time_ms": polled_at_ms,
         "stale_since_ms": None,
-        "_op": "upsert",
     }
-    return ("broker_views_current", json.dumps(row))
+    return ("broker_views_current", row)
 
 
-def frame(spark, rows: list[tuple[str, str]]):  # type: ignore[no-untyped-def]
-    return spark.createDataFrame(rows, "table STRING, payload STRING")
+def frame(spark, records: list[tuple[str, dict]]):  # type: ignore[no-untyped-def]
+    """The consumer query's typed output of ``records`` (kind, row)."""
+    return spark.createDataFrame(output_rows(records), output_schema())
 
 
 def commits(root: Path) -> dict[str, int]:
@@ -101,7 +89,7 @@ def test_a_fault_batch_sets_the_broker_gauges_even_when_its_write_fails(spark, t
     tables.refused = refused
     metrics = MetricsState()
     sink = fault_sink(tables, "test", metrics)
-    batch = frame(spark, [item("p1", "a", T + 60_000), item("p2", "a", T), opened("p1", "a", T + 60_000)])
+    batch = [item("p1", "a", T + 60_000), item("p2", "a", T), opened("p1", "a", T + 60_000)]
     with pytest.raises(RuntimeError, match="refused"):
         sink(batch, 0)
     assert metrics.gauges["rmqmon_broker_producers_avoiding"] == {("a",): 1.0}
@@ -118,10 +106,10 @@ def test_a_fault_batch_counts_its_isolation_episodes_before_its_writes_and_its_r
     metrics, metered = MetricsState(), MeteredBatches()
     batch = [item("p1", "a", T + 60_000), opened("p1", "a", T + 60_000)]
     with pytest.raises(RuntimeError, match="refused"):
-        fault_sink(tables, "test", metrics, metered)(frame(spark, batch), 0)
+        fault_sink(tables, "test", metrics, metered)(batch, 0)
     assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 1.0}
     tables.refused = ""
-    fault_sink(tables, "test", metrics, metered)(frame(spark, batch), 0)  # the replay, its writes going through
+    fault_sink(tables, "test", metrics, metered)(batch, 0)  # the replay, its writes going through
     assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 1.0}
     assert [r["broker"] for r in tables.read("broker_status_current").collect()] == ["a"]
 
@@ -145,23 +133,23 @@ def test_the_fault_sink_commits_once_per_table_with_rows_and_a_replay_commits_no
     tables.ensure_all(FAULT_TABLES)
     metrics = MetricsState()
     # Counted from the second batch on: the first batch into the new tables made one commit more.
-    fault_sink(tables, "test", metrics)(frame(spark, [item("p0", "a", T - 1_000, t=T - 1_000)]), 0)
+    fault_sink(tables, "test", metrics)([item("p0", "a", T - 1_000, t=T - 1_000)], 0)
     before = commits(tmp_path)
     first = [item("p1", "a", T + 60_000), item("p2", "a", T), item("p2", "b", T), opened("p1", "a", T + 60_000)]
-    fault_sink(tables, "test", metrics)(frame(spark, first), 1)
+    fault_sink(tables, "test", metrics)(first, 1)
     assert {t: n - before[t] for t, n in commits(tmp_path).items()} == dict.fromkeys(FAULT_TABLES, 1)
 
     # A batch without windows: no fault_windows commit. p2 leaves b: no item names b, so b has no row left.
-    second = [item("p1", "a", T + 60_000, t=T + 1_000), item("p2", "b", T, t=T + 1_000, op="delete")]
+    second = [item("p1", "a", T + 60_000, t=T + 1_000), evicted("p2", "b", T + 1_000)]
     before = commits(tmp_path)
     sink = fault_sink(tables, "test", metrics)  # a new sink (a restarted query) reads the items from the table
-    sink(frame(spark, second), 2)
+    sink(second, 2)
     made = {t: n - before[t] for t, n in commits(tmp_path).items()}
     assert made == {"fault_windows": 0, "producer_broker_status_current": 1, "broker_status_current": 1}
 
     # The replay of batch 2 (its commits done, the query restarted) commits nothing and leaves the rows.
     before = commits(tmp_path)
-    fault_sink(tables, "test", metrics)(frame(spark, second), 2)
+    fault_sink(tables, "test", metrics)(second, 2)
     assert commits(tmp_path) == before
     status = {r["broker"]: r.asDict() for r in tables.read("broker_status_current").collect()}
     assert status["a"]["producers_avoiding"] == 1
@@ -184,11 +172,11 @@ def test_a_batch_replayed_by_a_restarted_query_counts_its_episodes_once(spark, t
     tables.ensure_all(FAULT_TABLES)
     metrics, metered = MetricsState(), MeteredBatches()
     batch = [item("p1", "a", T + 60_000), opened("p1", "a", T + 60_000)]
-    fault_sink(tables, "test", metrics, metered)(frame(spark, batch), 0)
-    fault_sink(tables, "test", metrics, metered)(frame(spark, batch), 0)
+    fault_sink(tables, "test", metrics, metered)(batch, 0)
+    fault_sink(tables, "test", metrics, metered)(batch, 0)
     assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 1.0}
     # A sink of its own (no shared record) would have counted the replay again.
-    fault_sink(tables, "test", metrics)(frame(spark, batch), 0)
+    fault_sink(tables, "test", metrics)(batch, 0)
     assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("a",): 2.0}
 
 
@@ -196,7 +184,7 @@ HELD = ["current_assignment", "anomalies_current", "group_status_current"]
 CONSUMER_TABLES = [*HELD, "anomaly_episodes"]
 
 
-def assignment(group: str, client: str, queues: list[int], t: int, op: str = "upsert") -> tuple[str, str]:
+def assignment(group: str, client: str, queues: list[int], t: int) -> tuple[str, dict]:
     row = {
         "group": group,
         "topic": "T",
@@ -205,12 +193,15 @@ def assignment(group: str, client: str, queues: list[int], t: int, op: str = "up
         "queue_count": len(queues),
         "generation": 1,
         "event_time_ms": t,
-        "_op": op,
     }
-    return ("current_assignment", json.dumps(row))
+    return ("current_assignment", row)
 
 
-def episode(episode_id: str, group: str, status: str, t: int) -> tuple[str, str]:
+def withdrawn(group: str, client: str, t: int) -> tuple[str, dict]:
+    return (deleted("current_assignment"), {"group": group, "topic": "T", "client_id": client, "event_time_ms": t})
+
+
+def episode(episode_id: str, group: str, status: str, t: int) -> tuple[str, dict]:
     row = {
         "episode_id": episode_id,
         "group": group,
@@ -225,10 +216,10 @@ def episode(episode_id: str, group: str, status: str, t: int) -> tuple[str, str]
         "summary": "s",
         "details": "{}",
     }
-    return ("anomaly_episodes", json.dumps(row))
+    return ("anomaly_episodes", row)
 
 
-def group_row(group: str, members: int, t: int, op: str = "upsert") -> tuple[str, str]:
+def group_row(group: str, members: int, t: int) -> tuple[str, dict]:
     row = {
         "group": group,
         "generation": 1,
@@ -240,9 +231,8 @@ def group_row(group: str, members: int, t: int, op: str = "upsert") -> tuple[str
         "open_anomalies": [{"anomaly": "DUPLICATE_CLIENT_ID", "episodes": 1}],
         "topics": [],
         "event_time_ms": t,
-        "_op": op,
     }
-    return ("group_status_current", json.dumps(row))
+    return ("group_status_current", row)
 
 
 def test_the_consumer_sink_rewrites_its_current_tables_once_per_batch_as_a_merge_would_leave_them(spark, tmp_path):
@@ -264,7 +254,7 @@ def test_the_consumer_sink_rewrites_its_current_tables_once_per_batch_as_a_merge
     second = [
         assignment("G", "c1", [0], T + 1),
         assignment("G", "c1", [0, 1, 2, 3], T + 2),  # the batch's latest row per key wins
-        assignment("G", "c2", [], T + 2, op="delete"),
+        withdrawn("G", "c2", T + 2),
         episode("e1", "G", "UPDATED", T + 2),
         episode("e2", "H", "CLOSED", T + 2),
         group_row("G", 1, T + 2),

@@ -14,14 +14,8 @@ from typing import Any
 from streaming.contract.tables import TABLES, Table, column_names
 from streaming.domain.consumers.outcomes import IgnoredEvent, Outcome
 from streaming.domain.consumers.shard_engine import ShardEngine
-from streaming.job.delta.table_rows import (
-    CUT_TABLES,
-    DELETE,
-    OP,
-    RETRACTED_CUTS,
-    UPSERT,
-    table_rows,
-)
+from streaming.job.delta.bus import RETRACTED_CUTS, deleted
+from streaming.job.delta.table_rows import CUT_TABLES, table_rows
 
 
 def pending_until_ms(engine: ShardEngine) -> int | None:
@@ -42,7 +36,8 @@ def settle(engine: ShardEngine) -> list[Any]:
 class TableModel:
     """The consumer tables as the job's sink leaves them after each call's outcomes, without Spark: history rows
     appended (a ``CutRetracted`` deletes the rows its cut wrote in earlier calls), current tables upserted and
-    deleted by key, the latest row per key of a call winning, each row reduced to its table's columns
+    deleted by key (a deletion winning a tie), the latest row per key of a call winning, each row reduced to its
+    table's columns
     (``streaming.job.delta.outputs``). What a reader sees; batch ids are left out."""
 
     def __init__(self) -> None:
@@ -62,29 +57,30 @@ class TableModel:
                     for b, r in self.history.get(table, [])
                     if b == self.calls or (r["group"], r["event_time_ms"]) != (row["group"], row["event_time_ms"])
                 ]
-        episodes = batch.get(Table.ANOMALY_EPISODES, [])
-        current_episodes = [{**r, OP: DELETE if r["status"] == "CLOSED" else UPSERT} for r in episodes]
-        batch[Table.ANOMALIES_CURRENT] = current_episodes + batch.get(Table.ANOMALIES_CURRENT, [])
+        episodes = [(r, r["status"] == "CLOSED") for r in batch.get(Table.ANOMALY_EPISODES, [])]
         for table, rows in batch.items():
             spec = TABLES.get(table)
-            if spec is not None and spec.kind == "current":
-                self._merge(table, spec.key, rows)
-            elif spec is not None:
+            if spec is not None and spec.kind == "history":
                 columns = set(column_names(table))
                 self.history.setdefault(table, []).extend((self.calls, _only(r, columns)) for r in rows)
+        for table, spec in TABLES.items():
+            changes = [(r, False) for r in batch.get(table, [])] + [(r, True) for r in batch.get(deleted(table), [])]
+            if table == Table.ANOMALIES_CURRENT:
+                changes = episodes + changes
+            if spec.kind == "current" and changes:
+                self._merge(table, spec.key, changes)
 
-    def _merge(self, table: str, key: tuple[str, ...], rows: list[dict[str, Any]]) -> None:
-        latest: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for row in rows:
+    def _merge(self, table: str, key: tuple[str, ...], changes: list[tuple[dict[str, Any], bool]]) -> None:
+        latest: dict[tuple[Any, ...], tuple[dict[str, Any], bool]] = {}
+        for row, gone in changes:
             k = tuple(row.get(c) for c in key)
             held = latest.get(k)
-            time_ms, held_ms = row.get("event_time_ms") or 0, (held or {}).get("event_time_ms") or 0
-            if held is None or time_ms > held_ms or (time_ms == held_ms and row.get(OP) == DELETE):
-                latest[k] = row
+            if held is None or (row.get("event_time_ms") or 0, gone) > (held[0].get("event_time_ms") or 0, held[1]):
+                latest[k] = row, gone
         current = self.current.setdefault(table, {})
         columns = set(column_names(table))
-        for k, row in latest.items():
-            if row.get(OP) == DELETE:
+        for k, (row, gone) in latest.items():
+            if gone:
                 current.pop(k, None)
             else:
                 current[k] = _only(row, columns)

@@ -13,18 +13,32 @@ from streaming.job.delta.broker_gauges import (
 )
 
 
-def item(producer: str, broker: str, until: int | None, t: int = 0, op: str = "upsert") -> dict:
-    return {"producer_id": producer, "broker": broker, "unavailable_until_ms": until, "event_time_ms": t, "_op": op}
+def item(producer: str, broker: str, until: int | None, t: int = 0) -> dict:
+    return {"producer_id": producer, "broker": broker, "unavailable_until_ms": until, "event_time_ms": t}
 
 
-def test_a_batch_replaces_each_key_by_its_latest_row_and_deletes_on_delete_rows():
+def kept(row: dict) -> tuple[dict, bool]:
+    return row, False
+
+
+def gone(row: dict) -> tuple[dict, bool]:
+    return row, True
+
+
+def test_a_batch_replaces_each_key_by_its_latest_row_and_deletes_on_deletions():
     rows = CurrentRows(ITEM_KEY, ITEM_COLUMNS, [item("p1", "a", 5), item("p2", "a", 7)])
-    rows.apply([item("p1", "a", 9, t=2), item("p1", "a", 8, t=1), item("p2", "a", None, t=3, op="delete")])
+    rows.apply([kept(item("p1", "a", 9, t=2)), kept(item("p1", "a", 8, t=1)), gone(item("p2", "a", None, t=3))])
     assert rows.rows() == [{"producer_id": "p1", "broker": "a", "unavailable_until_ms": 9}]
 
 
+def test_a_deletion_wins_over_a_row_of_the_same_time_as_in_the_merge():
+    rows = CurrentRows(ITEM_KEY, ITEM_COLUMNS, [item("p1", "a", 5)])
+    rows.apply([gone(item("p1", "a", None, t=3)), kept(item("p1", "a", 9, t=3))])
+    assert rows.rows() == []
+
+
 def test_applying_a_batch_twice_leaves_what_applying_it_once_does():
-    batch = [item("p1", "a", 9, t=2), item("p2", "a", None, t=3, op="delete"), item("p3", "b", 1, t=3)]
+    batch = [kept(item("p1", "a", 9, t=2)), gone(item("p2", "a", None, t=3)), kept(item("p3", "b", 1, t=3))]
     once = CurrentRows(ITEM_KEY, ITEM_COLUMNS, [item("p2", "a", 7)])
     once.apply(batch)
     twice = CurrentRows(ITEM_KEY, ITEM_COLUMNS, [item("p2", "a", 7)])

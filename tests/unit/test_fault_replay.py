@@ -14,9 +14,11 @@ from dataclasses import replace
 import pytest
 
 from streaming.config import load_config
+from streaming.domain.faults.outcomes import FaultWindowChanged, PairEvicted, PairStatus
 from streaming.domain.faults.settings import FaultSettings
 from streaming.domain.faults.shard import FaultShard, PairSend
 from streaming.domain.faults.tolerance import SendOutcome
+from streaming.job.delta.fault_table_rows import pair_changes, window_row
 from streaming.job.sends.fault_replay import FaultReplayer, FaultReplayState, KeptSend, kept_send, replay_batch
 
 NO_DELAY_EFFECT = 10**15  # a delay no send moves the watermark past: the tests set it by hand
@@ -44,20 +46,33 @@ class Replay:
         self.state = replace(self.state, next_watermark_ms=ms)
 
     def run(self, sends, pair=("P", "b"), shard=0):
-        """One batch with ``sends`` (t, latency, outcome, table) of ``pair``: its rows, payloads as dicts."""
+        """One batch with ``sends`` (t, latency, outcome, table) of ``pair``: its outcomes as ``(table, row)``."""
         batch = [kept(*s, pair=pair, shard=shard, offset=i) for i, s in enumerate(sends)]
         step = replay_batch(self.state, self.batch_id, batch, self.settings, self.delay_ms)
         self.batch_id += 1
         self.late += step.late_sends
         if step.state is not None:
             self.state = step.state
-        return list(step.rows)
+        return as_rows(step.outcomes)
 
     def timeout_ms(self, shard=0):
         return self.state.shards[shard].timeout_ms
 
     def holds(self, shard=0):
         return shard in self.state.shards
+
+
+def as_rows(outcomes):
+    """A window's ``fault_windows`` row; a pair's ``producer_broker_status_current`` row or its key, ``evicted``
+    saying which."""
+    rows = []
+    for o in outcomes:
+        if isinstance(o, FaultWindowChanged):
+            rows.append(("fault_windows", window_row(o)))
+        elif isinstance(o, PairStatus | PairEvicted):
+            ((row, evicted),) = pair_changes([o])
+            rows.append(("producer_broker_status_current", {**row, "evicted": evicted}))
+    return rows
 
 
 def status(rows):
@@ -118,14 +133,14 @@ def test_pairs_of_one_shard_keep_their_own_windows_wake_ups_and_eviction():
     # P/b idles out; Q/b sends again and stays; then Q/b idles out and the shard's state is gone.
     replay.set_watermark(601_001)
     rows = replay.run([(601_001, 5, "OK", "rocketmq-4")], pair=("Q", "b"))
-    assert sorted((p["producer_id"], p["_op"]) for t, p in rows if t == "producer_broker_status_current") == [
-        ("P", "delete"),
-        ("Q", "upsert"),
+    assert sorted((p["producer_id"], p["evicted"]) for t, p in rows if t == "producer_broker_status_current") == [
+        ("P", True),
+        ("Q", False),
     ]
     assert replay.holds() and replay.timeout_ms() == 1_201_001
     replay.set_watermark(1_201_002)
     rows = replay.run([])
-    assert [(p["producer_id"], p["_op"]) for _, p in rows] == [("Q", "delete")] and not replay.holds()
+    assert [(p["producer_id"], p["evicted"]) for _, p in rows] == [("Q", True)] and not replay.holds()
 
 
 def test_shards_are_called_alone_and_a_quiet_shard_only_when_its_timeout_passes():
@@ -169,15 +184,15 @@ def test_a_batch_the_state_already_holds_changes_nothing():
     replay = Replay(settings())
     sends = [kept(1_000, 600, "OK", "rocketmq-4")]
     first = replay_batch(FaultReplayState(), 7, sends, replay.settings, NO_DELAY_EFFECT)
-    assert first.state is not None and first.rows
+    assert first.state is not None and first.outcomes
     again = replay_batch(first.state, 7, sends, replay.settings, NO_DELAY_EFFECT)
-    assert (again.state, again.rows, again.already_written) == (None, (), True)
+    assert (again.state, again.outcomes, again.already_written) == (None, (), True)
     # The batch after the state's is replayed from it, to the same rows as in one uninterrupted run.
     later = [kept(40_000, 5, "OK", "rocketmq-4")]
     stored = FaultReplayState.from_document(json.loads(json.dumps(first.state.to_document())))
     assert (
-        replay_batch(stored, 8, later, replay.settings, 0).rows
-        == replay_batch(first.state, 8, later, replay.settings, 0).rows
+        replay_batch(stored, 8, later, replay.settings, 0).outcomes
+        == replay_batch(first.state, 8, later, replay.settings, 0).outcomes
     )
 
 

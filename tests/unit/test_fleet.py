@@ -141,7 +141,7 @@ def test_unregister_and_silent_expiry_at_the_right_event_times():
     assert generations == sorted(generations) and len(set(generations)) == len(generations)
     final = rows(out, "group_snapshots")[-1]
     assert final["cid_all"] == ["c1"]
-    deleted = {r["client_id"] for r in rows(out, "current_assignment") if r["_op"] == "delete"}
+    deleted = {r["client_id"] for r in rows(out, "deleted_current_assignment")}
     assert deleted == {"c0", "c2"}
 
 
@@ -273,7 +273,7 @@ def test_a_group_that_empties_and_returns_continues_its_generations():
     )
     assert [r["generation"] for r in rows(out, "group_snapshots")] == [1, 2]
     assert GroupGone("G", 1_000) in out
-    assert {"group": "G", "event_time_ms": 1_000, "_op": "delete"} in rows(out, "group_status_current")
+    assert {"group": "G", "event_time_ms": 1_000} in rows(out, "deleted_group_status_current")
 
 
 # -- flapping members ([anomalies] flapping_window_ms, flapping_threshold) ---------------------------------
@@ -495,11 +495,11 @@ def test_the_job_hands_every_anomaly_membership_and_machine_room_option_to_the_e
 # -- input the engine cannot use: handed back, never dropped silently ------------------------------------------
 
 
-def test_a_report_for_a_group_no_broker_knows_is_handed_back_with_its_origin_and_changes_nothing():
+def test_a_report_for_a_group_no_broker_knows_is_handed_back_as_given_and_changes_nothing():
     engine = ShardEngine.restore(None, engine_settings(GRACE))
     engine.apply([route(0)], 0)
     before = engine.snapshot()
-    ghost = dict(report(5_000, "c9", A[:2], group="ghosts"), _origin=("reports", 3, 17))
+    ghost = report(5_000, "c9", A[:2], group="ghosts")
     out = engine.apply([ghost], 0)
     assert out == [
         IgnoredEvent(
@@ -509,7 +509,7 @@ def test_a_report_for_a_group_no_broker_knows_is_handed_back_with_its_origin_and
             "group ghosts is known to no broker at 5000: the report of c9 (2 queues of T) has nothing to compare with",
         )
     ]
-    assert out[0].event is ghost and ghost["_origin"] == ("reports", 3, 17)  # handed back as given
+    assert out[0].event is ghost  # the very object: the adapter keeps its origin by its identity
     assert engine.snapshot() == before
 
 
@@ -531,7 +531,15 @@ def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing(
     out = engine.apply([route(5_000, brokers=(("broker-a", 1),))], 0)
     assert out == [LateEvent(LateReason.STALE_ROUTE, "topic_route", 5_000, topic="T")]
     assert rows(out, "late_events") == [
-        {"reason": "stale_route", "event_type": "topic_route", "count": 1, "event_time_ms": 5_000, "topic": "T"}
+        {
+            "reason": "stale_route",
+            "event_type": "topic_route",
+            "count": 1,
+            "event_time_ms": 5_000,
+            "group": None,
+            "broker": None,
+            "topic": "T",
+        }
     ]
     assert engine.snapshot() == before
     # the same route again, at its own time, is not late: it changes nothing and says nothing

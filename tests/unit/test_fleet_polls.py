@@ -95,9 +95,10 @@ def test_an_empty_poll_of_an_unknown_group_keeps_nothing_and_a_group_that_emptie
     # another group's poll 1 s later moves the clock past the emptying poll's window within the same call
     later = poll(3_000, [C2], group="H")
     out, snapshot = run([([route(0), poll(1_000, [C1])], 1_000), ([poll(2_000, []), later], 2_000)])
-    views = [r for r in rows(out, "broker_views_current") if r["group"] == "G"]
-    assert views[-1] == {"group": "G", "broker": "broker-a", "event_time_ms": 2_000, "_op": "delete"}
-    assert [r["_op"] for r in views if r["event_time_ms"] == 2_000] == ["delete"]  # the emptying poll's upsert goes
+    views = [(r, False) for r in rows(out, "broker_views_current") if r["group"] == "G"]
+    views += [(r, True) for r in rows(out, "deleted_broker_views_current") if r["group"] == "G"]
+    assert views[-1] == ({"group": "G", "broker": "broker-a", "event_time_ms": 2_000}, True)
+    assert [gone for r, gone in views if r["event_time_ms"] == 2_000] == [True]  # the emptying poll's upsert goes
     assert set(snapshot["groups"]) == {"H"}
 
 

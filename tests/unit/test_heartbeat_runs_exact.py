@@ -181,7 +181,7 @@ def run_shard(batches, fold):
         watermark = max(seen_max - DELAY_MS, 0)
         engine = ShardEngine.restore(snapshot, ENGINE)
         columns = as_runs(rows_of(batch, offsets), fold)
-        events, late = shard_events(columns, engine, watermark)
+        events, late, _ = shard_events(columns, engine, watermark)
         records = table_rows(engine.apply(events, watermark, lane_times(columns)))
         snapshot = engine.snapshot()
         changes = {}
@@ -309,7 +309,7 @@ def test_an_event_at_the_watermark_is_late_whether_alone_or_inside_a_run():
     alone = [beats("G1", "b2", 1, 200_000), beats("G1", "b2", 2, 200_001)]
     rows = rows_of(published([run, *alone]), [0, 0])
     engine = ShardEngine.restore(None, ENGINE)
-    events, late = shard_events(as_runs(rows, fold=True), engine, watermark)
+    events, late, _ = shard_events(as_runs(rows, fold=True), engine, watermark)
     assert late == {"consumer_channel": 3}
     assert sorted((e.event_time_ms, e.channel, e.held_until_ms) for e in events) == [
         (watermark + 1, "10.0.0.0:91", watermark + 2),

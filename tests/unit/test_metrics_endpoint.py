@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.metrics import CATALOGUE, MetricsState, new_registry, serve
 from streaming.domain.consumers.outcomes import GroupSummary, TopicSummary
-from streaming.job.delta.outputs import apply_consumer_metrics
+from streaming.job.delta.metric_rows import apply_consumer_metrics
 
 
 def group_row(group: str, members: int, generation: int) -> GroupSummary:

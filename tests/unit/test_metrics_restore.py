@@ -12,14 +12,15 @@ import json
 from connectors.metrics import MetricsState
 from streaming.contract.tables import column_names
 from streaming.domain.consumers.outcomes import GroupGone, GroupSummary
-from streaming.job.delta.outputs import apply_consumer_metrics
-from streaming.job.delta.table_rows import group_summary, metric_values, rows_of
+from streaming.job.delta.metric_rows import apply_consumer_metrics, group_summary, metric_values
+from streaming.job.delta.table_rows import rows_of
 from tests.unit.test_fleet import ev, hb, route, run
+from tests.unit.test_typed_rows import collected
 
 
 def stored_row(summary: GroupSummary) -> dict:
-    """A summary's ``group_status_current`` row as the table holds it: its columns only (the sink parses the
-    row with the table's schema, which drops the topics' moves), and the writing batch."""
+    """A summary's ``group_status_current`` row as the table holds it: its columns only (the write's schema drops
+    the topics' moves), and the writing batch."""
     ((_, row),) = rows_of(summary)
     columns = set(column_names("group_status_current"))
     stored = {k: v for k, v in row.items() if k in columns}
@@ -69,8 +70,8 @@ def scenario() -> list[GroupSummary | GroupGone]:
 def test_restored_rows_set_every_group_series_the_engine_summaries_set_to_the_same_value():
     summaries = scenario()
     live = MetricsState()
-    # as the sink does: the rows the state function emitted, as JSON, back to typed values
-    apply_consumer_metrics(live, metric_values((t, json.dumps(r)) for s in summaries for t, r in rows_of(s)))
+    # as the sink does: the typed rows the state function emitted, collected, back to the values
+    apply_consumer_metrics(live, metric_values((k, collected(k, r)) for s in summaries for k, r in rows_of(s)))
     restored = MetricsState()
     current = latest_per_group(summaries)
     apply_consumer_metrics(restored, [group_summary(stored_row(s)) for s in current.values()])

@@ -345,7 +345,7 @@ def test_the_engine_snapshot_keeps_progress_and_holders_at_its_version():
 # -- the metrics -------------------------------------------------------------------------------------------------
 def test_the_progress_metrics_are_per_group_and_topic_with_every_state_and_go_with_the_groups_progress():
     from connectors.metrics import MetricsState
-    from streaming.job.delta.outputs import apply_consumer_metrics
+    from streaming.job.delta.metric_rows import apply_consumer_metrics
 
     metrics = MetricsState(label_value_cap=1)
     engine = engine_with_member()
@@ -398,7 +398,7 @@ def test_a_group_no_longer_sampled_is_forgotten_a_window_after_its_last_sample_a
 
 def test_an_offline_groups_backlog_episode_is_its_open_anomalies_series_until_it_is_forgotten():
     from connectors.metrics import Metrics, MetricsState
-    from streaming.job.delta.outputs import apply_consumer_metrics
+    from streaming.job.delta.metric_rows import apply_consumer_metrics
 
     metrics = MetricsState()
     engine = ShardEngine.restore(None, EngineSettings())

@@ -228,8 +228,7 @@ def test_a_handoff_round_trips_as_its_snapshot_list():
 # -- the metrics -------------------------------------------------------------------------------------------------------
 def test_the_last_change_s_cost_is_per_group_and_topic_longest_handoff_and_summed_redelivery():
     from connectors.metrics import Metrics, MetricsState
-    from streaming.job.delta.outputs import apply_consumer_metrics
-    from streaming.job.delta.table_rows import FinalCost, metric_values
+    from streaming.job.delta.metric_rows import FinalCost, apply_consumer_metrics, metric_values
 
     COST_T0, COST_HANDOFF, COST_REDELIVERED = (
         m.name
@@ -246,7 +245,7 @@ def test_the_last_change_s_cost_is_per_group_and_topic_longest_handoff_and_summe
         {"group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": None, "redelivered_max": None},
         {"group": "G", "topic": "T", "t0_ms": 10 * S, "handoff_gap_ms": 90 * S, "redelivered_max": 50},  # older
     ]
-    apply_consumer_metrics(state, metric_values((REBALANCE_COST, json.dumps(r)) for r in rows))
+    apply_consumer_metrics(state, metric_values((REBALANCE_COST, r) for r in rows))
     gauges = {name: state.gauges[name][("G", "T")] for name in (COST_T0, COST_HANDOFF, COST_REDELIVERED)}
     assert gauges == {COST_T0: 40.0, COST_HANDOFF: 45.0, COST_REDELIVERED: 7.0}
     apply_consumer_metrics(state, [FinalCost("G", "T", 100 * S, None, 3)])  # a newer change replaces them

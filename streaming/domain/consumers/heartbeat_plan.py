@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from streaming.domain.consumers import membership as ms
 from streaming.domain.consumers.group_state import GroupState
+from streaming.domain.consumers.polled_views import ConnectionPoll
 from streaming.domain.vocabulary import ChannelEventKind
 
 
@@ -36,9 +37,12 @@ _MIXED_VIEW = object()  # a broker view whose channel events of the batch are no
 
 
 def plan_runs(
-    groups: Mapping[str, GroupState], expiry_ms: int, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]
+    groups: Mapping[str, GroupState],
+    expiry_ms: int,
+    runs: Sequence[HeartbeatRun],
+    others: Iterable[ms.ChannelEvent | ConnectionPoll],
 ) -> list[RunEvents]:
-    """Take the batch's heartbeat runs (``others``: its other channel events) before ``apply``: apply what
+    """Take the batch's heartbeat runs (``others``: its other channel events and polls) before ``apply``: apply what
     needs no place among the batch's events, and return, per run, the events that still apply it.
 
     * A steady run (``steady_runs``) whose first heartbeat ``repeats`` what the shard holds for its channel,
@@ -91,11 +95,14 @@ def _refreshes_only(groups: Mapping[str, GroupState], expiry_ms: int, event: ms.
 
 
 def steady_runs(
-    groups: Mapping[str, GroupState], expiry_ms: int, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]
+    groups: Mapping[str, GroupState],
+    expiry_ms: int,
+    runs: Sequence[HeartbeatRun],
+    others: Iterable[ms.ChannelEvent | ConnectionPoll],
 ) -> list[bool]:
     """For each run of the batch: may it be applied as its first heartbeat held until its last, followed
     (at the latest) by a scan at its last, with exactly the effect of applying every one of its heartbeats?
-    ``others`` are the batch's other channel events.
+    ``others`` are the batch's other channel events and its polls.
 
     Applied one by one, every heartbeat after the first must be a steady refresh (``membership._refresh``)
     whose only effect is the channel's last update, and no scan between two of them may find the channel
@@ -104,7 +111,8 @@ def steady_runs(
     * no gap between two of the run's heartbeats exceeds the expiry;
     * the first heartbeat is applied: the channel has no removal and no update later than it;
     * nothing else of the batch is about the channel, and every channel event of its broker view in the
-      batch is a heartbeat with the same subscriptions, so the view's subscription table keeps its topics.
+      batch is a heartbeat with the same subscriptions, so the view's subscription table keeps its topics;
+      no poll of the view is in the batch (a poll replaces the view).
 
     The expiry scans the skipped heartbeats would have run come with the group's next event (at the latest
     the run's last heartbeat) and report the same changes in the same order (``membership.expire``), and
@@ -125,7 +133,10 @@ def steady_runs(
     for run in runs:
         note(run.event)
     for event in others:
-        note(event)
+        if isinstance(event, ConnectionPoll):
+            view_subscriptions[(event.group, event.broker)] = _MIXED_VIEW
+        else:
+            note(event)
     return [_is_steady(groups, run, expiry_ms, events_per_channel, view_subscriptions) for run in runs]
 
 

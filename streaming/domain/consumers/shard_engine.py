@@ -301,24 +301,28 @@ class ShardEngine:
         return min(known) if known else None
 
     # -- processing ----------------------------------------------------------------------------------
-    def apply_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]) -> list[RunEvents]:
-        """Take the batch's heartbeat runs (``others``: its other channel events) before ``apply``: apply what
+    def apply_runs(
+        self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent | ConnectionPoll]
+    ) -> list[RunEvents]:
+        """Take the batch's heartbeat runs (``others``: its other channel events and polls) before ``apply``: apply what
         needs no place among the batch's events, and return, per run, the events that still apply it
         (``heartbeat_plan.plan_runs``)."""
         return plan_runs(self.groups, self.settings.expiry_ms, runs, others)
 
-    def steady_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent]) -> list[bool]:
+    def steady_runs(
+        self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent | ConnectionPoll]
+    ) -> list[bool]:
         """For each run of the batch: may it be applied as its first heartbeat held until its last, with exactly
         the effect of applying every one of its heartbeats? (``heartbeat_plan.steady_runs``)"""
         return steady_runs(self.groups, self.settings.expiry_ms, runs, others)
 
     def apply(
         self,
-        events: Iterable[Mapping[str, Any] | ms.ChannelEvent],
+        events: Iterable[Mapping[str, Any] | ms.ChannelEvent | ConnectionPoll],
         watermark_ms: int,
         lane_times: Mapping[str, int] | None = None,
     ) -> list[Outcome]:
-        """Apply events (JSON objects, or channel events the caller already parsed) in the given order;
+        """Apply events (JSON objects, or channel events and polls the caller already parsed) in the given order;
         ``lane_times``: the newest channel event's time per lane among them (see the module docstring)."""
         records: list[Outcome] = []
         sampled: dict[str, int] = {}  # group -> its latest progress event's time in this call

@@ -1,10 +1,11 @@
 """The consumer state function's input: a shard's Arrow rows as Python columns, and its events in apply order.
 
 ``consumer.query``'s state function reads the rows of ``shard_input`` column by column (``read_columns``) and
-builds the events the engine applies (``shard_events``): typed channel events from their columns, other events
-from the JSON of their fields with their origin attached, heartbeat runs handed to ``ShardEngine.apply_runs``,
-late ones counted, the rest ordered by event time, type and Kafka coordinates; and the newest channel event per
-Kafka partition (``lane_times``), which lets the engine expire silent channels before the watermark does.
+builds the events the engine applies (``shard_events``): typed channel events from their columns, polls and the
+rare channel event that kept its raw value parsed once into their types, other events as the JSON of their
+fields, each with its origin kept beside it, heartbeat runs handed to ``ShardEngine.apply_runs``, late ones
+counted, the rest ordered by event time, type and Kafka coordinates; and the newest channel event per Kafka
+partition (``lane_times``), which lets the engine expire silent channels before the watermark does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import bisect
 import json
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streaming.contract.events import EventType
 from streaming.domain.consumers.shard_engine import ShardEngine
@@ -42,9 +43,26 @@ CHANNEL_FIELDS = (
     "client_version",
     "allocate_strategy",
 )
-# The key under which ``shard_events`` attaches an event's Kafka coordinates and raw value to the event it hands the
-# engine, which hands it back untouched when it refuses the event (``IgnoredEvent``): its dead letter's origin.
-ORIGIN_KEY = "_origin"
+
+
+class Origin(NamedTuple):
+    """Where an event that kept its raw value came from: its dead letter's coordinates, should the engine refuse
+    it (``IgnoredEvent``)."""
+
+    kafka_topic: str
+    kafka_partition: int
+    kafka_offset: int
+    kafka_timestamp: Any
+    raw_value: str
+
+
+class ShardEvents(NamedTuple):
+    """A shard's events in apply order, how many of each type were late, and the origin of each event that kept
+    its raw value, by the event's identity (the engine hands a refused event back as the object it was given)."""
+
+    events: list[Any]
+    late: dict[str, int]
+    origins: dict[int, Origin]
 
 
 # The columns the function reads (the rest, e.g. the event-time timestamp, only serve Spark).
@@ -82,8 +100,8 @@ _LAST_RANK = 2
 
 def shard_events(
     columns: Mapping[str, list[Any]], engine: ShardEngine, watermark_ms: int, rows: Iterable[int] | None = None
-) -> tuple[list[Any], dict[str, int]]:
-    """The shard's events in the order the engine applies them, and how many of each type were late.
+) -> ShardEvents:
+    """The shard's events in the order the engine applies them, how many of each type were late, and the origins.
 
     Order: event time, then event type, then Kafka coordinates. The type orders events of the same millisecond
     (``_SAME_TIME_RANK``) and Kafka coordinates break the remaining ties, so that a replay applies them in the
@@ -95,10 +113,12 @@ def shard_events(
     """
     from streaming.domain.consumers.heartbeat_plan import HeartbeatRun
     from streaming.domain.consumers.membership import ChannelEvent
+    from streaming.domain.consumers.polled_views import ConnectionPoll
 
     late: dict[str, int] = {}
+    origins: dict[int, Origin] = {}
     if not columns:
-        return [], late
+        return ShardEvents([], late, origins)
     times, event_types, raw_values = columns["event_time_ms"], columns["event_type"], columns["raw_value"]
     topics, partitions, offsets = columns["kafka_topic"], columns["kafka_partition"], columns["kafka_offset"]
     channel_event_of = _typed_channel_events(columns)
@@ -106,7 +126,7 @@ def shard_events(
     keyed: list[tuple[tuple[Any, ...], Any]] = []
     runs: list[HeartbeatRun] = []
     run_places: list[tuple[str, int, tuple[int, ...]]] = []  # per run: its Kafka topic, partition and offsets
-    others: list[ChannelEvent] = []  # channel events outside runs: the runs' context (``apply_runs``)
+    others: list[ChannelEvent | ConnectionPoll] = []  # channel events and polls outside runs (``apply_runs``)
     for i in range(len(event_types)) if rows is None else rows:
         event_type = event_types[i]
         if (packed := packed_runs[i]) is None:  # one event
@@ -124,9 +144,13 @@ def shard_events(
             time_ms = occurrences[0]
         key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i], offsets[i])
         if raw_values[i] is not None:
-            event, context = _json_event(columns, i, time_ms)
+            event = _parsed_event(columns, i)
+            origins[id(event)] = Origin(
+                topics[i], partitions[i], offsets[i], columns["kafka_timestamp"][i], raw_values[i]
+            )
             keyed.append((key, event))
-            others += context
+            if isinstance(event, ChannelEvent | ConnectionPoll):  # the runs' context: a poll replaces its view
+                others.append(event)
             continue
         channel_event = channel_event_of(i, time_ms)
         if occurrences is None:
@@ -137,7 +161,7 @@ def shard_events(
             run_places.append((topics[i], partitions[i], run_offsets))
     keyed += _run_events(engine, runs, others, run_places)
     keyed.sort(key=operator.itemgetter(0))
-    return [event for _, event in keyed], late
+    return ShardEvents([event for _, event in keyed], late, origins)
 
 
 def lane_times(columns: Mapping[str, list[Any]], rows: Iterable[int] | None = None) -> dict[str, int]:
@@ -194,26 +218,19 @@ def _typed_channel_events(columns: Mapping[str, list[Any]]) -> Callable[[int, in
     return channel_event
 
 
-def _json_event(columns: Mapping[str, list[Any]], i: int, time_ms: int) -> tuple[dict[str, Any], list[Any]]:
-    """Row ``i`` that kept its raw value (any but a typed channel event) as the JSON of its fields, its origin
-    attached (``ORIGIN_KEY``), and the channel events it puts in the runs' context (one or none)."""
+def _parsed_event(columns: Mapping[str, list[Any]], i: int) -> Any:
+    """Row ``i`` that kept its raw value (any but a typed channel event), from the JSON of its fields: a channel
+    event or a poll parsed into its type here, once; a route, report or progress sample as that JSON object."""
     from streaming.domain.consumers.membership import ChannelEvent
+    from streaming.domain.consumers.polled_views import ConnectionPoll
 
     event = json.loads(columns["typed_json"][i])
-    event[ORIGIN_KEY] = (
-        columns["kafka_topic"][i],
-        columns["kafka_partition"][i],
-        columns["kafka_offset"][i],
-        columns["kafka_timestamp"][i],
-        columns["raw_value"][i],
-    )
     event_type = columns["event_type"][i]
     if event_type == CHANNEL_EVENT:
-        return event, [ChannelEvent.from_json(event)]
+        return ChannelEvent.from_json(event)
     if event_type == POLL_EVENT:
-        # A poll replaces its broker's view: no heartbeat run of that view may skip its place.
-        return event, [ChannelEvent(time_ms, str(event["broker"]), "POLL", "", "", str(event["group"]))]
-    return event, []
+        return ConnectionPoll.from_json(event)
+    return event
 
 
 def _run_events(

@@ -4,7 +4,7 @@ analysis and queue progress.
 The Spark adapter around ``streaming.domain.consumers.shard_engine.ShardEngine``: Kafka records classified in
 the JVM, keyed by a shard of groups (routes replicated into every shard), heartbeat runs folded, then
 ``applyInPandasWithState`` restores each shard's engine, applies its events at the batch's watermark
-(``consumer.events``) and emits the outcomes as rows ``(table, payload)`` (``table_rows``).
+(``consumer.events``) and emits the outcomes as typed rows (``table_rows``, ``delta.bus``).
 Why so: ``docs/design/consumer-query.md``.
 """
 
@@ -26,16 +26,17 @@ from streaming.job.consumer import heartbeat_runs
 from streaming.job.consumer.events import (
     CHANNEL_EVENT,
     CHANNEL_FIELDS,
-    ORIGIN_KEY,
     POLL_EVENT,
     PROGRESS_EVENT,
     ROUTE_EVENT,
+    Origin,
     lane_times,
     read_columns,
     shard_events,
 )
 from streaming.job.consumer.heartbeat_runs import RUN, unpack_run
-from streaming.job.delta.table_rows import DEAD_LETTERS, dead_letter, ignored_letter, rows_of
+from streaming.job.delta.bus import output_frame, output_schema
+from streaming.job.delta.table_rows import DEAD_LETTERS, Row, dead_letter, ignored_letter, rows_of
 from streaming.job.ingest.classify import EventContract, IngestSettings, classify, kafka_stream, typed_column
 from streaming.job.ingest.poison import PROCESSING_ERROR, isolate
 from streaming.job.runtime import state_blob
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEAD_LETTER_SHARD = -1
-OUTPUT_SCHEMA = "table STRING, payload STRING"
 STATE_SCHEMA = state_blob.SCHEMA
 
 
@@ -107,37 +107,35 @@ def make_state_function(settings: EngineSettings, poison_marker: str | None = No
     event the validator did not foresee might (see ``poison``)."""
 
     def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
-        import pandas as pd
-
         freeze_imported_heap()
         with _collector_paused():
-            tables, payloads = _process_shard(int(key[0]), frames, state, settings, poison_marker)
-        yield pd.DataFrame({"table": tables, "payload": payloads})
+            records = _process_shard(int(key[0]), frames, state, settings, poison_marker)
+        yield output_frame(records)
 
     return process
 
 
 def _process_shard(
     shard: int, frames: Iterator[pd.DataFrame], state: Any, settings: EngineSettings, poison_marker: str | None
-) -> tuple[list[str], list[str]]:
-    """One call for a shard: its rows' tables and payloads. The dead-letter shard's rows pass as they are; any
+) -> list[Row]:
+    """One call for a shard: its typed rows ``(kind, row)``. The dead-letter shard's rows pass as they are; any
     other shard's engine is restored from its state, advanced (a timeout) or given the rows, and stored again."""
     if shard == DEAD_LETTER_SHARD:
-        payloads = _dead_letters(read_columns(frames, _DEAD_LETTER_COLUMNS))
-        return [DEAD_LETTERS] * len(payloads), payloads
+        return _dead_letters(read_columns(frames, _DEAD_LETTER_COLUMNS))
     columns = read_columns(frames)  # read even when the state timed out (then without rows)
     watermark_ms = max(int(state.getCurrentWatermarkMs()), 0)
-    letter_rows: list[tuple[str, dict[str, Any]]] = []
+    letter_rows: list[Row] = []
+    origins: dict[int, Origin] = {}
     if state.hasTimedOut:
         engine = ShardEngine.restore(state_blob.load(state), settings)
         outcomes = engine.advance(watermark_ms)
     else:
-        engine, outcomes, letter_rows = _apply_isolating_poison(
+        engine, outcomes, letter_rows, origins = _apply_isolating_poison(
             shard, columns, state, settings, watermark_ms, poison_marker
         )
-    records = _as_job_rows(outcomes, shard) + letter_rows
+    records = _as_job_rows(outcomes, shard, origins) + letter_rows
     _store_engine(state, engine, watermark_ms)
-    return [t for t, _ in records], [state_blob.encode(p) for _, p in records]
+    return records
 
 
 def _apply_isolating_poison(
@@ -147,19 +145,23 @@ def _apply_isolating_poison(
     settings: EngineSettings,
     watermark_ms: int,
     poison_marker: str | None,
-) -> tuple[ShardEngine, list[Outcome], list[tuple[str, dict[str, Any]]]]:
+) -> tuple[ShardEngine, list[Outcome], list[Row], dict[int, Origin]]:
     """The shard's rows applied to its engine; the records processing fails on are set apart (``poison.isolate``)
-    and returned as dead-letter rows."""
+    and returned as dead-letter rows; and the origins of the events that kept their raw value."""
 
     def attempt(rows: Sequence[int]) -> tuple[ShardEngine, list[Outcome]]:
         # From the stored state each time: a failed attempt may have changed its engine half-way.
         engine = ShardEngine.restore(state_blob.load(state), settings)
-        events, late = shard_events(columns, engine, watermark_ms, rows)
+        events, late, found = shard_events(columns, engine, watermark_ms, rows)
+        origins.update(found)  # kept with ``events`` alive: the keys are the events' identities
+        held.append(events)
         outcomes = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms, lane_times(columns, rows))
         return engine, outcomes + [LateEvent(LateReason.WATERMARK, t, count=n) for t, n in late.items()]
 
+    origins: dict[int, Origin] = {}
+    held: list[list[Any]] = []
     (engine, outcomes), refused = isolate(range(len(columns.get("event_type", ()))), attempt)
-    letter_rows: list[tuple[str, dict[str, Any]]] = []
+    letter_rows: list[Row] = []
     for culprit in refused:
         letters = _refused_letters(columns, culprit.item, culprit.detail)
         log.error(
@@ -173,7 +175,7 @@ def _apply_isolating_poison(
             culprit.detail,
         )
         letter_rows += [(DEAD_LETTERS, letter) for letter in letters]
-    return engine, outcomes, letter_rows
+    return engine, outcomes, letter_rows, origins
 
 
 def _store_engine(state: Any, engine: ShardEngine, watermark_ms: int) -> None:
@@ -196,7 +198,9 @@ def _raising_on_marker(events: list[Any], marker: str | None) -> Iterator[Any]:
             text = (
                 event.client_id
                 if isinstance(event, ChannelEvent)
-                else json.dumps({k: v for k, v in event.items() if k != ORIGIN_KEY})
+                else json.dumps(event)
+                if isinstance(event, Mapping)
+                else repr(event)
             )
             if marker in text:
                 raise ValueError(f"test poison marker {marker!r} in an event")
@@ -222,7 +226,7 @@ def _refused_letters(columns: Mapping[str, list[Any]], row: int, detail: str) ->
             columns["kafka_topic"][row],
             int(columns["kafka_partition"][row]),
             int(offset),
-            _timestamp_text(columns["kafka_timestamp"][row]),
+            _timestamp(columns["kafka_timestamp"][row]),
             raw,
             PROCESSING_ERROR,
             detail,
@@ -231,17 +235,15 @@ def _refused_letters(columns: Mapping[str, list[Any]], row: int, detail: str) ->
     ]
 
 
-def _as_job_rows(outcomes: list[Outcome], shard: int) -> list[tuple[str, dict[str, Any]]]:
+def _as_job_rows(outcomes: list[Outcome], shard: int, origins: Mapping[int, Origin]) -> list[Row]:
     """The engine's outcomes as the sink takes them (``table_rows``): an ignored event becomes a dead letter
-    built from the origin ``shard_events`` attached to it, and late routes are counted by shard 0 only (every shard
+    built from the origin ``shard_events`` kept for it, and late routes are counted by shard 0 only (every shard
     receives every route, so every shard finds the same ones stale or late)."""
-    rows: list[tuple[str, dict[str, Any]]] = []
+    rows: list[Row] = []
     for outcome in outcomes:
         if type(outcome) is IgnoredEvent:
-            topic, partition, offset, timestamp, raw_value = outcome.event[ORIGIN_KEY]
-            rows.append(
-                ignored_letter(outcome, topic, int(partition), int(offset), _timestamp_text(timestamp), raw_value)
-            )
+            topic, partition, offset, timestamp, raw_value = origins[id(outcome.event)]
+            rows.append(ignored_letter(outcome, topic, int(partition), int(offset), _timestamp(timestamp), raw_value))
         elif type(outcome) is LateEvent and shard != 0 and outcome.event_type == ROUTE_EVENT:
             continue
         else:
@@ -279,26 +281,27 @@ _DEAD_LETTER_COLUMNS = (
 )
 
 
-def _timestamp_text(timestamp: Any) -> str | None:
-    """A Kafka timestamp as pandas hands it over, as text the sink parses (None for NULL, which pandas
+def _timestamp(timestamp: Any) -> Any:
+    """A Kafka timestamp as pandas hands it over, as the output's TIMESTAMP takes it (None for NULL, which pandas
     hands over as ``NaT`` in a column that has any timestamp)."""
-    return None if timestamp is None or timestamp != timestamp else str(timestamp)  # NaT != NaT
+    return None if timestamp is None or timestamp != timestamp else timestamp  # NaT != NaT
 
 
-def _dead_letters(columns: Mapping[str, list[Any]]) -> list[str]:
+def _dead_letters(columns: Mapping[str, list[Any]]) -> list[Row]:
     rows = zip(*(columns.get(c, []) for c in _DEAD_LETTER_COLUMNS), strict=True)
     return [
-        state_blob.encode(
+        (
+            DEAD_LETTERS,
             dead_letter(
                 event_type or "consumer",
                 topic,
                 int(partition),
                 int(offset),
-                _timestamp_text(timestamp),
+                _timestamp(timestamp),
                 raw_value,
                 reason,
                 detail,
-            )
+            ),
         )
         for event_type, topic, partition, offset, timestamp, raw_value, reason, detail in rows
     ]
@@ -330,7 +333,7 @@ def build_consumer_stream(
     state_function: Callable[..., Iterator[pd.DataFrame]] | None = None,
     poison_marker: str | None = None,
 ) -> DataFrame:
-    """Kafka -> classify -> shard -> heartbeat runs -> stateful engine -> (table, payload) rows.
+    """Kafka -> classify -> shard -> heartbeat runs -> stateful engine -> typed rows (``bus.output_schema``).
 
     ``state_function`` replaces the engine (``make_state_function``); the benchmark passes one that does
     nothing, to measure what the query costs around the engine. ``poison_marker``: tests only (see
@@ -342,7 +345,7 @@ def build_consumer_stream(
     sharded = _without_spark_late_filter(sharded.withWatermark("event_time", watermark_delay))
     return sharded.groupBy("shard").applyInPandasWithState(
         state_function or make_state_function(engine_settings, poison_marker),
-        OUTPUT_SCHEMA,
+        output_schema(),
         STATE_SCHEMA,
         "append",
         GroupStateTimeout.EventTimeTimeout,

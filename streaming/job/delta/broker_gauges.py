@@ -11,12 +11,15 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streaming.domain.vocabulary import ViewFreshness
-from streaming.job.delta.table_rows import DELETE, OP
+
+# A change of a current table: a row (every column, or those kept), and whether it deletes the row's key.
+Change = tuple[Mapping[str, Any], bool]
 
 
 class CurrentRows:
     """A current table's rows, reduced to ``columns``, as its write leaves them after each batch: per key the
-    batch's latest row (by ``event_time_ms``) replaces the stored one, and ``_op = 'delete'`` removes it."""
+    batch's latest change (by ``event_time_ms``; a deletion at a tie, as the MERGE) replaces the stored row or,
+    a deletion, removes it."""
 
     def __init__(self, key: tuple[str, ...], columns: tuple[str, ...], rows: Iterable[Mapping[str, Any]] = ()) -> None:
         self.key = key
@@ -28,14 +31,15 @@ class CurrentRows:
     def _key(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
         return tuple(row.get(k) for k in self.key)
 
-    def apply(self, batch: Iterable[Mapping[str, Any]]) -> None:
-        latest: dict[tuple[Any, ...], Mapping[str, Any]] = {}
-        for row in batch:
+    def apply(self, batch: Iterable[Change]) -> None:
+        latest: dict[tuple[Any, ...], Change] = {}
+        for row, gone in batch:
             key = self._key(row)
-            if key not in latest or (row.get("event_time_ms") or 0) > (latest[key].get("event_time_ms") or 0):
-                latest[key] = row
-        for key, row in latest.items():
-            if row.get(OP) == DELETE:
+            held = latest.get(key)
+            if held is None or (row.get("event_time_ms") or 0, gone) > (held[0].get("event_time_ms") or 0, held[1]):
+                latest[key] = row, gone
+        for key, (row, gone) in latest.items():
+            if gone:
                 self._rows.pop(key, None)
             else:
                 self._rows[key] = {c: row.get(c) for c in self.columns}

@@ -1,18 +1,14 @@
-"""The one mapping from the shard engine's typed outcomes to the consumer tables' rows, and back for metrics.
+"""The one mapping from the shard engine's typed outcomes to the consumer query's typed rows.
 
-``shard_engine.ShardEngine`` says what happened (``streaming.domain.consumers.outcomes``); this module says where it is
-kept: which table of ``tables.py`` gets which row, and whether a current table's row is an upsert or a
-delete (``_op``). The state function emits the rows as JSON and the sink parses each table's rows with
-its schema, so a column this mapping did not fill would be a silent NULL: a unit test maps one of every
-outcome and compares the keys with every consumer table's columns. The metrics read typed values again
-(``metric_values``, ``group_summary``): the exact inverse, tested as a round trip.
+``shard_engine.ShardEngine`` says what happened (``streaming.domain.consumers.outcomes``); this module says where it
+is kept: which kind of ``bus`` (a table of ``tables.py``, a current table's deletion, or a row the metrics read)
+gets which row. Each row is a dict of its kind's fields, which ``bus.values`` reads in the struct's order: a field
+not filled raises; ``tests/unit/test_typed_rows.py`` maps one of every outcome against every kind's fields.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from streaming.contract.tables import Table
@@ -37,34 +33,20 @@ from streaming.domain.consumers.outcomes import (
     QueueProgress,
     QueueProgressGone,
     RebalanceCost,
-    TopicProgress,
-    TopicSummary,
 )
 from streaming.domain.consumers.polled_views import ViewStatus
-from streaming.domain.progress.verdict import QueueState
-from streaming.domain.vocabulary import AnomalyKind, LateReason, ViewFreshness
+from streaming.domain.vocabulary import ViewFreshness
+from streaming.job.delta.bus import LATE_EVENTS, MOVED_QUEUES, PROGRESS_METRICS, RETRACTED_CUTS, deleted
 
 Row = tuple[str, dict[str, Any]]
 
 GROUP_STATUS = Table.GROUP_STATUS_CURRENT
 DEAD_LETTERS = Table.DEAD_LETTERS
-# Not a Delta table: the late input the metrics count.
-LATE_EVENTS = "late_events"
 PROGRESS_HISTORY = Table.CONSUME_PROGRESS
 QUEUE_PROGRESS = Table.QUEUE_PROGRESS_CURRENT
 REBALANCE_COST = Table.REBALANCE_COST
-# Not a Delta table: a group's progress per topic, which the metrics are set from.
-PROGRESS_METRICS = "progress_metrics"
-# The operation column of a current table's rows: the sink upserts them and deletes the others' keys.
-OP = "_op"
-UPSERT = "upsert"
-DELETE = "delete"
-# Not a Delta table: the cuts whose history rows the sink deletes (``CutRetracted``) before the batch's appends.
-RETRACTED_CUTS = "retracted_cuts"
 # The history tables a cut writes, keyed by (group, event_time_ms): what a retracted cut's rows are deleted from.
 CUT_TABLES = (Table.GROUP_SNAPSHOTS, Table.EXPECTED_ASSIGNMENTS, Table.ANOMALY_EPISODES)
-# Columns the sink fills in itself: the micro-batch and the timestamp of ``event_time_ms``.
-SINK_COLUMNS = frozenset({"batch_id", "event_time"})
 
 
 def _membership_change(change: MembershipChange) -> list[Row]:
@@ -103,7 +85,7 @@ def _view_columns(view: ViewStatus) -> dict[str, Any]:
 def _view_state(outcome: BrokerViewState) -> list[Row]:
     view = outcome.view
     stale_since = view.event_time_ms if view.status == ViewFreshness.STALE else None
-    return [(Table.BROKER_VIEWS_CURRENT, {**_view_columns(view), "stale_since_ms": stale_since, OP: UPSERT})]
+    return [(Table.BROKER_VIEWS_CURRENT, {**_view_columns(view), "stale_since_ms": stale_since})]
 
 
 def _view_changed(outcome: BrokerViewChanged) -> list[Row]:
@@ -111,12 +93,8 @@ def _view_changed(outcome: BrokerViewChanged) -> list[Row]:
 
 
 def _view_gone(outcome: BrokerViewGone) -> list[Row]:
-    return [
-        (
-            Table.BROKER_VIEWS_CURRENT,
-            {"group": outcome.group, "broker": outcome.broker, "event_time_ms": outcome.event_time_ms, OP: DELETE},
-        )
-    ]
+    key = {"group": outcome.group, "broker": outcome.broker}
+    return [(deleted(Table.BROKER_VIEWS_CURRENT), {**key, "event_time_ms": outcome.event_time_ms})]
 
 
 def _snapshot(s: GenerationSnapshot) -> list[Row]:
@@ -163,27 +141,13 @@ def _expected(a: ExpectedAssignment) -> list[Row]:
         "queue_count": len(queues),
         "generation": a.generation,
         "event_time_ms": a.event_time_ms,
-        OP: UPSERT,
     }
     return [(Table.EXPECTED_ASSIGNMENTS, row), (Table.CURRENT_ASSIGNMENT, current)]
 
 
 def _withdrawn(w: AssignmentWithdrawn) -> list[Row]:
-    return [
-        (
-            Table.CURRENT_ASSIGNMENT,
-            {
-                "group": w.group,
-                "topic": w.topic,
-                "client_id": w.client_id,
-                "queues": [],
-                "queue_count": 0,
-                "generation": w.generation,
-                "event_time_ms": w.event_time_ms,
-                OP: DELETE,
-            },
-        )
-    ]
+    key = {"group": w.group, "topic": w.topic, "client_id": w.client_id}
+    return [(deleted(Table.CURRENT_ASSIGNMENT), {**key, "event_time_ms": w.event_time_ms})]
 
 
 def _transition(t: EpisodeTransition) -> list[Row]:
@@ -229,20 +193,13 @@ def _episode_restored(r: EpisodeRestored) -> list[Row]:
                 "severity": e.severity,
                 "summary": e.summary,
                 "details": e.details_json,
-                OP: UPSERT,
             },
         )
     ]
 
 
 def _episode_retracted(r: EpisodeRetracted) -> list[Row]:
-    row = {"episode_id": r.episode_id, "group": r.group, "event_time_ms": r.event_time_ms, OP: DELETE}
-    return [(Table.ANOMALIES_CURRENT, row)]
-
-
-# A topic's queues moved by the analysis: the metrics count them, the table does not keep them (a restart
-# counts moves from then on), so its schema drops them when the sink parses the row.
-MOVED_QUEUES = "moved_queues"
+    return [(deleted(Table.ANOMALIES_CURRENT), {"episode_id": r.episode_id, "event_time_ms": r.event_time_ms})]
 
 
 def _summary(s: GroupSummary) -> list[Row]:
@@ -272,14 +229,13 @@ def _summary(s: GroupSummary) -> list[Row]:
                     for name, t in sorted(s.topics.items())
                 ],
                 "event_time_ms": s.event_time_ms,
-                OP: UPSERT,
             },
         )
     ]
 
 
 def _gone(g: GroupGone) -> list[Row]:
-    return [(GROUP_STATUS, {"group": g.group, "event_time_ms": g.event_time_ms, OP: DELETE})]
+    return [(deleted(GROUP_STATUS), {"group": g.group, "event_time_ms": g.event_time_ms})]
 
 
 def _progress_columns(p: QueueProgress) -> dict[str, Any]:
@@ -321,13 +277,13 @@ def _queue_progress(p: QueueProgress) -> list[Row]:
     columns = _progress_columns(p)
     return [
         (PROGRESS_HISTORY, {**columns, "state_changed": p.changed}),
-        (QUEUE_PROGRESS, {**columns, OP: UPSERT}),
+        (QUEUE_PROGRESS, columns),
     ]
 
 
 def _queue_progress_gone(g: QueueProgressGone) -> list[Row]:
     key = {"group": g.group, "topic": g.topic, "broker": g.broker, "queue_id": g.queue_id}
-    return [(QUEUE_PROGRESS, {**key, "event_time_ms": g.event_time_ms, OP: DELETE})]
+    return [(deleted(QUEUE_PROGRESS), {**key, "event_time_ms": g.event_time_ms})]
 
 
 def _rebalance_cost(r: RebalanceCost) -> list[Row]:
@@ -375,7 +331,7 @@ def _progress_summary(p: ProgressSummary) -> list[Row]:
             "topic": name,
             "lag": t.lag,
             "max_time_lag_s": t.max_time_lag_s,
-            "queues_by_state": {str(k): n for k, n in sorted(t.queues_by_state.items())},
+            "queues_by_state": [{"state": str(k), "queues": n} for k, n in sorted(t.queues_by_state.items())],
         }
         for name, t in sorted(p.topics.items())
     ]
@@ -383,137 +339,16 @@ def _progress_summary(p: ProgressSummary) -> list[Row]:
     return [(PROGRESS_METRICS, row)]
 
 
-def progress_summary(row: Mapping[str, Any]) -> ProgressSummary:
-    """A ``PROGRESS_METRICS`` row as the value it came from."""
-    return ProgressSummary(
-        row["group"],
-        row["event_time_ms"],
-        {
-            t["topic"]: TopicProgress(
-                t["lag"], t["max_time_lag_s"], {QueueState(k): n for k, n in t["queues_by_state"].items()}
-            )
-            for t in row["topics"]
-        },
-        row["offline_backlog"],
-    )
-
-
-def progress_summaries(rows: Iterable[Mapping[str, Any]], now_ms: int) -> list[ProgressSummary]:
-    """Each group's ``ProgressSummary`` from its ``queue_progress_current`` rows (what a restarted job exports
-    before the group's next sample): the same values the tracker's summary gave at the rows' samples. A group
-    without members with a queue whose lag is above 0 has its offline backlog episode open (the tracker opens it
-    at such a sample and keeps no such queue once it closes it)."""
-    groups: dict[str, dict[str, tuple[int, float | None, dict[QueueState, int]]]] = {}
-    offline: set[str] = set()
-    for r in rows:
-        if not r["group_online"] and (r["lag"] or 0) > 0:
-            offline.add(r["group"])
-        topics = groups.setdefault(r["group"], {})
-        lag, worst, states = topics.get(r["topic"], (0, None, {}))
-        estimate = r["time_lag_estimate_s"]
-        state = QueueState(r["state"])
-        states[state] = states.get(state, 0) + 1
-        topics[r["topic"]] = (
-            lag + (r["lag"] or 0),
-            estimate if worst is None else worst if estimate is None else max(worst, estimate),
-            states,
-        )
-    return [
-        ProgressSummary(g, now_ms, {t: TopicProgress(*v) for t, v in sorted(topics.items())}, g in offline)
-        for g, topics in sorted(groups.items())
-    ]
-
-
-def group_summary(row: Mapping[str, Any]) -> GroupSummary | GroupGone:
-    """A ``group_status_current`` row (as mapped above, or as the table holds it) as the value it came from;
-    a row read back from the table has no queue moves (0)."""
-    if row.get(OP) == DELETE:
-        return GroupGone(row["group"], row["event_time_ms"])
-    return GroupSummary(
-        row["group"],
-        row["event_time_ms"],
-        row["members"],
-        row["channels"],
-        row["generation"],
-        row["duplicate_client_ids"],
-        row["views_diverge"],
-        row["last_rebalance_ms"],
-        {AnomalyKind(a["anomaly"]): a["episodes"] for a in row["open_anomalies"] or ()},
-        {
-            t["topic"]: TopicSummary(
-                t["assigned"],
-                t["orphaned"],
-                t["double_owned"],
-                t["idle_members"],
-                t["non_subscribing_members"],
-                t["skew_queues"],
-                t.get(MOVED_QUEUES) or 0,
-            )
-            for t in row["topics"] or ()
-        },
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLettered:
-    """An input record the consumer path wrote as a dead letter, for the metrics' count by reason."""
-
-    reason: str | None
-
-
-@dataclass(frozen=True)
-class FinalCost:
-    """A ``rebalance_cost`` row as the metrics read it."""
-
-    group: str
-    topic: str
-    t0_ms: int
-    handoff_gap_ms: int | None
-    redelivered_max: int | None
-
-
-def final_cost(row: Mapping[str, Any]) -> FinalCost:
-    return FinalCost(row["group"], row["topic"], row["t0_ms"], row["handoff_gap_ms"], row["redelivered_max"])
-
-
-MetricValue = GroupSummary | GroupGone | LateEvent | DeadLettered | ProgressSummary | FinalCost
-
-
-def metric_values(rows: Iterable[tuple[str, str]]) -> list[MetricValue]:
-    """The values the metrics are set from, from the JSON rows of ``GROUP_STATUS``, ``LATE_EVENTS``,
-    ``DEAD_LETTERS``, ``PROGRESS_METRICS`` and ``REBALANCE_COST`` (others are skipped), in order."""
-    values: list[MetricValue] = []
-    for table, text in rows:
-        row = json.loads(text)
-        if table == PROGRESS_METRICS:
-            values.append(progress_summary(row))
-        elif table == REBALANCE_COST:
-            values.append(final_cost(row))
-        elif table == GROUP_STATUS:
-            values.append(group_summary(row))
-        elif table == LATE_EVENTS:
-            values.append(
-                LateEvent(
-                    LateReason(row["reason"]),
-                    row["event_type"],
-                    row.get("event_time_ms"),
-                    row["count"],
-                    row.get("group"),
-                    row.get("broker"),
-                    row.get("topic"),
-                )
-            )
-        elif table == DEAD_LETTERS:
-            values.append(DeadLettered(row.get("reason")))
-    return values
-
-
 def _late(late: LateEvent) -> list[Row]:
-    row: dict[str, Any] = {"reason": late.reason, "event_type": late.event_type, "count": late.count}
-    for name in ("event_time_ms", "group", "broker", "topic"):
-        value = getattr(late, name)
-        if value is not None:
-            row[name] = value
+    row = {
+        "reason": late.reason,
+        "event_type": late.event_type,
+        "event_time_ms": late.event_time_ms,
+        "count": late.count,
+        "group": late.group,
+        "broker": late.broker,
+        "topic": late.topic,
+    }
     return [(LATE_EVENTS, row)]
 
 
@@ -522,7 +357,7 @@ def dead_letter(
     kafka_topic: str,
     kafka_partition: int,
     kafka_offset: int,
-    kafka_timestamp: str | None,
+    kafka_timestamp: Any,
     raw_value: str | None,
     reason: str,
     detail: str | None,
@@ -545,7 +380,7 @@ def ignored_letter(
     kafka_topic: str,
     kafka_partition: int,
     kafka_offset: int,
-    kafka_timestamp: str | None,
+    kafka_timestamp: Any,
     raw_value: str | None,
 ) -> Row:
     """The dead letter of an event the engine refused, at the input coordinates the caller kept for it."""

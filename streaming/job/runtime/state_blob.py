@@ -1,8 +1,7 @@
 """A stateful query's state per key as one zlib-compressed JSON document (state schema ``blob BINARY``).
 
 The consumer query and the fault replay key their state by a few shards and keep everything of a shard in
-one value, read and rewritten once per batch; this is the codec both use, and the one JSON encoder for the
-rows they emit.
+one value, read and rewritten once per batch; this is the codec both use.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from typing import Any
 
 SCHEMA = "blob BINARY"
 
-# One encoder for every payload and state: ``json.dumps`` with separators builds a new encoder per call.
+# One encoder for every state: ``json.dumps`` with separators builds a new encoder per call.
 encode = json.JSONEncoder(separators=(",", ":")).encode
 
 

@@ -15,11 +15,10 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from streaming.domain.faults.outcomes import FaultOutcome
 from streaming.domain.faults.shard import FaultShard, Pair, PairSend
 from streaming.domain.faults.tolerance import SendOutcome
 from streaming.domain.state_codec import unwrap_state, wrap_state
-from streaming.job.delta.fault_table_rows import fault_rows
-from streaming.job.delta.table_rows import Row
 from streaming.job.runtime import state_blob
 from streaming.job.runtime.hadoop_files import read_whole, write_whole
 
@@ -101,10 +100,10 @@ class FaultReplayState:
 
 @dataclass(frozen=True)
 class ReplayStep:
-    """One batch replayed: the state after it (None: unchanged), its fault rows and its late sends."""
+    """One batch replayed: the state after it (None: unchanged), its shards' outcomes and its late sends."""
 
     state: FaultReplayState | None
-    rows: tuple[Row, ...]
+    outcomes: tuple[FaultOutcome, ...]
     late_sends: int
     already_written: bool = False
 
@@ -139,7 +138,7 @@ def replay_batch(
         by_shard.setdefault(kept.shard, {}).setdefault((kept.producer_id, kept.broker), []).append(kept)
     called = set(by_shard) | {s for s, stored in state.shards.items() if watermark_ms > stored.timeout_ms}
     shards = dict(state.shards)
-    rows: list[Row] = []
+    outcomes: list[FaultOutcome] = []
     for shard in sorted(called):
         stored = state.shards.get(shard)
         pairs = {
@@ -151,12 +150,12 @@ def replay_batch(
         else:
             timeout_ms = max(step.shard.next_wakeup_ms() or 0, watermark_ms)
             shards[shard] = ShardState(step.shard.snapshot(), timeout_ms)
-        rows += fault_rows(step.outcomes)
+        outcomes += step.outcomes
     next_watermark_ms = watermark_ms if newest_ms is None else max(watermark_ms, newest_ms - watermark_delay_ms)
     if not called and next_watermark_ms == state.next_watermark_ms:
         return ReplayStep(None, (), late)
     after = FaultReplayState(batch_id, watermark_ms, next_watermark_ms, MappingProxyType(shards), state.shard_count)
-    return ReplayStep(after, tuple(rows), late)
+    return ReplayStep(after, tuple(outcomes), late)
 
 
 def _replay_order(kept: KeptSend) -> tuple[int, int, int]:
@@ -235,7 +234,7 @@ class FaultStateFiles:
 
 class FaultReplayer:
     """send-ingest's fault replay across its batches, one per query start: the state as the checkpoint's files
-    left it, each batch's rows as writes (``outputs.FaultOutputs``, which sets the gauges first), and the state
+    left it, each batch's outcomes as writes (``outputs.FaultOutputs``, which sets the gauges first), and the state
     file written once those writes have committed (``commit``)."""
 
     def __init__(
@@ -262,7 +261,7 @@ class FaultReplayer:
             self.on_late(batch_id, step.late_sends)
         if step.state is None:
             return [], None
-        return self.outputs.writes(session, step.rows, batch_id), step.state
+        return self.outputs.writes(session, step.outcomes, batch_id), step.state
 
     def _loaded(self) -> FaultReplayState:
         """The state the checkpoint holds, made with this shard count (a pair's shard follows from it)."""

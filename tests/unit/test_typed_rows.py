@@ -1,19 +1,19 @@
-"""Every column of every table the consumer path writes has a source in ``table_rows``, and no other key.
+"""The consumer query's typed output: every kind's fields come from the table catalogue, and ``table_rows`` fills
+each of them from the outcomes, with no other key.
 
-One outcome of every kind the engine returns, each field set, is mapped; the rows of each table must carry
-exactly the table's columns (but those the sink fills in), so a column the mapping forgot, or a key the
-table does not have (a misspelling the sink's ``from_json`` would turn into a NULL), fails here.
+One outcome of every kind the engine returns, each field set, is mapped; the rows of each kind must carry exactly
+its struct's fields, so a column the mapping forgot, or a key the struct does not have (a misspelling), fails here;
+and the rows convert to the output schema as the Python worker converts them (Arrow, no JVM).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import typing
+from typing import Any
 
 import pytest
 
-from streaming.contract.tables import TABLES, column_names, split_columns
+from streaming.contract.tables import TABLES, Table, column_names
 from streaming.domain.consumers import outcomes
 from streaming.domain.consumers.episodes import Episode, Transition
 from streaming.domain.consumers.membership import MembershipChange
@@ -54,18 +54,10 @@ from streaming.domain.vocabulary import (
     Trigger,
     ViewFreshness,
 )
-from streaming.job.delta import table_rows
-from streaming.job.delta.outputs import HISTORY_OUTPUTS
-from streaming.job.delta.table_rows import (
-    MOVED_QUEUES,
-    OP,
-    SINK_COLUMNS,
-    dead_letter,
-    group_summary,
-    ignored_letter,
-    metric_values,
-    rows_of,
-)
+from streaming.job.delta import bus, table_rows
+from streaming.job.delta.bus import KINDS, MOVED_QUEUES, SINK_COLUMNS, deleted
+from streaming.job.delta.metric_rows import group_summary, metric_values
+from streaming.job.delta.table_rows import dead_letter, ignored_letter, rows_of
 
 STALE = ViewStatus(9, "G", "broker-a", ViewFreshness.STALE, 1, 5, 2, "collector-1")
 EPISODE = Episode("e1", "G", "T", AnomalyKind.ORPHANED_QUEUES, 3, Severity.CRITICAL, "2 orphaned", "{}")
@@ -137,89 +129,89 @@ EVERY_OUTCOME = [
         9,
     ),
 ]
-# The consumer sink's Delta tables: written from these rows, or derived by the sink from another table's.
-CONSUMER_TABLES = {*HISTORY_OUTPUTS} - {"fault_windows"} | {
-    "current_assignment",
-    "broker_views_current",
-    "group_status_current",
-    "anomalies_current",
-    "queue_progress_current",
-}
-DERIVED = {"anomalies_current": "anomaly_episodes"}  # the open episodes, from the episodes' history
+DERIVED = {Table.ANOMALIES_CURRENT: Table.ANOMALY_EPISODES}  # the open episodes, from the episodes' history too
 
 
 def mapped_rows() -> dict[str, list[dict]]:
     ignored = IgnoredEvent({"type": "reported_assignment"}, "reported_assignment", IgnoredReason.UNKNOWN_GROUP, "why")
     pairs = [pair for outcome in EVERY_OUTCOME for pair in rows_of(outcome)]
     pairs.append(ignored_letter(ignored, "rmq.reports", 0, 1, "2026-11-24 10:00:00", "{}"))
-    pairs.append(("dead_letters", dead_letter("consumer", "rmq", 0, 2, None, "{", "INVALID_JSON", "detail")))
-    by_table: dict[str, list[dict]] = {}
-    for table, row in pairs:
-        by_table.setdefault(table, []).append(row)
-    return by_table
+    pairs.append((Table.DEAD_LETTERS, dead_letter("consumer", "rmq", 0, 2, None, "{", "INVALID_JSON", "detail")))
+    by_kind: dict[str, list[dict]] = {}
+    for kind, row in pairs:
+        by_kind.setdefault(kind, []).append(row)
+    return by_kind
+
+
+def collected(kind: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A mapped row as the driver collects it from the output: its kind's struct fields only."""
+    return dict(zip((c.name for c in KINDS[kind]), bus.values(kind, row), strict=True))
 
 
 def test_every_outcome_kind_is_mapped_and_every_kind_is_in_the_sample():
     kinds = set(typing.get_args(outcomes.Outcome))
     assert kinds - {IgnoredEvent} == {type(o) for o in EVERY_OUTCOME}
     assert set(table_rows._MAPPERS) == kinds - {IgnoredEvent}
+    assert set(mapped_rows()) == set(KINDS)  # the sample fills every kind of the output
 
 
-@pytest.mark.parametrize("table", sorted(CONSUMER_TABLES - set(DERIVED)))
-def test_every_column_of_a_consumer_table_has_a_source_and_no_key_is_unknown(table):
-    assert_rows_fill_the_table(table, mapped_rows().get(table))
+def test_each_tables_kind_is_its_columns_and_each_current_table_has_a_deletion_kind():
+    for table in bus.CONSUMER_TABLES:
+        fields = {c.name: c.type for c in KINDS[table]}
+        columns = {c.name: c.type for c in TABLES[table].columns if c.name not in SINK_COLUMNS}
+        if table == Table.GROUP_STATUS_CURRENT:  # the moves ride along for the metrics
+            topics = fields.pop("topics")
+            assert topics.element is not None and topics.element.fields[-1].name == MOVED_QUEUES
+            assert topics.element.fields[:-1] == columns.pop("topics").element.fields
+        assert fields == columns, table
+    for table in bus.CURRENT_TABLES:
+        spec = TABLES[table]
+        assert KINDS[deleted(table)] == (*(spec.column(k) for k in spec.key), spec.column("event_time_ms"))
+    assert {t for t in TABLES if TABLES[t].kind == "current"} & set(bus.CONSUMER_TABLES) == set(bus.CURRENT_TABLES)
 
 
-def assert_rows_fill_the_table(table: str, rows: list[dict] | None) -> None:
-    """Every mapped row of ``table`` names only its columns and, but for a delete's key-only row, all of them;
-    ``_op`` exactly on the rows of a current table."""
-    columns = set(column_names(table)) - SINK_COLUMNS
-    assert rows, f"nothing maps to {table}"
-    key = set(TABLES[table].key)
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_field_of_a_kind_has_a_source_and_no_key_is_unknown(kind):
+    assert_rows_fill_the_kind(kind, mapped_rows().get(kind))
+
+
+def assert_rows_fill_the_kind(kind: str, rows: list[dict] | None) -> None:
+    """Every mapped row of ``kind`` names exactly its struct's fields."""
+    fields = {c.name for c in KINDS[kind]}
+    assert rows, f"nothing maps to {kind}"
     for row in rows:
-        keys = set(row) - {OP}
-        assert keys <= columns, f"{table}: no such column {sorted(keys - columns)}"
-        if row.get(OP) == table_rows.DELETE:
-            assert key <= keys, f"{table}: a delete without its key"
-        else:
-            assert keys == columns, f"{table}: no source for {sorted(columns - keys)}"
-        assert (OP in row) == (TABLES[table].kind == "current")
+        assert set(row) <= fields, f"{kind}: no such field {sorted(set(row) - fields)}"
+        assert set(row) == fields, f"{kind}: no source for {sorted(fields - set(row))}"
 
 
-def struct_fields(table: str) -> dict[str, set[str]]:
-    """Per ``ARRAY<STRUCT<...>>`` column of the table, its fields."""
-    fields = {}
-    for entry in split_columns(TABLES[table].schema_ddl):
-        name, _, type_ = entry.partition(" ")
-        if type_.startswith("ARRAY<STRUCT<"):
-            fields[name] = set(re.findall(r"(\w+):", type_))
-    return fields
+def struct_fields(kind: str) -> dict[str, set[str]]:
+    """Per array-of-struct field of the kind, its fields."""
+    return {
+        c.name: {f.name for f in c.type.element.fields}
+        for c in KINDS[kind]
+        if c.type.element is not None and c.type.element.fields
+    }
 
 
-# Fields the metrics read that the table does not keep (the sink's schema drops them).
-METRICS_ONLY = {("group_status_current", "topics"): {MOVED_QUEUES}}
-
-
-@pytest.mark.parametrize("table", sorted(CONSUMER_TABLES - set(DERIVED)))
-def test_every_field_of_a_struct_column_has_a_source(table):
-    for column, fields in struct_fields(table).items():
-        extra = METRICS_ONLY.get((table, column), set())
-        for row in mapped_rows()[table]:
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_every_field_of_a_struct_column_has_a_source(kind):
+    for column, fields in struct_fields(kind).items():
+        for row in mapped_rows()[kind]:
             for element in row.get(column) or ():
-                assert set(element) - extra == fields, f"{table}.{column}"
+                assert set(element) == fields, f"{kind}.{column}"
 
 
 def test_metric_values_are_the_summaries_and_late_events_mapped():
     sample = [o for o in EVERY_OUTCOME if isinstance(o, GroupSummary | GroupGone | LateEvent | ProgressSummary)]
     assert len(sample) == 4
-    text = [(table, json.dumps(row)) for outcome in sample for table, row in rows_of(outcome)]
-    assert metric_values(text) == sample
+    rows = [(kind, collected(kind, row)) for outcome in sample for kind, row in rows_of(outcome)]
+    assert metric_values(rows) == sample
 
 
 def test_a_summary_read_back_from_the_table_has_no_moves():
     (summary,) = [o for o in EVERY_OUTCOME if isinstance(o, GroupSummary)]
     ((_, row),) = rows_of(summary)
-    columns = set(column_names("group_status_current"))
+    columns = set(column_names(Table.GROUP_STATUS_CURRENT))
     stored = {k: v for k, v in row.items() if k in columns}
     stored["topics"] = [{k: v for k, v in t.items() if k != MOVED_QUEUES} for t in stored["topics"]]
     restored = group_summary(stored)
@@ -229,10 +221,13 @@ def test_a_summary_read_back_from_the_table_has_no_moves():
 
 def test_an_amended_cuts_episode_rows_fill_the_open_episodes_table():
     """``EpisodeRestored`` puts an episode's row back as it was, ``EpisodeRetracted`` deletes one by its key."""
-    rows = mapped_rows()["anomalies_current"]
-    assert_rows_fill_the_table("anomalies_current", rows)
-    assert [r[OP] for r in rows] == [table_rows.UPSERT, table_rows.DELETE]
-    assert rows[0]["event_time_ms"] == 3 and rows[0]["generation"] == 1 and rows[0]["opened_at_ms"] == 3
+    restored, retracted = (rows_of(o) for o in EVERY_OUTCOME if isinstance(o, EpisodeRestored | EpisodeRetracted))
+    assert [k for k, _ in restored + retracted] == [Table.ANOMALIES_CURRENT, deleted(Table.ANOMALIES_CURRENT)]
+    assert_rows_fill_the_kind(Table.ANOMALIES_CURRENT, [restored[0][1]])
+    assert_rows_fill_the_kind(deleted(Table.ANOMALIES_CURRENT), [retracted[0][1]])
+    row = restored[0][1]
+    assert row["event_time_ms"] == 3 and row["generation"] == 1 and row["opened_at_ms"] == 3
+    assert retracted[0][1] == {"episode_id": "e2", "event_time_ms": 4}
 
 
 @pytest.mark.parametrize(("table", "source"), sorted(DERIVED.items()))
@@ -240,18 +235,42 @@ def test_a_derived_table_reads_only_columns_its_source_has(table, source):
     assert set(column_names(table)) - SINK_COLUMNS <= set(column_names(source))
 
 
-def test_every_row_is_json_with_the_words_as_text():
-    for table, rows in mapped_rows().items():
-        for row in rows:
-            text = json.dumps(row)
-            assert "ViewFreshness" not in text and "AnomalyKind" not in text, table
-    (current,) = mapped_rows()["broker_views_current"][:1]
-    assert current["status"] == "STALE" and current["stale_since_ms"] == STALE.event_time_ms
+def test_every_row_converts_to_the_output_schema_with_the_words_as_text():
+    """As the Python worker converts the state function's frame (``PandasToArrowConversion``, Arrow only)."""
+    import datetime
+
+    from pyspark.sql.conversion import PandasToArrowConversion
+
+    records = [(kind, row) for kind, rows in mapped_rows().items() for row in rows]
+    letter = {**records[-1][1], "kafka_timestamp": datetime.datetime(2026, 11, 24, 10)}  # as pandas hands it over
+    records[-1] = (Table.DEAD_LETTERS, letter)
+    frame = bus.output_frame(records)
+    batch = PandasToArrowConversion.convert(
+        frame, bus.output_schema(), timezone="UTC", safecheck=True, arrow_cast=True, assign_cols_by_name=True
+    )
+    table = batch.to_pydict()
+    assert table[bus.TAG] == [kind for kind, _ in records]
+    for i, (kind, row) in enumerate(records):
+        assert all(table[k][i] is None for k in KINDS if k != kind)
+        if kind != Table.DEAD_LETTERS:
+            assert table[kind][i] == collected(kind, row), kind
+    views = table[Table.BROKER_VIEWS_CURRENT]
+    (current,) = [v for v in views if v is not None]
+    assert current["status"] == "STALE" and type(current["status"]) is str
+    assert current["stale_since_ms"] == STALE.event_time_ms
+    assert str(table[Table.DEAD_LETTERS][-1]["kafka_timestamp"]).startswith("2026-11-24 10:00:00")
+
+
+def test_a_mapping_that_misses_a_field_raises_instead_of_writing_a_null():
+    row = dict(mapped_rows()[Table.MEMBERSHIP_CHANGES][0])
+    del row["channel"]
+    with pytest.raises(KeyError):
+        bus.output_frame([(Table.MEMBERSHIP_CHANGES, row)])
 
 
 def test_a_progress_row_keeps_the_sample_and_the_verdict_and_unknown_offsets_are_null():
     (progress,) = [o for o in EVERY_OUTCOME if isinstance(o, QueueProgress)]
-    (_, history), (_, current) = rows_of(progress)
+    (_, history), (kind, current) = rows_of(progress)
     assert (history["lag"], history["state"], history["cause"], history["holders"], history["expected_owner"]) == (
         10,
         "STUCK_HOLDER",
@@ -260,7 +279,7 @@ def test_a_progress_row_keeps_the_sample_and_the_verdict_and_unknown_offsets_are
         "c2",
     )
     assert (history["time_lag_upper_s"], history["time_lag_estimate_s"], history["state_changed"]) == (3.0, 2.5, True)
-    assert current[OP] == table_rows.UPSERT and "state_changed" not in current
+    assert kind == Table.QUEUE_PROGRESS_CURRENT and "state_changed" not in current
     unanswered = QueueProgress("G", "T", "broker-a", 0, QueueSample(9, False), progress.verdict, 2, False, True)
     (_, row), _ = rows_of(unanswered)
     assert (row["answered"], row["broker_offset"], row["consumer_offset"], row["lag"]) == (False, None, None, 10)
@@ -269,7 +288,7 @@ def test_a_progress_row_keeps_the_sample_and_the_verdict_and_unknown_offsets_are
 @pytest.mark.parametrize("online", [True, False])
 def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_summary(online):
     from streaming.domain.consumers.progress_tracker import ProgressContext, apply_progress, summary
-    from streaming.job.delta.table_rows import progress_summaries
+    from streaming.job.delta.metric_rows import progress_summaries
 
     tracked = None
     current = {}
@@ -287,7 +306,7 @@ def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_sum
         tracked, found = apply_progress(tracked, event, ProgressContext(online))
         for o in found:
             for table, row in rows_of(o):
-                if table == "queue_progress_current":
+                if table == Table.QUEUE_PROGRESS_CURRENT:
                     current[(row["topic"], row["queue_id"])] = row
     (restored,) = progress_summaries(current.values(), 61_000)
     assert restored == summary("G", tracked, 61_000)
