@@ -129,7 +129,8 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
     found = _applied(columns)
     events = found.events
     origins = [found.origins[id(event)] for event in events]
-    assert events == [earlier_report, route, channel, report, other_report]
+    # a channel event that kept its raw value is parsed once, here, into its type; the others stay JSON objects
+    assert events == [earlier_report, route, ChannelEvent.from_json(channel), report, other_report]
     assert [origin[:3] for origin in origins] == [
         ("a-reports", 0, 9),
         ("b-routes", 0, 1),

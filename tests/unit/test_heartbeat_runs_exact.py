@@ -330,3 +330,18 @@ def test_lane_times_are_each_partitions_newest_channel_event_however_folded():
     expected = {f"rmq/{g1}": START + 120_000, f"rmq/{1 - g1}": START + 40_000}
     for fold in (True, False):
         assert lane_times(as_runs(rows_of(published(steps), [0, 0]), fold)) == expected
+
+
+def test_a_poll_of_the_runs_view_in_the_batch_keeps_the_run_from_being_held():
+    """The adapter hands the runs' planner a batch's polls as they are: a poll replaces its broker's view, so a run
+    of that view is applied heartbeat by heartbeat; a poll of another broker changes nothing."""
+    from streaming.domain.consumers.heartbeat_plan import HeartbeatRun
+    from streaming.domain.consumers.membership import ChannelEvent
+    from streaming.domain.consumers.polled_views import ConnectionPoll
+
+    engine = ShardEngine.restore(None, ENGINE)
+    beat = ChannelEvent.from_fields(1_000, "b1", "HEARTBEAT", "ch1", "c1", "G1", None, None, None, (), None)
+    run = HeartbeatRun(beat, (1_000, 31_000, 61_000))
+    assert engine.steady_runs([run], []) == [True]
+    assert engine.steady_runs([run], [ConnectionPoll(40_000, "b2", "G1", 30_000, (), ())]) == [True]
+    assert engine.steady_runs([run], [ConnectionPoll(40_000, "b1", "G1", 30_000, (), ())]) == [False]
