@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.process_cpu import tree_cpu_seconds
+
 TIER_BY_FOLDER = {
     "unit": None,
     "jvm": "jvm",
@@ -83,8 +85,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # -- where the suite's time goes (printed at the end: the budget is in tests/README.md) ---------------------------
 
 SLOWEST_FILES = 30
+CPU_PROPERTY = "tree_cpu_s"  # a file's last test carries its file's CPU seconds to the controller (xdist)
+_LAST_OF_ITS_FILE = pytest.StashKey[bool]()
 _seconds_by_file: defaultdict[str, float] = defaultdict(float)
+_cpu_by_file: defaultdict[str, float] = defaultdict(float)
 _session_started = time.monotonic()
+_tree_cpu_at_last_file_end = tree_cpu_seconds(os.getpid())
 
 
 def machine_busy_seconds() -> float | None:
@@ -101,9 +107,29 @@ def machine_busy_seconds() -> float | None:
 _busy_at_start = machine_busy_seconds()
 
 
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    item.stash[_LAST_OF_ITS_FILE] = nextitem is None or nextitem.path != item.path
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """The last test of a file (in this process's run) reports the CPU seconds this process and every process below
+    it (its Spark and Kafka JVMs, jobs, clients, their Python workers) spent since the previous file ended."""
+    global _tree_cpu_at_last_file_end
+    report = yield
+    if call.when == "teardown" and item.stash.get(_LAST_OF_ITS_FILE, False) and _tree_cpu_at_last_file_end is not None:
+        now = tree_cpu_seconds(os.getpid())
+        if now is not None:
+            report.user_properties.append((CPU_PROPERTY, now - _tree_cpu_at_last_file_end))
+            _tree_cpu_at_last_file_end = now
+    return report
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Every phase (set-up, call, tear-down) counts for its test's file, so shared fixtures land where used."""
-    _seconds_by_file[report.nodeid.split("::", 1)[0]] += report.duration
+    name = report.nodeid.split("::", 1)[0]
+    _seconds_by_file[name] += report.duration
+    _cpu_by_file[name] += sum(v for k, v in report.user_properties if k == CPU_PROPERTY)
 
 
 @pytest.hookimpl(trylast=True)
@@ -111,9 +137,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _seconds_by_file:
         return
     wall = time.monotonic() - _session_started
-    terminalreporter.section(f"the {SLOWEST_FILES} slowest test files (set-up, call and tear-down)")
+    terminalreporter.section(
+        f"the {SLOWEST_FILES} slowest test files (set-up, call and tear-down; wall and CPU seconds of their processes)"
+    )
     for name, seconds in sorted(_seconds_by_file.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]:
-        terminalreporter.write_line(f"{seconds:8.1f} s  {name}")
+        terminalreporter.write_line(f"{seconds:8.1f} s {_cpu_by_file[name]:8.1f} CPU s  {name}")
+    costly = sorted(_cpu_by_file.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]
+    terminalreporter.write_line("most CPU: " + ", ".join(f"{Path(n).name} {s:.0f}" for n, s in costly))
+    by_tier_cpu: defaultdict[str, float] = defaultdict(float)
+    for name, seconds in _cpu_by_file.items():
+        by_tier_cpu[Path(name).parent.name] += seconds
+    terminalreporter.write_line(
+        "tiers' CPU: " + ", ".join(f"{t} {s:.0f} s" for t, s in sorted(by_tier_cpu.items(), key=lambda kv: -kv[1]))
+    )
     by_tier: defaultdict[str, float] = defaultdict(float)
     for name, seconds in _seconds_by_file.items():
         by_tier[Path(name).parent.name] += seconds
