@@ -156,9 +156,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     tiers = ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in sorted(by_tier.items(), key=lambda kv: -kv[1]))
     terminalreporter.write_line(f"tiers: {tiers}")
     by_half: defaultdict[str, float] = defaultdict(float)
+    by_half_cpu: defaultdict[str, float] = defaultdict(float)
     for name, seconds in _seconds_by_file.items():
         by_half[suite_half(Path(name))] += seconds
-    terminalreporter.write_line("halves: " + ", ".join(f"{half} {seconds:.0f} s" for half, seconds in by_half.items()))
+        by_half_cpu[suite_half(Path(name))] += _cpu_by_file[name]
+    terminalreporter.write_line(
+        "halves: "
+        + ", ".join(f"{half} {seconds:.0f} s ({by_half_cpu[half]:.0f} CPU s)" for half, seconds in by_half.items())
+    )
     busy_now = machine_busy_seconds()
     if busy_now is not None and _busy_at_start is not None:
         busy = busy_now - _busy_at_start
