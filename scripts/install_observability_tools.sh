@@ -51,7 +51,8 @@ go_tools_built() {
 }
 mkdir -p .cache/go-bin
 if [ "$mode" = --go-in-background ]; then
-  if ! go_tools_built; then
+  # a build already running (its lock held) is left to finish, not queued behind
+  if ! go_tools_built && (exec 9>.cache/go-bin/.build-lock && flock -n 9); then
     command -v go >/dev/null || { echo "setup: 'go' is required to build alertmanager and dashboard-linter" >&2; exit 1; }
     echo "setup: alertmanager, amtool and dashboard-linter building in the background (.cache/go-bin/build.log)"
     # niced: the suite beside it is what the caller waits for
