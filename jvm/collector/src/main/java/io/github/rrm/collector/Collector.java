@@ -284,18 +284,24 @@ public final class Collector {
     for (String topic : topics) {
       routes.add(pool.submit(() -> route(topic)));
     }
-    List<Future<?>> asked = askRunningInfo(brokerOfClient, now);
+    List<Asked> asked = askRunningInfo(brokerOfClient, now);
     for (Future<?> route : routes) {
       await(route, null);
     }
-    long budget = System.currentTimeMillis() + Math.min(config.adminTimeoutMs, config.pollIntervalMs / 2);
-    for (Future<?> ask : asked) {
-      long left = budget - System.currentTimeMillis();
+    // A client asked for the first time gets the whole admin timeout: its first poll then carries its own strategy,
+    // consume type and subscriptions, where without them the monitor would take the group's defaults for the new
+    // member (a POP consumer as client-side, its own strategy as the default). Later asks refresh what is known and
+    // get at most half a poll interval, so a slow client never delays the cycle's polls.
+    long started = System.currentTimeMillis();
+    long refreshBudget = started + Math.min(config.adminTimeoutMs, config.pollIntervalMs / 2);
+    long firstBudget = started + config.adminTimeoutMs;
+    for (Asked ask : asked) {
+      long left = (ask.first() ? firstBudget : refreshBudget) - System.currentTimeMillis();
       if (left <= 0) {
-        break;
+        continue;
       }
       try {
-        ask.get(left, TimeUnit.MILLISECONDS);
+        ask.future().get(left, TimeUnit.MILLISECONDS);
       } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
         // still running (reported when it ends) or failed (already counted)
       }
@@ -437,8 +443,11 @@ public final class Collector {
     }
   }
 
-  private List<Future<?>> askRunningInfo(Map<String, String> brokerOfClient, long now) {
-    List<Future<?>> asked = new ArrayList<>();
+  /** A running-info request of this cycle; {@code first}: the client had never been asked. */
+  private record Asked(Future<?> future, boolean first) {}
+
+  private List<Asked> askRunningInfo(Map<String, String> brokerOfClient, long now) {
+    List<Asked> asked = new ArrayList<>();
     for (Map.Entry<String, String> entry : brokerOfClient.entrySet()) {
       ClientView view = clients.computeIfAbsent(entry.getKey(), k -> new ClientView());
       view.seenAt = now;
@@ -449,10 +458,11 @@ public final class Collector {
       if (!due || (view.inFlight != null && !view.inFlight.isDone())) {
         continue;
       }
+      boolean first = view.askedAt == 0;
       view.askedAt = now;
       String[] parts = entry.getKey().split("\u0000", 2);
       view.inFlight = runningInfoPool.submit(() -> runningInfo(parts[0], parts[1], entry.getValue(), view));
-      asked.add(view.inFlight);
+      asked.add(new Asked(view.inFlight, first));
     }
     return asked;
   }
