@@ -51,10 +51,16 @@ class TableModel:
         self.calls = 0
 
     def apply(self, outcomes: Iterable[Outcome]) -> None:
+        self.apply_rows(
+            json.loads(json.dumps(table_rows(o for o in outcomes if type(o) is not IgnoredEvent), default=str))
+        )
+
+    def apply_rows(self, rows: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """One call's ``(table, row)`` pairs (``table_rows``, as JSON gives them back), as ``apply`` applies them."""
         self.calls += 1
         batch: dict[str, list[dict[str, Any]]] = {}
-        for table, row in table_rows(o for o in outcomes if type(o) is not IgnoredEvent):
-            batch.setdefault(table, []).append(json.loads(json.dumps(row, default=str)))
+        for table, row in rows:
+            batch.setdefault(table, []).append(row)
         for row in batch.pop(RETRACTED_CUTS, []):
             for table in CUT_TABLES:
                 self.history[table] = [
