@@ -133,8 +133,9 @@ public final class Collector {
       int port = counters.serve(config.metricsHost, config.metricsPort);
       log.info("metrics on http://" + config.metricsHost + ":" + port + "/metrics");
     }
-    log.info("collector " + collectorId + " watching name server " + config.namesrvAddr + " every "
-        + config.pollIntervalMs + " ms" + (config.progressIntervalMs > 0 ? ", consume progress every "
+    log.info("collector " + collectorId + " watching name server " + config.namesrvAddr
+        + (config.shardCount > 1 ? " (groups of shard " + config.shardIndex + " of " + config.shardCount + ")" : "")
+        + " every " + config.pollIntervalMs + " ms" + (config.progressIntervalMs > 0 ? ", consume progress every "
         + config.progressIntervalMs + " ms" : ""));
     if (config.progressIntervalMs > 0) {
       progressThread = daemon("rrm-progress").newThread(progress::loop);
