@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -545,9 +547,9 @@ def test_collect_command_polls_the_configured_cycles_and_exits(rocketmq_clusters
     assert len(polls) <= 6
 
 
-def _collect(
+def _collect_command(
     tmp_path: Path, bootstrap: str, topic: str, cluster: LocalRocketMQCluster, name: str, cycles: int, extra: str
-) -> subprocess.CompletedProcess[str]:
+) -> list[str]:
     """``rebalance-monitor collect --cycles`` as a user runs it, publishing its polls to ``topic``."""
     config = tmp_path / f"{name}.toml"
     config.write_text(
@@ -556,8 +558,41 @@ def _collect(
         f"poll_interval_ms = 1000\nmetrics_port = 0\n{extra}\n"
     )
     command = [sys.executable, "-m", "streaming.app.cli", "collect", "--config", str(config), "--cycles", str(cycles)]
-    command += ["--work-dir", str(tmp_path / f"work-{name}")]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    return [*command, "--work-dir", str(tmp_path / f"work-{name}")]
+
+
+def _collect(*args: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_collect_command(*args), capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+def test_a_cycle_longer_than_the_poll_interval_is_counted_and_logged(rocketmq_clusters, kafka_broker, tmp_path):
+    """The name server frozen (SIGSTOP) for longer than the admin timeout while the collector starts its cycles:
+    a cycle waits out the cluster-info call (3 s against a 1 s interval), and the collector says the polls are
+    late instead of silently stretching the interval."""
+    cluster: LocalRocketMQCluster = rocketmq_clusters("4.9")
+    topic = "overrun.consumer-connections"
+    create_topics(kafka_broker.bootstrap_servers, [topic])
+    command = _collect_command(
+        tmp_path, kafka_broker.bootstrap_servers, topic, cluster, "overrun", 4, 'include_groups = ["overrun-*"]'
+    )
+    namesrv = cluster.info().namesrv.pid
+    log = (tmp_path / "collect.log").open("w+")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True, env=dict(os.environ))
+    try:
+        wait_for("the collector's start", lambda: "watching name server" in (tmp_path / "collect.log").read_text())
+        os.kill(namesrv, signal.SIGSTOP)
+        try:
+            time.sleep(5.0)  # longer than the admin timeout (3 s) of the cycle under way or the next
+        finally:
+            os.kill(namesrv, signal.SIGCONT)
+        assert process.wait(timeout=120) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        log.close()
+    text = (tmp_path / "collect.log").read_text()
+    assert re.search(r"poll cycle took \d+ ms, more than poll_interval_ms 1000", text), text[-3000:]
+    assert re.search(r'rmqcol_cycles_overrun_total\{cycle="poll"\}=[1-9]', text), text[-3000:]
 
 
 def test_collectors_configured_as_shards_poll_every_group_exactly_once(rocketmq_clusters, kafka_broker, tmp_path):

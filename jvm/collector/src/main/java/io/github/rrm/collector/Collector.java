@@ -156,6 +156,12 @@ public final class Collector {
       long end = System.currentTimeMillis();
       counters.inc("rmqcol_cycles_total");
       counters.gauge("rmqcol_cycle_seconds", end - start);
+      if (end - start > config.pollIntervalMs) {
+        // the next cycle starts at once, late: every view is polled less often than stale_after_ms assumes
+        counters.add("rmqcol_cycles_overrun_total", "cycle", "poll");
+        log.warn("poll cycle took " + (end - start) + " ms, more than poll_interval_ms " + config.pollIntervalMs
+            + ": polls are late (fewer groups per collector, see shard_count, or a longer interval)");
+      }
       counters.gauge("rmqcol_last_cycle_timestamp_seconds", end);
       cycles++;
       if (config.maxCycles > 0) {
