@@ -15,8 +15,10 @@ demo: setup
 
 # Two pytest-xdist workers, one half of the suite each (tests/conftest.py says which); `make test PYTEST_ARGS=...`
 # runs what it names in one process. pytest exits 5 when it collects nothing: a failure here, never a pass.
+# The Go-built test tools, when missing, build in the background while the suite runs; the tests using them wait.
 PYTEST_ARGS ?= -n 2 --dist loadgroup
-test: setup-test
+test: setup
+	@bash scripts/install_observability_tools.sh --go-in-background
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
 

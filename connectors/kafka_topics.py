@@ -1,13 +1,14 @@
 """Topics on a Kafka cluster: which of some are missing, and creating them (kafka-python's admin client).
 
 The job never creates its topics. ``rebalance-monitor simulate --create-topics`` creates the ones a test cluster
-lacks, with the replication factor asked for, or by default one replica per broker up to ``MAX_DEFAULT_REPLICAS``;
-the local single-broker setups (demo, smoke pipeline, tests) get one replica that way.
+lacks, with the replication factor asked for, or by default one replica per broker up to ``MAX_DEFAULT_REPLICAS``,
+and the settings the contract gives each type's topic (``events.topic_configs``: routes compacted); the local
+single-broker setups (demo, smoke pipeline, tests) get one replica that way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 MAX_DEFAULT_REPLICAS = 3
@@ -41,11 +42,13 @@ def create_topics(
     topics: Iterable[str],
     partitions: int = 1,
     replication_factor: int | None = None,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
     **client_options: Any,
 ) -> None:
     """Create the topics that do not exist yet. ``replication_factor`` None: one replica per broker of the
-    cluster, up to ``MAX_DEFAULT_REPLICAS``. ``client_options`` (security settings, say) go to the admin client.
-    Raises ``TopicCreationFailed`` with the broker's reason when it refuses a topic."""
+    cluster, up to ``MAX_DEFAULT_REPLICAS``. ``configs``: a topic's settings by name (``cleanup.policy``, say).
+    ``client_options`` (security settings, say) go to the admin client. Raises ``TopicCreationFailed`` with the
+    broker's reason when it refuses a topic."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import KafkaError, TopicAlreadyExistsError
@@ -60,7 +63,10 @@ def create_topics(
             replication_factor = min(MAX_DEFAULT_REPLICAS, len(admin.describe_cluster()["brokers"]))
         try:
             admin.create_topics(
-                [NewTopic(t, num_partitions=partitions, replication_factor=replication_factor) for t in wanted]
+                [
+                    NewTopic(t, partitions, replication_factor, topic_configs=dict((configs or {}).get(t, {})))
+                    for t in wanted
+                ]
             )
         except TopicAlreadyExistsError:
             pass

@@ -51,6 +51,8 @@ def collector_settings(config: MonitorConfig, max_cycles: int = 0, metrics_port:
         "concurrency": str(c.concurrency),
         "groups.include": ",".join(c.include_groups),
         "groups.exclude": ",".join(c.exclude_groups),
+        "shard.index": str(c.shard_index),
+        "shard.count": str(c.shard_count),
         "access.key": c.access_key,
         "secret.key": c.secret_key,
         "metrics.host": c.metrics_host,

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.process_cpu import tree_cpu_seconds
+
 TIER_BY_FOLDER = {
     "unit": None,
     "jvm": "jvm",
@@ -34,14 +36,12 @@ TIER_BY_FOLDER = {
 WAITING_HALF = "waits-on-clocks"
 BUSY_HALF = "cpu-bound"
 HALF_BY_FOLDER = {"rocketmq": WAITING_HALF, "jvm": WAITING_HALF, "observability": WAITING_HALF}
-# Files in the other half than their folder's: two that wait on clocks, and three that balance the halves (in the
-# fresh-clone run of 9f25ad8 the busy half took 2,014 s, the waiting half 1,908 s; table maintenance 174 s, the
-# metrics flood 101 s, the amended-cut sink test 59 s).
+# Files in the other half than their folder's: two that wait on clocks, and one that balances the halves (in a
+# fresh-clone run of c63ed63 the busy half took 1,624 s, the waiting half 1,708 s, before the S3 tier's maintain
+# run shrank the busy half by about 100 s; the metrics flood 101 s in an earlier run).
 HALF_BY_FILE = {
     "integration/test_demo.py": WAITING_HALF,
     "integration/test_job_kafka_outage.py": WAITING_HALF,
-    "spark/test_table_maintenance.py": WAITING_HALF,
-    "spark/test_sink_amended_cuts.py": WAITING_HALF,
     "observability/test_metrics_flood_job.py": BUSY_HALF,
 }
 
@@ -83,8 +83,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # -- where the suite's time goes (printed at the end: the budget is in tests/README.md) ---------------------------
 
 SLOWEST_FILES = 30
+CPU_PROPERTY = "tree_cpu_s"  # a file's last test carries its file's CPU seconds to the controller (xdist)
+_LAST_OF_ITS_FILE = pytest.StashKey[bool]()
 _seconds_by_file: defaultdict[str, float] = defaultdict(float)
+_cpu_by_file: defaultdict[str, float] = defaultdict(float)
 _session_started = time.monotonic()
+_tree_cpu_at_last_file_end = tree_cpu_seconds(os.getpid())
 
 
 def machine_busy_seconds() -> float | None:
@@ -101,9 +105,29 @@ def machine_busy_seconds() -> float | None:
 _busy_at_start = machine_busy_seconds()
 
 
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    item.stash[_LAST_OF_ITS_FILE] = nextitem is None or nextitem.path != item.path
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    """The last test of a file (in this process's run) reports the CPU seconds this process and every process below
+    it (its Spark and Kafka JVMs, jobs, clients, their Python workers) spent since the previous file ended."""
+    global _tree_cpu_at_last_file_end
+    report = yield
+    if call.when == "teardown" and item.stash.get(_LAST_OF_ITS_FILE, False) and _tree_cpu_at_last_file_end is not None:
+        now = tree_cpu_seconds(os.getpid())
+        if now is not None:
+            report.user_properties.append((CPU_PROPERTY, now - _tree_cpu_at_last_file_end))
+            _tree_cpu_at_last_file_end = now
+    return report
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Every phase (set-up, call, tear-down) counts for its test's file, so shared fixtures land where used."""
-    _seconds_by_file[report.nodeid.split("::", 1)[0]] += report.duration
+    name = report.nodeid.split("::", 1)[0]
+    _seconds_by_file[name] += report.duration
+    _cpu_by_file[name] += sum(v for k, v in report.user_properties if k == CPU_PROPERTY)
 
 
 @pytest.hookimpl(trylast=True)
@@ -111,18 +135,33 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _seconds_by_file:
         return
     wall = time.monotonic() - _session_started
-    terminalreporter.section(f"the {SLOWEST_FILES} slowest test files (set-up, call and tear-down)")
+    terminalreporter.section(
+        f"the {SLOWEST_FILES} slowest test files (set-up, call and tear-down; wall and CPU seconds of their processes)"
+    )
     for name, seconds in sorted(_seconds_by_file.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]:
-        terminalreporter.write_line(f"{seconds:8.1f} s  {name}")
+        terminalreporter.write_line(f"{seconds:8.1f} s {_cpu_by_file[name]:8.1f} CPU s  {name}")
+    costly = sorted(_cpu_by_file.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]
+    terminalreporter.write_line("most CPU: " + ", ".join(f"{Path(n).name} {s:.0f}" for n, s in costly))
+    by_tier_cpu: defaultdict[str, float] = defaultdict(float)
+    for name, seconds in _cpu_by_file.items():
+        by_tier_cpu[Path(name).parent.name] += seconds
+    terminalreporter.write_line(
+        "tiers' CPU: " + ", ".join(f"{t} {s:.0f} s" for t, s in sorted(by_tier_cpu.items(), key=lambda kv: -kv[1]))
+    )
     by_tier: defaultdict[str, float] = defaultdict(float)
     for name, seconds in _seconds_by_file.items():
         by_tier[Path(name).parent.name] += seconds
     tiers = ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in sorted(by_tier.items(), key=lambda kv: -kv[1]))
     terminalreporter.write_line(f"tiers: {tiers}")
     by_half: defaultdict[str, float] = defaultdict(float)
+    by_half_cpu: defaultdict[str, float] = defaultdict(float)
     for name, seconds in _seconds_by_file.items():
         by_half[suite_half(Path(name))] += seconds
-    terminalreporter.write_line("halves: " + ", ".join(f"{half} {seconds:.0f} s" for half, seconds in by_half.items()))
+        by_half_cpu[suite_half(Path(name))] += _cpu_by_file[name]
+    terminalreporter.write_line(
+        "halves: "
+        + ", ".join(f"{half} {seconds:.0f} s ({by_half_cpu[half]:.0f} CPU s)" for half, seconds in by_half.items())
+    )
     busy_now = machine_busy_seconds()
     if busy_now is not None and _busy_at_start is not None:
         busy = busy_now - _busy_at_start

@@ -10,9 +10,18 @@ import argparse
 import sys
 
 from connectors.jvm_artifacts import PROJECT_ROOT
-from streaming import __version__
 from streaming.app.commands import NotFound, UsageError, epilogs, services, tables
 from streaming.app.commands import simulate as simulate_command
+
+
+class _Version(argparse.Action):
+    """``--version``: the release, the state versions and the Delta commits' ``userMetadata``, line by line."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        from streaming.app.versions import version_text
+
+        print(version_text(parser.prog))
+        parser.exit(0)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Watch a RocketMQ fleet through Kafka: exact consumer allocation, rebalances, "
         "producer fault windows.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="the release, its state versions and its Delta commit metadata"
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     kafka = commands.add_parser(

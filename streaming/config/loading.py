@@ -83,6 +83,13 @@ def _collector_problems(config: MonitorConfig, b: _Builder) -> None:
         if bool(collector.access_key) != bool(collector.secret_key):
             missing = "collector.secret_key" if collector.access_key else "collector.access_key"
             b.problem(missing, "access_key and secret_key go together: set both for an ACL cluster, or neither")
+    if not b.is_invalid("collector.shard_index", "collector.shard_count"):
+        if collector.shard_index >= collector.shard_count:
+            b.problem(
+                "collector.shard_index",
+                f"must be below collector.shard_count ({collector.shard_count}), got {collector.shard_index}: "
+                "the shards of n collectors are 0 to n-1",
+            )
     if not b.is_invalid("collector.stale_after_ms", "collector.poll_interval_ms"):
         if 0 < collector.stale_after_ms <= collector.poll_interval_ms:
             b.problem(

@@ -352,6 +352,8 @@ class CollectorConfig:
     concurrency: int = _opt(8, low=1, high=256)
     include_groups: tuple[str, ...] = _opt(("*",), item_check=_not_blank)
     exclude_groups: tuple[str, ...] = _opt((), item_check=_not_blank)
+    shard_index: int = _opt(0, low=0, high=1_023)
+    shard_count: int = _opt(1, low=1, high=1_024)
     access_key: str = field(default="", repr=False)  # secrets: never in a repr
     secret_key: str = field(default="", repr=False)
     metrics_host: str = _opt("127.0.0.1", check=_not_blank)

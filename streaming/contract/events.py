@@ -46,6 +46,32 @@ DEFAULT_TOPICS: Mapping[str, str] = {
     SEND_RESULT: "rocketmq.send-results",
     CONSUME_PROGRESS: "rocketmq.consume-progress",
 }
+# The settings each type's topic is created with (``topic_configs``; ``docs/deploy.md``, "Topics"). Routes are
+# published only when they change (and every ``route_republish_interval_ms``): their topic is compacted, so a new
+# checkpoint reading from ``earliest`` finds every topic's latest route. The others are read once, as they
+# arrive: a week's retention covers an outage of the monitor over a weekend (beyond it the job skips what is
+# gone, ``[kafka] fail_on_data_loss``), and Kafka's default of the same length is stated rather than assumed.
+RETENTION_MS = str(7 * 24 * 3600 * 1000)
+_DELETED_AFTER_A_WEEK: Mapping[str, str] = {"cleanup.policy": "delete", "retention.ms": RETENTION_MS}
+TOPIC_CONFIGS: Mapping[str, Mapping[str, str]] = {
+    CONSUMER_CHANNEL: _DELETED_AFTER_A_WEEK,
+    CONSUMER_CONNECTIONS: _DELETED_AFTER_A_WEEK,
+    REPORTED_ASSIGNMENT: _DELETED_AFTER_A_WEEK,
+    TOPIC_ROUTE: {"cleanup.policy": "compact"},
+    SEND_RESULT: _DELETED_AFTER_A_WEEK,
+    CONSUME_PROGRESS: _DELETED_AFTER_A_WEEK,
+}
+
+
+def topic_configs(topics: Mapping[str, str]) -> dict[str, Mapping[str, str]]:
+    """Per topic of ``topics`` (event type -> topic): the settings of the types it carries; none (the broker's
+    defaults) for a topic whose types ask for different ones (routes sharing another type's topic)."""
+    by_topic: dict[str, list[Mapping[str, str]]] = {}
+    for event_type, topic in topics.items():
+        by_topic.setdefault(topic, []).append(TOPIC_CONFIGS[event_type])
+    return {topic: wanted[0] if all(w == wanted[0] for w in wanted) else {} for topic, wanted in by_topic.items()}
+
+
 # The ``[kafka.topics]`` option that names each type's topic in the job's configuration.
 TOPIC_OPTIONS: Mapping[str, str] = {**{t: t for t in EVENT_TYPES}, CONSUMER_CONNECTIONS: CONSUMER_CHANNEL}
 # The field whose value is the Kafka record key: it keeps one group's (topic's, producer's) events in one

@@ -25,14 +25,10 @@ def _run_child_session(tmp_path: Path, name: str) -> dict[str, int]:
     return json.loads(out.read_text())
 
 
-def test_broker_is_gone_and_port_free_after_the_session(tmp_path):
-    recorded = _run_child_session(tmp_path, "first")
-    assert not pid_alive(recorded["pid"])
-    assert not port_is_open(recorded["port"])
-
-
-def test_two_sessions_in_a_row_do_not_collide(tmp_path):
-    first = _run_child_session(tmp_path, "a")
-    second = _run_child_session(tmp_path, "b")
+def test_each_sessions_broker_is_gone_and_its_port_free_and_two_in_a_row_do_not_collide(tmp_path):
+    first = _run_child_session(tmp_path, "first")
+    assert not pid_alive(first["pid"])
+    assert not port_is_open(first["port"])
+    second = _run_child_session(tmp_path, "second")
     assert first["pid"] != second["pid"]
     assert not pid_alive(second["pid"]) and not port_is_open(second["port"])

@@ -1,10 +1,15 @@
-"""A restart in the middle of a scenario: after the first batch that follows it, every group's and broker's
-series reads as before the stop, though that batch touched one new group only (Kafka -> Spark -> Delta).
+"""A restart in the middle of a scenario, across a state version: after the first batch that follows it, every
+group's and broker's series reads as before the stop, though that batch touched one new group only, and the
+consumer state the previous version left is migrated with its truth kept (Kafka -> Spark -> Delta).
 
 Run 1 builds the fleet: a group with a client ID on two channels (a duplicate, orphaned and double-owned
 queues), ordinary groups (one member leaving), a group whose brokers disagree, a group polled on both brokers,
-and producers isolating broker-b. Run 2, a new job on the same checkpoints and tables, reads one heartbeat of a
-new group: its consumer batch analyses that group alone, and the send queries have nothing to read.
+and producers isolating broker-b. Its consumer query keeps each shard's state as state version 6 wrote it
+(``tests.support.state_versions``): the checkpoint is what the previous release leaves. Run 2, a new job of the
+current version on the same checkpoints and tables (the upgrade of ``docs/deploy.md``, "Upgrading"), reads one
+heartbeat of a new group: its consumer batch analyses that group alone, and the send queries have nothing to
+read. Every group's generation, open episodes and expected assignment in the state, read from the checkpoint
+with Spark's state data source, are the ones run 1 left.
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.metrics import BY_NAME, new_registry
+from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.shard_engine import SCHEMA_VERSION, ShardEngine
 from tests.support.events import BASE, channel_event, hb, route
 from tests.support.job import job_config, publish, run_available
+from tests.support.state_versions import PREVIOUS_VERSION, consumer_state, consumer_state_as_previous
 
 DUP = "172.17.0.1@1"
 # Counted from the process's start, like every Prometheus counter after a restart (docs/metrics.md): their
@@ -105,10 +113,27 @@ def metric_of(sample: str) -> str:
     return sample
 
 
-def test_after_a_restart_every_group_and_broker_series_is_back_with_its_value(kafka_broker, spark, tmp_path):
+def truth(shards: dict[int, dict]) -> dict[str, tuple]:
+    """Per group in the consumer state (restored by the current code, migrating an older version): its
+    generation, open episodes and expected assignment."""
+    groups = {}
+    for document in shards.values():
+        for group, state in ShardEngine.restore(document, EngineSettings()).groups.items():
+            episodes = sorted((e.episode_id, e.anomaly, e.opened_at_ms) for e in state.episodes.values())
+            groups[group] = (state.generation, episodes, state.assigned, state.owners)
+    return groups
+
+
+def test_after_a_restart_across_a_state_version_every_series_and_the_state_is_back(kafka_broker, spark, tmp_path):
     config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "restart-metrics")
     publish(kafka_broker.bootstrap_servers, run1_events(), topics)
-    before = series(run_available(spark, config))
+    with consumer_state_as_previous():
+        before = series(run_available(spark, config))
+    checkpoint = str(tmp_path / "checkpoints" / "consumer")
+    left = consumer_state(spark, checkpoint)
+    assert {d["schema_version"] for d in left.values()} == {PREVIOUS_VERSION}  # what the previous release leaves
+    kept = truth(left)
+    assert kept["G-dup"][0] >= 1 and kept["G-dup"][1] and kept["G1"][0] >= 2  # generations and an open episode
     # The scenario is what the comparison needs: every kind of series, with values that are not defaults.
     assert before[("rmqmon_group_duplicate_client_ids", (("consumer_group", "G-dup"),))] == 1
     assert (
@@ -134,3 +159,10 @@ def test_after_a_restart_every_group_and_broker_series_is_back_with_its_value(ka
     restored = {k: v for k, v in before.items() if metric_of(k[0]) not in COUNTED_SINCE_START}
     assert {k: after[k] for k in restored} == restored
     assert all(after[k] == 0 for k in before if metric_of(k[0]) in COUNTED_SINCE_START)
+
+    upgraded = consumer_state(spark, checkpoint)
+    # the shard the new group's batch ran on was migrated and written at the current version
+    assert any(d["schema_version"] == SCHEMA_VERSION and "G-new" in d["groups"] for d in upgraded.values())
+    now = truth(upgraded)
+    assert set(now) == set(kept) | {"G-new"}
+    assert {g: now[g] for g in kept} == kept

@@ -1,5 +1,6 @@
 """``rebalance-monitor simulate`` into a real Kafka broker: the topics of the config, the contract's keys,
-exactly the events the file mode writes for the same arguments, the future-skew cap, and clear failures.
+exactly the events the file mode writes for the same arguments, the future-skew cap, clear failures, and the
+topics ``--create-topics`` makes with the contract's settings (the route topic compacted, ``docs/deploy.md``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,24 @@ def replicas(bootstrap: str, topics) -> dict[str, list[int]]:
     finally:
         admin.close()
     return {d["topic"]: [len(p["replicas"]) for p in d["partitions"]] for d in described}
+
+
+def settings(bootstrap: str, topics) -> dict[str, dict[str, str]]:
+    """Per topic: its cleanup policy and retention as the broker describes them."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        responses = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
+    finally:
+        admin.close()
+    wanted = ("cleanup.policy", "retention.ms")
+    return {
+        resource[3]: {entry[0]: entry[1] for entry in resource[4] if entry[0] in wanted}
+        for response in responses
+        for resource in response.resources
+    }
 
 
 def test_kafka_holds_exactly_the_events_of_the_file_mode_on_the_config_s_topics_with_contract_keys(
@@ -115,6 +134,11 @@ def test_missing_topics_and_an_unreachable_broker_are_one_clear_line(kafka_broke
     assert main([*create, "--start", start, "--speed", "100"]) == 0
     assert read_topics(kafka_broker.bootstrap_servers, topics)
     assert replicas(kafka_broker.bootstrap_servers, topics.values()) == {topic: [1, 1] for topic in topics.values()}
+    # with the contract's settings for the types the config puts on them: routes compacted, the rest a week
+    described = settings(kafka_broker.bootstrap_servers, topics.values())
+    assert described.pop(topics["topic_route"])["cleanup.policy"] == "compact"
+    week = {"cleanup.policy": "delete", "retention.ms": "604800000"}
+    assert described == {topic: week for t, topic in topics.items() if t != "topic_route"}
 
     nobody = f"127.0.0.1:{free_port()}"
     code = main(

@@ -18,8 +18,8 @@ import pytest
 from connectors.jvm_artifacts import PROJECT_ROOT
 from connectors.processes import free_port, port_is_open
 from dashboards import alerts
+from tests.support.go_tools import BIN, go_bin
 
-BIN = PROJECT_ROOT / ".cache" / "go-bin"
 AMTOOL, ALERTMANAGER = BIN / "amtool", BIN / "alertmanager"
 CONFIG = PROJECT_ROOT / "dashboards" / "prometheus" / "alertmanager.yml"
 BY_NAME = {a.name: a for a in alerts.ALERTS}
@@ -27,6 +27,7 @@ SEVERITY_RANK = {s: i for i, s in enumerate(reversed(alerts.SEVERITIES))}
 
 
 def _tools() -> None:
+    go_bin()  # built, or the build `make test` started in the background waited for
     if not AMTOOL.exists() or not ALERTMANAGER.exists():
         pytest.fail(f"{BIN} has no amtool or alertmanager: run scripts/install_observability_tools.sh")
 

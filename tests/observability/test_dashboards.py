@@ -22,15 +22,17 @@ from dashboards import panels
 from dashboards.alerts import rule_file
 from dashboards.generate import files
 from streaming.domain.anomaly_catalogue import RECORDED_ONLY
+from tests.support.go_tools import BIN, go_bin
 
 from .promql_names import families
 
-LINTER = PROJECT_ROOT / ".cache" / "go-bin" / "dashboard-linter"
+LINTER = BIN / "dashboard-linter"
 GRAFANA_DIR = PROJECT_ROOT / "dashboards" / "grafana"
 DASHBOARDS = {name: build() for name, build in panels.DASHBOARDS.items()}
 
 
 def _lint(path: Path) -> subprocess.CompletedProcess[str]:
+    go_bin()  # built, or the build `make test` started in the background waited for
     assert LINTER.exists(), f"{LINTER} missing: run scripts/install_observability_tools.sh"
     return subprocess.run(
         [str(LINTER), "lint", "--strict", "--verbose", path.name],

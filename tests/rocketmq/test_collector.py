@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -521,31 +526,7 @@ def test_collect_command_polls_the_configured_cycles_and_exits(rocketmq_clusters
     cluster.create_group("cli-empty")
     topic = "cli.consumer-connections"
     create_topics(kafka_broker.bootstrap_servers, [topic])
-    config = tmp_path / "monitor.toml"
-    config.write_text(
-        f'[kafka]\nbootstrap_servers = "{kafka_broker.bootstrap_servers}"\n'
-        f'[kafka.topics]\nconsumer_channel = "{topic}"\n'
-        f'[collector]\nnamesrv_addr = "{cluster.namesrv_addr}"\ncollector_id = "cli"\n'
-        'poll_interval_ms = 1000\nmetrics_port = 0\ninclude_groups = ["cli-*"]\n'
-    )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "streaming.app.cli",
-            "collect",
-            "--config",
-            str(config),
-            "--cycles",
-            "3",
-            "--work-dir",
-            str(tmp_path / "work"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ),
-    )
+    done = _collect(tmp_path, kafka_broker.bootstrap_servers, topic, cluster, "cli", 3, 'include_groups = ["cli-*"]')
     assert done.returncode == 0, done.stderr[-2000:]
     assert "cycle 3 took" in done.stderr
     records = KafkaRecords(kafka_broker.bootstrap_servers, [topic])
@@ -564,6 +545,97 @@ def test_collect_command_polls_the_configured_cycles_and_exits(rocketmq_clusters
         ("broker-b", "cli", 0),
     }
     assert len(polls) <= 6
+
+
+def _collect_command(
+    tmp_path: Path, bootstrap: str, topic: str, cluster: LocalRocketMQCluster, name: str, cycles: int, extra: str
+) -> list[str]:
+    """``rebalance-monitor collect --cycles`` as a user runs it, publishing its polls to ``topic``."""
+    config = tmp_path / f"{name}.toml"
+    config.write_text(
+        f'[kafka]\nbootstrap_servers = "{bootstrap}"\n[kafka.topics]\nconsumer_channel = "{topic}"\n'
+        f'[collector]\nnamesrv_addr = "{cluster.namesrv_addr}"\ncollector_id = "{name}"\n'
+        f"poll_interval_ms = 1000\nmetrics_port = 0\n{extra}\n"
+    )
+    command = [sys.executable, "-m", "streaming.app.cli", "collect", "--config", str(config), "--cycles", str(cycles)]
+    return [*command, "--work-dir", str(tmp_path / f"work-{name}")]
+
+
+def _collect(*args: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_collect_command(*args), capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+def test_a_cycle_longer_than_the_poll_interval_is_counted_and_logged(rocketmq_clusters, kafka_broker, tmp_path):
+    """The name server frozen (SIGSTOP) for longer than the admin timeout while the collector starts its cycles:
+    a cycle waits out the cluster-info call (3 s against a 1 s interval), and the collector says the polls are
+    late instead of silently stretching the interval."""
+    cluster: LocalRocketMQCluster = rocketmq_clusters("4.9")
+    topic = "overrun.consumer-connections"
+    create_topics(kafka_broker.bootstrap_servers, [topic])
+    command = _collect_command(
+        tmp_path, kafka_broker.bootstrap_servers, topic, cluster, "overrun", 4, 'include_groups = ["overrun-*"]'
+    )
+    namesrv = cluster.info().namesrv.pid
+    log = (tmp_path / "collect.log").open("w+")
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True, env=dict(os.environ))
+    try:
+        wait_for("the collector's start", lambda: "watching name server" in (tmp_path / "collect.log").read_text())
+        os.kill(namesrv, signal.SIGSTOP)
+        try:
+            time.sleep(5.0)  # longer than the admin timeout (3 s) of the cycle under way or the next
+        finally:
+            os.kill(namesrv, signal.SIGCONT)
+        assert process.wait(timeout=120) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        log.close()
+    text = (tmp_path / "collect.log").read_text()
+    assert re.search(r"poll cycle took \d+ ms, more than poll_interval_ms 1000", text), text[-3000:]
+    assert re.search(r'rmqcol_cycles_overrun_total\{cycle="poll"\}=[1-9]', text), text[-3000:]
+
+
+def test_collectors_configured_as_shards_poll_every_group_exactly_once(rocketmq_clusters, kafka_broker, tmp_path):
+    """Two collectors as shards 0 and 1 of 2 over one cluster: each group is polled by exactly one of them, the
+    one its name's CRC-32 modulo 2 names (docs/collector.md), and neither polls the other's groups."""
+    cluster: LocalRocketMQCluster = rocketmq_clusters("4.9")
+    groups = [f"shard-g{i:02d}" for i in range(12)]
+    for group in groups:
+        cluster.create_group(group)
+    topic = "shards.consumer-connections"
+    create_topics(kafka_broker.bootstrap_servers, [topic])
+    with ThreadPoolExecutor(2) as both:  # the two instances run side by side, as a user runs them
+        runs = list(
+            both.map(
+                lambda i: _collect(
+                    tmp_path,
+                    kafka_broker.bootstrap_servers,
+                    topic,
+                    cluster,
+                    f"shard-{i}",
+                    2,
+                    f'include_groups = ["shard-*"]\nshard_index = {i}\nshard_count = 2',
+                ),
+                range(2),
+            )
+        )
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    records = KafkaRecords(kafka_broker.bootstrap_servers, [topic])
+    try:
+
+        def every_group() -> dict[str, set[str]] | None:
+            by_group: dict[str, set[str]] = {}
+            for poll in records.poll():
+                by_group.setdefault(poll["group"], set()).add(poll["collector"])
+            return by_group if set(groups) <= set(by_group) else None
+
+        polled_by = wait_for("a poll of every group", every_group, 60)
+    finally:
+        records.close()
+    assert set(polled_by) == set(groups)
+    assert polled_by == {g: {f"shard-{zlib.crc32(g.encode()) % 2}"} for g in groups}
+    assert all(any(c == {f"shard-{i}"} for c in polled_by.values()) for i in range(2)), "one shard polled nothing"
 
 
 def test_calls_refused_by_access_control_are_logged_and_counted_as_acl_denied(kafka_broker, tmp_path):

@@ -23,6 +23,7 @@ from streaming.app.cli import main
 from streaming.config import load_config
 from streaming.contract.tables import TABLES
 from tests.spark_cluster.conftest import BUCKET
+from tests.support.job import test_spark_conf
 from tests.support.kill_workload import kill_workload_run
 
 ROOT = Path(__file__).parents[2]
@@ -63,9 +64,9 @@ def test_query_allocate_and_maintain_answer_on_s3_as_on_local_disk(
         assert on_s3.count("\n") > 1, (command, on_s3)  # every answer has rows: the comparison proves something
     assert s3_server.secret_key not in capsys.readouterr().out
 
-    # maintain through Spark's S3A (a JVM of its own: the tests' session has no S3A), on a root holding two of the
-    # tables (it leaves out those not there; each costs seconds of Spark jobs): it compacts both, and delta-rs
-    # reads each as before, at a newer version.
+    # maintain through Spark's S3A (a JVM of its own, sized as the tests' JVMs are: the tests' session has no S3A),
+    # on a root holding two of the tables (it leaves out those not there; each costs seconds of Spark jobs): it
+    # compacts both, and delta-rs reads each as before, at a newer version.
     kept = ("dead_letters", "fault_windows")
     for table in kept:
         s3_server.upload(local / table, BUCKET, f"maintained/delta/{table}")
@@ -74,7 +75,12 @@ def test_query_allocate_and_maintain_answer_on_s3_as_on_local_disk(
     maintained = subprocess.run(
         [sys.executable, "-m", "streaming.app.cli", "maintain", "--job-stopped"],
         cwd=ROOT,
-        env={**os.environ, "RRM__PATHS__DELTA_ROOT": maintained_root, "RRM__SPARK__MASTER": "local[1]"},
+        env={
+            **os.environ,
+            "RRM__PATHS__DELTA_ROOT": maintained_root,
+            "RRM__SPARK__MASTER": "local[1]",
+            **{f"RRM__SPARK__CONF__{key}": value for key, value in test_spark_conf().items()},
+        },
         capture_output=True,
         text=True,
         timeout=600,

@@ -37,8 +37,7 @@ class TableModel:
     """The consumer tables as the job's sink leaves them after each call's outcomes, without Spark: history rows
     appended (a ``CutRetracted`` deletes the rows its cut wrote in earlier calls), current tables upserted and
     deleted by key (a deletion winning a tie), the latest row per key of a call winning, each row reduced to its
-    table's columns
-    (``streaming.job.delta.outputs``). What a reader sees; batch ids are left out."""
+    table's columns (``streaming.job.delta.outputs``). What a reader sees; batch ids are left out."""
 
     def __init__(self) -> None:
         self.history: dict[str, list[tuple[int, dict[str, Any]]]] = {}
@@ -46,10 +45,21 @@ class TableModel:
         self.calls = 0
 
     def apply(self, outcomes: Iterable[Outcome]) -> None:
+        self.apply_rows(
+            json.loads(json.dumps(table_rows(o for o in outcomes if type(o) is not IgnoredEvent), default=str))
+        )
+
+    def apply_rows(self, rows: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """One call's ``(kind, row)`` pairs (``table_rows``, as JSON gives them back), as ``apply`` applies them.
+        Rows recorded before the typed output (``tests/data/state``) mark a current table's deletion with
+        ``_op``: read as the deletion kind."""
         self.calls += 1
         batch: dict[str, list[dict[str, Any]]] = {}
-        for table, row in table_rows(o for o in outcomes if type(o) is not IgnoredEvent):
-            batch.setdefault(table, []).append(json.loads(json.dumps(row, default=str)))
+        for kind, row in rows:
+            if "_op" in row:
+                op = row.pop("_op")
+                kind = deleted(kind) if op == "delete" else kind
+            batch.setdefault(kind, []).append(row)
         for row in batch.pop(RETRACTED_CUTS, []):
             for table in CUT_TABLES:
                 self.history[table] = [
@@ -58,11 +68,11 @@ class TableModel:
                     if b == self.calls or (r["group"], r["event_time_ms"]) != (row["group"], row["event_time_ms"])
                 ]
         episodes = [(r, r["status"] == "CLOSED") for r in batch.get(Table.ANOMALY_EPISODES, [])]
-        for table, rows in batch.items():
+        for table, kept in batch.items():
             spec = TABLES.get(table)
             if spec is not None and spec.kind == "history":
                 columns = set(column_names(table))
-                self.history.setdefault(table, []).extend((self.calls, _only(r, columns)) for r in rows)
+                self.history.setdefault(table, []).extend((self.calls, _only(r, columns)) for r in kept)
         for table, spec in TABLES.items():
             changes = [(r, False) for r in batch.get(table, [])] + [(r, True) for r in batch.get(deleted(table), [])]
             if table == Table.ANOMALIES_CURRENT:

@@ -5,6 +5,7 @@ These never reach Spark or Kafka: argument and input checks happen before anythi
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from streaming.app.cli import build_parser, main
 
 COMMANDS = ["run", "demo", "simulate", "query", "allocate", "maintain", "kafka", "spark-cluster", "smoke"]
 ROOT = Path(__file__).parents[2]
+DESIGN_STATE = ROOT / "docs" / "design" / "state-snapshots.md"
 
 
 def run_main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -227,10 +229,24 @@ def test_a_huge_what_if_is_refused_before_it_takes_memory(capsys):
     assert peak < 32 * 2**20  # 30 million queues would take gigabytes; the refusal comes before any is built
 
 
-def test_version_names_the_release_the_package_was_built_as(capsys):
+def test_version_names_the_release_the_state_versions_and_what_each_delta_commit_records(capsys):
+    """The release the package was built as; each kept state's version as ``docs/design/state-snapshots.md``
+    lists it, with the oldest its migrations read; the ``userMetadata`` the job's Delta commits carry."""
     from importlib.metadata import version
+
+    from streaming.app.versions import STATE_KINDS
+    from streaming.job.runtime.spark_session import COMMIT_METADATA
 
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0
-    assert capsys.readouterr().out.strip() == f"rebalance-monitor {version('rocketmq-rebalance-monitor')}"
+    release, states, commits = capsys.readouterr().out.strip().splitlines()
+    assert release == f"rebalance-monitor {version('rocketmq-rebalance-monitor')}"
+    assert commits == f"Delta commits record userMetadata: {COMMIT_METADATA}"
+    assert COMMIT_METADATA.endswith(version("rocketmq-rebalance-monitor"))
+    documented = dict(re.findall(r"^\| `([a-z ]+)` \| .* \| (\d+) \|$", DESIGN_STATE.read_text(), re.MULTILINE))
+    assert {kind: int(v) for kind, v in documented.items()} == {kind: v for kind, v, _ in STATE_KINDS}
+    assert states.startswith("state versions: shard 7 (reads 5 to 7), membership 2, ")
+    assert states == "state versions: " + ", ".join(
+        f"{kind} {v}" + (f" (reads {min(m)} to {v})" if m else "") for kind, v, m in STATE_KINDS
+    )

@@ -25,12 +25,15 @@ def test_settings_carry_the_collector_and_kafka_sections():
             "RRM__COLLECTOR__EXCLUDE_GROUPS": '["orders-test*"]',
             "RRM__COLLECTOR__ACCESS_KEY": "ak",
             "RRM__COLLECTOR__SECRET_KEY": "sk",
+            "RRM__COLLECTOR__SHARD_INDEX": "2",
+            "RRM__COLLECTOR__SHARD_COUNT": "3",
         }
     )
     settings = collector_settings(config, max_cycles=2, metrics_port=0)
     assert settings["namesrv.addr"] == "ns1:9876;ns2:9876"
     assert settings["stale.after.ms"] == "15000"  # three poll intervals when unset
     assert (settings["groups.include"], settings["groups.exclude"]) == ("orders-*,pay?", "orders-test*")
+    assert (settings["shard.index"], settings["shard.count"]) == ("2", "3")
     assert (settings["access.key"], settings["secret.key"]) == ("ak", "sk")
     assert settings["topic.consumer_connections"] == "prod.channels"
     assert settings["topic.topic_route"] == "rocketmq.topic-routes"
@@ -56,6 +59,8 @@ def test_properties_text_escapes_what_java_properties_would_misread():
         ({"RRM__COLLECTOR__STALE_AFTER_MS": "10000"}, "collector.stale_after_ms"),
         ({"RRM__COLLECTOR__NAMESRV_ADDR": "ns1"}, "collector.namesrv_addr"),
         ({"RRM__COLLECTOR__INCLUDE_GROUPS": '[" "]'}, "collector.include_groups[0]"),
+        ({"RRM__COLLECTOR__SHARD_INDEX": "2", "RRM__COLLECTOR__SHARD_COUNT": "2"}, "collector.shard_index"),
+        ({"RRM__COLLECTOR__SHARD_COUNT": "0"}, "collector.shard_count"),
     ],
 )
 def test_bad_collector_options_name_the_option(env, option):

@@ -6,6 +6,7 @@ The endpoint is the real one the job serves (``connectors.metrics.serve`` over `
 
 from __future__ import annotations
 
+import socket
 import urllib.request
 from collections.abc import Iterator
 
@@ -79,3 +80,33 @@ def test_without_a_filter_the_page_has_every_catalogue_family(endpoint):
     got = families(url)
     names = {spec.name.removesuffix("_total") for spec in CATALOGUE}
     assert set(got) == names
+
+
+def network_address() -> str:
+    """This machine's address on its default route, as a scraper on another host reaches it (a UDP socket's
+    connect picks the interface and sends nothing)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("10.255.255.255", 9))
+        address = str(probe.getsockname()[0])
+    assert not address.startswith("127."), address
+    return address
+
+
+def test_bound_to_every_interface_the_page_answers_on_the_machine_s_network_address():
+    """``[metrics] host = "0.0.0.0"`` (``docs/deploy.md``, Metrics endpoints) serves the page on the address other
+    hosts reach; the default, ``127.0.0.1``, does not answer there."""
+    address = network_address()
+    state = MetricsState()
+    apply_consumer_metrics(state, [group_row("G1", 3, 4)])
+    everywhere = serve(new_registry(state), "0.0.0.0", 0)
+    try:
+        page = families(f"http://{address}:{everywhere.server_port}/metrics")
+    finally:
+        everywhere.shutdown()
+    assert ("rmqmon_group_members", {"consumer_group": "G1"}, 3.0) in page["rmqmon_group_members"]
+    loopback = serve(new_registry(state), "127.0.0.1", 0)
+    try:
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://{address}:{loopback.server_port}/metrics", timeout=5)  # noqa: S310
+    finally:
+        loopback.shutdown()

@@ -2,8 +2,10 @@
 
 Checkpoints written before the codec must still restore: one literal snapshot per kind, as that code wrote it
 (a JSON round trip, as the state store keeps it), restores and snapshots again to the same document, key
-order included. A snapshot of another schema version raises ``StateVersionError`` naming the kind and both
-versions. The version rule: ``docs/design/state-snapshots.md``.
+order included. A snapshot of a schema version no chain of migrations leads from (newer, or older than the kind's
+chain) raises ``StateVersionError`` naming the kind and the versions; an older one within the chain is migrated
+step by step (the consumer shard's, with snapshots older code wrote: ``test_state_migrations.py``). The version
+rule: ``docs/design/state-snapshots.md``.
 """
 
 from __future__ import annotations
@@ -300,10 +302,33 @@ def test_a_snapshot_of_another_version_raises_the_one_error(kind, restore, snaps
     error = raised.value
     assert isinstance(error, ValueError)  # callers that catch ValueError still do
     assert (error.kind, error.found, error.expected) == (kind, found, version)
+    reads = f"{error.oldest} to {version}" if error.oldest < version else str(version)
     assert str(error) == (
-        f"{kind} snapshot schema_version {found!r} is not supported (this code reads {version}); "
-        "restart the query from a new checkpoint"
+        f"{kind} snapshot schema_version {found!r} is not supported (this code reads {reads}); "
+        "a new checkpoint is needed, see docs/deploy.md, Upgrading for what it loses"
     )
+
+
+def step(added: str):  # type: ignore[no-untyped-def]
+    """A migration adding one key, recording the order the chain applies them in."""
+    return lambda snapshot: {**snapshot, added: True, "order": [*snapshot.get("order", []), added]}
+
+
+def test_an_older_snapshot_is_migrated_step_by_step_up_to_the_version_read():
+    chain = {2: step("three"), 3: step("four")}
+    migrated = unwrap_state("thing", 4, {"schema_version": 2, "a": 1}, chain)
+    assert migrated == {"schema_version": 4, "a": 1, "three": True, "four": True, "order": ["three", "four"]}
+    assert list(migrated)[0] == "schema_version"
+    assert unwrap_state("thing", 4, {"schema_version": 3, "a": 1}, chain)["order"] == ["four"]
+
+
+@pytest.mark.parametrize("found", [1, 5, "3", None], ids=["older than the chain", "newer", "a string", "none"])
+def test_a_version_no_chain_leads_from_names_what_the_code_reads(found):
+    with pytest.raises(StateVersionError) as raised:
+        unwrap_state("thing", 4, {"schema_version": found}, {2: step("three"), 3: step("four")})
+    assert (raised.value.found, raised.value.oldest, raised.value.expected) == (found, 2, 4)
+    assert f"schema_version {found!r} is not supported (this code reads 2 to 4); a new checkpoint" in str(raised.value)
+    assert "\n" not in str(raised.value)
 
 
 def test_wrap_puts_the_version_first_and_unwrap_hands_back_the_snapshot():

@@ -190,23 +190,26 @@ class MissingTopics(Exception):
 
 def check_topics(
     bootstrap_servers: str,
-    topics: list[str],
+    topics: Mapping[str, str],
     producer_options: dict[str, Any],
     create: bool,
     replication_factor: int | None = None,
 ) -> None:
-    """Raise ``MissingTopics`` unless every topic exists, creating the missing ones first when ``create``
-    (``replication_factor`` None: ``connectors.kafka_topics.create_topics``'s default).
+    """Raise ``MissingTopics`` unless every topic of ``topics`` (event type -> topic) exists, creating the missing
+    ones first when ``create``, with the contract's settings for their types (``events.topic_configs``) and
+    ``replication_factor`` (None: ``connectors.kafka_topics.create_topics``'s default).
 
     Checked before publishing, because kafka-python blocks for a minute on a send to a topic it cannot
     find and then fails with a metadata timeout that does not name the topic."""
     from connectors.kafka_topics import admin_options, create_topics, missing_topics
+    from streaming.contract.events import topic_configs
 
     # The producer's connection settings (security, timeouts) apply to the admin client too.
     client_options = admin_options(producer_options)
-    missing = missing_topics(bootstrap_servers, topics, **client_options)
+    missing = missing_topics(bootstrap_servers, set(topics.values()), **client_options)
     if missing and create:
-        create_topics(bootstrap_servers, missing, partitions=2, replication_factor=replication_factor, **client_options)
+        configs = topic_configs(topics)
+        create_topics(bootstrap_servers, missing, 2, replication_factor, configs, **client_options)
     elif missing:
         raise MissingTopics(
             f"topic(s) {', '.join(missing)} do not exist on {bootstrap_servers}: create them as the "
@@ -227,8 +230,7 @@ def run_to_kafka(
     """Publish to Kafka until stopped; exit code 1 when any event was not delivered."""
     from connectors.emitter import EventEmitter
 
-    wanted = sorted(set(topics.values()))
-    check_topics(bootstrap_servers, wanted, producer_options, create_missing_topics, replication_factor)
+    check_topics(bootstrap_servers, topics, producer_options, create_missing_topics, replication_factor)
     stop = stop or threading.Event()
     simulation = build_simulation(settings)
     for line in what_to_expect(simulation.scenario):

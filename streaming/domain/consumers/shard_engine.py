@@ -145,6 +145,7 @@ from streaming.domain.consumers.progress_tracker import (
     presumed_holder,
     summary,
 )
+from streaming.domain.consumers.shard_migrations import MIGRATIONS
 from streaming.domain.queues import MessageQueue
 from streaming.domain.state_codec import unwrap_state, wrap_state
 from streaming.domain.vocabulary import (
@@ -164,7 +165,8 @@ SNAPSHOT_KIND = "shard"
 # queue's open rebalance cost (``progress`` queue entries gain a ``Handoff``); 5: each group's storm changes
 # (``storm_changes``: the storm is judged from who changed, not from a count of rebalances)
 # 6: each group's changes not cut yet (``pending``: generations are cut by event time, not per batch); 7: the cut
-# of them made where a call ended (``provisional``) and each open episode's current row (``episode_rows``)
+# of them made where a call ended (``provisional``) and each open episode's current row (``episode_rows``).
+# Older versions are migrated on restore (``shard_migrations``).
 SCHEMA_VERSION = 7
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
@@ -269,7 +271,7 @@ class ShardEngine:
     def restore(cls, snapshot: Mapping[str, Any] | None, settings: EngineSettings) -> ShardEngine:
         if not snapshot:
             return cls(settings, {}, {})
-        snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot)
+        snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot, MIGRATIONS)
         groups = {g: GroupState.from_json(d) for g, d in snapshot["groups"].items()}
         lanes = {lane: int(t) for lane, t in snapshot["lanes"].items()}
         progress = {g: GroupProgress.from_json(d) for g, d in snapshot["progress"].items()}

@@ -133,8 +133,9 @@ public final class Collector {
       int port = counters.serve(config.metricsHost, config.metricsPort);
       log.info("metrics on http://" + config.metricsHost + ":" + port + "/metrics");
     }
-    log.info("collector " + collectorId + " watching name server " + config.namesrvAddr + " every "
-        + config.pollIntervalMs + " ms" + (config.progressIntervalMs > 0 ? ", consume progress every "
+    log.info("collector " + collectorId + " watching name server " + config.namesrvAddr
+        + (config.shardCount > 1 ? " (groups of shard " + config.shardIndex + " of " + config.shardCount + ")" : "")
+        + " every " + config.pollIntervalMs + " ms" + (config.progressIntervalMs > 0 ? ", consume progress every "
         + config.progressIntervalMs + " ms" : ""));
     if (config.progressIntervalMs > 0) {
       progressThread = daemon("rrm-progress").newThread(progress::loop);
@@ -155,6 +156,12 @@ public final class Collector {
       long end = System.currentTimeMillis();
       counters.inc("rmqcol_cycles_total");
       counters.gauge("rmqcol_cycle_seconds", end - start);
+      if (end - start > config.pollIntervalMs) {
+        // the next cycle starts at once, late: every view is polled less often than stale_after_ms assumes
+        counters.add("rmqcol_cycles_overrun_total", "cycle", "poll");
+        log.warn("poll cycle took " + (end - start) + " ms, more than poll_interval_ms " + config.pollIntervalMs
+            + ": polls are late (fewer groups per collector, see shard_count, or a longer interval)");
+      }
       counters.gauge("rmqcol_last_cycle_timestamp_seconds", end);
       cycles++;
       if (config.maxCycles > 0) {
@@ -284,18 +291,24 @@ public final class Collector {
     for (String topic : topics) {
       routes.add(pool.submit(() -> route(topic)));
     }
-    List<Future<?>> asked = askRunningInfo(brokerOfClient, now);
+    List<Asked> asked = askRunningInfo(brokerOfClient, now);
     for (Future<?> route : routes) {
       await(route, null);
     }
-    long budget = System.currentTimeMillis() + Math.min(config.adminTimeoutMs, config.pollIntervalMs / 2);
-    for (Future<?> ask : asked) {
-      long left = budget - System.currentTimeMillis();
+    // A client asked for the first time gets the whole admin timeout: its first poll then carries its own strategy,
+    // consume type and subscriptions, where without them the monitor would take the group's defaults for the new
+    // member (a POP consumer as client-side, its own strategy as the default). Later asks refresh what is known and
+    // get at most half a poll interval, so a slow client never delays the cycle's polls.
+    long started = System.currentTimeMillis();
+    long refreshBudget = started + Math.min(config.adminTimeoutMs, config.pollIntervalMs / 2);
+    long firstBudget = started + config.adminTimeoutMs;
+    for (Asked ask : asked) {
+      long left = (ask.first() ? firstBudget : refreshBudget) - System.currentTimeMillis();
       if (left <= 0) {
-        break;
+        continue;
       }
       try {
-        ask.get(left, TimeUnit.MILLISECONDS);
+        ask.future().get(left, TimeUnit.MILLISECONDS);
       } catch (java.util.concurrent.TimeoutException | java.util.concurrent.ExecutionException e) {
         // still running (reported when it ends) or failed (already counted)
       }
@@ -437,8 +450,11 @@ public final class Collector {
     }
   }
 
-  private List<Future<?>> askRunningInfo(Map<String, String> brokerOfClient, long now) {
-    List<Future<?>> asked = new ArrayList<>();
+  /** A running-info request of this cycle; {@code first}: the client had never been asked. */
+  private record Asked(Future<?> future, boolean first) {}
+
+  private List<Asked> askRunningInfo(Map<String, String> brokerOfClient, long now) {
+    List<Asked> asked = new ArrayList<>();
     for (Map.Entry<String, String> entry : brokerOfClient.entrySet()) {
       ClientView view = clients.computeIfAbsent(entry.getKey(), k -> new ClientView());
       view.seenAt = now;
@@ -449,10 +465,11 @@ public final class Collector {
       if (!due || (view.inFlight != null && !view.inFlight.isDone())) {
         continue;
       }
+      boolean first = view.askedAt == 0;
       view.askedAt = now;
       String[] parts = entry.getKey().split("\u0000", 2);
       view.inFlight = runningInfoPool.submit(() -> runningInfo(parts[0], parts[1], entry.getValue(), view));
-      asked.add(view.inFlight);
+      asked.add(new Asked(view.inFlight, first));
     }
     return asked;
   }

@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
 import java.util.regex.Pattern;
+import java.util.zip.CRC32;
 
 /**
  * The collector's settings, read from the properties file the Python side writes from the monitor's typed
@@ -27,6 +28,8 @@ final class CollectorConfig {
   final int concurrency;
   final List<Pattern> includeGroups;
   final List<Pattern> excludeGroups;
+  final int shardIndex;
+  final int shardCount;
   final String connectionsTopic;
   final String reportedAssignmentTopic;
   final String topicRouteTopic;
@@ -54,6 +57,11 @@ final class CollectorConfig {
     concurrency = Integer.parseInt(p.getProperty("concurrency", "8"));
     includeGroups = globs(p.getProperty("groups.include", "*"));
     excludeGroups = globs(p.getProperty("groups.exclude", ""));
+    shardIndex = Integer.parseInt(p.getProperty("shard.index", "0"));
+    shardCount = Integer.parseInt(p.getProperty("shard.count", "1"));
+    if (shardCount < 1 || shardIndex < 0 || shardIndex >= shardCount) {
+      throw new IllegalArgumentException("collector shard " + shardIndex + " of " + shardCount + " does not exist");
+    }
     connectionsTopic = p.getProperty("topic.consumer_connections", "rocketmq.consumer-channels");
     reportedAssignmentTopic = p.getProperty("topic.reported_assignment", "rocketmq.reported-assignments");
     topicRouteTopic = p.getProperty("topic.topic_route", "rocketmq.topic-routes");
@@ -83,7 +91,19 @@ final class CollectorConfig {
 
   boolean watches(String group) {
     return includeGroups.stream().anyMatch(p -> p.matcher(group).matches())
-        && excludeGroups.stream().noneMatch(p -> p.matcher(group).matches());
+        && excludeGroups.stream().noneMatch(p -> p.matcher(group).matches())
+        && shardOf(group, shardCount) == shardIndex;
+  }
+
+  /**
+   * The shard of {@code count} a group belongs to: the CRC-32 of its name's UTF-8 bytes modulo {@code count}. It
+   * depends on the name and the count alone, so collectors configured as shards 0 to n-1 of n watch every group
+   * exactly once, whatever each one's broker lists or start time.
+   */
+  static int shardOf(String group, int count) {
+    CRC32 crc = new CRC32();
+    crc.update(group.getBytes(StandardCharsets.UTF_8));
+    return (int) (crc.getValue() % count);
   }
 
   private static String required(Properties p, String key) {

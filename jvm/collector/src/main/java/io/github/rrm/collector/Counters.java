@@ -24,6 +24,7 @@ final class Counters {
       Map.entry("rmqcol_rpc_total", "Admin calls made, by call"),
       Map.entry("rmqcol_cycles_total", "Poll cycles completed"),
       Map.entry("rmqcol_cycle_seconds", "Duration of the last poll cycle"),
+      Map.entry("rmqcol_cycles_overrun_total", "Cycles that took longer than their interval (the next one started late)"),
       Map.entry("rmqcol_last_cycle_timestamp_seconds", "When the last poll cycle ended (epoch seconds)"),
       Map.entry("rmqcol_brokers", "Master brokers in the last cluster info"),
       Map.entry("rmqcol_groups", "Groups polled in the last cycle"),
