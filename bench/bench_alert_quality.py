@@ -35,10 +35,7 @@ from streaming.domain.vocabulary import AnomalyKind
 RESULTS = Path(__file__).parent / "results" / "alert_quality.json"
 # The alerts on the job's own health: their expressions read wall-clock rates and timestamps, so their ``for``
 # stays as written; every other alert reads what the job concluded in event time.
-WALL_CLOCK_ALERTS = frozenset(
-    alerts.PREFIX + n
-    for n in ("Stale", "Down", "ConsumerInputSilent", "QueryRestarting", "DeadLettersRising", "LabelCapReached")
-)
+WALL_CLOCK_ALERTS = alerts.JOB_HEALTH
 JOB = "job"  # what an alert without a group, topic or broker label is attributed to
 
 

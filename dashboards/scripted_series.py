@@ -74,6 +74,20 @@ def _with_gaps(values: list[float | None]) -> str:
     return " ".join(p for p in (head, _compressed(known)) if p)
 
 
+def restarted(series: dict[str, str], at_step: int, down_steps: int) -> dict[str, str]:
+    """``series`` as Prometheus stores them when the job stops at sample ``at_step`` and is scraped again
+    ``down_steps`` samples later: the failed scrape's staleness marker, nothing while the driver is down, then
+    the restarted job's values (what its tables restore, the same the running job would have exported)."""
+    out = {}
+    for key, text in series.items():
+        values = expand(text)
+        before, after = values[:at_step], values[at_step + down_steps :]
+        assert before and after and None not in after, f"{key}: no restart at sample {at_step}"
+        down = "stale" + (f" _x{down_steps - 1}" if down_steps > 1 else "")
+        out[key] = " ".join((_with_gaps(before), down, _compressed([float(v) for v in after])))  # type: ignore[arg-type]
+    return out
+
+
 def first_sustained(series: str, value: float, for_steps: int) -> int | None:
     """The first sample index at which ``series`` (promtool notation, as written here) has equalled ``value``
     for ``for_steps`` samples, or None."""

@@ -57,6 +57,7 @@ def generation_snapshot(
             t: {
                 "queues": len(r.allocation.mq_all),
                 "orphaned": len(r.orphaned),
+                "unsubscribed": len(r.unsubscribed),
                 "double_owned": len(r.double_owned),
                 "moved": len(r.moved_queues),
                 "subscribers": len(r.subscribers),
@@ -108,6 +109,7 @@ def group_summary(analysis: Analysis, state: GroupState) -> GroupSummary:
             len(r.non_subscribers),
             r.skew_queues,
             len(r.moved_queues),
+            len(r.unsubscribed),
         )
         for t, r in analysis.topics.items()
     }
