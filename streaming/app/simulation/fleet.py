@@ -35,6 +35,8 @@ from streaming.contract.events import EventType
 
 BROKERS = ("broker-a", "broker-b")
 AVOIDED = "BROKER_AVOIDED"  # the pseudo-anomaly of ``expected`` for brokers producers must avoid
+# the pseudo-anomaly of ``expected`` for a producer group whose producers find every broker unavailable
+ALL_UNAVAILABLE = "ALL_BROKERS_UNAVAILABLE"
 WRITE_RATES = {"orders": 2.0, "payments": 0.5}  # messages per second and queue
 
 
@@ -50,6 +52,8 @@ class Member:
     strategy: str | None = "AVG"
     version: str = "V5_3_3"
     stuck_from_ms: int | None = None  # its listener blocks from then: it holds its queues and advances none
+    # False: its running info lists none of the queues it consumes (a client behind a proxy): a hidden consumer
+    lists_queues: bool = True
 
 
 @dataclass
@@ -87,6 +91,8 @@ class Scenario:
     # messages per second and queue its holders consume (a group not named: progress.DEFAULT_CONSUME_RATE)
     write_rates: dict[str, float] = field(default_factory=lambda: dict(WRITE_RATES))
     consume_rates: dict[str, float] = field(default_factory=dict)
+    # its members' running info is reported (``reported_assignment``), as an agent or the collector would
+    reports: bool = False
 
     @property
     def group_names(self) -> set[str]:
@@ -115,8 +121,8 @@ def build_scenario(
     name: str, seed: int = 1, *, namespace: str = "", extra_groups: int = 0, clients_per_group: int = 4
 ) -> Scenario:
     """The named scenario; see the module docstring for the knobs (all default to the plain scenario)."""
-    if name not in SCENARIOS:
-        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(SCENARIOS)}")
+    if name not in SCENARIOS + BENCH_SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(SCENARIOS + BENCH_SCENARIOS)}")
     if extra_groups < 0 or clients_per_group < 1:
         raise ValueError("extra_groups must be >= 0 and clients_per_group >= 1")
     rng = random.Random(seed)
@@ -149,9 +155,21 @@ def build_scenario(
         ),
         "rebalance-storm": lambda: _storm(rng, producers),
         "consume-progress": lambda: _progress(rng, producers),
+        # Played alone (the alert-quality bench), never in ``mixed``: every broker failing would take the other
+        # scenarios' sends with it, and running info reported for every group would change their expectations.
+        "all-brokers-down": lambda: Scenario(
+            "all-brokers-down",
+            "every broker fails every send after 60 s: producers find none available",
+            [steady],
+            producers,
+            down_brokers={b: 60_000 for b in BROKERS},
+            expected={(b, AVOIDED) for b in BROKERS} | {(producers[0].group, ALL_UNAVAILABLE)},
+        ),
+        "strategy-mismatch": lambda: _strategy_mismatch(rng, producers),
+        "progress-faults": lambda: _progress_faults(rng, producers),
     }
     if name == "mixed":
-        scenario = _mixed([builders[n]() for n in builders if n != "steady"], steady, producers)
+        scenario = _mixed([builders[n]() for n in SCENARIOS if n not in ("steady", "mixed")], steady, producers)
     else:
         scenario = builders[name]()
     if extra_groups:
@@ -333,6 +351,45 @@ def _progress(rng: random.Random, producers: list[Producer]) -> Scenario:
     )
 
 
+def _strategy_mismatch(rng: random.Random, producers: list[Producer]) -> Scenario:
+    group = _healthy_group(rng, "ledger-mismatch", 4, ("orders",), 20)
+    group.members[3].strategy = "AVG_BY_CIRCLE"  # one member allocates with another strategy than the other three
+    return Scenario(
+        "strategy-mismatch",
+        "one of four members allocates with AVG_BY_CIRCLE, the others with AVG; running info reported",
+        [group],
+        producers,
+        # It holds what AVG_BY_CIRCLE gives it, not what the group computes: its report differs from its expected
+        # share, some queues are held twice and others by nobody (the progress facts say which).
+        expected={(group.name, "ASSIGNMENT_MISMATCH")},
+        # a backlog at every sample (so the progress states show), never an old one (not slow): producers write
+        # 10 messages per second and queue, the group consumes 9.8 (a tick's whole messages)
+        write_rates={**WRITE_RATES, "orders": 10.0},
+        consume_rates={group.name: 9.8},
+        reports=True,
+    )
+
+
+def _progress_faults(rng: random.Random, producers: list[Producer]) -> Scenario:
+    slow = _healthy_group(rng, "report-slow", 2, ("orders",), 21)
+    hidden = _healthy_group(rng, "search-hidden", 2, ("orders",), 22)
+    hidden.members[1].lists_queues = False  # consumes its share; its running info lists none of it
+    return Scenario(
+        "progress-faults",
+        "a group consuming slower than producers write; a member whose running info lists none of its queues",
+        [slow, hidden],
+        producers,
+        # The hidden consumer's report differs from its expected share (it reports none): a mismatch too.
+        expected={(hidden.name, "ASSIGNMENT_MISMATCH")},
+        write_rates={**WRITE_RATES, "orders": 10.0},  # as strategy-mismatch: the hidden group has a backlog, not slow
+        consume_rates={slow.name: 5.0, hidden.name: 9.8},
+        reports=True,
+    )
+
+
+# The alert-quality bench's own scenarios, each played alone (not in SCENARIOS: not in ``mixed`` and the tests).
+BENCH_SCENARIOS = ("all-brokers-down", "strategy-mismatch", "progress-faults")
+# The named scenarios ``mixed`` and the tests play.
 SCENARIOS = (
     "steady",
     "scale-out",
