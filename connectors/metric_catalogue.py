@@ -63,8 +63,7 @@ class Metrics:
         "gauge",
         (*GT, "state"),
         "",
-        "Queues of a subscribed topic by owner state: assigned (1 owner), orphaned (0), unsubscribed (0: the share "
-        "of a member not subscribing the topic), double_owned (2+).",
+        "Queues of a subscribed topic by owner state: assigned (1 owner), orphaned (0), double_owned (2+).",
     )
     GROUP_IDLE_MEMBERS = _m(
         "group_idle_members", "gauge", GT, "", "Subscribing members that get no queue of the topic."

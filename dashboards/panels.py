@@ -254,10 +254,9 @@ def overview() -> dict[str, object]:
             ),
             Panel(
                 "Orphaned queues",
-                "Queues no member consumes, over all groups and topics (unconsumed messages): orphaned, and the "
-                "shares of members that do not subscribe the topic (unsubscribed).",
+                "Queues no member consumes, over all groups and topics (unconsumed messages).",
                 "none",
-                ((f'sum(rmqmon_group_queues{{{SEL}, state=~"orphaned|unsubscribed"}}) or vector(0)', "no consumer"),),
+                ((f'sum(rmqmon_group_queues{{{SEL}, state="orphaned"}}) or vector(0)', "orphaned"),),
                 "stat",
                 5,
                 5,
@@ -308,7 +307,7 @@ def overview() -> dict[str, object]:
             ),
             Panel(
                 "Queues by owner state",
-                "Queues over all groups by owner state (assigned, orphaned, unsubscribed, double_owned).",
+                "Queues over all groups by owner state (assigned, orphaned, double_owned).",
                 "none",
                 ((f"sum by (state) (rmqmon_group_queues{{{SEL}}})", "{{state}}"),),
             ),

@@ -110,7 +110,7 @@ def test_a_flood_of_group_names_stays_under_the_cap_with_bounded_memory():
         assert len(groups_by_metric.get(name, ())) == cap, (name, len(groups_by_metric.get(name, ())))
     # every group is updated exactly once, so every metric refused exactly the groups beyond the cap
     assert dropped["rmqmon_group_members"] == GROUPS - cap
-    assert dropped["rmqmon_group_queues"] == (GROUPS - cap) * 2 * 4  # 2 topics x 4 owner states
+    assert dropped["rmqmon_group_queues"] == (GROUPS - cap) * 2 * 3  # 2 topics x 3 owner states
     assert dropped["rmqmon_group_progress_queues"] == (GROUPS - cap) * 2 * len(QueueState)  # 2 topics x every state
     # about 35 membership, 2 x (2 + 13) progress and 2 x 3 rebalance-cost series per admitted group, nothing per
     # refused one

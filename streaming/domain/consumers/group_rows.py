@@ -109,7 +109,6 @@ def group_summary(analysis: Analysis, state: GroupState) -> GroupSummary:
             len(r.non_subscribers),
             r.skew_queues,
             len(r.moved_queues),
-            len(r.unsubscribed),
         )
         for t, r in analysis.topics.items()
     }

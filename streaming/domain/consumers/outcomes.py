@@ -136,7 +136,6 @@ class TopicSummary:
     non_subscribing: int
     skew: int
     moved: int
-    unsubscribed: int = 0  # nobody pulls them: shares of members not subscribing the topic (metrics only)
 
 
 @dataclass(frozen=True, slots=True)

@@ -555,7 +555,6 @@ def apply_consumer_metrics(metrics: MetricsState, values: Iterable[ConsumerMetri
         for topic, t in value.topics.items():
             queues[(group, topic, "assigned")] = t.assigned
             queues[(group, topic, "orphaned")] = t.orphaned
-            queues[(group, topic, "unsubscribed")] = t.unsubscribed
             queues[(group, topic, "double_owned")] = t.double_owned
             idle[(group, topic)] = t.idle
             non_subscribing[(group, topic)] = t.non_subscribing
