@@ -148,7 +148,13 @@ def fleet_truth(source: Source, progress: bool = True) -> set[tuple[str, str]]:
     if not progress:
         return out
     facts = source.simulation.progress.facts()
-    out |= {(alerts.PREFIX + "ProgressOrphanConfirmed", g) for g, _ in facts.orphans if g not in facts.offline}
+    # orphans of a group with no member, or with members subscribing different topics, are that anomaly's
+    inconsistent = {g for g, kind in scenario.expected if kind == AnomalyKind.INCONSISTENT_SUBSCRIPTION}
+    out |= {
+        (alerts.PROGRESS_ALERTS[QueueState.ORPHAN_CONFIRMED].name, g)
+        for g, _ in facts.orphans
+        if g not in facts.offline and g not in inconsistent
+    }
     out |= {(alerts.PREFIX + "ProgressStuckHolder", g) for g, _ in facts.stuck}
     for state, found in (
         (QueueState.HIDDEN_CONSUMER, facts.hidden),

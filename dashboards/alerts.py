@@ -89,6 +89,8 @@ ANOMALY_ALERTS: dict[AnomalyKind, Alert] = {k: _anomaly_alert(s) for k, s in CAT
 # single sample's verdict (a rebalance handing the queue over between two samples) never pages.
 OFFLINE = AnomalyKind.OFFLINE_GROUP_BACKLOG
 OFFLINE_OPEN = f'max by (consumer_group) (rmqmon_group_open_anomalies{{anomaly="{OFFLINE}"}}) > 0'
+INCONSISTENT = AnomalyKind.INCONSISTENT_SUBSCRIPTION
+INCONSISTENT_OPEN = f'max by (consumer_group) (rmqmon_group_open_anomalies{{anomaly="{INCONSISTENT}"}}) > 0'
 CAUSES = ", ".join(StuckCause)
 QUERY_PROGRESS = "rebalance-monitor query progress --group " + GROUP_TOPIC
 
@@ -119,9 +121,15 @@ PROGRESS_ALERTS: dict[QueueState, Alert] = {
         "1m",
         "Messages of {{ $labels.topic }} wait on queues no member of " + GROUP_TOPIC + " holds.",
         "had no holder for 3 progress samples while their committed offset stood still and messages waited: "
-        "nobody consumes them. (A group with no member at all is RocketMQMonitorOfflineGroupBacklog's.)",
-        # the offline group's queues are orphans too: its own alert says why, once
-        _queues_in(QueueState.ORPHAN_CONFIRMED) + "\nunless on (consumer_group)\n" + OFFLINE_OPEN,
+        "nobody consumes them. (A group with no member at all is RocketMQMonitorOfflineGroupBacklog's, a group "
+        "whose members subscribe different topics RocketMQMonitorInconsistentSubscriptions'.)",
+        # the offline group's queues are orphans too, and so are a non-subscriber's shares: their own alert says
+        # why, once (and a subscription rolled out member by member pages neither)
+        _queues_in(QueueState.ORPHAN_CONFIRMED)
+        + "\nunless on (consumer_group)\n"
+        + OFFLINE_OPEN
+        + "\nunless on (consumer_group)\n"
+        + INCONSISTENT_OPEN,
     ),
     QueueState.STUCK_HOLDER: _progress_alert(
         QueueState.STUCK_HOLDER,
@@ -744,6 +752,19 @@ def _progress_cases() -> tuple[Case, ...]:
             "4m",
         ),
         Case(orphan, "a group with no member: the offline alert's, not this one", offline_group, "8m"),
+        Case(
+            orphan,
+            "a non-subscriber's share, unconsumed while the group's inconsistent subscription is open: that "
+            "alert's, not this one",
+            {
+                **progress_series(
+                    "g1", t, {QueueState.OK: "8x8 4x52", QueueState.ORPHAN_CONFIRMED: "0x8 4x52"}, "0x8 100+100x51"
+                ),
+                f'rmqmon_group_open_anomalies{{{J},consumer_group="g1",anomaly="{INCONSISTENT}"}}': "0x5 1x54",
+            },
+            "8m",
+            also_at=("3m", "4m", "5m", "6m", "7m"),
+        ),
         Case(
             stuck,
             "a holder's 2 queues STUCK_HOLDER after a whole window flat, and staying: fires",
