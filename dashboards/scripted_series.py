@@ -70,7 +70,7 @@ def _with_gaps(values: list[float | None]) -> str:
     while absent < len(values) and values[absent] is None:
         absent += 1
     known = [float(v) for v in values[absent:] if v is not None]
-    head = "_" if absent == 1 else (f"_x{absent - 1}" if absent else "")
+    head = "_" if absent == 1 else (f"_x{absent}" if absent else "")  # promtool: ``_xN`` is N missing samples
     return " ".join(p for p in (head, _compressed(known)) if p)
 
 
@@ -101,10 +101,12 @@ def first_sustained(series: str, value: float, for_steps: int) -> int | None:
 
 
 def expand(series: str) -> list[float | None]:
-    """The samples of a series written by ``series_of`` (``_`` absent, ``vxN`` N + 1 times ``v``)."""
+    """The samples of a series written by ``series_of`` (``_xN`` N absent, ``vxN`` N + 1 times ``v``)."""
     out: list[float | None] = []
     for part in series.split():
         head, _, times = part.partition("x")
-        value = None if head == "_" else float(head)
-        out += [value] * (int(times) + 1 if times else 1)
+        if head == "_":
+            out += [None] * (int(times) if times else 1)
+        else:
+            out += [float(head)] * (int(times) + 1 if times else 1)
     return out
