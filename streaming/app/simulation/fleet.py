@@ -157,14 +157,7 @@ def build_scenario(
         "consume-progress": lambda: _progress(rng, producers),
         # Played alone (the alert-quality bench), never in ``mixed``: every broker failing would take the other
         # scenarios' sends with it, and running info reported for every group would change their expectations.
-        "all-brokers-down": lambda: Scenario(
-            "all-brokers-down",
-            "every broker fails every send after 60 s: producers find none available",
-            [steady],
-            producers,
-            down_brokers={b: 60_000 for b in BROKERS},
-            expected={(b, AVOIDED) for b in BROKERS} | {(producers[0].group, ALL_UNAVAILABLE)},
-        ),
+        "all-brokers-down": lambda: _all_brokers_down(steady),
         "strategy-mismatch": lambda: _strategy_mismatch(rng, producers),
         "progress-faults": lambda: _progress_faults(rng, producers),
     }
@@ -348,6 +341,20 @@ def _progress(rng: random.Random, producers: list[Producer]) -> Scenario:
         expected={(offline.name, "OFFLINE_GROUP_BACKLOG")},
         topics=("orders", "payments", "audit"),
         write_rates={**WRITE_RATES, "audit": 0.0},
+    )
+
+
+def _all_brokers_down(steady: Group) -> Scenario:
+    # Producers of their own: whether every broker is unavailable to a producer is judged over every broker its
+    # fault items name, so producers that also send elsewhere (another scenario's, in the same job) never are.
+    producers = [Producer(f"10.51.0.{i}@{300 + i}#{i}", "audit-producers", "5.3.3") for i in range(4)]
+    return Scenario(
+        "all-brokers-down",
+        "every broker fails every send after 60 s: producers find none available",
+        [steady],
+        producers,
+        down_brokers={b: 60_000 for b in BROKERS},
+        expected={(b, AVOIDED) for b in BROKERS} | {(producers[0].group, ALL_UNAVAILABLE)},
     )
 
 
