@@ -363,10 +363,14 @@ def score(
         }
     true = sum(len(a["true"]) for a in per_alert.values())
     false = sum(len(a["false"]) for a in per_alert.values())
+    # the incidents' firings, each (alert, label set) seen firing in how many episodes
+    episodes = [f.episodes for f in fired if (f.alert, who(f.labels)) in expected]
     return {
         "alerts": per_alert,
         "precision": round(true / (true + false), 3) if true + false else None,
         "recall": round(true / len(expected), 3) if expected else None,
+        "exactly_once": bool(episodes) and set(episodes) == {1},
+        "incident_firings_with_more_than_one_episode": sum(1 for n in episodes if n > 1),
         "false_by_case": {
             c.name: sorted(n for n, a in per_alert.items() for f in a["false"] if f.startswith(c.name + ":"))
             for c in cases
@@ -570,7 +574,10 @@ def main() -> None:
             f"{name:48} precision {a['precision']}  recall {a['recall']}  fire {a['time_to_fire_s']} s "
             f"(bound {a['bound_s']})  false {a['false']}  missed {a['missed']}"
         )
-    print(f"suite: precision {document['precision']} recall {document['recall']}; run {document['run']}")
+    print(
+        f"suite: precision {document['precision']} recall {document['recall']} exactly once "
+        f"{document['exactly_once']}; run {document['run']}"
+    )
 
 
 if __name__ == "__main__":

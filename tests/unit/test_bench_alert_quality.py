@@ -101,6 +101,11 @@ def test_the_score_counts_benign_and_unexpected_firings_false_and_unfired_expect
     assert result["alerts"]["Storm"]["missed"] == ["dup-g"] and result["alerts"]["Storm"]["recall"] == 0.0
     assert result["false_by_case"] == {"rr5": ["Orphaned"], "dup": [], JOB: ["Down"]}
     assert (result["precision"], result["recall"]) == (round(1 / 3, 3), 0.5)
+    assert result["exactly_once"] and result["incident_firings_with_more_than_one_episode"] == 0  # Dup: once
+    log.poll([])
+    log.poll([_alert("Dup", "firing", "dup-g")])  # resolved, then firing again: a second page
+    again = score(cases, {("Dup", "dup-g")}, log, {}, 1.0)
+    assert not again["exactly_once"] and again["incident_firings_with_more_than_one_episode"] == 1
 
 
 def test_the_bench_scenarios_ground_truth_names_every_alert_they_must_fire():
