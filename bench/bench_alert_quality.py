@@ -160,6 +160,7 @@ def fleet_truth(source: Source, progress: bool = True) -> set[tuple[str, str]]:
         (QueueState.HIDDEN_CONSUMER, facts.hidden),
         (QueueState.DOUBLE_OWNED, facts.double),
         (QueueState.SLOW, facts.slow),
+        (QueueState.REWIND, facts.rewound),  # shown while the window still holds a sample before the reset
     ):
         out |= {(alerts.PROGRESS_ALERTS[state].name, g) for g, _ in found}
     return out
@@ -239,7 +240,8 @@ def suite(ci: bool = False) -> tuple[Case, ...]:
             fleet_case(
                 "progfaults",
                 "progress-faults",
-                "a group consuming at half the write rate; a member whose running info lists none of its queues",
+                "a group consuming at half the write rate; a member whose running info lists none of its queues; "
+                "a member's offsets reset 3,000 messages back",
             ),
             script_case(
                 "viewstale",

@@ -111,7 +111,7 @@ def test_the_score_counts_benign_and_unexpected_firings_false_and_unfired_expect
 def test_the_bench_scenarios_ground_truth_names_every_alert_they_must_fire():
     """The simulator's own ground truth after 20 minutes of each scenario played alone by the bench: a member on
     another strategy (its report differs, queues doubly held and unheld), a slow group and a hidden consumer, every
-    broker failing; and the unreachable broker's case expects its stale views' alert."""
+    broker failing, an offset reset; and the unreachable broker's case expects its stale views' alert."""
     p = PREFIX
 
     def truth(case: str, scenario: str) -> set[tuple[str, str]]:
@@ -127,6 +127,7 @@ def test_the_bench_scenarios_ground_truth_names_every_alert_they_must_fire():
         (p + "AssignmentMismatch", "progfaults-search-hidden"),
         (p + "ProgressHiddenConsumer", "progfaults-search-hidden"),
         (p + "ProgressSlow", "progfaults-report-slow"),
+        (p + "ProgressRewind", "progfaults-ledger-rewind"),
     }
     assert truth("allbrokers", "all-brokers-down") == {
         (p + "BrokerAvoidedByMostProducers", "allbrokers-broker-a"),

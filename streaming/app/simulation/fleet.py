@@ -54,6 +54,9 @@ class Member:
     stuck_from_ms: int | None = None  # its listener blocks from then: it holds its queues and advances none
     # False: its running info lists none of the queues it consumes (a client behind a proxy): a hidden consumer
     lists_queues: bool = True
+    # its committed offset of every queue it holds is set back by rewind_by messages then (an offset reset)
+    rewinds_at_ms: int | None = None
+    rewind_by: int = 0
 
 
 @dataclass
@@ -381,15 +384,20 @@ def _progress_faults(rng: random.Random, producers: list[Producer]) -> Scenario:
     slow = _healthy_group(rng, "report-slow", 2, ("orders",), 21)
     hidden = _healthy_group(rng, "search-hidden", 2, ("orders",), 22)
     hidden.members[1].lists_queues = False  # consumes its share; its running info lists none of it
+    rewind = _healthy_group(rng, "ledger-rewind", 2, ("orders",), 23)
+    # at 15 min (a backlog at every sample by then) its offsets are reset 3,000 messages back: 5 minutes below
+    # their high point at 9.8 messages per second, a whole window
+    rewind.members[0].rewinds_at_ms, rewind.members[0].rewind_by = 900_000, 3_000
     return Scenario(
         "progress-faults",
-        "a group consuming slower than producers write; a member whose running info lists none of its queues",
-        [slow, hidden],
+        "a group consuming slower than producers write; a member whose running info lists none of its queues; "
+        "a member's offsets reset 3,000 messages back at 15 min",
+        [slow, hidden, rewind],
         producers,
         # The hidden consumer's report differs from its expected share (it reports none): a mismatch too.
         expected={(hidden.name, "ASSIGNMENT_MISMATCH")},
         write_rates={**WRITE_RATES, "orders": 10.0},  # as strategy-mismatch: the hidden group has a backlog, not slow
-        consume_rates={slow.name: 5.0, hidden.name: 9.8},
+        consume_rates={slow.name: 5.0, hidden.name: 9.8, rewind.name: 9.8},
         reports=True,
     )
 

@@ -73,12 +73,15 @@ class ProgressFacts:
     orphans: frozenset[tuple[str, QueueRef]]
     stuck: dict[tuple[str, QueueRef], str]
     offline: dict[str, int]
-    # With running info reported, through a whole window with a backlog at every sample: queues consumed while
-    # no member lists them (hidden), listed by two or more members (double), and consumed more slowly than
-    # written, the first unconsumed message older than the slow threshold at every sample (slow).
+    # With running info reported, with a backlog at every sample, held through the last window (judged at each
+    # of its samples over the window that sample ends): queues consumed while no member lists them (hidden),
+    # listed by two or more members (double), and consumed more slowly than written, the first unconsumed message
+    # older than the slow threshold at every sample (slow).
     hidden: frozenset[tuple[str, QueueRef]] = frozenset()
     double: frozenset[tuple[str, QueueRef]] = frozenset()
     slow: frozenset[tuple[str, QueueRef]] = frozenset()
+    # queues whose committed offset a member set back (an offset reset), at any time so far
+    rewound: frozenset[tuple[str, QueueRef]] = frozenset()
 
 
 def alive(member: Member, offset_ms: int) -> bool:
@@ -149,12 +152,14 @@ class ProgressModel:
             if m.crashes_ms is not None
         }
         self.samples: dict[str, dict[QueueRef, deque[Sample]]] = {
-            g.name: {ref: deque(maxlen=DEFAULT_SETTINGS.window) for ref in self.committed[g.name]}
+            # two windows less a sample: each of the last window's samples ends a whole window (``facts``)
+            g.name: {ref: deque(maxlen=2 * DEFAULT_SETTINGS.window - 1) for ref in self.committed[g.name]}
             for g in scenario.groups
         }
         self._shares: dict[tuple[str, tuple[bool, ...], tuple[bool, ...]], dict[QueueRef, tuple[int, ...]]] = {}
         self.cursor_ms = start_ms
         self.last_sample_ms: int | None = None
+        self.rewound: set[tuple[str, QueueRef]] = set()  # queues whose committed offset a member set back
 
     # -- ground truth ---------------------------------------------------------------------------------
 
@@ -230,6 +235,11 @@ class ProgressModel:
         rate = self.scenario.consume_rates.get(group.name, DEFAULT_CONSUME_RATE)
         for ref, indices in self.holders(group, offset).items():
             position = self.committed[group.name][ref]
+            for i in indices:
+                at = group.members[i].rewinds_at_ms
+                if at is not None and offset - seconds * 1000 < at <= offset:  # the reset falls in this tick
+                    position.offset -= group.members[i].rewind_by
+                    self.rewound.add((group.name, ref))
             if not any(not stuck(group.members[i], offset) for i in indices):
                 continue  # nobody holds it, or only stuck holders: the committed offset stands still
             target = min(self.broker_offsets[ref], position.offset + int(rate * seconds))
@@ -368,7 +378,11 @@ class ProgressModel:
                 if last.lag > 0 and len(last.holders) == 1 and stuck(group.members[last.holders[0]], at):
                     stuck_by[(group.name, ref)] = group.members[last.holders[0]].client_id
                 if self.scenario.reports and (group.name, ref) not in orphans:
-                    judged = self._judged(group, list(samples))
+                    # a state that held through the last window: judged at each of its samples, over the window
+                    # that sample ends (a moment's verdict is no fact a page waits for)
+                    kept, size = list(samples), DEFAULT_SETTINGS.window
+                    verdicts = {self._judged(group, kept[end - size : end]) for end in range(size, len(kept) + 1)}
+                    judged = verdicts.pop() if len(kept) == 2 * size - 1 and len(verdicts) == 1 else None
                     if judged is not None:
                         {"hidden": hidden, "double": double, "slow": slow}[judged].add((group.name, ref))
             backlog = sum(lag[(group.name, ref)] for ref in self.samples[group.name])
@@ -383,6 +397,7 @@ class ProgressModel:
             frozenset(hidden),
             frozenset(double),
             frozenset(slow),
+            frozenset(self.rewound),
         )
 
     @staticmethod
@@ -418,7 +433,8 @@ def fact_lines(facts: ProgressFacts, start_ms: int) -> list[str]:
         lines.append(f"  expect: ORPHAN_CONFIRMED {_where(group, ref)}, lag {facts.lag[(group, ref)]}")
     for (group, ref), client in sorted(facts.stuck.items()):
         lines.append(f"  expect: STUCK_HOLDER {_where(group, ref)} held by {client}, lag {facts.lag[(group, ref)]}")
-    for name, found in (("HIDDEN_CONSUMER", facts.hidden), ("DOUBLE_OWNED", facts.double), ("SLOW", facts.slow)):
+    kinds = (("HIDDEN_CONSUMER", facts.hidden), ("DOUBLE_OWNED", facts.double), ("SLOW", facts.slow))
+    for name, found in (*kinds, ("REWIND (once)", facts.rewound)):
         for group, ref in sorted(found):
             lines.append(f"  expect: {name} {_where(group, ref)}, lag {facts.lag[(group, ref)]}")
     for group, backlog in sorted(facts.offline.items()):
