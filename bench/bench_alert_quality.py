@@ -27,18 +27,16 @@ from bench.common import machine, measured_at, write_results
 from dashboards import alerts
 from dashboards.generate import to_yaml
 from streaming.app.simulation import operations as op
-from streaming.app.simulation.fleet import AVOIDED, Simulation, build_scenario
+from streaming.app.simulation.fleet import ALL_UNAVAILABLE, AVOIDED, Simulation, build_scenario
 from streaming.contract.events import EventType
 from streaming.domain.anomaly_catalogue import CATALOGUE
+from streaming.domain.progress.verdict import QueueState
 from streaming.domain.vocabulary import AnomalyKind
 
 RESULTS = Path(__file__).parent / "results" / "alert_quality.json"
 # The alerts on the job's own health: their expressions read wall-clock rates and timestamps, so their ``for``
 # stays as written; every other alert reads what the job concluded in event time.
-WALL_CLOCK_ALERTS = frozenset(
-    alerts.PREFIX + n
-    for n in ("Stale", "Down", "ConsumerInputSilent", "QueryRestarting", "DeadLettersRising", "LabelCapReached")
-)
+WALL_CLOCK_ALERTS = alerts.JOB_HEALTH
 JOB = "job"  # what an alert without a group, topic or broker label is attributed to
 
 
@@ -94,8 +92,15 @@ class ScriptSource:
         return self.events[start : self.index]
 
 
-def script_case(name: str, description: str, build: Callable[[str], op.Script], polled: dict | None = None) -> Case:
-    """A benign scripted operation; ``polled``: rendered as a collector's polls (``Script.polls`` keywords)."""
+def script_case(
+    name: str,
+    description: str,
+    build: Callable[[str], op.Script],
+    polled: dict | None = None,
+    expected: Callable[[Source], set[tuple[str, str]]] | None = None,
+) -> Case:
+    """A scripted operation, benign unless ``expected`` (its ground truth: what must fire); ``polled``: rendered as
+    a collector's polls (``Script.polls`` keywords)."""
 
     def source(start_ms: int, horizon_ms: int) -> Source:
         script = build(name)
@@ -103,6 +108,8 @@ def script_case(name: str, description: str, build: Callable[[str], op.Script], 
         events = script.events() if polled is None else script.polls(**polled)
         return ScriptSource(events, start_ms, name)
 
+    if expected is not None:
+        return Case(name, False, description, source, expected)
     return Case(name, True, description, source)
 
 
@@ -113,7 +120,7 @@ class FleetSource:
     def __init__(self, scenario: str, start_ms: int, ns: str, consume_rates: dict[str, float] | None = None) -> None:
         built = build_scenario(scenario, namespace=ns)
         built.consume_rates.update({_rename(g, ns): r for g, r in (consume_rates or {}).items()})
-        self.simulation = Simulation(built, start_ms)
+        self.simulation = Simulation(built, start_ms, assignment_reports=built.reports)
         self.sending = True
 
     def events_until(self, until_ms: int) -> list[dict[str, Any]]:
@@ -122,15 +129,18 @@ class FleetSource:
 
 
 def fleet_truth(source: Source, progress: bool = True) -> set[tuple[str, str]]:
-    """What the scenario's ground truth says must alert: its anomaly episodes, avoided brokers, and (``progress``)
-    the consume progress facts at its last sample (confirmed orphans, stuck holders; a group offline with a
-    backlog is an anomaly episode of the scenario's)."""
+    """What the scenario's ground truth says must alert: its anomaly episodes, avoided brokers, producers with no
+    broker available (a fleet-wide alert, without labels: the job's), and (``progress``) the consume progress facts
+    at its last sample (confirmed orphans, stuck holders, hidden consumers, double holders, slow queues; a group
+    offline with a backlog is an anomaly episode of the scenario's)."""
     assert isinstance(source, FleetSource)
     scenario = source.simulation.scenario
     out: set[tuple[str, str]] = set()
     for who, kind in scenario.expected:
         if kind == AVOIDED:
             out.add((alerts.PREFIX + "BrokerAvoidedByMostProducers", who))
+        elif kind == ALL_UNAVAILABLE:
+            out.add((alerts.PREFIX + "ProducerAllBrokersUnavailable", JOB))
         else:
             name = CATALOGUE[AnomalyKind(kind)].alert_name
             if name is not None:
@@ -138,8 +148,21 @@ def fleet_truth(source: Source, progress: bool = True) -> set[tuple[str, str]]:
     if not progress:
         return out
     facts = source.simulation.progress.facts()
-    out |= {(alerts.PREFIX + "ProgressOrphanConfirmed", g) for g, _ in facts.orphans if g not in facts.offline}
+    # orphans of a group with no member, or with members subscribing different topics, are that anomaly's
+    inconsistent = {g for g, kind in scenario.expected if kind == AnomalyKind.INCONSISTENT_SUBSCRIPTION}
+    out |= {
+        (alerts.PROGRESS_ALERTS[QueueState.ORPHAN_CONFIRMED].name, g)
+        for g, _ in facts.orphans
+        if g not in facts.offline and g not in inconsistent
+    }
     out |= {(alerts.PREFIX + "ProgressStuckHolder", g) for g, _ in facts.stuck}
+    for state, found in (
+        (QueueState.HIDDEN_CONSUMER, facts.hidden),
+        (QueueState.DOUBLE_OWNED, facts.double),
+        (QueueState.SLOW, facts.slow),
+        (QueueState.REWIND, facts.rewound),  # shown while the window still holds a sample before the reset
+    ):
+        out |= {(alerts.PROGRESS_ALERTS[state].name, g) for g, _ in found}
     return out
 
 
@@ -150,6 +173,8 @@ def fleet_case(name: str, scenario: str, description: str, **knobs: Any) -> Case
 
 
 COLLECTOR_RESTART = {"outages": op.Outages(collector=(300_000, 345_000))}  # no poll for 45 s
+# A broker the collector cannot reach for 15 minutes: its polled views stale far beyond BrokerViewStale's `for`.
+UNREACHABLE = {"outages": op.Outages(brokers={"broker-a": (300_000, 1_200_000)})}
 
 
 def suite(ci: bool = False) -> tuple[Case, ...]:
@@ -205,6 +230,25 @@ def suite(ci: bool = False) -> tuple[Case, ...]:
                 "progress",
                 "consume-progress",
                 "a stuck holder, a group whose members all die while producers write, an idle orderly group",
+            ),
+            fleet_case("allbrokers", "all-brokers-down", "every broker fails every send after 60 s"),
+            fleet_case(
+                "mismatch",
+                "strategy-mismatch",
+                "one of four members allocates with AVG_BY_CIRCLE; running info reported, a backlog",
+            ),
+            fleet_case(
+                "progfaults",
+                "progress-faults",
+                "a group consuming at half the write rate; a member whose running info lists none of its queues; "
+                "a member's offsets reset 3,000 messages back",
+            ),
+            script_case(
+                "viewstale",
+                "the collector cannot reach broker-a for 15 minutes (polled views)",
+                lambda g: op.steady_group(4, g),
+                UNREACHABLE,
+                lambda _s: {(alerts.PREFIX + "BrokerViewStale", "viewstale-broker-a")},
             ),
         ]
     return tuple(benign + incidents)
@@ -321,10 +365,14 @@ def score(
         }
     true = sum(len(a["true"]) for a in per_alert.values())
     false = sum(len(a["false"]) for a in per_alert.values())
+    # the incidents' firings, each (alert, label set) seen firing in how many episodes
+    episodes = [f.episodes for f in fired if (f.alert, who(f.labels)) in expected]
     return {
         "alerts": per_alert,
         "precision": round(true / (true + false), 3) if true + false else None,
         "recall": round(true / len(expected), 3) if expected else None,
+        "exactly_once": bool(episodes) and set(episodes) == {1},
+        "incident_firings_with_more_than_one_episode": sum(1 for n in episodes if n > 1),
         "false_by_case": {
             c.name: sorted(n for n, a in per_alert.items() for f in a["false"] if f.startswith(c.name + ":"))
             for c in cases
@@ -528,7 +576,10 @@ def main() -> None:
             f"{name:48} precision {a['precision']}  recall {a['recall']}  fire {a['time_to_fire_s']} s "
             f"(bound {a['bound_s']})  false {a['false']}  missed {a['missed']}"
         )
-    print(f"suite: precision {document['precision']} recall {document['recall']}; run {document['run']}")
+    print(
+        f"suite: precision {document['precision']} recall {document['recall']} exactly once "
+        f"{document['exactly_once']}; run {document['run']}"
+    )
 
 
 if __name__ == "__main__":

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 from connectors.metric_catalogue import Metrics
 from streaming.app.simulation import operations
-from streaming.domain.anomaly_catalogue import ALERT_PREFIX, CATALOGUE, AnomalySpec
+from streaming.domain.anomaly_catalogue import ALERT_PREFIX, CATALOGUE, KEEP_FIRING_FOR, AnomalySpec
 from streaming.domain.progress.verdict import DEFAULT_SETTINGS, QueueState, StuckCause, alerts_on, severity_of
 from streaming.domain.vocabulary import AnomalyKind
 
-from .scripted_series import first_sustained, series_of
+from .scripted_series import expand, first_sustained, restarted, series_of
 
 PREFIX = ALERT_PREFIX
 # Where runbook_url points: docs/runbook.md as your repository browser serves it. The committed rule files use
@@ -44,16 +44,21 @@ class Alert:
     summary: str
     description: str
     anchor: str  # heading id in docs/runbook.md
+    # What the job concluded about the fleet holds across a restart of the job (catalogue's KEEP_FIRING_FOR);
+    # "" for the alerts on the job's own health, which judge the restart itself.
+    keep_firing_for: str = KEEP_FIRING_FOR
 
     def runbook_url(self, base: str = RUNBOOK_URL_BASE) -> str:
         return f"{base}#{self.anchor}"
 
     def rule(self, runbook_url_base: str = RUNBOOK_URL_BASE) -> dict[str, object]:
         annotations = {"summary": self.summary, "description": self.description}
+        keep = {"keep_firing_for": self.keep_firing_for} if self.keep_firing_for else {}
         return {
             "alert": self.name,
             "expr": self.expr,
             "for": self.for_,
+            **keep,
             "labels": {"severity": self.severity},
             "annotations": {**annotations, "runbook_url": self.runbook_url(runbook_url_base)},
         }
@@ -84,6 +89,8 @@ ANOMALY_ALERTS: dict[AnomalyKind, Alert] = {k: _anomaly_alert(s) for k, s in CAT
 # single sample's verdict (a rebalance handing the queue over between two samples) never pages.
 OFFLINE = AnomalyKind.OFFLINE_GROUP_BACKLOG
 OFFLINE_OPEN = f'max by (consumer_group) (rmqmon_group_open_anomalies{{anomaly="{OFFLINE}"}}) > 0'
+INCONSISTENT = AnomalyKind.INCONSISTENT_SUBSCRIPTION
+INCONSISTENT_OPEN = f'max by (consumer_group) (rmqmon_group_open_anomalies{{anomaly="{INCONSISTENT}"}}) > 0'
 CAUSES = ", ".join(StuckCause)
 QUERY_PROGRESS = "rebalance-monitor query progress --group " + GROUP_TOPIC
 
@@ -114,9 +121,15 @@ PROGRESS_ALERTS: dict[QueueState, Alert] = {
         "1m",
         "Messages of {{ $labels.topic }} wait on queues no member of " + GROUP_TOPIC + " holds.",
         "had no holder for 3 progress samples while their committed offset stood still and messages waited: "
-        "nobody consumes them. (A group with no member at all is RocketMQMonitorOfflineGroupBacklog's.)",
-        # the offline group's queues are orphans too: its own alert says why, once
-        _queues_in(QueueState.ORPHAN_CONFIRMED) + "\nunless on (consumer_group)\n" + OFFLINE_OPEN,
+        "nobody consumes them. (A group with no member at all is RocketMQMonitorOfflineGroupBacklog's, a group "
+        "whose members subscribe different topics RocketMQMonitorInconsistentSubscriptions'.)",
+        # the offline group's queues are orphans too, and so are a non-subscriber's shares: their own alert says
+        # why, once (and a subscription rolled out member by member pages neither)
+        _queues_in(QueueState.ORPHAN_CONFIRMED)
+        + "\nunless on (consumer_group)\n"
+        + OFFLINE_OPEN
+        + "\nunless on (consumer_group)\n"
+        + INCONSISTENT_OPEN,
     ),
     QueueState.STUCK_HOLDER: _progress_alert(
         QueueState.STUCK_HOLDER,
@@ -209,6 +222,7 @@ ALERTS: tuple[Alert, ...] = (
         "hangs). Quiet topics do not fire this: a trigger that finds nothing new counts. The monitor's other "
         "alerts from this job cannot be trusted meanwhile.",
         _slug(f"{PREFIX}Stale"),
+        keep_firing_for="",
     ),
     Alert(
         f"{PREFIX}ConsumerInputSilent",
@@ -221,6 +235,7 @@ ALERTS: tuple[Alert, ...] = (
         "to the monitor's topics (the collector or the client agents are down, or publish elsewhere). Group "
         "views go stale meanwhile; no membership change can be seen.",
         _slug(f"{PREFIX}ConsumerInputSilent"),
+        keep_firing_for="",
     ),
     Alert(
         f"{PREFIX}QueryRestarting",
@@ -232,6 +247,7 @@ ALERTS: tuple[Alert, ...] = (
         "minutes: something it depends on (Kafka, the Delta storage) fails again and again. Nothing is lost, "
         "but its output lags while it waits; after [supervision] max_consecutive_failures the job exits.",
         _slug(f"{PREFIX}QueryRestarting"),
+        keep_firing_for="",
     ),
     Alert(
         f"{PREFIX}Down",
@@ -242,6 +258,7 @@ ALERTS: tuple[Alert, ...] = (
         "Prometheus cannot scrape the monitor's driver (job " + MONITOR_JOB + "), it is not scraped at all, or "
         "its queries stopped (rmqmon_up is 0). Nothing watches the RocketMQ fleet's rebalances meanwhile.",
         _slug(f"{PREFIX}Down"),
+        keep_firing_for="",
     ),
     Alert(
         f"{PREFIX}DeadLettersRising",
@@ -254,6 +271,7 @@ ALERTS: tuple[Alert, ...] = (
         "table over the last 10 minutes: a publisher emits events the contract rejects (see the reason label "
         "of rmqmon_dead_letters_total and the dead_letters table).",
         _slug(f"{PREFIX}DeadLettersRising"),
+        keep_firing_for="",
     ),
     Alert(
         f"{PREFIX}LabelCapReached",
@@ -264,8 +282,13 @@ ALERTS: tuple[Alert, ...] = (
         "Updates of {{ $labels.metric }} for groups or brokers beyond metrics.label_value_cap are not exported: "
         "raise the cap if the fleet really has that many, or find what invents group names.",
         _slug(f"{PREFIX}LabelCapReached"),
+        keep_firing_for="",
     ),
 )
+
+# The alerts on the job's own health (its timestamps, rates and scrape): they judge a restart itself, so they have
+# no keep_firing_for; every other alert reads what the job concluded about the fleet.
+JOB_HEALTH = frozenset(a.name for a in ALERTS if not a.keep_firing_for)
 
 
 @dataclass(frozen=True)
@@ -349,6 +372,10 @@ class Case:
 
 
 J = f'job="{MONITOR_JOB}",instance="127.0.0.1:9464"'
+# A restart of the job in the cases: its driver down for 90 s (6 scrapes; the alert-quality bench's restart took
+# 86.5 s on a loaded machine), so Prometheus marks its series stale and has none until the restarted job exports
+# them again.
+RESTART_STEPS = 6
 # The cap counter's series for one capped metric, as the alert tests feed it.
 DROPPED_MEMBERS = f'{Metrics.LABEL_VALUES_DROPPED_TOTAL.name}{{{J},metric="{Metrics.GROUP_MEMBERS.name}"}}'
 NAME = {kind: alert.name for kind, alert in ANOMALY_ALERTS.items()}  # the anomaly kinds' alerts, by kind
@@ -363,6 +390,33 @@ CASES: tuple[Case, ...] = (
         },
         "6m",
         ((({"consumer_group": "g1", "topic": "t1"}), 3),),
+    ),
+    # A job restart while it fires (keep_firing_for): the driver down for 90 s, its series stale then absent, then
+    # restored: firing at every evaluation through it, one episode. A real resolution (orphans gone at 5m45s)
+    # still resolves, keep_firing_for (5m) later.
+    Case(
+        NAME[AnomalyKind.ORPHANED_QUEUES],
+        "orphans, and the job restarted for 90 s at 5m45s while the alert fires: firing throughout (one episode)",
+        {
+            f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x20 stale _x5 3x20",
+            f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="assigned"}}': "8 8 5x20 stale _x5 5x20",
+        },
+        "12m",
+        ((({"consumer_group": "g1", "topic": "t1"}), 3),),
+        also_at=tuple(f"{s}s" for s in range(150, 720, 15)),
+    ),
+    Case(
+        NAME[AnomalyKind.ORPHANED_QUEUES],
+        "orphans handed over at 5m45s: still firing at 10m30s (keep_firing_for 5m), resolved from 10m45s",
+        {f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x20 0x40"},
+        "10m30s",
+        ((({"consumer_group": "g1", "topic": "t1"}), 3),),
+    ),
+    Case(
+        NAME[AnomalyKind.ORPHANED_QUEUES],
+        "orphans handed over at 5m45s: resolved at 10m45s, keep_firing_for (5m) after",
+        {f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x20 0x40"},
+        "10m45s",
     ),
     Case(
         NAME[AnomalyKind.ORPHANED_QUEUES],
@@ -443,6 +497,14 @@ CASES: tuple[Case, ...] = (
         {f'rmqmon_broker_producers_avoiding_ratio{{{J},broker="broker-b"}}': "0.75x40"},
         "5m",
         (({"broker": "broker-b"}, 0.75),),
+    ),
+    Case(
+        f"{PREFIX}BrokerAvoidedByMostProducers",
+        "3 of 4 producers avoiding, the job restarted for 90 s at 4m while it fires: firing throughout",
+        {f'rmqmon_broker_producers_avoiding_ratio{{{J},broker="broker-b"}}': "0.75x15 stale _x5 0.75x20"},
+        "9m",
+        (({"broker": "broker-b"}, 0.75),),
+        also_at=tuple(f"{s}s" for s in range(120, 540, 15)),
     ),
     Case(
         f"{PREFIX}BrokerAvoidedByMostProducers",
@@ -691,11 +753,36 @@ def _progress_cases() -> tuple[Case, ...]:
         ),
         Case(orphan, "a group with no member: the offline alert's, not this one", offline_group, "8m"),
         Case(
+            orphan,
+            "a non-subscriber's share, unconsumed while the group's inconsistent subscription is open: that "
+            "alert's, not this one",
+            {
+                **progress_series(
+                    "g1", t, {QueueState.OK: "8x8 4x52", QueueState.ORPHAN_CONFIRMED: "0x8 4x52"}, "0x8 100+100x51"
+                ),
+                f'rmqmon_group_open_anomalies{{{J},consumer_group="g1",anomaly="{INCONSISTENT}"}}': "0x5 1x54",
+            },
+            "8m",
+            also_at=("3m", "4m", "5m", "6m", "7m"),
+        ),
+        Case(
             stuck,
             "a holder's 2 queues STUCK_HOLDER after a whole window flat, and staying: fires",
             progress_series("g1", t, {QueueState.OK: "8x20 6x40", QueueState.STUCK_HOLDER: "0x20 2x40"}, "0x4 0+20x55"),
             "7m",
             ((g, 2),),
+        ),
+        Case(
+            stuck,
+            "a stuck holder, the job restarted for 90 s at 7m30s while it fires: firing throughout (one episode)",
+            restarted(
+                progress_series("g1", t, {QueueState.OK: "8x20 6x40", QueueState.STUCK_HOLDER: "0x20 2x40"}, "100x60"),
+                30,
+                RESTART_STEPS,
+            ),
+            "12m",
+            ((g, 2),),
+            also_at=tuple(f"{s}s" for s in range(390, 720, 15)),
         ),
         Case(
             stuck,
@@ -799,9 +886,13 @@ def scripted_cases() -> tuple[Case, ...]:
         series = series_of(script, J)
         cases += _silent_throughout(script)
     cases += _silent_throughout(operations.scale(4, 12))
+    # A subscription rolled out member by member: until its last member runs it, the others' shares of the new
+    # topic go to nobody -- the inconsistent subscription's queues, for less than its `for`: nothing pages.
+    cases += _silent_throughout(operations.subscription_rollout(5))
     for script, kind in (
         (operations.crash_loop(5, crashes=30, same_id=False), AnomalyKind.REBALANCE_STORM),
         (operations.crash_loop(5, crashes=30, same_id=True), AnomalyKind.FLAPPING_MEMBERS),
+        (operations.inconsistent_subscription(3), AnomalyKind.INCONSISTENT_SUBSCRIPTION),
     ):
         alert = ANOMALY_ALERTS[kind]
         series = series_of(script, J)
@@ -809,12 +900,42 @@ def scripted_cases() -> tuple[Case, ...]:
         fired_at = first_sustained(series[key], 1.0, _seconds(alert.for_) // STEP_S)
         assert fired_at is not None, f"{script.name}: {kind} never held for {alert.for_}"
         at = f"{(fired_at + 1) * STEP_S}s"
-        cases.append(
-            Case(
-                alert.name, f"{script.name} (the engine's series): fires", series, at, (({"consumer_group": "g1"}, 1),)
-            )
+        fired = (({"consumer_group": "g1"}, 1.0),)
+        cases.append(Case(alert.name, f"{script.name} (the engine's series): fires", series, at, fired))
+        cases.append(_through_a_restart(alert, script.name, series, key, fired_at))
+    # A member that never subscribes a topic the others do: its share is the inconsistent subscription's (which
+    # fires above), never orphaned queues'.
+    minutes = tuple(f"{m}m" for m in range(1, script.until_ms // 60_000))
+    cases.append(
+        Case(
+            NAME[AnomalyKind.ORPHANED_QUEUES],
+            f"{script.name} (the engine's series): the non-subscriber's share is not orphaned queues'",
+            series,
+            f"{script.until_ms // 1000}s",
+            also_at=minutes,
         )
+    )
     return tuple(cases)
+
+
+def _through_a_restart(alert: Alert, title: str, series: dict[str, str], key: str, fired_at: int) -> Case:
+    """The incident's series with the job restarted a minute after the alert fired: firing at every evaluation
+    from then until a minute after the job is back (one firing episode: without keep_firing_for it would resolve
+    in the gap and be pending again for its whole ``for`` after it)."""
+    restart_at = fired_at + 4
+    back = restart_at + RESTART_STEPS
+    end = back + 4
+    values = expand(series[key])
+    assert len(values) > end and set(values[fired_at - 1 : end + 1]) == {1.0}, f"{title}: episode too short"
+    return Case(
+        alert.name,
+        f"{alert.name}: {title} (the engine's series), the job restarted for {RESTART_STEPS * STEP_S} s while it "
+        "fires: one firing episode",
+        restarted(series, restart_at, RESTART_STEPS),
+        f"{(end + 1) * STEP_S}s",
+        (({"consumer_group": "g1"}, 1.0),),
+        also_at=tuple(f"{(i + 1) * STEP_S}s" for i in range(fired_at, end)),
+    )
 
 
 def _silent_throughout(script: operations.Script) -> list[Case]:

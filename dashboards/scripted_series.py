@@ -70,8 +70,22 @@ def _with_gaps(values: list[float | None]) -> str:
     while absent < len(values) and values[absent] is None:
         absent += 1
     known = [float(v) for v in values[absent:] if v is not None]
-    head = "_" if absent == 1 else (f"_x{absent - 1}" if absent else "")
+    head = "_" if absent == 1 else (f"_x{absent}" if absent else "")  # promtool: ``_xN`` is N missing samples
     return " ".join(p for p in (head, _compressed(known)) if p)
+
+
+def restarted(series: dict[str, str], at_step: int, down_steps: int) -> dict[str, str]:
+    """``series`` as Prometheus stores them when the job stops at sample ``at_step`` and is scraped again
+    ``down_steps`` samples later: the failed scrape's staleness marker, nothing while the driver is down, then
+    the restarted job's values (what its tables restore, the same the running job would have exported)."""
+    out = {}
+    for key, text in series.items():
+        values = expand(text)
+        before, after = values[:at_step], values[at_step + down_steps :]
+        assert before and after and None not in after, f"{key}: no restart at sample {at_step}"
+        down = "stale" + (f" _x{down_steps - 1}" if down_steps > 1 else "")
+        out[key] = " ".join((_with_gaps(before), down, _compressed([float(v) for v in after])))  # type: ignore[arg-type]
+    return out
 
 
 def first_sustained(series: str, value: float, for_steps: int) -> int | None:
@@ -87,10 +101,12 @@ def first_sustained(series: str, value: float, for_steps: int) -> int | None:
 
 
 def expand(series: str) -> list[float | None]:
-    """The samples of a series written by ``series_of`` (``_`` absent, ``vxN`` N + 1 times ``v``)."""
+    """The samples of a series written by ``series_of`` (``_xN`` N absent, ``vxN`` N + 1 times ``v``)."""
     out: list[float | None] = []
     for part in series.split():
         head, _, times = part.partition("x")
-        value = None if head == "_" else float(head)
-        out += [value] * (int(times) + 1 if times else 1)
+        if head == "_":
+            out += [None] * (int(times) if times else 1)
+        else:
+            out += [float(head)] * (int(times) + 1 if times else 1)
     return out

@@ -18,6 +18,11 @@ GROUP = "{{ $labels.consumer_group }}"
 TOPIC = "{{ $labels.topic }}"
 VALUE = '{{ printf "%.0f" $value }}'
 QUERY_ANOMALIES = "rebalance-monitor query anomalies --group " + GROUP
+# How long an alert on what the job concluded keeps firing once its condition is gone (Prometheus'
+# ``keep_firing_for``): longer than a restart of the job, whose series are absent while its driver is down, so a
+# restart neither resolves nor re-fires an open alert (Down pages a driver down for over 2 minutes). The price:
+# a real resolution shows this much later. Why 5 minutes: ``docs/design/alert-quality.md``.
+KEEP_FIRING_FOR = "5m"
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,8 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
             K.ORPHANED_QUEUES,
             Severity.CRITICAL,
             "queues of a topic that no member pulls as every client computes its share: their messages are not "
-            "consumed",
+            "consumed (a queue that is the share of a member not subscribing the topic is the inconsistent "
+            "subscription's)",
             AlertSpec(
                 "OrphanedQueues",
                 'max by (consumer_group, topic) (rmqmon_group_queues{state="orphaned"}) > 0',
@@ -102,18 +108,21 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
         ),
         AnomalySpec(
             K.INCONSISTENT_SUBSCRIPTION,
-            Severity.WARNING,
-            "members of one group subscribe different topics: the broker's one subscription table per group flips "
-            "with each member's heartbeat (those flips are this anomaly's, not rebalances of a storm), and the "
-            "non-subscribers' shares go to nobody",
+            Severity.CRITICAL,
+            "members of one group subscribe different topics: the non-subscribers' shares go to nobody (those "
+            "queues are this anomaly's, not orphaned queues' episodes) and the broker's one subscription table per "
+            "group flips with each member's heartbeat (those flips are this anomaly's, not rebalances of a storm)",
             AlertSpec(
                 "InconsistentSubscriptions",
                 _open(K.INCONSISTENT_SUBSCRIPTION),
                 "5m",
-                f"Members of {GROUP} subscribe different topics.",
+                f"Members of {GROUP} subscribe different topics: their shares of a topic go to nobody.",
                 f"Consumer group {GROUP} has members whose subscriptions differ: queues of a topic are shared among "
-                "members that do not all subscribe it, so some of its queues go to nobody, and the broker's "
-                "subscription table of the group flips with every member's heartbeat.",
+                "all members, so the shares of those that do not subscribe it are consumed by nobody (the "
+                "episode's unpulled_queues), and the broker's subscription table of the group flips with every "
+                "member's heartbeat. A subscription rolled out member by member does this until its last member "
+                "runs it; the 5 minute `for` lets such a rollout finish. The episode's details name the "
+                f"non-subscribers: {QUERY_ANOMALIES}.",
             ),
         ),
         AnomalySpec(

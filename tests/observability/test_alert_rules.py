@@ -17,6 +17,7 @@ from connectors.metrics import BY_NAME
 from dashboards import alerts
 from dashboards.generate import files, to_yaml
 from localenv.prometheus_server import PROMTOOL
+from streaming.domain.anomaly_catalogue import KEEP_FIRING_FOR
 from streaming.domain.progress.verdict import QueueState, severity_of
 from streaming.domain.vocabulary import AnomalyKind, Severity
 
@@ -76,7 +77,37 @@ def test_scripted_operations_feed_the_engines_series_and_a_rolling_restart_pages
     assert " 1x" in f" {deploy}" and generations.count(" ") > 20  # the deploy recorded, one generation per step
     assert len(restart[0].also_at) >= 30
     fired = {c.alert for c in cases if c.fired}
-    assert fired == {alerts.NAME[AnomalyKind.REBALANCE_STORM], alerts.NAME[AnomalyKind.FLAPPING_MEMBERS]}
+    incidents = (AnomalyKind.REBALANCE_STORM, AnomalyKind.FLAPPING_MEMBERS, AnomalyKind.INCONSISTENT_SUBSCRIPTION)
+    assert fired == {alerts.NAME[k] for k in incidents}
+
+
+def test_a_subscription_rollout_pages_nobody_and_an_inconsistent_subscription_pages_as_itself():
+    """The rollout's series (the others' shares of the new topic go to nobody until its last member runs it) are
+    silent for every group alert; a member that never subscribes fires InconsistentSubscriptions and never
+    OrphanedQueues, on the engine's series."""
+    cases = alerts.scripted_cases()
+    rollout = [c for c in cases if c.title.startswith("subscription rolled out to 5 members")]
+    assert {c.alert for c in rollout} == {a.name for a in alerts.GROUP_ALERTS} and not any(c.fired for c in rollout)
+    # the rollout really leaves members not subscribing the new topic, and opens (then closes) the episode
+    (episode,) = [v for k, v in rollout[0].series.items() if 'anomaly="INCONSISTENT_SUBSCRIPTION"' in k]
+    (non_subscribing,) = [v for k, v in rollout[0].series.items() if "non_subscribing" in k and "payments" in k]
+    assert " 1x" in episode and any(part[0] not in "0_" for part in non_subscribing.split())
+    orphans = [c for c in cases if c.alert == alerts.NAME[AnomalyKind.ORPHANED_QUEUES] and "subscription" in c.title]
+    assert orphans and not any(c.fired for c in orphans) and all(len(c.also_at) >= 10 for c in orphans)
+
+
+def test_every_incident_fires_once_through_a_job_restart():
+    """Every alert on what the job concluded has keep_firing_for; the restart cases feed the series a restart
+    produces (a staleness marker, then none for 90 s) and expect the alert firing at every evaluation across it."""
+    health = ("Stale", "ConsumerInputSilent", "QueryRestarting", "Down", "DeadLettersRising", "LabelCapReached")
+    assert alerts.JOB_HEALTH == {alerts.PREFIX + n for n in health}
+    assert all(a.keep_firing_for == KEEP_FIRING_FOR for a in alerts.ALERTS if a.name not in alerts.JOB_HEALTH)
+    restarts = [c for c in (*alerts.CASES, *alerts.scripted_cases()) if "restarted for 90 s" in c.title]
+    named = {alerts.NAME[AnomalyKind.ORPHANED_QUEUES], alerts.NAME[AnomalyKind.REBALANCE_STORM]}
+    assert {c.alert for c in restarts} >= named
+    for case in restarts:
+        assert case.fired and len(case.also_at) >= 10, case.title
+        assert any("stale _x5" in v for v in case.series.values()), case.title
 
 
 def test_committed_rule_files_are_generated():

@@ -73,7 +73,6 @@ EXPECTED_FIRING = {
         ("OrphanedQueues", "mixed-ledger-containers"),
         ("DoubleOwnedQueues", "mixed-ledger-containers"),
         ("DuplicateClientIds", "mixed-ledger-containers"),
-        ("OrphanedQueues", "mixed-mailer-mixed-subs"),
         ("InconsistentSubscriptions", "mixed-mailer-mixed-subs"),
         ("DivergingBrokerViews", "mixed-risk-split-view"),
         ("RebalanceStorm", "mixed-cache-flapping"),

@@ -46,12 +46,59 @@ def test_two_containers_sharing_a_client_id_with_avg():
     assert kinds["ORPHANED_QUEUES"].details["causes"] == ["duplicate client id"]
 
 
-def test_member_that_does_not_subscribe_leaves_its_share_unconsumed():
+# Queues nobody pulls because they are the share of a member not subscribing the topic are the inconsistent
+# subscription's (its episode names them), never an orphaned queues episode: a subscription rolled out member by
+# member makes them for as long as the rollout lasts (docs/design/group-analysis.md).
+
+
+def test_1_member_that_does_not_subscribe_leaves_its_share_to_the_inconsistent_subscription():
     a = analyse([hb("c1:1", "c1"), hb("c2:1", "c2", topics=("U",))])
     topic = a.topics["T"]
     assert topic.non_subscribers == ("c2",)
-    assert ids(topic.orphaned) == [("b", 0), ("b", 1), ("b", 2), ("b", 3)]  # c2's half of T
-    assert {f.anomaly for f in a.findings if f.topic == "T"} == {"ORPHANED_QUEUES", "INCONSISTENT_SUBSCRIPTION"}
+    assert ids(topic.unsubscribed) == [("b", 0), ("b", 1), ("b", 2), ("b", 3)]  # c2's half of T
+    assert topic.orphaned == []
+    findings = {f.anomaly: f for f in a.findings if f.topic == "T"}
+    assert set(findings) == {"INCONSISTENT_SUBSCRIPTION"}
+    unpulled = findings["INCONSISTENT_SUBSCRIPTION"].details["unpulled_queues"]
+    assert [(q["broker"][-1], q["queue_id"]) for q in unpulled] == ids(topic.unsubscribed)
+
+
+def test_2_a_subscription_midway_through_its_rollout_opens_no_orphaned_queues():
+    # c0 and c1 already run the new subscription (T and U), c2 and c3 not yet: their halves of U go to nobody.
+    a = analyse([hb(f"c{i}:1", f"c{i}", topics=("T", "U") if i < 2 else ("T",)) for i in range(4)])
+    u = a.topics["U"]
+    assert u.non_subscribers == ("c2", "c3") and ids(u.unsubscribed) == [("b", 0), ("b", 1), ("b", 2), ("b", 3)]
+    assert u.orphaned == [] and a.topics["T"].orphaned == a.topics["T"].unsubscribed == []
+    assert {(f.topic, f.anomaly) for f in a.findings} == {("U", "INCONSISTENT_SUBSCRIPTION")}
+
+
+def test_3_a_duplicate_client_id_beside_a_non_subscriber_still_orphans_its_own_queues():
+    # cidAll [10.0.0.9@12#3, 172.17.0.1@1, 172.17.0.1@1, c9]: sizes 2/2/2/2; both duplicates compute block 1
+    # (a2, a3), block 2 (b0, b1) is nobody's share: orphaned by the duplicate; c9 does not subscribe T, so its
+    # block (b2, b3) is the inconsistent subscription's.
+    a = analyse(
+        [
+            hb("10.1.0.1:4000", "172.17.0.1@1"),
+            hb("10.1.0.2:4000", "172.17.0.1@1"),
+            hb("10.1.0.3:4000", "10.0.0.9@12#3"),
+            hb("10.1.0.4:4000", "c9", topics=("U",)),
+        ]
+    )
+    topic = a.topics["T"]
+    assert ids(topic.orphaned) == [("b", 0), ("b", 1)]
+    assert ids(topic.unsubscribed) == [("b", 2), ("b", 3)]
+    kinds = {f.anomaly: f for f in a.findings if f.topic == "T"}
+    assert set(kinds) == {"ORPHANED_QUEUES", "DOUBLE_OWNED_QUEUES", "INCONSISTENT_SUBSCRIPTION"}
+    assert kinds["ORPHANED_QUEUES"].details["causes"] == ["duplicate client id"]
+    assert [q["queue_id"] for q in kinds["ORPHANED_QUEUES"].details["queues"]] == [0, 1]
+
+
+def test_4_a_non_subscriber_without_a_share_is_an_inconsistent_subscription_with_no_unconsumed_queue():
+    queues = [MessageQueue("T", "broker-a", 0)]  # one queue, two members: c2 (not subscribing T) gets none
+    a = analyse([hb("c1:1", "c1"), hb("c2:1", "c2", topics=("U",))], queues)
+    topic = a.topics["T"]
+    assert topic.unsubscribed == [] and topic.orphaned == []
+    assert {f.anomaly for f in a.findings if f.topic == "T"} == {"INCONSISTENT_SUBSCRIPTION"}
 
 
 def test_healthy_group_has_no_findings_and_even_shares():

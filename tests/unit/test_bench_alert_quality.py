@@ -10,12 +10,16 @@ from bench.bench_alert_quality import (
     WALL_CLOCK_ALERTS,
     AlertLog,
     Case,
+    FleetSource,
     ScriptSource,
     compressed_rules,
+    fleet_truth,
     namespaced,
     score,
     seconds,
+    suite,
 )
+from dashboards.alerts import PREFIX
 from streaming.app.simulation import operations as op
 
 
@@ -97,3 +101,40 @@ def test_the_score_counts_benign_and_unexpected_firings_false_and_unfired_expect
     assert result["alerts"]["Storm"]["missed"] == ["dup-g"] and result["alerts"]["Storm"]["recall"] == 0.0
     assert result["false_by_case"] == {"rr5": ["Orphaned"], "dup": [], JOB: ["Down"]}
     assert (result["precision"], result["recall"]) == (round(1 / 3, 3), 0.5)
+    assert result["exactly_once"] and result["incident_firings_with_more_than_one_episode"] == 0  # Dup: once
+    log.poll([])
+    log.poll([_alert("Dup", "firing", "dup-g")])  # resolved, then firing again: a second page
+    again = score(cases, {("Dup", "dup-g")}, log, {}, 1.0)
+    assert not again["exactly_once"] and again["incident_firings_with_more_than_one_episode"] == 1
+
+
+def test_the_bench_scenarios_ground_truth_names_every_alert_they_must_fire():
+    """The simulator's own ground truth after 20 minutes of each scenario played alone by the bench: a member on
+    another strategy (its report differs, queues doubly held and unheld), a slow group and a hidden consumer, every
+    broker failing, an offset reset; and the unreachable broker's case expects its stale views' alert."""
+    p = PREFIX
+
+    def truth(case: str, scenario: str) -> set[tuple[str, str]]:
+        source = FleetSource(scenario, 0, case)
+        source.events_until(1_200_000)
+        return fleet_truth(source)
+
+    assert truth("mismatch", "strategy-mismatch") == {
+        (p + name, "mismatch-ledger-mismatch")
+        for name in ("AssignmentMismatch", "ProgressOrphanConfirmed", "ProgressDoubleOwned")
+    }
+    assert truth("progfaults", "progress-faults") == {
+        (p + "AssignmentMismatch", "progfaults-search-hidden"),
+        (p + "ProgressHiddenConsumer", "progfaults-search-hidden"),
+        (p + "ProgressSlow", "progfaults-report-slow"),
+        (p + "ProgressRewind", "progfaults-ledger-rewind"),
+    }
+    assert truth("allbrokers", "all-brokers-down") == {
+        (p + "BrokerAvoidedByMostProducers", "allbrokers-broker-a"),
+        (p + "BrokerAvoidedByMostProducers", "allbrokers-broker-b"),
+        (p + "ProducerAllBrokersUnavailable", JOB),
+    }
+    (stale,) = [c for c in suite() if c.name == "viewstale"]
+    assert not stale.benign and stale.expected(stale.source(0, 1_800_000)) == {
+        (p + "BrokerViewStale", "viewstale-broker-a")
+    }

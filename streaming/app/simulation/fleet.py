@@ -35,6 +35,8 @@ from streaming.contract.events import EventType
 
 BROKERS = ("broker-a", "broker-b")
 AVOIDED = "BROKER_AVOIDED"  # the pseudo-anomaly of ``expected`` for brokers producers must avoid
+# the pseudo-anomaly of ``expected`` for a producer group whose producers find every broker unavailable
+ALL_UNAVAILABLE = "ALL_BROKERS_UNAVAILABLE"
 WRITE_RATES = {"orders": 2.0, "payments": 0.5}  # messages per second and queue
 
 
@@ -50,6 +52,11 @@ class Member:
     strategy: str | None = "AVG"
     version: str = "V5_3_3"
     stuck_from_ms: int | None = None  # its listener blocks from then: it holds its queues and advances none
+    # False: its running info lists none of the queues it consumes (a client behind a proxy): a hidden consumer
+    lists_queues: bool = True
+    # its committed offset of every queue it holds is set back by rewind_by messages then (an offset reset)
+    rewinds_at_ms: int | None = None
+    rewind_by: int = 0
 
 
 @dataclass
@@ -87,6 +94,8 @@ class Scenario:
     # messages per second and queue its holders consume (a group not named: progress.DEFAULT_CONSUME_RATE)
     write_rates: dict[str, float] = field(default_factory=lambda: dict(WRITE_RATES))
     consume_rates: dict[str, float] = field(default_factory=dict)
+    # its members' running info is reported (``reported_assignment``), as an agent or the collector would
+    reports: bool = False
 
     @property
     def group_names(self) -> set[str]:
@@ -115,8 +124,8 @@ def build_scenario(
     name: str, seed: int = 1, *, namespace: str = "", extra_groups: int = 0, clients_per_group: int = 4
 ) -> Scenario:
     """The named scenario; see the module docstring for the knobs (all default to the plain scenario)."""
-    if name not in SCENARIOS:
-        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(SCENARIOS)}")
+    if name not in SCENARIOS + BENCH_SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; choose from: {', '.join(SCENARIOS + BENCH_SCENARIOS)}")
     if extra_groups < 0 or clients_per_group < 1:
         raise ValueError("extra_groups must be >= 0 and clients_per_group >= 1")
     rng = random.Random(seed)
@@ -149,9 +158,14 @@ def build_scenario(
         ),
         "rebalance-storm": lambda: _storm(rng, producers),
         "consume-progress": lambda: _progress(rng, producers),
+        # Played alone (the alert-quality bench), never in ``mixed``: every broker failing would take the other
+        # scenarios' sends with it, and running info reported for every group would change their expectations.
+        "all-brokers-down": lambda: _all_brokers_down(steady),
+        "strategy-mismatch": lambda: _strategy_mismatch(rng, producers),
+        "progress-faults": lambda: _progress_faults(rng, producers),
     }
     if name == "mixed":
-        scenario = _mixed([builders[n]() for n in builders if n != "steady"], steady, producers)
+        scenario = _mixed([builders[n]() for n in SCENARIOS if n not in ("steady", "mixed")], steady, producers)
     else:
         scenario = builders[name]()
     if extra_groups:
@@ -256,12 +270,13 @@ def _inconsistent(rng: random.Random, producers: list[Producer]) -> Scenario:
         "one member does not subscribe payments",
         [group],
         producers,
-        # The non-subscriber's share of payments is computed by the others but pulled by nobody (orphaned).
-        # And the broker keeps one subscription table per group that every heartbeat overwrites: the members'
-        # heartbeats flip payments in and out, each flip a CHANGE and a rebalance of the clients (docs:
-        # rocketmq-semantics 5.3) -- but no queue moves, and the flips are the inconsistent subscription's, not a
-        # storm's (docs/design/rebalance-storms.md).
-        expected={(group.name, "INCONSISTENT_SUBSCRIPTION"), (group.name, "ORPHANED_QUEUES")},
+        # The non-subscriber's share of payments is computed by the others but pulled by nobody: those queues
+        # are the inconsistent subscription's (its episode names them), not an orphaned queues episode of their
+        # own (docs/design/group-analysis.md). And the broker keeps one subscription table per group that every
+        # heartbeat overwrites: the members' heartbeats flip payments in and out, each flip a CHANGE and a
+        # rebalance of the clients (docs: rocketmq-semantics 5.3) -- but no queue moves, and the flips are the
+        # inconsistent subscription's, not a storm's (docs/design/rebalance-storms.md).
+        expected={(group.name, "INCONSISTENT_SUBSCRIPTION")},
     )
 
 
@@ -332,6 +347,64 @@ def _progress(rng: random.Random, producers: list[Producer]) -> Scenario:
     )
 
 
+def _all_brokers_down(steady: Group) -> Scenario:
+    # Producers of their own: whether every broker is unavailable to a producer is judged over every broker its
+    # fault items name, so producers that also send elsewhere (another scenario's, in the same job) never are.
+    producers = [Producer(f"10.51.0.{i}@{300 + i}#{i}", "audit-producers", "5.3.3") for i in range(4)]
+    return Scenario(
+        "all-brokers-down",
+        "every broker fails every send after 60 s: producers find none available",
+        [steady],
+        producers,
+        down_brokers={b: 60_000 for b in BROKERS},
+        expected={(b, AVOIDED) for b in BROKERS} | {(producers[0].group, ALL_UNAVAILABLE)},
+    )
+
+
+def _strategy_mismatch(rng: random.Random, producers: list[Producer]) -> Scenario:
+    group = _healthy_group(rng, "ledger-mismatch", 4, ("orders",), 20)
+    group.members[3].strategy = "AVG_BY_CIRCLE"  # one member allocates with another strategy than the other three
+    return Scenario(
+        "strategy-mismatch",
+        "one of four members allocates with AVG_BY_CIRCLE, the others with AVG; running info reported",
+        [group],
+        producers,
+        # It holds what AVG_BY_CIRCLE gives it, not what the group computes: its report differs from its expected
+        # share, some queues are held twice and others by nobody (the progress facts say which).
+        expected={(group.name, "ASSIGNMENT_MISMATCH")},
+        # a backlog at every sample (so the progress states show), never an old one (not slow): producers write
+        # 10 messages per second and queue, the group consumes 9.8 (a tick's whole messages)
+        write_rates={**WRITE_RATES, "orders": 10.0},
+        consume_rates={group.name: 9.8},
+        reports=True,
+    )
+
+
+def _progress_faults(rng: random.Random, producers: list[Producer]) -> Scenario:
+    slow = _healthy_group(rng, "report-slow", 2, ("orders",), 21)
+    hidden = _healthy_group(rng, "search-hidden", 2, ("orders",), 22)
+    hidden.members[1].lists_queues = False  # consumes its share; its running info lists none of it
+    rewind = _healthy_group(rng, "ledger-rewind", 2, ("orders",), 23)
+    # at 15 min (a backlog at every sample by then) its offsets are reset 3,000 messages back: 5 minutes below
+    # their high point at 9.8 messages per second, a whole window
+    rewind.members[0].rewinds_at_ms, rewind.members[0].rewind_by = 900_000, 3_000
+    return Scenario(
+        "progress-faults",
+        "a group consuming slower than producers write; a member whose running info lists none of its queues; "
+        "a member's offsets reset 3,000 messages back at 15 min",
+        [slow, hidden, rewind],
+        producers,
+        # The hidden consumer's report differs from its expected share (it reports none): a mismatch too.
+        expected={(hidden.name, "ASSIGNMENT_MISMATCH")},
+        write_rates={**WRITE_RATES, "orders": 10.0},  # as strategy-mismatch: the hidden group has a backlog, not slow
+        consume_rates={slow.name: 5.0, hidden.name: 9.8, rewind.name: 9.8},
+        reports=True,
+    )
+
+
+# The alert-quality bench's own scenarios, each played alone (not in SCENARIOS: not in ``mixed`` and the tests).
+BENCH_SCENARIOS = ("all-brokers-down", "strategy-mismatch", "progress-faults")
+# The named scenarios ``mixed`` and the tests play.
 SCENARIOS = (
     "steady",
     "scale-out",

@@ -45,6 +45,7 @@ class Sample:
     broker_offset: int
     consumer_offset: int
     holders: tuple[int, ...]
+    time_lag_s: float = 0.0  # how long the first unconsumed message has waited (0: none waits)
 
     @property
     def lag(self) -> int:
@@ -72,6 +73,15 @@ class ProgressFacts:
     orphans: frozenset[tuple[str, QueueRef]]
     stuck: dict[tuple[str, QueueRef], str]
     offline: dict[str, int]
+    # With running info reported, with a backlog at every sample, held through the last window (judged at each
+    # of its samples over the window that sample ends): queues consumed while no member lists them (hidden),
+    # listed by two or more members (double), and consumed more slowly than written, the first unconsumed message
+    # older than the slow threshold at every sample (slow).
+    hidden: frozenset[tuple[str, QueueRef]] = frozenset()
+    double: frozenset[tuple[str, QueueRef]] = frozenset()
+    slow: frozenset[tuple[str, QueueRef]] = frozenset()
+    # queues whose committed offset a member set back (an offset reset), at any time so far
+    rewound: frozenset[tuple[str, QueueRef]] = frozenset()
 
 
 def alive(member: Member, offset_ms: int) -> bool:
@@ -142,12 +152,14 @@ class ProgressModel:
             if m.crashes_ms is not None
         }
         self.samples: dict[str, dict[QueueRef, deque[Sample]]] = {
-            g.name: {ref: deque(maxlen=DEFAULT_SETTINGS.window) for ref in self.committed[g.name]}
+            # two windows less a sample: each of the last window's samples ends a whole window (``facts``)
+            g.name: {ref: deque(maxlen=2 * DEFAULT_SETTINGS.window - 1) for ref in self.committed[g.name]}
             for g in scenario.groups
         }
         self._shares: dict[tuple[str, tuple[bool, ...], tuple[bool, ...]], dict[QueueRef, tuple[int, ...]]] = {}
         self.cursor_ms = start_ms
         self.last_sample_ms: int | None = None
+        self.rewound: set[tuple[str, QueueRef]] = set()  # queues whose committed offset a member set back
 
     # -- ground truth ---------------------------------------------------------------------------------
 
@@ -223,6 +235,11 @@ class ProgressModel:
         rate = self.scenario.consume_rates.get(group.name, DEFAULT_CONSUME_RATE)
         for ref, indices in self.holders(group, offset).items():
             position = self.committed[group.name][ref]
+            for i in indices:
+                at = group.members[i].rewinds_at_ms
+                if at is not None and offset - seconds * 1000 < at <= offset:  # the reset falls in this tick
+                    position.offset -= group.members[i].rewind_by
+                    self.rewound.add((group.name, ref))
             if not any(not stuck(group.members[i], offset) for i in indices):
                 continue  # nobody holds it, or only stuck holders: the committed offset stands still
             target = min(self.broker_offsets[ref], position.offset + int(rate * seconds))
@@ -248,7 +265,8 @@ class ProgressModel:
         consumed: dict[str, int] = dict.fromkeys(self.scenario.brokers, 0)
         for ref, position in self.committed[group.name].items():
             broker_offset = self.broker_offsets[ref]
-            self.samples[group.name][ref].append(Sample(t, broker_offset, position.offset, held[ref]))
+            waited = (t - self.store_time(ref, position.offset)) / 1000 if broker_offset > position.offset else 0.0
+            self.samples[group.name][ref].append(Sample(t, broker_offset, position.offset, held[ref], waited))
             consumed[ref[1]] += position.consumed
             position.consumed = 0
             pulled = [self._pulled_to(group.members[i], ref, position.offset, offset) for i in held[ref]]
@@ -321,6 +339,8 @@ class ProgressModel:
                 continue
             for topic in member.topics:
                 mine = [ref for ref in self.committed[group.name] if ref[0] == topic and index in held[ref]]
+                if not member.lists_queues:
+                    mine = []
                 yield {
                     "type": EventType.REPORTED_ASSIGNMENT,
                     "schema_version": 1,
@@ -339,6 +359,9 @@ class ProgressModel:
         orphan_samples = DEFAULT_SETTINGS.orphan_samples
         lag: dict[tuple[str, QueueRef], int] = {}
         orphans: set[tuple[str, QueueRef]] = set()
+        hidden: set[tuple[str, QueueRef]] = set()
+        double: set[tuple[str, QueueRef]] = set()
+        slow: set[tuple[str, QueueRef]] = set()
         stuck_by: dict[tuple[str, QueueRef], str] = {}
         offline: dict[str, int] = {}
         if self.last_sample_ms is None:
@@ -354,10 +377,47 @@ class ProgressModel:
                     orphans.add((group.name, ref))
                 if last.lag > 0 and len(last.holders) == 1 and stuck(group.members[last.holders[0]], at):
                     stuck_by[(group.name, ref)] = group.members[last.holders[0]].client_id
+                if self.scenario.reports and (group.name, ref) not in orphans:
+                    # a state that held through the last window: judged at each of its samples, over the window
+                    # that sample ends (a moment's verdict is no fact a page waits for)
+                    kept, size = list(samples), DEFAULT_SETTINGS.window
+                    verdicts = {self._judged(group, kept[end - size : end]) for end in range(size, len(kept) + 1)}
+                    judged = verdicts.pop() if len(kept) == 2 * size - 1 and len(verdicts) == 1 else None
+                    if judged is not None:
+                        {"hidden": hidden, "double": double, "slow": slow}[judged].add((group.name, ref))
             backlog = sum(lag[(group.name, ref)] for ref in self.samples[group.name])
             if not live and backlog > 0:
                 offline[group.name] = backlog
-        return ProgressFacts(self.last_sample_ms, lag, frozenset(orphans), stuck_by, offline)
+        return ProgressFacts(
+            self.last_sample_ms,
+            lag,
+            frozenset(orphans),
+            stuck_by,
+            offline,
+            frozenset(hidden),
+            frozenset(double),
+            frozenset(slow),
+            frozenset(self.rewound),
+        )
+
+    @staticmethod
+    def _judged(group: Group, window: list[Sample]) -> str | None:
+        """hidden, double or slow for a queue whose backlog lasted the whole window, as its members' reports show
+        it (a member whose running info lists no queue holds none of them there); else None."""
+        settings = DEFAULT_SETTINGS
+        if len(window) < settings.window or any(s.lag == 0 for s in window):
+            return None
+        listed = [tuple(i for i in s.holders if group.members[i].lists_queues) for s in window]
+        recent = window[-settings.orphan_samples :]
+        if all(not holders for holders in listed[-settings.orphan_samples :]):
+            return "hidden" if len({s.consumer_offset for s in recent}) > 1 else None
+        if all(len(holders) >= 2 for holders in listed[-settings.double_owned_samples :]):
+            return "double"
+        advanced = window[-1].consumer_offset > window[0].consumer_offset
+        rising = all(later.lag >= earlier.lag for earlier, later in zip(window, window[1:], strict=False))
+        if advanced and rising and all(s.time_lag_s > settings.slow_time_lag_s for s in window):
+            return "slow"
+        return None
 
 
 def _strategy(member: Member) -> AllocationStrategy:
@@ -373,6 +433,10 @@ def fact_lines(facts: ProgressFacts, start_ms: int) -> list[str]:
         lines.append(f"  expect: ORPHAN_CONFIRMED {_where(group, ref)}, lag {facts.lag[(group, ref)]}")
     for (group, ref), client in sorted(facts.stuck.items()):
         lines.append(f"  expect: STUCK_HOLDER {_where(group, ref)} held by {client}, lag {facts.lag[(group, ref)]}")
+    kinds = (("HIDDEN_CONSUMER", facts.hidden), ("DOUBLE_OWNED", facts.double), ("SLOW", facts.slow))
+    for name, found in (*kinds, ("REWIND (once)", facts.rewound)):
+        for group, ref in sorted(found):
+            lines.append(f"  expect: {name} {_where(group, ref)}, lag {facts.lag[(group, ref)]}")
     for group, backlog in sorted(facts.offline.items()):
         lines.append(f"  expect: {group} offline (no live member) with a backlog of {backlog}")
     totals: dict[str, int] = {}

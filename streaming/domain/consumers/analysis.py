@@ -50,7 +50,21 @@ class TopicAnalysis:
 
     @property
     def orphaned(self) -> list[MessageQueue]:
-        return [mq for mq, c in zip(self.allocation.mq_all, self.owner_counts, strict=True) if c == 0]
+        """Queues nobody pulls that are no non-subscriber's share: no member computes them, or their members
+        cannot (duplicate client IDs, a strategy's error)."""
+        unsubscribed = set(self.unsubscribed)
+        return [
+            mq
+            for mq, c in zip(self.allocation.mq_all, self.owner_counts, strict=True)
+            if c == 0 and mq not in unsubscribed
+        ]
+
+    @property
+    def unsubscribed(self) -> list[MessageQueue]:
+        """Queues nobody pulls because they are the share of a member that does not subscribe the topic: the
+        inconsistent subscription's, not orphaned queues (``docs/design/group-analysis.md``)."""
+        shares = {mq for c in self.non_subscribers for mq in self.allocation.shares.get(c, ())}
+        return [mq for mq, c in zip(self.allocation.mq_all, self.owner_counts, strict=True) if c == 0 and mq in shares]
 
     @property
     def double_owned(self) -> list[MessageQueue]:
@@ -381,8 +395,6 @@ def _orphan_causes(r: TopicAnalysis, multiplicity: Counter[str]) -> list[str]:
     causes = []
     if any(multiplicity[c] > 1 for c in r.allocation.shares):
         causes.append("duplicate client id")
-    if r.non_subscribers and any(r.allocation.shares.get(c) for c in r.non_subscribers):
-        causes.append("share computed for a member that does not subscribe the topic")
     if r.allocation.errors:
         causes.append("strategy error: " + "; ".join(sorted({str(e) for e in r.allocation.errors.values()})))
     if not any(r.allocation.shares.values()) and not r.allocation.errors:

@@ -57,6 +57,7 @@ def generation_snapshot(
             t: {
                 "queues": len(r.allocation.mq_all),
                 "orphaned": len(r.orphaned),
+                "unsubscribed": len(r.unsubscribed),
                 "double_owned": len(r.double_owned),
                 "moved": len(r.moved_queues),
                 "subscribers": len(r.subscribers),
