@@ -23,7 +23,7 @@ from streaming.app.cli import main
 from streaming.config import load_config
 from streaming.contract.tables import TABLES
 from tests.spark_cluster.conftest import BUCKET
-from tests.support.job import test_spark_conf as tests_spark_conf
+from tests.support.job import test_spark_conf as sized_spark_conf
 from tests.support.kill_workload import kill_workload_run
 
 ROOT = Path(__file__).parents[2]
@@ -79,7 +79,7 @@ def test_query_allocate_and_maintain_answer_on_s3_as_on_local_disk(
             **os.environ,
             "RRM__PATHS__DELTA_ROOT": maintained_root,
             "RRM__SPARK__MASTER": "local[1]",
-            **{f"RRM__SPARK__CONF__{key}": value for key, value in tests_spark_conf().items()},
+            **{f"RRM__SPARK__CONF__{key}": value for key, value in sized_spark_conf().items()},
         },
         capture_output=True,
         text=True,
