@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -129,6 +129,16 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _cpu_by_file[name] += sum(v for k, v in report.user_properties if k == CPU_PROPERTY)
 
 
+def _wall_and_cpu_by(key: Callable[[Path], str]) -> dict[str, tuple[float, float]]:
+    """The test files' wall and CPU seconds summed by ``key`` of each file's path (its tier, its half)."""
+    summed: defaultdict[str, tuple[float, float]] = defaultdict(lambda: (0.0, 0.0))
+    for name, seconds in _seconds_by_file.items():
+        group = key(Path(name))
+        wall, cpu = summed[group]
+        summed[group] = (wall + seconds, cpu + _cpu_by_file[name])
+    return summed
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not _seconds_by_file:
@@ -141,25 +151,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{seconds:8.1f} s {_cpu_by_file[name]:8.1f} CPU s  {name}")
     costly = sorted(_cpu_by_file.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]
     terminalreporter.write_line("most CPU: " + ", ".join(f"{Path(n).name} {s:.0f}" for n, s in costly))
-    by_tier_cpu: defaultdict[str, float] = defaultdict(float)
-    for name, seconds in _cpu_by_file.items():
-        by_tier_cpu[Path(name).parent.name] += seconds
+    by_tier = _wall_and_cpu_by(lambda path: path.parent.name)
     terminalreporter.write_line(
-        "tiers' CPU: " + ", ".join(f"{t} {s:.0f} s" for t, s in sorted(by_tier_cpu.items(), key=lambda kv: -kv[1]))
+        "tiers' CPU: " + ", ".join(f"{t} {c:.0f} s" for t, (_, c) in sorted(by_tier.items(), key=lambda kv: -kv[1][1]))
     )
-    by_tier: defaultdict[str, float] = defaultdict(float)
-    for name, seconds in _seconds_by_file.items():
-        by_tier[Path(name).parent.name] += seconds
-    tiers = ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in sorted(by_tier.items(), key=lambda kv: -kv[1]))
+    tiers = ", ".join(f"{t} {w:.0f} s" for t, (w, _) in sorted(by_tier.items(), key=lambda kv: -kv[1][0]))
     terminalreporter.write_line(f"tiers: {tiers}")
-    by_half: defaultdict[str, float] = defaultdict(float)
-    by_half_cpu: defaultdict[str, float] = defaultdict(float)
-    for name, seconds in _seconds_by_file.items():
-        by_half[suite_half(Path(name))] += seconds
-        by_half_cpu[suite_half(Path(name))] += _cpu_by_file[name]
+    by_half = _wall_and_cpu_by(suite_half)
     terminalreporter.write_line(
-        "halves: "
-        + ", ".join(f"{half} {seconds:.0f} s ({by_half_cpu[half]:.0f} CPU s)" for half, seconds in by_half.items())
+        "halves: " + ", ".join(f"{half} {w:.0f} s ({c:.0f} CPU s)" for half, (w, c) in by_half.items())
     )
     busy_now = machine_busy_seconds()
     if busy_now is not None and _busy_at_start is not None:

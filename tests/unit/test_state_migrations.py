@@ -113,7 +113,8 @@ def test_after_upgrading_from_the_previous_version_the_rows_are_those_of_the_cur
         tables
     )
     for group, anomaly in ANALYSIS_CHANGED_SINCE_PREVIOUS.items():
-        episodes = [json.loads(r) for r in upgraded.tables()[Table.ANOMALY_EPISODES] if json.loads(r)["group"] == group]
+        rows = map(json.loads, upgraded.tables()[Table.ANOMALY_EPISODES])
+        episodes = [e for e in rows if e["group"] == group]
         assert (anomaly, "CLOSED") in {(e["anomaly"], e["status"]) for e in episodes}, episodes
 
 
