@@ -167,6 +167,8 @@ class MembershipConfig:
     channel_expiry_ms: int = _opt(_ENGINE.expiry_ms, low=1_000, high=86_400_000)
     convergence_grace_ms: int = _opt(_ENGINE.convergence_grace_ms, low=0, high=3_600_000)
     route_poll_interval_ms: int = _opt(_ENGINE.route_poll_interval_ms, low=0, high=3_600_000)
+    client_rebalance_delay_ms: int = _opt(_ENGINE.client_rebalance_delay_ms, low=0, high=3_600_000)
+    observed_grace_ms: int = _opt(_ENGINE.observed_grace_ms, low=0, high=3_600_000)
     shards: int = _opt(8, low=1, high=4_096)
 
 
@@ -407,6 +409,8 @@ class MonitorConfig:
             flapping_threshold=a.flapping_threshold,
             convergence_grace_ms=m.convergence_grace_ms,
             route_poll_interval_ms=m.route_poll_interval_ms,
+            client_rebalance_delay_ms=m.client_rebalance_delay_ms,
+            observed_grace_ms=m.observed_grace_ms,
             progress=replace(DEFAULT_PROGRESS_SETTINGS, **asdict(self.progress)),
         )
 

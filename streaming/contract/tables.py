@@ -39,6 +39,7 @@ class Table(enum.StrEnum):
     ANOMALY_EPISODES = "anomaly_episodes"
     ANOMALIES_CURRENT = "anomalies_current"
     GROUP_STATUS_CURRENT = "group_status_current"
+    QUEUE_HOLDERS_CURRENT = "queue_holders_current"
     BROKER_VIEWS_CURRENT = "broker_views_current"
     BROKER_VIEW_CHANGES = "broker_view_changes"
     CONSUME_PROGRESS = "consume_progress"
@@ -276,6 +277,38 @@ TABLES: dict[str, TableSpec] = {
             "queue skew. The job restores those metrics from it at start. Rows of groups gone from every broker "
             "are deleted.",
             key=("group",),
+        ),
+        TableSpec(
+            Table.QUEUE_HOLDERS_CURRENT,
+            "current",
+            columns(
+                group=STRING,
+                topic=STRING,
+                broker=STRING,
+                queue_id=INT,
+                generation=BIGINT,
+                expected_owners=array_of(STRING),
+                holders=array_of(STRING),
+                state=STRING,
+                since_ms=BIGINT,
+                evidence_from_ms=BIGINT,
+                not_counted=array_of(STRING),
+                uncounted_holders=array_of(STRING),
+                event_time_ms=BIGINT,
+                batch_id=BIGINT,
+            ),
+            "Per queue of a topic whose clients report what they hold (running info through the collector, or the "
+            "client agent), as of the group's latest analysis: expected_owners (the subscribers whose computed "
+            "share holds it) next to holders (the clients whose counted report holds it). A report counts only if "
+            "taken at or after evidence_from_ms, the group's latest generation plus [membership] "
+            "client_rebalance_delay_ms; older reports are kept but not compared: not_counted names the subscribers "
+            "whose latest report is older, uncounted_holders those of them holding the queue then. state: HELD, "
+            "DOUBLE_HELD (two or more holders), UNHELD (every subscriber's report counts, none holds it), UNKNOWN (a "
+            "subscriber's report is missing or not counted, or a client id is on several channels); since_ms: since "
+            "when the counted reports have shown that state (OBSERVED_DOUBLE_HOLDING and OBSERVED_UNHELD_QUEUES "
+            "open once it lasted [membership] observed_grace_ms). Rows of a topic no longer analysed, or of a group "
+            "gone, are deleted.",
+            key=("group", "topic", "broker", "queue_id"),
         ),
         TableSpec(
             Table.BROKER_VIEWS_CURRENT,

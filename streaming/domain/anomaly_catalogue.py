@@ -173,7 +173,8 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
         AnomalySpec(
             K.ASSIGNMENT_MISMATCH,
             Severity.WARNING,
-            "clients report holding other queues than they compute (only after membership.convergence_grace_ms)",
+            "clients report holding other queues than they compute (only after membership.convergence_grace_ms, "
+            "and only reports taken after the group's latest generation plus membership.client_rebalance_delay_ms)",
             AlertSpec(
                 "AssignmentMismatch",
                 _open(K.ASSIGNMENT_MISMATCH),
@@ -183,6 +184,40 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
                 "they compute with the group's strategy, long after the convergence grace: a client on another "
                 "strategy or version, a stuck rebalance, an orderly lock held elsewhere. The episode's details name "
                 f"each client with its missing and unexpected queues: {QUERY_ANOMALIES}.",
+            ),
+        ),
+        AnomalySpec(
+            K.OBSERVED_DOUBLE_HOLDING,
+            Severity.WARNING,
+            "queues two or more clients report holding at once, for membership.observed_grace_ms, in reports taken "
+            "after the group's latest generation plus membership.client_rebalance_delay_ms: seen, not predicted",
+            AlertSpec(
+                "ObservedDoubleHolding",
+                _open(K.OBSERVED_DOUBLE_HOLDING),
+                "2m",
+                f"Clients of {GROUP} report holding the same queues.",
+                f"Two or more clients of consumer group {GROUP} report holding the same queues (their running "
+                "info or agent reports, taken well after the group's last rebalance): those queues are pulled and "
+                "consumed twice now, whatever the computed allocation says (a client on a stale route or member "
+                "list, another strategy, a stuck rebalance). The episode's details name each queue with its "
+                f"holders: {QUERY_ANOMALIES}.",
+            ),
+        ),
+        AnomalySpec(
+            K.OBSERVED_UNHELD_QUEUES,
+            Severity.CRITICAL,
+            "queues no client holds while every subscriber's report counts (taken after the group's latest "
+            "generation plus membership.client_rebalance_delay_ms), for membership.observed_grace_ms: seen, not "
+            "predicted",
+            AlertSpec(
+                "ObservedUnheldQueues",
+                _open(K.OBSERVED_UNHELD_QUEUES),
+                "2m",
+                f"No client of {GROUP} reports holding some queues.",
+                f"Every client of consumer group {GROUP} reported what it holds, well after the group's last "
+                "rebalance, and none holds some queues: nobody consumes them now, whatever the computed allocation "
+                "says (a client on a stale route or member list, a failed rebalance). The episode's details name "
+                f"the queues: {QUERY_ANOMALIES}.",
             ),
         ),
         AnomalySpec(

@@ -98,9 +98,20 @@ class AnomalyKind(StrEnum):
     REBALANCE_STORM = "REBALANCE_STORM"
     FLAPPING_MEMBERS = "FLAPPING_MEMBERS"
     ASSIGNMENT_MISMATCH = "ASSIGNMENT_MISMATCH"
+    OBSERVED_DOUBLE_HOLDING = "OBSERVED_DOUBLE_HOLDING"  # two clients' counted reports hold one queue
+    OBSERVED_UNHELD_QUEUES = "OBSERVED_UNHELD_QUEUES"  # every subscriber's counted report leaves a queue unheld
     UNKNOWN_STRATEGY = "UNKNOWN_STRATEGY"
     OFFLINE_GROUP_BACKLOG = "OFFLINE_GROUP_BACKLOG"  # no member on any broker, messages waiting (consume progress)
     ROLLING_DEPLOY = "ROLLING_DEPLOY"  # members replaced one by one: recorded, never alerted
+
+
+class ObservedState(StrEnum):
+    """A queue as the clients' counted reports show it (``queue_holders_current.state``)."""
+
+    HELD = "HELD"  # one holder, every subscriber reported
+    DOUBLE_HELD = "DOUBLE_HELD"  # two or more holders
+    UNHELD = "UNHELD"  # no holder, every subscriber reported
+    UNKNOWN = "UNKNOWN"  # a subscriber's report is missing, older than the evidence bound, or ambiguous
 
 
 class Severity(StrEnum):

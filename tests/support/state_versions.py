@@ -19,12 +19,18 @@ from streaming.job.runtime import state_blob
 
 PREVIOUS_VERSION = 6
 _ADDED_IN_7 = ("provisional", "episode_rows")
+# Keys a version-7 state gained later, additively (read with defaults when absent): the reports' times, the latest
+# generation's time, the observed-grace flag and the holders rows written (docs/design/state-snapshots.md).
+_ADDED_LATER_IN_7 = ("reported_ms", "generation_ms", "observing", "holder_rows")
 
 
 def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """A version-7 shard snapshot as version 6 wrote it."""
     assert snapshot["schema_version"] == PREVIOUS_VERSION + 1, snapshot["schema_version"]
-    groups = {g: {k: v for k, v in s.items() if k not in _ADDED_IN_7} for g, s in snapshot["groups"].items()}
+    groups = {
+        g: {k: v for k, v in s.items() if k not in _ADDED_IN_7 + _ADDED_LATER_IN_7}
+        for g, s in snapshot["groups"].items()
+    }
     return {**snapshot, "schema_version": PREVIOUS_VERSION, "groups": groups}
 
 

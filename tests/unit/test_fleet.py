@@ -375,14 +375,19 @@ A = [("broker-a", i) for i in range(4)]
 B = [("broker-b", i) for i in range(4)]
 
 
-def test_a_mismatch_within_the_grace_after_a_join_opens_nothing_and_one_that_persists_opens_when_it_ends():
-    # c1 and c2 join at 0 (expected: c1 a0-a3, c2 b0-b3); c1 still reports its old share of everything at 5 s
+def test_a_report_taken_before_the_generation_plus_the_rebalance_delay_is_kept_but_never_compared():
+    # c1 and c2 join at 0 (expected: c1 a0-a3, c2 b0-b3); c1 still reports its old share of everything at 5 s, and
+    # again at 19.999 s: reports from the join wave, taken before the generation (0) plus the delay (20 s)
     engine = ShardEngine.restore(None, engine_settings(GRACE))
     out = engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(5_000, "c1", A + B)], 0)
-    out += settle(engine)
+    out += settle(engine) + engine.apply([], 20_000) + settle(engine)
+    out += engine.apply([report(19_999, "c1", A + B)], 20_000) + settle(engine)
     assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
-    assert engine.next_wakeup_ms() == 20_000  # the grace's end, not only the 120 s expiry
-    out = engine.apply([], 20_000) + settle(engine)
+    (held,) = [r for r in rows(out, "queue_holders_current") if (r["broker"], r["queue_id"]) == ("broker-b", 0)][-1:]
+    assert (held["holders"], held["not_counted"], held["uncounted_holders"]) == ([], ["c1"], ["c1"])
+    assert (held["state"], held["evidence_from_ms"], held["expected_owners"]) == ("UNKNOWN", 20_000, ["c2"])
+    # the same report taken at the bound counts: the difference opens at once (the grace ended at 20 s too)
+    out = engine.apply([report(20_000, "c1", A + B)], 20_000) + settle(engine)
     (opened,) = episodes_of(out, "ASSIGNMENT_MISMATCH")
     assert (opened["status"], opened["opened_at_ms"]) == ("OPENED", 20_000)
     assert json.loads(opened["details"])["clients"] == {
@@ -423,15 +428,123 @@ def test_a_route_change_extends_the_grace_by_the_route_poll_interval():
     assert [(r["status"], r["opened_at_ms"]) for r in episodes_of(out, "ASSIGNMENT_MISMATCH")] == [("OPENED", 150_000)]
 
 
-def test_an_open_mismatch_is_neither_closed_nor_reopened_by_a_later_change():
+def test_an_open_mismatch_is_kept_unjudged_after_a_new_generation_until_a_report_counts_again():
     engine = ShardEngine.restore(None, engine_settings(GRACE))
     out = engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(30_000, "c1", A + B)], 0)
     (opened,) = episodes_of(out + settle(engine), "ASSIGNMENT_MISMATCH")
-    out = engine.apply([hb(50_000, "c:1", "c3")], 40_000)  # a join: a new grace, the mismatch still holds
-    (updated,) = episodes_of(out + settle(engine), "ASSIGNMENT_MISMATCH")  # c1's expected share changed
-    assert (updated["status"], updated["episode_id"]) == ("UPDATED", opened["episode_id"])
-    out = engine.apply([report(55_000, "c1", A[:3])], 40_000) + settle(engine)  # c1 converged within the grace
-    assert [r["status"] for r in episodes_of(out, "ASSIGNMENT_MISMATCH")] == ["CLOSED"]
+    # c3 joins at 50 s: a new generation, and c1's report of 30 s no longer counts; neither does one of 55 s (before
+    # 50 s + 20 s): the episode stays as it is, neither closed nor updated
+    out = engine.apply([hb(50_000, "c:1", "c3")], 40_000) + settle(engine)
+    out += engine.apply([report(55_000, "c1", A[:3])], 40_000) + settle(engine)
+    assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
+    assert [e.anomaly for e in engine.groups["G"].episodes.values()] == ["ASSIGNMENT_MISMATCH"]
+    # c1 reports again at 70 s (it holds its share of three, a0-a2): the first counted report judges, and closes it
+    out = engine.apply([report(70_000, "c1", A[:3])], 60_000) + settle(engine)
+    (closed,) = episodes_of(out, "ASSIGNMENT_MISMATCH")
+    assert (closed["status"], closed["episode_id"], closed["closed_at_ms"]) == ("CLOSED", opened["episode_id"], 70_000)
+
+
+# -- observed ownership ([membership] client_rebalance_delay_ms, observed_grace_ms) ---------------------------
+
+OBSERVED = {**GRACE, "client_rebalance_delay_ms": 20_000, "observed_grace_ms": 5_000}
+
+
+def joined(engine):
+    """c1 and c2 join G at 0 on a route of a0-a3, b0-b3 (expected: c1 the a queues, c2 the b queues)."""
+    return engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2")], 0) + settle(engine)
+
+
+def holders_of(out, broker, queue_id):
+    return [r for r in rows(out, "queue_holders_current") if (r["broker"], r["queue_id"]) == (broker, queue_id)]
+
+
+def test_two_clients_reporting_one_queue_for_the_grace_is_observed_double_holding():
+    engine = ShardEngine.restore(None, engine_settings(OBSERVED))
+    joined(engine)
+    out = engine.apply([report(20_000, "c1", A), report(20_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    out += engine.apply([report(24_000, "c1", A), report(24_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    assert episodes_of(out, "OBSERVED_DOUBLE_HOLDING") == []  # shown for 4 s: short of the 5 s grace
+    # the reports hold a0 twice whatever the allocation says: it predicts no double
+    assert episodes_of(out, "DOUBLE_OWNED_QUEUES") == []
+    (row,) = holders_of(out, "broker-a", 0)[-1:]
+    assert (row["holders"], row["expected_owners"], row["state"], row["since_ms"]) == (
+        ["c1", "c2"],
+        ["c1"],
+        "DOUBLE_HELD",
+        20_000,
+    )
+    out = engine.apply([report(25_000, "c1", A), report(25_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    (opened,) = episodes_of(out, "OBSERVED_DOUBLE_HOLDING")
+    assert (opened["status"], opened["opened_at_ms"], opened["severity"]) == ("OPENED", 25_000, "warning")
+    details = json.loads(opened["details"])
+    assert [(q["broker"], q["queue_id"], q["holders"]) for q in details["queues"]] == [("broker-a", 0, ["c1", "c2"])]
+    assert episodes_of(out, "OBSERVED_UNHELD_QUEUES") == []
+    # c2 lets a0 go: the double is gone from what they report, the episode closes
+    out = engine.apply([report(30_000, "c2", B)], 20_000) + settle(engine)
+    assert [r["status"] for r in episodes_of(out, "OBSERVED_DOUBLE_HOLDING")] == ["CLOSED"]
+    assert holders_of(out, "broker-a", 0)[-1]["state"] == "HELD"
+
+
+def test_a_queue_every_subscriber_reports_unheld_for_the_grace_is_observed_unheld():
+    engine = ShardEngine.restore(None, engine_settings(OBSERVED))
+    joined(engine)
+    batch = [report(21_000, "c1", A[1:]), report(21_000, "c2", B), report(26_000, "c1", A[1:]), report(26_000, "c2", B)]
+    out = engine.apply(batch, 20_000) + settle(engine)
+    (opened,) = episodes_of(out, "OBSERVED_UNHELD_QUEUES")
+    assert (opened["opened_at_ms"], opened["severity"]) == (26_000, "critical")
+    assert [(q["broker"], q["queue_id"]) for q in json.loads(opened["details"])["queues"]] == [("broker-a", 0)]
+    assert episodes_of(out, "ORPHANED_QUEUES") == []  # the allocation gives a0 to c1: not predicted
+    (row,) = holders_of(out, "broker-a", 0)[-1:]
+    assert (row["state"], row["holders"], row["expected_owners"]) == ("UNHELD", [], ["c1"])
+
+
+def test_a_handoff_seen_half_before_and_half_after_is_no_double_holding_even_without_a_grace():
+    engine = ShardEngine.restore(None, engine_settings({**OBSERVED, "observed_grace_ms": 0}))
+    joined(engine)
+    # c1 still held a0 when it reported at 20 s; c2 took it by 21 s, when c1 no longer held it (its next report)
+    out = engine.apply([report(20_000, "c1", A), report(21_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    out += engine.apply([report(22_000, "c1", A[1:])], 20_000) + settle(engine)
+    assert episodes_of(out, "OBSERVED_DOUBLE_HOLDING") == []
+    # reports taken together that both hold it are double-holding at once without a grace
+    out = engine.apply([report(30_000, "c1", A), report(30_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    assert [r["status"] for r in episodes_of(out, "OBSERVED_DOUBLE_HOLDING")] == ["OPENED"]
+
+
+def test_an_observed_episode_stays_unjudged_through_a_generation_until_every_subscriber_reports_again():
+    engine = ShardEngine.restore(None, engine_settings({**OBSERVED, "expiry_ms": 3_600_000}))
+    joined(engine)
+    out = engine.apply([report(20_000, "c1", A), report(20_000, "c2", B + A[:1])], 20_000)
+    out += engine.apply([report(25_000, "c1", A), report(25_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    assert [r["status"] for r in episodes_of(out, "OBSERVED_DOUBLE_HOLDING")] == ["OPENED"]
+    # c3 joins at 40 s: the reports of 25 s are older than 40 s + 20 s, so nothing judges the episode
+    out = engine.apply([hb(40_000, "c:1", "c3")], 30_000) + settle(engine)
+    out += engine.apply([report(45_000, "c2", B[:2])], 30_000) + settle(engine)
+    assert episodes_of(out, "OBSERVED_DOUBLE_HOLDING") == []
+    assert holders_of(out, "broker-a", 0)[-1]["state"] == "UNKNOWN"
+    # every subscriber's counted report at 60 s: a0 has one holder, the episode closes
+    batch = [report(60_000, "c1", A[:3]), report(60_000, "c2", A[3:] + B[:2]), report(60_000, "c3", B[2:])]
+    out = engine.apply(batch, 50_000) + settle(engine)
+    assert [r["status"] for r in episodes_of(out, "OBSERVED_DOUBLE_HOLDING")] == ["CLOSED"]
+    assert {r["state"] for r in rows(out, "queue_holders_current")} == {"HELD"}
+
+
+def test_a_report_older_than_the_clients_latest_changes_nothing():
+    engine = ShardEngine.restore(None, engine_settings(OBSERVED))
+    joined(engine)
+    engine.apply([report(25_000, "c1", A)], 20_000)
+    before = engine.snapshot()
+    assert engine.apply([report(24_000, "c1", A + B)], 20_000) == []
+    assert engine.snapshot() == before
+
+
+def test_a_group_gone_deletes_its_holders_rows():
+    engine = ShardEngine.restore(None, engine_settings(OBSERVED))
+    joined(engine)
+    engine.apply([report(25_000, "c1", A), report(25_000, "c2", B)], 20_000)
+    out = engine.apply([ev("UNREGISTER", 30_000, "a:1", "c1"), ev("UNREGISTER", 30_000, "b:1", "c2")], 20_000)
+    out += settle(engine)
+    gone = rows(out, "deleted_queue_holders_current")
+    assert sorted((r["broker"], r["queue_id"]) for r in gone) == sorted(A + B)
 
 
 # -- MACHINE_ROOM_NEARBY with machine_room_regex -----------------------------------------------------------

@@ -84,6 +84,12 @@ SHARD = {
             "provisional": [130400, "0f3c2a9b1d4e5f607182", {"assign": [["T", "c1"]], "episodes": [], "views": []}],
             # each open episode's current row: its last transition's time and generation (none open here)
             "episode_rows": {},
+            # c1's report of T: reported since 130400, last at 130400; the generation of 130000; no observed
+            # candidate waiting; the holders rows written of T's queues
+            "reported_ms": {"c1\x00T": [130400, 130400]},
+            "generation_ms": 130000,
+            "observing": False,
+            "holder_rows": {"T": ["broker-a/0", "broker-a/1"]},
         }
     },
     "retired": {},

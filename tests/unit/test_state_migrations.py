@@ -90,10 +90,16 @@ ANALYSIS_CHANGED_SINCE_PREVIOUS = {
 }
 
 
+# Tables an upgraded state cannot feed as the current code's own state does: the queues' holders come from the
+# reports' times, which no version-6 state kept (its reports count from each client's next report on).
+NOT_FROM_PREVIOUS_STATE = (Table.QUEUE_HOLDERS_CURRENT,)
+
+
 def _without_changed_groups(tables: dict[Any, list[str]]) -> dict[Any, list[str]]:
     return {
         t: [r for r in rows if json.loads(r).get("group") not in ANALYSIS_CHANGED_SINCE_PREVIOUS]
         for t, rows in tables.items()
+        if t not in NOT_FROM_PREVIOUS_STATE
     }
 
 

@@ -17,6 +17,7 @@ from streaming.contract.tables import TABLES, Table, column_names
 from streaming.domain.consumers import outcomes
 from streaming.domain.consumers.episodes import Episode, Transition
 from streaming.domain.consumers.membership import MembershipChange
+from streaming.domain.consumers.observed import QueueHolding, TopicObservation
 from streaming.domain.consumers.outcomes import (
     AssignmentWithdrawn,
     BrokerViewChanged,
@@ -33,6 +34,8 @@ from streaming.domain.consumers.outcomes import (
     IgnoredEvent,
     LateEvent,
     ProgressSummary,
+    QueueHolders,
+    QueueHoldersGone,
     QueueProgress,
     QueueProgressGone,
     RebalanceCost,
@@ -50,6 +53,7 @@ from streaming.domain.vocabulary import (
     EpisodeStatus,
     IgnoredReason,
     LateReason,
+    ObservedState,
     Severity,
     Trigger,
     ViewFreshness,
@@ -94,6 +98,23 @@ EVERY_OUTCOME = [
     GroupSummary(
         "G", 4, 2, 3, 2, 0, False, 4, {AnomalyKind.ORPHANED_QUEUES: 1}, {"T": TopicSummary(3, 1, 0, 0, 0, 1, 2)}
     ),
+    QueueHolders(
+        "G",
+        2,
+        5,
+        TopicObservation(
+            "T",
+            4,
+            (
+                QueueHolding(MessageQueue("T", "broker-a", 0), ("c1",), ("c1", "c2"), ObservedState.DOUBLE_HELD, 4, ()),
+                QueueHolding(MessageQueue("T", "broker-a", 1), ("c2",), (), ObservedState.UNKNOWN, None, ("c3",)),
+            ),
+            ("c3",),
+            (),
+            False,
+        ),
+    ),
+    QueueHoldersGone("G", "T", "broker-b", 3, 6),
     GroupGone("G", 6),
     LateEvent(LateReason.STALE_POLL, "consumer_connections", 7, group="G", broker="broker-a", topic="T"),
     QueueProgress(

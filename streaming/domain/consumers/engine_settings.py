@@ -36,6 +36,13 @@ class EngineSettings:
     # is sooner); after a route change they first learn it at their next route poll (30 s).
     convergence_grace_ms: int = 20_000
     route_poll_interval_ms: int = 30_000
+    # A client's reported assignment is evidence only if taken at least this long after the group's latest
+    # generation (RocketMQ's rebalance waitInterval, 20 s: a client that missed the CHANGE notification rebalances
+    # by then); older reports are kept, not compared (``observed``, docs/design/observed-ownership.md).
+    client_rebalance_delay_ms: int = 20_000
+    # Observed double-holding and unheld queues open an episode only once counted reports have shown them for this
+    # long (a handoff seen half before and half after by two reports is not one).
+    observed_grace_ms: int = 5_000
     progress: ProgressSettings = DEFAULT_PROGRESS_SETTINGS  # the consume-progress rule table's numbers
 
     def rule_for(self, group: str) -> GroupRule | None:

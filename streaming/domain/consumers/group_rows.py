@@ -23,6 +23,7 @@ from streaming.domain.consumers.outcomes import (
     GroupGone,
     GroupSummary,
     Outcome,
+    QueueHoldersGone,
     TopicSummary,
 )
 from streaming.domain.consumers.polled_views import ViewStatus
@@ -150,6 +151,10 @@ def group_gone_outcomes(group: str, state: GroupState, time_ms: int) -> list[Out
     records: list[Outcome] = [EpisodeTransition(t, state.generation) for t in close_all(state.episodes, time_ms)]
     for topic, clients in state.assigned.items():
         records += [AssignmentWithdrawn(group, topic, c, state.generation, time_ms) for c in clients]
+    for topic, keys in sorted(state.holder_rows.items()):
+        for key in keys:
+            broker, _, queue_id = key.rpartition("/")
+            records.append(QueueHoldersGone(group, topic, broker, int(queue_id), time_ms))
     for broker, view in sorted(state.membership.views.items()):
         if view.poll is not None:  # the group is gone from every broker: so is its polled view
             records.append(BrokerViewGone(group, broker, time_ms))

@@ -53,6 +53,12 @@ class GroupState:
     provisional: list[Any] | None = None
     # Each open episode's current row: [time of its last transition, generation then] (to restore it).
     episode_rows: dict[str, list[int]] = field(default_factory=dict)
+    # "client\x00topic" -> [since_ms, taken_ms] of ``reported``: since when the client has reported exactly these
+    # queues, and its latest report (a key without times, from a version-7 state before them: not counted)
+    reported_ms: dict[str, list[int]] = field(default_factory=dict)
+    generation_ms: int | None = None  # when the latest generation was cut (None: none yet, or not recorded)
+    observing: bool = False  # the last analysis saw an observed candidate short of the grace: reports re-analyse
+    holder_rows: dict[str, list[str]] = field(default_factory=dict)  # topic -> queue keys of its holders rows
     # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
     expiry_bound_ms: int | None = field(default=None, compare=False)
 
@@ -72,6 +78,10 @@ class GroupState:
             "pending": self.pending,
             "provisional": self.provisional,
             "episode_rows": self.episode_rows,
+            "reported_ms": self.reported_ms,
+            "generation_ms": self.generation_ms,
+            "observing": self.observing,
+            "holder_rows": self.holder_rows,
         }
 
     @classmethod
@@ -92,6 +102,11 @@ class GroupState:
             _pending(data["pending"]),
             data["provisional"],
             {k: [int(t), int(g)] for k, (t, g) in data["episode_rows"].items()},
+            # Absent from a version-7 state written before reports were judged by their age (additive keys).
+            {k: [int(a), int(b)] for k, (a, b) in (data.get("reported_ms") or {}).items()},
+            data.get("generation_ms"),
+            bool(data.get("observing", False)),
+            dict(data.get("holder_rows") or {}),
         )
 
 

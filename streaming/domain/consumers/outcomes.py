@@ -15,6 +15,7 @@ from typing import Any
 
 from streaming.domain.consumers.episodes import Episode, Transition
 from streaming.domain.consumers.membership import MembershipChange
+from streaming.domain.consumers.observed import TopicObservation
 from streaming.domain.consumers.polled_views import ViewStatus
 from streaming.domain.progress.rebalance_cost import Handoff
 from streaming.domain.progress.verdict import QueueSample, QueueState, QueueVerdict
@@ -155,6 +156,28 @@ class GroupSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueHolders:
+    """A topic's queues at an analysis: who should pull each and who the counted reports show holding it
+    (``observed.TopicObservation``), as of the group's ``generation``."""
+
+    group: str
+    generation: int
+    event_time_ms: int
+    observation: TopicObservation
+
+
+@dataclass(frozen=True, slots=True)
+class QueueHoldersGone:
+    """A queue of the group's topic has no holders row any more (its topic no longer analysed, the group gone)."""
+
+    group: str
+    topic: str
+    broker: str
+    queue_id: int
+    event_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class GroupGone:
     """The group's last channel left every broker at ``event_time_ms``."""
 
@@ -261,6 +284,8 @@ Outcome = (
     | EpisodeRestored
     | EpisodeRetracted
     | GroupSummary
+    | QueueHolders
+    | QueueHoldersGone
     | GroupGone
     | LateEvent
     | IgnoredEvent

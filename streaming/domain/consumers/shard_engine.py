@@ -78,6 +78,7 @@ change) during which a difference between reported and expected assignments open
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -111,6 +112,15 @@ from streaming.domain.consumers.group_state import (
     subscribed_topics,
 )
 from streaming.domain.consumers.heartbeat_plan import HeartbeatRun, RunEvents, plan_runs, steady_runs
+from streaming.domain.consumers.observed import (
+    OBSERVED_KINDS,
+    Report,
+    TopicObservation,
+    counted,
+    fully_observed,
+    observe_topic,
+    observed_candidates,
+)
 from streaming.domain.consumers.outcomes import (
     AssignmentWithdrawn,
     BrokerViewChanged,
@@ -125,6 +135,8 @@ from streaming.domain.consumers.outcomes import (
     IgnoredEvent,
     LateEvent,
     Outcome,
+    QueueHolders,
+    QueueHoldersGone,
 )
 from streaming.domain.consumers.polled_views import (
     ConnectionPoll,
@@ -191,6 +203,8 @@ STORM_KINDS = (AnomalyKind.REBALANCE_STORM, AnomalyKind.ROLLING_DEPLOY)
 _CAUSES = (AnomalyKind.REBALANCE_STORM, AnomalyKind.FLAPPING_MEMBERS, AnomalyKind.ROLLING_DEPLOY)
 # Findings that compare what clients report with what they compute: held while clients converge.
 CONVERGING_KINDS = (AnomalyKind.ASSIGNMENT_MISMATCH,)
+# Findings judged from the clients' reports: an open episode no counted report can judge is kept (``_unjudged``).
+JUDGED_FROM_REPORTS = (*CONVERGING_KINDS, *OBSERVED_KINDS)
 _MEMBER_DIRECTION = {
     ChangeKind.JOIN: MemberDirection.JOIN,
     ChangeKind.LEAVE: MemberDirection.LEAVE,
@@ -218,6 +232,40 @@ def _touched(records: Sequence[Outcome]) -> dict[str, list[Any]]:
     episodes = sorted({o.transition.episode.episode_id for o in records if type(o) is EpisodeTransition})
     views = sorted({o.broker for o in records if type(o) is BrokerViewGone})
     return {"assign": [list(k) for k in assign], "episodes": episodes, "views": views}
+
+
+def _unjudged(
+    state: GroupState,
+    analysis: Analysis,
+    observations: Sequence[TopicObservation],
+    findings: Sequence[Finding],
+    evidence_from_ms: int,
+) -> list[Finding]:
+    """Open episodes judged from reports that no counted report can judge now (after a new generation, before the
+    clients report again): kept as they are, neither closed nor updated. A mismatch is judged once a subscriber of
+    its topic reports, an observed episode once every subscriber does; a topic no longer analysed closes both."""
+    found = {f.key for f in findings}
+    observed = {o.topic: o for o in observations}
+    kept = []
+    for key, episode in sorted(state.episodes.items()):
+        if key in found or episode.anomaly not in JUDGED_FROM_REPORTS or episode.topic not in analysis.topics:
+            continue
+        if episode.anomaly == AnomalyKind.ASSIGNMENT_MISMATCH:
+            subscribers = analysis.topics[episode.topic].subscribers
+            judged = any(
+                (times := state.reported_ms.get(f"{c}\x00{episode.topic}")) is not None and times[1] >= evidence_from_ms
+                for c in subscribers
+            )
+        else:
+            observation = observed.get(episode.topic)
+            judged = observation is not None and fully_observed(observation)
+        if not judged:
+            kept.append(
+                Finding(
+                    episode.group, episode.topic, episode.anomaly, episode.summary, json.loads(episode.details_json)
+                )
+            )
+    return kept
 
 
 def _storm_open(state: GroupState) -> bool:
@@ -626,10 +674,36 @@ class ShardEngine:
             )
             return
         key = f"{event['client_id']}\x00{event['topic']}"
+        time_ms, times = int(event["event_time"]), state.reported_ms.get(key)
+        if times is not None and time_ms < times[1]:
+            return  # older than the client's latest report of the topic: what it held then holds no more
         state.holders[key] = held_queues(event)
-        if state.reported.get(key) != queues:
-            state.reported[key] = queues
-            self._mark(group, int(event["event_time"]), Trigger.REPORTED_ASSIGNMENT)
+        bound = self._evidence_from_ms(state)
+        changed = state.reported.get(key) != queues
+        state.reported[key] = queues
+        state.reported_ms[key] = [time_ms if changed or times is None else times[0], time_ms]
+        # Re-analysed when what it holds changed, when its report counts for the first time since the generation,
+        # and while an observed candidate waits for its grace (each report may show it longer).
+        if changed or (times is not None and times[1] < bound <= time_ms) or state.observing:
+            self._mark(group, time_ms, Trigger.REPORTED_ASSIGNMENT)
+
+    def _evidence_from_ms(self, state: GroupState) -> int:
+        """From when a report of the group counts: its latest generation plus the clients' rebalance delay."""
+        if state.generation_ms is None:
+            return 0
+        return state.generation_ms + self.settings.client_rebalance_delay_ms
+
+    def _reports(self, state: GroupState) -> dict[str, dict[str, Report]]:
+        """Every stored report with its times, by topic and client (keys without times are not counted)."""
+        reports: dict[str, dict[str, Report]] = {}
+        for key, queues in state.reported.items():
+            times = state.reported_ms.get(key)
+            if times is None:
+                continue
+            client, topic = key.split("\x00", 1)
+            held = frozenset(MessageQueue(topic, b, int(q)) for b, q in queues)
+            reports.setdefault(topic, {})[client] = Report(held, times[0], times[1])
+        return reports
 
     def _apply_progress(
         self, event: Mapping[str, Any], records: list[Outcome], sampled: dict[str, int], changed: bool
@@ -822,11 +896,15 @@ class ShardEngine:
         ]
 
     def _analysis(self, group: str, state: GroupState, time_ms: int) -> Analysis:
+        """The group's analysis, compared with the reports that count (``observed.counted``)."""
         previous = {t: {queue_of_key(t, k): tuple(v) for k, v in owners.items()} for t, owners in state.owners.items()}
-        reported = {}
-        for key, queues in state.reported.items():
-            client, topic = key.split("\x00", 1)
-            reported[(client, topic)] = frozenset(MessageQueue(topic, b, int(q)) for b, q in queues)
+        bound = self._evidence_from_ms(state)
+        reported = {
+            (client, topic): report.queues
+            for topic, by_client in self._reports(state).items()
+            for client, report in by_client.items()
+            if counted(report, bound)
+        }
         return analyze_group(
             state.membership, self._mq_all(), self.settings.strategy_factory(group), time_ms, previous, reported
         )
@@ -840,6 +918,8 @@ class ShardEngine:
         rebalance: bool,
         change_times: Sequence[int] = (),
     ) -> list[Outcome]:
+        if rebalance:
+            state.generation_ms = time_ms  # every report is older than this generation plus the delay: none counts
         analysis = self._analysis(group, state, time_ms)
         if rebalance:
             state.generation += 1
@@ -847,6 +927,8 @@ class ShardEngine:
                 state.rebalances_ms = self.storms.record(state.rebalances_ms, change_ms)
         state.rebalances_ms = self.storms.prune(state.rebalances_ms, time_ms)
         findings = hold_in_grace(analysis.findings, state.episodes, time_ms, state.converge_by_ms, CONVERGING_KINDS)
+        observations, observed = self._observe(group, state, analysis)
+        findings += observed + _unjudged(state, analysis, observations, findings, self._evidence_from_ms(state))
         if state.converge_by_ms is not None and time_ms >= state.converge_by_ms:
             state.converge_by_ms = None
         findings += self.storms.findings(group, state.storm_changes, time_ms, _storm_open(state))
@@ -867,5 +949,46 @@ class ShardEngine:
         state.owners = {
             t: {queue_key(mq): list(o) for mq, o in owners.items()} for t, owners in owners_by_topic(analysis).items()
         }
+        records += self._holder_rows(group, state, observations, time_ms)
         records.append(group_summary(analysis, state))
+        return records
+
+    def _observe(
+        self, group: str, state: GroupState, analysis: Analysis
+    ) -> tuple[list[TopicObservation], list[Finding]]:
+        """Each analysed topic the group reported as observed (``observed.observe_topic``), and the observed
+        findings that held for the grace (or whose episode is open); ``state.observing`` says whether one waits."""
+        bound, grace = self._evidence_from_ms(state), self.settings.observed_grace_ms
+        reports = self._reports(state)
+        owners = owners_by_topic(analysis)
+        duplicates = analysis.duplicate_client_ids
+        observations, findings, waiting = [], [], False
+        for topic, result in sorted(analysis.topics.items()):
+            if topic not in reports:
+                continue
+            mine = {c: r for c, r in reports[topic].items() if c in result.subscribers}
+            ambiguous = any(c in duplicates for c in result.subscribers)
+            observation = observe_topic(
+                topic, result.allocation.mq_all, owners.get(topic, {}), result.subscribers, mine, bound, ambiguous
+            )
+            observations.append(observation)
+            for finding, shown_ms in observed_candidates(group, observation, mine):
+                if shown_ms >= grace or finding.key in state.episodes:
+                    findings.append(finding)
+                else:
+                    waiting = True
+        state.observing = waiting
+        return observations, findings
+
+    def _holder_rows(
+        self, group: str, state: GroupState, observations: Sequence[TopicObservation], time_ms: int
+    ) -> list[Outcome]:
+        """The analysed topics' holders rows, and a removal of each row written before that none replaces."""
+        records: list[Outcome] = [QueueHolders(group, state.generation, time_ms, o) for o in observations]
+        rows = {o.topic: [queue_key(q.queue) for q in o.queues] for o in observations}
+        for topic, keys in sorted(state.holder_rows.items()):
+            for key in sorted(set(keys) - set(rows.get(topic, ()))):
+                mq = queue_of_key(topic, key)
+                records.append(QueueHoldersGone(group, topic, mq.broker_name, mq.queue_id, time_ms))
+        state.holder_rows = rows
         return records

@@ -66,7 +66,7 @@ HISTORY_OUTPUTS = (
     Table.REBALANCE_COST,
 )
 # The current tables the consumer sink MERGEs the batch's latest change per key into.
-MERGED_CURRENT_TABLES = (Table.BROKER_VIEWS_CURRENT, QUEUE_PROGRESS)
+MERGED_CURRENT_TABLES = (Table.QUEUE_HOLDERS_CURRENT, Table.BROKER_VIEWS_CURRENT, QUEUE_PROGRESS)
 # The sink's own column of a current table's changes: whether the change is a deletion.
 DELETED = "deleted"
 

@@ -30,6 +30,8 @@ from streaming.domain.consumers.outcomes import (
     LateEvent,
     Outcome,
     ProgressSummary,
+    QueueHolders,
+    QueueHoldersGone,
     QueueProgress,
     QueueProgressGone,
     RebalanceCost,
@@ -234,6 +236,39 @@ def _summary(s: GroupSummary) -> list[Row]:
     ]
 
 
+HOLDERS = Table.QUEUE_HOLDERS_CURRENT
+
+
+def _holders(h: QueueHolders) -> list[Row]:
+    o = h.observation
+    return [
+        (
+            HOLDERS,
+            {
+                "group": h.group,
+                "topic": o.topic,
+                "broker": q.queue.broker_name,
+                "queue_id": q.queue.queue_id,
+                "generation": h.generation,
+                "expected_owners": list(q.expected),
+                "holders": list(q.holders),
+                "state": q.state,
+                "since_ms": q.since_ms,
+                "evidence_from_ms": o.evidence_from_ms,
+                "not_counted": list(o.not_counted),
+                "uncounted_holders": list(q.uncounted_holders),
+                "event_time_ms": h.event_time_ms,
+            },
+        )
+        for q in o.queues
+    ]
+
+
+def _holders_gone(g: QueueHoldersGone) -> list[Row]:
+    key = {"group": g.group, "topic": g.topic, "broker": g.broker, "queue_id": g.queue_id}
+    return [(deleted(HOLDERS), {**key, "event_time_ms": g.event_time_ms})]
+
+
 def _gone(g: GroupGone) -> list[Row]:
     return [(deleted(GROUP_STATUS), {"group": g.group, "event_time_ms": g.event_time_ms})]
 
@@ -412,6 +447,8 @@ _MAPPERS: dict[type, Callable[[Any], list[Row]]] = {
     EpisodeRestored: _episode_restored,
     EpisodeRetracted: _episode_retracted,
     GroupSummary: _summary,
+    QueueHolders: _holders,
+    QueueHoldersGone: _holders_gone,
     GroupGone: _gone,
     LateEvent: _late,
     QueueProgress: _queue_progress,
