@@ -46,6 +46,8 @@ def collector_settings(config: MonitorConfig, max_cycles: int = 0, metrics_port:
         "poll.interval.ms": str(c.poll_interval_ms),
         "stale.after.ms": str(c.effective_stale_after_ms),
         "running.info.interval.ms": str(c.running_info_interval_ms),
+        "running.info.after.change.ms": str(c.running_info_after_change_ms),
+        "running.info.after.change.groups": str(c.running_info_after_change_groups),
         "route.republish.interval.ms": str(c.route_republish_interval_ms),
         "admin.timeout.ms": str(c.admin_timeout_ms),
         "concurrency": str(c.concurrency),

@@ -892,7 +892,9 @@ def scripted_cases() -> tuple[Case, ...]:
     for script, kind in (
         (operations.crash_loop(5, crashes=30, same_id=False), AnomalyKind.REBALANCE_STORM),
         (operations.crash_loop(5, crashes=30, same_id=True), AnomalyKind.FLAPPING_MEMBERS),
-        (operations.inconsistent_subscription(3), AnomalyKind.INCONSISTENT_SUBSCRIPTION),
+        (operations.stale_holdings(), AnomalyKind.OBSERVED_DOUBLE_HOLDING),
+        (operations.stale_holdings(), AnomalyKind.OBSERVED_UNHELD_QUEUES),
+        (operations.inconsistent_subscription(3), AnomalyKind.INCONSISTENT_SUBSCRIPTION),  # last: used below
     ):
         alert = ANOMALY_ALERTS[kind]
         series = series_of(script, J)
@@ -903,6 +905,20 @@ def scripted_cases() -> tuple[Case, ...]:
         fired = (({"consumer_group": "g1"}, 1.0),)
         cases.append(Case(alert.name, f"{script.name} (the engine's series): fires", series, at, fired))
         cases.append(_through_a_restart(alert, script.name, series, key, fired_at))
+    # Clients that report holding what the allocation does not give them: the observed kinds fire (above), the
+    # predicted ones (orphaned, double-owned queues) stay silent.
+    stale = operations.stale_holdings()
+    stale_series = series_of(stale, J)
+    for kind in (AnomalyKind.ORPHANED_QUEUES, AnomalyKind.DOUBLE_OWNED_QUEUES):
+        cases.append(
+            Case(
+                NAME[kind],
+                f"{stale.name} (the engine's series): seen, not predicted",
+                stale_series,
+                f"{stale.until_ms // 1000}s",
+                also_at=tuple(f"{m}m" for m in range(1, stale.until_ms // 60_000)),
+            )
+        )
     # A member that never subscribes a topic the others do: its share is the inconsistent subscription's (which
     # fires above), never orphaned queues'.
     minutes = tuple(f"{m}m" for m in range(1, script.until_ms // 60_000))

@@ -349,6 +349,8 @@ class CollectorConfig:
     poll_interval_ms: int = _opt(10_000, low=500, high=3_600_000)
     stale_after_ms: int = _opt(0, low=0, high=86_400_000)
     running_info_interval_ms: int = _opt(60_000, low=0, high=86_400_000)
+    running_info_after_change_ms: int = _opt(22_000, low=0, high=3_600_000)
+    running_info_after_change_groups: int = _opt(50, low=1, high=100_000)
     route_republish_interval_ms: int = _opt(300_000, low=0, high=86_400_000)
     admin_timeout_ms: int = _opt(3_000, low=100, high=60_000)
     concurrency: int = _opt(8, low=1, high=256)

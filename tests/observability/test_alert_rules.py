@@ -77,8 +77,32 @@ def test_scripted_operations_feed_the_engines_series_and_a_rolling_restart_pages
     assert " 1x" in f" {deploy}" and generations.count(" ") > 20  # the deploy recorded, one generation per step
     assert len(restart[0].also_at) >= 30
     fired = {c.alert for c in cases if c.fired}
-    incidents = (AnomalyKind.REBALANCE_STORM, AnomalyKind.FLAPPING_MEMBERS, AnomalyKind.INCONSISTENT_SUBSCRIPTION)
+    incidents = (
+        AnomalyKind.REBALANCE_STORM,
+        AnomalyKind.FLAPPING_MEMBERS,
+        AnomalyKind.INCONSISTENT_SUBSCRIPTION,
+        AnomalyKind.OBSERVED_DOUBLE_HOLDING,
+        AnomalyKind.OBSERVED_UNHELD_QUEUES,
+    )
     assert fired == {alerts.NAME[k] for k in incidents}
+
+
+def test_clients_reporting_stale_holdings_page_as_observed_and_not_as_predicted():
+    """A client that reports an old route's share (one queue held twice, one by nobody, as the clients report it)
+    fires the observed double-holding and unheld alerts on the engine's series, through a job restart, and never
+    the allocation's orphaned or double-owned queue alerts."""
+    cases = alerts.scripted_cases()
+    stale = [c for c in cases if "stale holdings" in c.title]
+    fired = {c.alert for c in stale if c.fired}
+    observed = (AnomalyKind.OBSERVED_DOUBLE_HOLDING, AnomalyKind.OBSERVED_UNHELD_QUEUES)
+    assert fired == {alerts.NAME[k] for k in observed}
+    predicted = [
+        c
+        for c in stale
+        if c.alert in {alerts.NAME[AnomalyKind.ORPHANED_QUEUES], alerts.NAME[AnomalyKind.DOUBLE_OWNED_QUEUES]}
+    ]
+    assert len(predicted) == 2 and not any(c.fired for c in predicted) and all(len(c.also_at) >= 10 for c in predicted)
+    assert {c.alert for c in stale if "restarted for 90 s" in c.title} == {alerts.NAME[k] for k in observed}
 
 
 def test_a_subscription_rollout_pages_nobody_and_an_inconsistent_subscription_pages_as_itself():

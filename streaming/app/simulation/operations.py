@@ -42,6 +42,8 @@ class Script:
     lives: list[_Life] = field(default_factory=list)
     queues_per_broker: int = 8
     routes: list[tuple[int, str, dict[str, int]]] = field(default_factory=list)  # (t, topic, queues per broker)
+    # (t, client id, held queues of TOPIC as (broker, queue id)): what members report holding (running info)
+    reports: list[tuple[int, str, tuple[tuple[str, int], ...]]] = field(default_factory=list)
 
     def _routes(self) -> list[dict[str, Any]]:
         topics = sorted({t for life in self.lives for t in life.topics})
@@ -54,6 +56,7 @@ class Script:
         out = self._routes()
         for index, life in enumerate(self.lives):
             out += _life_events(self.group, life, index, self.until_ms)
+        out += [_report(t, self.group, client, queues) for t, client, queues in self.reports]
         out.sort(key=lambda e: (e["event_time"], e["type"] != EventType.TOPIC_ROUTE, e.get("channel", "")))
         return out
 
@@ -147,6 +150,18 @@ def _channel(t: int, kind: str, group: str, life: _Life, broker: str, port: int)
         event["client_version"] = "V5_3_3"
         event["allocate_strategy"] = "AVG"
     return event
+
+
+def _report(t: int, group: str, client_id: str, queues: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    return {
+        "type": EventType.REPORTED_ASSIGNMENT,
+        "schema_version": 1,
+        "event_time": t,
+        "group": group,
+        "client_id": client_id,
+        "topic": TOPIC,
+        "queues": [{"broker": b, "queue_id": q} for b, q in queues],
+    }
 
 
 def _life_events(group: str, life: _Life, index: int, until_ms: int) -> Iterator[dict[str, Any]]:
@@ -261,6 +276,25 @@ def queue_expansion(members: int = 4, group: str = "g1", start_ms: int = 120_000
         (start_ms, TOPIC, {BROKERS[0]: 16}),
         (start_ms + apart_ms, TOPIC, {BROKERS[0]: 16, BROKERS[1]: 16}),
     ]
+    return script
+
+
+def stale_holdings(group: str = "g1", start_ms: int = 120_000, lasting_ms: int = 600_000) -> Script:
+    """Two members on 2 queues per broker (AVG: the first a0 a1, the second b0 b1) that report what they hold every
+    15 s; from ``start_ms``, for ``lasting_ms``, the first holds a1 and b0 (an old route's share): b0 is held twice
+    and a0 by nobody, as the clients report it, while the allocation predicts neither."""
+    lives = steady(2, group)
+    script = Script(f"stale holdings for {lasting_ms // 60_000} minutes", group, start_ms + lasting_ms + 300_000, lives)
+    script.queues_per_broker = 2
+    own = {
+        lives[0].client_id: (("broker-a", 0), ("broker-a", 1)),
+        lives[1].client_id: (("broker-b", 0), ("broker-b", 1)),
+    }
+    stale = (("broker-a", 1), ("broker-b", 0))
+    for t in range(30_000, script.until_ms, 15_000):
+        for life in lives:
+            wrong = life is lives[0] and start_ms <= t < start_ms + lasting_ms
+            script.reports.append((t + 7_000, life.client_id, stale if wrong else own[life.client_id]))
     return script
 
 

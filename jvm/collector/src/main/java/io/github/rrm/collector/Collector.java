@@ -4,6 +4,7 @@ import java.net.InetAddress;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -71,6 +72,12 @@ public final class Collector {
   /** Per broker, the watched groups of its last subscription group table read: a failed read keeps them. */
   private final Map<String, Set<String>> groupsByBroker = new ConcurrentHashMap<>();
   private final ProgressCycle progress;
+  /** Per group, its members (client ids) as the last cycle's polls listed them. */
+  private final Map<String, Set<String>> membersByGroup = new HashMap<>();
+  /** Topics whose route changed in this cycle (published because their shape differs from the last one read). */
+  private final Set<String> changedRoutes = ConcurrentHashMap.newKeySet();
+  /** Per group, a re-read of its members' running info after a change: [due time, reads left]. */
+  private final Map<String, long[]> rereads = new TreeMap<>();
   private Thread progressThread;
   private volatile boolean running = true;
 
@@ -291,10 +298,10 @@ public final class Collector {
     for (String topic : topics) {
       routes.add(pool.submit(() -> route(topic)));
     }
-    List<Asked> asked = askRunningInfo(brokerOfClient, now);
     for (Future<?> route : routes) {
       await(route, null);
     }
+    List<Asked> asked = askRunningInfo(brokerOfClient, now, dueRereads(answers, brokerOfClient, now));
     // A client asked for the first time gets the whole admin timeout: its first poll then carries its own strategy,
     // consume type and subscriptions, where without them the monitor would take the group's defaults for the new
     // member (a POP consumer as client-side, its own strategy as the default). Later asks refresh what is known and
@@ -444,6 +451,9 @@ public final class Collector {
     long now = System.currentTimeMillis();
     String previous = routeByTopic.put(topic, shape);
     Long publishedAt = routePublishedAt.get(topic);
+    if (previous != null && !shape.equals(previous)) {
+      changedRoutes.add(topic);
+    }
     if (!shape.equals(previous) || publishedAt == null || now - publishedAt >= config.routeRepublishIntervalMs) {
       routePublishedAt.put(topic, now);
       publisher.publish(config.topicRouteTopic, "topic_route", topic, Json.object(event));
@@ -453,7 +463,63 @@ public final class Collector {
   /** A running-info request of this cycle; {@code first}: the client had never been asked. */
   private record Asked(Future<?> future, boolean first) {}
 
-  private List<Asked> askRunningInfo(Map<String, String> brokerOfClient, long now) {
+  /**
+   * The groups whose members' running info is asked again in this cycle, whatever its interval: a group whose
+   * members changed, or one of whose topics' route changed, is re-read {@code running_info_after_change_ms} after
+   * this cycle saw the change (the clients have rebalanced by then), and once more the next cycle, so that what
+   * each holds is seen twice. Throttled: a further change before the re-read puts it off (a group that keeps
+   * changing is re-read once it has been quiet that long), and at most {@code running_info_after_change_groups}
+   * groups are re-read per cycle, the others in the next.
+   */
+  private Set<String> dueRereads(List<Poll> answers, Map<String, String> brokerOfClient, long now) {
+    Map<String, Set<String>> members = new HashMap<>();
+    Map<String, Set<String>> topics = new HashMap<>();
+    for (Poll answer : answers) {
+      if (answer.connection != null) {
+        topics.computeIfAbsent(answer.group, g -> new TreeSet<>())
+            .addAll(answer.connection.getSubscriptionTable().keySet());
+      }
+    }
+    for (String client : brokerOfClient.keySet()) {
+      String[] parts = client.split("\u0000", 2);
+      members.computeIfAbsent(parts[0], g -> new TreeSet<>()).add(parts[1]);
+    }
+    Set<String> routes = new HashSet<>(changedRoutes);
+    changedRoutes.removeAll(routes);
+    if (config.runningInfoIntervalMs == 0 || config.runningInfoAfterChangeMs == 0) {
+      return Set.of();
+    }
+    for (Map.Entry<String, Set<String>> group : members.entrySet()) {
+      Set<String> before = membersByGroup.get(group.getKey());
+      boolean changed = before != null && !before.equals(group.getValue());
+      for (String topic : topics.getOrDefault(group.getKey(), Set.of())) {
+        changed |= routes.contains(topic);
+      }
+      if (changed) {
+        rereads.put(group.getKey(), new long[] {now + config.runningInfoAfterChangeMs, 2});
+      }
+    }
+    membersByGroup.clear();
+    membersByGroup.putAll(members);
+    rereads.keySet().retainAll(members.keySet());
+    Set<String> due = new TreeSet<>();
+    for (Map.Entry<String, long[]> reread : rereads.entrySet()) {
+      if (reread.getValue()[0] > now) {
+        continue;
+      }
+      if (due.size() >= config.runningInfoAfterChangeGroups) {
+        counters.inc("rmqcol_running_info_rereads_deferred_total");
+        continue;
+      }
+      due.add(reread.getKey());
+      reread.getValue()[0] = now + config.pollIntervalMs;
+      reread.getValue()[1]--;
+    }
+    rereads.values().removeIf(reread -> reread[1] <= 0);
+    return due;
+  }
+
+  private List<Asked> askRunningInfo(Map<String, String> brokerOfClient, long now, Set<String> reread) {
     List<Asked> asked = new ArrayList<>();
     for (Map.Entry<String, String> entry : brokerOfClient.entrySet()) {
       ClientView view = clients.computeIfAbsent(entry.getKey(), k -> new ClientView());
@@ -462,8 +528,12 @@ public final class Collector {
         continue;
       }
       boolean due = view.askedAt == 0 || now - view.askedAt >= config.runningInfoIntervalMs;
-      if (!due || (view.inFlight != null && !view.inFlight.isDone())) {
+      boolean again = !due && reread.contains(entry.getKey().substring(0, entry.getKey().indexOf('\u0000')));
+      if (!(due || again) || (view.inFlight != null && !view.inFlight.isDone())) {
         continue;
+      }
+      if (again) {
+        counters.inc("rmqcol_running_info_rereads_total");
       }
       boolean first = view.askedAt == 0;
       view.askedAt = now;

@@ -23,6 +23,8 @@ final class CollectorConfig {
   final long pollIntervalMs;
   final long staleAfterMs;
   final long runningInfoIntervalMs;
+  final long runningInfoAfterChangeMs;
+  final int runningInfoAfterChangeGroups;
   final long routeRepublishIntervalMs;
   final long adminTimeoutMs;
   final int concurrency;
@@ -52,6 +54,8 @@ final class CollectorConfig {
     pollIntervalMs = Long.parseLong(p.getProperty("poll.interval.ms", "10000"));
     staleAfterMs = Long.parseLong(p.getProperty("stale.after.ms", String.valueOf(3 * pollIntervalMs)));
     runningInfoIntervalMs = Long.parseLong(p.getProperty("running.info.interval.ms", "60000"));
+    runningInfoAfterChangeMs = Long.parseLong(p.getProperty("running.info.after.change.ms", "22000"));
+    runningInfoAfterChangeGroups = Integer.parseInt(p.getProperty("running.info.after.change.groups", "50"));
     routeRepublishIntervalMs = Long.parseLong(p.getProperty("route.republish.interval.ms", "300000"));
     adminTimeoutMs = Long.parseLong(p.getProperty("admin.timeout.ms", "3000"));
     concurrency = Integer.parseInt(p.getProperty("concurrency", "8"));
