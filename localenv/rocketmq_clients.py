@@ -313,7 +313,8 @@ class ConsumerSpec:
     listener blocks for good on the Nth message it receives (printing a ``blocked`` line: topic, broker, queue_id,
     queue_offset), so that queue's offset stays there while it keeps the queue. ``strategy`` ``MACHINE_ROOM_NEARBY``
     is ``AllocateMachineRoomNearby`` around AVG, with rooms from ``machine_room_regex`` (its first group, searched in
-    broker names and client ids)."""
+    broker names and client ids). ``poll_name_server_ms``: how often it reads its topics' routes
+    (``setPollNameServerInterval``, RocketMQ's default 30000): a long one keeps an old route that long."""
 
     name: str
     group: str
@@ -325,6 +326,7 @@ class ConsumerSpec:
     client_rebalance: bool = True
     block_on_message: int | None = None
     machine_room_regex: str | None = None
+    poll_name_server_ms: int | None = None
 
     @property
     def identity(self) -> tuple[str, str | None]:
@@ -343,6 +345,7 @@ class ConsumerSpec:
             "client-rebalance": None if self.client_rebalance else False,
             "block-on-message": self.block_on_message,
             "machine-room-regex": self.machine_room_regex,
+            "poll-name-server-ms": self.poll_name_server_ms,
         }
         return {k: _option_value(v) for k, v in options.items() if v is not None}
 

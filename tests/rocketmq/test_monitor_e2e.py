@@ -188,18 +188,24 @@ def play(run: Run, line: str, spark) -> Played:
             ("5", run.group("ownsub"), run.topic, "first-only", {}),
             ("5", run.group("ownsub"), f"{run.topic},{second}", "both", {}),
         ]
-        specs += progress_specs(run) + nearby_specs(run)
+        specs += progress_specs(run) + nearby_specs(run) + stale_specs(run)
+        run.cluster.create_topic(stale_topic(run), 2, brokers=BROKERS[:1])
+    started = time.time()
     for (_, group, *_), client in zip(specs, run.fleet.consumers(specs), strict=True):
         played.clients.setdefault(group, []).append(client)
+    played.seen["started"] = (started, time.time())
     if line == "5":
         played.seen["producer"] = start_producer(run, f"{run.topic},{pop_topic}")
     pullers = {g: c for g, c in played.clients.items() if g != run.group("pop")}
     if line == "5":
         wait_converged(played.clients[run.group("ownsub")], second)
         played.seen["idle_settled"] = wait_converged(played.clients[run.group("idle")], idle_topic(run))
+        wait_converged(played.clients[run.group("stale")], stale_topic(run))
     played.settled = run.settle(pullers)
+    played.seen["settled_at"] = int(time.time() * 1000)
     if line == "5":
         played.seen["reports"] = reports_by_process(run, played.clients[run.group("circle_dup")])
+        play_stale_route(played)
         play_orphans(played)
         play_own_subscription(played, second)
         play_pop(played, pop_topic)
@@ -344,6 +350,43 @@ def play_departures(played: Played) -> None:
         time.sleep(1.0)
     survivors = {departing: played.clients[departing][2:], frozen_group: played.clients[frozen_group][1:]}
     played.seen.update(frozen_at=frozen_at, gone_at=gone_at, survivors_settled=run.settle(survivors))
+    played.seen["survivors_settled_at"] = int(time.time() * 1000)
+
+
+# The stale-route group's slow client reads its topic's route this often (a long pollNameServerInterval); the fast one
+# every second. Its share then stays that of the old route for up to this long after the route changes.
+STALE_POLL_MS = 90_000
+
+
+def stale_topic(run: Run) -> str:
+    """The stale-route group's topic: 2 queues on broker-a, then 3."""
+    return f"{run.prefix}_stale"
+
+
+def stale_specs(run: Run) -> list[tuple]:
+    """Two AVG clients that read their topic's route every second and every ``STALE_POLL_MS``: client ids
+    ``<ip>@stale-fast`` and ``<ip>@stale-slow``, so the fast one computes the first share."""
+    return [
+        ("5", run.group("stale"), stale_topic(run), name, {"poll_name_server_ms": poll_ms})
+        for name, poll_ms in (("stale-fast", 1000), ("stale-slow", STALE_POLL_MS))
+    ]
+
+
+def play_stale_route(played: Played) -> None:
+    """Expand the stale-route group's topic from 2 queues to 3 right after a route read of the slow client could
+    have happened (its reads are ``STALE_POLL_MS`` apart from its start, within the fleet's start): the fast client
+    takes a0 a1 within a second, the slow one keeps a1 (its old route's share) until its next read. The clients'
+    own held lines are the judge of when both held a1. Costs one admin call, and a wait only when now is within the
+    span of the slow client's possible reads or too close to the next one."""
+    run = played.run
+    first, last = played.seen["started"]
+    reads = int((time.time() - first) // (STALE_POLL_MS / 1000))
+    after_read = last + reads * STALE_POLL_MS / 1000 + 1
+    if first + (reads + 1) * STALE_POLL_MS / 1000 - max(time.time(), after_read) < 20:
+        after_read += STALE_POLL_MS / 1000  # less than 20 s before the next read: after that one
+    time.sleep(max(0.0, after_read - time.time()))
+    played.seen["stale_route_at"] = int(time.time() * 1000)
+    run.cluster.create_topic(stale_topic(run), 3, brokers=BROKERS[:1])
 
 
 @pytest.fixture(scope="module")
@@ -809,3 +852,87 @@ def test_a_machine_room_nearby_group_is_analysed_with_its_rule(played, spark):
     sources = [json.loads(r["details"])["strategy_sources"] for r in snapshots]
     assert "reported" in {source.get("strategy") for source in sources}, sources
     assert episodes(run, spark, group, "UNKNOWN_STRATEGY") == []
+
+
+def held_spans(clients: list, topic: str) -> dict[tuple[str, int], list[tuple[int, int | None, tuple[str, ...]]]]:
+    """Per queue of ``topic``, the spans (from, to or None while it lasts) in which two or more of ``clients`` held it
+    together, with their client ids, from each client's own timed ``held`` lines."""
+    changes = sorted((line["time"], c.client_id, held_in(line, topic)) for c in clients for line in c.of_kind("held"))
+    holding: dict[str, frozenset] = {}
+    spans: dict[tuple[str, int], list[list]] = {}
+    for at, client_id, queues in changes:
+        holding[client_id] = queues
+        for queue in {q for qs in holding.values() for q in qs} | set(spans):
+            holders = tuple(sorted(c for c, qs in holding.items() if queue in qs))
+            open_span = spans.get(queue, [])[-1:] and spans[queue][-1][1] is None
+            if len(holders) >= 2 and not open_span:
+                spans.setdefault(queue, []).append([at, None, holders])
+            elif len(holders) < 2 and open_span:
+                spans[queue][-1][1] = at
+    return {q: [tuple(span) for span in found] for q, found in spans.items()}
+
+
+def held_in(line: dict, topic: str) -> frozenset:
+    return frozenset((b, q) for b, q in line["queues"].get(topic, []))
+
+
+def test_a_stale_route_is_recorded_as_observed_double_holding_while_it_lasts(played, spark):
+    """The slow client keeps its old route's share (a1) after the topic grew to 3 queues, while the fast client
+    already computes a0 a1 on the new route: both hold a1, as each prints its own process queues. The monitor,
+    from the clients' running info, records that as OBSERVED_DOUBLE_HOLDING while it lasts (not DOUBLE_OWNED_QUEUES:
+    no allocation predicts it), naming a1 and both holders, and closes it once the slow client let a1 go."""
+    scenarios = played("5")
+    run, group = scenarios.run, scenarios.run.group("stale")
+    clients = scenarios.clients[group]
+    route_at = scenarios.seen["stale_route_at"]
+    doubles = {q: spans for q, spans in held_spans(clients, stale_topic(run)).items() if spans[-1][0] >= route_at}
+    assert list(doubles) == [("broker-a", 1)], f"the clients did not both hold a1 after the route change: {doubles}"
+    ((since, until, holders),) = doubles[("broker-a", 1)][-1:]
+    assert holders == tuple(sorted(c.client_id for c in clients))
+    observed = episodes(run, spark, group, "OBSERVED_DOUBLE_HOLDING")
+    (opened,) = [e for e in observed if e["status"] == "OPENED"]
+    assert since <= opened["opened_at_ms"] and (until is None or opened["opened_at_ms"] <= until), (since, until)
+    (queue,) = json.loads(opened["details"])["queues"]
+    assert (queue["broker"], queue["queue_id"], tuple(queue["holders"])) == ("broker-a", 1, holders)
+    if until is not None:
+        (closed,) = [e for e in observed if e["status"] == "CLOSED"]
+        assert closed["closed_at_ms"] >= until
+    assert episodes(run, spark, group, "DOUBLE_OWNED_QUEUES") == []
+
+
+def converged_at(scenarios: Played, group: str) -> int:
+    """When the group's real clients had last converged (their held queues steady): the first settling, the
+    survivors' for the departure groups, the slow client's move to the new route for the stale-route group."""
+    run = scenarios.run
+    if group in (run.group("departing"), run.group("frozen")):
+        return scenarios.seen["survivors_settled_at"]
+    if group == run.group("stale"):
+        spans = held_spans(scenarios.clients[group], stale_topic(run))
+        ends = [until for found in spans.values() for _, until, _ in found]
+        return max([scenarios.seen["settled_at"], *[e for e in ends if e is not None]])
+    return scenarios.seen["settled_at"]
+
+
+@pytest.mark.parametrize("line", ["5", "4.9"])
+def test_no_assignment_mismatch_opens_after_the_real_clients_converged(played, spark, line):
+    """Reports from before a group's latest generation plus the clients' rebalance delay are not compared, so no
+    group whose real clients had converged gets an ASSIGNMENT_MISMATCH afterwards; and where their reports count,
+    each queue's holders in queue_holders_current are the clients that print it among their own process queues."""
+    scenarios = played(line)
+    run = scenarios.run
+    late = {
+        group: [
+            e["opened_at_ms"] for e in episodes(run, spark, group, "ASSIGNMENT_MISMATCH") if e["status"] == "OPENED"
+        ]
+        for group in scenarios.clients
+    }
+    assert {g: [t for t in opened if t > converged_at(scenarios, g)] for g, opened in late.items()} == {
+        g: [] for g in late
+    }
+    for _, group, *_ in assignment_specs(run, line):
+        if group.endswith("_broadcast"):
+            continue
+        rows = [r for r in run.read(spark, "queue_holders_current", group) if r["topic"] == run.topic]
+        real = {q: sorted(c.client_id for c in scenarios.clients[group] if q in held(c, run.topic)) for q in run.queues}
+        assert {(r["broker"], r["queue_id"]): sorted(r["holders"]) for r in rows} == real, group
+        assert {r["state"] for r in rows} == {"HELD"}, group

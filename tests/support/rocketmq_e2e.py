@@ -56,6 +56,10 @@ def e2e_config(bootstrap: str, root: Path, prefix: str, namesrv: str, **env: str
             "RRM__COLLECTOR__POLL_INTERVAL_MS": "2000",
             "RRM__COLLECTOR__STALE_AFTER_MS": "10000",
             "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "5000",
+            # The clients rebalance every 2 s: a report counts 2 s after a generation, and the collector re-reads
+            # a changed group's running info 2 s after that.
+            "RRM__MEMBERSHIP__CLIENT_REBALANCE_DELAY_MS": str(TEST_SPEED.rebalance_wait_interval_ms),
+            "RRM__COLLECTOR__RUNNING_INFO_AFTER_CHANGE_MS": str(TEST_SPEED.rebalance_wait_interval_ms + 2000),
             "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}_*"]',
             "RRM__COLLECTOR__METRICS_PORT": "0",
             "RRM__MEMBERSHIP__CHANNEL_EXPIRY_MS": str(TEST_SPEED.channel_expired_timeout_ms),

@@ -142,6 +142,7 @@ final class ConsumerMain {
             consumer.setClientIP(clientIp);
         }
         consumer.setHeartbeatBrokerInterval((int) o.getLong("heartbeat-ms", 30000));
+        consumer.setPollNameServerInterval((int) o.getLong("poll-name-server-ms", 30000));
         consumer.setAllocateMessageQueueStrategy(strategy(o.get("strategy", "AVG"), o.get("machine-room-regex", null)));
         Object model = Reflect.enumConstant(new String[] {
             "org.apache.rocketmq.common.protocol.heartbeat.MessageModel",
