@@ -4,7 +4,7 @@ consumer state the previous version left is migrated with its truth kept (Kafka 
 
 Run 1 builds the fleet: a group with a client ID on two channels (a duplicate, orphaned and double-owned
 queues), ordinary groups (one member leaving), a group whose brokers disagree, a group polled on both brokers,
-and producers isolating broker-b. Its consumer query keeps each shard's state as state version 6 wrote it
+and producers isolating broker-b. Its consumer query keeps each shard's state as state version 7 wrote it
 (``tests.support.state_versions``): the checkpoint is what the previous release leaves. Run 2, a new job of the
 current version on the same checkpoints and tables (the upgrade of ``docs/deploy.md``, "Upgrading"), reads one
 heartbeat of a new group: its consumer batch analyses that group alone, and the send queries have nothing to

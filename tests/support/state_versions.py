@@ -1,8 +1,8 @@
 """A consumer shard's state as the previous state version wrote it, for the tests that upgrade a checkpoint.
 
-Version 7 added each group's ``provisional`` cut and ``episode_rows`` and changed nothing else of the document:
-version 6's snapshot of the same input is the version-7 one without them (``tests/unit/test_state_migrations.py``
-checks that against a snapshot version 6's own code wrote). ``consumer_state_as_previous`` makes the consumer
+Version 8 added each group's ``reported_ms``, ``generation_ms``, ``observing`` and ``holder_rows`` and changed
+nothing else of the document: version 7's snapshot of the same input is the version-8 one without them
+(``tests/unit/test_state_migrations.py`` checks that against a snapshot version 7's own code wrote). ``consumer_state_as_previous`` makes the consumer
 queries a job starts keep that snapshot in their state store, so that the checkpoint holds what the previous
 release would have left; ``consumer_state`` reads a checkpoint's shards back through Spark's state data source.
 """
@@ -17,20 +17,14 @@ from unittest import mock
 
 from streaming.job.runtime import state_blob
 
-PREVIOUS_VERSION = 6
-_ADDED_IN_7 = ("provisional", "episode_rows")
-# Keys a version-7 state gained later, additively (read with defaults when absent): the reports' times, the latest
-# generation's time, the observed-grace flag and the holders rows written (docs/design/state-snapshots.md).
-_ADDED_LATER_IN_7 = ("reported_ms", "generation_ms", "observing", "holder_rows")
+PREVIOUS_VERSION = 7
+_ADDED_IN_8 = ("reported_ms", "generation_ms", "observing", "holder_rows")
 
 
 def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-7 shard snapshot as version 6 wrote it."""
+    """A version-8 shard snapshot as version 7 wrote it."""
     assert snapshot["schema_version"] == PREVIOUS_VERSION + 1, snapshot["schema_version"]
-    groups = {
-        g: {k: v for k, v in s.items() if k not in _ADDED_IN_7 + _ADDED_LATER_IN_7}
-        for g, s in snapshot["groups"].items()
-    }
+    groups = {g: {k: v for k, v in s.items() if k not in _ADDED_IN_8} for g, s in snapshot["groups"].items()}
     return {**snapshot, "schema_version": PREVIOUS_VERSION, "groups": groups}
 
 
@@ -50,7 +44,7 @@ class _PreviousVersionState:
 
 @contextmanager
 def consumer_state_as_previous() -> Iterator[None]:
-    """A block in which the consumer query a job starts stores each shard's state as version 6 wrote it: the job's
+    """A block in which the consumer query a job starts stores each shard's state as version 7 wrote it: the job's
     own state function, handed a state whose updates are ``shard_as_previous`` of the engine's snapshot (this
     module pickled by value, so the Python workers need not import the tests)."""
     from pyspark import cloudpickle

@@ -60,7 +60,7 @@ MEMBERSHIP = {
 }
 
 SHARD = {
-    "schema_version": 7,
+    "schema_version": 8,
     "routes": {"T": {"event_time_ms": 0, "queues": [["broker-a", 0], ["broker-a", 1]]}},
     "groups": {
         "G": {
@@ -289,7 +289,7 @@ def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
 
 RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
-    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 7),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 8),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
     ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]

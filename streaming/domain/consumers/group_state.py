@@ -54,7 +54,7 @@ class GroupState:
     # Each open episode's current row: [time of its last transition, generation then] (to restore it).
     episode_rows: dict[str, list[int]] = field(default_factory=dict)
     # "client\x00topic" -> [since_ms, taken_ms] of ``reported``: since when the client has reported exactly these
-    # queues, and its latest report (a key without times, from a version-7 state before them: not counted)
+    # queues, and its latest report (a key without times, from a version-7 state: not counted)
     reported_ms: dict[str, list[int]] = field(default_factory=dict)
     generation_ms: int | None = None  # when the latest generation was cut (None: none yet, or not recorded)
     observing: bool = False  # the last analysis saw an observed candidate short of the grace: reports re-analyse
@@ -102,11 +102,10 @@ class GroupState:
             _pending(data["pending"]),
             data["provisional"],
             {k: [int(t), int(g)] for k, (t, g) in data["episode_rows"].items()},
-            # Absent from a version-7 state written before reports were judged by their age (additive keys).
-            {k: [int(a), int(b)] for k, (a, b) in (data.get("reported_ms") or {}).items()},
-            data.get("generation_ms"),
-            bool(data.get("observing", False)),
-            dict(data.get("holder_rows") or {}),
+            {k: [int(a), int(b)] for k, (a, b) in data["reported_ms"].items()},
+            data["generation_ms"],
+            bool(data["observing"]),
+            dict(data["holder_rows"]),
         )
 
 

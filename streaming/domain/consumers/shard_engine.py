@@ -177,9 +177,10 @@ SNAPSHOT_KIND = "shard"
 # queue's open rebalance cost (``progress`` queue entries gain a ``Handoff``); 5: each group's storm changes
 # (``storm_changes``: the storm is judged from who changed, not from a count of rebalances)
 # 6: each group's changes not cut yet (``pending``: generations are cut by event time, not per batch); 7: the cut
-# of them made where a call ended (``provisional``) and each open episode's current row (``episode_rows``).
+# of them made where a call ended (``provisional``) and each open episode's current row (``episode_rows``); 8: each
+# report's times (``reported_ms``), the latest generation's time, the observed grace's flag and the holders rows.
 # Older versions are migrated on restore (``shard_migrations``).
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything

@@ -32,4 +32,19 @@ def v6_to_v7(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     return _groups(snapshot, lambda state: {"provisional": None, "episode_rows": {}})
 
 
-MIGRATIONS: Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {5: v5_to_v6, 6: v6_to_v7}
+def v7_to_v8(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """8 keeps each report's times (``reported_ms``), the latest generation's time (``generation_ms``), whether an
+    observed candidate waits for its grace (``observing``) and the holders rows written (``holder_rows``). Version 7
+    kept no report's time: its reports are kept and count from each client's next report on (``{}``: no time, not
+    counted); the generation's time is unknown (``None``: the next report of each client counts, as version 7
+    compared every report); nothing waits (``False``) and no holders row was written (``{}``)."""
+    return _groups(
+        snapshot, lambda state: {"reported_ms": {}, "generation_ms": None, "observing": False, "holder_rows": {}}
+    )
+
+
+MIGRATIONS: Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
+    5: v5_to_v6,
+    6: v6_to_v7,
+    7: v7_to_v8,
+}
