@@ -405,6 +405,30 @@ class LocalRocketMQCluster:
             f"admin command {args[0]} failed {attempts} times, last: {reason}; logs in {self.home}"
         )
 
+    def mqadmin(self, command: str, *args: str, timeout_s: float = 60.0) -> str:
+        """RocketMQ's own ``mqadmin COMMAND -n NAMESRV ARGS`` (the line's tools, in a short-lived JVM): what it
+        printed. mqadmin prints a failure's stack trace and exits 0, so the caller judges the text."""
+        home = self.home / "mqadmin"
+        home.mkdir(parents=True, exist_ok=True)
+        run = [
+            "java",
+            "-Xmx128m",
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            f"-Duser.home={home}",
+            f"-Drocketmq.home.dir={home}",
+            "-Djava.net.preferIPv4Stack=true",
+            "-cp",
+            str(jvm_artifacts.jar_dir(PROFILE_BY_LINE[self.line]) / "*"),
+            "org.apache.rocketmq.tools.command.MQAdminStartup",
+            command,
+            "-n",
+            self.namesrv_addr,
+            *args,
+        ]
+        result = subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
+        return result.stdout + result.stderr
+
     # -- helpers --------------------------------------------------------------------------------
     def _admin_command(self, *args: str) -> list[str]:
         signed = (

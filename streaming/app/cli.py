@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from connectors.jvm_artifacts import ArtifactError
     from streaming.config import ConfigError
-    from streaming.job.consumer.layout import CheckpointLayoutError
+    from streaming.job.runtime.checkpoint_layout import CheckpointLayoutError
     from streaming.job.runtime.storage_check import StorageError
 
     try:

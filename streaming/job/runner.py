@@ -81,9 +81,10 @@ class MonitorJob:
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
-        from streaming.job.consumer.layout import check_shard_layout
+        from streaming.job.runtime.checkpoint_layout import check_shard_layout
         from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
         from streaming.job.runtime.storage_check import check_writable
+        from streaming.job.sends.fault_replay import check_state_shards
 
         self._started_at = time.time()
         c = self.config
@@ -94,8 +95,9 @@ class MonitorJob:
         roots = (c.paths.delta_root, c.paths.checkpoint_root)
         storage = c.storage if object_store.needs_s3(roots) else None
         self.session = build_spark_session(SparkSettings.of(c.spark, c.paths.checkpoint_root, storage))
-        # refused before anything is created or started: the consumer state is keyed by this count
+        # refused before anything is created or started: each path's state is keyed by its shard count
         check_shard_layout(self.session, self._checkpoint("consumer"), c.membership.shards)
+        check_state_shards(self.session, self._checkpoint("send-ingest"), c.producers.state_shards)
         if self.logger_levels:
             from streaming.job.runtime.spark_session import set_logger_levels
 

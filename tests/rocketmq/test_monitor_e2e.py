@@ -15,6 +15,8 @@ scenarios of a cluster line, each in groups of its own, are played together and 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,6 +25,11 @@ from typing import Any
 
 import pytest
 
+from dashboards.alerts import PROGRESS_ALERTS
+from streaming.app.cli import main as cli_main
+from streaming.domain.anomaly_catalogue import CATALOGUE
+from streaming.domain.progress.verdict import QueueState
+from streaming.domain.vocabulary import AnomalyKind
 from tests.support.agent_events import read_records
 from tests.support.job import read, run_available
 from tests.support.rocketmq_client import ClientProcess
@@ -32,6 +39,7 @@ from tests.support.rocketmq_e2e import (
     Client,
     Fleet,
     PollLog,
+    Queue,
     Reading,
     all_queues,
     e2e_config,
@@ -43,6 +51,7 @@ from tests.support.rocketmq_e2e import (
     wait_converged,
     wait_progress_sample,
 )
+from tests.support.runbook import confirm_commands
 
 pytestmark = pytest.mark.rocketmq
 
@@ -212,6 +221,7 @@ def play(run: Run, line: str, spark) -> Played:
         play_stuck(played)
         play_departures(played)
         play_producer_stop(played)
+        play_runbook(played)
     run.process(spark)
     # The tests judge what each client held once the job had run; the clients and the collector can stop now, so
     # that the line's other tests (a broker stopped under the outage test) cannot change it.
@@ -289,6 +299,49 @@ def play_producer_stop(played: Played) -> None:
         broker: run.cluster.connections(run.group("offline"), broker) for broker in BROKERS
     }
     played.seen["stuck_listed"] = {broker: run.cluster.connections(run.group("stuck"), broker) for broker in BROKERS}
+
+
+# The runbook sections whose commands are checked on the real cluster, with the scenario group each is about.
+def alert_of(kind: AnomalyKind) -> str:
+    name = CATALOGUE[kind].alert_name
+    assert name is not None, f"{kind} has no alert"
+    return name
+
+
+RUNBOOK_CHECKED = {
+    alert_of(AnomalyKind.DUPLICATE_CLIENT_ID): "circle_dup",
+    alert_of(AnomalyKind.INCONSISTENT_SUBSCRIPTION): "ownsub",
+    alert_of(AnomalyKind.OFFLINE_GROUP_BACKLOG): "offline",
+    PROGRESS_ALERTS[QueueState.ORPHAN_CONFIRMED].name: "circle_dup",
+    PROGRESS_ALERTS[QueueState.STUCK_HOLDER].name: "stuck",
+}
+# A client id a runbook command names (``-i``): the one to look at.
+CLIENT_PLACEHOLDER = re.compile(r"<[^>]+>|CLIENT_ID")
+
+
+def runbook_clients(played: Played, name: str) -> list[str]:
+    """The clients whose running info a runbook command of scenario ``name`` reads: the duplicated id (whose
+    share the orphaned queues are), each member of the inconsistent subscription, the stuck holder."""
+    clients = played.clients[played.run.group(name)]
+    if name == "circle_dup":
+        ids = [c.client_id for c in clients]
+        return sorted({i for i in ids if ids.count(i) > 1})
+    return [c.client_id for c in clients[: 1 if name == "stuck" else None]]
+
+
+def play_runbook(played: Played) -> None:
+    """Run each checked runbook section's mqadmin commands for its scenario's group while the incidents are live
+    (the clients still hold what they hold, the producer stopped): their output by (section, command, client)."""
+    run, seen = played.run, {}
+    for heading, name in RUNBOOK_CHECKED.items():
+        for command in confirm_commands(heading):
+            if command.startswith("mqadmin "):
+                words = CLIENT_PLACEHOLDER.sub("{client}", command).split()[1:]
+                words = [run.group(name) if w == "G" else w for w in words]
+                for client in runbook_clients(played, name) if "{client}" in words else [""]:
+                    output = run.cluster.mqadmin(*(w.replace("{client}", client) for w in words))
+                    seen[(heading, command, client)] = output
+    played.seen["runbook"] = seen
 
 
 def play_stuck(played: Played) -> None:
@@ -936,3 +989,110 @@ def test_no_assignment_mismatch_opens_after_the_real_clients_converged(played, s
         real = {q: sorted(c.client_id for c in scenarios.clients[group] if q in held(c, run.topic)) for q in run.queues}
         assert {(r["broker"], r["queue_id"]): sorted(r["holders"]) for r in rows} == real, group
         assert {r["state"] for r in rows} == {"HELD"}, group
+
+
+# mqadmin's printed tables: a consumerConnection row (client id, address); a consumerProgress row (topic, broker,
+# queue, broker offset, consumer offset, with ``-s true`` the holder's IP or N/A, diff); a running info's
+# subscription and ProcessQueueInfo rows (consumerStatus -i).
+CONNECTION_ROW = re.compile(r"^(\S+@\S+)\s+(\S+:\d+)\s+\S+\s+V", re.M)
+PROGRESS_ROW = re.compile(
+    r"^(\S+)\s+(broker-\w+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(?:(\S*[./]\S*)\s+)?(-?\d+)\s+-?\d+\s", re.M
+)
+SUBSCRIPTION_ROW = re.compile(r"^\d{3} Topic: (\S+)\s+ClassFilter", re.M)
+QUEUE_DETAIL_ROW = re.compile(r"^(\S+)\s+(broker-\w+)\s+(\d+)\s+ProcessQueueInfo \[(.*)\]$", re.M)
+
+
+def mqadmin_output(seen: dict, heading: str, verb: str) -> dict[str, str]:
+    """What the section's ``mqadmin VERB`` printed during the play, by the client it named ("" for none)."""
+    found = {client: out for (h, command, client), out in seen.items() if h == heading and command.split()[1] == verb}
+    assert found, f"{heading} names no mqadmin {verb} (or it was not run)"
+    return found
+
+
+def progress_rows(output: str, topic: str) -> dict[Queue, tuple[int, int, str | None, int]]:
+    """consumerProgress's rows of ``topic``: (broker offset, consumer offset, client IP or None, diff) by queue."""
+    rows = {}
+    for t, broker, queue_id, broker_offset, consumer_offset, ip, diff in PROGRESS_ROW.findall(output):
+        if t == topic:
+            rows[(broker, int(queue_id))] = (int(broker_offset), int(consumer_offset), ip or None, int(diff))
+    return rows
+
+
+def queue_details(output: str, topic: str) -> dict[Queue, dict[str, str]]:
+    """A running info's ProcessQueueInfo of each queue of ``topic`` it holds, field by field."""
+    return {
+        (broker, int(queue_id)): dict(field.split("=", 1) for field in info.split(", "))
+        for t, broker, queue_id, info in QUEUE_DETAIL_ROW.findall(output)
+        if t == topic
+    }
+
+
+def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, spark, capsys):
+    """The runbook sections of the incidents played here: each mqadmin command they name, run while the incident
+    was live, shows it as the real clients and brokers have it; each monitor query they name answers for the
+    group."""
+    scenarios = played("5")
+    run, seen = scenarios.run, scenarios.seen["runbook"]
+    sections = {name: heading for heading, name in RUNBOOK_CHECKED.items()}
+    lags = {name: broker_stats(scenarios.seen, run.group(name)) for name in ("circle_dup", "offline", "stuck")}
+
+    # Duplicate client id: consumerConnection lists the twins' id once per real process, each its own address.
+    twins = runbook_clients(scenarios, "circle_dup")
+    (listed,) = mqadmin_output(
+        seen, CATALOGUE[AnomalyKind.DUPLICATE_CLIENT_ID].alert_name, "consumerConnection"
+    ).values()
+    addresses = [addr for client, addr in CONNECTION_ROW.findall(listed) if client in twins]
+    real_twins = [c for c in scenarios.clients[run.group("circle_dup")] if c.client_id in twins]
+    assert len(set(addresses)) == len(real_twins) == 2, listed
+
+    # Inconsistent subscription: each member's running info lists the topics the member subscribes.
+    members = {c.client_id: c for c in scenarios.clients[run.group("ownsub")]}
+    subscribed = {"first-only": {run.topic}, "both": {run.topic, f"{run.prefix}_second"}}
+    status = mqadmin_output(seen, sections["ownsub"], "consumerStatus")
+    assert set(status) == set(members)
+    for client, output in status.items():
+        topics = {t for t in SUBSCRIPTION_ROW.findall(output) if not t.startswith("%RETRY%")}
+        assert topics == subscribed[members[client].name], output
+
+    # Offline group: no broker lists a connection; consumerProgress's Diff is the brokers' lag of every queue.
+    (connections,) = mqadmin_output(seen, sections["offline"], "consumerConnection").values()
+    assert not CONNECTION_ROW.findall(connections) and "CODE: 206" in connections, connections  # not online
+    (offline,) = mqadmin_output(seen, sections["offline"], "consumerProgress").values()
+    rows = progress_rows(offline, run.topic)
+    assert {q: r[3] for q, r in rows.items()} == {(b, q): broker_lag(r) for (_, b, q), r in lags["offline"].items()}
+    assert all(r[3] > 0 for r in rows.values()), offline
+
+    # Confirmed orphans: consumerProgress -s true shows the queues no client holds with no holder (N/A) and the
+    # brokers' lag; the expected owner's running info holds its share and none of them.
+    dup = scenarios.clients[run.group("circle_dup")]
+    unheld = run.queues - {q for c in dup for q in held(c, run.topic)}
+    orphans = sections["circle_dup"]
+    assert orphans == PROGRESS_ALERTS[QueueState.ORPHAN_CONFIRMED].name
+    (progress_out,) = mqadmin_output(seen, orphans, "consumerProgress").values()
+    rows = progress_rows(progress_out, run.topic)
+    assert {q for q, r in rows.items() if r[2] == "N/A"} == unheld, progress_out
+    for queue in unheld:
+        assert rows[queue][3] == broker_lag(lags["circle_dup"][(run.topic, *queue)]) > 0
+    (owner_status,) = mqadmin_output(seen, orphans, "consumerStatus").values()
+    assert set(queue_details(owner_status, run.topic)) == set(held(real_twins[0], run.topic)), owner_status
+
+    # Stuck holder: its running info shows the blocked message as the oldest cached one; the Diff does not fall.
+    blocked = scenarios.seen["blocked"]
+    queue = (blocked["broker"], blocked["queue_id"])
+    (holder_status,) = mqadmin_output(seen, sections["stuck"], "consumerStatus").values()
+    info = queue_details(holder_status, blocked["topic"])[queue]
+    assert int(info["cachedMsgMinOffset"]) == blocked["queue_offset"] and int(info["cachedMsgCount"]) > 0, info
+    (stuck,) = mqadmin_output(seen, sections["stuck"], "consumerProgress").values()
+    _, consumer_offset, _, diff = progress_rows(stuck, blocked["topic"])[queue]
+    assert consumer_offset == blocked["queue_offset"] and diff == broker_lag(lags["stuck"][(blocked["topic"], *queue)])
+
+    # The monitor's own commands of each section answer for the group.
+    delta_root = str(run.config.paths.delta_root)
+    for heading, name in RUNBOOK_CHECKED.items():
+        for command in confirm_commands(heading):
+            if command.startswith("query "):
+                words = [run.group(name) if w == "G" else w for w in shlex.split(command)]
+                code = cli_main([*words, "--delta-root", delta_root, "--json"])
+                answer = capsys.readouterr().out
+                assert code == 0 and json.loads(answer), (command, answer)
+                assert all(r["group"] == run.group(name) for r in json.loads(answer)), command

@@ -10,16 +10,20 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
 from dashboards import alerts
+from dashboards.alerts import PROGRESS_ALERTS
 from dashboards.generate import INDEX_BEGIN, INDEX_END, runbook_index
+from streaming.app.cli import build_parser
 from streaming.contract.tables import TABLES
 from streaming.domain.anomaly_catalogue import CATALOGUE
 from streaming.domain.consumers.episodes import Finding
 from streaming.domain.vocabulary import AnomalyKind, Severity
+from tests.support.runbook import confirm_commands
 
 ROOT = Path(__file__).parents[2]
 CATALOGUE_FILE = ROOT / "streaming" / "domain" / "anomaly_catalogue.py"
@@ -70,6 +74,19 @@ def test_the_runbook_has_one_section_for_the_kind_and_states_no_severity_of_its_
     assert ids.count(spec.anchor) == 1, spec.anchor
     section = RUNBOOK.split(headings[ids.index(spec.anchor)], 1)[1].split("\n#", 1)[0]
     assert "**Severity**" not in section and "everity" not in section.split("\n\n", 2)[1][:40]
+
+
+ALERT_SECTIONS = [s.alert_name for s in CATALOGUE.values() if s.alert_name] + [a.name for a in PROGRESS_ALERTS.values()]
+
+
+@pytest.mark.parametrize("alert", ALERT_SECTIONS)
+def test_an_alerts_runbook_section_names_commands_that_confirm_it_and_the_cli_takes_them(alert):
+    commands = confirm_commands(alert)
+    assert any(c.startswith("mqadmin ") for c in commands), commands
+    assert any(c.startswith("query ") for c in commands), commands
+    for command in commands:
+        if command.startswith("query "):
+            build_parser().parse_args(shlex.split(command))  # exits (fails) on an option the CLI does not have
 
 
 def test_the_runbook_index_is_the_catalogues():

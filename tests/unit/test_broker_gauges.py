@@ -37,6 +37,12 @@ def test_a_deletion_wins_over_a_row_of_the_same_time_as_in_the_merge():
     assert rows.rows() == []
 
 
+def test_of_two_rows_of_the_same_time_the_last_given_wins():
+    rows = CurrentRows(ITEM_KEY, ITEM_COLUMNS)
+    rows.apply([kept(item("p1", "a", 5, t=3)), kept(item("p1", "a", 9, t=3))])
+    assert rows.rows() == [{"producer_id": "p1", "broker": "a", "unavailable_until_ms": 9}]
+
+
 def test_applying_a_batch_twice_leaves_what_applying_it_once_does():
     batch = [kept(item("p1", "a", 9, t=2)), gone(item("p2", "a", None, t=3)), kept(item("p3", "b", 1, t=3))]
     once = CurrentRows(ITEM_KEY, ITEM_COLUMNS, [item("p2", "a", 7)])

@@ -19,6 +19,7 @@ from streaming.domain.faults.settings import FaultSettings
 from streaming.domain.faults.shard import FaultShard, PairSend
 from streaming.domain.faults.tolerance import SendOutcome
 from streaming.job.delta.fault_table_rows import pair_changes, window_row
+from streaming.job.runtime.checkpoint_layout import CheckpointLayoutError
 from streaming.job.sends.fault_replay import FaultReplayer, FaultReplayState, KeptSend, kept_send, replay_batch
 
 NO_DELAY_EFFECT = 10**15  # a delay no send moves the watermark past: the tests set it by hand
@@ -241,7 +242,7 @@ def test_a_checkpoint_made_with_another_shard_count_is_refused_by_name_and_an_em
     replay.run([(1_000, 600, "OK", "rocketmq-4")], shard=3)
     held = replace(replay.state, shard_count=8)
     refusing = FaultReplayer(StoredFiles(held), replay.settings, 4, 0, outputs=None)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"\[producers\] state_shards is 4.* in 8 shards"):
+    with pytest.raises(CheckpointLayoutError, match=r"\[producers\] state_shards is 4.* in 8 shards"):
         refusing.prepare(None, [], 1)  # type: ignore[arg-type]
     empty = FaultReplayer(StoredFiles(), replay.settings, 4, 0, outputs=None)  # type: ignore[arg-type]
     assert empty.prepare(None, [], 0) == ([], None)  # type: ignore[arg-type]

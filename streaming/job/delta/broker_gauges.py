@@ -18,8 +18,8 @@ Change = tuple[Mapping[str, Any], bool]
 
 class CurrentRows:
     """A current table's rows, reduced to ``columns``, as its write leaves them after each batch: per key the
-    batch's latest change (by ``event_time_ms``; a deletion at a tie, as the MERGE) replaces the stored row or,
-    a deletion, removes it."""
+    batch's latest change (by ``event_time_ms``; at a tie a deletion, as the MERGE, else the last given: changes
+    come in the order they were emitted) replaces the stored row or, a deletion, removes it."""
 
     def __init__(self, key: tuple[str, ...], columns: tuple[str, ...], rows: Iterable[Mapping[str, Any]] = ()) -> None:
         self.key = key
@@ -36,7 +36,7 @@ class CurrentRows:
         for row, gone in batch:
             key = self._key(row)
             held = latest.get(key)
-            if held is None or (row.get("event_time_ms") or 0, gone) > (held[0].get("event_time_ms") or 0, held[1]):
+            if held is None or (row.get("event_time_ms") or 0, gone) >= (held[0].get("event_time_ms") or 0, held[1]):
                 latest[key] = row, gone
         for key, (row, gone) in latest.items():
             if gone:

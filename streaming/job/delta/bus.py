@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 # The tag column: the kind of the row, the name of the one struct column it fills.
 TAG = "table"
+# The row's place in its state function call's output: of one key's changes of the same event time, the sink
+# keeps the one emitted last (all changes of a key come from one call per batch).
+SEQ = "seq"
 # Columns the sink fills in itself: the micro-batch and the timestamp of ``event_time_ms``.
 SINK_COLUMNS = frozenset({"batch_id", "event_time"})
 # The tables the consumer query writes rows of, in the catalogue's order.
@@ -137,11 +140,11 @@ def struct_type(fields: Sequence[Column]) -> StructType:
 
 
 def output_schema() -> StructType:
-    """The consumer query's output: ``TAG`` and one struct column per kind (NULL but the tagged one)."""
+    """The consumer query's output: ``TAG``, ``SEQ`` and one struct column per kind (NULL but the tagged one)."""
     from pyspark.sql import types as T
 
     kinds = [T.StructField(kind, struct_type(fields)) for kind, fields in KINDS.items()]
-    return T.StructType([T.StructField(TAG, T.StringType()), *kinds])
+    return T.StructType([T.StructField(TAG, T.StringType()), T.StructField(SEQ, T.LongType()), *kinds])
 
 
 def values(kind: str, row: Any) -> tuple[Any, ...]:
@@ -155,7 +158,7 @@ def output_frame(records: Iterable[tuple[str, dict[str, Any]]]) -> pd.DataFrame:
 
     records = list(records)
     n = len(records)
-    data: dict[str, list[Any]] = {TAG: [kind for kind, _ in records]}
+    data: dict[str, list[Any]] = {TAG: [kind for kind, _ in records], SEQ: list(range(n))}
     data.update((kind, [None] * n) for kind in KINDS)
     for i, (kind, row) in enumerate(records):
         data[kind][i] = _VALUES[kind](row)
@@ -164,11 +167,13 @@ def output_frame(records: Iterable[tuple[str, dict[str, Any]]]) -> pd.DataFrame:
 
 def output_rows(records: Iterable[tuple[str, dict[str, Any]]]) -> list[tuple[Any, ...]]:
     """``(kind, row)`` records as rows of ``output_schema``, for a local DataFrame of the output (benchmarks)."""
-    return [(kind, *(_VALUES[k](row) if k == kind else None for k in KINDS)) for kind, row in records]
+    return [
+        (kind, seq, *(_VALUES[k](row) if k == kind else None for k in KINDS)) for seq, (kind, row) in enumerate(records)
+    ]
 
 
-def kind_rows(batch: DataFrame, kind: str) -> DataFrame:
-    """The batch's rows of ``kind``, as its struct's columns."""
+def kind_rows(batch: DataFrame, kind: str, with_seq: bool = False) -> DataFrame:
+    """The batch's rows of ``kind``, as its struct's columns (and ``SEQ``, ``with_seq``)."""
     from pyspark.sql import functions as F
 
-    return batch.where(F.col(TAG) == kind).select(f"`{kind}`.*")
+    return batch.where(F.col(TAG) == kind).select(f"`{kind}`.*", *([SEQ] if with_seq else []))

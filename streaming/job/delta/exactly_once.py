@@ -23,6 +23,7 @@ from streaming.job.runtime.hadoop_files import read_whole, write_whole
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -146,19 +147,17 @@ def merge_idempotent(
 def ensure_table(
     session: SparkSession,
     path: str,
-    schema_ddl: str,
+    schema: StructType,
     partition_by: tuple[str, ...] = (),
     properties: Mapping[str, str] | None = None,
 ) -> None:
-    """Create an empty Delta table with a documented schema if none exists at ``path``."""
+    """Create an empty Delta table of ``schema`` if none exists at ``path``."""
     from delta.tables import DeltaTable
 
     if DeltaTable.isDeltaTable(session, path):
         return
     remove_unfinished_creation(session, path)
-    builder = (
-        DeltaTable.createIfNotExists(session).location(path).addColumns(session.createDataFrame([], schema_ddl).schema)
-    )
+    builder = DeltaTable.createIfNotExists(session).location(path).addColumns(schema)
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
     for key, value in (properties or {}).items():

@@ -32,7 +32,7 @@ from streaming.job.delta.broker_gauges import (
     producers_all_down,
     view_summary,
 )
-from streaming.job.delta.bus import RETRACTED_CUTS, TAG, deleted, kind_rows, struct_type
+from streaming.job.delta.bus import RETRACTED_CUTS, SEQ, TAG, deleted, kind_rows, struct_type
 from streaming.job.delta.fault_table_rows import FAULT_WINDOWS, PAIR_STATUS, WINDOW_FIELDS, pair_changes, window_values
 from streaming.job.delta.metric_rows import (
     GROUP_GONE,
@@ -82,23 +82,24 @@ def _rows(batch: DataFrame, table: str) -> DataFrame:
 
 
 def _changes(batch: DataFrame, table: str) -> DataFrame:
-    """A current table's rows and deletions of the batch, with ``DELETED``."""
+    """A current table's rows and deletions of the batch, with ``DELETED`` and ``SEQ``."""
     from pyspark.sql import functions as F
 
-    rows = kind_rows(batch, table).withColumn(DELETED, F.lit(False))
-    deletions = kind_rows(batch, deleted(table)).withColumn(DELETED, F.lit(True))
+    rows = kind_rows(batch, table, with_seq=True).withColumn(DELETED, F.lit(False))
+    deletions = kind_rows(batch, deleted(table), with_seq=True).withColumn(DELETED, F.lit(True))
     return rows.unionByName(deletions, allowMissingColumns=True)
 
 
 def _latest_per_key(frame: DataFrame, key: tuple[str, ...]) -> DataFrame:
     """Each key's latest change by event time; of changes of the same time a deletion wins (a queue's progress row
-    and the end of its tracking at one sample: the end comes after)."""
+    and the end of its tracking at one sample: the end comes after), else the one emitted last (``SEQ``: a split
+    answer's parts at one sample)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     deletion_first = F.when(F.col(DELETED), 0).otherwise(1)
-    window = Window.partitionBy(*key).orderBy(F.col("event_time_ms").desc(), deletion_first)
-    return frame.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
+    window = Window.partitionBy(*key).orderBy(F.col("event_time_ms").desc(), deletion_first, F.col(SEQ).desc())
+    return frame.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank", SEQ)
 
 
 def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id: str, batch_id: int) -> None:
@@ -162,7 +163,8 @@ def consumer_sink(
             if metrics is not None and _VIEW_KINDS & set(present):
                 if views is None:
                     views = current_rows(tables, Table.BROKER_VIEWS_CURRENT, VIEW_KEY, VIEW_COLUMNS)
-                views.apply(change for kind in _VIEW_KINDS for change in _as_changes(kind, typed.get(kind, ())))
+                changes = (c for kind in _VIEW_KINDS for c in _as_changes(kind, typed.get(kind, ())))
+                views.apply(_in_emitted_order(changes))
                 apply_view_metrics(metrics, view_summary(views.rows()))
             writes = _consumer_writes(tables, batch, present, app_id, batch_id)
             writes += held.writes(batch.sparkSession, typed, app_id, batch_id)
@@ -206,7 +208,7 @@ class HeldCurrentTables:
         """The overwrites of the tables ``typed`` (the batch's rows by kind) change."""
         writes = []
         for table, kinds in HELD_CURRENT_TABLES.items():
-            changes = [c for kind in kinds for c in _as_changes(kind, typed.get(kind, ()))]
+            changes = _in_emitted_order(c for kind in kinds for c in _as_changes(kind, typed.get(kind, ())))
             if not changes:
                 continue
             current = self.held.get(table)
@@ -218,14 +220,21 @@ class HeldCurrentTables:
         return writes
 
 
+def _in_emitted_order(changes: Iterable[Change]) -> list[Change]:
+    """A batch's changes as the state function emitted them (``SEQ``): ``CurrentRows`` keeps, of one key's changes
+    of the same time, the last given."""
+    return sorted(changes, key=lambda change: change[0][SEQ])
+
+
 def _consumer_batch_summary(batch: DataFrame, with_metrics: bool) -> tuple[dict[str, int], dict[str, list[Any]]]:
     """One pass for the kinds present (``n`` rows each) and the rows the driver reads, by kind (dicts): those the
     held current tables are built from (``HELD_CURRENT_TABLES``) and, ``with_metrics``, the small rows the metrics
-    are computed from (``METRIC_KINDS``, the polled views)."""
+    are computed from (``METRIC_KINDS``, the polled views); each row with its ``SEQ``."""
     from pyspark.sql import functions as F
 
     wanted = sorted(_HELD_SOURCES | METRIC_KINDS | _VIEW_KINDS if with_metrics else _HELD_SOURCES)
-    summary = batch.groupBy(TAG).agg(F.count("*").alias("n"), *[F.collect_list(k).alias(k) for k in wanted]).collect()
+    lists = [F.collect_list(F.when(F.col(TAG) == k, F.struct(f"`{k}`.*", SEQ))).alias(k) for k in wanted]
+    summary = batch.groupBy(TAG).agg(F.count("*").alias("n"), *lists).collect()
     present = {r[TAG]: r["n"] for r in summary}
     typed = {r[TAG]: [v.asDict(recursive=True) for v in r[r[TAG]]] for r in summary if r[TAG] in wanted}
     return present, typed

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from connectors.object_store import join
 from streaming.contract.tables import TABLES, column_names
+from streaming.job.delta.bus import struct_type
 from streaming.job.delta.exactly_once import (
     align_auto_compaction_count,
     append_idempotent,
@@ -77,7 +78,9 @@ class DeltaTables:
     def ensure_all(self, names: list[str] | None = None) -> None:
         for name in names or list(TABLES):
             spec = TABLES[name]
-            ensure_table(self.session, self.path(name), spec.schema_ddl, spec.partition_by, self.properties(spec.kind))
+            ensure_table(
+                self.session, self.path(name), struct_type(spec.columns), spec.partition_by, self.properties(spec.kind)
+            )
 
     def read(self, name: str) -> DataFrame:
         return self.session.read.format("delta").load(self.path(name))

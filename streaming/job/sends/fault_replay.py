@@ -20,6 +20,7 @@ from streaming.domain.faults.shard import FaultShard, Pair, PairSend
 from streaming.domain.faults.tolerance import SendOutcome
 from streaming.domain.state_codec import unwrap_state, wrap_state
 from streaming.job.runtime import state_blob
+from streaming.job.runtime.checkpoint_layout import CheckpointLayoutError
 from streaming.job.runtime.hadoop_files import read_whole, write_whole
 
 if TYPE_CHECKING:
@@ -198,6 +199,25 @@ def collect_kept_sends(updates: DataFrame, shards: int) -> list[KeptSend]:
     return [kept_send(row.asDict()) for row in framed.collect()]
 
 
+def _with_shard_count(state: FaultReplayState, shards: int) -> FaultReplayState:
+    """``state`` for ``shards`` shards: a state made with another count is refused (``CheckpointLayoutError``)."""
+    if not state.shards:
+        return replace(state, shard_count=shards)
+    if state.shard_count != shards:
+        raise CheckpointLayoutError(
+            f"[producers] state_shards is {shards}, but send-ingest's checkpoint holds fault items in "
+            f"{state.shard_count} shards: set it back to {state.shard_count}, or start send-ingest on a new "
+            "checkpoint (its fault items then rebuild from the next sends)"
+        )
+    return state
+
+
+def check_state_shards(session: SparkSession, checkpoint: str, shards: int) -> None:
+    """Refuse (``CheckpointLayoutError``) a start whose ``[producers] state_shards`` differs from the count the
+    send-ingest checkpoint's fault items were made with, before any query starts."""
+    _with_shard_count(FaultStateFiles(session, checkpoint).load(), shards)
+
+
 class FaultStateFiles:
     """The replay's state files in ``<checkpoint>/fault-state``, through Hadoop's FileSystem (any checkpoint
     URI): ``<batch id>`` each, written to a temporary name and renamed, the newest ``KEPT_STATE_FILES`` + 1 kept."""
@@ -265,16 +285,7 @@ class FaultReplayer:
 
     def _loaded(self) -> FaultReplayState:
         """The state the checkpoint holds, made with this shard count (a pair's shard follows from it)."""
-        state = self.files.load()
-        if not state.shards:
-            return replace(state, shard_count=self.shards)
-        if state.shard_count != self.shards:
-            raise ValueError(
-                f"[producers] state_shards is {self.shards}, but send-ingest's checkpoint holds fault items in "
-                f"{state.shard_count} shards: set it back to {state.shard_count}, or start send-ingest on a new "
-                "checkpoint (its fault items then rebuild from the next sends)"
-            )
-        return state
+        return _with_shard_count(self.files.load(), self.shards)
 
     def commit(self, state: FaultReplayState) -> None:
         self.files.save(state)

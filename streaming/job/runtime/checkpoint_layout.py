@@ -5,7 +5,8 @@ with another count, a group's events reach a shard without its state while its o
 second, empty membership and an old one that never changes again. So the count is written to
 ``<checkpoint>/rrm-consumer-layout.json`` (through Hadoop's FileSystem, any checkpoint URI) at the first start,
 and a start with another count is refused. A checkpoint from before the file existed records the count it is
-started with.
+started with. (send-ingest's fault items record their ``[producers] state_shards`` in their own state files:
+``sends.fault_replay.check_state_shards``.)
 """
 
 from __future__ import annotations
