@@ -205,11 +205,14 @@ def play(run: Run, line: str, spark) -> Played:
     played.seen["started"] = (started, time.time())
     if line == "5":
         played.seen["producer"] = start_producer(run, f"{run.topic},{pop_topic}")
-    pullers = {g: c for g, c in played.clients.items() if g != run.group("pop")}
+    # The stale-route group's topic is on broker-a only: its clients know no other broker (settled below).
+    pullers = {g: c for g, c in played.clients.items() if g not in (run.group("pop"), run.group("stale"))}
     if line == "5":
         wait_converged(played.clients[run.group("ownsub")], second)
         played.seen["idle_settled"] = wait_converged(played.clients[run.group("idle")], idle_topic(run))
+        called_ms = int(time.time() * 1000)
         wait_converged(played.clients[run.group("stale")], stale_topic(run))
+        run.polls.wait([run.group("stale")], BROKERS[:1], after_ms=called_ms)
     played.settled = run.settle(pullers)
     played.seen["settled_at"] = int(time.time() * 1000)
     if line == "5":
