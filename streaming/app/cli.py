@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", help="TOML file (see conf/monitor.toml); defaults apply to what it omits")
     run.add_argument("--available-now", action="store_true", help="process what is in Kafka now, then exit")
+    run.add_argument(
+        "--new-state",
+        action="store_true",
+        help="on a new checkpoint_root over tables written before: empty the current tables, keep the history and "
+        "read Kafka from the latest offsets (refused without it)",
+    )
     run.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     run.set_defaults(handler=services.run)
 

@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     from streaming.job.runner import MonitorJob
 
     config = load_config(args.config)  # a ConfigError is one line per problem and exit code 2 (main)
-    job = MonitorJob(config, available_now=args.available_now)
+    job = MonitorJob(config, available_now=args.available_now, new_state=args.new_state)
     if args.available_now:
         try:
             job.start()
