@@ -85,7 +85,7 @@ def simulate(args: argparse.Namespace) -> int:
         if type(error).__module__.startswith("kafka"):
             if refusals.seen:
                 raise NotFound(
-                    f"simulate: Kafka at {bootstrap} refused the producer's authentication ({refusals.seen[-1]}); "
+                    f"Kafka at {bootstrap} refused the producer's authentication ({refusals.seen[-1]}); "
                     "check [kafka.options]: the SASL credentials and the trust store"
                 ) from None
             detail = type(error).__name__ + ("" if str(error) in ("", type(error).__name__) else f": {error}")
