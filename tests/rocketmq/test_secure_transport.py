@@ -92,6 +92,7 @@ def test_simulate_publishes_and_the_job_reads_through_sasl_ssl(secure_kafka, spa
         **options_env(listener.client_options()),
     )
     config = load_config(None, env=env)
+    assert listener.client_password() not in repr(config) + str(config.kafka.options)
     prefix = "RRM__KAFKA__TOPICS__"
     topic_lines = [
         f"{k.removeprefix(prefix).lower()} = {json.dumps(v)}" for k, v in env.items() if k.startswith(prefix)
