@@ -92,6 +92,10 @@ class SecureListener:
     def _secrets(self) -> dict[str, str]:
         return json.loads((self.directory / _SECRETS_FILE).read_text())
 
+    def secrets(self) -> list[str]:
+        """Every password of the listener (to keep out of messages)."""
+        return list(self._secrets().values())
+
     def client_password(self) -> str:
         return self._secrets()["client"]
 
@@ -130,6 +134,7 @@ class SecureListener:
             "-dname", "CN=127.0.0.1", "-ext", "san=ip:127.0.0.1,dns:localhost", *store,
         )  # fmt: skip
         self.truststore.write_text(_keytool(store_password, "-exportcert", "-rfc", "-alias", "broker", *store))
+        self.keystore.chmod(0o600)  # the broker's private key
         path = self.directory / _SECRETS_FILE
         path.touch(mode=0o600)
         passwords = {"store": store_password, "broker": secrets.token_urlsafe(18), "client": secrets.token_urlsafe(18)}
@@ -355,7 +360,10 @@ class LocalKafkaBroker:
             text=True,
         )
         if result.returncode != 0:
-            raise KafkaBrokerError(f"formatting Kafka storage in {data_dir} failed: {result.stderr.strip()}")
+            reason = result.stderr.strip()
+            for secret in listener.secrets() if listener is not None else ():
+                reason = reason.replace(secret, "<redacted>")
+            raise KafkaBrokerError(f"formatting Kafka storage in {data_dir} failed: {reason}")
 
     def _wait_ready(self, info: BrokerInfo, process: subprocess.Popen[bytes], timeout_s: float) -> None:
         from kafka import KafkaAdminClient  # the adapter's own client library
