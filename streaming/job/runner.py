@@ -36,7 +36,7 @@ from streaming.job.delta.exactly_once import checkpoint_app_id
 from streaming.job.delta.sinks import DeltaTables
 from streaming.job.runtime.metered import MeteredBatches
 from streaming.job.runtime.progress import ProgressBoard, ProgressListener
-from streaming.job.runtime.supervision import QueryFailedRepeatedly, QuerySupervisor
+from streaming.job.runtime.supervision import KafkaRefused, QueryFailedRepeatedly, QuerySupervisor, kafka_refusal
 
 QUERY_NAMES = ("consumer", "send-ingest")
 # Queries that apply the watermark themselves and count their late rows (Spark drops none there, see
@@ -300,15 +300,21 @@ class MonitorJob:
 
     def await_available(self) -> None:
         """With ``available_now``: wait until every query has processed what was available."""
-        for query in self.queries.values():
-            query.awaitTermination()
+        for name, query in self.queries.items():
+            try:
+                query.awaitTermination()
+            except Exception as error:
+                refused = kafka_refusal(error, name)
+                if refused is None:
+                    raise
+                raise refused from None
         self.raise_if_failed()
 
     def raise_if_failed(self) -> None:
         for name, query in self.queries.items():
             error = query.exception()
             if error is not None:
-                raise RuntimeError(f"query {name} failed: {error}")
+                raise kafka_refusal(error, name) or RuntimeError(f"query {name} failed: {error}")
 
     def refresh_job_metrics(self) -> None:
         from datetime import datetime
@@ -428,6 +434,8 @@ class MonitorJob:
                     break
                 stopping.wait(1.0)
             return 0
+        except KafkaRefused:
+            raise  # one line from the command, no restart can help
         except QueryFailedRepeatedly as error:
             log.error("%s; exiting so that the job's supervisor starts it again", error)
             return 1

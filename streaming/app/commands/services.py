@@ -17,10 +17,13 @@ from streaming.app.commands.tables import open_spark
 def kafka(args: argparse.Namespace) -> int:
     from localenv.kafka_broker import LocalKafkaBroker
 
-    broker = LocalKafkaBroker(args.home)
+    broker = LocalKafkaBroker(args.home, secure=args.secure)
     if args.action == "start":
         info = broker.start()
         print(f"Kafka broker running: pid {info.pid}, bootstrap servers {info.bootstrap_servers}")
+        if info.listener is not None:
+            client = info.listener.write_client_config(info.bootstrap_servers)
+            print(f"SASL_SSL (SCRAM-SHA-512) only; the [kafka] settings of a client, password included: {client}")
     elif args.action == "stop":
         print("Kafka broker stopped" if broker.stop() else "no Kafka broker was running")
     else:

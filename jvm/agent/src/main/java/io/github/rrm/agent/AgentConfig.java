@@ -14,6 +14,9 @@ public final class AgentConfig {
     /** System property prefix of every setting; {@code rrm.agent.kafka.<name>} passes a Kafka producer property. */
     public static final String PREFIX = "rrm.agent.";
     static final String KAFKA_PREFIX = PREFIX + "kafka.";
+    /** A properties file of {@code rrm.agent.*} settings (credentials stay out of the command line); system
+     * properties win over it. */
+    public static final String CONFIG_FILE = PREFIX + "config.file";
 
     private final String bootstrapServers;
     private final String sendResultsTopic;
@@ -54,14 +57,27 @@ public final class AgentConfig {
 
     /** The settings given as {@code -Drrm.agent.*} system properties. */
     public static AgentConfig fromSystemProperties() {
-        return fromProperties(System.getProperties());
+        Properties merged = new Properties();
+        String file = System.getProperty(CONFIG_FILE, "").trim();
+        if (!file.isEmpty()) {
+            try (java.io.Reader in = java.nio.file.Files.newBufferedReader(java.nio.file.Paths.get(file),
+                    java.nio.charset.StandardCharsets.UTF_8)) {
+                merged.load(in);
+            } catch (java.io.IOException | RuntimeException e) {
+                throw new IllegalArgumentException("cannot read " + CONFIG_FILE + " " + file + ": " + e.getMessage());
+            }
+        }
+        for (String name : System.getProperties().stringPropertyNames()) {
+            merged.setProperty(name, System.getProperty(name));
+        }
+        return fromProperties(merged);
     }
 
     /** The settings among {@code properties} whose names start with {@code rrm.agent.}. */
     public static AgentConfig fromProperties(Properties properties) {
         Builder b = builder();
         for (String name : properties.stringPropertyNames()) {
-            if (!name.startsWith(PREFIX)) {
+            if (!name.startsWith(PREFIX) || name.equals(CONFIG_FILE)) {
                 continue;
             }
             String value = properties.getProperty(name).trim();

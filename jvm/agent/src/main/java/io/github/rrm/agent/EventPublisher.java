@@ -36,6 +36,7 @@ final class EventPublisher implements AutoCloseable {
     private final Producer<String, String> kafka;
     private final Thread sender;
     private volatile boolean running = true;
+    private volatile long nextRefusalLog;
     private final Callback acknowledged = new Callback() {
         @Override
         public void onCompletion(RecordMetadata metadata, Exception error) {
@@ -43,6 +44,7 @@ final class EventPublisher implements AutoCloseable {
                 counters.published.incrementAndGet();
             } else {
                 counters.droppedKafkaError.incrementAndGet();
+                refused(error);
             }
         }
     };
@@ -157,7 +159,30 @@ final class EventPublisher implements AutoCloseable {
             kafka.send(record, acknowledged);
         } catch (Throwable t) {  // e.g. the buffer memory stayed full for max.block.ms
             counters.droppedKafkaError.incrementAndGet();
+            refused(t);
         }
+    }
+
+    /**
+     * Kafka refusing the agent's authentication (SASL credentials, TLS trust) is counted and logged as one line
+     * (WARN, at most once a minute), never thrown: the application's sends go on.
+     */
+    private void refused(Throwable error) {
+        if (!(error instanceof org.apache.kafka.common.errors.AuthenticationException)) {
+            return;
+        }
+        counters.kafkaAuthRefused.incrementAndGet();
+        long now = System.currentTimeMillis();
+        if (now < nextRefusalLog) {
+            return;
+        }
+        nextRefusalLog = now + 60000;
+        String message = String.valueOf(error.getMessage()).split("\n")[0];
+        String line = "rocketmq-rebalance-agent: Kafka at " + config.bootstrapServers() + " refused the agent's "
+            + "authentication (check rrm.agent.kafka.*: the SASL credentials and the trust store): "
+            + error.getClass().getSimpleName() + ": " + (message.length() > 300 ? message.substring(0, 300) : message);
+        counters.kafkaRefusal = line;
+        LOG.warn(line);
     }
 
     /**

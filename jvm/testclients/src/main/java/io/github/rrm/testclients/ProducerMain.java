@@ -16,7 +16,7 @@ import org.apache.rocketmq.common.message.Message;
  * item changes and every second; it also carries the send counts and, with the agent, its counters. Options:
  * namesrv, group, topic (several comma-separated: sent to in turn), instance-name, fault-enable, rate (sends/s), send-timeout-ms, count (stop after this
  * many successful sends and print a {@code sent} line; 0: never), agent (true: register the agent's hook,
- * configured by -Drrm.agent.*).
+ * configured by -Drrm.agent.*). The {@code stopped} line carries the agent's Kafka refusal line, if it logged one.
  */
 final class ProducerMain {
     private ProducerMain() {
@@ -124,9 +124,11 @@ final class ProducerMain {
                 if (agent != null) {
                     agent.close(8000);
                 }
+                String refusal = agent == null ? null : agent.counters().kafkaRefusal();
                 return java.util.Collections.singletonList("{\"kind\":\"stopped\",\"sends_ok\":" + ok.get()
                     + ",\"sends_failed\":" + failed.get() + ",\"unexpected\":" + unexpected.get()
-                    + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}");
+                    + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson())
+                    + (refusal == null ? "" : ",\"agent_refusal\":" + Out.quote(refusal)) + "}");
             }
         });
     }
