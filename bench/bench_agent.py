@@ -3,8 +3,9 @@
 Run: ``.venv/bin/python -m bench.bench_agent [--lines 5 4.9] [--messages 100000] [--rounds 5]``
 -> starts the project's Kafka broker and, per client line, its local RocketMQ cluster, then one test-client JVM
 (``jvm/testclients`` ``bench``) with two producers: one with the agent's hook publishing every attempt to Kafka,
-one without. They send SYNC messages of 128 bytes to the same topic in alternating rounds (which side goes
-first alternates too), after an unmeasured warm-up of each. Per round: sends/s, p50/p99 latency, the process's
+one without. They send SYNC messages of 128 bytes to the same topic, after an unmeasured warm-up of each, in
+rounds of ``--messages`` sends per side made in alternating chunks of ``--chunk`` (which side goes first
+alternates), so both sides see the same load on a shared machine. Per round: sends/s, p50/p99 latency, the process's
 CPU, the sending thread's CPU, the agent's threads' CPU (ThreadMXBean) and the sending thread's CPU and wall
 time inside the hook. Writes ``bench/results/agent.json``: per line the medians of the rounds, the agent's own
 CPU per send (its threads' plus the hook's), the median of the per-round ratios hook/plain, the counters, the
@@ -56,6 +57,8 @@ def run_bench(
         str(args.rounds),
         "--warmup",
         str(args.warmup),
+        "--chunk",
+        str(args.chunk),
     ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=7200)
     if result.returncode != 0:
@@ -71,6 +74,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--lines", nargs="+", choices=["5", "4.9"], default=["5", "4.9"], help="client lines")
     parser.add_argument("--messages", type=int, default=100_000, help="messages per round and side")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--chunk", type=int, default=10_000, help="sends per side before the other side's turn")
     parser.add_argument("--warmup", type=int, default=10_000, help="unmeasured messages per side first")
     parser.add_argument("--jvm-option", action="append", default=[], help="an extra JVM option (e.g. for JFR)")
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
@@ -149,6 +153,8 @@ def summarise(lines: list[dict]) -> dict:
             "p50": round(statistics.median(h["p50_us"] / p["p50_us"] for p, h in pairs), 3),
             "p99": round(statistics.median(h["p99_us"] / p["p99_us"] for p, h in pairs), 3),
         },
+        # Each timed hook call's CPU includes about one thread-CPU read (two per send) of this cost.
+        "thread_cpu_read_ns": summary.get("cpu_read_ns"),
         "agent_counters": summary["agent"],
         "round_lines": rounds,
     }
@@ -173,7 +179,7 @@ def main() -> None:
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared",
         "command": f"python -m bench.bench_agent --lines {' '.join(args.lines)} --messages {args.messages} "
-        f"--rounds {args.rounds} --warmup {args.warmup}",
+        f"--rounds {args.rounds} --chunk {args.chunk} --warmup {args.warmup}",
         "lines": results,
     }
     for line, result in results.items():
