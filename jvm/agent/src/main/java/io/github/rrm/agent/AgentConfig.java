@@ -26,6 +26,7 @@ public final class AgentConfig {
     private final long reportIntervalMs;
     private final long reportCheckIntervalMs;
     private final long logIntervalMs;
+    private final long publishIntervalMs;
     private final boolean attemptField;
     private final Map<String, String> kafkaProperties;
 
@@ -36,7 +37,7 @@ public final class AgentConfig {
         if (b.bufferCapacity < 1 || b.attemptKeys < 1) {
             throw new IllegalArgumentException("buffer capacity and attempt keys must be at least 1");
         }
-        if (b.reportIntervalMs < 1 || b.reportCheckIntervalMs < 1 || b.logIntervalMs < 1) {
+        if (b.reportIntervalMs < 1 || b.reportCheckIntervalMs < 1 || b.logIntervalMs < 1 || b.publishIntervalMs < 1) {
             throw new IllegalArgumentException("intervals must be at least 1 ms");
         }
         this.bootstrapServers = b.bootstrapServers;
@@ -47,6 +48,7 @@ public final class AgentConfig {
         this.reportIntervalMs = b.reportIntervalMs;
         this.reportCheckIntervalMs = b.reportCheckIntervalMs;
         this.logIntervalMs = b.logIntervalMs;
+        this.publishIntervalMs = b.publishIntervalMs;
         this.attemptField = b.attemptField;
         this.kafkaProperties = Collections.unmodifiableMap(new LinkedHashMap<String, String>(b.kafkaProperties));
     }
@@ -100,6 +102,8 @@ public final class AgentConfig {
                 b.reportCheckIntervalMs(Long.parseLong(value));
             } else if (key.equals("log.interval.ms")) {
                 b.logIntervalMs(Long.parseLong(value));
+            } else if (key.equals("publish.interval.ms")) {
+                b.publishIntervalMs(Long.parseLong(value));
             } else if (key.equals("attempt.field")) {
                 b.attemptField(Boolean.parseBoolean(value));
             } else {
@@ -141,6 +145,10 @@ public final class AgentConfig {
         return logIntervalMs;
     }
 
+    public long publishIntervalMs() {
+        return publishIntervalMs;
+    }
+
     public boolean attemptField() {
         return attemptField;
     }
@@ -159,6 +167,7 @@ public final class AgentConfig {
         private long reportIntervalMs = 30000;
         private long reportCheckIntervalMs = 500;
         private long logIntervalMs = 60000;
+        private long publishIntervalMs = 20;
         private boolean attemptField = false;
         private final Map<String, String> kafkaProperties = new LinkedHashMap<String, String>();
 
@@ -207,6 +216,12 @@ public final class AgentConfig {
         /** How often the counters are logged. */
         public Builder logIntervalMs(long value) {
             this.logIntervalMs = value;
+            return this;
+        }
+
+        /** How often the publisher hands the buffered events to Kafka (it sleeps in between). */
+        public Builder publishIntervalMs(long value) {
+            this.publishIntervalMs = value;
             return this;
         }
 
