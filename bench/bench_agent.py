@@ -1,12 +1,15 @@
-"""Benchmark (not a test): what the client agent's hook costs a real producer per send.
+"""Benchmark (not a test): what the client agent costs a real producer per send, measured directly.
 
-Run: ``.venv/bin/python -m bench.bench_agent [--line 5] [--messages 2000] [--rounds 6]``
--> starts the project's Kafka broker and local RocketMQ cluster (or uses ``--namesrv ADDR --topic T``), then one
-test-client JVM (``jvm/testclients`` ``bench``) with two producers: one with the agent's hook publishing every
-attempt to Kafka, one without. They send SYNC messages of 128 bytes to the same topic in alternating rounds
-(which side goes first alternates too), after an unmeasured warm-up of each. Prints and writes to
-``bench/results/agent.json``: per side sends/s (mean of the rounds), p50 and p99 send latency over all rounds,
-and the JVM's CPU time during the rounds (the agent's publishing thread included); the ratios hook/plain.
+Run: ``.venv/bin/python -m bench.bench_agent [--lines 5 4.9] [--messages 100000] [--rounds 5]``
+-> starts the project's Kafka broker and, per client line, its local RocketMQ cluster, then one test-client JVM
+(``jvm/testclients`` ``bench``) with two producers: one with the agent's hook publishing every attempt to Kafka,
+one without. They send SYNC messages of 128 bytes to the same topic, after an unmeasured warm-up of each, in
+rounds of ``--messages`` sends per side made in alternating chunks of ``--chunk`` (which side goes first
+alternates), so both sides see the same load on a shared machine. Per round: sends/s, p50/p99 latency, the process's
+CPU, the sending thread's CPU, the agent's threads' CPU (ThreadMXBean) and the sending thread's CPU and wall
+time inside the hook. Writes ``bench/results/agent.json``: per line the medians of the rounds, the agent's own
+CPU per send (its threads' plus the hook's), the median of the per-round ratios hook/plain, the counters, the
+machine's load.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import tempfile
 from datetime import UTC, datetime
@@ -26,16 +30,19 @@ from localenv.kafka_broker import LocalKafkaBroker
 
 RESULTS = Path(__file__).parent / "results" / "agent.json"
 SMALL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true"]
+SEND_RESULTS = "bench.send-results"
 
 
-def run_bench(line: str, namesrv: str, topic: str, bootstrap: str, args: argparse.Namespace, work: Path) -> list[dict]:
-    classpath = os.pathsep.join(str(p) for p in agent_artifacts.client_classpath(line))
+def run_bench(
+    line: str, classpath: str, namesrv: str, topic: str, bootstrap: str, args: argparse.Namespace, work: Path
+) -> list[dict]:
     command = [
         "java",
         *SMALL_JVM,
+        *args.jvm_option,
         f"-Drocketmq.client.logRoot={work / 'rocketmq-logs'}",
         f"-Drrm.agent.bootstrap.servers={bootstrap}",
-        "-Drrm.agent.topic.send.results=bench.send-results",
+        f"-Drrm.agent.topic.send.results={SEND_RESULTS}",
         "-cp",
         classpath,
         agent_artifacts.TEST_CLIENT_MAIN,
@@ -50,87 +57,133 @@ def run_bench(line: str, namesrv: str, topic: str, bootstrap: str, args: argpars
         str(args.rounds),
         "--warmup",
         str(args.warmup),
+        "--chunk",
+        str(args.chunk),
     ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=3600)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=7200)
     if result.returncode != 0:
         raise SystemExit(f"bench client failed ({result.returncode}): {result.stderr[-2000:]}")
     lines = [json.loads(text) for text in result.stdout.splitlines() if text.startswith("{")]
     for line_ in lines:
-        print(json.dumps(line_))
+        print(json.dumps({"line": line, **line_}), flush=True)
     return lines
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--line", choices=["5", "4.9"], default="5", help="RocketMQ client and cluster line")
-    parser.add_argument("--messages", type=int, default=2000, help="messages per round and side")
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--warmup", type=int, default=1000, help="unmeasured messages per side first")
-    parser.add_argument("--namesrv", help="use this running cluster's name server instead of starting one")
-    parser.add_argument("--topic", default="bench_agent", help="with --namesrv: an existing topic")
+    parser.add_argument("--lines", nargs="+", choices=["5", "4.9"], default=["5", "4.9"], help="client lines")
+    parser.add_argument("--messages", type=int, default=100_000, help="messages per round and side")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--chunk", type=int, default=10_000, help="sends per side before the other side's turn")
+    parser.add_argument("--warmup", type=int, default=10_000, help="unmeasured messages per side first")
+    parser.add_argument("--jvm-option", action="append", default=[], help="an extra JVM option (e.g. for JFR)")
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write the JSON (default {RESULTS})")
     return parser.parse_args()
 
 
-def run_on_brokers(args: argparse.Namespace) -> list[dict]:
-    """``run_bench`` against a Kafka broker of its own and the given cluster, or one of its own."""
-    with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
-        work = Path(tmp)
-        kafka = LocalKafkaBroker(work / "kafka")
-        cluster = None
-        try:
-            bootstrap = kafka.start(timeout_s=300).bootstrap_servers  # generous: a busy machine starts it slowly
-            create_topics(bootstrap, ["bench.send-results"])
-            namesrv = args.namesrv
-            if namesrv is None:
-                from localenv.rocketmq_cluster import LocalRocketMQCluster
-
-                cluster = LocalRocketMQCluster(args.line, work / "rocketmq")
-                cluster.start(timeout_s=300)
-                cluster.create_topic(args.topic, 4)
-                namesrv = cluster.namesrv_addr
-            return run_bench(args.line, namesrv, args.topic, bootstrap, args, work)
-        finally:
-            if cluster is not None:
-                cluster.stop()
-            kafka.stop()
+def load() -> float:
+    return round(os.getloadavg()[0], 2)
 
 
-def report_document(args: argparse.Namespace, lines: list[dict]) -> dict:
-    """Both sides' summaries, the ratios hook/plain and the CPU per send, and every round."""
+def run_line(line: str, classpath: str, bootstrap: str, args: argparse.Namespace, work: Path) -> dict:
+    """One line's cluster started, benchmarked and stopped; its summary with the load before and after."""
+    from localenv.rocketmq_cluster import LocalRocketMQCluster
+
+    cluster = LocalRocketMQCluster(line, work / f"rocketmq-{line}")
+    try:
+        cluster.start(timeout_s=300)
+        cluster.create_topic("bench_agent", 4)
+        load_before = load()
+        lines = run_bench(line, classpath, cluster.namesrv_addr, "bench_agent", bootstrap, args, work)
+        return {**summarise(lines), "load_1m": {"before": load_before, "after": load()}}
+    finally:
+        cluster.stop()
+
+
+def per_send_us(round_: dict, key: str) -> float:
+    return round_[key] / 1000 / round_["messages"]
+
+
+def summarise(lines: list[dict]) -> dict:
+    """Medians of the rounds per side, the agent's own CPU per send, the per-round ratios hook/plain."""
+    rounds = [line for line in lines if line["kind"] == "round"]
     summary = next(line for line in lines if line["kind"] == "summary")
-    plain, hooked = summary["without_hook"], summary["with_hook"]
-    ratios = {
-        "sends_per_s": round(hooked["sends_per_s"] / plain["sends_per_s"], 3),
-        "p99": round(hooked["p99_us"] / plain["p99_us"], 3),
-        "p50": round(hooked["p50_us"] / plain["p50_us"], 3),
-        "cpu": round(hooked["cpu_ms"] / plain["cpu_ms"], 3),
-    }
-    per_send_cpu_us = {
-        side: round(summary[side]["cpu_ms"] * 1000 / (args.messages * args.rounds), 1)
-        for side in ("without_hook", "with_hook")
-    }
+    sides = {"without_hook": [r for r in rounds if not r["hook"]], "with_hook": [r for r in rounds if r["hook"]]}
+
+    def medians(side: list[dict]) -> dict:
+        return {
+            "sends_per_s": round(statistics.median(r["sends_per_s"] for r in side), 1),
+            "p50_us": statistics.median(r["p50_us"] for r in side),
+            "p99_us": statistics.median(r["p99_us"] for r in side),
+            "process_cpu_us_per_send": round(statistics.median(per_send_us(r, "process_cpu_ns") for r in side), 2),
+            "sending_thread_cpu_us_per_send": round(
+                statistics.median(per_send_us(r, "sending_thread_cpu_ns") for r in side), 2
+            ),
+        }
+
+    hooked = sides["with_hook"]
+    pairs = [
+        (plain, hook)
+        for plain in sides["without_hook"]
+        for hook in hooked
+        if plain["round"] == hook["round"]  # the two sides of one round ran back to back
+    ]
+    agent_us = [per_send_us(r, "agent_threads_cpu_ns") + per_send_us(r, "hook_cpu_ns") for r in hooked]
     return {
-        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
-        "command": "python -m bench.bench_agent "
-        + " ".join(
-            f"--{k} {v}" for k, v in (("line", args.line), ("messages", args.messages), ("rounds", args.rounds))
-        ),
-        "client_line": args.line,
-        "without_hook": plain,
-        "with_hook": hooked,
-        "ratio_hook_over_plain": ratios,
-        "process_cpu_us_per_send": per_send_cpu_us,
+        "rounds": len(pairs),
+        "messages_per_round": summary["messages_per_round"],
+        "without_hook": medians(sides["without_hook"]),
+        "with_hook": medians(hooked),
+        "agent_cpu_us_per_send": {
+            "total": round(statistics.median(agent_us), 2),
+            "agent_threads": round(statistics.median(per_send_us(r, "agent_threads_cpu_ns") for r in hooked), 2),
+            "hook_in_sending_thread": round(statistics.median(per_send_us(r, "hook_cpu_ns") for r in hooked), 2),
+            "hook_wall_time_in_sending_thread": round(
+                statistics.median(per_send_us(r, "hook_wall_ns") for r in hooked), 2
+            ),
+        },
+        "median_ratio_hook_over_plain": {
+            "sends_per_s": round(statistics.median(h["sends_per_s"] / p["sends_per_s"] for p, h in pairs), 3),
+            "process_cpu_per_send": round(
+                statistics.median(
+                    per_send_us(h, "process_cpu_ns") / per_send_us(p, "process_cpu_ns") for p, h in pairs
+                ),
+                3,
+            ),
+            "p50": round(statistics.median(h["p50_us"] / p["p50_us"] for p, h in pairs), 3),
+            "p99": round(statistics.median(h["p99_us"] / p["p99_us"] for p, h in pairs), 3),
+        },
+        # Each timed hook call's CPU includes about one thread-CPU read (two per send) of this cost.
+        "thread_cpu_read_ns": summary.get("cpu_read_ns"),
         "agent_counters": summary["agent"],
-        "rounds": [line for line in lines if line["kind"] == "round"],
+        "round_lines": rounds,
     }
 
 
 def main() -> None:
     args = parse_args()
-    report = report_document(args, run_on_brokers(args))
-    print(json.dumps({k: report[k] for k in ("ratio_hook_over_plain", "process_cpu_us_per_send")}))
+    results: dict[str, dict] = {}
+    # Built first: every line runs the same agent build even if its sources change while the bench runs.
+    classpaths = {line: os.pathsep.join(map(str, agent_artifacts.client_classpath(line))) for line in args.lines}
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
+        work = Path(tmp)
+        kafka = LocalKafkaBroker(work / "kafka")
+        try:
+            bootstrap = kafka.start(timeout_s=300).bootstrap_servers  # generous: a busy machine starts it slowly
+            create_topics(bootstrap, [SEND_RESULTS])
+            for line in args.lines:
+                results[line] = run_line(line, classpaths[line], bootstrap, args, work)
+        finally:
+            kafka.stop()
+    report = {
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared",
+        "command": f"python -m bench.bench_agent --lines {' '.join(args.lines)} --messages {args.messages} "
+        f"--rounds {args.rounds} --chunk {args.chunk} --warmup {args.warmup}",
+        "lines": results,
+    }
+    for line, result in results.items():
+        print(json.dumps({"line": line, **{k: v for k, v in result.items() if k != "round_lines"}}))
     args.results.write_text(json.dumps(report, indent=2) + "\n")
 
 

@@ -2,7 +2,8 @@
 
 ``agent()`` runs ``mvn install`` on the agent's own Maven module: the jar goes into the local Maven repository
 (so applications on this machine can depend on ``io.github.rocketmq-rebalance-monitor:rocketmq-rebalance-agent``)
-and, with its runtime dependencies (kafka-clients and what it needs), into ``<cache>/jars/agent``.
+and, with its runtime dependencies (kafka-clients and what it needs), into ``<cache>/jars/agent``, next to the
+``-javaagent`` jar (classifier ``javaagent``: its dependencies shaded in).
 ``test_clients_jar(line)`` compiles the test clients with ``javac`` against one RocketMQ client line's jars
 (profiles ``rocketmq-4`` / ``rocketmq-5`` of ``jvm/pom.xml``) and the agent. Both are keyed by a hash of their
 sources, so an edit rebuilds them on next use and an unchanged tree is skipped in milliseconds.
@@ -28,12 +29,14 @@ TEST_CLIENT_SOURCES = PROJECT_ROOT / "jvm" / "testclients" / "src" / "main" / "j
 AGENT_COORDINATES = ("io.github.rocketmq-rebalance-monitor", "rocketmq-rebalance-agent", "0.1.0")
 CLIENT_PROFILE_BY_LINE = {"4.9": "rocketmq-4", "5": "rocketmq-5"}
 TEST_CLIENT_MAIN = "io.github.rrm.testclients.TestClient"
+JAVAAGENT_SUFFIX = "-javaagent.jar"
 
 
 @dataclass(frozen=True)
 class AgentBuild:
     jar: Path
     libraries: tuple[Path, ...]  # runtime dependencies: kafka-clients and its own
+    javaagent: Path  # the jar for -javaagent, with its dependencies relocated inside it
 
 
 def _digest(paths: list[Path], root: Path) -> str:
@@ -74,7 +77,9 @@ def agent() -> AgentBuild:
         _build_agent(target)
     os.utime(target)  # in use: not to be removed as unused
     libraries = tuple(sorted((target / "lib").glob("*.jar")))
-    return AgentBuild(next(target.glob("rocketmq-rebalance-agent-*.jar")), libraries)
+    jars = sorted(target.glob("rocketmq-rebalance-agent-*.jar"))
+    javaagent = next(j for j in jars if j.name.endswith(JAVAAGENT_SUFFIX))
+    return AgentBuild(next(j for j in jars if j != javaagent), libraries, javaagent)
 
 
 def _build_agent(target: Path) -> None:
@@ -92,6 +97,7 @@ def _build_agent(target: Path) -> None:
         "install",
         "dependency:copy-dependencies",
         "-DincludeScope=runtime",
+        "-DexcludeArtifactIds=byte-buddy,slf4j-nop",  # only for the -javaagent jar
         f"-DoutputDirectory={staging / 'lib'}",
     ]
     result = subprocess.run(command, capture_output=True, text=True)
@@ -150,11 +156,14 @@ def test_clients_jar(line: str) -> Path:
     return target
 
 
-def client_classpath(line: str) -> list[Path]:
+def client_classpath(line: str, *, with_agent: bool = True) -> list[Path]:
     """Everything a test client JVM of ``line`` needs: the test clients, the agent, the RocketMQ client's jars,
-    and the agent's libraries that the RocketMQ client does not already bring (same artifact, its version)."""
+    and the agent's libraries that the RocketMQ client does not already bring (same artifact, its version).
+    ``with_agent=False``: the test clients and the RocketMQ client's jars only (the agent comes by -javaagent)."""
     build = agent()
     rocketmq = jvm_artifacts.jars(CLIENT_PROFILE_BY_LINE[line])
+    if not with_agent:
+        return [test_clients_jar(line), *rocketmq]
     present = {jvm_artifacts._artifact_name(p.name) for p in rocketmq}
     libraries = [p for p in build.libraries if jvm_artifacts._artifact_name(p.name) not in present]
     return [test_clients_jar(line), build.jar, *rocketmq, *libraries]
@@ -164,6 +173,7 @@ def main() -> None:
     """``python -m localenv.agent_artifacts``: build the agent and the test clients of both lines."""
     build = agent()
     print(f"client agent: {build.jar} (+{len(build.libraries)} libraries; installed as {':'.join(AGENT_COORDINATES)})")
+    print(f"-javaagent jar: {build.javaagent}")
     for line in CLIENT_PROFILE_BY_LINE:
         print(f"test clients {line}: {test_clients_jar(line)}")
 

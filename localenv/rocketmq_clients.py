@@ -54,13 +54,17 @@ class ClientProcess:
         log_dir: Path,
         *,
         agent: Mapping[str, str] | None = None,
+        attach: Mapping[str, str] | None = None,
         jvm_properties: Mapping[str, str] | None = None,
         hosted: Mapping[str, Mapping[str, str]] | None = None,
         **options: object,
     ) -> None:
+        if agent is not None and attach is not None:
+            raise ValueError("the agent is either registered by the test client (agent) or attached (attach)")
         self.line, self.mode = line, mode
         self.log_dir = Path(log_dir)
         self.agent = dict(agent) if agent is not None else None
+        self.attach = dict(attach) if attach is not None else None
         self.jvm_properties = dict(jvm_properties or {})
         self.hosted = tuple(hosted or ())
         self.options = {k.replace("_", "-"): _option_value(v) for k, v in options.items() if v is not None}
@@ -75,7 +79,15 @@ class ClientProcess:
         self.started: Line | None = None
 
     def command(self) -> list[str]:
-        classpath = os.pathsep.join(str(p) for p in agent_artifacts.client_classpath(self.line))
+        """``agent``: the test client registers its clients with the agent on its classpath. ``attach``: the agent
+        is attached with ``-javaagent`` alone (these settings its arguments), absent from the classpath."""
+        classpath = os.pathsep.join(
+            str(p) for p in agent_artifacts.client_classpath(self.line, with_agent=self.attach is None)
+        )
+        javaagent = []
+        if self.attach is not None:
+            arguments = ",".join(f"{k}={v}" for k, v in self.attach.items())
+            javaagent = [f"-javaagent:{agent_artifacts.agent().javaagent}={arguments}"]
         properties = {
             "rocketmq.client.logRoot": str(self.log_dir / "rocketmq-logs"),
             "rocketmq.client.logLevel": "WARN",
@@ -87,6 +99,7 @@ class ClientProcess:
         return [
             "java",
             *SMALL_JVM,
+            *javaagent,
             *(f"-D{k}={v}" for k, v in properties.items()),
             "-cp",
             classpath,
@@ -358,10 +371,12 @@ def consumer_host(
     namesrv: str,
     timings: TestSpeedOptions = TEST_SPEED,
     agent: Mapping[str, str] | None = None,
+    attach: Mapping[str, str] | None = None,
 ) -> ClientProcess:
     """A process (not started) of client line ``line`` running ``consumers``, each an independent push consumer
     with the heartbeat interval and rebalance wait interval of ``timings`` set on it explicitly, all registered
-    with one client agent when ``agent`` gives its settings. Their names must be distinct, without commas, and
+    with one client agent when ``agent`` gives its settings (or by the agent attached with ``-javaagent`` and
+    the settings ``attach``). Their names must be distinct, without commas, and
     their client ids too (a duplicate client id needs another process)."""
     names = [c.name for c in consumers]
     if not names or len(set(names)) != len(names) or any("," in n for n in names):
@@ -374,6 +389,7 @@ def consumer_host(
         "consumer",
         log_dir,
         agent=agent,
+        attach=attach,
         jvm_properties=timings.client_jvm_properties(),
         hosted={c.name: c.options() for c in consumers},
         namesrv=namesrv,

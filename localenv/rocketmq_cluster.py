@@ -97,9 +97,10 @@ TEST_SPEED = TestSpeedOptions(
 
 @dataclass(frozen=True)
 class AclAccount:
-    """Access control on the brokers (5.x only: ACL 2.0, authentication and authorization, users kept by each
-    broker): this account is created as the brokers' super user, and the cluster's own admin calls are signed
-    with it. A client without it, or with a wrong secret, is refused."""
+    """Access control on the brokers: on 5.x ACL 2.0 (authentication and authorization, users kept by each
+    broker), on 4.9.x ACL 1 (``aclEnable`` and each broker's ``conf/plain_acl.yml``). This account is the
+    brokers' super user (admin), and the cluster's own admin calls are signed with it. A client without it, or
+    with a wrong secret, is refused."""
 
     access_key: str
     secret_key: str
@@ -117,6 +118,14 @@ class AclAccount:
             "initAuthenticationUser": user,
             "innerClientAuthenticationCredentials": inner,
         }
+
+    def plain_acl_yml(self) -> str:
+        """The 4.9.x brokers' ``plain_acl.yml``: this account alone, with admin rights."""
+        return (
+            "globalWhiteRemoteAddresses: []\naccounts:\n"
+            f"  - accessKey: {json.dumps(self.access_key)}\n    secretKey: {json.dumps(self.secret_key)}\n"
+            "    admin: true\n"
+        )
 
 
 @dataclass(frozen=True)
@@ -217,8 +226,6 @@ class LocalRocketMQCluster:
     ) -> None:
         if line not in LINES:
             raise RocketMQClusterError(f"unknown RocketMQ line {line!r}; expected one of {', '.join(LINES)}")
-        if acl is not None and line != "5":
-            raise RocketMQClusterError("access control is offered on the 5.x cluster only")
         self.acl = acl
         self.line = line
         self.home = Path(home if home is not None else default_home(line)).resolve()
@@ -543,6 +550,10 @@ class LocalRocketMQCluster:
                 settings["channelExpiredTimeout"] = self.test_speed.channel_expired_timeout_ms
             if self.acl is not None:
                 settings |= self.acl.broker_settings()
+        elif self.acl is not None:  # 4.9.x reads the accounts from <rocketmq.home.dir>/conf/plain_acl.yml
+            settings["aclEnable"] = "true"
+            (self.home / name / "conf").mkdir(parents=True, exist_ok=True)
+            (self.home / name / "conf" / "plain_acl.yml").write_text(self.acl.plain_acl_yml())
         conf = self.home / name / "broker.conf"
         conf.parent.mkdir(parents=True, exist_ok=True)
         conf.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))

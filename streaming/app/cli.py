@@ -50,6 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kafka.add_argument("action", choices=["start", "stop", "status"])
     kafka.add_argument("--home", default=str(PROJECT_ROOT / ".run" / "kafka"), help="broker data directory")
+    kafka.add_argument(
+        "--secure",
+        action="store_true",
+        help="start: one SASL_SSL listener (SCRAM-SHA-512 over TLS, certificate and users made at the first start; "
+        "use a home of its own)",
+    )
     kafka.set_defaults(handler=services.kafka)
 
     rocketmq = commands.add_parser(
@@ -132,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--config", help="TOML file (see conf/monitor.toml); defaults apply to what it omits")
     run.add_argument("--available-now", action="store_true", help="process what is in Kafka now, then exit")
+    run.add_argument(
+        "--new-state",
+        action="store_true",
+        help="on a new checkpoint_root over tables written before: empty the current tables, keep the history and "
+        "read Kafka from the latest offsets (refused without it)",
+    )
     run.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     run.set_defaults(handler=services.run)
 
@@ -412,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     from streaming.config import ConfigError
     from streaming.job.runtime.checkpoint_layout import CheckpointLayoutError
     from streaming.job.runtime.storage_check import StorageError
+    from streaming.job.runtime.supervision import KafkaRefused
 
     try:
         return int(args.handler(args))
@@ -424,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    except (NotFound, ArtifactError, StorageError, CheckpointLayoutError) as error:
+    except (NotFound, ArtifactError, StorageError, CheckpointLayoutError, KafkaRefused) as error:
         print(f"rebalance-monitor {args.command}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

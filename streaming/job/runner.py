@@ -30,17 +30,29 @@ from connectors.metric_catalogue import Metrics
 from connectors.metrics import MetricsState, new_registry, serve
 from streaming.config import MonitorConfig
 from streaming.contract.events import EventType
+from streaming.contract.tables import TABLES, Table
+from streaming.job.delta.bus import CONSUMER_TABLES
 from streaming.job.delta.exactly_once import checkpoint_app_id
 from streaming.job.delta.sinks import DeltaTables
 from streaming.job.runtime.metered import MeteredBatches
 from streaming.job.runtime.progress import ProgressBoard, ProgressListener
-from streaming.job.runtime.supervision import QueryFailedRepeatedly, QuerySupervisor
+from streaming.job.runtime.supervision import KafkaRefused, QueryFailedRepeatedly, QuerySupervisor, kafka_refusal
 
 QUERY_NAMES = ("consumer", "send-ingest")
 # Queries that apply the watermark themselves and count their late rows (Spark drops none there, see
 # ``consumer.query`` and ``fault_replay``): their progress would only ever say 0.
 COUNTS_ITS_OWN_LATE_ROWS = frozenset({"consumer", "send-ingest"})
 DAG_SCHEDULER_LOGGER = "org.apache.spark.scheduler.DAGScheduler"
+# The tables each query writes (dead letters, which both write, apart): what a new checkpoint must not start over.
+QUERY_TABLES = {
+    "consumer": tuple(t for t in CONSUMER_TABLES if t != Table.DEAD_LETTERS),
+    "send-ingest": (
+        Table.FAULT_WINDOWS,
+        Table.PRODUCER_BROKER_STATUS_CURRENT,
+        Table.BROKER_STATUS_CURRENT,
+        Table.SEND_LATENCY_MINUTES,
+    ),
+}
 log = logging.getLogger(__name__)
 
 
@@ -61,6 +73,9 @@ def session_running() -> bool:
 class MonitorJob:
     config: MonitorConfig
     available_now: bool = False  # process what is in Kafka now, then stop (tests, backfills)
+    # A query on a new checkpoint over tables it wrote before: clear its current tables and read Kafka from the
+    # latest offsets (``run --new-state``), instead of being refused (see ``_new_checkpoints``).
+    new_state: bool = False
     # Tests only, never set from configuration: records holding it make processing raise (``poison``).
     poison_marker: str | None = None
     metrics: MetricsState = field(default_factory=MetricsState)
@@ -78,6 +93,7 @@ class MonitorJob:
     _owns_session: bool = field(default=False, init=False)  # built by start(), so stop() stops it
     _started_at: float = field(default=0.0, init=False)  # wall time start() began: a query's first look
     _listener: ProgressListener | None = field(default=None, init=False)
+    _fresh: frozenset[str] = field(default=frozenset(), init=False)  # queries starting a new state (new_state)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -114,6 +130,7 @@ class MonitorJob:
             c.delta.append_checkpoint_interval,
         )
         self.tables.ensure_all()
+        self._fresh = self._new_checkpoints()  # before the series are restored from the current tables
         if c.metrics.enabled and self._server is None:
             self._server = serve(new_registry(self.metrics), c.metrics.host, c.metrics.port)
             import pyspark
@@ -145,6 +162,46 @@ class MonitorJob:
         }
         starters[name]()
 
+    def _new_checkpoints(self) -> frozenset[str]:
+        """The queries starting a new state over their tables (``new_state``): each query whose checkpoint no query
+        ever used while some of its tables hold writes. Without ``new_state`` such a start is refused in one line
+        (the new state would append Kafka's retained history to the tables a second time, and leave rows of
+        the current tables that it never reaches as they were for good); with it, the query's current tables are
+        emptied, its history kept, and it reads Kafka from the latest offsets."""
+        from pyspark.sql import functions as F
+
+        from streaming.job.runtime.checkpoint_layout import CheckpointLayoutError, checkpoint_used
+
+        assert self.tables is not None
+        fresh = set()
+        for query, names in QUERY_TABLES.items():
+            checkpoint = self._checkpoint(query)
+            if checkpoint_used(self.session, checkpoint):
+                continue
+            written = [name for name in names if self.tables.version(name) > 0]
+            if not written:
+                continue
+            if not self.new_state:
+                raise CheckpointLayoutError(
+                    f"the {query} checkpoint {checkpoint} is new, but its tables under [paths] delta_root hold an "
+                    f"earlier state's writes ({', '.join(written)}): start on the checkpoint_root they were written "
+                    "with, with a new delta_root too, or with --new-state (its current tables emptied, history kept, "
+                    "Kafka read from the latest offsets)"
+                )
+            current = [name for name in names if TABLES[name].kind == "current"]
+            for name in current:
+                self.tables.delete(name, F.lit(True))
+            log.warning(
+                "%s starts a new state on the new checkpoint %s over tables written before (%s): emptied %s, kept "
+                "the history; reading Kafka from the latest offsets",
+                query,
+                checkpoint,
+                ", ".join(written),
+                ", ".join(current),
+            )
+            fresh.add(query)
+        return frozenset(fresh)
+
     def _checkpoint(self, name: str) -> str:
         return object_store.join(object_store.resolve(self.config.paths.checkpoint_root), name)
 
@@ -153,9 +210,10 @@ class MonitorJob:
             return writer.trigger(availableNow=True)
         return writer.trigger(processingTime=self.config.spark.trigger_interval)
 
-    def _ingest_settings(self, event_types: tuple[EventType, ...]) -> Any:
-        """The Kafka source of a query reading ``event_types``: each topic with the type its records default to
-        (the first of the types read from it; the others sharing it are told apart by ``type``)."""
+    def _ingest_settings(self, event_types: tuple[EventType, ...], query: str) -> Any:
+        """The Kafka source of ``query`` reading ``event_types``: each topic with the type its records default to
+        (the first of the types read from it; the others sharing it are told apart by ``type``); from the latest
+        offsets for a query starting a new state over its tables (``_new_checkpoints``)."""
         from streaming.job.ingest.classify import IngestSettings
 
         c = self.config
@@ -167,7 +225,7 @@ class MonitorJob:
             topics=topics,
             max_event_bytes=c.ingest.max_event_bytes,
             max_future_skew_ms=c.ingest.max_future_skew_ms,
-            starting_offsets=c.kafka.starting_offsets,
+            starting_offsets="latest" if query in self._fresh else c.kafka.starting_offsets,
             max_offsets_per_trigger=c.kafka.max_offsets_per_trigger or None,
             fail_on_data_loss=c.kafka.fail_on_data_loss,
             kafka_options=dict(c.kafka.options),
@@ -182,7 +240,7 @@ class MonitorJob:
 
         stream = build_consumer_stream(
             self.session,
-            self._ingest_settings(CONSUMER_EVENTS),
+            self._ingest_settings(CONSUMER_EVENTS, name),
             contracts_for(CONSUMER_EVENTS),
             self.config.membership.shards,
             self.config.ingest.watermark_delay,
@@ -222,7 +280,7 @@ class MonitorJob:
         self.queries["send-ingest"] = start_send_ingest(
             self.session,
             self.tables,
-            self._ingest_settings(SEND_EVENTS),
+            self._ingest_settings(SEND_EVENTS, "send-ingest"),
             contracts_for(SEND_EVENTS),
             c.fault_settings,
             checkpoint,
@@ -242,15 +300,21 @@ class MonitorJob:
 
     def await_available(self) -> None:
         """With ``available_now``: wait until every query has processed what was available."""
-        for query in self.queries.values():
-            query.awaitTermination()
+        for name, query in self.queries.items():
+            try:
+                query.awaitTermination()
+            except Exception as error:
+                refused = kafka_refusal(error, name)
+                if refused is None:
+                    raise
+                raise refused from None
         self.raise_if_failed()
 
     def raise_if_failed(self) -> None:
         for name, query in self.queries.items():
             error = query.exception()
             if error is not None:
-                raise RuntimeError(f"query {name} failed: {error}")
+                raise kafka_refusal(error, name) or RuntimeError(f"query {name} failed: {error}")
 
     def refresh_job_metrics(self) -> None:
         from datetime import datetime
@@ -370,6 +434,8 @@ class MonitorJob:
                     break
                 stopping.wait(1.0)
             return 0
+        except KafkaRefused:
+            raise  # one line from the command, no restart can help
         except QueryFailedRepeatedly as error:
             log.error("%s; exiting so that the job's supervisor starts it again", error)
             return 1

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,12 +22,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from streaming.app.cli import main
 from streaming.app.commands.tables import PROGRESS_COLUMNS
 from streaming.app.simulation.fleet import Simulation
 from streaming.contract.tables import TABLES, column_names
+from streaming.job.delta.broker_gauges import producers_all_down
 from tests.support.fleet import SEED, SENDS_PER_SECOND, SIMULATED_MS, START_MS, fleet_run, scenarios
+from tests.support.runbook import confirm_commands, sections
 
 ROOT = Path(__file__).parents[2]
 
@@ -450,6 +454,29 @@ def test_every_table_is_a_view_with_the_catalogue_columns(delta, capsys):
         code, out, err = cli(capsys, "query", "sql", "--delta-root", delta, "--csv", f"SELECT * FROM {name} LIMIT 0")
         assert code == 0, err
         assert out.strip().split(",") == column_names(name)
+
+
+def test_the_runbooks_sql_runs_on_the_tables_and_finds_what_the_metric_counts(delta, capsys):
+    statements = {
+        heading: shlex.split(command)[2]
+        for heading in sections()
+        for command in confirm_commands(heading)
+        if command.startswith("query sql ")
+    }
+    assert statements  # the runbook names some
+    for heading, statement in statements.items():
+        code, out, err = cli(capsys, "query", "sql", statement.replace("'G'", f"'{STUCK}'"), "--delta-root", delta)
+        assert code == 0, (heading, err)
+    # The producers the all-brokers-unavailable section lists are those the job's gauge counts, at the same time.
+    items = DeltaTable(f"{delta}/producer_broker_status_current").to_pyarrow_table().to_pylist()
+    ends: dict[str, int] = {}  # each producer's earliest window end: all its brokers are unavailable before it
+    for item in items:
+        if item["unavailable_until_ms"] is not None:
+            ends[item["producer_id"]] = min(item["unavailable_until_ms"], ends.get(item["producer_id"], 2**62))
+    at = max(ends.values()) - 1
+    listed = statements["RocketMQMonitorProducerAllBrokersUnavailable"].replace("epoch_ms(now())", str(at))
+    rows = cli_json(capsys, "query", "sql", listed, "--delta-root", delta)
+    assert len(rows) == producers_all_down(items, at) > 0
 
 
 @pytest.mark.parametrize(

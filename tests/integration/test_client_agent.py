@@ -193,3 +193,31 @@ def test_without_kafka_the_buffer_drops_and_counts_and_the_hook_never_throws(lin
     assert counters.published() == 0
     assert counters.dropped() == 200  # everything accounted for: the buffer's drops plus Kafka's losses
     assert counters.agentErrors() == 0
+
+
+def test_the_attached_agent_s_settings_file_then_system_properties_then_arguments(tmp_path):
+    """``-javaagent`` settings as ``AgentMain.premain`` reads them, from the -javaagent jar alone."""
+    rocketmq_jvm._start_jvm()
+    URL = jpype.JClass("java.net.URL")
+    loader = jpype.JClass("java.net.URLClassLoader")(
+        jpype.JArray(URL)([URL(agent_artifacts.agent().javaagent.resolve().as_uri())]),
+        jpype.JClass("java.lang.ClassLoader").getPlatformClassLoader(),
+    )
+    file = tmp_path / "agent.properties"
+    file.write_text("bootstrap.servers=file:9092\ntopic.send.results=from-file\nbuffer.capacity=5\n")
+    system = jpype.JClass("java.util.Properties")()
+    for name, value in {
+        "java.version": "not an agent setting",
+        "rrm.agent.topic.send.results": "from-system",
+        "rrm.agent.report.interval.ms": "700",
+    }.items():
+        system.setProperty(name, value)
+    arguments = f"config={file},bootstrap.servers=k1:9092,k2:9092,report.interval.ms=900"
+    settings = jpype.JClass("io.github.rrm.agent.AgentMain", loader=loader).settings(arguments, system)
+    config = jpype.JClass("io.github.rrm.agent.AgentConfig", loader=loader).fromProperties(settings)
+    assert str(config.bootstrapServers()) == "k1:9092,k2:9092"  # arguments over the file, commas kept
+    assert str(config.sendResultsTopic()) == "from-system"  # system properties over the file
+    assert config.bufferCapacity() == 5 and config.reportIntervalMs() == 900
+    # Kafka is inside the jar under the agent's own package, not where the application's would be.
+    assert loader.getResource("org/apache/kafka/clients/producer/KafkaProducer.class") is None
+    assert loader.getResource("io/github/rrm/agent/shaded/kafka/clients/producer/KafkaProducer.class") is not None

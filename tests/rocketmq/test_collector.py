@@ -638,16 +638,18 @@ def test_collectors_configured_as_shards_poll_every_group_exactly_once(rocketmq_
     assert all(any(c == {f"shard-{i}"} for c in polled_by.values()) for i in range(2)), "one shard polled nothing"
 
 
-def test_calls_refused_by_access_control_are_logged_and_counted_as_acl_denied(kafka_broker, tmp_path):
-    """A 5.3.3 cluster with access control (ACL 2.0): a collector without credentials, or with a wrong secret, is
-    refused by both brokers; every refusal counts as ``acl_denied`` (not ``admin_error``) with a log line saying
-    so, and the collector keeps polling. With the account's credentials the same collector reads the groups."""
+@pytest.mark.parametrize("line", ["5", "4.9"])
+def test_calls_refused_by_access_control_are_logged_and_counted_as_acl_denied(kafka_broker, tmp_path, line):
+    """A cluster with access control (5.3.3: ACL 2.0; 4.9.7: ACL 1, plain_acl.yml): a collector without
+    credentials, or with a wrong secret, is refused by both brokers; every refusal counts as ``acl_denied`` (not
+    ``admin_error``) with a log line saying so, and the collector keeps polling. With the account's credentials
+    the same collector reads the groups."""
     account = AclAccount("rrm-admin", "rrm-secret-1")
-    cluster = LocalRocketMQCluster("5", tmp_path / "cluster", acl=account, stop_grace_s=5.0)
+    cluster = LocalRocketMQCluster(line, tmp_path / "cluster", acl=account, stop_grace_s=5.0)
     cluster.start()
     try:
         cluster.create_group("acl-g")  # signed with the account: the brokers know one group
-        topic = "acl.consumer-connections"
+        topic = f"acl-{line}.consumer-connections"
         create_topics(kafka_broker.bootstrap_servers, [topic])
         base = {
             "RRM__KAFKA__BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers,
@@ -696,3 +698,4 @@ def test_calls_refused_by_access_control_are_logged_and_counted_as_acl_denied(ka
         }, logs[name][-2000:]
     assert counters["right"].get('rmqcol_problems_total{kind="acl_denied"}', 0) == 0, counters["right"]
     assert counters["right"].get("rmqcol_groups") == 1, counters["right"]
+    assert not any(secret in text for secret in (account.secret_key, "not-the-secret") for text in logs.values())

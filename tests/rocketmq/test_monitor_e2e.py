@@ -312,6 +312,8 @@ def alert_of(kind: AnomalyKind) -> str:
 
 
 RUNBOOK_CHECKED = {
+    alert_of(AnomalyKind.ORPHANED_QUEUES): "circle_dup",
+    alert_of(AnomalyKind.DOUBLE_OWNED_QUEUES): "circle_dup",
     alert_of(AnomalyKind.DUPLICATE_CLIENT_ID): "circle_dup",
     alert_of(AnomalyKind.INCONSISTENT_SUBSCRIPTION): "ownsub",
     alert_of(AnomalyKind.OFFLINE_GROUP_BACKLOG): "offline",
@@ -1088,8 +1090,7 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     # brokers' lag; the expected owner's running info holds its share and none of them.
     dup = scenarios.clients[run.group("circle_dup")]
     unheld = run.queues - {q for c in dup for q in held(c, run.topic)}
-    orphans = sections["circle_dup"]
-    assert orphans == PROGRESS_ALERTS[QueueState.ORPHAN_CONFIRMED].name
+    orphans = PROGRESS_ALERTS[QueueState.ORPHAN_CONFIRMED].name
     (progress_out,) = mqadmin_output(seen, orphans, "consumerProgress").values()
     rows = progress_rows(progress_out, run.topic)
     assert {q for q, r in rows.items() if r[2] == "N/A"} == unheld, progress_out
@@ -1097,6 +1098,13 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
         assert rows[queue][3] == broker_lag(lags["circle_dup"][(run.topic, *queue)]) > 0
     (owner_status,) = mqadmin_output(seen, orphans, "consumerStatus").values()
     assert set(queue_details(owner_status, run.topic)) == set(held(real_twins[0], run.topic)), owner_status
+    # The same queues as the predicted orphans' section shows them; the twins' common queues (doubly owned) are
+    # in the running info of their id.
+    (predicted,) = mqadmin_output(seen, alert_of(AnomalyKind.ORPHANED_QUEUES), "consumerProgress").values()
+    assert {q for q, r in progress_rows(predicted, run.topic).items() if r[2] == "N/A"} == unheld, predicted
+    doubly = set(held(real_twins[0], run.topic)) & set(held(real_twins[1], run.topic))
+    (twin_status,) = mqadmin_output(seen, alert_of(AnomalyKind.DOUBLE_OWNED_QUEUES), "consumerStatus").values()
+    assert doubly and doubly <= set(queue_details(twin_status, run.topic)), twin_status
 
     # Stuck holder: its running info shows the blocked message as the oldest cached one; the Diff does not fall.
     blocked = scenarios.seen["blocked"]

@@ -95,6 +95,7 @@ def job_env(
     *,
     sized_for_tests: bool = True,
     tables_from_template: bool = True,
+    client_options: Mapping[str, Any] | None = None,
     **env: str,
 ) -> tuple[dict[str, str], dict[str, str]]:
     """The tests' job settings as ``RRM__`` environment overrides, and the topics (created) by event type.
@@ -102,9 +103,10 @@ def job_env(
     ``sized_for_tests``: ``TEST_SIZED`` (else the job's defaults). ``tables_from_template``: the root's Delta
     tables copied from the session's template for these settings (``table_template``) before any job starts
     on it, else the job creates them; a configuration file beside these overrides must not change [delta].
+    ``client_options``: kafka-python's settings (security) for creating the topics.
     """
     topics = {t: f"{prefix}.{name}" for t, name in DEFAULT_TOPICS.items()}
-    create_topics(bootstrap, topics.values())
+    create_topics(bootstrap, topics.values(), **dict(client_options or {}))
     base = {
         "RRM__KAFKA__BOOTSTRAP_SERVERS": bootstrap,
         "RRM__PATHS__DELTA_ROOT": str(root / "delta"),

@@ -10,10 +10,12 @@ from typing import Any
 class KafkaRecords:
     """Accumulates the JSON values of every record of ``topics`` (all partitions, from offset 0)."""
 
-    def __init__(self, bootstrap: str, topics: Iterable[str]) -> None:
+    def __init__(self, bootstrap: str, topics: Iterable[str], **client_options: Any) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
-        self._consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, **client_options
+        )
         partitions = []
         for topic in topics:
             ids = self._consumer.partitions_for_topic(topic) or {0}

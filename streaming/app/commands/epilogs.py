@@ -4,6 +4,8 @@ EPILOG_KAFKA = """examples:
   rebalance-monitor kafka start            # start (or reuse) the local broker, print bootstrap servers
   rebalance-monitor kafka status
   rebalance-monitor kafka stop
+  rebalance-monitor kafka start --secure --home .run/kafka-secure   # SASL_SSL only; prints its client.toml
+  rebalance-monitor kafka stop --home .run/kafka-secure
 """
 EPILOG_ROCKETMQ = """examples:
   rebalance-monitor rocketmq start              # name server + broker-a + broker-b (5.3.3), print addresses

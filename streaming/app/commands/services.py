@@ -17,10 +17,13 @@ from streaming.app.commands.tables import open_spark
 def kafka(args: argparse.Namespace) -> int:
     from localenv.kafka_broker import LocalKafkaBroker
 
-    broker = LocalKafkaBroker(args.home)
+    broker = LocalKafkaBroker(args.home, secure=args.secure)
     if args.action == "start":
         info = broker.start()
         print(f"Kafka broker running: pid {info.pid}, bootstrap servers {info.bootstrap_servers}")
+        if info.listener is not None:
+            client = info.listener.write_client_config(info.bootstrap_servers)
+            print(f"SASL_SSL (SCRAM-SHA-512) only; the [kafka] settings of a client, password included: {client}")
     elif args.action == "stop":
         print("Kafka broker stopped" if broker.stop() else "no Kafka broker was running")
     else:
@@ -187,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     from streaming.job.runner import MonitorJob
 
     config = load_config(args.config)  # a ConfigError is one line per problem and exit code 2 (main)
-    job = MonitorJob(config, available_now=args.available_now)
+    job = MonitorJob(config, available_now=args.available_now, new_state=args.new_state)
     if args.available_now:
         try:
             job.start()

@@ -61,6 +61,7 @@ def simulate(args: argparse.Namespace) -> int:
     bootstrap = args.bootstrap_servers or config.kafka.bootstrap_servers
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    refusals = _KafkaRefusals()
     try:
         return run_to_kafka(
             settings,
@@ -82,11 +83,44 @@ def simulate(args: argparse.Namespace) -> int:
         return 130
     except Exception as error:  # kafka-python: no broker reachable, bad security settings
         if type(error).__module__.startswith("kafka"):
+            if refusals.seen:
+                raise NotFound(
+                    f"Kafka at {bootstrap} refused the producer's authentication ({refusals.seen[-1]}); "
+                    "check [kafka.options]: the SASL credentials and the trust store"
+                ) from None
             detail = type(error).__name__ + ("" if str(error) in ("", type(error).__name__) else f": {error}")
             raise NotFound(f"cannot publish to Kafka at {bootstrap} ({detail})") from None
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)
+        refusals.close()
+
+
+class _KafkaRefusals:
+    """kafka-python logs a refused SASL login or TLS handshake and then fails with an unrelated error (no broker,
+    no API version): this handler on its loggers keeps those refusals, one line each, for the command's error,
+    and keeps its log records (tracebacks included) off the terminal."""
+
+    def __init__(self) -> None:
+        import logging
+
+        self.seen: list[str] = []
+        self._logger = logging.getLogger("kafka")
+        self._handler = logging.Handler(logging.WARNING)
+        self._handler.emit = self._emit  # type: ignore[method-assign]
+        self._logger.addHandler(self._handler)
+
+    def _emit(self, record: object) -> None:
+        import logging
+
+        assert isinstance(record, logging.LogRecord)
+        text = record.getMessage()
+        for marker in ("SaslAuthenticate error:", "SSLCertVerificationError", "CERTIFICATE_VERIFY_FAILED"):
+            if marker in text:
+                self.seen.append(text[text.index(marker) :].splitlines()[0][:300])
+
+    def close(self) -> None:
+        self._logger.removeHandler(self._handler)
 
 
 def _publishing_options(

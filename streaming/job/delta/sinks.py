@@ -82,6 +82,16 @@ class DeltaTables:
                 self.session, self.path(name), struct_type(spec.columns), spec.partition_by, self.properties(spec.kind)
             )
 
+    def version(self, name: str) -> int:
+        """The table's latest version as its log names it (0: created and never written; -1: no table)."""
+        jvm = self.session.sparkContext._jvm
+        log = jvm.org.apache.hadoop.fs.Path(self.path(name), "_delta_log")
+        fs = log.getFileSystem(self.session.sparkContext._jsc.hadoopConfiguration())
+        if not fs.exists(log):
+            return -1
+        names = [status.getPath().getName() for status in fs.listStatus(log)]
+        return max((int(n[:20]) for n in names if n[:20].isdigit()), default=-1)
+
     def read(self, name: str) -> DataFrame:
         return self.session.read.format("delta").load(self.path(name))
 

@@ -42,3 +42,12 @@ def check_shard_layout(session: Any, checkpoint: str, shards: int) -> None:
         return
     fs.mkdirs(root)
     write_whole(fs, layout, json.dumps({"shards": shards}).encode())
+
+
+def checkpoint_used(session: Any, checkpoint: str) -> bool:
+    """Whether a query has ever started on ``checkpoint``: Spark's ``metadata`` or the Delta writers' app id
+    (``delta-txn-app-id``, made before the query starts) is there. A query writes its tables only after both."""
+    jvm = session.sparkContext._jvm
+    root = jvm.org.apache.hadoop.fs.Path(checkpoint)
+    fs = root.getFileSystem(session.sparkContext._jsc.hadoopConfiguration())
+    return any(fs.exists(jvm.org.apache.hadoop.fs.Path(root, name)) for name in ("metadata", "delta-txn-app-id"))

@@ -5,6 +5,8 @@ Delta commit refused). Restarting it from its checkpoint neither loses nor repea
 and the idempotent Delta writes see to that), so the job waits 1, 2, 4 ... seconds up to a maximum and
 starts it again. A query that fails ``max_consecutive_failures`` times without completing a trigger in
 between is beyond help from inside: the job then exits non-zero and the supervisor around it takes over.
+Kafka refusing the job's credentials or its TLS handshake is never retried: a restart cannot fix it, so the job
+ends at once with one line saying so (``KafkaRefused``).
 """
 
 from __future__ import annotations
@@ -21,8 +23,27 @@ log = logging.getLogger(__name__)
 _PYTHON_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b")  # a Python traceback's last line
 
 
+_KAFKA_REFUSAL = re.compile(r"org\.apache\.kafka\.common\.errors\.((?:Sasl|Ssl)?AuthenticationException): ?([^\n]*)")
+
+
 class QueryFailedRepeatedly(RuntimeError):
     """A query failed too many times in a row; the job must exit so an outer supervisor restarts it."""
+
+
+class KafkaRefused(QueryFailedRepeatedly):
+    """Kafka refused the job's authentication (SASL credentials, TLS trust): one line, the job ends."""
+
+
+def kafka_refusal(error: Any, query: str) -> KafkaRefused | None:
+    """``KafkaRefused`` when a query's exception is, anywhere in its causes, Kafka refusing authentication."""
+    found = _KAFKA_REFUSAL.search(str(getattr(error, "desc", None) or error) + "\n" + str(error))
+    if found is None:
+        return None
+    reason = f"{found.group(1)}: {found.group(2).strip()}"[:300]
+    return KafkaRefused(
+        f"job: Kafka refused the job's query {query} ({reason}); check [kafka.options]: the SASL credentials "
+        "and the trust store"
+    )
 
 
 @dataclass
@@ -70,6 +91,9 @@ class QuerySupervisor:
                 error = query.exception()
                 if error is None:
                     continue  # stopped on purpose
+                refused = kafka_refusal(error, name)
+                if refused is not None:
+                    raise refused
                 self._failed(name, health, error_summary(error), now)
             elif now >= health.restart_at:
                 health.restart_at = None

@@ -14,6 +14,9 @@ public final class AgentConfig {
     /** System property prefix of every setting; {@code rrm.agent.kafka.<name>} passes a Kafka producer property. */
     public static final String PREFIX = "rrm.agent.";
     static final String KAFKA_PREFIX = PREFIX + "kafka.";
+    /** A properties file of {@code rrm.agent.*} settings (credentials stay out of the command line); system
+     * properties win over it. */
+    public static final String CONFIG_FILE = PREFIX + "config.file";
 
     private final String bootstrapServers;
     private final String sendResultsTopic;
@@ -23,6 +26,7 @@ public final class AgentConfig {
     private final long reportIntervalMs;
     private final long reportCheckIntervalMs;
     private final long logIntervalMs;
+    private final long publishIntervalMs;
     private final boolean attemptField;
     private final Map<String, String> kafkaProperties;
 
@@ -33,7 +37,7 @@ public final class AgentConfig {
         if (b.bufferCapacity < 1 || b.attemptKeys < 1) {
             throw new IllegalArgumentException("buffer capacity and attempt keys must be at least 1");
         }
-        if (b.reportIntervalMs < 1 || b.reportCheckIntervalMs < 1 || b.logIntervalMs < 1) {
+        if (b.reportIntervalMs < 1 || b.reportCheckIntervalMs < 1 || b.logIntervalMs < 1 || b.publishIntervalMs < 1) {
             throw new IllegalArgumentException("intervals must be at least 1 ms");
         }
         this.bootstrapServers = b.bootstrapServers;
@@ -44,6 +48,7 @@ public final class AgentConfig {
         this.reportIntervalMs = b.reportIntervalMs;
         this.reportCheckIntervalMs = b.reportCheckIntervalMs;
         this.logIntervalMs = b.logIntervalMs;
+        this.publishIntervalMs = b.publishIntervalMs;
         this.attemptField = b.attemptField;
         this.kafkaProperties = Collections.unmodifiableMap(new LinkedHashMap<String, String>(b.kafkaProperties));
     }
@@ -54,14 +59,27 @@ public final class AgentConfig {
 
     /** The settings given as {@code -Drrm.agent.*} system properties. */
     public static AgentConfig fromSystemProperties() {
-        return fromProperties(System.getProperties());
+        Properties merged = new Properties();
+        String file = System.getProperty(CONFIG_FILE, "").trim();
+        if (!file.isEmpty()) {
+            try (java.io.Reader in = java.nio.file.Files.newBufferedReader(java.nio.file.Paths.get(file),
+                    java.nio.charset.StandardCharsets.UTF_8)) {
+                merged.load(in);
+            } catch (java.io.IOException | RuntimeException e) {
+                throw new IllegalArgumentException("cannot read " + CONFIG_FILE + " " + file + ": " + e.getMessage());
+            }
+        }
+        for (String name : System.getProperties().stringPropertyNames()) {
+            merged.setProperty(name, System.getProperty(name));
+        }
+        return fromProperties(merged);
     }
 
     /** The settings among {@code properties} whose names start with {@code rrm.agent.}. */
     public static AgentConfig fromProperties(Properties properties) {
         Builder b = builder();
         for (String name : properties.stringPropertyNames()) {
-            if (!name.startsWith(PREFIX)) {
+            if (!name.startsWith(PREFIX) || name.equals(CONFIG_FILE)) {
                 continue;
             }
             String value = properties.getProperty(name).trim();
@@ -84,6 +102,8 @@ public final class AgentConfig {
                 b.reportCheckIntervalMs(Long.parseLong(value));
             } else if (key.equals("log.interval.ms")) {
                 b.logIntervalMs(Long.parseLong(value));
+            } else if (key.equals("publish.interval.ms")) {
+                b.publishIntervalMs(Long.parseLong(value));
             } else if (key.equals("attempt.field")) {
                 b.attemptField(Boolean.parseBoolean(value));
             } else {
@@ -125,6 +145,10 @@ public final class AgentConfig {
         return logIntervalMs;
     }
 
+    public long publishIntervalMs() {
+        return publishIntervalMs;
+    }
+
     public boolean attemptField() {
         return attemptField;
     }
@@ -143,6 +167,7 @@ public final class AgentConfig {
         private long reportIntervalMs = 30000;
         private long reportCheckIntervalMs = 500;
         private long logIntervalMs = 60000;
+        private long publishIntervalMs = 20;
         private boolean attemptField = false;
         private final Map<String, String> kafkaProperties = new LinkedHashMap<String, String>();
 
@@ -191,6 +216,12 @@ public final class AgentConfig {
         /** How often the counters are logged. */
         public Builder logIntervalMs(long value) {
             this.logIntervalMs = value;
+            return this;
+        }
+
+        /** How often the publisher hands the buffered events to Kafka (it sleeps in between). */
+        public Builder publishIntervalMs(long value) {
+            this.publishIntervalMs = value;
             return this;
         }
 

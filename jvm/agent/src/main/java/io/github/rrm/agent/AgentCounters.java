@@ -19,6 +19,8 @@ public final class AgentCounters {
     final AtomicLong droppedBufferFull = new AtomicLong();
     final AtomicLong droppedKafkaError = new AtomicLong();
     final AtomicLong agentErrors = new AtomicLong();
+    final AtomicLong kafkaAuthRefused = new AtomicLong();
+    volatile String kafkaRefusal;
 
     /** Send attempts whose result the hook turned into an event (ASYNC sends once, at completion). */
     public long sendAttempts() {
@@ -65,6 +67,16 @@ public final class AgentCounters {
         return droppedBufferFull.get() + droppedKafkaError.get();
     }
 
+    /** Events Kafka refused because it refused the agent's authentication (counted in dropped_kafka_error too). */
+    public long kafkaAuthRefused() {
+        return kafkaAuthRefused.get();
+    }
+
+    /** The last line logged for Kafka refusing the agent's authentication, or null: it never did. */
+    public String kafkaRefusal() {
+        return kafkaRefusal;
+    }
+
     /** The agent's own failures, caught so they never reach the application. */
     public long agentErrors() {
         return agentErrors.get();
@@ -82,6 +94,7 @@ public final class AgentCounters {
         values.put("dropped", dropped());
         values.put("dropped_buffer_full", droppedBufferFull());
         values.put("dropped_kafka_error", droppedKafkaError());
+        values.put("kafka_auth_refused", kafkaAuthRefused());
         values.put("agent_errors", agentErrors());
         return values;
     }

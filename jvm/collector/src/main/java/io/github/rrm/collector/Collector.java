@@ -715,7 +715,9 @@ public final class Collector {
     int code = e instanceof MQBrokerException b ? b.getResponseCode()
         : e instanceof MQClientException c ? c.getResponseCode() : -1;
     String text = String.valueOf(e.getMessage()).toLowerCase();
-    return code == ResponseCode.NO_PERMISSION || text.contains("no permission") || text.contains("access denied");
+    // 5.x answers NO_PERMISSION; a 4.9.x broker (ACL 1) answers SYSTEM_ERROR with its AclException's text.
+    return code == ResponseCode.NO_PERMISSION || text.contains("no permission") || text.contains("access denied")
+        || text.contains("aclexception");
   }
 
   /** The end of a log line for a failed call: a refusal by access control says so, and what to check. */

@@ -11,7 +11,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Publishes events to Kafka (idempotent, acks=all, bounded buffer and blocking time). Kafka being down never
  * stops the collector: a send that fails is logged and counted, and for a back-off period after a send to a topic
  * could not even be buffered the following events for that topic are counted as unpublished without blocking the
- * cycle again (per topic: a missing progress topic does not hold up the membership events).
+ * cycle again (per topic: a missing progress topic does not hold up the membership events). Kafka refusing the
+ * collector's authentication (SASL credentials, TLS trust) is its own problem kind and log line.
  */
 final class EventPublisher implements AutoCloseable {
   private final KafkaProducer<byte[], byte[]> producer;
@@ -49,6 +50,8 @@ final class EventPublisher implements AutoCloseable {
       producer.send(record, (metadata, error) -> {
         if (error == null) {
           counters.add("rmqcol_events_published_total", "type", type);
+        } else if (refused(error)) {
+          counters.add("rmqcol_events_unpublished_total", "type", type);
         } else {
           counters.add("rmqcol_events_unpublished_total", "type", type);
           counters.problem("kafka_send_failed");
@@ -56,12 +59,27 @@ final class EventPublisher implements AutoCloseable {
         }
       });
     } catch (RuntimeException error) {
+      if (refused(error)) {
+        counters.add("rmqcol_events_unpublished_total", "type", type);
+        return;
+      }
       unavailableUntil.put(topic, System.currentTimeMillis() + backoffMs);
       counters.add("rmqcol_events_unpublished_total", "type", type);
       counters.problem("kafka_unavailable");
       log.warnEvery("kafka:" + topic, "Kafka unavailable for topic " + topic + " (" + error + "); its events of the "
           + "next " + backoffMs + " ms are counted as unpublished");
     }
+  }
+
+  /** True (counted and logged) when {@code error} is Kafka refusing the collector's authentication. */
+  private boolean refused(Throwable error) {
+    if (!(error instanceof org.apache.kafka.common.errors.AuthenticationException)) {
+      return false;
+    }
+    counters.problem("kafka_auth_failed");
+    log.warnEvery("kafka-auth", "Kafka refused the collector's authentication (check [kafka.options]: the SASL "
+        + "credentials and the trust store): " + Collector.brief(error));
+    return true;
   }
 
   void flush() {

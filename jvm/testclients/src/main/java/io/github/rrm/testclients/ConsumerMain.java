@@ -46,20 +46,45 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * duplicate client id needs processes of its own). Every line of a hosted consumer names it ({@code consumer}).
  */
 final class ConsumerMain {
+    /** How many times a consumer whose start failed is made and started again ({@code Hosted.start}). */
+    private static final int START_ATTEMPTS = 3;
+
     private ConsumerMain() {
     }
 
     /** One push consumer of the process, with what it consumed; {@code name} null when it is the only one. */
     private static final class Hosted {
         final String name;
-        final DefaultMQPushConsumer consumer;
+        final Options options;
+        DefaultMQPushConsumer consumer;
         final Map<String, AtomicLong> consumed = new ConcurrentHashMap<String, AtomicLong>();
         String clientId;
         String lastHeld;
 
         Hosted(String name, Options o) throws Exception {
             this.name = name;
+            this.options = o;
             consumer = create(o, consumed, name);
+        }
+
+        /**
+         * Start the consumer. Its start asks the name server for each topic's route within the client's API timeout
+         * (3 s): on a busy machine that call can time out, and the start throws with the consumer half started, so
+         * the consumer is shut down and made again, up to {@code START_ATTEMPTS} times.
+         */
+        void start() throws Exception {
+            for (int attempt = 1; ; attempt++) {
+                try {
+                    consumer.start();
+                    return;
+                } catch (Exception e) {
+                    if (attempt >= START_ATTEMPTS) {
+                        throw e;
+                    }
+                    consumer.shutdown();
+                    consumer = create(options, consumed, name);
+                }
+            }
         }
 
         /** {@code {"kind":<kind>,"consumer":<name>} } with {@code rest} appended inside the braces. */
@@ -192,7 +217,7 @@ final class ConsumerMain {
             inParallel(hosted, new Each() {
                 @Override
                 public void run(Hosted h) throws Exception {
-                    h.consumer.start();
+                    h.start();
                     h.clientId = h.consumer.getDefaultMQPushConsumerImpl().getmQClientFactory().getClientId();
                 }
             });

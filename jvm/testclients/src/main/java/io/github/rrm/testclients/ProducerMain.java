@@ -15,8 +15,9 @@ import org.apache.rocketmq.common.message.Message;
  * tolerance's own {@code isAvailable} answer at the sampling time. A {@code faults} line is printed whenever an
  * item changes and every second; it also carries the send counts and, with the agent, its counters. Options:
  * namesrv, group, topic (several comma-separated: sent to in turn), instance-name, fault-enable, rate (sends/s), send-timeout-ms, count (stop after this
- * many successful sends and print a {@code sent} line; 0: never), agent (true: register the agent's hook,
- * configured by -Drrm.agent.*).
+ * many successful sends and print a {@code sent} line; 0: never), print-sends (true: a {@code send} line per
+ * successful send, with the queue the client sent to), agent (true: register the agent's hook, configured by
+ * -Drrm.agent.*). The {@code stopped} line carries the agent's Kafka refusal line, if it logged one.
  */
 final class ProducerMain {
     private ProducerMain() {
@@ -39,6 +40,7 @@ final class ProducerMain {
         final String[] topics = o.require("topic").split(",");
         final long intervalNanos = 1000000000L / Math.max(1, o.getLong("rate", 20));
         final long count = o.getLong("count", 0);
+        final boolean printSends = o.getBoolean("print-sends", false);
         final AtomicLong ok = new AtomicLong();
         final AtomicLong failed = new AtomicLong();
         final AtomicLong unexpected = new AtomicLong();
@@ -59,6 +61,12 @@ final class ProducerMain {
                             new Message(topics[(int) (turn++ % topics.length)], "probe".getBytes("UTF-8")));
                         if (result != null) {
                             ok.incrementAndGet();
+                            if (printSends) {
+                                Out.line("{\"kind\":\"send\",\"broker\":"
+                                    + Out.quote(result.getMessageQueue().getBrokerName()) + ",\"queue_id\":"
+                                    + result.getMessageQueue().getQueueId() + ",\"status\":"
+                                    + Out.quote(result.getSendStatus().name()) + "}");
+                            }
                         }
                     } catch (InterruptedException e) {
                         return;
@@ -124,9 +132,11 @@ final class ProducerMain {
                 if (agent != null) {
                     agent.close(8000);
                 }
+                String refusal = agent == null ? null : agent.counters().kafkaRefusal();
                 return java.util.Collections.singletonList("{\"kind\":\"stopped\",\"sends_ok\":" + ok.get()
                     + ",\"sends_failed\":" + failed.get() + ",\"unexpected\":" + unexpected.get()
-                    + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson()) + "}");
+                    + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson())
+                    + (refusal == null ? "" : ",\"agent_refusal\":" + Out.quote(refusal)) + "}");
             }
         });
     }
