@@ -27,7 +27,12 @@ DDL = "seq INT, kind STRING, batch_id BIGINT"
 def table(spark, tmp_path) -> str:
     path = str(tmp_path / "history")
     # The job's own properties for a history table: they must leave the checksum's transaction list on.
-    ensure_table(spark, path, DDL, properties=DeltaTables(spark, tmp_path).properties("history"))
+    ensure_table(
+        spark,
+        path,
+        spark.createDataFrame([], DDL).schema,
+        properties=DeltaTables(spark, tmp_path).properties("history"),
+    )
     return path
 
 
@@ -130,7 +135,12 @@ def test_a_frame_of_known_size_is_written_by_as_few_tasks_as_its_rows_need(spark
 
 def test_an_overwrite_replaces_every_row_once_per_batch(spark, tmp_path):
     path = str(tmp_path / "current")
-    ensure_table(spark, path, DDL, properties=DeltaTables(spark, tmp_path).properties("current"))
+    ensure_table(
+        spark,
+        path,
+        spark.createDataFrame([], DDL).schema,
+        properties=DeltaTables(spark, tmp_path).properties("current"),
+    )
     spread = spark.sparkContext.parallelize([(i, f"k{i}", 0) for i in range(5)], 4)
     assert overwrite_idempotent(spark.createDataFrame(spread, DDL), path, "app-1", 0, rows=5)
     assert overwrite_idempotent(batch(spark, 1, rows=3), path, "app-1", 1, rows=3)

@@ -30,7 +30,7 @@ def listing(spark, store_class: str, directory: Path, start: str) -> list[tuple[
 @pytest.fixture
 def table(spark, tmp_path) -> Path:
     path = tmp_path / "history"
-    ensure_table(spark, str(path), DDL, properties={"delta.checkpointInterval": "3"})
+    ensure_table(spark, str(path), spark.createDataFrame([], DDL).schema, properties={"delta.checkpointInterval": "3"})
     for batch_id in range(1, 8):  # two checkpoints (versions 3 and 6), commits and checksums after them
         append_idempotent(spark.createDataFrame([(batch_id, batch_id)], DDL), str(path), "app", batch_id)
     return path

@@ -21,7 +21,7 @@ def test_a_creation_killed_before_its_first_commit_is_created_again(spark, tmp_p
         (log / "_staged_commits").mkdir()
         (log / ".00000000000000000000.json.0f3c9a.tmp").write_text('{"commitInfo":{}}\n')
 
-    ensure_table(spark, str(path), DDL)
+    ensure_table(spark, str(path), spark.createDataFrame([], DDL).schema)
 
     frame = spark.read.format("delta").load(str(path))
     assert frame.schema == spark.createDataFrame([], DDL).schema
@@ -35,6 +35,6 @@ def test_a_directory_with_files_beside_an_uncommitted_log_is_left_alone(spark, t
     (path / "part-00000.snappy.parquet").write_bytes(b"not ours to delete")
 
     with pytest.raises(Exception, match="DELTA_"):
-        ensure_table(spark, str(path), DDL)
+        ensure_table(spark, str(path), spark.createDataFrame([], DDL).schema)
     assert (path / "part-00000.snappy.parquet").read_bytes() == b"not ours to delete"
     assert (path / "_delta_log").is_dir()
