@@ -417,22 +417,13 @@ class LocalRocketMQCluster:
         printed. mqadmin prints a failure's stack trace and exits 0, so the caller judges the text."""
         home = self.home / "mqadmin"
         home.mkdir(parents=True, exist_ok=True)
-        run = [
-            "java",
-            "-Xmx128m",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            f"-Duser.home={home}",
+        run = _short_jvm(
+            home,
+            str(jvm_artifacts.jar_dir(PROFILE_BY_LINE[self.line]) / "*"),
+            ["org.apache.rocketmq.tools.command.MQAdminStartup", command, "-n", self.namesrv_addr, *args],
             f"-Drocketmq.home.dir={home}",
             "-Djava.net.preferIPv4Stack=true",
-            "-cp",
-            str(jvm_artifacts.jar_dir(PROFILE_BY_LINE[self.line]) / "*"),
-            "org.apache.rocketmq.tools.command.MQAdminStartup",
-            command,
-            "-n",
-            self.namesrv_addr,
-            *args,
-        ]
+        )
         result = subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
         return result.stdout + result.stderr
 
@@ -443,18 +434,12 @@ class LocalRocketMQCluster:
             if self.acl is None
             else [f"-Drrm.admin.access.key={self.acl.access_key}", f"-Drrm.admin.secret.key={self.acl.secret_key}"]
         )
-        return [
-            "java",
-            "-Xmx128m",
-            "-XX:TieredStopAtLevel=1",
-            "-XX:+UseSerialGC",
-            *signed,
-            f"-Duser.home={self.home / 'admin'}",
-            "-cp",
+        return _short_jvm(
+            self.home / "admin",
             jvm_artifacts.collector_classpath(),
-            "io.github.rrm.collector.ClusterAdmin",
-            *args,
-        ]
+            ["io.github.rrm.collector.ClusterAdmin", *args],
+            *signed,
+        )
 
     def _require(self) -> ClusterInfo:
         info = self.info()
@@ -568,3 +553,18 @@ class LocalRocketMQCluster:
                 return
             time.sleep(0.2)
         raise RocketMQClusterError(f"the {what} did not listen on port {port} within {timeout_s:.0f}s")
+
+
+def _short_jvm(home: Path, classpath: str, main_and_args: list[str], *options: str) -> list[str]:
+    """The command of a short-lived admin JVM (small heap, C1 only, serial GC; ``options`` beside them)."""
+    return [
+        "java",
+        "-Xmx128m",
+        "-XX:TieredStopAtLevel=1",
+        "-XX:+UseSerialGC",
+        *options,
+        f"-Duser.home={home}",
+        "-cp",
+        classpath,
+        *main_and_args,
+    ]

@@ -1057,7 +1057,6 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     group."""
     scenarios = played("5")
     run, seen = scenarios.run, scenarios.seen["runbook"]
-    sections = {name: heading for heading, name in RUNBOOK_CHECKED.items()}
     lags = {name: broker_stats(scenarios.seen, run.group(name)) for name in ("circle_dup", "offline", "stuck")}
 
     # Duplicate client id: consumerConnection lists the twins' id once per real process, each its own address.
@@ -1072,16 +1071,16 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     # Inconsistent subscription: each member's running info lists the topics the member subscribes.
     members = {c.client_id: c for c in scenarios.clients[run.group("ownsub")]}
     subscribed = {"first-only": {run.topic}, "both": {run.topic, f"{run.prefix}_second"}}
-    status = mqadmin_output(seen, sections["ownsub"], "consumerStatus")
+    status = mqadmin_output(seen, alert_of(AnomalyKind.INCONSISTENT_SUBSCRIPTION), "consumerStatus")
     assert set(status) == set(members)
     for client, output in status.items():
         topics = {t for t in SUBSCRIPTION_ROW.findall(output) if not t.startswith("%RETRY%")}
         assert topics == subscribed[members[client].name], output
 
     # Offline group: no broker lists a connection; consumerProgress's Diff is the brokers' lag of every queue.
-    (connections,) = mqadmin_output(seen, sections["offline"], "consumerConnection").values()
+    (connections,) = mqadmin_output(seen, alert_of(AnomalyKind.OFFLINE_GROUP_BACKLOG), "consumerConnection").values()
     assert not CONNECTION_ROW.findall(connections) and "CODE: 206" in connections, connections  # not online
-    (offline,) = mqadmin_output(seen, sections["offline"], "consumerProgress").values()
+    (offline,) = mqadmin_output(seen, alert_of(AnomalyKind.OFFLINE_GROUP_BACKLOG), "consumerProgress").values()
     rows = progress_rows(offline, run.topic)
     assert {q: r[3] for q, r in rows.items()} == {(b, q): broker_lag(r) for (_, b, q), r in lags["offline"].items()}
     assert all(r[3] > 0 for r in rows.values()), offline
@@ -1109,10 +1108,10 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     # Stuck holder: its running info shows the blocked message as the oldest cached one; the Diff does not fall.
     blocked = scenarios.seen["blocked"]
     queue = (blocked["broker"], blocked["queue_id"])
-    (holder_status,) = mqadmin_output(seen, sections["stuck"], "consumerStatus").values()
+    (holder_status,) = mqadmin_output(seen, PROGRESS_ALERTS[QueueState.STUCK_HOLDER].name, "consumerStatus").values()
     info = queue_details(holder_status, blocked["topic"])[queue]
     assert int(info["cachedMsgMinOffset"]) == blocked["queue_offset"] and int(info["cachedMsgCount"]) > 0, info
-    (stuck,) = mqadmin_output(seen, sections["stuck"], "consumerProgress").values()
+    (stuck,) = mqadmin_output(seen, PROGRESS_ALERTS[QueueState.STUCK_HOLDER].name, "consumerProgress").values()
     _, consumer_offset, _, diff = progress_rows(stuck, blocked["topic"])[queue]
     assert consumer_offset == blocked["queue_offset"] and diff == broker_lag(lags["stuck"][(blocked["topic"], *queue)])
 
