@@ -326,7 +326,8 @@ CLIENT_PLACEHOLDER = re.compile(r"<[^>]+>|CLIENT_ID")
 
 def runbook_clients(played: Played, name: str) -> list[str]:
     """The clients whose running info a runbook command of scenario ``name`` reads: the duplicated id (whose
-    share the orphaned queues are), each member of the inconsistent subscription, the stuck holder."""
+    share the orphaned queues are), each member of the inconsistent subscription, the stuck holder, both clients of
+    the stale route."""
     clients = played.clients[played.run.group(name)]
     if name == "circle_dup":
         ids = [c.client_id for c in clients]
@@ -334,19 +335,29 @@ def runbook_clients(played: Played, name: str) -> list[str]:
     return [c.client_id for c in clients[: 1 if name == "stuck" else None]]
 
 
+# Checked while their incident lasts, within its play, rather than with the others once the producer stopped.
+RUNBOOK_DURING = {alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING): "stale"}
+RUNBOOK_CHECKED |= RUNBOOK_DURING
+
+
+def run_section(played: Played, heading: str, name: str) -> None:
+    """Run the runbook section's mqadmin commands for scenario ``name``'s group: their output by (section,
+    command, client) in ``seen["runbook"]``."""
+    run, seen = played.run, played.seen.setdefault("runbook", {})
+    for command in confirm_commands(heading):
+        if command.startswith("mqadmin "):
+            words = CLIENT_PLACEHOLDER.sub("{client}", command).split()[1:]
+            words = [run.group(name) if w == "G" else w for w in words]
+            for client in runbook_clients(played, name) if "{client}" in words else [""]:
+                seen[(heading, command, client)] = run.cluster.mqadmin(*(w.replace("{client}", client) for w in words))
+
+
 def play_runbook(played: Played) -> None:
     """Run each checked runbook section's mqadmin commands for its scenario's group while the incidents are live
-    (the clients still hold what they hold, the producer stopped): their output by (section, command, client)."""
-    run, seen = played.run, {}
+    (the clients still hold what they hold, the producer stopped)."""
     for heading, name in RUNBOOK_CHECKED.items():
-        for command in confirm_commands(heading):
-            if command.startswith("mqadmin "):
-                words = CLIENT_PLACEHOLDER.sub("{client}", command).split()[1:]
-                words = [run.group(name) if w == "G" else w for w in words]
-                for client in runbook_clients(played, name) if "{client}" in words else [""]:
-                    output = run.cluster.mqadmin(*(w.replace("{client}", client) for w in words))
-                    seen[(heading, command, client)] = output
-    played.seen["runbook"] = seen
+        if heading not in RUNBOOK_DURING:
+            run_section(played, heading, name)
 
 
 def play_stuck(played: Played) -> None:
@@ -445,6 +456,21 @@ def play_stale_route(played: Played) -> None:
     time.sleep(max(0.0, after_read - time.time()))
     played.seen["stale_route_at"] = int(time.time() * 1000)
     run.cluster.create_topic(stale_topic(run), 3, brokers=BROKERS[:1])
+    # While both hold a1 (the fast client took a0 a1 on the new route, the slow one keeps a1 until its next read,
+    # at least 20 s away): the observed double-holding section's commands.
+    fast, slow = played.clients[run.group("stale")]
+    a1 = ("broker-a", 1)
+    at = played.seen["stale_route_at"]
+    fast.wait_for(
+        lambda line: line["kind"] == "held"
+        and line["time"] >= at
+        and a1 in held_in(line, stale_topic(run))
+        and len(held_in(line, stale_topic(run))) == 2,
+        60,
+    )
+    if a1 in held(slow, stale_topic(run)):
+        for heading, name in RUNBOOK_DURING.items():
+            run_section(played, heading, name)
 
 
 @pytest.fixture(scope="module")
@@ -1114,6 +1140,13 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     (stuck,) = mqadmin_output(seen, PROGRESS_ALERTS[QueueState.STUCK_HOLDER].name, "consumerProgress").values()
     _, consumer_offset, _, diff = progress_rows(stuck, blocked["topic"])[queue]
     assert consumer_offset == blocked["queue_offset"] and diff == broker_lag(lags["stuck"][(blocked["topic"], *queue)])
+
+    # Observed double holding (the stale route): each client's running info, read while both held a1, lists a1.
+    stale = scenarios.clients[run.group("stale")]
+    status = mqadmin_output(seen, alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING), "consumerStatus")
+    assert set(status) == {c.client_id for c in stale}, "the double holding ended before its commands ran"
+    for output in status.values():
+        assert ("broker-a", 1) in queue_details(output, stale_topic(run)), output
 
     # The monitor's own commands of each section answer for the group.
     delta_root = str(run.config.paths.delta_root)
