@@ -114,7 +114,7 @@ def test_refused_and_unparsable_events_are_dead_letters_with_their_reason_and_or
         for name in EVENT_COLUMNS:
             columns[name].append(row[name])
 
-    _, outcomes, letter_rows, origins = _apply_isolating_poison(0, columns, _NoState(), EngineSettings(), 0, None)
+    _, outcomes, letter_rows, origins = _apply_isolating_poison(0, columns, _NoState(), EngineSettings(), 0)
     rows = _as_job_rows(outcomes, 0, origins) + letter_rows
     letters = {r["kafka_offset"]: r for t, r in rows if t == "dead_letters"}
     assert {offset: r["reason"] for offset, r in letters.items()} == {
