@@ -108,8 +108,9 @@ def holder_view(client_id: str, orderly: bool, entry: Sequence[Any], at_ms: int)
 
 
 def presumed_holder(client_id: str, queue: QueueRef, at_ms: int) -> HolderView:
-    """The expected owner of a queue, presumed to hold it because it reported nothing of the topic (no running
-    info: no agent, or the collector's call failed): a holder without ``ProcessQueueInfo`` (``holder_view``).
+    """The expected owner of a queue, presumed to hold it because it has no counted report of the topic (no running
+    info: no agent, or the collector's call failed; or only a report from before the group's latest generation
+    plus the rebalance delay): a holder without ``ProcessQueueInfo`` (``holder_view``).
     Without it every queue of a group whose members report nothing would look orphaned."""
     topic, broker, queue_id = queue
     return holder_view(client_id, False, [broker, queue_id, *([None] * len(_PQI_FIELDS))], at_ms)
@@ -126,7 +127,7 @@ class ProgressContext:
     generation_changes_ms: tuple[int, ...] = ()
     stale_brokers: frozenset[str] = frozenset()  # brokers whose polled view of the group is stale
     generation: int = 0
-    # Queues whose expected owner reported nothing of the topic: presumed to hold them (``presumed_holder``).
+    # Queues whose expected owner has no counted report of the topic: presumed to hold them (``presumed_holder``).
     presumed: frozenset[QueueRef] = frozenset()
     # Changes of the group not yet in ``generation_changes_ms`` (made in the same call, analysed at its end).
     pending_changes_ms: tuple[int, ...] = ()
