@@ -361,8 +361,10 @@ TABLES: dict[str, TableSpec] = {
             "ORPHAN_CONFIRMED, HIDDEN_CONSUMER, DOUBLE_OWNED, STUCK_HOLDER, SLOW), the rule that matched, its "
             "severity, a stuck holder's cause, the share of the window answered (complete), the time lag (upper "
             "bound, interpolated estimate, bounded when the estimate is only a lower bound), holders (clients "
-            "whose latest report holds the queue; holders_reported false: the expected owner reported nothing of "
-            "the topic, no running info, and is presumed to hold it, so no orphan or double ownership is "
+            "whose latest report holds the queue, counted as in queue_holders_current: taken at or after the "
+            "group's latest generation plus [membership] client_rebalance_delay_ms; holders_reported false: the "
+            "expected owner has no counted report of the topic, no running info or only an older one, and is "
+            "presumed to hold it, so no orphan or double ownership is "
             "confirmed for the queue from reports), the expected owner, whether the group had any member "
             "(group_online) and since when the queue is in its state. state_changed marks the samples that "
             "changed the state (or a queue's first).",

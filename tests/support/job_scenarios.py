@@ -59,6 +59,9 @@ ORPHAN_OFFSETS = (50, 40)  # G-porph's queue 1: broker and consumer offset, flat
 # G-pmove (P's 2 queues, AVG: c1 queue 0, c2 queue 1): c2 leaves at 42 s with 5 messages cached beyond its commit,
 # c1 reports queue 1 at 70 s. Queue 1's (broker offset, consumer offset) at each of PROGRESS_SAMPLES:
 MOVE_LEAVE_MS, MOVE_TAKEN_MS = 42_000, 70_000
+# Reports count from a generation plus the clients' rebalance delay (20 s): the members' first ones at 21 s, after
+# their join's; c1's report at 63 s, after the leave's, still without queue 1.
+REPORTED_MS, MOVE_RECHECK_MS = 21_000, 63_000
 MOVE_OFFSETS = [(100, 95), (110, 105), (120, 115), (130, 115), (140, 115), (150, 130), (160, 150)]
 MOVE_OFFSETS += [(170 + 10 * i, 170 + 10 * i) for i in range(3)]
 MOVE_CACHE = {"commit_offset": 115, "cached_msg_count": 5, "cached_msg_min_offset": 115, "cached_msg_max_offset": 119}
@@ -90,9 +93,9 @@ def progress_events():
     for group, host in (("G-porph", "10.6.0.1"), ("G-pstuck", "10.6.0.2"), ("G-pidle", "10.6.0.3")):
         events += alive(group, f"{host}:1", "c1", ("P",))
     events += [
-        progress_report(1_000, "G-porph", "c1", [(0, {})]),
-        progress_report(1_000, "G-pstuck", "c1", [(0, {"cached_msg_count": 1_500}), (1, {})]),
-        progress_report(1_000, "G-pidle", "c1", [(0, {}), (1, {})]),
+        progress_report(REPORTED_MS, "G-porph", "c1", [(0, {})]),
+        progress_report(REPORTED_MS, "G-pstuck", "c1", [(0, {"cached_msg_count": 1_500}), (1, {})]),
+        progress_report(REPORTED_MS, "G-pidle", "c1", [(0, {}), (1, {})]),
     ]
     for i, t in enumerate(PROGRESS_SAMPLES):
         events += [
@@ -106,9 +109,10 @@ def progress_events():
     ]
     events += [
         ev("UNREGISTER", MOVE_LEAVE_MS, "10.6.0.5:1", "c2", "G-pmove"),
-        progress_report(1_000, "G-pmove", "c1", [(0, {})]),
-        progress_report(1_000, "G-pmove", "c2", [(1, {})]),
+        progress_report(REPORTED_MS, "G-pmove", "c1", [(0, {})]),
+        progress_report(REPORTED_MS, "G-pmove", "c2", [(1, {})]),
         progress_report(30_000, "G-pmove", "c2", [(1, MOVE_CACHE)]),
+        progress_report(MOVE_RECHECK_MS, "G-pmove", "c1", [(0, {})]),
         progress_report(MOVE_TAKEN_MS, "G-pmove", "c1", [(0, {}), (1, {})]),
     ]
     events += [

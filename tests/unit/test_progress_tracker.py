@@ -226,24 +226,22 @@ def test_a_report_keeps_only_held_queues_with_their_process_queue_info():
 
 
 # -- through the shard engine ----------------------------------------------------------------------------------
+# When a report taken after the member's join counts: its generation plus the clients' rebalance delay.
+COUNTED_MS = T0 + 1 + EngineSettings().client_rebalance_delay_ms
+
+
 def engine_with_member(queues=2, **report_fields):
-    """Group G: one member c1 (expected owner of every queue of T on broker-a) reporting queue 0 only."""
+    """Group G: one member c1 (expected owner of every queue of T on broker-a) reporting queue 0 only, after its
+    join's generation plus the rebalance delay (an earlier report does not count)."""
     engine = ShardEngine.restore(None, EngineSettings())
-    engine.apply(
-        typed(
-            [
-                route(T0, brokers=(("broker-a", queues),)),
-                hb(T0 + 1, "ch1", "c1"),
-                report(T0 + 2, "c1", [("broker-a", 0)], **report_fields),
-            ]
-        ),
-        T0,
-    )
+    engine.apply(typed([route(T0, brokers=(("broker-a", queues),)), hb(T0 + 1, "ch1", "c1")]), T0)
     settle(engine)  # the clock passes the window of the member's join: its generation is cut
+    engine.apply(typed([report(COUNTED_MS, "c1", [("broker-a", 0)], **report_fields)]), T0)
+    settle(engine)
     return engine
 
 
-def sample_window(engine, rows_at, samples=10, start=T0 + 10_000):
+def sample_window(engine, rows_at, samples=10, start=COUNTED_MS + 10_000):
     """``samples`` progress samples every 30 s (a heartbeat before each keeps c1); ``rows_at(i, t)`` the queues."""
     outcomes = []
     for i in range(samples):
@@ -436,6 +434,26 @@ def test_an_expected_owner_that_reports_nothing_of_the_topic_is_presumed_to_hold
     outcomes = sample_window(engine, lambda i, t: [("T", 1, 50, 40, T0)], start=T0 + 410_000)
     row = last_state(outcomes, 1)
     assert row.holders_reported and row.verdict.state == QueueState.ORPHAN_CONFIRMED
+
+
+def test_a_report_taken_before_the_generation_plus_the_rebalance_delay_is_no_holder():
+    """The member's join-wave report lists queue 0 only: before the bound it is not counted (its computed share,
+    both queues, is presumed held, as without a report); its report after the bound counts."""
+    engine = ShardEngine.restore(None, EngineSettings())
+    engine.apply([route(T0, brokers=(("broker-a", 2),)), hb(T0 + 1, "ch1", "c1")], T0)
+    settle(engine)
+    engine.apply([report(COUNTED_MS - 1, "c1", [("broker-a", 0)])], T0)
+    rows = of(engine.apply([progress(COUNTED_MS + 5_000, [("T", 0, 5, 5), ("T", 1, 5, 1)])], T0), QueueProgress)
+    assert [(r.queue_id, r.sample.holder_ids(), r.holders_reported) for r in rows] == [
+        (0, frozenset({"c1"}), False),
+        (1, frozenset({"c1"}), False),
+    ]
+    engine.apply([report(COUNTED_MS, "c1", [("broker-a", 0)])], T0)  # the same queues, now counted
+    rows = of(engine.apply([progress(COUNTED_MS + 35_000, [("T", 0, 5, 5), ("T", 1, 5, 1)])], T0), QueueProgress)
+    assert [(r.queue_id, r.sample.holder_ids(), r.holders_reported) for r in rows] == [
+        (0, frozenset({"c1"}), True),
+        (1, frozenset(), True),
+    ]
 
 
 @pytest.mark.parametrize(("after", "offline"), [(120_000, False), (120_001, True)])

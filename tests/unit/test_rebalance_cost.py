@@ -163,16 +163,16 @@ def test_a_cost_that_does_not_recover_is_final_after_the_bound(samples, reason):
 
 # -- through the engine ------------------------------------------------------------------------------------------------
 def two_members():
-    """Group G on T (2 queues of broker-a): c1 holds queue 0, c2 queue 1 (AVG), both reporting."""
+    """Group G on T (2 queues of broker-a): c1 holds queue 0, c2 queue 1 (AVG), both reporting after their join's
+    generation plus the rebalance delay (an earlier report gives no holder)."""
     engine = ShardEngine.restore(None, EngineSettings())
+    engine.apply(typed([route(T0, brokers=(("broker-a", 2),)), hb(T0 + 1, "ch1", "c1"), hb(T0 + 1, "ch2", "c2")]), T0)
+    reported = T0 + 1 + EngineSettings().client_rebalance_delay_ms
     engine.apply(
         typed(
             [
-                route(T0, brokers=(("broker-a", 2),)),
-                hb(T0 + 1, "ch1", "c1"),
-                hb(T0 + 1, "ch2", "c2"),
-                report(T0 + 2, "c1", [("broker-a", 0)]),
-                report(T0 + 2, "c2", [("broker-a", 1)], commit_offset=50, cached_msg_count=4, cached_msg_max_offset=53),
+                report(reported, "c1", [("broker-a", 0)]),
+                report(reported, "c2", [("broker-a", 1)], commit_offset=50, cached_msg_count=4, cached_msg_max_offset=53),
             ]
         ),
         T0,
@@ -192,7 +192,9 @@ def test_a_member_leaving_costs_each_queue_it_held_one_row_once_final():
     engine = two_members()
     assert not costs(step(engine, T0 + 30 * S, [("T", 0, 10, 10), ("T", 1, 55, 50)]))
     leave = ev("UNREGISTER", T0 + 40 * S, "ch2", "c2")
-    found = costs(step(engine, T0 + 60 * S, [("T", 0, 11, 11), ("T", 1, 60, 50)], leave))
+    # c1's report once the leave's generation plus the rebalance delay has passed: it has not taken queue 1 yet
+    still = report(T0 + 40 * S + EngineSettings().client_rebalance_delay_ms, "c1", [("broker-a", 0)])
+    found = costs(step(engine, T0 + 60 * S, [("T", 0, 11, 11), ("T", 1, 60, 50)], leave, still))
     assert not found  # queue 1 moved to c1, which has not taken it yet; queue 0 did not move
     taken = report(T0 + 70 * S, "c1", [("broker-a", 0), ("broker-a", 1)])
     assert not costs(step(engine, T0 + 90 * S, [("T", 0, 12, 12), ("T", 1, 65, 58)], taken))  # lag 7 > 5

@@ -81,9 +81,16 @@ def test_a_snapshot_its_own_version_wrote_restores_with_everything_it_held(versi
         assert any(s["pending"] for s in groups)  # changes not cut yet carried across
 
 
-# Tables an upgraded state cannot feed as the current code's own state does: the queues' holders come from the
-# reports' times, which no version-7 state kept (its reports count from each client's next report on).
-NOT_FROM_PREVIOUS_STATE = (Table.QUEUE_HOLDERS_CURRENT,)
+# Tables an upgraded state cannot feed as the current code's own state does: the queues' holders, in the holders
+# table and in the consume-progress ones (and the rebalance costs judged from them), come from the reports' times,
+# which no version-7 state kept (its reports count from each client's next report on); version 7's own rows took
+# reports of any age as holders.
+NOT_FROM_PREVIOUS_STATE = (
+    Table.QUEUE_HOLDERS_CURRENT,
+    Table.CONSUME_PROGRESS,
+    Table.QUEUE_PROGRESS_CURRENT,
+    Table.REBALANCE_COST,
+)
 
 
 def _comparable(tables: dict[Any, list[str]]) -> dict[Any, list[str]]:

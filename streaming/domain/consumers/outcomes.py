@@ -223,7 +223,7 @@ class QueueProgress:
     state_since_ms: int
     changed: bool
     online: bool
-    holders_reported: bool = True  # False: its expected owner reported nothing of the topic and is presumed to hold it
+    holders_reported: bool = True  # False: its expected owner has no counted report of the topic: presumed to hold it
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ class ProgressContext:
     generation_changes_ms: tuple[int, ...] = ()
     stale_brokers: frozenset[str] = frozenset()  # brokers whose polled view of the group is stale
     generation: int = 0
-    # Queues whose expected owner reported nothing of the topic: presumed to hold them (``presumed_holder``).
+    # Queues whose expected owner has no counted report of the topic: presumed to hold them (``presumed_holder``).
     presumed: frozenset[QueueRef] = frozenset()
     # Changes of the group not yet in ``generation_changes_ms`` (made in the same call, analysed at its end).
     pending_changes_ms: tuple[int, ...] = ()

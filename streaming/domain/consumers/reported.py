@@ -121,8 +121,9 @@ def holder_view(client_id: str, orderly: bool, entry: Sequence[Any], at_ms: int)
 
 
 def presumed_holder(client_id: str, queue: tuple[str, str, int], at_ms: int) -> HolderView:
-    """The expected owner of a queue, presumed to hold it because it reported nothing of the topic (no running
-    info: no agent, or the collector's call failed): a holder without ``ProcessQueueInfo`` (``holder_view``).
+    """The expected owner of a queue, presumed to hold it because it has no counted report of the topic (no running
+    info: no agent, or the collector's call failed; or only a report from before the group's latest generation
+    plus the rebalance delay): a holder without ``ProcessQueueInfo`` (``holder_view``).
     Without it every queue of a group whose members report nothing would look orphaned."""
     topic, broker, queue_id = queue
     return holder_view(client_id, False, [broker, queue_id, *([None] * len(_PQI_FIELDS))], at_ms)

@@ -751,10 +751,19 @@ class ShardEngine:
         if state is None or not members:
             generation = state.generation if state is not None else int(self.retired.get(group, [0])[0])
             return ProgressContext(False, generation=generation)
+        # Only counted reports give holders, as for the observed holders (``observed.counted``): an older one says
+        # what the client held before it rebalanced.
+        bound = self._evidence_from_ms(state)
+        evidence = {
+            f"{client}\x00{topic}"
+            for topic, reports in self._reports(state).items()
+            for client, report in reports.items()
+            if counted(report, bound)
+        }
         holders: dict[tuple[str, str, int], list[Any]] = {}
         for key, held in sorted(state.holders.items()):
             client, topic = key.split("\x00", 1)
-            if client in members:
+            if client in members and key in evidence:
                 for entry in held["queues"]:
                     view = holder_view(client, held["orderly"], entry, time_ms)
                     holders.setdefault((topic, entry[0], int(entry[1])), []).append(view)
@@ -770,8 +779,9 @@ class ShardEngine:
                     if len(names) == 1:
                         mq = queue_of_key(topic, key)
                         expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
-        # An expected owner that reported nothing of the topic (no running info) is presumed to hold its queues.
-        presumed = {ref for ref, owner in expected.items() if f"{owner}\x00{ref[0]}" not in state.holders}
+        # An expected owner without a counted report of the topic (no running info, or only one from before the
+        # bound) is presumed to hold its queues.
+        presumed = {ref for ref, owner in expected.items() if f"{owner}\x00{ref[0]}" not in evidence}
         for ref in sorted(presumed):
             holders.setdefault(ref, []).append(presumed_holder(expected[ref], ref, time_ms))
         _, primary = primary_view(state.membership)
