@@ -22,6 +22,8 @@ import platform
 import statistics
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -94,9 +96,25 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+IDLE_SAMPLE_S = 10.0
+
+
+def kafka_cpu_per_event_us(kafka_pid: int, run: Callable[[], list[dict]]) -> tuple[list[dict], float]:
+    """``run``'s lines and the Kafka broker's CPU per event the agent published meanwhile, less the broker's own
+    idle CPU (its rate over ``IDLE_SAMPLE_S`` first): on this machine the broker runs next to the application."""
+    idle_start = process_cpu_s(kafka_pid)
+    time.sleep(IDLE_SAMPLE_S)
+    idle_rate = (process_cpu_s(kafka_pid) - idle_start) / IDLE_SAMPLE_S
+    start, started = process_cpu_s(kafka_pid), time.monotonic()
+    lines = run()
+    busy = process_cpu_s(kafka_pid) - start - idle_rate * (time.monotonic() - started)
+    published = next(line for line in lines if line["kind"] == "summary")["agent"]["published"]
+    return lines, round(max(0.0, busy) * 1e6 / max(1, published), 2)
+
+
 def run_line(line: str, classpath: str, kafka: tuple[str, int], args: argparse.Namespace, work: Path) -> dict:
     """One line's cluster started, benchmarked and stopped; its summary with the load before and after and the
-    Kafka broker's CPU per event the agent published (on this machine it runs next to the application)."""
+    Kafka broker's CPU per event the agent published."""
     from localenv.rocketmq_cluster import LocalRocketMQCluster
 
     bootstrap, kafka_pid = kafka
@@ -105,14 +123,12 @@ def run_line(line: str, classpath: str, kafka: tuple[str, int], args: argparse.N
         cluster.start(timeout_s=300)
         cluster.create_topic("bench_agent", 4)
         load_before = load()
-        kafka_cpu = process_cpu_s(kafka_pid)
-        lines = run_bench(line, classpath, cluster.namesrv_addr, "bench_agent", bootstrap, args, work)
-        kafka_cpu = process_cpu_s(kafka_pid) - kafka_cpu
-        summary = summarise(lines)
-        published = max(1, summary["agent_counters"]["published"])
+        lines, kafka_us = kafka_cpu_per_event_us(
+            kafka_pid, lambda: run_bench(line, classpath, cluster.namesrv_addr, "bench_agent", bootstrap, args, work)
+        )
         return {
-            **summary,
-            "kafka_broker_cpu_us_per_event": round(kafka_cpu * 1e6 / published, 2),
+            **summarise(lines),
+            "kafka_broker_cpu_us_per_event": kafka_us,
             "load_1m": {"before": load_before, "after": load()},
         }
     finally:
