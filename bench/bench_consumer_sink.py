@@ -44,6 +44,7 @@ def engine_batches(groups: int, members: int, changing: int, batches: int) -> li
     """Each batch's typed rows ``(kind, row)``, as the consumer query's state function emits them."""
     from streaming.domain.consumers.engine_settings import EngineSettings
     from streaming.domain.consumers.shard_engine import ShardEngine
+    from streaming.job.consumer.events import parsed_event
     from streaming.job.delta.table_rows import table_rows
 
     engine = ShardEngine.restore(None, EngineSettings())
@@ -73,7 +74,7 @@ def engine_batches(groups: int, members: int, changing: int, batches: int) -> li
                 _channel(t, kind, f"g{g % groups}", f"10.9.{g % groups}.0:1", f"10.0.{g % groups}.0@1")
                 for g in range(first, first + changing)
             ]
-        out.append(table_rows(engine.apply(events, t - 60_000)))
+        out.append(table_rows(engine.apply([parsed_event(e["type"], e) for e in events], t - 60_000)))
     return out
 
 

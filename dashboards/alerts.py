@@ -17,6 +17,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+from connectors.job_health import DEAD_LETTER_RATIO, STALE_AFTER_S, JobAlert
 from connectors.metric_catalogue import Metrics
 from streaming.app.simulation import operations
 from streaming.domain.anomaly_catalogue import ALERT_PREFIX, CATALOGUE, KEEP_FIRING_FOR, AnomalySpec
@@ -201,7 +202,7 @@ ALERTS: tuple[Alert, ...] = (
         _slug(f"{PREFIX}ProducerAllBrokersUnavailable"),
     ),
     Alert(
-        f"{PREFIX}BrokerViewStale",
+        JobAlert.VIEW_STALE,
         "max by (broker) (rmqmon_broker_stale_group_views) > 0",
         "2m",
         "warning",
@@ -209,11 +210,11 @@ ALERTS: tuple[Alert, ...] = (
         '{{ printf "%.0f" $value }} group view(s) of broker {{ $labels.broker }} had no poll of its connection '
         "list within their stale_after_ms: the collector is down or cannot reach the broker. The monitor keeps "
         "those members as last seen (no removal, no orphaned-queue episode) and cannot see changes there.",
-        _slug(f"{PREFIX}BrokerViewStale"),
+        _slug(JobAlert.VIEW_STALE),
     ),
     Alert(
-        f"{PREFIX}Stale",
-        "time() - max by (instance, query) (rmqmon_last_trigger_timestamp_seconds) > 300",
+        JobAlert.STALE,
+        f"time() - max by (instance, query) (rmqmon_last_trigger_timestamp_seconds) > {STALE_AFTER_S}",
         "5m",
         "critical",
         "The monitor's {{ $labels.query }} query on {{ $labels.instance }} has not run for over 5 minutes.",
@@ -221,11 +222,11 @@ ALERTS: tuple[Alert, ...] = (
         'at its topics for {{ printf "%.0f" $value }} s: it is stuck (a batch that does not end, a driver that '
         "hangs). Quiet topics do not fire this: a trigger that finds nothing new counts. The monitor's other "
         "alerts from this job cannot be trusted meanwhile.",
-        _slug(f"{PREFIX}Stale"),
+        _slug(JobAlert.STALE),
         keep_firing_for="",
     ),
     Alert(
-        f"{PREFIX}ConsumerInputSilent",
+        JobAlert.INPUT_SILENT,
         'sum by (instance) (increase(rmqmon_input_rows_total{query="consumer"}[5m])) == 0',
         "5m",
         "warning",
@@ -234,11 +235,11 @@ ALERTS: tuple[Alert, ...] = (
         "consumer heartbeats every 30 s and the collector polls every broker, so silence means nothing publishes "
         "to the monitor's topics (the collector or the client agents are down, or publish elsewhere). Group "
         "views go stale meanwhile; no membership change can be seen.",
-        _slug(f"{PREFIX}ConsumerInputSilent"),
+        _slug(JobAlert.INPUT_SILENT),
         keep_firing_for="",
     ),
     Alert(
-        f"{PREFIX}QueryRestarting",
+        JobAlert.RESTARTING,
         "sum by (query) (increase(rmqmon_query_restarts_total[15m])) >= 3",
         "5m",
         "warning",
@@ -246,42 +247,42 @@ ALERTS: tuple[Alert, ...] = (
         'Query {{ $labels.query }} was restarted from its checkpoint {{ printf "%.0f" $value }} times in 15 '
         "minutes: something it depends on (Kafka, the Delta storage) fails again and again. Nothing is lost, "
         "but its output lags while it waits; after [supervision] max_consecutive_failures the job exits.",
-        _slug(f"{PREFIX}QueryRestarting"),
+        _slug(JobAlert.RESTARTING),
         keep_firing_for="",
     ),
     Alert(
-        f"{PREFIX}Down",
+        JobAlert.DOWN,
         f'up{{job="{MONITOR_JOB}"}} == 0\nor\nrmqmon_up == 0\nor\nabsent(up{{job="{MONITOR_JOB}"}})',
         "2m",
         "critical",
         "The RocketMQ rebalance monitor is down or not scraped.",
         "Prometheus cannot scrape the monitor's driver (job " + MONITOR_JOB + "), it is not scraped at all, or "
         "its queries stopped (rmqmon_up is 0). Nothing watches the RocketMQ fleet's rebalances meanwhile.",
-        _slug(f"{PREFIX}Down"),
+        _slug(JobAlert.DOWN),
         keep_firing_for="",
     ),
     Alert(
-        f"{PREFIX}DeadLettersRising",
+        JobAlert.DEAD_LETTERS,
         "sum by (query) (rate(rmqmon_dead_letters_total[10m]))\n"
-        "  / sum by (query) (rate(rmqmon_input_rows_total[10m])) > 0.01",
+        f"  / sum by (query) (rate(rmqmon_input_rows_total[10m])) > {DEAD_LETTER_RATIO}",
         "10m",
         "warning",
         "More than 1% of the {{ $labels.query }} query's input is rejected.",
         "{{ $value | humanizePercentage }} of the input of query {{ $labels.query }} went to the dead_letters "
         "table over the last 10 minutes: a publisher emits events the contract rejects (see the reason label "
         "of rmqmon_dead_letters_total and the dead_letters table).",
-        _slug(f"{PREFIX}DeadLettersRising"),
+        _slug(JobAlert.DEAD_LETTERS),
         keep_firing_for="",
     ),
     Alert(
-        f"{PREFIX}LabelCapReached",
+        JobAlert.LABEL_CAP,
         "sum by (metric) (increase(rmqmon_label_values_dropped_total[15m])) > 0",
         "15m",
         "info",
         "{{ $labels.metric }} exports only label_value_cap groups or brokers.",
         "Updates of {{ $labels.metric }} for groups or brokers beyond metrics.label_value_cap are not exported: "
         "raise the cap if the fleet really has that many, or find what invents group names.",
-        _slug(f"{PREFIX}LabelCapReached"),
+        _slug(JobAlert.LABEL_CAP),
         keep_firing_for="",
     ),
 )
@@ -539,7 +540,7 @@ CASES: tuple[Case, ...] = (
         "10m",
     ),
     Case(
-        f"{PREFIX}BrokerViewStale",
+        JobAlert.VIEW_STALE,
         "a broker's views stale for 5 minutes fire",
         {
             f'rmqmon_broker_stale_group_views{{{J},broker="broker-b"}}': "0 0 12x40",
@@ -549,20 +550,20 @@ CASES: tuple[Case, ...] = (
         (({"broker": "broker-b"}, 12),),
     ),
     Case(
-        f"{PREFIX}BrokerViewStale",
+        JobAlert.VIEW_STALE,
         "a poll late for one minute, then fresh again: silent",
         {f'rmqmon_broker_stale_group_views{{{J},broker="broker-b"}}': "0 0 5x4 0x36"},
         "6m",
     ),
     Case(
-        f"{PREFIX}Stale",
+        JobAlert.STALE,
         "no trigger since the start (a driver that hangs): fires after 5 + 5 minutes",
         {f'rmqmon_last_trigger_timestamp_seconds{{{J},query="consumer"}}': "0x80"},
         "15m",
         (({"instance": "127.0.0.1:9464", "query": "consumer"}, 900),),
     ),
     Case(
-        f"{PREFIX}Stale",
+        JobAlert.STALE,
         "quiet producers: no send batch for 20 minutes, but idle triggers every 5 s: silent",
         {
             f'rmqmon_last_batch_timestamp_seconds{{{J},query="send-ingest"}}': "0x80",
@@ -572,7 +573,7 @@ CASES: tuple[Case, ...] = (
         also_at=("6m", "11m"),
     ),
     Case(
-        f"{PREFIX}Stale",
+        JobAlert.STALE,
         "one of two jobs stuck after 2 minutes: fires for that instance, the other one's triggers do not hide it",
         {
             f'rmqmon_last_trigger_timestamp_seconds{{{J},query="consumer"}}': "0+15x8 120x72",
@@ -582,14 +583,14 @@ CASES: tuple[Case, ...] = (
         (({"instance": "127.0.0.1:9464", "query": "consumer"}, 780),),
     ),
     Case(
-        f"{PREFIX}ConsumerInputSilent",
+        JobAlert.INPUT_SILENT,
         "the collector and agents stop publishing at minute 2: fires",
         {f'rmqmon_input_rows_total{{{J},query="consumer"}}': "0+40x8 320x72"},
         "15m",
         (({"instance": "127.0.0.1:9464"}, 0),),
     ),
     Case(
-        f"{PREFIX}ConsumerInputSilent",
+        JobAlert.INPUT_SILENT,
         "heartbeats and polls every 15 s, sends stopped: silent",
         {
             f'rmqmon_input_rows_total{{{J},query="consumer"}}': "0+40x80",
@@ -599,42 +600,42 @@ CASES: tuple[Case, ...] = (
         also_at=("6m", "11m"),
     ),
     Case(
-        f"{PREFIX}QueryRestarting",
+        JobAlert.RESTARTING,
         "a restart every 2.5 minutes fires",
         {f'rmqmon_query_restarts_total{{{J},query="send-ingest"}}': "0+0.1x120"},
         "25m",
         (({"query": "send-ingest"}, 6),),
     ),
     Case(
-        f"{PREFIX}QueryRestarting",
+        JobAlert.RESTARTING,
         "one restart (a Kafka blip) is silent",
         {f'rmqmon_query_restarts_total{{{J},query="send-ingest"}}': "0x40 1x80"},
         "25m",
     ),
     Case(
-        f"{PREFIX}Down",
+        JobAlert.DOWN,
         "a failed scrape for 3 minutes fires",
         {f"up{{{J}}}": "0x20", f"rmqmon_up{{{J}}}": "1x20"},
         "3m",
         (({"job": MONITOR_JOB, "instance": "127.0.0.1:9464"}, 0),),
     ),
     Case(
-        f"{PREFIX}Down",
+        JobAlert.DOWN,
         "queries stopped (rmqmon_up 0) fires",
         {f"up{{{J}}}": "1x20", f"rmqmon_up{{{J}}}": "0x20"},
         "3m",
         (({"job": MONITOR_JOB, "instance": "127.0.0.1:9464"}, 0),),
     ),
     Case(
-        f"{PREFIX}Down",
+        JobAlert.DOWN,
         "never scraped (absent) fires",
         {'up{job="something-else",instance="x:1"}': "1x20"},
         "3m",
         (({"job": MONITOR_JOB}, 1),),
     ),
-    Case(f"{PREFIX}Down", "scraped and running: silent", {f"up{{{J}}}": "1x20", f"rmqmon_up{{{J}}}": "1x20"}, "3m"),
+    Case(JobAlert.DOWN, "scraped and running: silent", {f"up{{{J}}}": "1x20", f"rmqmon_up{{{J}}}": "1x20"}, "3m"),
     Case(
-        f"{PREFIX}DeadLettersRising",
+        JobAlert.DEAD_LETTERS,
         "5% of the input rejected for 20 minutes fires",
         {
             f'rmqmon_dead_letters_total{{{J},query="consumer",reason="SCHEMA"}}': "0+5x120",
@@ -644,7 +645,7 @@ CASES: tuple[Case, ...] = (
         (({"query": "consumer"}, 0.05),),
     ),
     Case(
-        f"{PREFIX}DeadLettersRising",
+        JobAlert.DEAD_LETTERS,
         "0.1% rejected: silent",
         {
             f'rmqmon_dead_letters_total{{{J},query="consumer",reason="SCHEMA"}}': "0+1x120",
@@ -653,14 +654,14 @@ CASES: tuple[Case, ...] = (
         "25m",
     ),
     Case(
-        f"{PREFIX}LabelCapReached",
+        JobAlert.LABEL_CAP,
         "updates dropped by the cap for 20 minutes fire",
         {DROPPED_MEMBERS: "0+10x120"},
         "25m",
         (({"metric": Metrics.GROUP_MEMBERS.name}, 600),),
     ),
     Case(
-        f"{PREFIX}LabelCapReached",
+        JobAlert.LABEL_CAP,
         "nothing dropped: silent",
         {DROPPED_MEMBERS: "0x120"},
         "25m",

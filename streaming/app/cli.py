@@ -11,6 +11,7 @@ import sys
 
 from connectors.jvm_artifacts import PROJECT_ROOT
 from streaming.app.commands import NotFound, UsageError, epilogs, services, tables
+from streaming.app.commands import health as health_command
 from streaming.app.commands import simulate as simulate_command
 
 
@@ -280,6 +281,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="each live member's reported_assignment, with its ProcessQueueInfo, at every progress sample",
     )
     simulate.set_defaults(handler=simulate_command.simulate)
+
+    health = commands.add_parser(
+        "health",
+        help="a running job's own health from its metrics page: stale or restarting queries, silent input, "
+        "dead letters, stale broker views (exit 1 when anything is found)",
+        description="Read a running job's /metrics page and judge it as its job-health alerts do (the runbook's "
+        "RocketMQMonitorStale, Down, ConsumerInputSilent, QueryRestarting, DeadLettersRising, BrokerViewStale, "
+        "LabelCapReached). One read judges the gauges; --over reads twice and judges the counters' increase.",
+    )
+    health.add_argument("--url", help="the job's metrics page (default: [metrics] host and port of --config)")
+    health.add_argument("--config", help="TOML file (see conf/monitor.toml) whose [metrics] endpoint to read")
+    health.add_argument(
+        "--over",
+        type=_positive(float, zero=True),
+        default=0.0,
+        metavar="SECONDS",
+        help="read twice, this far apart, and judge what the counters counted in between (default 0: one read)",
+    )
+    health.add_argument("--json", action="store_true", help="JSON instead of a table")
+    health.set_defaults(handler=health_command.health)
 
     query = commands.add_parser(
         "query",

@@ -76,8 +76,6 @@ class MonitorJob:
     # A query on a new checkpoint over tables it wrote before: clear its current tables and read Kafka from the
     # latest offsets (``run --new-state``), instead of being refused (see ``_new_checkpoints``).
     new_state: bool = False
-    # Tests only, never set from configuration: records holding it make processing raise (``poison``).
-    poison_marker: str | None = None
     metrics: MetricsState = field(default_factory=MetricsState)
     board: ProgressBoard = field(default_factory=ProgressBoard)
     session: Any = None
@@ -246,7 +244,6 @@ class MonitorJob:
             self.config.ingest.watermark_delay,
             self.config.engine_settings,
             state_function,
-            self.poison_marker,
         )
         checkpoint = self._checkpoint(name)
         app_id = checkpoint_app_id(checkpoint, self.config.delta.app_id_prefix, self.session)
@@ -288,7 +285,6 @@ class MonitorJob:
             c.spark.trigger_interval,
             self.available_now,
             fault=fault,
-            poison_marker=self.poison_marker,
             metrics=SendMetrics(self.metrics, self.metered),
             stopping=self.stopping.is_set,
         )

@@ -1,7 +1,7 @@
 """A batch that processing cannot take, for a reason the validator did not foresee, through the real job.
 
-The test-only hook ``MonitorJob.poison_marker`` makes the consumer engine raise on events holding a marker,
-and send-ingest's rules on sends holding it. The job must dead-letter exactly those records as
+The tests' seam ``poison.planted`` makes the consumer engine raise on events holding a marker, and send-ingest's
+rules on sends holding it. The job must dead-letter exactly those records as
 ``PROCESSING_ERROR``, apply the rest of their batch, count them, keep running, and leave identical tables when
 the batches are replayed after a crash.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from streaming.job.ingest.poison import PROCESSING_ERROR
+from streaming.job.ingest.poison import PROCESSING_ERROR, planted
 from tests.support.events import BASE, hb, report, route
 from tests.support.job import finish, job_config, publish, read
 
@@ -63,9 +63,10 @@ def events():
 def run(config, marker: str | None):  # type: ignore[no-untyped-def]
     from streaming.job.runner import MonitorJob
 
-    job = MonitorJob(config, available_now=True, poison_marker=marker)
-    job.start()
-    finish(job)  # raises if a query failed
+    job = MonitorJob(config, available_now=True)
+    with planted(marker):
+        job.start()
+        finish(job)  # raises if a query failed
     return job
 
 
@@ -135,10 +136,10 @@ def test_a_batch_failing_while_the_job_stops_is_replayed_not_searched(kafka_brok
     publish(kafka_broker.bootstrap_servers, [send(0, "P1", 10), send(10_000, "P2", 20, note=MARKER)], topics)
     from streaming.job.runner import MonitorJob
 
-    stopping = MonitorJob(config, available_now=True, poison_marker=MARKER)
+    stopping = MonitorJob(config, available_now=True)
     stopping.stopping.set()  # as ``stop_queries`` does before it stops the queries
-    with pytest.raises(Exception, match=f"test poison marker '{MARKER}' in a send"):  # noqa: PT011 - Spark's own
-        stopping.start()  # with available_now, waits for send-ingest, which fails
+    with planted(MARKER), pytest.raises(Exception, match=f"test poison marker '{MARKER}' in a send"):  # noqa: PT011
+        stopping.start()  # with available_now, waits for send-ingest, which fails (Spark's own exception)
         stopping.await_available()
     stopping.stop()
     assert read(spark, config, "dead_letters") == []

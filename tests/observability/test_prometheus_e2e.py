@@ -25,14 +25,16 @@ from pathlib import Path
 import pytest
 
 from bench.bench_alert_quality import AlertLog, Case, FleetSource, fleet_truth, owner, score, suite, who
+from connectors import job_health
 from connectors.emitter import EventEmitter
+from connectors.job_health import JobAlert
 from connectors.processes import free_port
 from dashboards import alerts, panels
 from dashboards.generate import to_yaml
 from localenv.prometheus_server import LocalPrometheus, ScrapeTarget
 from streaming.app.demo import processed_ms
 from streaming.job.runner import MonitorJob
-from tests.support.job import job_config
+from tests.support.job import job_config, read
 
 # The fleet runs SPEED simulated seconds per wall second, but never more than LEAD_MS ahead of what the consumer
 # query has processed (as the demo paces it): a slow machine slows the fleet instead of growing the batches. So a
@@ -225,6 +227,34 @@ def test_the_incident_fires_the_expected_alerts_and_not_the_monitors_own(inciden
     result = score(cases, expected, judged, {}, 2.0)
     assert {c: result["false_by_case"][c] for c in BENIGN_NAMES} == {c: [] for c in BENIGN_NAMES}, result["alerts"]
     assert (result["precision"], result["recall"]) == (1.0, 1.0), result["alerts"]
+
+
+def test_the_health_command_finds_what_prometheus_fires_on_the_jobs_own_health(incident, spark):
+    """``rebalance-monitor health`` reads the running job's page over a window in which only rejected records
+    arrive: it names the consumer query's dead letters (reasons as the dead_letters table has them), as Prometheus
+    fires DeadLettersRising for it, and nothing else of the job's own health, as Prometheus fires nothing else."""
+    url = f"http://127.0.0.1:{incident.metrics_port}/metrics"
+    incident.job.refresh_job_metrics()  # what the job's own loop does between batches (``tick``)
+    first = job_health.scrape(url)
+    for _ in range(4):  # the fleet paused: a trickle of rejected records only, read by the 2 s trigger
+        for _ in range(5):
+            incident.rejected.emit({"type": "consumer_channel", "schema_version": 1})
+        incident.rejected.flush()
+        time.sleep(2.0)
+        incident.job.refresh_job_metrics()
+    time.sleep(3.0)
+    incident.job.refresh_job_metrics()
+    health = job_health.judge(job_health.scrape(url), first)
+    firing = {
+        (a["labels"]["alertname"], a["labels"].get("query", ""))
+        for a in incident.prometheus.alerts()
+        if a["state"] == "firing" and a["labels"]["alertname"] in set(JobAlert) - {JobAlert.VIEW_STALE}
+    }
+    found = {(f.alert.value, f.subject) for f in health.findings if f.alert != JobAlert.VIEW_STALE}
+    assert found == firing == {(JobAlert.DEAD_LETTERS.value, "consumer")}, (health, firing)
+    (consumer,) = [q for q in health.queries if q.query == "consumer"]
+    recorded = {r["reason"] for r in read(spark, incident.config, "dead_letters")}
+    assert consumer.dead_letters and set(consumer.dead_letters) <= recorded, (consumer, recorded)
 
 
 def resolve_variables(incident: Incident, dashboard: dict) -> dict[str, str]:

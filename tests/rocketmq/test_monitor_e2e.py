@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -197,12 +198,14 @@ def play(run: Run, line: str, spark) -> Played:
             ("5", run.group("ownsub"), run.topic, "first-only", {}),
             ("5", run.group("ownsub"), f"{run.topic},{second}", "both", {}),
         ]
-        specs += progress_specs(run) + nearby_specs(run) + stale_specs(run)
+        specs += progress_specs(run) + nearby_specs(run) + stale_specs(run) + flapping_specs(run)
         run.cluster.create_topic(stale_topic(run), 2, brokers=BROKERS[:1])
     started = time.time()
     for (_, group, *_), client in zip(specs, run.fleet.consumers(specs), strict=True):
         played.clients.setdefault(group, []).append(client)
     played.seen["started"] = (started, time.time())
+    # The flapping group's members come and go on purpose: kept apart from the groups judged as settled.
+    played.seen["flapping"] = played.clients.pop(run.group("flapping"), [])
     if line == "5":
         played.seen["producer"] = start_producer(run, f"{run.topic},{pop_topic}")
     # The stale-route group's topic is on broker-a only: its clients know no other broker (settled below).
@@ -217,7 +220,12 @@ def play(run: Run, line: str, spark) -> Played:
     played.seen["settled_at"] = int(time.time() * 1000)
     if line == "5":
         played.seen["reports"] = reports_by_process(run, played.clients[run.group("circle_dup")])
+        flapping = threading.Thread(target=play_flapping, args=(played,), name="flapping")
+        flapping.start()  # beside the stale-route play, which waits for the slow client's route read
         play_stale_route(played)
+        flapping.join()
+        if isinstance(played.seen.get("flapping_error"), BaseException):
+            raise played.seen["flapping_error"]
         play_orphans(played)
         play_own_subscription(played, second)
         play_pop(played, pop_topic)
@@ -326,7 +334,8 @@ CLIENT_PLACEHOLDER = re.compile(r"<[^>]+>|CLIENT_ID")
 
 def runbook_clients(played: Played, name: str) -> list[str]:
     """The clients whose running info a runbook command of scenario ``name`` reads: the duplicated id (whose
-    share the orphaned queues are), each member of the inconsistent subscription, the stuck holder."""
+    share the orphaned queues are), each member of the inconsistent subscription, the stuck holder, both clients of
+    the stale route."""
     clients = played.clients[played.run.group(name)]
     if name == "circle_dup":
         ids = [c.client_id for c in clients]
@@ -334,19 +343,32 @@ def runbook_clients(played: Played, name: str) -> list[str]:
     return [c.client_id for c in clients[: 1 if name == "stuck" else None]]
 
 
+# Checked while their incident lasts, within its play, rather than with the others once the producer stopped.
+RUNBOOK_DURING = {
+    alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING): "stale",
+    alert_of(AnomalyKind.FLAPPING_MEMBERS): "flapping",
+}
+RUNBOOK_CHECKED |= RUNBOOK_DURING
+
+
+def run_section(played: Played, heading: str, name: str, moment: str = "") -> None:
+    """Run the runbook section's mqadmin commands for scenario ``name``'s group: their output by (section,
+    command, client) in ``seen["runbook"]``; a command naming no client is keyed by ``moment`` instead."""
+    run, seen = played.run, played.seen.setdefault("runbook", {})
+    for command in confirm_commands(heading):
+        if command.startswith("mqadmin "):
+            words = CLIENT_PLACEHOLDER.sub("{client}", command).split()[1:]
+            words = [run.group(name) if w == "G" else w for w in words]
+            for client in runbook_clients(played, name) if "{client}" in words else [moment]:
+                seen[(heading, command, client)] = run.cluster.mqadmin(*(w.replace("{client}", client) for w in words))
+
+
 def play_runbook(played: Played) -> None:
     """Run each checked runbook section's mqadmin commands for its scenario's group while the incidents are live
-    (the clients still hold what they hold, the producer stopped): their output by (section, command, client)."""
-    run, seen = played.run, {}
+    (the clients still hold what they hold, the producer stopped)."""
     for heading, name in RUNBOOK_CHECKED.items():
-        for command in confirm_commands(heading):
-            if command.startswith("mqadmin "):
-                words = CLIENT_PLACEHOLDER.sub("{client}", command).split()[1:]
-                words = [run.group(name) if w == "G" else w for w in words]
-                for client in runbook_clients(played, name) if "{client}" in words else [""]:
-                    output = run.cluster.mqadmin(*(w.replace("{client}", client) for w in words))
-                    seen[(heading, command, client)] = output
-    played.seen["runbook"] = seen
+        if heading not in RUNBOOK_DURING:
+            run_section(played, heading, name)
 
 
 def play_stuck(played: Played) -> None:
@@ -445,6 +467,67 @@ def play_stale_route(played: Played) -> None:
     time.sleep(max(0.0, after_read - time.time()))
     played.seen["stale_route_at"] = int(time.time() * 1000)
     run.cluster.create_topic(stale_topic(run), 3, brokers=BROKERS[:1])
+    # While both hold a1 (the fast client took a0 a1 on the new route, the slow one keeps a1 until its next read,
+    # at least 20 s away): the observed double-holding section's commands.
+    fast, slow = played.clients[run.group("stale")]
+    a1 = ("broker-a", 1)
+    at = played.seen["stale_route_at"]
+    fast.wait_for(
+        lambda line: line["kind"] == "held"
+        and line["time"] >= at
+        and a1 in held_in(line, stale_topic(run))
+        and len(held_in(line, stale_topic(run))) == 2,
+        60,
+    )
+    if a1 in held(slow, stale_topic(run)):
+        run_section(played, alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING), "stale")
+
+
+# The flapping group's second member is stopped and started again (the same instance name: the same client id) this
+# many times: with its first join, 2 * FLAPS + 1 joins and leaves, over the flapping threshold (3).
+FLAPS = 2
+
+
+def flapping_specs(run: Run) -> list[tuple]:
+    """A steady member (so that the group never empties) and one in a process of its own that comes and goes."""
+    group = run.group("flapping")
+    return [("5", group, run.topic, "steady", {}), ("5", group, run.topic, "flap", {"own_process": True})]
+
+
+def play_flapping(played: Played) -> None:
+    """Stop the flapping member (SIGTERM: it unregisters) and start it again ``FLAPS`` times, each state held until
+    a collector poll of both brokers showed it; the flapping section's commands run once while it was gone and
+    once it was back. Its processes in order, in ``seen["flapping"]`` after the steady member."""
+    run, group = played.run, played.run.group("flapping")
+    members = played.seen["flapping"]
+    polls = PollLog(run.bootstrap, run.topics["consumer_connections"])
+
+    def seen_by_polls(listed: bool, after_ms: int) -> None:
+        client_id = members[-1].client_id
+        deadline = time.monotonic() + 60
+        while True:
+            latest = {p["broker"]: p for p in polls.of(group) if p["event_time"] > after_ms}
+            ids = {b: {c["client_id"] for c in p["connections"]} for b, p in latest.items()}
+            if len(ids) == len(BROKERS) and all((client_id in found) == listed for found in ids.values()):
+                return
+            assert time.monotonic() < deadline, f"no poll after {after_ms} shows {client_id} listed={listed}"
+            time.sleep(0.5)
+
+    try:
+        for flap in range(FLAPS):
+            members[-1].terminate()
+            members[-1].wait_exit(60)
+            seen_by_polls(False, int(time.time() * 1000))
+            if flap == 0:
+                run_section(played, alert_of(AnomalyKind.FLAPPING_MEMBERS), "flapping", "gone")
+            members += run.fleet.consumers([flapping_specs(run)[1]])
+            seen_by_polls(True, int(time.time() * 1000))
+            if flap == 0:
+                run_section(played, alert_of(AnomalyKind.FLAPPING_MEMBERS), "flapping", "back")
+    except BaseException as error:  # noqa: BLE001 - raised again by the play in its own thread
+        played.seen["flapping_error"] = error
+    finally:
+        polls.close()
 
 
 @pytest.fixture(scope="module")
@@ -931,22 +1014,32 @@ def test_a_machine_room_nearby_group_is_analysed_with_its_rule(played, spark):
     assert episodes(run, spark, group, "UNKNOWN_STRATEGY") == []
 
 
-def held_spans(clients: list, topic: str) -> dict[tuple[str, int], list[tuple[int, int | None, tuple[str, ...]]]]:
-    """Per queue of ``topic``, the spans (from, to or None while it lasts) in which two or more of ``clients`` held it
-    together, with their client ids, from each client's own timed ``held`` lines."""
-    changes = sorted((line["time"], c.client_id, held_in(line, topic)) for c in clients for line in c.of_kind("held"))
+# A double holding's bounds from the clients' held lines: it began after one time and by another, and ended after
+# one and by another (None while it lasts). A line is printed by a watcher that scans every 100 ms: it shows a change
+# made after the previous scan began (its ``after``) and before it was printed (its ``time``).
+Span = tuple[int, int, int | None, int | None, tuple[str, ...]]
+
+
+def held_spans(clients: list, topic: str) -> dict[tuple[str, int], list[Span]]:
+    """Per queue of ``topic``, the spans in which two or more of ``clients`` held it together, with their client
+    ids, from each client's own timed ``held`` lines."""
+    changes = sorted(
+        (line["time"], line.get("after", line["time"]), c.client_id, held_in(line, topic))
+        for c in clients
+        for line in c.of_kind("held")
+    )
     holding: dict[str, frozenset] = {}
     spans: dict[tuple[str, int], list[list]] = {}
-    for at, client_id, queues in changes:
+    for at, after, client_id, queues in changes:
         holding[client_id] = queues
         for queue in {q for qs in holding.values() for q in qs} | set(spans):
             holders = tuple(sorted(c for c, qs in holding.items() if queue in qs))
-            open_span = spans.get(queue, [])[-1:] and spans[queue][-1][1] is None
+            open_span = spans.get(queue, [])[-1:] and spans[queue][-1][3] is None
             if len(holders) >= 2 and not open_span:
-                spans.setdefault(queue, []).append([at, None, holders])
+                spans.setdefault(queue, []).append([after, at, None, None, holders])
             elif len(holders) < 2 and open_span:
-                spans[queue][-1][1] = at
-    return {q: [tuple(span) for span in found] for q, found in spans.items()}
+                spans[queue][-1][2:4] = [after, at]
+    return {q: [tuple(span) for span in found] for q, found in spans.items()}  # type: ignore[misc]
 
 
 def held_in(line: dict, topic: str) -> frozenset:
@@ -962,19 +1055,36 @@ def test_a_stale_route_is_recorded_as_observed_double_holding_while_it_lasts(pla
     run, group = scenarios.run, scenarios.run.group("stale")
     clients = scenarios.clients[group]
     route_at = scenarios.seen["stale_route_at"]
-    doubles = {q: spans for q, spans in held_spans(clients, stale_topic(run)).items() if spans[-1][0] >= route_at}
+    doubles = {q: spans for q, spans in held_spans(clients, stale_topic(run)).items() if spans[-1][1] >= route_at}
     assert list(doubles) == [("broker-a", 1)], f"the clients did not both hold a1 after the route change: {doubles}"
-    ((since, until, holders),) = doubles[("broker-a", 1)][-1:]
+    ((began_after, _, ended_after, ended_by, holders),) = doubles[("broker-a", 1)][-1:]
     assert holders == tuple(sorted(c.client_id for c in clients))
     observed = episodes(run, spark, group, "OBSERVED_DOUBLE_HOLDING")
     (opened,) = [e for e in observed if e["status"] == "OPENED"]
-    assert since <= opened["opened_at_ms"] and (until is None or opened["opened_at_ms"] <= until), (since, until)
+    # Opened on reports taken while both held a1: after it began, and by the time it ended.
+    assert began_after <= opened["opened_at_ms"] and (ended_by is None or opened["opened_at_ms"] <= ended_by)
     (queue,) = json.loads(opened["details"])["queues"]
     assert (queue["broker"], queue["queue_id"], tuple(queue["holders"])) == ("broker-a", 1, holders)
-    if until is not None:
+    if ended_after is not None:
         (closed,) = [e for e in observed if e["status"] == "CLOSED"]
-        assert closed["closed_at_ms"] >= until
+        assert closed["closed_at_ms"] >= ended_after, (closed["closed_at_ms"], ended_after, ended_by)
     assert episodes(run, spark, group, "DOUBLE_OWNED_QUEUES") == []
+
+
+def test_a_member_restarted_again_and_again_is_flapping_with_its_real_joins_and_leaves(played, spark):
+    """The flapping member's process stopped and started again ``FLAPS`` times under one client id: its group's
+    FLAPPING_MEMBERS episode names that id alone, not the steady member's, with a join for each process started
+    and a leave for each stopped (each seen through both brokers, counted once when their polls saw it within the
+    coalescing second, else twice)."""
+    scenarios = played("5")
+    run, group = scenarios.run, scenarios.run.group("flapping")
+    steady, *flaps = scenarios.seen["flapping"]
+    assert len(flaps) == FLAPS + 1 and len({c.client_id for c in flaps}) == 1
+    (current,) = [r for r in run.read(spark, "anomalies_current", group) if r["anomaly"] == "FLAPPING_MEMBERS"]
+    members = json.loads(current["details"])["members"]
+    assert set(members) == {flaps[0].client_id} and steady.client_id not in members
+    counted = members[flaps[0].client_id]
+    assert len(flaps) <= counted["joins"] <= 2 * len(flaps) and FLAPS <= counted["leaves"] <= 2 * FLAPS, counted
 
 
 def converged_at(scenarios: Played, group: str) -> int:
@@ -985,7 +1095,7 @@ def converged_at(scenarios: Played, group: str) -> int:
         return scenarios.seen["survivors_settled_at"]
     if group == run.group("stale"):
         spans = held_spans(scenarios.clients[group], stale_topic(run))
-        ends = [until for found in spans.values() for _, until, _ in found]
+        ends = [ended_by for found in spans.values() for *_, ended_by, _ in found]
         return max([scenarios.seen["settled_at"], *[e for e in ends if e is not None]])
     return scenarios.seen["settled_at"]
 
@@ -1114,6 +1224,20 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     (stuck,) = mqadmin_output(seen, PROGRESS_ALERTS[QueueState.STUCK_HOLDER].name, "consumerProgress").values()
     _, consumer_offset, _, diff = progress_rows(stuck, blocked["topic"])[queue]
     assert consumer_offset == blocked["queue_offset"] and diff == broker_lag(lags["stuck"][(blocked["topic"], *queue)])
+
+    # Observed double holding (the stale route): each client's running info, read while both held a1, lists a1.
+    stale = scenarios.clients[run.group("stale")]
+    status = mqadmin_output(seen, alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING), "consumerStatus")
+    assert set(status) == {c.client_id for c in stale}, "the double holding ended before its commands ran"
+    for output in status.values():
+        assert ("broker-a", 1) in queue_details(output, stale_topic(run)), output
+
+    # Flapping member: consumerConnection, run while the member was gone and once it was back, lists its id only
+    # the second time, beside the steady member's both times.
+    steady, flapping = scenarios.seen["flapping"][0], scenarios.seen["flapping"][1]
+    listed = mqadmin_output(seen, alert_of(AnomalyKind.FLAPPING_MEMBERS), "consumerConnection")
+    ids = {moment: {client for client, _ in CONNECTION_ROW.findall(out)} for moment, out in listed.items()}
+    assert ids == {"gone": {steady.client_id}, "back": {steady.client_id, flapping.client_id}}, listed
 
     # The monitor's own commands of each section answer for the group.
     delta_root = str(run.config.paths.delta_root)

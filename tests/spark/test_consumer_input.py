@@ -1,9 +1,10 @@
 """The consumer query's stateful function sees every event exactly as its JSON says.
 
-Valid channel events reach Python as typed columns (``consumer.query.shard_input``), not as their raw
-JSON; this compares what the function builds from those columns with what ``ChannelEvent.from_json``
-builds from the raw value, for the corpus' channel events (absent, null and empty optional fields,
-extra fields, several subscriptions) and for generated ones, and checks the order of application.
+Valid channel events reach Python as typed columns (``consumer.query.shard_input``), other events as the JSON of
+their validated fields, never as their raw JSON; this compares the typed events the function builds with what
+``consumer.events.parsed_event`` builds from the raw value, for the corpus' channel events (absent, null and empty
+optional fields, extra fields, several subscriptions), generated ones, a report and a route, and checks the order
+of application.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from streaming.contract.events import DEFAULT_TOPICS
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.membership import ChannelEvent
 from streaming.domain.consumers.shard_engine import STALE_ROUTE, UNKNOWN_GROUP, ShardEngine
-from streaming.job.consumer.events import EVENT_COLUMNS, ShardEvents, read_columns, shard_events
+from streaming.job.consumer.events import EVENT_COLUMNS, ShardEvents, parsed_event, read_columns, shard_events
 from streaming.job.consumer.query import DEAD_LETTER_SHARD, _as_job_rows, shard_input
 from streaming.job.ingest.classify import IngestSettings, classify, contracts_for
 from tests.support.event_corpus import GOOD, KAFKA_TS, MORE_GOOD
@@ -55,7 +56,7 @@ def _applied(columns, engine=None) -> ShardEvents:  # type: ignore[no-untyped-de
     return found
 
 
-def test_channel_events_from_typed_columns_equal_their_json(spark):
+def test_events_from_typed_columns_equal_their_json(spark):
     types = ("consumer_channel", "reported_assignment", "topic_route")
     channel_values = [json.dumps(GOOD["consumer_channel"])] + [e for e in MORE_GOOD if '"consumer_channel"' in e]
     values = channel_values + [json.dumps(e) for e in _generated()]
@@ -82,7 +83,7 @@ def test_channel_events_from_typed_columns_equal_their_json(spark):
         expected = []
         for offset in by_offset["kafka_offset"]:
             event = json.loads(values[offset])
-            expected.append(ChannelEvent.from_json(event) if event["type"] == "consumer_channel" else event)
+            expected.append(parsed_event(event["type"], event))  # the engine's type, parsed from the raw JSON
         assert got == expected
         assert all(type(g) is type(e) for g, e in zip(got, expected, strict=True))
         # the function keeps where events that travel as JSON came from, for a dead letter of the engine's
@@ -129,8 +130,9 @@ def test_events_of_one_millisecond_apply_by_type_whatever_the_topics_are_called(
     found = _applied(columns)
     events = found.events
     origins = [found.origins[id(event)] for event in events]
-    # a channel event that kept its raw value is parsed once, here, into its type; the others stay JSON objects
-    assert events == [earlier_report, route, ChannelEvent.from_json(channel), report, other_report]
+    # every event that kept its raw value is parsed once, here, into its type
+    parsed = [parsed_event(e["type"], e) for e in (earlier_report, route, channel, report, other_report)]
+    assert events == parsed and isinstance(events[2], ChannelEvent)
     assert [origin[:3] for origin in origins] == [
         ("a-reports", 0, 9),
         ("b-routes", 0, 1),

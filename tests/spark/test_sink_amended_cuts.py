@@ -15,6 +15,7 @@ from streaming.job.delta.outputs import consumer_sink
 from streaming.job.delta.sinks import DeltaTables
 from streaming.job.delta.table_rows import table_rows
 from streaming.job.runtime.state_blob import encode
+from tests.support.engine import typed
 from tests.support.events import BASE, hb, route
 
 TABLES = [
@@ -47,9 +48,9 @@ def read(tables: DeltaTables) -> dict[str, list[str]]:
 
 def test_an_amended_cut_leaves_the_tables_of_its_input_in_one_batch(spark, tmp_path):
     engine = ShardEngine.restore(None, EngineSettings())
-    first = engine.apply(FIRST, BASE)
+    first = engine.apply(typed(FIRST), BASE)
     engine = ShardEngine.restore(json.loads(encode(engine.snapshot())), EngineSettings())
-    later = engine.apply(LATER, BASE + 1000)
+    later = engine.apply(typed(LATER), BASE + 1000)
     assert any(type(o) is CutRetracted for o in later)  # the case is the amendment
     assert any(type(o) is EpisodeRetracted for o in later)
 
@@ -64,7 +65,7 @@ def test_an_amended_cut_leaves_the_tables_of_its_input_in_one_batch(spark, tmp_p
     whole = DeltaTables(spark, tmp_path / "whole")
     whole.ensure_all(TABLES)
     consumer_sink(whole, "whole", None)(
-        batch(spark, ShardEngine.restore(None, EngineSettings()).apply(FIRST + LATER, BASE)), 0
+        batch(spark, ShardEngine.restore(None, EngineSettings()).apply(typed(FIRST + LATER), BASE)), 0
     )
     assert amended == read(whole)
     assert sorted(json.loads(r)["event_time_ms"] for r in amended["group_snapshots"]) == [BASE, BASE + 1500]

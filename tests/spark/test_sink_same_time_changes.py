@@ -13,6 +13,7 @@ from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.job.delta.bus import output_rows, output_schema
 from streaming.job.delta.outputs import consumer_sink
 from streaming.job.delta.table_rows import table_rows
+from tests.support.engine import typed
 from tests.support.job_scenarios import progress
 from tests.support.table_template import job_tables, seed_tables
 
@@ -28,7 +29,7 @@ def test_the_change_emitted_last_wins_at_a_tie(spark, tmp_path):
         progress(T, GROUP, [(0, 30, 5)], broker="broker-b"),
         progress(T, GROUP, [(1, 45, 40)]),
     ]
-    outcomes = ShardEngine.restore(None, EngineSettings()).apply(events, events[0]["event_time"])
+    outcomes = ShardEngine.restore(None, EngineSettings()).apply(typed(events), events[0]["event_time"])
     config = load_config(None, env={})
     seed_tables(tmp_path / "tables", config)
     tables = job_tables(spark, tmp_path / "tables", config)

@@ -2,18 +2,20 @@
 
 A group's changes become a generation (or a re-analysis) once the event-time clock is the coalescing window past
 the last of them, and are cut as they are at the end of every call meanwhile (``docs/design/batch-invariance.md``);
-``settle`` moves the clock just that far; ``TableModel`` applies outcomes as the job's sink does.
+``settle`` moves the clock just that far; ``TableModel`` applies outcomes as the job's sink does; ``typed`` parses
+events written as JSON objects as the job does.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streaming.contract.tables import TABLES, Table, column_names
 from streaming.domain.consumers.outcomes import IgnoredEvent, Outcome
 from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.job.consumer.events import parsed_event
 from streaming.job.delta.bus import RETRACTED_CUTS, deleted
 from streaming.job.delta.table_rows import CUT_TABLES, table_rows
 
@@ -106,3 +108,9 @@ class TableModel:
 
 def _only(row: dict[str, Any], columns: set[str]) -> dict[str, Any]:
     return {c: v for c, v in row.items() if c in columns and c != "batch_id"}
+
+
+def typed(events: Iterable[Any]) -> list[Any]:
+    """Events as ``ShardEngine.apply`` takes them: each JSON object parsed as the job parses it
+    (``consumer.events.parsed_event``), an already typed event as it is."""
+    return [parsed_event(e["type"], e) if isinstance(e, Mapping) else e for e in events]

@@ -15,7 +15,7 @@ from typing import Any
 
 from streaming.contract.events import EVENT_TYPES
 from streaming.contract.validator import Rejection, ValidEvent, parse_like_the_job, validate_event
-from streaming.domain.consumers.progress_tracker import INCONSISTENT, refusal
+from streaming.domain.consumers.progress_tracker import INCONSISTENT, ConsumeProgress, refusal
 from streaming.domain.consumers.shard_engine import UNKNOWN_GROUP
 from tests.support.hostile import Hostile
 from tests.support.job import read
@@ -125,7 +125,11 @@ def check_outcome(published: list[Published], seen: Seen, topics: Mapping[str, s
             continue
         event = verdict.payload
         late = verdict.event_type != "send_result" and index >= restart_after and verdict.event_time_ms <= watermark
-        if verdict.event_type == "consume_progress" and not late and refusal(event) is not None:
+        if (
+            verdict.event_type == "consume_progress"
+            and not late
+            and refusal(ConsumeProgress.from_json(event)) is not None
+        ):
             # valid, but contradicting itself: the engine refuses it (``progress_tracker.refusal``)
             if letter is None or letter["reason"] != INCONSISTENT:
                 got = None if letter is None else letter["reason"]

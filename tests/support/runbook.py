@@ -1,5 +1,5 @@
 """The commands ``docs/runbook.md`` gives to confirm an alert: each section's ``Confirm:`` sentences, their
-backticked ``mqadmin …`` (RocketMQ's admin tool) and ``query …`` (``rebalance-monitor query``) commands."""
+backticked ``mqadmin …`` (RocketMQ's admin tool), ``query …`` and ``health …`` (``rebalance-monitor``'s) commands."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 RUNBOOK = Path(__file__).parents[2] / "docs" / "runbook.md"
 # Where a section's confirmation ends: its fix, or its causes.
 _CONFIRM = re.compile(r"Confirm(?: with)?:?(.*?)(?:\bFix\b|\bCauses\b|\n\n|$)", re.S)
-_COMMAND = re.compile(r"`((?:mqadmin|query)\s[^`]+)`")
+_COMMAND = re.compile(r"`((?:mqadmin|query|health)\s[^`]+)`")
 
 
 def sections(text: str | None = None) -> dict[str, str]:

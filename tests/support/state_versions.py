@@ -53,8 +53,8 @@ def consumer_state_as_previous() -> Iterator[None]:
 
     job_function = consumer_query.make_state_function
 
-    def make_state_function(settings: Any, poison_marker: str | None = None) -> Any:
-        process = job_function(settings, poison_marker)
+    def make_state_function(settings: Any) -> Any:
+        process = job_function(settings)
 
         def previous(key: Any, frames: Any, state: Any) -> Any:
             return process(key, frames, _PreviousVersionState(state))

@@ -32,7 +32,7 @@ from streaming.contract.tables import Table
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import EpisodeRestored
 from streaming.domain.consumers.shard_engine import ShardEngine
-from tests.support.engine import TableModel
+from tests.support.engine import TableModel, typed
 from tests.support.events import BASE, channel_event, hb, route
 from tests.support.job_scenarios import progress_events, run1_events, run2_events
 
@@ -69,7 +69,7 @@ def run(
         for e in call:
             if e["type"] == "consumer_channel":
                 lanes[lane(e)] = max(int(e["event_time"]), lanes.get(lane(e), 0))
-        model.apply(engine.apply(call, watermark, lanes))
+        model.apply(engine.apply(typed(call), watermark, lanes))
         snapshot = engine.snapshot()
         times = [int(e["event_time"]) for e in call]
         newest = max([*times, *([] if newest is None else [newest])], default=None)
@@ -138,7 +138,7 @@ def test_a_change_where_input_stops_is_reported_at_once_and_a_later_one_of_its_w
     later = [hb(1500, "ch3", "c3")]
     engine = ShardEngine.restore(None, EngineSettings())
     model = TableModel()
-    model.apply(engine.apply(first, BASE))
+    model.apply(engine.apply(typed(first), BASE))
     stopped = model.tables()
     snapshots = [json.loads(r) for r in stopped[Table.GROUP_SNAPSHOTS]]
     assert sorted((s["generation"], s["event_time_ms"], s["cid_all"]) for s in snapshots) == [
@@ -154,9 +154,9 @@ def test_a_change_where_input_stops_is_reported_at_once_and_a_later_one_of_its_w
     assert opened["episode_id"] in [json.loads(r)["episode_id"] for r in stopped[Table.ANOMALIES_CURRENT]]
 
     engine = ShardEngine.restore(json.loads(json.dumps(engine.snapshot())), EngineSettings())
-    model.apply(engine.apply(later, BASE + 1000))
+    model.apply(engine.apply(typed(later), BASE + 1000))
     whole = TableModel()
-    whole.apply(ShardEngine.restore(None, EngineSettings()).apply(first + later, BASE))
+    whole.apply(ShardEngine.restore(None, EngineSettings()).apply(typed(first + later), BASE))
     assert model.tables() == whole.tables()
     (amended,) = [json.loads(r) for r in model.tables()[Table.GROUP_SNAPSHOTS] if json.loads(r)["generation"] == 2]
     assert amended["event_time_ms"] == BASE + 1500
@@ -172,15 +172,15 @@ def test_an_episode_a_cut_closed_where_a_call_ended_is_restored_when_the_amended
     later = [hb(10_500, "ch2", "c1")]
     engine = ShardEngine.restore(None, EngineSettings())
     model = TableModel()
-    model.apply(engine.apply(first, BASE))
+    model.apply(engine.apply(typed(first), BASE))
     assert any('"CLOSED"' in r and "DUPLICATE_CLIENT_ID" in r for r in model.tables()[Table.ANOMALY_EPISODES])
     assert not any("DUPLICATE_CLIENT_ID" in r for r in model.tables().get(Table.ANOMALIES_CURRENT, []))
     engine = ShardEngine.restore(json.loads(json.dumps(engine.snapshot())), EngineSettings())
-    amending = engine.apply(later, BASE + 5000)
+    amending = engine.apply(typed(later), BASE + 5000)
     assert any(type(o) is EpisodeRestored for o in amending)
     model.apply(amending)
     whole = TableModel()
-    whole.apply(ShardEngine.restore(None, EngineSettings()).apply(first + later, BASE))
+    whole.apply(ShardEngine.restore(None, EngineSettings()).apply(typed(first + later), BASE))
     assert model.tables() == whole.tables()
     (episode,) = [json.loads(r) for r in model.tables()[Table.ANOMALIES_CURRENT] if "DUPLICATE_CLIENT_ID" in r]
     assert (episode["opened_at_ms"], episode["event_time_ms"]) == (BASE, BASE)  # as before the cut that closed it

@@ -11,7 +11,7 @@ from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, Ignored
 from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.domain.vocabulary import IgnoredReason, LateReason
 from streaming.job.delta.table_rows import rows_of
-from tests.support.engine import settle
+from tests.support.engine import settle, typed
 
 
 def hb(t, channel, cid, topics=("T",), broker="broker-a", group="G", **extra):
@@ -74,7 +74,7 @@ def run(batches, settings=None):
     snapshot, out = None, []
     for events, watermark in [*batches, (None, None)]:
         engine = ShardEngine.restore(json.loads(json.dumps(snapshot)) if snapshot else None, engine_settings(settings))
-        out += settle(engine) if events is None else engine.apply(events, watermark)
+        out += settle(engine) if events is None else engine.apply(typed(events), watermark)
         snapshot = engine.snapshot()
     return out, snapshot
 
@@ -155,7 +155,7 @@ def run_lanes(batches, settings=None):
         for lane, event in events:
             if event["type"] == "consumer_channel":
                 lanes[lane] = max(lanes.get(lane, 0), event["event_time"])
-        made = engine.apply([e for _, e in events], watermark, lanes)
+        made = engine.apply(typed([e for _, e in events]), watermark, lanes)
         out.append([(r["change"], r["client_id"], r["event_time_ms"]) for r in rows(made, "membership_changes")])
         snapshot = engine.snapshot()
     return out, snapshot
@@ -310,7 +310,7 @@ def test_a_member_joining_and_leaving_more_than_the_threshold_is_flapping_and_st
     out, snapshot = run([([route(0), *stable, *cycle[0], *cycle[1], *cycle[2]], 0)], settings)
     assert episodes_of(out, "FLAPPING_MEMBERS") == []  # 3 changes (6 broker events) is not more than 3
     engine = ShardEngine.restore(snapshot, engine_settings(settings))
-    out = engine.apply(cycle[3], 0) + settle(engine)
+    out = engine.apply(typed(cycle[3]), 0) + settle(engine)
     (opened,) = episodes_of(out, "FLAPPING_MEMBERS")
     assert (opened["status"], opened["opened_at_ms"], opened["topic"]) == ("OPENED", 60_000, "")
     details = json.loads(opened["details"])
@@ -379,15 +379,15 @@ def test_a_report_taken_before_the_generation_plus_the_rebalance_delay_is_kept_b
     # c1 and c2 join at 0 (expected: c1 a0-a3, c2 b0-b3); c1 still reports its old share of everything at 5 s, and
     # again at 19.999 s: reports from the join wave, taken before the generation (0) plus the delay (20 s)
     engine = ShardEngine.restore(None, engine_settings(GRACE))
-    out = engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(5_000, "c1", A + B)], 0)
+    out = engine.apply(typed([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(5_000, "c1", A + B)]), 0)
     out += settle(engine) + engine.apply([], 20_000) + settle(engine)
-    out += engine.apply([report(19_999, "c1", A + B)], 20_000) + settle(engine)
+    out += engine.apply(typed([report(19_999, "c1", A + B)]), 20_000) + settle(engine)
     assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
     (held,) = [r for r in rows(out, "queue_holders_current") if (r["broker"], r["queue_id"]) == ("broker-b", 0)][-1:]
     assert (held["holders"], held["not_counted"], held["uncounted_holders"]) == ([], ["c1"], ["c1"])
     assert (held["state"], held["evidence_from_ms"], held["expected_owners"]) == ("UNKNOWN", 20_000, ["c2"])
     # the same report taken at the bound counts: the difference opens at once (the grace ended at 20 s too)
-    out = engine.apply([report(20_000, "c1", A + B)], 20_000) + settle(engine)
+    out = engine.apply(typed([report(20_000, "c1", A + B)]), 20_000) + settle(engine)
     (opened,) = episodes_of(out, "ASSIGNMENT_MISMATCH")
     assert (opened["status"], opened["opened_at_ms"]) == ("OPENED", 20_000)
     assert json.loads(opened["details"])["clients"] == {
@@ -404,7 +404,7 @@ def test_clients_that_converge_within_the_grace_never_open_a_mismatch():
         GRACE,
     )
     engine = ShardEngine.restore(snapshot, engine_settings(GRACE))
-    out += engine.advance(25_000) + engine.apply([report(40_000, "c1", A)], 30_000)
+    out += engine.advance(25_000) + engine.apply(typed([report(40_000, "c1", A)]), 30_000)
     assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
 
 
@@ -418,9 +418,9 @@ def test_a_route_change_extends_the_grace_by_the_route_poll_interval():
     engine = ShardEngine.restore(
         None, engine_settings({**GRACE, "expiry_ms": 3_600_000})
     )  # no channel expires in this test
-    engine.apply(steady, 0)
+    engine.apply(typed(steady), 0)
     # broker-b loses its queues at 100 s; c2 keeps reporting b0-b3 (its next route poll is up to 30 s away)
-    out = engine.apply([route(100_000, brokers=(("broker-a", 8),)), report(140_000, "c2", B)], 90_000)
+    out = engine.apply(typed([route(100_000, brokers=(("broker-a", 8),)), report(140_000, "c2", B)]), 90_000)
     out += settle(engine)
     assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []  # 40 s < 20 s + 30 s
     assert engine.next_wakeup_ms() == 150_000
@@ -430,16 +430,16 @@ def test_a_route_change_extends_the_grace_by_the_route_poll_interval():
 
 def test_an_open_mismatch_is_kept_unjudged_after_a_new_generation_until_a_report_counts_again():
     engine = ShardEngine.restore(None, engine_settings(GRACE))
-    out = engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(30_000, "c1", A + B)], 0)
+    out = engine.apply(typed([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2"), report(30_000, "c1", A + B)]), 0)
     (opened,) = episodes_of(out + settle(engine), "ASSIGNMENT_MISMATCH")
     # c3 joins at 50 s: a new generation, and c1's report of 30 s no longer counts; neither does one of 55 s (before
     # 50 s + 20 s): the episode stays as it is, neither closed nor updated
-    out = engine.apply([hb(50_000, "c:1", "c3")], 40_000) + settle(engine)
-    out += engine.apply([report(55_000, "c1", A[:3])], 40_000) + settle(engine)
+    out = engine.apply(typed([hb(50_000, "c:1", "c3")]), 40_000) + settle(engine)
+    out += engine.apply(typed([report(55_000, "c1", A[:3])]), 40_000) + settle(engine)
     assert episodes_of(out, "ASSIGNMENT_MISMATCH") == []
     assert [e.anomaly for e in engine.groups["G"].episodes.values()] == ["ASSIGNMENT_MISMATCH"]
     # c1 reports again at 70 s (it holds its share of three, a0-a2): the first counted report judges, and closes it
-    out = engine.apply([report(70_000, "c1", A[:3])], 60_000) + settle(engine)
+    out = engine.apply(typed([report(70_000, "c1", A[:3])]), 60_000) + settle(engine)
     (closed,) = episodes_of(out, "ASSIGNMENT_MISMATCH")
     assert (closed["status"], closed["episode_id"], closed["closed_at_ms"]) == ("CLOSED", opened["episode_id"], 70_000)
 
@@ -451,7 +451,7 @@ OBSERVED = {**GRACE, "client_rebalance_delay_ms": 20_000, "observed_grace_ms": 5
 
 def joined(engine):
     """c1 and c2 join G at 0 on a route of a0-a3, b0-b3 (expected: c1 the a queues, c2 the b queues)."""
-    return engine.apply([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2")], 0) + settle(engine)
+    return engine.apply(typed([route(0), hb(0, "a:1", "c1"), hb(0, "b:1", "c2")]), 0) + settle(engine)
 
 
 def holders_of(out, broker, queue_id):
@@ -461,8 +461,8 @@ def holders_of(out, broker, queue_id):
 def test_two_clients_reporting_one_queue_for_the_grace_is_observed_double_holding():
     engine = ShardEngine.restore(None, engine_settings(OBSERVED))
     joined(engine)
-    out = engine.apply([report(20_000, "c1", A), report(20_000, "c2", B + A[:1])], 20_000) + settle(engine)
-    out += engine.apply([report(24_000, "c1", A), report(24_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    out = engine.apply(typed([report(20_000, "c1", A), report(20_000, "c2", B + A[:1])]), 20_000) + settle(engine)
+    out += engine.apply(typed([report(24_000, "c1", A), report(24_000, "c2", B + A[:1])]), 20_000) + settle(engine)
     assert episodes_of(out, "OBSERVED_DOUBLE_HOLDING") == []  # shown for 4 s: short of the 5 s grace
     # the reports hold a0 twice whatever the allocation says: it predicts no double
     assert episodes_of(out, "DOUBLE_OWNED_QUEUES") == []
@@ -473,14 +473,14 @@ def test_two_clients_reporting_one_queue_for_the_grace_is_observed_double_holdin
         "DOUBLE_HELD",
         20_000,
     )
-    out = engine.apply([report(25_000, "c1", A), report(25_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    out = engine.apply(typed([report(25_000, "c1", A), report(25_000, "c2", B + A[:1])]), 20_000) + settle(engine)
     (opened,) = episodes_of(out, "OBSERVED_DOUBLE_HOLDING")
     assert (opened["status"], opened["opened_at_ms"], opened["severity"]) == ("OPENED", 25_000, "warning")
     details = json.loads(opened["details"])
     assert [(q["broker"], q["queue_id"], q["holders"]) for q in details["queues"]] == [("broker-a", 0, ["c1", "c2"])]
     assert episodes_of(out, "OBSERVED_UNHELD_QUEUES") == []
     # c2 lets a0 go: the double is gone from what they report, the episode closes
-    out = engine.apply([report(30_000, "c2", B)], 20_000) + settle(engine)
+    out = engine.apply(typed([report(30_000, "c2", B)]), 20_000) + settle(engine)
     assert [r["status"] for r in episodes_of(out, "OBSERVED_DOUBLE_HOLDING")] == ["CLOSED"]
     assert holders_of(out, "broker-a", 0)[-1]["state"] == "HELD"
 
@@ -489,7 +489,7 @@ def test_a_queue_every_subscriber_reports_unheld_for_the_grace_is_observed_unhel
     engine = ShardEngine.restore(None, engine_settings(OBSERVED))
     joined(engine)
     batch = [report(21_000, "c1", A[1:]), report(21_000, "c2", B), report(26_000, "c1", A[1:]), report(26_000, "c2", B)]
-    out = engine.apply(batch, 20_000) + settle(engine)
+    out = engine.apply(typed(batch), 20_000) + settle(engine)
     (opened,) = episodes_of(out, "OBSERVED_UNHELD_QUEUES")
     assert (opened["opened_at_ms"], opened["severity"]) == (26_000, "critical")
     assert [(q["broker"], q["queue_id"]) for q in json.loads(opened["details"])["queues"]] == [("broker-a", 0)]
@@ -502,28 +502,28 @@ def test_a_handoff_seen_half_before_and_half_after_is_no_double_holding_even_wit
     engine = ShardEngine.restore(None, engine_settings({**OBSERVED, "observed_grace_ms": 0}))
     joined(engine)
     # c1 still held a0 when it reported at 20 s; c2 took it by 21 s, when c1 no longer held it (its next report)
-    out = engine.apply([report(20_000, "c1", A), report(21_000, "c2", B + A[:1])], 20_000) + settle(engine)
-    out += engine.apply([report(22_000, "c1", A[1:])], 20_000) + settle(engine)
+    out = engine.apply(typed([report(20_000, "c1", A), report(21_000, "c2", B + A[:1])]), 20_000) + settle(engine)
+    out += engine.apply(typed([report(22_000, "c1", A[1:])]), 20_000) + settle(engine)
     assert episodes_of(out, "OBSERVED_DOUBLE_HOLDING") == []
     # reports taken together that both hold it are double-holding at once without a grace
-    out = engine.apply([report(30_000, "c1", A), report(30_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    out = engine.apply(typed([report(30_000, "c1", A), report(30_000, "c2", B + A[:1])]), 20_000) + settle(engine)
     assert [r["status"] for r in episodes_of(out, "OBSERVED_DOUBLE_HOLDING")] == ["OPENED"]
 
 
 def test_an_observed_episode_stays_unjudged_through_a_generation_until_every_subscriber_reports_again():
     engine = ShardEngine.restore(None, engine_settings({**OBSERVED, "expiry_ms": 3_600_000}))
     joined(engine)
-    out = engine.apply([report(20_000, "c1", A), report(20_000, "c2", B + A[:1])], 20_000)
-    out += engine.apply([report(25_000, "c1", A), report(25_000, "c2", B + A[:1])], 20_000) + settle(engine)
+    out = engine.apply(typed([report(20_000, "c1", A), report(20_000, "c2", B + A[:1])]), 20_000)
+    out += engine.apply(typed([report(25_000, "c1", A), report(25_000, "c2", B + A[:1])]), 20_000) + settle(engine)
     assert [r["status"] for r in episodes_of(out, "OBSERVED_DOUBLE_HOLDING")] == ["OPENED"]
     # c3 joins at 40 s: the reports of 25 s are older than 40 s + 20 s, so nothing judges the episode
-    out = engine.apply([hb(40_000, "c:1", "c3")], 30_000) + settle(engine)
-    out += engine.apply([report(45_000, "c2", B[:2])], 30_000) + settle(engine)
+    out = engine.apply(typed([hb(40_000, "c:1", "c3")]), 30_000) + settle(engine)
+    out += engine.apply(typed([report(45_000, "c2", B[:2])]), 30_000) + settle(engine)
     assert episodes_of(out, "OBSERVED_DOUBLE_HOLDING") == []
     assert holders_of(out, "broker-a", 0)[-1]["state"] == "UNKNOWN"
     # every subscriber's counted report at 60 s: a0 has one holder, the episode closes
     batch = [report(60_000, "c1", A[:3]), report(60_000, "c2", A[3:] + B[:2]), report(60_000, "c3", B[2:])]
-    out = engine.apply(batch, 50_000) + settle(engine)
+    out = engine.apply(typed(batch), 50_000) + settle(engine)
     assert [r["status"] for r in episodes_of(out, "OBSERVED_DOUBLE_HOLDING")] == ["CLOSED"]
     assert {r["state"] for r in rows(out, "queue_holders_current")} == {"HELD"}
 
@@ -531,17 +531,17 @@ def test_an_observed_episode_stays_unjudged_through_a_generation_until_every_sub
 def test_a_report_older_than_the_clients_latest_changes_nothing():
     engine = ShardEngine.restore(None, engine_settings(OBSERVED))
     joined(engine)
-    engine.apply([report(25_000, "c1", A)], 20_000)
+    engine.apply(typed([report(25_000, "c1", A)]), 20_000)
     before = engine.snapshot()
-    assert engine.apply([report(24_000, "c1", A + B)], 20_000) == []
+    assert engine.apply(typed([report(24_000, "c1", A + B)]), 20_000) == []
     assert engine.snapshot() == before
 
 
 def test_a_group_gone_deletes_its_holders_rows():
     engine = ShardEngine.restore(None, engine_settings(OBSERVED))
     joined(engine)
-    engine.apply([report(25_000, "c1", A), report(25_000, "c2", B)], 20_000)
-    out = engine.apply([ev("UNREGISTER", 30_000, "a:1", "c1"), ev("UNREGISTER", 30_000, "b:1", "c2")], 20_000)
+    engine.apply(typed([report(25_000, "c1", A), report(25_000, "c2", B)]), 20_000)
+    out = engine.apply(typed([ev("UNREGISTER", 30_000, "a:1", "c1"), ev("UNREGISTER", 30_000, "b:1", "c2")]), 20_000)
     out += settle(engine)
     gone = rows(out, "deleted_queue_holders_current")
     assert sorted((r["broker"], r["queue_id"]) for r in gone) == sorted(A + B)
@@ -610,9 +610,9 @@ def test_the_job_hands_every_anomaly_membership_and_machine_room_option_to_the_e
 
 def test_a_report_for_a_group_no_broker_knows_is_handed_back_as_given_and_changes_nothing():
     engine = ShardEngine.restore(None, engine_settings(GRACE))
-    engine.apply([route(0)], 0)
+    engine.apply(typed([route(0)]), 0)
     before = engine.snapshot()
-    ghost = report(5_000, "c9", A[:2], group="ghosts")
+    (ghost,) = typed([report(5_000, "c9", A[:2], group="ghosts")])
     out = engine.apply([ghost], 0)
     assert out == [
         IgnoredEvent(
@@ -628,20 +628,20 @@ def test_a_report_for_a_group_no_broker_knows_is_handed_back_as_given_and_change
 
 def test_a_report_after_the_group_emptied_is_handed_back_and_one_while_it_lives_is_not():
     engine = ShardEngine.restore(None, engine_settings(GRACE))
-    out = engine.apply([route(0), hb(0, "a:1", "c1"), report(1_000, "c1", A + B)], 0)
+    out = engine.apply(typed([route(0), hb(0, "a:1", "c1"), report(1_000, "c1", A + B)]), 0)
     assert not [o for o in out if isinstance(o, IgnoredEvent)]
     # the last member leaves; a report after that, in the same batch or the next, has nothing to compare with
-    out = engine.apply([ev("UNREGISTER", 2_000, "a:1", "c1"), report(3_000, "c1", A + B)], 0)
-    out += engine.apply([report(4_000, "c1", A + B)], 0)
+    out = engine.apply(typed([ev("UNREGISTER", 2_000, "a:1", "c1"), report(3_000, "c1", A + B)]), 0)
+    out += engine.apply(typed([report(4_000, "c1", A + B)]), 0)
     assert "G" not in engine.groups
     assert [o.reason for o in out if isinstance(o, IgnoredEvent)] == ["UNKNOWN_GROUP", "UNKNOWN_GROUP"]
 
 
 def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing():
     engine = ShardEngine.restore(None, EngineSettings())
-    engine.apply([route(10_000), hb(10_000, "a:1", "c1")], 0)
+    engine.apply(typed([route(10_000), hb(10_000, "a:1", "c1")]), 0)
     before = engine.snapshot()
-    out = engine.apply([route(5_000, brokers=(("broker-a", 1),))], 0)
+    out = engine.apply(typed([route(5_000, brokers=(("broker-a", 1),))]), 0)
     assert out == [LateEvent(LateReason.STALE_ROUTE, "topic_route", 5_000, topic="T")]
     assert rows(out, "late_events") == [
         {
@@ -656,7 +656,7 @@ def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing(
     ]
     assert engine.snapshot() == before
     # the same route again, at its own time, is not late: it changes nothing and says nothing
-    assert engine.apply([route(10_000)], 0) == []
+    assert engine.apply(typed([route(10_000)]), 0) == []
 
 
 def test_group_metrics_of_a_restored_shard_are_what_each_group_last_emitted_with_nothing_moved():

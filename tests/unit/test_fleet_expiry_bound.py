@@ -15,6 +15,7 @@ from streaming.domain.consumers import membership_snapshot as msnap
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import GroupGone
 from streaming.domain.consumers.shard_engine import ShardEngine
+from tests.support.engine import typed
 
 EXPIRY_MS = 120_000
 KINDS = ("HEARTBEAT", "HEARTBEAT", "HEARTBEAT", "UNREGISTER", "CHANNEL_CLOSE", "CHANNEL_IDLE")
@@ -75,7 +76,7 @@ def test_skipped_scans_change_nothing(steps, cuts):
     engine, snapshot, rows, retired_once = None, None, [], False
     for chunk, watermark in batches:
         engine = ShardEngine.restore(snapshot, EngineSettings(expiry_ms=EXPIRY_MS))
-        out = engine.apply(chunk, watermark)
+        out = engine.apply(typed(chunk), watermark)
         rows += [c for c in out if type(c) is ms.MembershipChange]
         # retired, or gone and back within the batch (a group empty for longer than the coalescing window is gone)
         retired_once |= "G" in engine.retired or any(type(c) is GroupGone for c in out)

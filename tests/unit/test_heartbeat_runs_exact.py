@@ -28,6 +28,7 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.job.consumer.events import EVENT_COLUMNS, lane_times, shard_events
 from streaming.job.consumer.heartbeat_runs import RUN
+from tests.support.engine import typed
 from tests.unit.test_fleet import table_rows
 
 EXPIRY_MS = 120_000
@@ -182,7 +183,7 @@ def run_shard(batches, fold):
         engine = ShardEngine.restore(snapshot, ENGINE)
         columns = as_runs(rows_of(batch, offsets), fold)
         events, late, _ = shard_events(columns, engine, watermark)
-        records = table_rows(engine.apply(events, watermark, lane_times(columns)))
+        records = table_rows(engine.apply(typed(events), watermark, lane_times(columns)))
         snapshot = engine.snapshot()
         changes = {}
         for table, row in records:

@@ -20,11 +20,12 @@ from streaming.domain.consumers.outcomes import (
     QueueProgress,
     QueueProgressGone,
 )
-from streaming.domain.consumers.progress_tracker import GroupProgress, ProgressContext, apply_progress, held_queues
+from streaming.domain.consumers.progress_tracker import ConsumeProgress, GroupProgress, ProgressContext, apply_progress
+from streaming.domain.consumers.reported import ReportedAssignment, held_queues
 from streaming.domain.consumers.shard_engine import SCHEMA_VERSION, ShardEngine
 from streaming.domain.progress.verdict import ProgressSettings, QueueState, StuckCause
 from streaming.domain.vocabulary import AnomalyKind, EpisodeStatus, IgnoredReason, LateReason
-from tests.support.engine import settle
+from tests.support.engine import settle, typed
 from tests.unit.test_fleet import ev, hb, route
 
 T0 = 1_700_000_000_000
@@ -33,25 +34,29 @@ OFFLINE = ProgressContext(online=False)
 
 
 def progress(t, queues, group="G", broker="broker-a", **extra):
-    """A consume_progress event; ``queues``: (topic, queue id, broker offset, consumer offset[, last timestamp])."""
+    """A consume_progress event, parsed; ``queues``: (topic, queue id, broker offset, consumer offset[, last
+    timestamp])."""
     rows = []
     for topic, queue_id, broker_offset, consumer_offset, *rest in queues:
         row = {"topic": topic, "queue_id": queue_id, "broker_offset": broker_offset, "consumer_offset": consumer_offset}
         if rest:
             row["last_timestamp"] = rest[0]
         rows.append(row)
-    return {
-        "type": "consume_progress",
-        "schema_version": 1,
-        "event_time": t,
-        "group": group,
-        "broker": broker,
-        "queues": rows,
-        **extra,
-    }
+    return ConsumeProgress.from_json(
+        {
+            "type": "consume_progress",
+            "schema_version": 1,
+            "event_time": t,
+            "group": group,
+            "broker": broker,
+            "queues": rows,
+            **extra,
+        }
+    )
 
 
-def report(t, cid, queues, group="G", topic="T", orderly=None, **fields):
+def report(t, cid, queues, group="G", topic="T", orderly=None, dropped=(), **fields):
+    """A reported_assignment event, parsed; ``dropped``: queues it lists as dropped."""
     event = {
         "type": "reported_assignment",
         "schema_version": 1,
@@ -59,11 +64,12 @@ def report(t, cid, queues, group="G", topic="T", orderly=None, **fields):
         "group": group,
         "client_id": cid,
         "topic": topic,
-        "queues": [{"broker": b, "queue_id": q, "dropped": False, **fields} for b, q in queues],
+        "queues": [{"broker": b, "queue_id": q, "dropped": False, **fields} for b, q in queues]
+        + [{"broker": b, "queue_id": q, "dropped": True} for b, q in dropped],
     }
     if orderly is not None:
         event["consume_orderly"] = orderly
-    return event
+    return ReportedAssignment.from_json(event)
 
 
 def of(outcomes, kind):
@@ -213,8 +219,7 @@ def test_the_tracked_progress_round_trips_through_its_json():
 
 
 def test_a_report_keeps_only_held_queues_with_their_process_queue_info():
-    event = report(T0, "c1", [("broker-a", 0)], cached_msg_count=3, locked=False)
-    event["queues"].append({"broker": "broker-a", "queue_id": 1, "dropped": True})
+    event = report(T0, "c1", [("broker-a", 0)], cached_msg_count=3, locked=False, dropped=[("broker-a", 1)])
     held = held_queues(event)
     assert held["orderly"] is False
     assert held["queues"] == [["broker-a", 0, None, 3, None, None, None, False, None, None, None]]
@@ -225,11 +230,13 @@ def engine_with_member(queues=2, **report_fields):
     """Group G: one member c1 (expected owner of every queue of T on broker-a) reporting queue 0 only."""
     engine = ShardEngine.restore(None, EngineSettings())
     engine.apply(
-        [
-            route(T0, brokers=(("broker-a", queues),)),
-            hb(T0 + 1, "ch1", "c1"),
-            report(T0 + 2, "c1", [("broker-a", 0)], **report_fields),
-        ],
+        typed(
+            [
+                route(T0, brokers=(("broker-a", queues),)),
+                hb(T0 + 1, "ch1", "c1"),
+                report(T0 + 2, "c1", [("broker-a", 0)], **report_fields),
+            ]
+        ),
         T0,
     )
     settle(engine)  # the clock passes the window of the member's join: its generation is cut
@@ -241,7 +248,7 @@ def sample_window(engine, rows_at, samples=10, start=T0 + 10_000):
     outcomes = []
     for i in range(samples):
         t = start + i * EVERY
-        outcomes = engine.apply([hb(t - 1, "ch1", "c1"), progress(t, rows_at(i, t))], T0)
+        outcomes = engine.apply(typed([hb(t - 1, "ch1", "c1"), progress(t, rows_at(i, t))]), T0)
     return outcomes
 
 
@@ -276,42 +283,44 @@ def test_an_idle_group_raises_nothing():
 def test_a_member_that_left_holds_nothing_any_more():
     engine = ShardEngine.restore(None, EngineSettings())
     engine.apply(
-        [
-            route(T0, brokers=(("broker-a", 1),)),
-            hb(T0 + 1, "ch1", "c1"),
-            hb(T0 + 1, "ch2", "c2"),
-            report(T0 + 2, "c2", [("broker-a", 0)]),
-            report(T0 + 2, "c1", []),  # c1 reports T and holds nothing of it
-            ev("UNREGISTER", T0 + 3, "ch2", "c2"),
-        ],
+        typed(
+            [
+                route(T0, brokers=(("broker-a", 1),)),
+                hb(T0 + 1, "ch1", "c1"),
+                hb(T0 + 1, "ch2", "c2"),
+                report(T0 + 2, "c2", [("broker-a", 0)]),
+                report(T0 + 2, "c1", []),  # c1 reports T and holds nothing of it
+                ev("UNREGISTER", T0 + 3, "ch2", "c2"),
+            ]
+        ),
         T0,
     )
-    outcomes = engine.apply([progress(T0 + 4, [("T", 0, 5, 1)])], T0)
+    outcomes = engine.apply(typed([progress(T0 + 4, [("T", 0, 5, 1)])]), T0)
     row = last_state(outcomes)
     assert row.sample.holders == () and row.sample.expected_owner == "c1" and row.holders_reported
 
 
 def test_a_group_whose_last_member_leaves_is_watched_while_it_has_a_backlog():
     engine = engine_with_member(queues=1)
-    engine.apply([progress(T0 + 10, [("T", 0, 5, 1)])], T0)
-    left = engine.apply([ev("UNREGISTER", T0 + 20, "ch1", "c1")], T0) + settle(engine)
+    engine.apply(typed([progress(T0 + 10, [("T", 0, 5, 1)])]), T0)
+    left = engine.apply(typed([ev("UNREGISTER", T0 + 20, "ch1", "c1")]), T0) + settle(engine)
     assert "G" not in engine.groups and "G" in engine.progress  # the group is gone, its progress is not
     assert not [
         o for o in of(left, EpisodeTransition) if o.transition.episode.anomaly == AnomalyKind.OFFLINE_GROUP_BACKLOG
     ]
-    outcomes = engine.apply([progress(T0 + 30, [("T", 0, 6, 1)])], T0)
+    outcomes = engine.apply(typed([progress(T0 + 30, [("T", 0, 6, 1)])]), T0)
     (opened,) = of(outcomes, EpisodeTransition)
     assert opened.transition.episode.anomaly == AnomalyKind.OFFLINE_GROUP_BACKLOG
     assert opened.generation == 1 and json.loads(opened.transition.episode.details_json)["lag"] == 5
-    outcomes = engine.apply([progress(T0 + 40, [("T", 0, 6, 6)])], T0)
+    outcomes = engine.apply(typed([progress(T0 + 40, [("T", 0, 6, 6)])]), T0)
     assert [o.transition.status for o in of(outcomes, EpisodeTransition)] == [EpisodeStatus.CLOSED]
     assert "G" not in engine.progress and engine.is_empty() is False  # the route is still kept
 
 
 def test_a_group_that_never_had_members_counts_when_it_has_a_backlog():
     engine = ShardEngine.restore(None, EngineSettings())
-    assert engine.apply([progress(T0, [("T", 0, 3, 3)], group="never")], T0) == []
-    outcomes = engine.apply([progress(T0 + EVERY, [("T", 0, 4, 3)], group="never")], T0)
+    assert engine.apply(typed([progress(T0, [("T", 0, 3, 3)], group="never")]), T0) == []
+    outcomes = engine.apply(typed([progress(T0 + EVERY, [("T", 0, 4, 3)], group="never")]), T0)
     assert [o.transition.episode.group for o in of(outcomes, EpisodeTransition)] == ["never"]
 
 
@@ -326,9 +335,9 @@ def test_a_stale_broker_view_makes_its_samples_unknown():
         "stale_after_ms": 10,
         "connections": [{"channel": "p1", "client_id": "c1", "subscriptions": []}],
     }
-    engine.apply([poll], T0)
+    engine.apply(typed([poll]), T0)
     engine.apply([], T0 + 100)  # the watermark passes its stale time
-    outcomes = engine.apply([progress(T0 + 200, [("T", 0, 5, 1)], broker="broker-b")], T0 + 100)
+    outcomes = engine.apply(typed([progress(T0 + 200, [("T", 0, 5, 1)], broker="broker-b")]), T0 + 100)
     row = last_state(outcomes)
     assert row.sample.view_fresh is False and row.verdict.state == QueueState.UNKNOWN
 
@@ -350,7 +359,7 @@ def test_the_progress_metrics_are_per_group_and_topic_with_every_state_and_go_wi
     metrics = MetricsState(label_value_cap=1)
     engine = engine_with_member()
     outcomes = sample_window(engine, lambda i, t: [("T", 0, 100 + i, 100 + i, t - 5), ("T", 1, 50, 40, T0)])
-    other = engine.apply([progress(T0 + 400_000, [("T", 0, 9, 1)], group="other")], T0)  # over the cap of 1
+    other = engine.apply(typed([progress(T0 + 400_000, [("T", 0, 9, 1)], group="other")]), T0)  # over the cap of 1
     apply_consumer_metrics(metrics, of(outcomes, ProgressSummary) + of(other, ProgressSummary))
     assert metrics.gauges["rmqmon_group_progress_lag"] == {("G", "T"): 10.0}
     queues = metrics.gauges["rmqmon_group_progress_queues"]
@@ -365,12 +374,14 @@ def test_the_progress_metrics_are_per_group_and_topic_with_every_state_and_go_wi
 def test_a_sample_in_the_call_that_made_the_group_is_joined_with_the_owners_an_analysis_finds_then():
     engine = ShardEngine.restore(None, EngineSettings())
     outcomes = engine.apply(
-        [
-            route(T0, brokers=(("broker-a", 2),)),
-            hb(T0 + 1, "ch1", "c1"),
-            report(T0 + 2, "c1", [("broker-a", 0)]),
-            progress(T0 + 3, [("T", 0, 5, 5), ("T", 1, 5, 1)]),
-        ],
+        typed(
+            [
+                route(T0, brokers=(("broker-a", 2),)),
+                hb(T0 + 1, "ch1", "c1"),
+                report(T0 + 2, "c1", [("broker-a", 0)]),
+                progress(T0 + 3, [("T", 0, 5, 5), ("T", 1, 5, 1)]),
+            ]
+        ),
         T0,
     )
     rows = of(outcomes, QueueProgress)
@@ -384,7 +395,7 @@ def test_a_sample_in_the_call_that_made_the_group_is_joined_with_the_owners_an_a
 
 def test_a_group_no_longer_sampled_is_forgotten_a_window_after_its_last_sample_and_its_episode_closes():
     engine = ShardEngine.restore(None, EngineSettings())
-    engine.apply([progress(T0, [("T", 0, 9, 1)], group="gone")], T0)
+    engine.apply(typed([progress(T0, [("T", 0, 9, 1)], group="gone")]), T0)
     horizon = T0 + 10 * EVERY + 1  # a whole window after the last sample
     assert engine.next_wakeup_ms() == horizon
     assert not of(engine.advance(horizon - 1), EpisodeTransition) and "gone" in engine.progress
@@ -404,7 +415,7 @@ def test_an_offline_groups_backlog_episode_is_its_open_anomalies_series_until_it
     engine = ShardEngine.restore(None, EngineSettings())
     series = ("never", "OFFLINE_GROUP_BACKLOG")
     for t, consumer, value in ((T0, 1, 1.0), (T0 + EVERY, 9, None)):
-        outcomes = engine.apply([progress(t, [("T", 0, 9, consumer)], group="never")], T0)
+        outcomes = engine.apply(typed([progress(t, [("T", 0, 9, consumer)], group="never")]), T0)
         apply_consumer_metrics(metrics, of(outcomes, ProgressSummary))
         assert metrics.gauges["rmqmon_group_open_anomalies"].get(series) == value
     assert metrics.series_count(Metrics.GROUP_PROGRESS_LAG) == 0
@@ -412,14 +423,16 @@ def test_an_offline_groups_backlog_episode_is_its_open_anomalies_series_until_it
 
 def test_an_expected_owner_that_reports_nothing_of_the_topic_is_presumed_to_hold_its_queues():
     engine = ShardEngine.restore(None, EngineSettings())
-    engine.apply([route(T0, brokers=(("broker-a", 2),)), hb(T0 + 1, "ch1", "c1")], T0)  # no report at all
+    engine.apply(typed([route(T0, brokers=(("broker-a", 2),)), hb(T0 + 1, "ch1", "c1")]), T0)  # no report at all
     outcomes = sample_window(engine, lambda i, t: [("T", 0, 90 + i, 40, T0), ("T", 1, 50, 40, T0)])
     for queue_id in (0, 1):  # a flat backlog under its presumed holder: stuck, never an orphan
         row = last_state(outcomes, queue_id)
         assert row.sample.holder_ids() == frozenset({"c1"}) and not row.holders_reported
         assert (row.verdict.state, row.verdict.cause) == (QueueState.STUCK_HOLDER, StuckCause.UNEXPLAINED)
     beats = [hb(t, "ch1", "c1") for t in range(T0 + 10_000 + 10 * EVERY, T0 + 400_000, 60_000)]  # c1 stays
-    engine.apply([*beats, report(T0 + 400_000, "c1", [("broker-a", 0)])], T0)  # now it reports: queue 1 is nobody's
+    engine.apply(
+        typed([*beats, report(T0 + 400_000, "c1", [("broker-a", 0)])]), T0
+    )  # now it reports: queue 1 is nobody's
     outcomes = sample_window(engine, lambda i, t: [("T", 1, 50, 40, T0)], start=T0 + 410_000)
     row = last_state(outcomes, 1)
     assert row.holders_reported and row.verdict.state == QueueState.ORPHAN_CONFIRMED
@@ -429,7 +442,7 @@ def test_an_expected_owner_that_reports_nothing_of_the_topic_is_presumed_to_hold
 def test_a_group_whose_members_went_silent_is_offline_at_a_sample_past_their_expiry_in_the_same_call(after, offline):
     engine = engine_with_member(queues=1)
     last_beat = T0 + 1
-    outcomes = engine.apply([progress(last_beat + after, [("T", 0, 9, 1)])], T0)  # no scan ran in between
+    outcomes = engine.apply(typed([progress(last_beat + after, [("T", 0, 9, 1)])]), T0)  # no scan ran in between
     (row,) = of(outcomes, QueueProgress)
     assert row.online is not offline
     assert [t.transition.episode.anomaly for t in of(outcomes, EpisodeTransition)] == (

@@ -27,6 +27,7 @@ from streaming.domain.progress.rebalance_cost import (
 )
 from streaming.domain.progress.verdict import HolderView, QueueSample
 from streaming.job.delta.table_rows import REBALANCE_COST, table_rows
+from tests.support.engine import typed
 from tests.unit.test_fleet import ev, hb, route
 from tests.unit.test_progress_tracker import progress, report
 
@@ -165,20 +166,22 @@ def two_members():
     """Group G on T (2 queues of broker-a): c1 holds queue 0, c2 queue 1 (AVG), both reporting."""
     engine = ShardEngine.restore(None, EngineSettings())
     engine.apply(
-        [
-            route(T0, brokers=(("broker-a", 2),)),
-            hb(T0 + 1, "ch1", "c1"),
-            hb(T0 + 1, "ch2", "c2"),
-            report(T0 + 2, "c1", [("broker-a", 0)]),
-            report(T0 + 2, "c2", [("broker-a", 1)], commit_offset=50, cached_msg_count=4, cached_msg_max_offset=53),
-        ],
+        typed(
+            [
+                route(T0, brokers=(("broker-a", 2),)),
+                hb(T0 + 1, "ch1", "c1"),
+                hb(T0 + 1, "ch2", "c2"),
+                report(T0 + 2, "c1", [("broker-a", 0)]),
+                report(T0 + 2, "c2", [("broker-a", 1)], commit_offset=50, cached_msg_count=4, cached_msg_max_offset=53),
+            ]
+        ),
         T0,
     )
     return engine
 
 
 def step(engine, t, rows, *extra):
-    return engine.apply([*extra, hb(t - 1, "ch1", "c1"), progress(t, rows)], T0)
+    return engine.apply(typed([*extra, hb(t - 1, "ch1", "c1"), progress(t, rows)]), T0)
 
 
 def costs(outcomes):

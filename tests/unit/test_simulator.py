@@ -19,6 +19,7 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.membership import MembershipChange
 from streaming.domain.consumers.outcomes import EpisodeTransition
 from streaming.domain.consumers.shard_engine import ShardEngine
+from tests.support.engine import typed
 
 START = 1_700_000_000_000
 CONSUMER_QUERY_TYPES = {
@@ -44,7 +45,7 @@ def consumer_anomalies(name: str, batch_ms: int, minutes: int = 7) -> tuple[set[
         # what the job's consumer query reads (send results are send-ingest's)
         events = [e for e in simulation.events_until(START + k * batch_ms) if e["type"] in CONSUMER_QUERY_TYPES]
         events.sort(key=lambda e: (e["event_time"], DEFAULT_TOPICS[e["type"]]))  # the job's order (default topics)
-        for outcome in engine.apply(events, START + (k - 1) * batch_ms):
+        for outcome in engine.apply(typed(events), START + (k - 1) * batch_ms):
             if isinstance(outcome, EpisodeTransition):
                 seen.add((outcome.transition.episode.group, outcome.transition.episode.anomaly))
             elif isinstance(outcome, MembershipChange):

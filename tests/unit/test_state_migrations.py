@@ -23,7 +23,7 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.shard_engine import SCHEMA_VERSION, SNAPSHOT_KIND, ShardEngine
 from streaming.domain.consumers.shard_migrations import MIGRATIONS
 from streaming.domain.state_codec import StateVersionError, oldest_readable
-from tests.support.engine import TableModel
+from tests.support.engine import TableModel, typed
 from tests.support.state_versions import PREVIOUS_VERSION, shard_as_previous
 
 DATA = Path(__file__).parents[1] / "data" / "state"
@@ -45,7 +45,7 @@ def run_calls(
     last = max(int(e["event_time"]) for call in calls for e in call["events"]) if final else None
     for call in calls + ([{"events": [], "watermark_ms": last, "lanes": {}}] if final else []):
         engine = ShardEngine.restore(snapshot, EngineSettings())
-        model.apply(engine.apply(call["events"], call["watermark_ms"], call["lanes"]))
+        model.apply(engine.apply(typed(call["events"]), call["watermark_ms"], call["lanes"]))
         snapshot = json.loads(json.dumps(engine.snapshot()))
     return snapshot
 

@@ -16,13 +16,14 @@ from streaming.app.simulation import operations as op
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import EpisodeTransition, GenerationSnapshot
 from streaming.domain.consumers.shard_engine import ShardEngine
+from tests.support.engine import typed
 
 
 def run(script: op.Script, settings: EngineSettings | None = None) -> list:
     snapshot, out = None, []
     for events, watermark in op.batches(script.events(), script.until_ms):
         engine = ShardEngine.restore(snapshot, settings or EngineSettings())
-        out += engine.apply(events, watermark)
+        out += engine.apply(typed(events), watermark)
         snapshot = json.loads(json.dumps(engine.snapshot()))
     return out
 

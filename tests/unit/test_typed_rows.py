@@ -308,7 +308,7 @@ def test_a_progress_row_keeps_the_sample_and_the_verdict_and_unknown_offsets_are
 
 @pytest.mark.parametrize("online", [True, False])
 def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_summary(online):
-    from streaming.domain.consumers.progress_tracker import ProgressContext, apply_progress, summary
+    from streaming.domain.consumers.progress_tracker import ConsumeProgress, ProgressContext, apply_progress, summary
     from streaming.job.delta.metric_rows import progress_summaries
 
     tracked = None
@@ -324,7 +324,7 @@ def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_sum
                 {"topic": "U", "queue_id": 0, "broker_offset": 3, "consumer_offset": 1 + i},
             ],
         }
-        tracked, found = apply_progress(tracked, event, ProgressContext(online))
+        tracked, found = apply_progress(tracked, ConsumeProgress.from_json(event), ProgressContext(online))
         for o in found:
             for table, row in rows_of(o):
                 if table == Table.QUEUE_PROGRESS_CURRENT:

@@ -2,7 +2,7 @@
 
 ``GroupState`` is a group's membership, generation, last owners, expected and reported assignments, open
 episodes and detector windows, with its JSON form inside the shard's snapshot. Routes are kept as the
-readable queues of their topic (``readable_queues``) and read back as ``RouteQueues``.
+readable queues of their topic's ``TopicRoute`` (``readable_queues``) and read back as ``RouteQueues``.
 """
 
 from __future__ import annotations
@@ -19,13 +19,40 @@ from streaming.domain.queues import MessageQueue
 from streaming.domain.vocabulary import AnomalyKind, Severity, Trigger
 
 
-def readable_queues(route: Mapping[str, Any]) -> list[MessageQueue]:
+@dataclass(frozen=True, slots=True)
+class RouteBroker:
+    """One broker of a topic's route: its permission bits and how many queues clients read (``readable_queues``)."""
+
+    broker: str
+    read_queue_nums: int = 0
+    perm: int = 6
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRoute:
+    """A ``topic_route`` event: the name server's route of one topic at ``event_time_ms``."""
+
+    event_time_ms: int
+    topic: str
+    brokers: tuple[RouteBroker, ...] = ()
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TopicRoute:
+        """The event from the JSON of its validated fields (absent optional fields take the client's defaults)."""
+        brokers = tuple(
+            RouteBroker(str(b["broker"]), int(b.get("read_queue_nums", 0)), int(b.get("perm", 6)))
+            for b in data.get("brokers") or ()
+        )
+        return cls(int(data["event_time"]), str(data["topic"]), brokers)
+
+
+def readable_queues(route: TopicRoute) -> list[MessageQueue]:
     """mqAll from a route event: every readable broker's queues ``0..read_queue_nums-1`` (semantics 1.3)."""
-    topic = route["topic"]
+    topic = route.topic
     result = []
-    for broker in route.get("brokers") or ():
-        if int(broker.get("perm", 6)) & 4:
-            result += [MessageQueue(topic, broker["broker"], i) for i in range(int(broker.get("read_queue_nums", 0)))]
+    for broker in route.brokers:
+        if broker.perm & 4:
+            result += [MessageQueue(topic, broker.broker, i) for i in range(broker.read_queue_nums)]
     return result
 
 

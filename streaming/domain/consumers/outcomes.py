@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from streaming.domain.consumers.episodes import Episode, Transition
 from streaming.domain.consumers.membership import MembershipChange
@@ -200,9 +199,10 @@ class LateEvent:
 
 @dataclass(frozen=True, slots=True)
 class IgnoredEvent:
-    """A valid event the engine refused: ``event`` is the mapping it was given, handed back untouched."""
+    """A valid event the engine refused: ``event`` is the typed event it was given, handed back as is (its caller
+    keeps where it came from, e.g. its Kafka coordinates, by the event's identity)."""
 
-    event: Mapping[str, Any]
+    event: object
     event_type: str
     reason: IgnoredReason
     detail: str

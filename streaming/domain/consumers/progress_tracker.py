@@ -28,6 +28,7 @@ from streaming.domain.consumers.outcomes import (
     RebalanceCost,
     TopicProgress,
 )
+from streaming.domain.consumers.reported import optional
 from streaming.domain.progress.rebalance_cost import (
     MOVED_AGAIN,
     UNTRACKED,
@@ -53,66 +54,6 @@ INCONSISTENT = IgnoredReason.INCONSISTENT_PROGRESS
 STALE_PROGRESS = LateReason.STALE_PROGRESS
 OFFLINE = AnomalyKind.OFFLINE_GROUP_BACKLOG
 QueueRef = tuple[str, str, int]  # (topic, broker, queue id)
-
-
-# -- holders, as the engine keeps them from reported assignments ---------------------------------------------
-# A reported queue's ProcessQueueInfo as stored: [broker, queue_id, commit_offset, cached_msg_count,
-# cached_msg_size_mib, cached_msg_min_offset, cached_msg_max_offset, locked, last_lock_ms, last_pull_ms,
-# last_consume_ms], None where the report did not say (an agent without the fields).
-_PQI_FIELDS = (
-    "commit_offset",
-    "cached_msg_count",
-    "cached_msg_size_mib",
-    "cached_msg_min_offset",
-    "cached_msg_max_offset",
-    "locked",
-    "last_lock_timestamp",
-    "last_pull_timestamp",
-    "last_consume_timestamp",
-)
-
-
-def held_queues(report: Mapping[str, Any]) -> dict[str, Any]:
-    """A ``reported_assignment``'s held (not dropped) queues with their ``ProcessQueueInfo``, as kept per
-    (client, topic): ``{"orderly": bool, "queues": [[broker, queue_id, *fields]]}``."""
-    queues = [
-        [str(q["broker"]), int(q["queue_id"]), *(q.get(f) for f in _PQI_FIELDS)]
-        for q in report.get("queues") or ()
-        if not q.get("dropped")
-    ]
-    return {"orderly": bool(report.get("consume_orderly")), "queues": sorted(queues, key=lambda q: (q[0], q[1]))}
-
-
-def holder_view(client_id: str, orderly: bool, entry: Sequence[Any], at_ms: int) -> HolderView:
-    """A stored queue entry (``held_queues``) as the rule table reads it at ``at_ms``. A field the report did not
-    carry is no evidence: no cached messages, locked, and a pull and consume at the sample's time (so a holder
-    without ``ProcessQueueInfo`` is never FLOW_CONTROL, OFFSET_HOLE, NOT_LOCKED or PULL_DEAD)."""
-    _, _, commit, count, size, low, high, locked, last_lock, last_pull, last_consume = entry
-
-    def known(value: Any, default: int) -> int:
-        return default if value is None else int(value)
-
-    return HolderView(
-        client_id,
-        known(commit, 0),
-        known(count, 0),
-        known(size, 0),
-        known(low, 0),
-        known(high, 0),
-        known(last_pull, at_ms),
-        known(last_consume, at_ms),
-        orderly=orderly,
-        locked=True if locked is None else bool(locked),
-        last_lock_ms=known(last_lock, at_ms),
-    )
-
-
-def presumed_holder(client_id: str, queue: QueueRef, at_ms: int) -> HolderView:
-    """The expected owner of a queue, presumed to hold it because it reported nothing of the topic (no running
-    info: no agent, or the collector's call failed): a holder without ``ProcessQueueInfo`` (``holder_view``).
-    Without it every queue of a group whose members report nothing would look orphaned."""
-    topic, broker, queue_id = queue
-    return holder_view(client_id, False, [broker, queue_id, *([None] * len(_PQI_FIELDS))], at_ms)
 
 
 @dataclass(frozen=True)
@@ -229,24 +170,68 @@ def _sample_of(data: Sequence[Any]) -> QueueSample:
 
 
 # -- one event -----------------------------------------------------------------------------------------------
-def refusal(event: Mapping[str, Any]) -> str | None:
+@dataclass(frozen=True, slots=True)
+class ProgressRow:
+    """One queue's offsets in a progress sample (``pull_offset`` below 0, or None: not known)."""
+
+    topic: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int | None = None
+    pull_offset: int | None = None
+    min_offset: int | None = None
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.broker_offset - self.consumer_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeProgress:
+    """A ``consume_progress`` event: one master's consume stats of a group at a sample (``error``: no answer)."""
+
+    event_time_ms: int
+    group: str
+    broker: str
+    queues: tuple[ProgressRow, ...] = ()
+    error: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ConsumeProgress:
+        """The event from the JSON of its validated fields."""
+        rows = tuple(
+            ProgressRow(
+                str(q["topic"]),
+                int(q["queue_id"]),
+                int(q["broker_offset"]),
+                int(q["consumer_offset"]),
+                *(optional(q.get(f), int) for f in ("last_timestamp", "pull_offset", "min_offset")),
+            )
+            for q in data.get("queues") or ()
+        )
+        error = data.get("error")
+        return cls(int(data["event_time"]), str(data["group"]), str(data["broker"]), rows, error)
+
+
+def refusal(event: ConsumeProgress) -> str | None:
     """Why a schema-valid progress event cannot be applied (None: it can): an ``error`` with queues says both
     "no answer" and "these offsets"; a queue twice in one answer has two positions at one time."""
-    queues = event.get("queues") or ()
-    if event.get("error") is not None and queues:
-        return f"consume_progress of {event['group']} on {event['broker']} has an error and {len(queues)} queues"
+    queues = event.queues
+    if event.error is not None and queues:
+        return f"consume_progress of {event.group} on {event.broker} has an error and {len(queues)} queues"
     seen: set[tuple[str, int]] = set()
     for q in queues:
-        ref = (str(q["topic"]), int(q["queue_id"]))
+        ref = (q.topic, q.queue_id)
         if ref in seen:
-            return f"consume_progress of {event['group']} on {event['broker']} lists {ref[0]}/{ref[1]} twice"
+            return f"consume_progress of {event.group} on {event.broker} lists {ref[0]}/{ref[1]} twice"
         seen.add(ref)
     return None
 
 
 def apply_progress(
     progress: GroupProgress | None,
-    event: Mapping[str, Any],
+    event: ConsumeProgress,
     context: ProgressContext,
     settings: ProgressSettings = DEFAULT_SETTINGS,
 ) -> tuple[GroupProgress | None, list[Outcome]]:
@@ -255,11 +240,11 @@ def apply_progress(
     reason = refusal(event)
     if reason is not None:
         return progress, [IgnoredEvent(event, EVENT_TYPE, INCONSISTENT, reason)]
-    group, broker, now_ms = str(event["group"]), str(event["broker"]), int(event["event_time"])
-    answered = event.get("error") is None
-    rows = {(str(q["topic"]), broker, int(q["queue_id"])): q for q in event.get("queues") or ()} if answered else {}
+    group, broker, now_ms = event.group, event.broker, event.event_time_ms
+    answered = event.error is None
+    rows = {(q.topic, broker, q.queue_id): q for q in event.queues} if answered else {}
     if progress is None:
-        if context.online or any(_lag(q) > 0 for q in rows.values()):
+        if context.online or any(q.lag > 0 for q in rows.values()):
             progress = GroupProgress()
         else:
             return None, []  # an offline group without backlog: nothing to watch
@@ -358,26 +343,20 @@ def next_expiry_ms(progress: GroupProgress, settings: ProgressSettings = DEFAULT
     return min(latest) + settings.window * settings.sample_interval_ms + 1 if latest else None
 
 
-def _lag(row: Mapping[str, Any]) -> int:
-    return max(0, int(row["broker_offset"]) - int(row["consumer_offset"]))
-
-
-def _sample(
-    ref: QueueRef, row: Mapping[str, Any] | None, now_ms: int, context: ProgressContext, fresh: bool
-) -> QueueSample:
+def _sample(ref: QueueRef, row: ProgressRow | None, now_ms: int, context: ProgressContext, fresh: bool) -> QueueSample:
     holders = context.holders.get(ref, ())
     expected = context.expected_owners.get(ref)
     if row is None:
         return QueueSample(now_ms, False, holders=holders, expected_owner=expected, view_fresh=fresh)
-    pull = row.get("pull_offset")
+    pull = row.pull_offset
     return QueueSample(
         now_ms,
         True,
-        int(row["broker_offset"]),
-        int(row["consumer_offset"]),
-        int(row.get("last_timestamp") or 0),
-        None if pull is None or int(pull) < 0 else int(pull),
-        None if row.get("min_offset") is None else int(row["min_offset"]),
+        row.broker_offset,
+        row.consumer_offset,
+        row.last_timestamp or 0,
+        None if pull is None or pull < 0 else pull,
+        row.min_offset,
         holders,
         expected,
         fresh,
@@ -456,14 +435,14 @@ def _latest_estimate(track: QueueTrack) -> float | None:
 
 
 __all__ = [
+    "ConsumeProgress",
     "GroupProgress",
     "ProgressContext",
+    "ProgressRow",
     "QueueTrack",
     "apply_progress",
     "expire",
     "next_expiry_ms",
-    "held_queues",
-    "holder_view",
     "refusal",
     "summary",
 ]

@@ -2,8 +2,8 @@
 
 A *shard* is a set of consumer groups plus the topic routes they need (the Spark job keys its state by
 shard; see ``streaming/job/consumer_query.py`` for why). ``ShardEngine`` is pure: it is restored from a
-JSON-able snapshot, fed events (already validated, in event-time order; channel events as JSON or already
-parsed as ``membership.ChannelEvent``) and the watermark, and returns what it found as typed values
+JSON-able snapshot, fed events (already validated and parsed into their types, ``EngineEvent``, in event-time
+order) and the watermark, and returns what it found as typed values
 (``outcomes``), a ``GroupSummary`` per analysed group among them. Nothing reads a clock: "now" is an
 event's time or the watermark.
 
@@ -105,6 +105,7 @@ from streaming.domain.consumers.group_rows import (
 from streaming.domain.consumers.group_state import (
     GroupState,
     RouteQueues,
+    TopicRoute,
     queue_key,
     queue_of_key,
     readable_queues,
@@ -147,16 +148,15 @@ from streaming.domain.consumers.polled_views import (
     view_status,
 )
 from streaming.domain.consumers.progress_tracker import (
+    ConsumeProgress,
     GroupProgress,
     ProgressContext,
     apply_progress,
     expire,
-    held_queues,
-    holder_view,
     next_expiry_ms,
-    presumed_holder,
     summary,
 )
+from streaming.domain.consumers.reported import ReportedAssignment, held_queues, holder_view, presumed_holder
 from streaming.domain.consumers.shard_migrations import MIGRATIONS
 from streaming.domain.queues import MessageQueue
 from streaming.domain.state_codec import unwrap_state, wrap_state
@@ -186,6 +186,8 @@ RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
 STALE_ROUTE = LateReason.STALE_ROUTE  # the late-event reason of a route older than the applied one
 STALE_POLL = LateReason.STALE_POLL  # the late-event reason of a poll older than its view's last poll
+# What ``apply`` takes: every event type of the heartbeat path, parsed by the caller.
+EngineEvent = ms.ChannelEvent | ConnectionPoll | TopicRoute | ReportedAssignment | ConsumeProgress
 # Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
 # A polled view turning stale or fresh again changes which views the analysis reads, not the membership.
 NOT_REBALANCES = frozenset(
@@ -369,11 +371,11 @@ class ShardEngine:
 
     def apply(
         self,
-        events: Iterable[Mapping[str, Any] | ms.ChannelEvent | ConnectionPoll],
+        events: Iterable[EngineEvent],
         watermark_ms: int,
         lane_times: Mapping[str, int] | None = None,
     ) -> list[Outcome]:
-        """Apply events (JSON objects, or channel events and polls the caller already parsed) in the given order;
+        """Apply events (``EngineEvent``, parsed by the caller) in the given order;
         ``lane_times``: the newest channel event's time per lane among them (see the module docstring)."""
         records: list[Outcome] = []
         sampled: dict[str, int] = {}  # group -> its latest progress event's time in this call
@@ -389,26 +391,15 @@ class ShardEngine:
                 self._advance_group(event.group, event.event_time_ms, records)
                 self._apply_poll(event, records)
                 continue
-            kind = event.get("type")
-            time_ms = int(event["event_time"]) if "event_time" in event else clock_ms
-            clock_ms = max(clock_ms, time_ms)
-            if kind == EventType.CONSUMER_CHANNEL:
-                channel = ms.ChannelEvent.from_json(event)
-                self._advance_group(channel.group, channel.event_time_ms, records)
-                self._apply_channel(channel, records)
-            elif kind == EventType.CONSUMER_CONNECTIONS:
-                poll = ConnectionPoll.from_json(event)
-                self._advance_group(poll.group, poll.event_time_ms, records)
-                self._apply_poll(poll, records)
-            elif kind == EventType.TOPIC_ROUTE:
+            clock_ms = max(clock_ms, event.event_time_ms)
+            if isinstance(event, TopicRoute):
                 self._apply_route(event, records)
-            elif kind == EventType.REPORTED_ASSIGNMENT:
-                self._advance_group(str(event["group"]), time_ms, records)
+            elif isinstance(event, ReportedAssignment):
+                self._advance_group(event.group, event.event_time_ms, records)
                 self._apply_report(event, records)
-            elif kind == EventType.CONSUME_PROGRESS:
-                group = str(event["group"])
-                self._advance_group(group, time_ms, records)
-                state = self.groups.get(group)
+            else:
+                self._advance_group(event.group, event.event_time_ms, records)
+                state = self.groups.get(event.group)
                 self._apply_progress(event, records, sampled, state is not None and state.pending is not None)
         for lane, time_ms in (lane_times or {}).items():
             self.lanes[lane] = max(time_ms, self.lanes.get(lane, time_ms))
@@ -632,8 +623,8 @@ class ShardEngine:
             self._mark(poll.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
-    def _apply_route(self, event: Mapping[str, Any], records: list[Outcome]) -> None:
-        topic, time_ms = event["topic"], int(event["event_time"])
+    def _apply_route(self, event: TopicRoute, records: list[Outcome]) -> None:
+        topic, time_ms = event.topic, event.event_time_ms
         current = self.routes.get(topic)
         if current is not None and time_ms < current["event_time_ms"]:
             # Older than the route applied: what the name server said then no longer holds. (Every shard of
@@ -656,10 +647,10 @@ class ShardEngine:
                 self._mark(group, time_ms, Trigger.ROUTE_CHANGED)
                 state.storm_changes = self.storms.record_change(state.storm_changes, topic, ROUTE, time_ms)
 
-    def _apply_report(self, event: Mapping[str, Any], records: list[Outcome]) -> None:
-        group = event["group"]
+    def _apply_report(self, event: ReportedAssignment, records: list[Outcome]) -> None:
+        group = event.group
         state = self.groups.get(group)
-        queues = sorted([q["broker"], int(q["queue_id"])] for q in event.get("queues") or () if not q.get("dropped"))
+        queues = event.held()
         if state is None or state.membership.is_empty:
             # No broker has reported a channel of the group (yet, or any more): there is no membership to
             # compute an expected assignment from. The collector reports again, so a report that merely
@@ -669,13 +660,13 @@ class ShardEngine:
                     event,
                     EventType.REPORTED_ASSIGNMENT,
                     UNKNOWN_GROUP,
-                    f"group {group} is known to no broker at {int(event['event_time'])}: the report of "
-                    f"{event['client_id']} ({len(queues)} queues of {event['topic']}) has nothing to compare with",
+                    f"group {group} is known to no broker at {event.event_time_ms}: the report of "
+                    f"{event.client_id} ({len(queues)} queues of {event.topic}) has nothing to compare with",
                 )
             )
             return
-        key = f"{event['client_id']}\x00{event['topic']}"
-        time_ms, times = int(event["event_time"]), state.reported_ms.get(key)
+        key = f"{event.client_id}\x00{event.topic}"
+        time_ms, times = event.event_time_ms, state.reported_ms.get(key)
         if times is not None and time_ms < times[1]:
             return  # older than the client's latest report of the topic: what it held then holds no more
         state.holders[key] = held_queues(event)
@@ -707,11 +698,11 @@ class ShardEngine:
         return reports
 
     def _apply_progress(
-        self, event: Mapping[str, Any], records: list[Outcome], sampled: dict[str, int], changed: bool
+        self, event: ConsumeProgress, records: list[Outcome], sampled: dict[str, int], changed: bool
     ) -> None:
         """A ``consume_progress`` event joined with what the shard knows of its group now (``progress_tracker``);
         ``changed``: the group changed in this call and awaits its analysis at the call's end."""
-        group, time_ms = str(event["group"]), int(event["event_time"])
+        group, time_ms = event.group, event.event_time_ms
         context = self._progress_context(group, time_ms, changed)
         progress, outcomes = apply_progress(self.progress.get(group), event, context, self.settings.progress)
         if progress is None:

@@ -1,11 +1,11 @@
 """The consumer state function's input: a shard's Arrow rows as Python columns, and its events in apply order.
 
 ``consumer.query``'s state function reads the rows of ``shard_input`` column by column (``read_columns``) and
-builds the events the engine applies (``shard_events``): typed channel events from their columns, polls and the
-rare channel event that kept its raw value parsed once into their types, other events as the JSON of their
-fields, each with its origin kept beside it, heartbeat runs handed to ``ShardEngine.apply_runs``, late ones
-counted, the rest ordered by event time, type and Kafka coordinates; and the newest channel event per Kafka
-partition (``lane_times``), which lets the engine expire silent channels before the watermark does.
+builds the events the engine applies (``shard_events``): typed channel events from their columns, every other
+event parsed once into its type from the JSON of its fields (``parsed_event``), its origin kept beside it;
+heartbeat runs handed to ``ShardEngine.apply_runs``, late ones counted, the rest ordered by event time, type and
+Kafka coordinates; and the newest channel event per Kafka partition (``lane_times``), which lets the engine
+expire silent channels before the watermark does.
 """
 
 from __future__ import annotations
@@ -17,7 +17,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streaming.contract.events import EventType
-from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.domain.consumers.group_state import TopicRoute
+from streaming.domain.consumers.membership import ChannelEvent
+from streaming.domain.consumers.polled_views import ConnectionPoll
+from streaming.domain.consumers.progress_tracker import ConsumeProgress
+from streaming.domain.consumers.reported import ReportedAssignment
+from streaming.domain.consumers.shard_engine import EngineEvent, ShardEngine
 from streaming.job.consumer.heartbeat_runs import RUN, unpack_run
 
 if TYPE_CHECKING:
@@ -31,6 +36,14 @@ PROGRESS_EVENT = EventType.CONSUME_PROGRESS
 # (consumer_connections) rides on the channel events' topic, so the channel type comes first: a record of that
 # topic without a readable ``type`` defaults to it.
 CONSUMER_EVENTS = (CHANNEL_EVENT, EventType.REPORTED_ASSIGNMENT, ROUTE_EVENT, PROGRESS_EVENT, POLL_EVENT)
+# Each event type's parser from the JSON of its fields (``parsed_event``).
+_PARSERS: dict[str, Callable[[Mapping[str, Any]], EngineEvent]] = {
+    CHANNEL_EVENT: ChannelEvent.from_json,
+    EventType.REPORTED_ASSIGNMENT: ReportedAssignment.from_json,
+    ROUTE_EVENT: TopicRoute.from_json,
+    PROGRESS_EVENT: ConsumeProgress.from_json,
+    POLL_EVENT: ConnectionPoll.from_json,
+}
 # The channel event's fields the engine reads, passed as columns ``c_<field>`` (see ``shard_input``).
 CHANNEL_FIELDS = (
     "broker",
@@ -60,7 +73,7 @@ class ShardEvents(NamedTuple):
     """A shard's events in apply order, how many of each type were late, and the origin of each event that kept
     its raw value, by the event's identity (the engine hands a refused event back as the object it was given)."""
 
-    events: list[Any]
+    events: list[EngineEvent]
     late: dict[str, int]
     origins: dict[int, Origin]
 
@@ -112,8 +125,6 @@ def shard_events(
     restricts the input to those rows (indices; default all).
     """
     from streaming.domain.consumers.heartbeat_plan import HeartbeatRun
-    from streaming.domain.consumers.membership import ChannelEvent
-    from streaming.domain.consumers.polled_views import ConnectionPoll
 
     late: dict[str, int] = {}
     origins: dict[int, Origin] = {}
@@ -199,7 +210,7 @@ def _run_in_time(packed: bytes, watermark_ms: int) -> tuple[int, tuple[int, ...]
 def _typed_channel_events(columns: Mapping[str, list[Any]]) -> Callable[[int, int], Any]:
     """A function building the channel event of a typed row (``shard_input``'s ``c_`` columns) at a time; it
     parses each distinct subscription list once."""
-    from streaming.domain.consumers.membership import ChannelEvent, subscriptions_from_json
+    from streaming.domain.consumers.membership import subscriptions_from_json
 
     fields = [columns[f"c_{f}"] for f in CHANNEL_FIELDS]
     subscriptions = columns["c_subscriptions"]
@@ -218,19 +229,15 @@ def _typed_channel_events(columns: Mapping[str, list[Any]]) -> Callable[[int, in
     return channel_event
 
 
-def _parsed_event(columns: Mapping[str, list[Any]], i: int) -> Any:
-    """Row ``i`` that kept its raw value (any but a typed channel event), from the JSON of its fields: a channel
-    event or a poll parsed into its type here, once; a route, report or progress sample as that JSON object."""
-    from streaming.domain.consumers.membership import ChannelEvent
-    from streaming.domain.consumers.polled_views import ConnectionPoll
+def parsed_event(event_type: str, fields: Mapping[str, Any]) -> EngineEvent:
+    """An event of ``event_type`` from the JSON object of its fields, as the engine takes it: parsed once, here.
+    A value no parser takes raises (the state function then dead-letters the record, ``poison``)."""
+    return _PARSERS[event_type](fields)
 
-    event = json.loads(columns["typed_json"][i])
-    event_type = columns["event_type"][i]
-    if event_type == CHANNEL_EVENT:
-        return ChannelEvent.from_json(event)
-    if event_type == POLL_EVENT:
-        return ConnectionPoll.from_json(event)
-    return event
+
+def _parsed_event(columns: Mapping[str, list[Any]], i: int) -> EngineEvent:
+    """Row ``i`` that kept its raw value (any but a typed channel event), from the JSON of its fields."""
+    return parsed_event(columns["event_type"][i], json.loads(columns["typed_json"][i]))
 
 
 def _run_events(

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from streaming.contract.events import EVENT_TYPES, EventType
 from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.membership import ChannelEvent
 from streaming.domain.consumers.outcomes import IgnoredEvent, LateEvent, Outcome
-from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.domain.consumers.shard_engine import EngineEvent, ShardEngine
 from streaming.domain.vocabulary import LateReason
 from streaming.job.consumer import heartbeat_runs
 from streaming.job.consumer.events import (
@@ -38,7 +39,7 @@ from streaming.job.consumer.heartbeat_runs import RUN, unpack_run
 from streaming.job.delta.bus import output_frame, output_schema
 from streaming.job.delta.table_rows import DEAD_LETTERS, Row, dead_letter, ignored_letter, rows_of
 from streaming.job.ingest.classify import EventContract, IngestSettings, classify, kafka_stream, typed_column
-from streaming.job.ingest.poison import PROCESSING_ERROR, isolate
+from streaming.job.ingest.poison import PROCESSING_ERROR, isolate, planted, planted_marker, raise_if_planted
 from streaming.job.runtime import state_blob
 from streaming.job.runtime.python_worker import freeze_imported_heap
 
@@ -99,25 +100,22 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     )
 
 
-def make_state_function(settings: EngineSettings, poison_marker: str | None = None):  # type: ignore[no-untyped-def]
+def make_state_function(settings: EngineSettings):  # type: ignore[no-untyped-def]
     """The function given to ``applyInPandasWithState``; ``settings`` is the configuration's
-    ``engine_settings`` (frozen, pickled to the workers as is).
-
-    ``poison_marker`` is for tests only: applying an event whose client id or JSON holds it raises, as an
-    event the validator did not foresee might (see ``poison``)."""
+    ``engine_settings`` (frozen, pickled to the workers as is), and the tests' planted marker with it
+    (``poison.planted``: applying an event whose client id or fields hold it raises)."""
+    marker = planted_marker()
 
     def process(key: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         freeze_imported_heap()
-        with _collector_paused():
-            records = _process_shard(int(key[0]), frames, state, settings, poison_marker)
+        with _collector_paused(), planted(marker):
+            records = _process_shard(int(key[0]), frames, state, settings)
         yield output_frame(records)
 
     return process
 
 
-def _process_shard(
-    shard: int, frames: Iterator[pd.DataFrame], state: Any, settings: EngineSettings, poison_marker: str | None
-) -> list[Row]:
+def _process_shard(shard: int, frames: Iterator[pd.DataFrame], state: Any, settings: EngineSettings) -> list[Row]:
     """One call for a shard: its typed rows ``(kind, row)``. The dead-letter shard's rows pass as they are; any
     other shard's engine is restored from its state, advanced (a timeout) or given the rows, and stored again."""
     if shard == DEAD_LETTER_SHARD:
@@ -130,9 +128,7 @@ def _process_shard(
         engine = ShardEngine.restore(state_blob.load(state), settings)
         outcomes = engine.advance(watermark_ms)
     else:
-        engine, outcomes, letter_rows, origins = _apply_isolating_poison(
-            shard, columns, state, settings, watermark_ms, poison_marker
-        )
+        engine, outcomes, letter_rows, origins = _apply_isolating_poison(shard, columns, state, settings, watermark_ms)
     records = _as_job_rows(outcomes, shard, origins) + letter_rows
     _store_engine(state, engine, watermark_ms)
     return records
@@ -144,7 +140,6 @@ def _apply_isolating_poison(
     state: Any,
     settings: EngineSettings,
     watermark_ms: int,
-    poison_marker: str | None,
 ) -> tuple[ShardEngine, list[Outcome], list[Row], dict[int, Origin]]:
     """The shard's rows applied to its engine; the records processing fails on are set apart (``poison.isolate``)
     and returned as dead-letter rows; and the origins of the events that kept their raw value."""
@@ -155,7 +150,7 @@ def _apply_isolating_poison(
         events, late, found = shard_events(columns, engine, watermark_ms, rows)
         origins.update(found)  # kept with ``events`` alive: the keys are the events' identities
         held.append(events)
-        outcomes = engine.apply(_raising_on_marker(events, poison_marker), watermark_ms, lane_times(columns, rows))
+        outcomes = engine.apply(_raising_if_planted(events), watermark_ms, lane_times(columns, rows))
         return engine, outcomes + [LateEvent(LateReason.WATERMARK, t, count=n) for t, n in late.items()]
 
     origins: dict[int, Origin] = {}
@@ -189,21 +184,12 @@ def _store_engine(state: Any, engine: ShardEngine, watermark_ms: int) -> None:
             state.setTimeoutTimestamp(max(next_wakeup_ms, watermark_ms + 1))
 
 
-def _raising_on_marker(events: list[Any], marker: str | None) -> Iterator[Any]:
-    """``events``, raising when one holds ``marker`` (the tests' stand-in for an event processing cannot take)."""
-    from streaming.domain.consumers.membership import ChannelEvent
-
+def _raising_if_planted(events: list[EngineEvent]) -> Iterator[EngineEvent]:
+    """``events``, raising at one whose client id (a channel event) or fields hold the tests' planted marker."""
+    marker = planted_marker()
     for event in events:
         if marker is not None:
-            text = (
-                event.client_id
-                if isinstance(event, ChannelEvent)
-                else json.dumps(event)
-                if isinstance(event, Mapping)
-                else repr(event)
-            )
-            if marker in text:
-                raise ValueError(f"test poison marker {marker!r} in an event")
+            raise_if_planted(event.client_id if isinstance(event, ChannelEvent) else repr(event), "an event")
         yield event
 
 
@@ -331,20 +317,18 @@ def build_consumer_stream(
     watermark_delay: str,
     engine_settings: EngineSettings,
     state_function: Callable[..., Iterator[pd.DataFrame]] | None = None,
-    poison_marker: str | None = None,
 ) -> DataFrame:
     """Kafka -> classify -> shard -> heartbeat runs -> stateful engine -> typed rows (``bus.output_schema``).
 
     ``state_function`` replaces the engine (``make_state_function``); the benchmark passes one that does
-    nothing, to measure what the query costs around the engine. ``poison_marker``: tests only (see
-    ``make_state_function``)."""
+    nothing, to measure what the query costs around the engine."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     classified = classify(kafka_stream(session, ingest), contracts, ingest)
     sharded = heartbeat_runs.compress(shard_input(classified, shards))
     sharded = _without_spark_late_filter(sharded.withWatermark("event_time", watermark_delay))
     return sharded.groupBy("shard").applyInPandasWithState(
-        state_function or make_state_function(engine_settings, poison_marker),
+        state_function or make_state_function(engine_settings),
         output_schema(),
         STATE_SCHEMA,
         "append",

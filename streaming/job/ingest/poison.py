@@ -5,17 +5,46 @@ records whose presence makes it fail, sets each aside with the exception's summa
 ``PROCESSING_ERROR``) and processes the batch without them. The search is deterministic -- the same records
 and state give the same culprits -- so a replayed batch writes the same dead letters and the same results.
 A failure the batch shows without any of its records is not about its data, and is raised as before.
-Design and limits: ``docs/design/poison-pills.md``.
+The tests plant such records (``planted``). Design and limits: ``docs/design/poison-pills.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 PROCESSING_ERROR = "PROCESSING_ERROR"
 MAX_DETAIL_CHARS = 1_000
+
+
+# The tests' seam, never set from configuration: records whose text holds the planted marker make processing raise,
+# as a record no rule foresaw might. The poison-pill tests plant it around the job they start (``planted``); the
+# consumer's state function takes it along to its Python workers.
+_marker: str | None = None
+
+
+@contextmanager
+def planted(marker: str | None) -> Iterator[None]:
+    """A block in which processing raises on records whose text holds ``marker`` (None: on none)."""
+    global _marker
+    previous, _marker = _marker, marker
+    try:
+        yield
+    finally:
+        _marker = previous
+
+
+def planted_marker() -> str | None:
+    """The marker planted now (``planted``), if any."""
+    return _marker
+
+
+def raise_if_planted(text: str, what: str) -> None:
+    """Raise when ``text`` holds the planted marker (``what``: the record's kind, for the message)."""
+    if _marker is not None and _marker in text:
+        raise ValueError(f"test poison marker {_marker!r} in {what}")
 
 
 class SearchAbandoned(Exception):

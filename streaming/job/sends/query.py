@@ -27,7 +27,7 @@ from streaming.job.ingest.classify import (
     strict_events_spec,
     typed_column,
 )
-from streaming.job.ingest.poison import PROCESSING_ERROR, error_summary, isolate
+from streaming.job.ingest.poison import PROCESSING_ERROR, error_summary, isolate, planted_marker
 from streaming.job.sends.fault_replay import FaultReplayer, KeptSend, collect_kept_sends
 from streaming.job.sends.reduce import (
     BatchSummary,
@@ -189,7 +189,6 @@ def start_send_ingest(
     trigger_interval: str | None,
     available_now: bool = False,
     fault: FaultReplayer | None = None,
-    poison_marker: str | None = None,
     metrics: SendMetrics | None = None,
     stopping: Callable[[], bool] | None = None,
 ) -> StreamingQuery:
@@ -199,8 +198,8 @@ def start_send_ingest(
     observes the latency statistics beside their appends.
 
     A batch whose preparation fails because of some of its records is prepared again without them, and they
-    are dead-lettered as ``PROCESSING_ERROR`` (``poison``); ``poison_marker``, for tests only, makes the rules
-    fail on records holding it. While ``stopping()`` is true, a failed batch is raised as it is: a stop
+    are dead-lettered as ``PROCESSING_ERROR`` (``poison``; the tests' planted marker, ``poison.planted``, makes
+    the rules fail on records holding it). While ``stopping()`` is true, a failed batch is raised as it is: a stop
     interrupts a running batch, and that failure says nothing about its records."""
     strict_spec = strict_events_spec(contracts)
     if strict_spec is None or set(contracts) != {EventType.SEND_RESULT}:
@@ -219,7 +218,6 @@ def start_send_ingest(
         template=template,
         bucket_upper_ms=bucket_upper_ms,
         fault=fault,
-        poison_marker=poison_marker,
         metrics=metrics,
         stopping=stopping,
     )
@@ -248,7 +246,6 @@ class _SendIngestBatches:
     template: DataFrame
     bucket_upper_ms: list[int]
     fault: FaultReplayer | None
-    poison_marker: str | None
     metrics: SendMetrics | None
     stopping: Callable[[], bool] | None
 
@@ -278,9 +275,10 @@ class _SendIngestBatches:
         from pyspark.sql import functions as F
 
         classified = classify(kafka, self.contracts, self.ingest)
-        if self.poison_marker is not None:  # tests only: processing fails on records holding the marker
-            marked = F.col("raw_value").contains(self.poison_marker)
-            message = F.lit(f"test poison marker '{self.poison_marker}' in a send")
+        marker = planted_marker()
+        if marker is not None:  # tests only: processing fails on records holding the marker (``poison.planted``)
+            marked = F.col("raw_value").contains(marker)
+            message = F.lit(f"test poison marker '{marker}' in a send")
             reason = F.when(marked, F.raise_error(message)).otherwise(F.col("reason"))
             classified = classified.withColumn("reason", reason)
         faults = self.faults

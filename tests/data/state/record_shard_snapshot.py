@@ -21,6 +21,7 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import IgnoredEvent
 from streaming.domain.consumers.shard_engine import SCHEMA_VERSION, ShardEngine
 from streaming.job.delta.table_rows import table_rows
+from tests.support.engine import typed
 
 START_MS = 1_700_000_000_000
 FLEET_MS = 100_000
@@ -56,7 +57,7 @@ def main(path: str) -> None:
     rows = []
     for call in inputs[:UPGRADE_AFTER]:
         engine = ShardEngine.restore(snapshot, EngineSettings())
-        outcomes = engine.apply(call["events"], call["watermark_ms"], call["lanes"])
+        outcomes = engine.apply(typed(call["events"]), call["watermark_ms"], call["lanes"])
         rows.append(json.loads(json.dumps(table_rows(o for o in outcomes if type(o) is not IgnoredEvent), default=str)))
         snapshot = json.loads(json.dumps(engine.snapshot()))
     document = {"schema_version": SCHEMA_VERSION, "calls": inputs, "upgrade_after": UPGRADE_AFTER}

@@ -113,17 +113,22 @@ final class ConsumerMain {
         Thread watcher = new Thread(new Runnable() {
             @Override
             public void run() {
+                long previousScan = System.currentTimeMillis();
                 while (true) {
+                    // A change a line shows happened after the previous scan began ("after") and before this one
+                    // ended ("time"): the judge's bounds on when the client's table changed.
+                    long scan = System.currentTimeMillis();
                     for (Hosted h : hosted) {
                         String held = held(h.consumer) + ",\"pop_queues\":" + popHeld(h.consumer) + ",\"consumed\":"
                             + counts(h.consumed);
                         if (!held.equals(h.lastHeld)) {
-                            Out.line(h.line("held", ",\"time\":" + System.currentTimeMillis() + ",\"client_id\":"
-                                + Out.quote(h.clientId) + ",\"queues\":" + held
+                            Out.line(h.line("held", ",\"time\":" + System.currentTimeMillis() + ",\"after\":"
+                                + previousScan + ",\"client_id\":" + Out.quote(h.clientId) + ",\"queues\":" + held
                                 + (agent == null ? "" : ",\"agent\":" + agent.counters().toJson())));
                             h.lastHeld = held;
                         }
                     }
+                    previousScan = scan;
                     try {
                         Thread.sleep(100);
                     } catch (InterruptedException e) {
