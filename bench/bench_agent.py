@@ -7,9 +7,10 @@ one without. They send SYNC messages of 128 bytes to the same topic, after an un
 rounds of ``--messages`` sends per side made in alternating chunks of ``--chunk`` (which side goes first
 alternates), so both sides see the same load on a shared machine. Per round: sends/s, p50/p99 latency, the process's
 CPU, the sending thread's CPU, the agent's threads' CPU (ThreadMXBean) and the sending thread's CPU and wall
-time inside the hook. Writes ``bench/results/agent.json``: per line the medians of the rounds, the agent's own
-CPU per send (its threads' plus the hook's), the median of the per-round ratios hook/plain, the counters, the
-machine's load.
+time inside the hook. Writes ``bench/results/agent.json``: per line the acceptance figures (the agent's own CPU
+per send, the median of the per-round throughput ratios hook/plain, events dropped, each against its target),
+the medians of the rounds, the other ratios, the counters, the Kafka broker's CPU per published event and the
+machine's load. The defaults are the acceptance run: both lines, 5 rounds of 100,000 sends per side.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import platform
 import statistics
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,6 +34,8 @@ from localenv.kafka_broker import LocalKafkaBroker
 RESULTS = Path(__file__).parent / "results" / "agent.json"
 SMALL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true"]
 SEND_RESULTS = "bench.send-results"
+TARGET_AGENT_CPU_US = 20.0
+TARGET_THROUGHPUT_RATIO = 0.98
 
 
 def run_bench(
@@ -85,17 +90,47 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def run_line(line: str, classpath: str, bootstrap: str, args: argparse.Namespace, work: Path) -> dict:
-    """One line's cluster started, benchmarked and stopped; its summary with the load before and after."""
+def process_cpu_s(pid: int) -> float:
+    """A process's CPU seconds so far (user + system, from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+IDLE_SAMPLE_S = 10.0
+
+
+def kafka_cpu_per_event_us(kafka_pid: int, run: Callable[[], list[dict]]) -> tuple[list[dict], float]:
+    """``run``'s lines and the Kafka broker's CPU per event the agent published meanwhile, less the broker's own
+    idle CPU (its rate over ``IDLE_SAMPLE_S`` first): on this machine the broker runs next to the application."""
+    idle_start = process_cpu_s(kafka_pid)
+    time.sleep(IDLE_SAMPLE_S)
+    idle_rate = (process_cpu_s(kafka_pid) - idle_start) / IDLE_SAMPLE_S
+    start, started = process_cpu_s(kafka_pid), time.monotonic()
+    lines = run()
+    busy = process_cpu_s(kafka_pid) - start - idle_rate * (time.monotonic() - started)
+    published = next(line for line in lines if line["kind"] == "summary")["agent"]["published"]
+    return lines, round(max(0.0, busy) * 1e6 / max(1, published), 2)
+
+
+def run_line(line: str, classpath: str, kafka: tuple[str, int], args: argparse.Namespace, work: Path) -> dict:
+    """One line's cluster started, benchmarked and stopped; its summary with the load before and after and the
+    Kafka broker's CPU per event the agent published."""
     from localenv.rocketmq_cluster import LocalRocketMQCluster
 
+    bootstrap, kafka_pid = kafka
     cluster = LocalRocketMQCluster(line, work / f"rocketmq-{line}")
     try:
         cluster.start(timeout_s=300)
         cluster.create_topic("bench_agent", 4)
         load_before = load()
-        lines = run_bench(line, classpath, cluster.namesrv_addr, "bench_agent", bootstrap, args, work)
-        return {**summarise(lines), "load_1m": {"before": load_before, "after": load()}}
+        lines, kafka_us = kafka_cpu_per_event_us(
+            kafka_pid, lambda: run_bench(line, classpath, cluster.namesrv_addr, "bench_agent", bootstrap, args, work)
+        )
+        return {
+            **summarise(lines),
+            "kafka_broker_cpu_us_per_event": kafka_us,
+            "load_1m": {"before": load_before, "after": load()},
+        }
     finally:
         cluster.stop()
 
@@ -129,13 +164,28 @@ def summarise(lines: list[dict]) -> dict:
         if plain["round"] == hook["round"]  # the two sides of one round ran back to back
     ]
     agent_us = [per_send_us(r, "agent_threads_cpu_ns") + per_send_us(r, "hook_cpu_ns") for r in hooked]
+    throughput_ratio = round(statistics.median(h["sends_per_s"] / p["sends_per_s"] for p, h in pairs), 3)
+    agent_total = round(statistics.median(agent_us), 2)
+    dropped = summary["agent"]["dropped"]
     return {
+        # The acceptance figures: the agent's own CPU per send, the median of the rounds' throughput ratios
+        # hook/plain, what it dropped; and whether each meets its target.
+        "acceptance": {
+            "agent_cpu_us_per_send": agent_total,
+            "throughput_ratio": throughput_ratio,
+            "dropped": dropped,
+            "meets": {
+                "agent_cpu_us_per_send": agent_total <= TARGET_AGENT_CPU_US,
+                "throughput_ratio": throughput_ratio >= TARGET_THROUGHPUT_RATIO,
+                "dropped": dropped == 0,
+            },
+        },
         "rounds": len(pairs),
         "messages_per_round": summary["messages_per_round"],
         "without_hook": medians(sides["without_hook"]),
         "with_hook": medians(hooked),
         "agent_cpu_us_per_send": {
-            "total": round(statistics.median(agent_us), 2),
+            "total": agent_total,
             "agent_threads": round(statistics.median(per_send_us(r, "agent_threads_cpu_ns") for r in hooked), 2),
             "hook_in_sending_thread": round(statistics.median(per_send_us(r, "hook_cpu_ns") for r in hooked), 2),
             "hook_wall_time_in_sending_thread": round(
@@ -143,7 +193,7 @@ def summarise(lines: list[dict]) -> dict:
             ),
         },
         "median_ratio_hook_over_plain": {
-            "sends_per_s": round(statistics.median(h["sends_per_s"] / p["sends_per_s"] for p, h in pairs), 3),
+            "sends_per_s": throughput_ratio,
             "process_cpu_per_send": round(
                 statistics.median(
                     per_send_us(h, "process_cpu_ns") / per_send_us(p, "process_cpu_ns") for p, h in pairs
@@ -169,10 +219,10 @@ def main() -> None:
         work = Path(tmp)
         kafka = LocalKafkaBroker(work / "kafka")
         try:
-            bootstrap = kafka.start(timeout_s=300).bootstrap_servers  # generous: a busy machine starts it slowly
-            create_topics(bootstrap, [SEND_RESULTS])
+            broker = kafka.start(timeout_s=300)  # generous: a busy machine starts it slowly
+            create_topics(broker.bootstrap_servers, [SEND_RESULTS])
             for line in args.lines:
-                results[line] = run_line(line, classpaths[line], bootstrap, args, work)
+                results[line] = run_line(line, classpaths[line], (broker.bootstrap_servers, broker.pid), args, work)
         finally:
             kafka.stop()
     report = {

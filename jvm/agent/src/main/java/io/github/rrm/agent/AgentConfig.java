@@ -167,7 +167,7 @@ public final class AgentConfig {
         private long reportIntervalMs = 30000;
         private long reportCheckIntervalMs = 500;
         private long logIntervalMs = 60000;
-        private long publishIntervalMs = 20;
+        private long publishIntervalMs = 200;
         private boolean attemptField = false;
         private final Map<String, String> kafkaProperties = new LinkedHashMap<String, String>();
 

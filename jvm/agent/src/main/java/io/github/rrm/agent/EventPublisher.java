@@ -1,5 +1,6 @@
 package io.github.rrm.agent;
 
+import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -13,7 +14,7 @@ import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
-import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -23,7 +24,8 @@ import org.slf4j.LoggerFactory;
  * drains the buffer into a Kafka producer, counts what Kafka acknowledges or loses, and logs the counters
  * periodically. Whatever Kafka does (slow, down, misconfigured), only this thread waits. The buffer is a
  * lock-free queue that nobody waits on, so an offer never wakes a thread: the cost per event is a few
- * compare-and-sets, and the publisher's wake-ups are one per interval, not one per event.
+ * compare-and-sets, and the publisher's wake-ups are one per interval (and one more when the buffer reaches a
+ * quarter of its capacity), not one per event. Send attempts are encoded here, not in the sending thread.
  */
 final class EventPublisher implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EventPublisher.class);
@@ -33,12 +35,16 @@ final class EventPublisher implements AutoCloseable {
 
     private final AgentConfig config;
     private final AgentCounters counters;
-    private final ConcurrentLinkedQueue<ProducerRecord<String, String>> buffer =
-        new ConcurrentLinkedQueue<ProducerRecord<String, String>>();
+    /** Send attempts ({@link SendEvent}, encoded when drained) and ready records (reports). */
+    private final ConcurrentLinkedQueue<Object> buffer = new ConcurrentLinkedQueue<Object>();
+    private final SendEventEncoder encoder;
+    private final String sendResultsTopic;
     private final AtomicInteger buffered = new AtomicInteger();
     private final int capacity;
+    /** Buffered events at which an offer wakes the publisher early (so a fast producer does not fill it). */
+    private final int wakeAt;
     private final long intervalNanos;
-    private final Producer<String, String> kafka;
+    private final Producer<byte[], byte[]> kafka;
     private final Thread sender;
     private volatile boolean running = true;
     private volatile long nextRefusalLog;
@@ -58,6 +64,9 @@ final class EventPublisher implements AutoCloseable {
         this.config = config;
         this.counters = counters;
         this.capacity = config.bufferCapacity();
+        this.wakeAt = Math.max(1, capacity / 4);
+        this.encoder = new SendEventEncoder(config.attemptField());
+        this.sendResultsTopic = config.sendResultsTopic();
         this.intervalNanos = TimeUnit.MILLISECONDS.toNanos(config.publishIntervalMs());
         this.kafka = newKafkaProducer(config);
         this.sender = new Thread(new Runnable() {
@@ -74,13 +83,13 @@ final class EventPublisher implements AutoCloseable {
      * Kafka loads classes through the thread's context class loader, which in an application server or a
      * plugin host may not see the agent's jars: the producer is built with the agent's own loader.
      */
-    private static Producer<String, String> newKafkaProducer(AgentConfig config) {
+    private static Producer<byte[], byte[]> newKafkaProducer(AgentConfig config) {
         Thread thread = Thread.currentThread();
         ClassLoader previous = thread.getContextClassLoader();
         thread.setContextClassLoader(EventPublisher.class.getClassLoader());
         try {
-            return new KafkaProducer<String, String>(kafkaProperties(config), new StringSerializer(),
-                new StringSerializer());
+            return new KafkaProducer<byte[], byte[]>(kafkaProperties(config), new ByteArraySerializer(),
+                new ByteArraySerializer());
         } finally {
             thread.setContextClassLoader(previous);
         }
@@ -93,10 +102,11 @@ final class EventPublisher implements AutoCloseable {
         p.put(ProducerConfig.CLIENT_ID_CONFIG, "rocketmq-rebalance-agent");
         p.put(ProducerConfig.ACKS_CONFIG, "1");
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "false");
-        p.put(ProducerConfig.LINGER_MS_CONFIG, "20");
+        // The publisher hands Kafka a publish interval's events at once: a short linger keeps them in one request.
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "10");
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "none");
-        // One produce request per linger.ms at a few thousand events/s, not one per 16 KiB: its fixed cost
-        // (the network thread's wake-up, metrics, the response) is most of the per-event cost.
+        // One produce request per publish interval at a few thousand events/s, not one per 16 KiB: its fixed
+        // cost (the network thread's wake-ups, metrics, the response) is most of the per-event cost.
         p.put(ProducerConfig.BATCH_SIZE_CONFIG, String.valueOf(256 * 1024));
         p.put(ProducerConfig.BUFFER_MEMORY_CONFIG, String.valueOf(8L * 1024 * 1024));
         p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "5000");
@@ -109,9 +119,9 @@ final class EventPublisher implements AutoCloseable {
         return p;
     }
 
-    /** Queue one event for Kafka; never blocks. False (and counted) when the buffer is full or closed. */
-    boolean offer(String topic, String key, String json) {
-        return offer(new ProducerRecord<String, String>(topic, key, json));
+    /** Queue one send attempt for Kafka; never blocks. False (and counted) when the buffer is full or closed. */
+    boolean offer(SendEvent event) {
+        return enqueue(event);
     }
 
     /**
@@ -120,18 +130,23 @@ final class EventPublisher implements AutoCloseable {
      * of the event, so the monitor's ingest is unaffected.
      */
     boolean offerFromThisInstance(String topic, String key, String json) {
-        ProducerRecord<String, String> record = new ProducerRecord<String, String>(topic, key, json);
+        ProducerRecord<byte[], byte[]> record = new ProducerRecord<byte[], byte[]>(topic,
+            key == null ? null : key.getBytes(StandardCharsets.UTF_8), json.getBytes(StandardCharsets.UTF_8));
         record.headers().add(INSTANCE_HEADER, INSTANCE);
-        return offer(record);
+        return enqueue(record);
     }
 
-    private boolean offer(ProducerRecord<String, String> record) {
-        if (running && buffered.incrementAndGet() <= capacity) {
-            buffer.offer(record);
-            counters.enqueued.incrementAndGet();
-            return true;
-        }
+    private boolean enqueue(Object item) {
         if (running) {
+            int held = buffered.incrementAndGet();
+            if (held <= capacity) {
+                buffer.offer(item);
+                counters.enqueued.incrementAndGet();
+                if (held == wakeAt) {
+                    LockSupport.unpark(sender);
+                }
+                return true;
+            }
             buffered.decrementAndGet();
         }
         counters.droppedBufferFull.incrementAndGet();
@@ -153,19 +168,25 @@ final class EventPublisher implements AutoCloseable {
     }
 
     /** Hand everything buffered to Kafka (which batches it by partition for {@code linger.ms}). */
+    @SuppressWarnings("unchecked")
     private void drain() {
         try {
-            ProducerRecord<String, String> record;
-            while (!Thread.currentThread().isInterrupted() && (record = buffer.poll()) != null) {
+            Object item;
+            while (!Thread.currentThread().isInterrupted() && (item = buffer.poll()) != null) {
                 buffered.decrementAndGet();
-                send(record);
+                send(item instanceof SendEvent ? record((SendEvent) item) : (ProducerRecord<byte[], byte[]>) item);
             }
         } catch (Throwable t) {
             counters.agentErrors.incrementAndGet();
         }
     }
 
-    private void send(ProducerRecord<String, String> record) {
+    private ProducerRecord<byte[], byte[]> record(SendEvent event) {
+        SendEventEncoder.Segment segment = encoder.segment(event);
+        return new ProducerRecord<byte[], byte[]>(sendResultsTopic, segment.key, encoder.encode(event, segment));
+    }
+
+    private void send(ProducerRecord<byte[], byte[]> record) {
         try {
             kafka.send(record, acknowledged);
         } catch (Throwable t) {  // e.g. the buffer memory stayed full for max.block.ms

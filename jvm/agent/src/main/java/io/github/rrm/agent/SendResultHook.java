@@ -21,7 +21,8 @@ import org.apache.rocketmq.remoting.exception.RemotingTimeoutException;
  * around each attempt; the latency is the time between the two calls, kept in the context's properties. An
  * ASYNC send calls the after-hook twice, at dispatch (no result, no exception) and at completion: only the
  * completion is an event. Attempts of one message are numbered by its {@code UNIQ_KEY} (the same on every
- * retry) in a bounded table. Nothing here throws into the producer and nothing waits for Kafka.
+ * retry) in a bounded table. The hook copies the attempt's values into a {@link SendEvent}; the publisher's
+ * thread encodes it. Nothing here throws into the producer and nothing waits for Kafka.
  */
 public final class SendResultHook implements SendMessageHook {
     static final String BEGIN_PROPERTY = "rrm.agent.begin.nanos";
@@ -30,15 +31,11 @@ public final class SendResultHook implements SendMessageHook {
 
     private final EventPublisher publisher;
     private final AgentCounters counters;
-    private final String topic;
-    private final boolean attemptField;
     private final Map<String, Integer> attempts;
 
     SendResultHook(EventPublisher publisher, AgentCounters counters, AgentConfig config) {
         this.publisher = publisher;
         this.counters = counters;
-        this.topic = config.sendResultsTopic();
-        this.attemptField = config.attemptField();
         final int capacity = config.attemptKeys();
         this.attempts = new LinkedHashMap<String, Integer>(Math.min(capacity, 1024), 0.75f, true) {
             private static final long serialVersionUID = 1L;
@@ -64,7 +61,10 @@ public final class SendResultHook implements SendMessageHook {
                 context.setProps(props);
             }
             props.put(BEGIN_PROPERTY, Long.toString(System.nanoTime()));
-            props.put(ATTEMPT_PROPERTY, Integer.toString(numberAttempt(context.getMessage())));
+            int attempt = numberAttempt(context.getMessage());
+            if (attempt > 1) {  // the first attempt, nearly every one, is the absence of the property
+                props.put(ATTEMPT_PROPERTY, Integer.toString(attempt));
+            }
         } catch (Throwable t) {
             counters.agentErrors.incrementAndGet();
         }
@@ -89,9 +89,14 @@ public final class SendResultHook implements SendMessageHook {
             props.remove(BEGIN_PROPERTY);
             String attempt = props.remove(ATTEMPT_PROPERTY);
             long latencyMs = Math.max(0, (end - Long.parseLong(begin)) / 1000000L);
-            String json = event(context, eventTime, latencyMs, outcome(error, context.getCommunicationMode()), attempt);
+            DefaultMQProducerImpl producer = context.getProducer();
+            MessageQueue mq = context.getMq();
+            SendEvent event = new SendEvent(eventTime, Math.min(latencyMs, 3600000L),
+                attempt == null ? 1 : Integer.parseInt(attempt), producer.getMqClientFactory().getClientId(),
+                context.getProducerGroup(), mq.getTopic(), mq.getBrokerName(), mq.getQueueId(),
+                outcome(error, context.getCommunicationMode()), producer.isSendLatencyFaultEnable());
             counters.sendAttempts.incrementAndGet();
-            publisher.offer(topic, producerId(context.getProducer()), json);
+            publisher.offer(event);
         } catch (Throwable t) {
             counters.agentErrors.incrementAndGet();
         }
@@ -139,31 +144,5 @@ public final class SendResultHook implements SendMessageHook {
             return error.getCause() instanceof RemotingTimeoutException ? "TIMEOUT" : "REMOTING_ERROR";
         }
         return "CLIENT_ERROR";
-    }
-
-    private String event(SendMessageContext context, long eventTime, long latencyMs, String outcome, String attempt) {
-        DefaultMQProducerImpl producer = context.getProducer();
-        MessageQueue mq = context.getMq();
-        StringBuilder out = new StringBuilder(320).append('{');
-        Json.field(out, "type", "send_result");
-        Json.field(out, "schema_version", 1);
-        Json.field(out, "event_time", eventTime);
-        Json.field(out, "producer_id", producerId(producer));
-        Json.field(out, "producer_group", context.getProducerGroup());
-        Json.field(out, "topic", mq.getTopic());
-        Json.field(out, "broker", mq.getBrokerName());
-        Json.field(out, "queue_id", mq.getQueueId());
-        Json.field(out, "latency_ms", Math.min(latencyMs, 3600000L));
-        Json.field(out, "outcome", outcome);
-        Json.field(out, "client_version", ClientVersion.current());
-        Json.field(out, "send_latency_fault_enable", producer.isSendLatencyFaultEnable());
-        if (attemptField && attempt != null) {
-            Json.field(out, "attempt", Long.parseLong(attempt));
-        }
-        return out.append('}').toString();
-    }
-
-    private static String producerId(DefaultMQProducerImpl producer) {
-        return producer.getMqClientFactory().getClientId();
     }
 }
