@@ -168,6 +168,12 @@ class Sampler(threading.Thread):
         consumer.close()
 
 
+def batch_interval(per_second: dict[str, float]) -> float:
+    """The longest mean time between two micro-batches of one query over the window (s)."""
+    rates = [v for k, v in per_second.items() if k.startswith("rmqmon_batches_total{") and v > 0]
+    return max((1 / v for v in rates), default=0.0)
+
+
 def machine_busy_s() -> float:
     """CPU seconds the whole machine has been busy (every state but idle and iowait), from ``/proc/stat``."""
     fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
@@ -196,19 +202,24 @@ def slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
 
 
-def lag_summary(samples: list[dict], began: float, ended: float) -> dict:
-    """The input lag over the window, and its slope over the second half against the input rate."""
+def lag_summary(samples: list[dict], began: float, ended: float, batch_interval_s: float = 0.0) -> dict:
+    """The input lag over the window, and its slope over the second half: growing when the rise it fits over the
+    half is more than ``GROWING_SHARE`` of the half's input and more than the input of one ``batch_interval_s``
+    (the lag a job that keeps up shows at a batch's end: a sawtooth, not a trend)."""
     window = [s for s in samples if began <= s["t"] <= ended]
     half = [(s["t"] - began, s["lag"]) for s in window if s["t"] >= (began + ended) / 2]
     rate = 0.0
     if len(window) > 1:
         rate = (window[-1]["input_end"] - window[0]["input_end"]) / (window[-1]["t"] - window[0]["t"])
     per_s = slope(half)
+    half_s = (ended - began) / 2
+    tolerance = max(GROWING_SHARE * rate * half_s, rate * batch_interval_s)
     return {
         "input_events_per_s": round(rate, 1),
         "series_s_lag": [[round(s["t"] - began, 1), s["lag"]] for s in window],
         "second_half_slope_events_per_s": round(per_s, 2),
-        "verdict": "growing" if rate and per_s > GROWING_SHARE * rate else "flat",
+        "rise_tolerated": round(tolerance),
+        "verdict": "growing" if rate and per_s * half_s > tolerance else "flat",
         "max": max((s["lag"] for s in window), default=None),
     }
 
@@ -323,6 +334,7 @@ def measure_point(
         watch.stopped.set()
         watch.join()
     attach_delta_times(work / "delta", chosen, polled=True)
+    per_second = differences(counters_before, counters_after, ended - began)
     return {
         "point": {"groups": groups, "sends_per_second": sends},
         "fleet": {
@@ -344,9 +356,9 @@ def measure_point(
             "summed_per_role": dict(sorted(sampler.peak_sum.items())),
         },
         "latency": summarize(chosen),
-        "input_lag": lag_summary(sampler.samples, began, ended),
+        "input_lag": lag_summary(sampler.samples, began, ended, batch_interval(per_second)),
         "delta": delta_writes(work / "delta", began, ended),
-        "per_second": differences(counters_before, counters_after, ended - began),
+        "per_second": per_second,
         "state_at_end": state,
         "publisher_late_ticks": publisher.late_ticks,
         "publisher_longest_tick_ms": publisher.longest_tick_ms,

@@ -97,12 +97,18 @@ def test_a_silent_member_stays_in_the_polls_until_the_brokers_would_expire_it():
     assert min(at for at, present, _ in listed if not present) == marked[0][0]
 
 
-def test_input_lag_is_growing_only_when_its_second_half_climbs_faster_than_a_share_of_the_input():
+def test_input_lag_is_growing_only_when_its_second_half_climbs_more_than_a_batch_s_sawtooth():
     flat = [{"t": t, "lag": 500 + (t % 2) * 300, "input_end": 1_000 * t} for t in range(0, 600, 5)]
-    growing = [{"t": t, "lag": 20 * t, "input_end": 1_000 * t} for t in range(0, 600, 5)]
+    growing = [{"t": t, "lag": 100 * t, "input_end": 1_000 * t} for t in range(0, 600, 5)]
+    # batches 20 s apart: the lag rises by up to 20 s of input between two, and it falls back at each
+    sawtooth = [
+        {"t": t, "lag": 1_000 * (t % 20) + (5 * t if t > 500 else 0), "input_end": 1_000 * t} for t in range(0, 600, 5)
+    ]
     assert lag_summary(flat, 0, 600)["verdict"] == "flat"
-    summary = lag_summary(growing, 0, 600)
-    assert summary["verdict"] == "growing" and summary["second_half_slope_events_per_s"] == 20.0
+    assert lag_summary(sawtooth, 0, 600, batch_interval_s=20.0)["verdict"] == "flat"
+    assert lag_summary(sawtooth, 0, 600)["verdict"] == "growing"
+    summary = lag_summary(growing, 0, 600, batch_interval_s=20.0)
+    assert summary["verdict"] == "growing" and summary["second_half_slope_events_per_s"] == 100.0
     assert summary["input_events_per_s"] == 1_000.0
 
 
@@ -111,4 +117,3 @@ def test_the_curve_is_the_least_squares_fit_of_the_points():
     fixed, per_groups, per_sends = fit(points)  # type: ignore[misc]
     assert (round(fixed, 6), round(per_groups, 6), round(per_sends, 6)) == (0.2, 0.1, 0.05)
     assert fit([(1, 2, 1.0), (1, 10, 2.0)]) is None  # one fleet size: no per-group figure
-
