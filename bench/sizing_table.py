@@ -8,6 +8,7 @@ the job's cores and memory per 1,000 groups and per 1,000 sends/s (least squares
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,6 +18,7 @@ CURVE_BEGIN = "<!-- sizing curve: written by `python -m bench.sizing_table` from
 CURVE_END = "<!-- end of the sizing curve -->"
 GIB = 2**30
 MIB = 2**20
+WIDTH = 115  # the page's prose lines
 
 
 def memory_gib(entry: dict) -> float:
@@ -37,27 +39,32 @@ def fit(points: list[tuple[float, float, float]]) -> tuple[float, float, float] 
     return fixed, per_groups, per_sends
 
 
-def _pair(summary: dict) -> str:
-    return "–" if summary["p50"] is None else f"{summary['p50']:.1f} / {summary['p95']:.1f}"
+def _pair(summary: dict, incidents: int) -> str:
+    """p50 / p95 of the incidents that showed, and how many of them did."""
+    shown = "–" if summary["p50"] is None else f"{summary['p50']:.1f} / {summary['p95']:.1f}"
+    return f"{shown} ({summary['n']} of {incidents})"
 
 
 def render(document: dict) -> str:
     """The block for the page: one row per point, then the curve."""
     rows = [
         "| groups | sends/s | window | job cores | peak memory, GiB (JVM + driver + workers) | incident to metric, "
-        "p50 / p95 s | to Delta row, p50 / p95 s | input lag | Delta commits/min, MiB/min | load average (1 min) |",
+        "p50 / p95 s (shown of incidents) | to Delta row, p50 / p95 s "
+        "| input lag | Delta commits/min, MiB/min | load average (1 min) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in document["points"]:
         peaks = e["peak_rss_bytes"]["summed_per_role"]
         parts = " + ".join(f"{peaks[r] / GIB:.2f}" for r in ("spark_jvm", "driver_python", "python_workers"))
         latency = e["latency"]["overall"]
+        shown = latency["incidents"]
         lag = e["input_lag"]
         load = f"{e['load_average_at_start'][0]:.1f} → {e['load_average_at_end'][0]:.1f}"
         rows.append(
             f"| {e['point']['groups']:,} | {e['point']['sends_per_second']:,} | {e['window_s'] / 60:.0f} min "
-            f"| {e['job_cores']:.2f} | {memory_gib(e):.2f} ({parts}) | {_pair(latency['to_metric_s'])} "
-            f"| {_pair(latency['to_delta_row_s'])} | {lag['verdict']} ({lag['second_half_slope_events_per_s']:+.0f}/s) "
+            f"| {e['job_cores']:.2f} | {memory_gib(e):.2f} ({parts}) | {_pair(latency['to_metric_s'], shown)} "
+            f"| {_pair(latency['to_delta_row_s'], shown)} "
+            f"| {lag['verdict']} ({lag['second_half_slope_events_per_s']:+.0f}/s) "
             f"| {e['delta']['commits_per_min']:.0f}, {e['delta']['data_bytes_per_min'] / MIB:.1f} "
             f"| {load}{' (under load)' if e['under_load'] else ''} |"
         )
@@ -77,23 +84,29 @@ def render(document: dict) -> str:
         )
     loaded = any(e["under_load"] for e in document["points"])
     note = (
-        " Points marked under load ran while other work held the machine: their cores and latencies are not "
-        "the job's alone; re-measure them on a quiet machine."
+        ". Points marked under load ran while other work held the machine: their cores and latencies are not "
+        "the job's alone; re-measure them on a quiet machine:"
         if loaded
         else ""
+    )
+    cores_here = document["points"][0]["machine"]["cores"] if document["points"] else "?"
+    intro = textwrap.fill(
+        "Collector-shaped input (`bench.bench_sizing`: per poll cycle a poll of every group on every broker, "
+        "reported assignments, routes and consume-progress samples at the collector's cadences), 10 members a "
+        "group on 4 brokers, 200 producers, the job at `conf/monitor.toml`'s defaults on "
+        f"{cores_here} cores{note or ':'}",
+        WIDTH,
+        break_on_hyphens=False,
     )
     return "\n".join(
         [
             CURVE_BEGIN,
             "",
-            "Collector-shaped input (`bench.bench_sizing`: per poll cycle a poll of every group on every broker, "
-            "reported assignments, routes and consume-progress samples at the collector's cadences), 10 members a "
-            "group on 4 brokers, 200 producers, the job at `conf/monitor.toml`'s defaults on "
-            f"{document['points'][0]['machine']['cores'] if document['points'] else '?'} cores:{note}",
+            intro,
             "",
             *rows,
             "",
-            curve,
+            textwrap.fill(curve, WIDTH, break_on_hyphens=False),
             "",
             CURVE_END,
         ]

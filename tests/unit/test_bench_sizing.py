@@ -12,7 +12,7 @@ from collections import Counter
 from bench.bench_sizing import lag_summary
 from bench.collector_fleet import BROKERS, CollectorFleet, cadences
 from bench.latency_fleet import EXPIRY_MS, Injection, Injector, tick_events
-from bench.sizing_table import fit
+from bench.sizing_table import CURVE_BEGIN, CURVE_END, PAGE, RESULTS, fit, render
 from streaming.contract.events import DEFAULT_TOPICS
 from streaming.contract.validator import Rejection, validate_event
 
@@ -117,3 +117,9 @@ def test_the_curve_is_the_least_squares_fit_of_the_points():
     fixed, per_groups, per_sends = fit(points)  # type: ignore[misc]
     assert (round(fixed, 6), round(per_groups, 6), round(per_sends, 6)) == (0.2, 0.1, 0.05)
     assert fit([(1, 2, 1.0), (1, 10, 2.0)]) is None  # one fleet size: no per-group figure
+
+
+def test_the_page_s_sizing_curve_is_the_rendering_of_the_recorded_results():
+    page = PAGE.read_text()
+    block = page[page.index(CURVE_BEGIN) : page.index(CURVE_END) + len(CURVE_END)]
+    assert block == render(json.loads(RESULTS.read_text()))
