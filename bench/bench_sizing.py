@@ -436,7 +436,9 @@ def main(argv: list[str] | None = None) -> None:
                 )
         finally:
             broker.stop()
-    command = " ".join(["python -m bench.bench_sizing", *(argv if argv is not None else sys.argv[1:])])
+    given = argv if argv is not None else sys.argv[1:]
+    kept = [a for n, a in enumerate(given) if a != "--work" and (n == 0 or given[n - 1] != "--work")]
+    command = " ".join(["python -m bench.bench_sizing", *kept])  # where it kept its files is the machine's
     results = Path(args.results)
     results.write_text(json.dumps(merge(results, entries, command), indent=1) + "\n")
     print(f"written {results}")
