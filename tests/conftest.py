@@ -38,7 +38,7 @@ BUSY_HALF = "cpu-bound"
 HALF_BY_FOLDER = {"rocketmq": WAITING_HALF, "jvm": WAITING_HALF, "observability": WAITING_HALF}
 # Files in the other half than their folder's: two that wait on clocks, and two that balance the halves (in the
 # fresh-clone run of 1468ace the busy half took 1,347 s, the waiting half 1,271 s; the metrics flood 26 s, the
-# sizing bench's smoke about 70 s on a loaded machine).
+# sizing bench's smoke 37 s, 70 s on a loaded machine).
 HALF_BY_FILE = {
     "integration/test_demo.py": WAITING_HALF,
     "integration/test_job_kafka_outage.py": WAITING_HALF,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import threading
 from pathlib import Path
 
 from bench.bench_detection_latency import KINDS
@@ -34,9 +33,7 @@ class InProcessJob:
         self.job.start()
 
     def stop(self) -> float:
-        hurry = threading.Event()
-        hurry.set()  # a running batch is interrupted: the smoke's last rows are not what it checks
-        self.job.stop(hurry)
+        self.job.stop()
         return 0.0
 
 
@@ -62,6 +59,5 @@ def test_a_tiny_point_measures_every_field_of_the_curve(kafka_broker, spark, tmp
     assert entry["input_lag"]["series_s_lag"] and entry["input_lag"]["verdict"] in ("flat", "growing")
     assert entry["input_lag"]["input_events_per_s"] > 0
     assert entry["delta"]["commits_per_min"] > 0 and entry["delta"]["data_bytes_per_min"] > 0
-    assert entry["per_second"]["rmqmon_input_rows_total{query=consumer}"] > 0
     document = merge(tmp_path / "sizing.json", [entry], "smoke")
     assert "| 12 | 40 |" in render(document)
