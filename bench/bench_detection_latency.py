@@ -179,7 +179,10 @@ def delta_first_seen(table: Path, matches) -> dict[int, int]:  # type: ignore[no
     return seen
 
 
-def attach_delta_times(delta_root: Path, incidents: list[Incident]) -> None:
+def attach_delta_times(delta_root: Path, incidents: list[Incident], polled: bool = False) -> None:
+    """Each incident's first Delta row; ``polled``: the fleet is a collector's polls, where a member that left
+    or went silent is one missing from a poll (``VANISHED``)."""
+
     def matcher(kinds: tuple[str, ...], test):  # type: ignore[no-untyped-def]
         def match(row):  # type: ignore[no-untyped-def]
             for index, incident in enumerate(incidents):
@@ -204,7 +207,7 @@ def attach_delta_times(delta_root: Path, incidents: list[Incident]) -> None:
             lambda i, r: (
                 r["group"] == i.target
                 and r["client_id"] == i.client_id
-                and r["change"] == ("LEAVE" if i.kind == "unregister" else "EXPIRED")
+                and r["change"] == ("VANISHED" if polled else "LEAVE" if i.kind == "unregister" else "EXPIRED")
             ),
         ),
         "fault_windows": matcher(
@@ -262,6 +265,11 @@ class JobProcess:
     def __init__(self, config: Path, log: Path) -> None:
         self.config, self.log = config, log
         self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
 
     def start(self) -> None:
         with self.log.open("ab") as out:
@@ -327,14 +335,15 @@ def plan_phase(
     publisher: Publisher,
     watch: MetricsWatch,
     free_groups: list[int],
+    kinds: tuple[str, ...] = KINDS,
 ) -> list[Incident]:
-    """Schedule ``count`` incidents, one every ``spacing_ms`` from ``start_ms``, the kinds in turn (a silent member
-    is silenced ``EXPIRY_MS`` before its slot, so it expires about then)."""
+    """Schedule ``count`` incidents, one every ``spacing_ms`` from ``start_ms``, the ``kinds`` in turn (a silent
+    member is silenced ``EXPIRY_MS`` before its slot, so it expires about then)."""
     incidents = []
     for k in range(count):
-        kind, slot_ms = KINDS[k % len(KINDS)], start_ms + k * spacing_ms
+        kind, slot_ms = kinds[k % len(kinds)], start_ms + k * spacing_ms
         if kind == "slow_broker":
-            incident = Incident(kind, phase, PRODUCER_BROKERS[(k // len(KINDS)) % len(PRODUCER_BROKERS)])
+            incident = Incident(kind, phase, PRODUCER_BROKERS[(k // len(kinds)) % len(PRODUCER_BROKERS)])
             injection = Injection(watch.expect(incident), kind, slot_ms, broker=incident.target)
         else:
             group, member = free_groups.pop(), k % fleet.members

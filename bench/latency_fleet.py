@@ -108,6 +108,27 @@ class Fleet:
             for broker in CONSUMER_BROKERS
         ]
 
+    def duplicate(self, now_ms: int, group: int, client_id: str) -> list[tuple[str, bytes, bytes]]:
+        """A second channel of ``group`` with ``client_id``: its events now (none when it shows only in the next
+        poll)."""
+        self.extra[(group, self.members)] = client_id
+        return self.heartbeat(now_ms, group, self.members, client_id)
+
+    def silence(self, now_ms: int, group: int, member: int) -> int:
+        """``member`` of ``group`` stops heartbeating at ``now_ms``: the moment the brokers expire it."""
+        self.silenced.add((group, member))
+        return self.last_heartbeat.get((group, member), now_ms) + EXPIRY_MS
+
+    @property
+    def polled(self) -> bool:
+        """Whether a collector's polls show the members (a member is gone from the next poll, not removed by
+        an event of its own)."""
+        return False
+
+    def first_polls(self) -> dict[int, int]:
+        """Where the last ``due`` list holds each group's first poll (a heartbeat fleet has none)."""
+        return {}
+
     def due(self, start_ms: int, end_ms: int) -> list[tuple[str, bytes, bytes]]:
         """Every event of the wall-clock interval [start_ms, end_ms)."""
         events = []
@@ -170,17 +191,27 @@ class Fleet:
         ]
 
 
+INPUT_SHAPES = ("heartbeat", "collector")
+
+
 @dataclass(frozen=True)
 class FleetShape:
-    """What the publisher process builds its ``Fleet`` from."""
+    """What the publisher process builds its ``Fleet`` from: ``input_shape`` "heartbeat" (each member's channel
+    events, as brokers would publish them) or "collector" (``bench.collector_fleet``: the collector's polls,
+    reported assignments, routes and consume-progress samples)."""
 
     groups: int
     members: int
     producers: int
     sends_per_second: int
     topics: dict[str, str]
+    input_shape: str = "heartbeat"
 
     def fleet(self) -> Fleet:
+        if self.input_shape == "collector":
+            from bench.collector_fleet import CollectorFleet
+
+            return CollectorFleet(self.groups, self.members, self.producers, self.sends_per_second, self.topics)
         return Fleet(self.groups, self.members, self.producers, self.sends_per_second, self.topics)
 
 
@@ -255,7 +286,9 @@ class Injector:
         self.fleet = fleet
         self.scheduled: list[Injection] = []
         self.slow: dict[str, tuple[int, int]] = {}  # broker -> (index, moment) until its first slow send
-        self.expiring: list[tuple[int, int]] = []  # (index, expiry moment) of silenced members
+        self.expiring: list[tuple[int, int, int]] = []  # (index, expiry moment, group) of silenced members
+        # group -> (index, moment) of incidents whose first event is the group's next poll (a collector fleet's)
+        self.awaiting_poll: dict[int, list[tuple[int, int]]] = {}
 
     def due(self, now_ms: int) -> list[tuple[Injection, list[tuple[str, bytes, bytes]]]]:
         """The injections due at ``now_ms``, applied to the fleet, each with its own events."""
@@ -267,29 +300,38 @@ class Injector:
             if injection.kind == "slow_broker":
                 fleet.slow_from[injection.broker], fleet.slow_until[injection.broker] = now_ms, now_ms + SLOW_FOR_MS
                 self.slow[injection.broker] = (injection.index, now_ms)
-            elif injection.kind == "duplicate_client_id":
-                fleet.extra[(injection.group, fleet.members)] = injection.client_id
-                events = fleet.heartbeat(now_ms, injection.group, fleet.members, injection.client_id)
-            elif injection.kind == "unregister":
-                events = fleet.unregister(now_ms, injection.group, injection.member)
+            elif injection.kind == "silent_member":
+                expiry_ms = fleet.silence(now_ms, injection.group, injection.member)
+                self.expiring.append((injection.index, expiry_ms, injection.group))
             else:
-                fleet.silenced.add((injection.group, injection.member))
-                last = fleet.last_heartbeat.get((injection.group, injection.member), now_ms)
-                self.expiring.append((injection.index, last + EXPIRY_MS))
+                if injection.kind == "duplicate_client_id":
+                    events = fleet.duplicate(now_ms, injection.group, injection.client_id)
+                else:
+                    events = fleet.unregister(now_ms, injection.group, injection.member)
+                if not events:  # it shows in the group's next poll
+                    self.awaiting_poll.setdefault(injection.group, []).append((injection.index, now_ms))
             applied.append((injection, events))
         return applied
 
     def tick_marks(self, tick_end_ms: int) -> dict[int, list[tuple[int, int]]]:
         """Position in the tick's fleet events -> the (index, moment) of incidents whose first event that is: a
-        broker's first slow send, and the tick's first event for silent members expired by its end."""
+        broker's first slow send, and the tick's first event for silent members expired by its end (for a fleet
+        of polls: the group's first poll after it expired, or after it lost or gained a connection)."""
         marks: dict[int, list[tuple[int, int]]] = {}
         for broker, position in self.fleet.first_slow.items():
             if broker in self.slow:
                 marks.setdefault(position, []).append(self.slow.pop(broker))
         expired = [e for e in self.expiring if e[1] <= tick_end_ms]
         self.expiring = [e for e in self.expiring if e[1] > tick_end_ms]
-        if expired:
-            marks.setdefault(0, []).extend(expired)
+        polled = self.fleet.first_polls()
+        for index, moment, group in expired:
+            if self.fleet.polled:
+                self.awaiting_poll.setdefault(group, []).append((index, moment))
+            else:
+                marks.setdefault(0, []).append((index, moment))
+        for group, position in polled.items():
+            if group in self.awaiting_poll:
+                marks.setdefault(position, []).extend(self.awaiting_poll.pop(group))
         return marks
 
 
