@@ -7,7 +7,7 @@ import org.apache.rocketmq.remoting.exception.RemotingSendRequestException;
 import org.apache.rocketmq.remoting.exception.RemotingTimeoutException;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
 
-/** How a failed admin call is classified (unreachable broker, refused by access control) and described in a log line. */
+/** How a failed admin call is classified (peer unreachable, refused by access control) and told in a log line. */
 final class AdminErrors {
   private AdminErrors() {}
 
