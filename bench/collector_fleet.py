@@ -49,7 +49,8 @@ class Cadences:
 def cadences(conf: Path = ROOT / "conf" / "monitor.toml", results: Path = ROOT / "bench" / "results") -> Cadences:
     """``[collector]``'s defaults, and the call rates the collector benches measured."""
     c = tomllib.loads(conf.read_text())["collector"]
-    polls = json.loads((results / "collector.json").read_text())["collector"]
+    runs = json.loads((results / "collector.json").read_text())["runs"]  # one per fleet size: the largest
+    polls = max(runs, key=lambda run: run["groups"])["collector"]
     progress = json.loads((results / "collector_progress.json").read_text())["progress_cycle"]
     return Cadences(
         poll_ms=c["poll_interval_ms"],

@@ -51,6 +51,8 @@ def collector_settings(config: MonitorConfig, max_cycles: int = 0, metrics_port:
         "route.republish.interval.ms": str(c.route_republish_interval_ms),
         "admin.timeout.ms": str(c.admin_timeout_ms),
         "concurrency": str(c.concurrency),
+        "in.flight.per.broker": str(c.in_flight_per_broker),
+        "running.info.per.cycle": str(c.running_info_per_cycle),
         "groups.include": ",".join(c.include_groups),
         "groups.exclude": ",".join(c.exclude_groups),
         "shard.index": str(c.shard_index),

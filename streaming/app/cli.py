@@ -125,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--config", help="TOML file (see conf/monitor.toml): [collector], [kafka]")
     collect.add_argument("--cycles", type=_positive(int), default=0, help="stop after this many poll cycles")
     collect.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="I/N",
+        help="watch the groups of shard I of N collectors (overrides [collector] shard_index and shard_count; "
+        "default 0/1: every group)",
+    )
+    collect.add_argument(
         "--work-dir",
         default=str(PROJECT_ROOT / ".run" / "collector"),
         help="the admin client's own log directory (default .run/collector)",
@@ -421,6 +429,14 @@ def _fleet_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="sends per second per producer (default 0.8)",
     )
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """An argparse type: ``I/N``, shard I (0 to N-1) of N collectors."""
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit()) or int(index) >= int(count):
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N with 0 <= I < N, e.g. 0/2")
+    return int(index), int(count)
 
 
 def _positive(kind: type, zero: bool = False):  # type: ignore[no-untyped-def]

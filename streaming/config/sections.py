@@ -354,6 +354,8 @@ class CollectorConfig:
     route_republish_interval_ms: int = _opt(300_000, low=0, high=86_400_000)
     admin_timeout_ms: int = _opt(3_000, low=100, high=60_000)
     concurrency: int = _opt(8, low=1, high=256)
+    in_flight_per_broker: int = _opt(8, low=1, high=256)
+    running_info_per_cycle: int = _opt(2_000, low=1, high=1_000_000)
     include_groups: tuple[str, ...] = _opt(("*",), item_check=_not_blank)
     exclude_groups: tuple[str, ...] = _opt((), item_check=_not_blank)
     shard_index: int = _opt(0, low=0, high=1_023)

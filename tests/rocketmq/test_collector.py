@@ -391,6 +391,64 @@ def _settled(fleet: Fleet, produced: int, consumed: int) -> bool:
     return totals == [produced, consumed]
 
 
+_CYCLE_LINE = re.compile(r"cycle (?P<n>\d+) took \d+ ms; \{(?P<counters>.*)\}")
+
+
+def _per_cycle(log: str, series: str) -> list[int]:
+    """Each cycle's increase of a counter series, from the lines a collector with ``max_cycles`` logs."""
+    totals = []
+    for match in _CYCLE_LINE.finditer(log):
+        found = re.search(re.escape(series) + r"=(\d+)", match.group("counters"))
+        totals.append(int(found.group(1)) if found else 0)
+    return [b - a for a, b in zip([0, *totals], totals, strict=False)]
+
+
+@pytest.mark.parametrize("fleet", ["5"], indirect=True)
+def test_running_info_calls_per_cycle_stay_within_their_budget(fleet: Fleet, kafka_broker, tmp_path):
+    """A second collector over the fleet's groups with ``running_info_per_cycle = 1`` and every client due each
+    cycle: each cycle asks one client's running info, never more, the others wait (counted as deferred), and the
+    budget goes to the clients not asked yet, so different clients are reported in turn; each cycle's connection
+    calls are one per (group, broker)."""
+    kafka_topic = f"col5.budget-{int(time.time())}"
+    create_topics(kafka_broker.bootstrap_servers, [kafka_topic])
+    kinds = ("consumer_channel", "reported_assignment", "topic_route", "consume_progress")
+    config = load_config(
+        env={
+            "RRM__KAFKA__BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers,
+            **{f"RRM__KAFKA__TOPICS__{kind.upper()}": kafka_topic for kind in kinds},
+            "RRM__COLLECTOR__NAMESRV_ADDR": fleet.cluster.namesrv_addr,
+            "RRM__COLLECTOR__COLLECTOR_ID": "budget",
+            "RRM__COLLECTOR__POLL_INTERVAL_MS": str(POLL_MS),
+            "RRM__COLLECTOR__RUNNING_INFO_INTERVAL_MS": "500",  # shorter than a cycle: every client due each cycle
+            "RRM__COLLECTOR__RUNNING_INFO_PER_CYCLE": "1",
+            "RRM__COLLECTOR__ADMIN_TIMEOUT_MS": "2000",
+            "RRM__COLLECTOR__INCLUDE_GROUPS": '["col5-*"]',
+            "RRM__COLLECTOR__PROGRESS_INTERVAL_MS": "0",
+        }
+    )
+    collector = CollectorProcess(config, tmp_path / "budget", max_cycles=3, metrics_port=0)
+    collector.start()
+    try:
+        collector.wait(180)
+    finally:
+        collector.stop()
+    log = collector.log_text()
+    asked = _per_cycle(log, 'rmqcol_rpc_total{call="running_info"}')
+    assert len(asked) == 3 and all(n == 1 for n in asked), (asked, log[-3000:])
+    assert _per_cycle(log, "rmqcol_running_info_deferred_total")[0] >= 1, log[-3000:]
+    records = KafkaRecords(kafka_broker.bootstrap_servers, [kafka_topic])
+    try:
+        polls = wait_for(
+            "the cycles' polls", lambda: [r for r in records.poll() if r["type"] == "consumer_connections"]
+        )
+        reported = {r["client_id"] for r in records.poll() if r["type"] == "reported_assignment"}
+    finally:
+        records.close()
+    assert len(reported) >= 2, reported
+    groups = {p["group"] for p in polls}
+    assert _per_cycle(log, 'rmqcol_rpc_total{call="consumer_connections"}') == [2 * len(groups)] * 3, groups
+
+
 def test_consume_progress_is_what_the_brokers_say_online_and_offline(fleet: Fleet):
     """A producer writes 40 messages and the group's one consumer takes them all; its reported queues carry its
     process queues' commit offsets. The consumer stops (the group is offline) and 30 more are written. Each
@@ -561,8 +619,20 @@ def _collect_command(
     return [*command, "--work-dir", str(tmp_path / f"work-{name}")]
 
 
-def _collect(*args: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_collect_command(*args), capture_output=True, text=True, timeout=300, env=dict(os.environ))
+def _collect(*args: Any, cli: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    command = [*_collect_command(*args), *cli]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+def jump_shard(group: str, count: int) -> int:
+    """The shard of ``count`` a group belongs to, as docs/collector.md defines it (jump consistent hash of the
+    CRC-32 of the name's UTF-8 bytes), written here from the published algorithm."""
+    key, bucket, jump = zlib.crc32(group.encode()), -1, 0
+    while jump < count:
+        bucket = jump
+        key = (key * 2862933555777941757 + 1) % 2**64
+        jump = int((bucket + 1) * (float(1 << 31) / float((key >> 33) + 1)))
+    return bucket
 
 
 def test_a_cycle_longer_than_the_poll_interval_is_counted_and_logged(rocketmq_clusters, kafka_broker, tmp_path):
@@ -595,9 +665,42 @@ def test_a_cycle_longer_than_the_poll_interval_is_counted_and_logged(rocketmq_cl
     assert re.search(r'rmqcol_cycles_overrun_total\{cycle="poll"\}=[1-9]', text), text[-3000:]
 
 
+def test_shard_assignment_covers_every_group_once_and_adding_an_instance_moves_groups_only_to_it():
+    """The collector's own shard function (``Shards``, the class its group filter calls) over 3,000 group names
+    for 1 to 6 instances: each name in exactly one shard of 0 to n-1, the one the published algorithm gives, no
+    shard empty or holding more than twice its share, and going from n to n+1 instances moves a group only to
+    the new instance n (about 1/(n+1) of them), so an instance can be added without the others moving groups."""
+    names = [f"group-{i}" for i in range(2_000)] + [f"%RETRY%app-{i}" for i in range(500)]
+    names += [f"payments.{chr(0x4E00 + i)}-{i}" for i in range(500)]  # non-ASCII: the UTF-8 bytes are hashed
+    counts = range(1, 7)
+    from connectors import jvm_artifacts
+
+    run = subprocess.run(
+        ["java", "-cp", jvm_artifacts.collector_classpath(), "io.github.rrm.collector.Shards", *map(str, counts)],
+        input="\n".join(names) + "\n",
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+        check=True,
+    )
+    rows = [line.split("\t") for line in run.stdout.splitlines()]
+    answers = {count: {row[-1]: int(row[i]) for row in rows} for i, count in enumerate(counts)}
+    for count in counts:
+        assert sorted(answers[count]) == sorted(names)  # every name once
+        assert answers[count] == {name: jump_shard(name, count) for name in names}
+        sizes = [sum(1 for s in answers[count].values() if s == shard) for shard in range(count)]
+        assert min(sizes) > 0 and max(sizes) <= 2 * len(names) / count, sizes
+    for count in counts[:-1]:
+        moved = [n for n in names if answers[count + 1][n] != answers[count][n]]
+        assert {answers[count + 1][n] for n in moved} == {count}  # only to the new instance
+        assert len(moved) <= 2 * len(names) / (count + 1), (count, len(moved))
+
+
 def test_collectors_configured_as_shards_poll_every_group_exactly_once(rocketmq_clusters, kafka_broker, tmp_path):
-    """Two collectors as shards 0 and 1 of 2 over one cluster: each group is polled by exactly one of them, the
-    one its name's CRC-32 modulo 2 names (docs/collector.md), and neither polls the other's groups."""
+    """Two collectors as shards 0 and 1 of 2 over one cluster (the first configured in its file, the second by
+    ``collect --shard 1/2``): each group is polled by exactly one of them, the one its shard names
+    (docs/collector.md), and neither polls the other's groups."""
     cluster: LocalRocketMQCluster = rocketmq_clusters("4.9")
     groups = [f"shard-g{i:02d}" for i in range(12)]
     for group in groups:
@@ -614,7 +717,8 @@ def test_collectors_configured_as_shards_poll_every_group_exactly_once(rocketmq_
                     cluster,
                     f"shard-{i}",
                     2,
-                    f'include_groups = ["shard-*"]\nshard_index = {i}\nshard_count = 2',
+                    'include_groups = ["shard-*"]' + ("\nshard_index = 0\nshard_count = 2" if i == 0 else ""),
+                    cli=("--shard", "1/2") if i == 1 else (),
                 ),
                 range(2),
             )
@@ -634,7 +738,7 @@ def test_collectors_configured_as_shards_poll_every_group_exactly_once(rocketmq_
     finally:
         records.close()
     assert set(polled_by) == set(groups)
-    assert polled_by == {g: {f"shard-{zlib.crc32(g.encode()) % 2}"} for g in groups}
+    assert polled_by == {g: {f"shard-{jump_shard(g, 2)}"} for g in groups}
     assert all(any(c == {f"shard-{i}"} for c in polled_by.values()) for i in range(2)), "one shard polled nothing"
 
 

@@ -80,6 +80,8 @@ def test_top_level_help_lists_every_command(capsys):
         (["query", "anomalies", "SELECT 1"], "unrecognized arguments: SELECT 1"),
         (["query", "history"], "invalid choice: 'history'"),
         (["smoke", "--count"], "expected one argument"),
+        (["collect", "--shard", "2/2"], "'2/2' is not I/N with 0 <= I < N"),
+        (["collect", "--shard", "1"], "'1' is not I/N with 0 <= I < N"),
     ],
 )
 def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):

@@ -34,6 +34,7 @@ def test_settings_carry_the_collector_and_kafka_sections():
     assert settings["stale.after.ms"] == "15000"  # three poll intervals when unset
     assert (settings["groups.include"], settings["groups.exclude"]) == ("orders-*,pay?", "orders-test*")
     assert (settings["shard.index"], settings["shard.count"]) == ("2", "3")
+    assert (settings["in.flight.per.broker"], settings["running.info.per.cycle"]) == ("8", "2000")
     assert (settings["access.key"], settings["secret.key"]) == ("ak", "sk")
     assert settings["topic.consumer_connections"] == "prod.channels"
     assert settings["topic.topic_route"] == "rocketmq.topic-routes"
@@ -61,6 +62,8 @@ def test_properties_text_escapes_what_java_properties_would_misread():
         ({"RRM__COLLECTOR__INCLUDE_GROUPS": '[" "]'}, "collector.include_groups[0]"),
         ({"RRM__COLLECTOR__SHARD_INDEX": "2", "RRM__COLLECTOR__SHARD_COUNT": "2"}, "collector.shard_index"),
         ({"RRM__COLLECTOR__SHARD_COUNT": "0"}, "collector.shard_count"),
+        ({"RRM__COLLECTOR__IN_FLIGHT_PER_BROKER": "0"}, "collector.in_flight_per_broker"),
+        ({"RRM__COLLECTOR__RUNNING_INFO_PER_CYCLE": "0"}, "collector.running_info_per_cycle"),
     ],
 )
 def test_bad_collector_options_name_the_option(env, option):

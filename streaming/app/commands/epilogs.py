@@ -24,6 +24,7 @@ EPILOG_COLLECT = """examples:
   rebalance-monitor collect --config my-monitor.toml       # [collector] and [kafka] of the file; Ctrl-C stops
   RRM__COLLECTOR__NAMESRV_ADDR="10.0.0.1:9876;10.0.0.2:9876" rebalance-monitor collect --config my-monitor.toml
   rebalance-monitor collect --config my-monitor.toml --cycles 1   # one poll cycle, then exit
+  rebalance-monitor collect --config my-monitor.toml --shard 1/3  # the second of three collectors' groups
 """
 EPILOG_SMOKE = """examples:
   rebalance-monitor smoke                  # 20 JSON events through Kafka and Spark into Delta

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -145,11 +146,15 @@ def collect(args: argparse.Namespace) -> int:
     from connectors.rocketmq_collector import supervise
     from streaming.config import load_config
 
-    config = load_config(args.config)
+    env = dict(os.environ)
+    if args.shard is not None:
+        env["RRM__COLLECTOR__SHARD_INDEX"], env["RRM__COLLECTOR__SHARD_COUNT"] = map(str, args.shard)
+    config = load_config(args.config, env=env)
     c = config.collector
     print(
         f"collecting from name server {c.namesrv_addr} every {c.poll_interval_ms} ms into Kafka "
         f"{config.kafka.bootstrap_servers}"
+        + (f" (groups of shard {c.shard_index} of {c.shard_count})" if c.shard_count > 1 else "")
         + (f"; metrics on http://{c.metrics_host}:{c.metrics_port}/metrics" if c.metrics_port else ""),
         flush=True,
     )

@@ -9,7 +9,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
 import java.util.regex.Pattern;
-import java.util.zip.CRC32;
 
 /**
  * The collector's settings, read from the properties file the Python side writes from the monitor's typed
@@ -28,6 +27,8 @@ final class CollectorConfig {
   final long routeRepublishIntervalMs;
   final long adminTimeoutMs;
   final int concurrency;
+  final int inFlightPerBroker;
+  final int runningInfoPerCycle;
   final List<Pattern> includeGroups;
   final List<Pattern> excludeGroups;
   final int shardIndex;
@@ -59,6 +60,8 @@ final class CollectorConfig {
     routeRepublishIntervalMs = Long.parseLong(p.getProperty("route.republish.interval.ms", "300000"));
     adminTimeoutMs = Long.parseLong(p.getProperty("admin.timeout.ms", "3000"));
     concurrency = Integer.parseInt(p.getProperty("concurrency", "8"));
+    inFlightPerBroker = Integer.parseInt(p.getProperty("in.flight.per.broker", "8"));
+    runningInfoPerCycle = Integer.parseInt(p.getProperty("running.info.per.cycle", "2000"));
     includeGroups = globs(p.getProperty("groups.include", "*"));
     excludeGroups = globs(p.getProperty("groups.exclude", ""));
     shardIndex = Integer.parseInt(p.getProperty("shard.index", "0"));
@@ -96,18 +99,7 @@ final class CollectorConfig {
   boolean watches(String group) {
     return includeGroups.stream().anyMatch(p -> p.matcher(group).matches())
         && excludeGroups.stream().noneMatch(p -> p.matcher(group).matches())
-        && shardOf(group, shardCount) == shardIndex;
-  }
-
-  /**
-   * The shard of {@code count} a group belongs to: the CRC-32 of its name's UTF-8 bytes modulo {@code count}. It
-   * depends on the name and the count alone, so collectors configured as shards 0 to n-1 of n watch every group
-   * exactly once, whatever each one's broker lists or start time.
-   */
-  static int shardOf(String group, int count) {
-    CRC32 crc = new CRC32();
-    crc.update(group.getBytes(StandardCharsets.UTF_8));
-    return (int) (crc.getValue() % count);
+        && Shards.shardOf(group, shardCount) == shardIndex;
   }
 
   private static String required(Properties p, String key) {

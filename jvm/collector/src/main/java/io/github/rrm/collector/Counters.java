@@ -27,6 +27,8 @@ final class Counters {
           "Running-info requests made because the client's group or a route it reads changed, not on the interval"),
       Map.entry("rmqcol_running_info_rereads_deferred_total",
           "Group re-reads due but put off to a later cycle (running_info_after_change_groups reached)"),
+      Map.entry("rmqcol_running_info_deferred_total",
+          "Running-info requests due but put off to a later cycle (running_info_per_cycle reached)"),
       Map.entry("rmqcol_cycle_seconds", "Duration of the last poll cycle"),
       Map.entry("rmqcol_cycles_overrun_total", "Cycles that took longer than their interval (the next one started late)"),
       Map.entry("rmqcol_last_cycle_timestamp_seconds", "When the last poll cycle ended (epoch seconds)"),

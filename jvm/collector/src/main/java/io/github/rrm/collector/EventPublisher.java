@@ -78,7 +78,7 @@ final class EventPublisher implements AutoCloseable {
     }
     counters.problem("kafka_auth_failed");
     log.warnEvery("kafka-auth", "Kafka refused the collector's authentication (check [kafka.options]: the SASL "
-        + "credentials and the trust store): " + Collector.brief(error));
+        + "credentials and the trust store): " + AdminErrors.brief(error));
     return true;
   }
 

@@ -218,14 +218,14 @@ final class ProgressCycle {
       Thread.currentThread().interrupt();
       return new Sample(group, run.name, System.currentTimeMillis(), null, "not asked: the collector is stopping");
     } catch (Exception e) {
-      boolean acl = Collector.isAclDenied(e);
+      boolean acl = AdminErrors.isAclDenied(e);
       boolean unreachable = !acl && isDown(e);
       counters.problem(acl ? "acl_denied" : unreachable ? "broker_unreachable" : "progress_failed");
-      String why = "consume stats of group " + group + " on " + run.name + " at " + run.addr + Collector.failed(e);
+      String why = "consume stats of group " + group + " on " + run.name + " at " + run.addr + AdminErrors.failed(e);
       if (unreachable && run.down.compareAndSet(null, "broker " + run.name + " unreachable in this progress cycle: "
-          + Collector.brief(e))) {
+          + AdminErrors.brief(e))) {
         log.warn("broker " + run.name + " at " + run.addr + " unreachable: its groups' progress unknown this cycle ("
-            + Collector.brief(e) + ")");
+            + AdminErrors.brief(e) + ")");
       } else if (!unreachable) {
         log.begin(key, why);
       }
@@ -241,8 +241,8 @@ final class ProgressCycle {
         String version = admin.fetchBrokerRuntimeStats(addr).getTable().get("brokerVersionDesc");
         return atLeast51(version);
       } catch (Exception e) {
-        counters.problem(Collector.isAclDenied(e) ? "acl_denied" : "admin_error");
-        log.begin("version:" + run.name, "version of broker " + run.name + Collector.failed(e)
+        counters.problem(AdminErrors.isAclDenied(e) ? "acl_denied" : "admin_error");
+        log.begin("version:" + run.name, "version of broker " + run.name + AdminErrors.failed(e)
             + " (pull offsets left out)");
         return null;  // not cached: asked again next time
       }
@@ -312,8 +312,8 @@ final class ProgressCycle {
     } catch (InterruptedException e) {
       throw e;
     } catch (Exception e) {
-      counters.problem(Collector.isAclDenied(e) ? "acl_denied" : "progress_failed");
-      log.begin(key, "min offsets of topic " + topic + " on " + run.name + Collector.failed(e) + " (left out)");
+      counters.problem(AdminErrors.isAclDenied(e) ? "acl_denied" : "progress_failed");
+      log.begin(key, "min offsets of topic " + topic + " on " + run.name + AdminErrors.failed(e) + " (left out)");
       return null;
     }
   }
