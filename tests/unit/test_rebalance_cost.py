@@ -172,7 +172,9 @@ def two_members():
         typed(
             [
                 report(reported, "c1", [("broker-a", 0)]),
-                report(reported, "c2", [("broker-a", 1)], commit_offset=50, cached_msg_count=4, cached_msg_max_offset=53),
+                report(
+                    reported, "c2", [("broker-a", 1)], commit_offset=50, cached_msg_count=4, cached_msg_max_offset=53
+                ),
             ]
         ),
         T0,
