@@ -7,6 +7,7 @@ still apply it. Why the result is exact: ``docs/design/heartbeat-runs.md``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -139,17 +140,10 @@ def steady_runs(
             view_subscriptions[(event.group, event.broker)] = _MIXED_VIEW
         else:
             note(event)
-    # per run: the first time inside it at which its channel would expire (None: no gap exceeds the expiry)
-    insides = [
-        next((a + expiry_ms + 1 for a, b in zip(run.times, run.times[1:], strict=False) if b - a > expiry_ms), None)
-        for run in runs
-    ]
-    expiring = _expiring_groups(groups, expiry_ms, runs, insides, others)
+    expiring = _expiring_groups(groups, expiry_ms, runs, others)
     return [
-        inside is None
-        and run.event.group not in expiring
-        and _is_steady(groups, run, events_per_channel, view_subscriptions)
-        for run, inside in zip(runs, insides, strict=True)
+        run.event.group not in expiring and _is_steady(groups, run, events_per_channel, view_subscriptions)
+        for run in runs
     ]
 
 
@@ -157,7 +151,6 @@ def _expiring_groups(
     groups: Mapping[str, GroupState],
     expiry_ms: int,
     runs: Sequence[HeartbeatRun],
-    insides: Sequence[int | None],
     others: Iterable[ms.ChannelEvent | ConnectionPoll],
 ) -> set[str]:
     """The groups of which a channel may expire by the end of their last run: the batch's heartbeats of each
@@ -173,10 +166,10 @@ def _expiring_groups(
     expiring: set[str] = set()
     # channel -> (first, last) of each of its runs and single heartbeats in the batch
     spans: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
-    for run, inside in zip(runs, insides, strict=True):
+    for run in runs:
         event, times = run.event, run.times
         group, last = event.group, times[-1]
-        if inside is not None:
+        if len(times) > 1 and max(map(operator.sub, times[1:], times)) > expiry_ms:
             expiring.add(group)  # it expires inside the run, before the run (and the group's runs) end
         if last > ends.get(group, last - 1):
             ends[group] = last
@@ -195,8 +188,13 @@ def _expiring_groups(
             if view.poll is not None or group in expiring:
                 continue  # a polled view is never scanned
             for name, channel in view.channels.items():
-                found = spans.pop((group, broker, name), None)
-                if _first_expiry(expiry_ms, channel.last_update_ms, found or ()) <= end:
+                found, updated = spans.pop((group, broker, name), None), channel.last_update_ms
+                if found is not None and len(found) == 1:  # the usual: one run of a known channel
+                    first, last = found[0]
+                    expires = (updated if first - updated > expiry_ms else max(last, updated)) + expiry_ms + 1
+                else:
+                    expires = _first_expiry(expiry_ms, updated, found or ())
+                if expires <= end:
                     expiring.add(group)
                     break
     for (group, _, _), found in spans.items():
