@@ -206,6 +206,7 @@ def job_env(bootstrap: str, work: Path) -> dict[str, str]:
         "RRM__KAFKA__TOPICS__CONSUMER_CHANNEL": "bench.channels",
         "RRM__KAFKA__TOPICS__TOPIC_ROUTE": "bench.routes",
         "RRM__KAFKA__TOPICS__REPORTED_ASSIGNMENT": "bench.reports",
+        "RRM__KAFKA__TOPICS__CONSUME_PROGRESS": "bench.progress",
         "RRM__PATHS__DELTA_ROOT": str(work / "delta"),
         "RRM__PATHS__CHECKPOINT_ROOT": str(work / "ckpt"),
         "RRM__METRICS__ENABLED": "false",
@@ -344,7 +345,9 @@ def main() -> None:
     info = broker.start()
     try:
         create_topics(
-            info.bootstrap_servers, ["bench.sends", "bench.channels", "bench.routes", "bench.reports"], partitions=2
+            info.bootstrap_servers,
+            ["bench.sends", "bench.channels", "bench.routes", "bench.reports", "bench.progress"],
+            partitions=2,
         )
         n_sends = produce(info.bootstrap_servers, "bench.sends", sends(args.sends)) if "send-result" in chosen else 0
         n_beats = (

@@ -7,6 +7,7 @@ still apply it. Why the result is exact: ``docs/design/heartbeat-runs.md``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -53,9 +54,9 @@ def plan_runs(
     * Another steady run: its first heartbeat, held until its last (``ChannelEvent.held_until_ms``).
     * Any other run: every heartbeat.
 
-    Besides, each group's latest heartbeat of a steady run is applied: the scan before it reports, in time
-    order, what the scans before the skipped heartbeats would have (``membership.expire``), and prunes the
-    removals they would have pruned.
+    Besides, each group's latest heartbeat of a steady run is applied: before it the group's cuts and slides
+    reach that time in time order, as they would have at the skipped heartbeats, and it prunes the removals they
+    would have pruned.
     """
     if not runs:
         return []  # a batch of a fleet the job keeps up with: a heartbeat per channel, no runs
@@ -112,11 +113,12 @@ def steady_runs(
     * the first heartbeat is applied: the channel has no removal and no update later than it;
     * nothing else of the batch is about the channel, and every channel event of its broker view in the
       batch is a heartbeat with the same subscriptions, so the view's subscription table keeps its topics;
-      no poll of the view is in the batch (a poll replaces the view).
+      no poll of the view is in the batch (a poll replaces the view);
+    * no channel of the run's group expires before the group's last run ends (``_expiring_groups``).
 
-    The expiry scans the skipped heartbeats would have run come with the group's next event (at the latest
-    the run's last heartbeat) and report the same changes in the same order (``membership.expire``), and
-    routes read the subscriptions as of their own time, so skipping them changes nothing.
+    The skipped heartbeats' scans then find nothing, and the cuts and slides due at them are made, in time
+    order, before the group's next event (at the latest its last run's last heartbeat); routes and reports
+    read the subscriptions as of their own time, so skipping them changes nothing.
     """
     events_per_channel: dict[tuple[str, str, str], int] = {}
     view_subscriptions: dict[tuple[str, str], object] = {}
@@ -130,6 +132,7 @@ def steady_runs(
         if seen is not _MIXED_VIEW and seen != subscriptions:
             view_subscriptions[view] = _MIXED_VIEW
 
+    others = list(others)  # read twice
     for run in runs:
         note(run.event)
     for event in others:
@@ -137,13 +140,87 @@ def steady_runs(
             view_subscriptions[(event.group, event.broker)] = _MIXED_VIEW
         else:
             note(event)
-    return [_is_steady(groups, run, expiry_ms, events_per_channel, view_subscriptions) for run in runs]
+    expiring = _expiring_groups(groups, expiry_ms, runs, others)
+    return [
+        run.event.group not in expiring and _is_steady(groups, run, events_per_channel, view_subscriptions)
+        for run in runs
+    ]
+
+
+def _expiring_groups(
+    groups: Mapping[str, GroupState],
+    expiry_ms: int,
+    runs: Sequence[HeartbeatRun],
+    others: Iterable[ms.ChannelEvent | ConnectionPoll],
+) -> set[str]:
+    """The groups of which a channel may expire by the end of their last run: the batch's heartbeats of each
+    channel, after its last update the shard holds, leave a gap of more than the expiry.
+
+    Such a group's runs are applied heartbeat by heartbeat. The engine scans a group's channels lazily, at the
+    group's events (and before one only when a cut or slide is due), so which of its events exist decides how
+    an expiry is grouped with the other changes into cuts, and whether a report or a route meets it before or
+    after: a skipped heartbeat would show. Without an expiry the group's events only cut and slide in time order,
+    which any later event of the group does the same (``docs/design/heartbeat-runs.md``).
+    """
+    ends: dict[str, int] = {}
+    expiring: set[str] = set()
+    # channel -> (first, last) of each of its runs and single heartbeats in the batch
+    spans: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
+    for run in runs:
+        event, times = run.event, run.times
+        group, last = event.group, times[-1]
+        if len(times) > 1 and max(map(operator.sub, times[1:], times)) > expiry_ms:
+            expiring.add(group)  # it expires inside the run, before the run (and the group's runs) end
+        if last > ends.get(group, last - 1):
+            ends[group] = last
+        key = (group, event.broker, event.channel)
+        if (found := spans.get(key)) is None:
+            spans[key] = [(times[0], last)]
+        else:
+            found.append((times[0], last))
+    for other in others:
+        if isinstance(other, ms.ChannelEvent) and other.group in ends and other.kind == ChannelEventKind.HEARTBEAT:
+            t = other.event_time_ms
+            spans.setdefault((other.group, other.broker, other.channel), []).append((t, t))
+    for group, end in ends.items():
+        state = groups.get(group)
+        for broker, view in state.membership.views.items() if state is not None else ():
+            if view.poll is not None or group in expiring:
+                continue  # a polled view is never scanned
+            for name, channel in view.channels.items():
+                found, updated = spans.pop((group, broker, name), None), channel.last_update_ms
+                if found is not None and len(found) == 1:  # the usual: one run of a known channel
+                    first, last = found[0]
+                    expires = (updated if first - updated > expiry_ms else max(last, updated)) + expiry_ms + 1
+                else:
+                    expires = _first_expiry(expiry_ms, updated, found or ())
+                if expires <= end:
+                    expiring.add(group)
+                    break
+    for (group, _, _), found in spans.items():
+        if group not in expiring and _first_expiry(expiry_ms, None, found) <= ends[group]:
+            expiring.add(group)
+    return expiring
+
+
+def _first_expiry(expiry_ms: int, last_update_ms: int | None, spans: Sequence[tuple[int, int]]) -> int:
+    """When a channel last updated at ``last_update_ms`` (None: unknown) first expires, heartbeating at
+    ``spans`` (the first and last time of each run or single heartbeat; none more than the expiry apart
+    inside one)."""
+    if len(spans) == 1 and last_update_ms is None:
+        return spans[0][1] + expiry_ms + 1
+    last = last_update_ms
+    for first, end in sorted(spans) if len(spans) > 1 else spans:
+        if last is not None and first - last > expiry_ms:
+            return last + expiry_ms + 1
+        last = end if last is None else max(last, end)
+    assert last is not None  # a channel the shard holds, or one with heartbeats in the batch
+    return last + expiry_ms + 1
 
 
 def _is_steady(
     groups: Mapping[str, GroupState],
     run: HeartbeatRun,
-    expiry_ms: int,
     events_per_channel: Mapping[tuple[str, str, str], int],
     view_subscriptions: Mapping[tuple[str, str], object],
 ) -> bool:
@@ -151,8 +228,6 @@ def _is_steady(
     if len(times) < 2 or events_per_channel[(event.group, event.broker, event.channel)] != 1:
         return False
     if view_subscriptions[(event.group, event.broker)] is _MIXED_VIEW:
-        return False
-    if any(later - earlier > expiry_ms for earlier, later in zip(times, times[1:], strict=False)):
         return False
     state = groups.get(event.group)
     view = state.membership.views.get(event.broker) if state is not None else None
