@@ -16,6 +16,7 @@ from streaming.app.simulation.operations import Script, batches
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, ProgressSummary
 from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.job.consumer.events import parsed_event
 from streaming.job.delta.metric_rows import apply_consumer_metrics
 
 SCRAPE_MS = 15_000
@@ -45,7 +46,7 @@ def series_of(script: Script, selector: str, settings: EngineSettings | None = N
     steps = 0
     for events, watermark in batches(script.events(), script.until_ms, SCRAPE_MS):
         engine = ShardEngine.restore(snapshot, settings or EngineSettings())
-        outcomes = engine.apply(events, watermark)
+        outcomes = engine.apply([parsed_event(e["type"], e) for e in events], watermark)
         snapshot = json.loads(json.dumps(engine.snapshot()))
         apply_consumer_metrics(
             metrics, [o for o in outcomes if isinstance(o, GroupSummary | GroupGone | ProgressSummary)]

@@ -440,16 +440,16 @@ def test_a_report_taken_before_the_generation_plus_the_rebalance_delay_is_no_hol
     """The member's join-wave report lists queue 0 only: before the bound it is not counted (its computed share,
     both queues, is presumed held, as without a report); its report after the bound counts."""
     engine = ShardEngine.restore(None, EngineSettings())
-    engine.apply([route(T0, brokers=(("broker-a", 2),)), hb(T0 + 1, "ch1", "c1")], T0)
+    engine.apply(typed([route(T0, brokers=(("broker-a", 2),)), hb(T0 + 1, "ch1", "c1")]), T0)
     settle(engine)
-    engine.apply([report(COUNTED_MS - 1, "c1", [("broker-a", 0)])], T0)
-    rows = of(engine.apply([progress(COUNTED_MS + 5_000, [("T", 0, 5, 5), ("T", 1, 5, 1)])], T0), QueueProgress)
+    engine.apply(typed([report(COUNTED_MS - 1, "c1", [("broker-a", 0)])]), T0)
+    rows = of(engine.apply(typed([progress(COUNTED_MS + 5_000, [("T", 0, 5, 5), ("T", 1, 5, 1)])]), T0), QueueProgress)
     assert [(r.queue_id, r.sample.holder_ids(), r.holders_reported) for r in rows] == [
         (0, frozenset({"c1"}), False),
         (1, frozenset({"c1"}), False),
     ]
-    engine.apply([report(COUNTED_MS, "c1", [("broker-a", 0)])], T0)  # the same queues, now counted
-    rows = of(engine.apply([progress(COUNTED_MS + 35_000, [("T", 0, 5, 5), ("T", 1, 5, 1)])], T0), QueueProgress)
+    engine.apply(typed([report(COUNTED_MS, "c1", [("broker-a", 0)])]), T0)  # the same queues, now counted
+    rows = of(engine.apply(typed([progress(COUNTED_MS + 35_000, [("T", 0, 5, 5), ("T", 1, 5, 1)])]), T0), QueueProgress)
     assert [(r.queue_id, r.sample.holder_ids(), r.holders_reported) for r in rows] == [
         (0, frozenset({"c1"}), True),
         (1, frozenset(), True),
