@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from connectors import jvm_artifacts
-from connectors.processes import free_port, pid_alive, port_is_open, stop_process
+from connectors.processes import free_port, port_is_open
+from localenv.pid_record import PidRecord
 
 DEFAULT_HOME = jvm_artifacts.PROJECT_ROOT / ".run" / "kafka"
 _STATE_FILE = "broker.json"
@@ -224,17 +225,12 @@ class LocalKafkaBroker:
 
     # -- state on disk -------------------------------------------------------------------------
     @property
-    def _state_path(self) -> Path:
-        return self.home / _STATE_FILE
+    def _record(self) -> PidRecord[BrokerInfo]:
+        return PidRecord(self.home / _STATE_FILE, BrokerInfo, KafkaBrokerError, "Kafka broker")
 
     def info(self) -> BrokerInfo | None:
         """The running broker recorded under ``home``, or None (stale records are ignored)."""
-        try:
-            data = json.loads(self._state_path.read_text())
-            info = BrokerInfo(**data)
-        except (OSError, ValueError, TypeError):
-            return None
-        return info if pid_alive(info.pid) else None
+        return self._record.read()
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self, timeout_s: float = 90.0) -> BrokerInfo:
@@ -279,23 +275,11 @@ class LocalKafkaBroker:
             start_new_session=True,  # Ctrl-C in a terminal must not kill the broker before we stop it
         )
         info = BrokerInfo(process.pid, port, controller_port, str(self.home), self.secure)
-        self._state_path.write_text(json.dumps(info.__dict__))
-        try:
-            self._wait_ready(info, process, timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-        return info
+        return self._record.started(info, lambda: self._wait_ready(info, process, timeout_s))
 
     def stop(self, timeout_s: float = 30.0) -> bool:
         """Stop the broker by PID; True if one was running."""
-        info = self.info()
-        self._state_path.unlink(missing_ok=True)
-        if info is None:
-            return False
-        if stop_process(info.pid, timeout_s):
-            return True
-        raise KafkaBrokerError(f"Kafka broker pid {info.pid} did not exit after SIGKILL")
+        return self._record.stop(timeout_s)
 
     # -- helpers --------------------------------------------------------------------------------
     def _write_config(

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from connectors import jvm_artifacts
-from connectors.processes import free_port, pid_alive, port_is_open, stop_process
+from connectors.processes import free_port, port_is_open
+from localenv.pid_record import PidRecord
 
 BIN_DIR = jvm_artifacts.PROJECT_ROOT / ".cache" / "prometheus" / "usr" / "bin"
 PROMETHEUS = BIN_DIR / "prometheus"
@@ -79,15 +80,12 @@ class LocalPrometheus:
         self.binary = Path(binary)
 
     @property
-    def _state_path(self) -> Path:
-        return self.home / _STATE_FILE
+    def _record(self) -> PidRecord[PrometheusInfo]:
+        return PidRecord(self.home / _STATE_FILE, PrometheusInfo, PrometheusError, "Prometheus")
 
     def info(self) -> PrometheusInfo | None:
-        try:
-            info = PrometheusInfo(**json.loads(self._state_path.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-        return info if pid_alive(info.pid) else None
+        """The running server recorded under ``home``, or None (stale records are ignored)."""
+        return self._record.read()
 
     def config_text(self) -> str:
         lines = [
@@ -133,22 +131,11 @@ class LocalPrometheus:
             start_new_session=True,
         )
         info = PrometheusInfo(process.pid, port, str(self.home))
-        self._state_path.write_text(json.dumps(info.__dict__))
-        try:
-            self._wait_ready(info, process, timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-        return info
+        return self._record.started(info, lambda: self._wait_ready(info, process, timeout_s))
 
     def stop(self, timeout_s: float = 20.0) -> bool:
-        info = self.info()
-        self._state_path.unlink(missing_ok=True)
-        if info is None:
-            return False
-        if stop_process(info.pid, timeout_s):
-            return True
-        raise PrometheusError(f"Prometheus pid {info.pid} did not exit after SIGKILL")
+        """Stop the server by PID; True if one was running."""
+        return self._record.stop(timeout_s)
 
     def _wait_ready(self, info: PrometheusInfo, process: subprocess.Popen[bytes], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

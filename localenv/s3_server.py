@@ -13,19 +13,19 @@ import base64
 import email.utils
 import hashlib
 import hmac
-import json
 import secrets
 import subprocess
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
 from connectors import jvm_artifacts
-from connectors.processes import free_port, pid_alive, port_is_open, stop_process
+from connectors.processes import free_port, port_is_open
+from localenv.pid_record import PidRecord
 
 DEFAULT_HOME = jvm_artifacts.PROJECT_ROOT / ".run" / "s3"
 _STATE_FILE = "s3.json"
@@ -130,16 +130,12 @@ class LocalS3Server:
         self._heap = heap
 
     @property
-    def _state_path(self) -> Path:
-        return self.home / _STATE_FILE
+    def _record(self) -> PidRecord[S3ServerInfo]:
+        return PidRecord(self.home / _STATE_FILE, S3ServerInfo, S3ServerError, "S3 server", private=True)
 
     def info(self) -> S3ServerInfo | None:
         """The running server recorded under ``home``, or None (stale records are ignored)."""
-        try:
-            info = S3ServerInfo(**json.loads(self._state_path.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-        return info if pid_alive(info.pid) else None
+        return self._record.read()
 
     def start(self, timeout_s: float = 60.0) -> S3ServerInfo:
         """Start the server (or return the one already running under ``home``)."""
@@ -194,24 +190,11 @@ class LocalS3Server:
             start_new_session=True,
         )
         info = S3ServerInfo(process.pid, port, str(self.home), access_key, secret_key)
-        self._state_path.write_text(json.dumps(asdict(info)))
-        self._state_path.chmod(0o600)
-        try:
-            self._wait_ready(info, process, timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-        return info
+        return self._record.started(info, lambda: self._wait_ready(info, process, timeout_s))
 
     def stop(self, timeout_s: float = 20.0) -> bool:
         """Stop the server by PID; True if one was running."""
-        info = self.info()
-        self._state_path.unlink(missing_ok=True)
-        if info is None:
-            return False
-        if stop_process(info.pid, timeout_s):
-            return True
-        raise S3ServerError(f"S3 server pid {info.pid} did not exit after SIGKILL")
+        return self._record.stop(timeout_s)
 
     def _wait_ready(self, info: S3ServerInfo, process: subprocess.Popen[bytes], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
