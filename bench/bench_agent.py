@@ -30,6 +30,7 @@ from pathlib import Path
 from connectors.kafka_topics import create_topics
 from localenv import agent_artifacts
 from localenv.kafka_broker import LocalKafkaBroker
+from tests.support.process_cpu import process_cpu_seconds
 
 RESULTS = Path(__file__).parent / "results" / "agent.json"
 SMALL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true"]
@@ -91,9 +92,11 @@ def load() -> float:
 
 
 def process_cpu_s(pid: int) -> float:
-    """A process's CPU seconds so far (user + system, from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """A process's CPU seconds so far (user + system, from /proc); it must be running."""
+    seconds = process_cpu_seconds(pid)
+    if seconds is None:
+        raise RuntimeError(f"process {pid} is gone")
+    return seconds
 
 
 IDLE_SAMPLE_S = 10.0

@@ -41,6 +41,7 @@ from connectors.rocketmq_collector import CollectorProcess
 from localenv.kafka_broker import LocalKafkaBroker
 from localenv.rocketmq_cluster import LocalRocketMQCluster
 from streaming.config import load_config
+from tests.support.process_cpu import process_cpu_seconds
 
 RESULTS = Path(__file__).parent / "results" / "collector_progress.json"
 BENCH_SOURCES = jvm_artifacts.PROJECT_ROOT / "jvm" / "collector" / "src" / "bench" / "java"
@@ -63,15 +64,6 @@ def _instant(text: str) -> float:
     return datetime.fromisoformat(whole).replace(tzinfo=UTC).timestamp() + float("0." + (fraction or "0"))
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of a process from ``/proc``; None once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 class CpuSampler:
     """Every 50 ms, the CPU seconds of each watched process (by name); ``between`` interpolates a window."""
 
@@ -88,7 +80,7 @@ class CpuSampler:
     def _run(self) -> None:
         while not self.stopping.wait(0.05):
             for name, pid in list(self.pids.items()):
-                cpu = _cpu_seconds(pid)
+                cpu = process_cpu_seconds(pid)
                 if cpu is not None:
                     self.samples[name].append((time.time(), cpu))
 

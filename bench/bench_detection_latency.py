@@ -47,6 +47,7 @@ from connectors.kafka_topics import create_topics
 from connectors.processes import free_port
 from localenv.kafka_broker import LocalKafkaBroker
 from streaming.contract.events import DEFAULT_TOPICS
+from tests.support.process_cpu import tree_cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "latency.json"
@@ -146,18 +147,6 @@ class MetricsWatch(threading.Thread):
                         duration = values.get(("rmqmon_batch_duration_seconds", query))
                         if duration is not None:
                             self.batches.setdefault(query, {})[value] = duration
-
-
-def cpu_seconds(root_pid: int) -> float:
-    """User and system CPU of a process tree, waited-for children included."""
-    total = 0.0
-    for pid in process_tree(root_pid):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 def delta_first_seen(table: Path, matches) -> dict[int, int]:  # type: ignore[no-untyped-def]
@@ -374,7 +363,7 @@ def run_phase(
 ) -> tuple[list[Incident], dict]:
     """One phase: its silences set up first (a silent member counts from its expiry), then the incidents."""
     assert job.process is not None
-    began_s, cpu_before = time.time(), cpu_seconds(job.process.pid)
+    began_s, cpu_before = time.time(), tree_cpu_seconds(job.process.pid) or 0.0
     start_ms = now_ms() + EXPIRY_MS + HEARTBEAT_MS
     spacing_ms = int(args.spacing * 1000)
     incidents = plan_phase(phase, args.incidents, spacing_ms, start_ms, fleet, publisher, watch, free_groups)
@@ -389,7 +378,7 @@ def run_phase(
         watch.pending = [(incident, before) for incident, before in watch.pending if incident not in incidents]
     return incidents, {
         "wall_s": round(time.time() - began_s, 1),
-        "job_cpu_s": round(cpu_seconds(job.process.pid) - cpu_before, 1),
+        "job_cpu_s": round((tree_cpu_seconds(job.process.pid) or 0.0) - cpu_before, 1),
         "batches_s": batch_summary(watch, began_s, time.time()),
     }
 

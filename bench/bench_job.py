@@ -17,40 +17,15 @@ from pathlib import Path
 
 from bench.common import machine, measured_at, write_results
 from bench.job_workload import heartbeats, produce, sends
+from tests.support.process_cpu import tree_cpu_seconds
 
 RESULTS = Path(__file__).parent / "results" / "job.json"
-
-
-def _process_tree_cpu_s(root_pid: int) -> float:
-    """CPU seconds (user + system, including reaped children) of ``root_pid`` and all its descendants."""
-    import os
-
-    children: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # the process ended meanwhile
-        pid = int(entry)
-        stats[pid] = fields
-        children.setdefault(int(fields[1]), []).append(pid)
-    total, stack = 0, [root_pid]
-    while stack:
-        pid = stack.pop()
-        if pid in stats:
-            total += sum(int(v) for v in stats[pid][11:15])  # utime, stime, cutime, cstime
-        stack.extend(children.get(pid, ()))
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_clock(spark):  # type: ignore[no-untyped-def]
     """A function returning the Spark JVM's process-tree CPU seconds so far."""
     pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    return lambda: _process_tree_cpu_s(pid)
+    return lambda: tree_cpu_seconds(pid) or 0.0
 
 
 def timed(clock, run, *args):  # type: ignore[no-untyped-def]

@@ -47,6 +47,7 @@ from connectors.kafka_topics import create_topics
 from connectors.processes import free_port
 from localenv.kafka_broker import LocalKafkaBroker
 from streaming.contract.events import DEFAULT_TOPICS
+from tests.support.process_cpu import machine_busy_seconds, processes_cpu_seconds, tree_cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "sizing.json"
@@ -123,15 +124,7 @@ class Sampler(threading.Thread):
 
     def cpu_s(self) -> float:
         """User and system CPU seconds of the job's processes."""
-        total = 0.0
-        for pid, kind in self.roles().items():
-            if kind in ROLES:
-                try:
-                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                total += sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-        return total
+        return processes_cpu_seconds(pid for pid, kind in self.roles().items() if kind in ROLES)
 
     def memory(self) -> None:
         total: dict[str, int] = {}
@@ -172,24 +165,6 @@ def batch_interval(per_second: dict[str, float]) -> float:
     """The longest mean time between two micro-batches of one query over the window (s)."""
     rates = [v for k, v in per_second.items() if k.startswith("rmqmon_batches_total{") and v > 0]
     return max((1 / v for v in rates), default=0.0)
-
-
-def machine_busy_s() -> float:
-    """CPU seconds the whole machine has been busy (every state but idle and iowait), from ``/proc/stat``."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def tree_cpu_s(pid: int) -> float:
-    """User and system CPU seconds of a process tree's live processes."""
-    total = 0.0
-    for child in process_tree(pid):
-        try:
-            fields = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(v) for v in fields[11:13]) / os.sysconf("SC_CLK_TCK")
-    return total
 
 
 def slope(points: list[tuple[float, float]]) -> float:
@@ -314,7 +289,7 @@ def measure_point(
         print(f"{groups}x{sends}: fleet shown after {warm_up_s:.0f} s; measuring {window_s:.0f} s", flush=True)
         began = time.time()
         cpu_before, counters_before = sampler.cpu_s(), metric_values(url, PHASE_METRICS)
-        busy_before, ours_before = machine_busy_s(), tree_cpu_s(os.getpid())
+        busy_before, ours_before = machine_busy_seconds() or 0.0, tree_cpu_seconds(os.getpid()) or 0.0
         start_ms = now_ms() + int(lead_s * 1000)
         spacing_ms = int(args.spacing * 1000)
         chosen = plan_phase("sizing", incidents, spacing_ms, start_ms, fleet, publisher, watch, free_groups, kinds)
@@ -322,7 +297,8 @@ def measure_point(
         ended = time.time()
         cpu_s = sampler.cpu_s() - cpu_before
         # the machine's other work: busy cores beyond this bench's processes (the job, the broker, the fleet)
-        others = (machine_busy_s() - busy_before - (tree_cpu_s(os.getpid()) - ours_before)) / (ended - began)
+        busy = (machine_busy_seconds() or 0.0) - busy_before
+        others = (busy - ((tree_cpu_seconds(os.getpid()) or 0.0) - ours_before)) / (ended - began)
         counters_after, state = metric_values(url, PHASE_METRICS), metric_values(url, STATE_METRICS)
         with watch.lock:  # one not shown by now never was
             watch.pending = []

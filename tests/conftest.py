@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.process_cpu import tree_cpu_seconds
+from tests.support.process_cpu import machine_busy_seconds, tree_cpu_seconds
 
 TIER_BY_FOLDER = {
     "unit": None,
@@ -89,17 +89,6 @@ _seconds_by_file: defaultdict[str, float] = defaultdict(float)
 _cpu_by_file: defaultdict[str, float] = defaultdict(float)
 _session_started = time.monotonic()
 _tree_cpu_at_last_file_end = tree_cpu_seconds(os.getpid())
-
-
-def machine_busy_seconds() -> float | None:
-    """CPU seconds every core of the machine has spent busy since boot (Linux ``/proc/stat``), else None. The
-    suite is bound by its CPU seconds once both cores are busy: what grew shows here before it shows as time."""
-    try:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq = fields
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 _busy_at_start = machine_busy_seconds()

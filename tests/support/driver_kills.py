@@ -25,6 +25,7 @@ from typing import Any
 
 from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
 from streaming.job.runner import QUERY_NAMES
+from tests.support.process_cpu import processes_cpu_seconds
 
 BASE = 1_700_000_000_000
 ROOT = Path(__file__).parents[2]
@@ -260,7 +261,7 @@ def run_monitored(
         while True:
             now = time.monotonic()
             if now - last_cpu_sample >= 1.0:
-                cpu_s, last_cpu_sample = max(cpu_s, _tree_cpu_s(_process_tree(process.pid))), now
+                cpu_s, last_cpu_sample = max(cpu_s, processes_cpu_seconds(_process_tree(process.pid))), now
             if process.poll() is not None:
                 after = Progress.of(root)
                 if process.returncode != 0:
@@ -283,7 +284,7 @@ def run_monitored(
             if fire_at is not None and now >= fire_at:
                 at_kill = Progress.of(root)
                 pids = _process_tree(process.pid)
-                cpu_s = max(cpu_s, _tree_cpu_s(pids))
+                cpu_s = max(cpu_s, processes_cpu_seconds(pids))
                 orphans = kill_tree(process, pids)
                 return RunRecord(
                     asdict(point),
@@ -357,16 +358,6 @@ def _process_tree(pid: int) -> list[int]:
         tree.append(current)
         todo += children.get(current, [])
     return tree
-
-
-def _tree_cpu_s(pids: list[int]) -> float:
-    """User and system CPU seconds of these processes and of their children they have reaped."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        if (fields := _stat(pid)) is not None:
-            total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
-    return total / ticks
 
 
 def kill_tree(process: subprocess.Popen, pids: list[int]) -> list[int]:
