@@ -25,7 +25,7 @@ STATE_KINDS: tuple[tuple[str, int, Mapping[int, Migration]], ...] = (
 
 
 def state_versions() -> str:
-    """``shard 8 (reads 5 to 8), membership 2, ...``: each kind's version, and the oldest it migrates from."""
+    """``shard 9 (reads 5 to 9), membership 2, ...``: each kind's version, and the oldest it migrates from."""
     parts = []
     for kind, version, migrations in STATE_KINDS:
         oldest = oldest_readable(version, migrations)

@@ -379,3 +379,34 @@ def test_streaming_runs_and_watermark(spark, tmp_path):
     # The watermark of the second batch comes from the first: its latest event time (the run's) minus 1 minute.
     assert progress["eventTime"]["watermark"] == "2024-06-01T12:00:30.000Z"
     assert progress["eventTime"]["max"] == "2024-06-01T12:02:30.000Z"
+
+
+def test_polls_fold_by_their_fields_but_their_time(spark):
+    """With ``typed_json`` in the input (a poll's fields but its time, as ``shard_input`` gives them), a broker's
+    identical polls of a group fold like heartbeats, the first poll's raw value kept; other polls, a poll dead
+    letter and the heartbeats (``typed_json`` NULL) keep to their own keys."""
+    fields = '{"broker":"b1","group":"G1","connections":[{"channel":"c","client_id":"c1"}]}'
+    other = fields.replace("c1", "c2")
+
+    def poll(offset: int, time_ms: int, typed: str | None = fields, **extra: object) -> dict:
+        raw = json.dumps({"type": "consumer_connections", "event_time": time_ms, **json.loads(typed or "{}")})
+        row = other_row(offset, time_ms, event_type="consumer_connections", raw_value=raw, **extra)
+        return {**row, "typed_json": typed}
+
+    polls = [poll(50, T0 + 20_000), poll(51, T0 + 10_000), poll(52, T0 + 30_000), poll(53, T0 + 15_000, other)]
+    polls.append(poll(54, T0 + 40_000, typed=None, reason="missing_field", detail="group"))
+    heartbeats = [channel_event(60, T0 + 1000), channel_event(61, T0 + 2000)]
+    rows = [{**r, "typed_json": r.get("typed_json")} for r in polls + heartbeats]
+    stage = (SHARD_INPUT_DDL + ", typed_json STRING").replace("event_time TIMESTAMP", "event_time BIGINT")
+    stage = stage.replace("kafka_timestamp TIMESTAMP", "kafka_timestamp BIGINT")
+    columns = [*COLUMNS, "typed_json"]
+    frame = spark.createDataFrame([tuple(r[c] for c in columns) for r in rows], stage).coalesce(1)
+    frame = frame.select(*[F.timestamp_millis(c).alias(c) if c in TIMESTAMPS else c for c in columns])
+    got = {r["kafka_offset"]: r for r in comparable(compress(frame))}
+    assert sorted(got) == [51, 53, 54, 60]
+    run = got[51]
+    assert (run[RUN_TIMES], run[RUN_OFFSETS]) == ([T0 + 10_000, T0 + 20_000, T0 + 30_000], [51, 50, 52])
+    assert run["event_time"] == (T0 + 30_000) * 1000 and run["typed_json"] == fields
+    assert json.loads(run["raw_value"])["event_time"] == T0 + 10_000  # the first poll's, as it was
+    assert got[53][RUN_TIMES] is None and got[54][RUN_TIMES] is None  # another poll seen once; a dead letter
+    assert got[60][RUN_OFFSETS] == [60, 61]

@@ -1,14 +1,16 @@
 """A consumer shard's state as the previous state version wrote it, for the tests that upgrade a checkpoint.
 
-Version 8 added each group's ``reported_ms``, ``generation_ms``, ``observing`` and ``holder_rows`` and changed
-nothing else of the document: version 7's snapshot of the same input is the version-8 one without them
-(``tests/unit/test_state_migrations.py`` checks that against a snapshot version 7's own code wrote). ``consumer_state_as_previous`` makes the consumer
+Version 9 keeps each group's state and progress as its own JSON text, with the times each wakes, and changed
+nothing else of the document: version 8's snapshot of the same input is the version-9 one with those texts as
+objects and without the times (``tests/unit/test_state_migrations.py`` checks that against a snapshot version 8's
+own code wrote). ``consumer_state_as_previous`` makes the consumer
 queries a job starts keep that snapshot in their state store, so that the checkpoint holds what the previous
 release would have left; ``consumer_state`` reads a checkpoint's shards back through Spark's state data source.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -17,15 +19,17 @@ from unittest import mock
 
 from streaming.job.runtime import state_blob
 
-PREVIOUS_VERSION = 7
-_ADDED_IN_8 = ("reported_ms", "generation_ms", "observing", "holder_rows")
+PREVIOUS_VERSION = 8
+_ADDED_IN_9 = ("group_times", "progress_times")
 
 
 def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-8 shard snapshot as version 7 wrote it."""
+    """A version-9 shard snapshot as version 8 wrote it."""
     assert snapshot["schema_version"] == PREVIOUS_VERSION + 1, snapshot["schema_version"]
-    groups = {g: {k: v for k, v in s.items() if k not in _ADDED_IN_8} for g, s in snapshot["groups"].items()}
-    return {**snapshot, "schema_version": PREVIOUS_VERSION, "groups": groups}
+    kept = {k: v for k, v in snapshot.items() if k not in _ADDED_IN_9}
+    groups = {g: json.loads(text) for g, text in snapshot["groups"].items()}
+    progress = {g: json.loads(text) for g, text in snapshot["progress"].items()}
+    return {**kept, "schema_version": PREVIOUS_VERSION, "groups": groups, "progress": progress}
 
 
 class _PreviousVersionState:
@@ -44,7 +48,7 @@ class _PreviousVersionState:
 
 @contextmanager
 def consumer_state_as_previous() -> Iterator[None]:
-    """A block in which the consumer query a job starts stores each shard's state as version 7 wrote it: the job's
+    """A block in which the consumer query a job starts stores each shard's state as version 8 wrote it: the job's
     own state function, handed a state whose updates are ``shard_as_previous`` of the engine's snapshot (this
     module pickled by value, so the Python workers need not import the tests)."""
     from pyspark import cloudpickle

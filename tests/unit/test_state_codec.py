@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from streaming.domain.consumers import membership_snapshot
+from streaming.domain.consumers.encoded_states import encode_text
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.domain.faults import shard as fault_shard
@@ -262,6 +263,19 @@ FAULT_SHARD = {
 }
 
 
+# Version 9 keeps each group's state and progress as its JSON text, with the times each wakes: the same shard.
+SHARD_V9 = {
+    "schema_version": 9,
+    "routes": SHARD["routes"],
+    "groups": {g: encode_text(state) for g, state in SHARD["groups"].items()},
+    "group_times": {"G": [131400, 0]},  # its channel's expiry; 0: changes pending, every call's end cuts them
+    "retired": SHARD["retired"],
+    "lanes": SHARD["lanes"],
+    "progress": {g: encode_text(progress) for g, progress in SHARD["progress"].items()},
+    "progress_times": {"G": [440001]},
+}
+
+
 def same_document(got: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
     assert got == expected
     assert state_blob.encode(got) == state_blob.encode(expected)  # the stored bytes: key order included
@@ -272,7 +286,8 @@ def test_a_membership_snapshot_restores_and_snapshots_to_the_same_document():
 
 
 def test_a_shard_snapshot_restores_and_snapshots_to_the_same_document():
-    same_document(ShardEngine.restore(SHARD, EngineSettings()).snapshot(), SHARD)
+    same_document(ShardEngine.restore(SHARD_V9, EngineSettings()).snapshot(), SHARD_V9)
+    same_document(ShardEngine.restore(SHARD, EngineSettings()).snapshot(), SHARD_V9)  # version 8, migrated
 
 
 def test_a_fault_tracker_snapshot_restores_and_snapshots_to_the_same_document():
@@ -289,7 +304,7 @@ def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
 
 RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
-    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD, 8),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD_V9, 9),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
     ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]

@@ -84,6 +84,7 @@ from typing import Any
 
 from streaming.domain.consumers import membership as ms
 from streaming.domain.consumers.analysis import Analysis, allocation_mode, analyze_group, owners_by_topic, primary_view
+from streaming.domain.consumers.encoded_states import EncodedStates, encoded_payload
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.episodes import (
     BORN,
@@ -178,9 +179,11 @@ SNAPSHOT_KIND = "shard"
 # (``storm_changes``: the storm is judged from who changed, not from a count of rebalances)
 # 6: each group's changes not cut yet (``pending``: generations are cut by event time, not per batch); 7: the cut
 # of them made where a call ended (``provisional``) and each open episode's current row (``episode_rows``); 8: each
-# report's times (``reported_ms``), the latest generation's time, the observed grace's flag and the holders rows.
+# report's times (``reported_ms``), the latest generation's time, the observed grace's flag and the holders rows;
+# 9: each group's state and progress as its own JSON text, with the times it wakes (``group_times``,
+# ``progress_times``), so a batch decodes and encodes only the groups it touches (``encoded_states``).
 # Older versions are migrated on restore (``shard_migrations``).
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
@@ -323,33 +326,73 @@ class ShardEngine:
         if not snapshot:
             return cls(settings, {}, {})
         snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot, MIGRATIONS)
-        groups = {g: GroupState.from_json(d) for g, d in snapshot["groups"].items()}
+        # Each group's state is decoded when the call first reads it (``encoded_states``).
+        groups = EncodedStates.restored(snapshot["groups"], snapshot["group_times"], GroupState.from_json)
         lanes = {lane: int(t) for lane, t in snapshot["lanes"].items()}
-        progress = {g: GroupProgress.from_json(d) for g, d in snapshot["progress"].items()}
-        return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})), lanes, progress)
+        progress = EncodedStates.restored(snapshot["progress"], snapshot["progress_times"], GroupProgress.from_json)
+        return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})), lanes, progress)  # type: ignore[arg-type]
 
     def snapshot(self) -> dict[str, Any]:
+        groups, group_times = encoded_payload(self.groups, GroupState.to_json, self._group_times)
+        progress, progress_times = encoded_payload(self.progress, GroupProgress.to_json, self._progress_times)
         payload = {
             "routes": self.routes,
-            "groups": {g: s.to_json() for g, s in sorted(self.groups.items())},
+            "groups": groups,
+            "group_times": group_times,
             "retired": dict(sorted(self.retired.items())),
             "lanes": dict(sorted(self.lanes.items())),
-            "progress": {g: p.to_json() for g, p in sorted(self.progress.items())},
+            "progress": progress,
+            "progress_times": progress_times,
         }
         return wrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, payload)
+
+    def _group_times(self, state: GroupState) -> list[int | None]:
+        """What a snapshot notes with a group's text: ``[wake, quiet]``, its next wakeup (``next_wakeup_ms``'s term)
+        and the time before which the end of a call changes nothing of it (``_advance_all``): the earliest channel
+        expiry, staleness, slide or window pruning; 0 while it has pending changes (every call's end cuts them)."""
+        settings = self.settings
+        times = [ms.next_expiry_ms(state.membership, settings.expiry_ms), next_stale_ms(state.membership)]
+        times += [t + settings.storm_window_ms + 1 for t in state.rebalances_ms[:1]]
+        if state.storm_changes:
+            times.append(self.storms.next_expiry_ms(state.storm_changes))
+        if state.member_changes:
+            times.append(self.flapping.next_expiry_ms(state.member_changes))
+        if state.reported and state.converge_by_ms is not None:
+            times.append(state.converge_by_ms)
+        if state.pending:
+            times.append(self.cut_ms(state.pending))
+        known = [t for t in times if t is not None]
+        wake = min(known) if known else None
+        if state.pending is not None:
+            return [wake, 0]
+        # What ``_advance_group`` steps to at a call's end (a tombstone's end is no step), and the window pruning.
+        steps = [_channel_deadline_ms(state.membership, settings.expiry_ms), next_stale_ms(state.membership)]
+        steps += [self._next_due_ms(state), *(t + settings.storm_window_ms for t in state.rebalances_ms)]
+        quiet = [t for t in steps if t is not None]
+        return [wake, min(quiet) if quiet else None]
+
+    def _progress_times(self, progress: GroupProgress) -> list[int | None]:
+        """What a snapshot notes with a group's progress: ``[due]``, when it next expires (``_expire_progress``)."""
+        return [next_expiry_ms(progress, self.settings.progress)]
+
+    def _stored_times(self, states: Mapping[str, Any], group: str) -> Any:
+        """The times the snapshot noted with a group whose state the call has not read, else None."""
+        kept = states.encoded(group) if isinstance(states, EncodedStates) else None
+        return kept.times if kept is not None else None
 
     def is_empty(self) -> bool:
         return not self.groups and not self.routes and not self.retired and not self.progress
 
     def next_wakeup_ms(self) -> int | None:
-        times = [ms.next_expiry_ms(s.membership, self.settings.expiry_ms) for s in self.groups.values()]
-        times += [next_stale_ms(s.membership) for s in self.groups.values()]
-        times += [t + self.settings.storm_window_ms + 1 for s in self.groups.values() for t in s.rebalances_ms[:1]]
-        times += [self.storms.next_expiry_ms(s.storm_changes) for s in self.groups.values() if s.storm_changes]
-        times += [self.flapping.next_expiry_ms(s.member_changes) for s in self.groups.values() if s.member_changes]
-        times += [s.converge_by_ms for s in self.groups.values() if s.reported and s.converge_by_ms is not None]
-        times += [self.cut_ms(s.pending) for s in self.groups.values() if s.pending]
-        times += [next_expiry_ms(p, self.settings.progress) for p in self.progress.values()]
+        """The earliest time a group's expiry, staleness, slide, pending cut or progress falls due (a group the call
+        has not read: as its snapshot noted, ``_group_times``)."""
+        times: list[int | None] = []
+        for group in self.groups:
+            stored = self._stored_times(self.groups, group)
+            times.append((stored if stored is not None else self._group_times(self.groups[group]))[0])
+        for group in self.progress:
+            stored = self._stored_times(self.progress, group)
+            times.append((stored if stored is not None else self._progress_times(self.progress[group]))[0])
         known = [t for t in times if t is not None]
         return min(known) if known else None
 
@@ -432,8 +475,12 @@ class ShardEngine:
         whose window the clock has not passed stays pending (``docs/design/batch-invariance.md``)."""
         records: list[Outcome] = []
         scan_to = self.lane_clock_ms(watermark_ms)
+        until_ms = max(clock_ms, scan_to)
         for group in sorted(self.groups):
-            self._advance_group(group, max(clock_ms, scan_to), records, scan_to, watermark_ms)
+            stored = self._stored_times(self.groups, group)
+            if stored is not None and (stored[1] is None or stored[1] > until_ms):
+                continue  # not read in this call, and nothing of it falls due by then: it stays as stored
+            self._advance_group(group, until_ms, records, scan_to, watermark_ms)
             state = self.groups.get(group)
             if state is not None:
                 state.rebalances_ms = self.storms.prune(state.rebalances_ms, watermark_ms)
@@ -720,7 +767,8 @@ class ShardEngine:
         records: list[Outcome] = []
         settings = self.settings.progress
         for group in sorted(self.progress):
-            due = next_expiry_ms(self.progress[group], settings)
+            stored = self._stored_times(self.progress, group)
+            due = stored[0] if stored is not None else next_expiry_ms(self.progress[group], settings)
             if due is None or due > watermark_ms:
                 continue
             context = self._progress_context(group, watermark_ms, False)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from streaming.domain.consumers.encoded_states import encode_text
+
 
 def _groups(snapshot: Mapping[str, Any], added: Callable[[Mapping[str, Any]], dict[str, Any]]) -> dict[str, Any]:
     """The snapshot with ``added(group state)``'s keys added to each group's state."""
@@ -43,8 +45,22 @@ def v7_to_v8(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
+def v8_to_v9(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """9 keeps each group's state and progress as its own JSON text (``encoded_states``), with the times each
+    wakes (``group_times``, ``progress_times``). The texts are version 8's objects encoded as they are; version 8
+    noted no times: none (``{}``), so the first call decodes every group once and notes them."""
+    return {
+        **snapshot,
+        "groups": {g: encode_text(state) for g, state in snapshot["groups"].items()},
+        "group_times": {},
+        "progress": {g: encode_text(progress) for g, progress in snapshot["progress"].items()},
+        "progress_times": {},
+    }
+
+
 MIGRATIONS: Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
     5: v5_to_v6,
     6: v6_to_v7,
     7: v7_to_v8,
+    8: v8_to_v9,
 }

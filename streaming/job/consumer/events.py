@@ -125,6 +125,7 @@ def shard_events(
     restricts the input to those rows (indices; default all).
     """
     from streaming.domain.consumers.heartbeat_plan import HeartbeatRun
+    from streaming.domain.consumers.poll_runs import PollRun
 
     late: dict[str, int] = {}
     origins: dict[int, Origin] = {}
@@ -137,6 +138,8 @@ def shard_events(
     keyed: list[tuple[tuple[Any, ...], Any]] = []
     runs: list[HeartbeatRun] = []
     run_places: list[tuple[str, int, tuple[int, ...]]] = []  # per run: its Kafka topic, partition and offsets
+    poll_runs: list[PollRun] = []
+    poll_places: list[tuple[str, int, tuple[int, ...]]] = []
     others: list[ChannelEvent | ConnectionPoll] = []  # channel events and polls outside runs (``apply_runs``)
     for i in range(len(event_types)) if rows is None else rows:
         event_type = event_types[i]
@@ -154,6 +157,11 @@ def shard_events(
                     continue
             time_ms = occurrences[0]
         key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i], offsets[i])
+        if occurrences is not None and event_type == POLL_EVENT:  # a run of identical polls (``poll_runs``)
+            poll = _parsed_event(columns, i)._replace(event_time_ms=time_ms)
+            poll_runs.append(PollRun(poll, occurrences))
+            poll_places.append((topics[i], partitions[i], run_offsets))
+            continue  # a poll is never handed back (``IgnoredEvent``): it needs no origin
         if raw_values[i] is not None:
             event = _parsed_event(columns, i)
             origins[id(event)] = Origin(
@@ -170,7 +178,10 @@ def shard_events(
         else:
             runs.append(HeartbeatRun(channel_event, occurrences))
             run_places.append((topics[i], partitions[i], run_offsets))
-    keyed += _run_events(engine, runs, others, run_places)
+    polls_and_runs = [*others, *(run.event for run in poll_runs)]  # a poll run, too, replaces its view
+    context = [*others, *(run.event for run in runs)]
+    keyed += _run_events(engine, runs, polls_and_runs, run_places)
+    keyed += _poll_run_events(engine, poll_runs, context, poll_places)
     keyed.sort(key=operator.itemgetter(0))
     return ShardEvents([event for _, event in keyed], late, origins)
 
@@ -236,8 +247,12 @@ def parsed_event(event_type: str, fields: Mapping[str, Any]) -> EngineEvent:
 
 
 def _parsed_event(columns: Mapping[str, list[Any]], i: int) -> EngineEvent:
-    """Row ``i`` that kept its raw value (any but a typed channel event), from the JSON of its fields."""
-    return parsed_event(columns["event_type"][i], json.loads(columns["typed_json"][i]))
+    """Row ``i`` that kept its raw value (any but a typed channel event), from the JSON of its fields (a poll's
+    without its time, which ``shard_input`` leaves out so that identical polls fold: the row's time)."""
+    event_type, fields = columns["event_type"][i], json.loads(columns["typed_json"][i])
+    if event_type == POLL_EVENT:
+        fields["event_time"] = columns["event_time_ms"][i]
+    return parsed_event(event_type, fields)
 
 
 def _run_events(
@@ -256,3 +271,24 @@ def _run_events(
         )
         for index, event in plan
     ]
+
+
+def _poll_run_events(
+    engine: ShardEngine,
+    runs: list[Any],
+    others: list[Any],
+    places: list[tuple[str, int, tuple[int, ...]]],
+) -> list[tuple[tuple[Any, ...], Any]]:
+    """The polls of each poll run that still apply (``poll_runs.plan_polls``; ``others``: the batch's channel
+    events, heartbeat runs' included, and polls outside runs), each keyed at its own time and Kafka offset."""
+    from streaming.domain.consumers.poll_runs import plan_polls
+
+    rank = _SAME_TIME_RANK[POLL_EVENT]
+    keyed: list[tuple[tuple[Any, ...], Any]] = []
+    for run, kept, (topic, partition, run_offsets) in zip(
+        runs, plan_polls(engine.groups, runs, others), places, strict=True
+    ):
+        for index in kept:
+            poll = run.event if index == 0 else run.event._replace(event_time_ms=run.times[index])
+            keyed.append(((run.times[index], rank, topic, partition, run_offsets[index]), poll))
+    return keyed

@@ -7,8 +7,9 @@ replaces the typed heartbeats of a Spark partition -- ``reason`` and ``raw_value
 and partition; NULL equal to NULL): the key's first heartbeat in (``event_time_ms``, ``kafka_offset``) order,
 with ``event_time`` set to the key's latest event time (a watermark downstream sees the same maximum), and
 every heartbeat's time and offset in ``RUN``, packed (``unpack_run``) -- unless the key was seen once: then its
-row stays as it was. Every other row passes through unchanged. The output has the input's columns in their
-order, then ``RUN`` (NULL but for runs).
+row stays as it was. Polls fold the same way, keyed by their ``typed_json`` (their fields but their time, NULL for
+a heartbeat; ``docs/design/poll-runs.md``), the first poll's raw value kept. Every other row passes through
+unchanged. The output has the input's columns in their order, then ``RUN`` (NULL but for runs).
 """
 
 from __future__ import annotations

@@ -77,11 +77,14 @@ def shard_input(classified: DataFrame, shards: int) -> DataFrame:
     # Any other valid event reaches Python as JSON of the fields validation proved (``typed_json``), never as
     # its raw value: that is the dead letter's, should the engine refuse the event. A raw value may hold what
     # Spark's reader ignores and Python's would not (text after the object), or fields no step should read.
+    # A poll's JSON leaves its time out (the row's ``event_time_ms`` has it): a broker's unchanged polls of a group
+    # are then equal rows but for their time and offset, which ``heartbeat_runs`` folds (``poll_runs``).
     fields_json = F.lit(None).cast("string")
     for event_type in EVENT_TYPES:
         column = typed_column(event_type)
         if column in classified.columns:
-            fields_json = F.when(valid & (F.col("event_type") == event_type), F.to_json(column)).otherwise(fields_json)
+            fields = F.col(column).dropFields("event_time") if event_type == POLL_EVENT else F.col(column)
+            fields_json = F.when(valid & (F.col("event_type") == event_type), F.to_json(fields)).otherwise(fields_json)
     return classified.select(
         F.explode(shard).alias("shard"),
         F.when(valid, F.timestamp_millis(F.col("event_time_ms"))).alias("event_time"),

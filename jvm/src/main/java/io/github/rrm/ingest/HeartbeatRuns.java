@@ -27,9 +27,12 @@ import org.apache.spark.sql.types.StructType;
  *
  * <p>A row is a <em>typed heartbeat</em> when {@code reason} and {@code raw_value} are NULL, {@code event_type}
  * is {@code consumer_channel} and {@code c_kind} is {@code HEARTBEAT} (and, defensively, {@code event_time_ms}
- * and {@code kafka_offset} are set, as they always are for such a row). Typed heartbeats are grouped per
- * partition by {@link #KEY_COLUMNS}, NULL equal to NULL: everything a heartbeat says apart from its time, so the
- * heartbeats of a run are the same event repeated. Output ({@link #OUTPUT_EXTRA_DDL} after the input columns):
+ * and {@code kafka_offset} are set, as they always are for such a row). It is a <em>poll</em> when {@code reason}
+ * is NULL, {@code event_type} is {@code consumer_connections} and {@code typed_json} (the poll's fields but its
+ * time) is set, with the same two columns set. Typed heartbeats and polls are grouped per partition by
+ * {@link #KEY_COLUMNS} and, when the input has it, {@code typed_json}, NULL equal to NULL: everything a heartbeat
+ * or a poll says apart from its time, so the heartbeats or polls of a run are the same event repeated (a poll's
+ * run keeps its first poll's {@code raw_value}). Output ({@link #OUTPUT_EXTRA_DDL} after the input columns):
  *
  * <ul>
  *   <li>every other row unchanged, with a NULL {@code run}, emitted as it arrives;
@@ -72,7 +75,11 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
     "c_client_version", "c_allocate_strategy", "c_subscriptions", "kafka_topic", "kafka_partition",
   };
 
+  /** Set for a poll (its fields but its time), NULL for a typed heartbeat: part of the key when present. */
+  public static final String TYPED_JSON = "typed_json";
+
   private static final String CHANNEL_EVENT = "consumer_channel";
+  private static final String POLL_EVENT = "consumer_connections";
   private static final String HEARTBEAT = "HEARTBEAT";
 
   private final int width;
@@ -84,15 +91,22 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
   private final int eventTimeMs;
   private final int eventTime;
   private final int kafkaOffset;
+  /** The index of {@link #TYPED_JSON}, -1 when the input has none (then only heartbeats fold). */
+  private final int typedJson;
 
   private HeartbeatRuns(StructType input) {
     if (Arrays.asList(input.fieldNames()).contains(RUN)) {
       throw new IllegalArgumentException("the input already has a column " + RUN);
     }
     width = input.length();
-    key = new int[KEY_COLUMNS.length];
+    typedJson = Arrays.asList(input.fieldNames()).contains(TYPED_JSON)
+        ? index(input, TYPED_JSON, DataTypes.StringType) : -1;
+    key = new int[KEY_COLUMNS.length + (typedJson < 0 ? 0 : 1)];
     for (int k = 0; k < KEY_COLUMNS.length; k++) {
       key[k] = input.fieldIndex(KEY_COLUMNS[k]);
+    }
+    if (typedJson >= 0) {
+      key[KEY_COLUMNS.length] = typedJson;
     }
     reason = index(input, "reason", DataTypes.StringType);
     rawValue = index(input, "raw_value", DataTypes.StringType);
@@ -147,9 +161,15 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
     return values;
   }
 
-  private boolean isTypedHeartbeat(Row row) {
-    return row.isNullAt(reason) && row.isNullAt(rawValue) && CHANNEL_EVENT.equals(row.get(eventType))
-        && HEARTBEAT.equals(row.get(kind)) && !row.isNullAt(eventTimeMs) && !row.isNullAt(kafkaOffset);
+  private boolean isFoldable(Row row) {
+    if (!row.isNullAt(reason) || row.isNullAt(eventTimeMs) || row.isNullAt(kafkaOffset)) {
+      return false;
+    }
+    Object type = row.get(eventType);
+    if (CHANNEL_EVENT.equals(type)) {
+      return row.isNullAt(rawValue) && HEARTBEAT.equals(row.get(kind));
+    }
+    return typedJson >= 0 && POLL_EVENT.equals(type) && !row.isNullAt(typedJson);
   }
 
   /**
@@ -176,7 +196,7 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
       }
       while (pending == null && input.hasNext()) {
         Row row = input.next();
-        if (!isTypedHeartbeat(row)) {
+        if (!isFoldable(row)) {
           next = new GenericRow(widened(row));
           return true;
         }

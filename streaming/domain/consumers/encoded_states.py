@@ -1,0 +1,88 @@
+"""A shard's per-group states kept as their stored JSON text until a call reads them.
+
+``EncodedStates`` maps a group to its state (``GroupState``, ``GroupProgress``): restored from a snapshot, each
+value stays the text the snapshot held, with the times the snapshot noted for it, until it is read; a value read
+or written in the call is re-encoded at the next snapshot, the others keep their text. So a call decodes and
+encodes only the groups it touches. Why exact: ``docs/design/state-snapshots.md``, "Groups a batch does not touch".
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any, Generic, NamedTuple, TypeVar
+
+T = TypeVar("T")
+
+# One encoder for every group's text (``json.dumps`` with separators builds a new encoder per call).
+encode_text = json.JSONEncoder(separators=(",", ":")).encode
+
+
+class Encoded(NamedTuple):
+    """A group's state as the snapshot held it: its JSON text and the times noted with it (None: none noted)."""
+
+    text: str
+    times: Any
+
+
+class EncodedStates(MutableMapping[str, T], Generic[T]):
+    """Group -> state, decoding (``decode``, from the JSON object) a stored text at its first read."""
+
+    __slots__ = ("_items", "_decode")
+
+    def __init__(self, items: dict[str, Any], decode: Callable[[Any], T]) -> None:
+        self._items = items  # group -> a decoded state, or its ``Encoded`` text
+        self._decode = decode
+
+    @classmethod
+    def restored(
+        cls, texts: Mapping[str, str], times: Mapping[str, Any], decode: Callable[[Any], T]
+    ) -> EncodedStates[T]:
+        return cls({g: Encoded(text, times.get(g)) for g, text in texts.items()}, decode)
+
+    def encoded(self, group: str) -> Encoded | None:
+        """The group's stored text and times when the call has not read its state, else None."""
+        value = self._items.get(group)
+        return value if type(value) is Encoded else None
+
+    def __getitem__(self, group: str) -> T:
+        value = self._items[group]
+        if type(value) is Encoded:
+            value = self._items[group] = self._decode(json.loads(value.text))
+        return value  # type: ignore[no-any-return]
+
+    def get(self, group: str, default: Any = None) -> Any:
+        return self[group] if group in self._items else default
+
+    def __setitem__(self, group: str, value: T) -> None:
+        self._items[group] = value
+
+    def __delitem__(self, group: str) -> None:
+        del self._items[group]
+
+    def __contains__(self, group: object) -> bool:
+        return group in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def encoded_payload(
+    states: Mapping[str, T], to_json: Callable[[T], Any], times_of: Callable[[T], Any]
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The states as a snapshot keeps them, in group order: each group's JSON text, and the times noted with it
+    (``times_of``; a group whose state was not read keeps its text and times as restored)."""
+    texts: dict[str, str] = {}
+    times: dict[str, Any] = {}
+    held = states.encoded if isinstance(states, EncodedStates) else None
+    for group in sorted(states):
+        kept = held(group) if held is not None else None
+        if kept is not None and kept.times is not None:
+            texts[group], times[group] = kept.text, kept.times
+            continue
+        state = states[group]
+        texts[group], times[group] = encode_text(to_json(state)), times_of(state)
+    return texts, times
