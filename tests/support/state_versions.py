@@ -1,7 +1,8 @@
 """A consumer shard's state as the previous state version wrote it, for the tests that upgrade a checkpoint.
 
-Version 8 added each group's ``reported_ms``, ``generation_ms``, ``observing`` and ``holder_rows`` and changed
-nothing else of the document: version 7's snapshot of the same input is the version-8 one without them
+Version 8 added each group's ``reported_ms``, ``generation_ms``, ``observing`` and ``holder_rows`` and the
+``holders`` its provisional cut wrote, and changed nothing else of the document: version 7's snapshot of the same
+input is the version-8 one without them
 (``tests/unit/test_state_migrations.py`` checks that against a snapshot version 7's own code wrote). ``consumer_state_as_previous`` makes the consumer
 queries a job starts keep that snapshot in their state store, so that the checkpoint holds what the previous
 release would have left; ``consumer_state`` reads a checkpoint's shards back through Spark's state data source.
@@ -24,8 +25,16 @@ _ADDED_IN_8 = ("reported_ms", "generation_ms", "observing", "holder_rows")
 def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """A version-8 shard snapshot as version 7 wrote it."""
     assert snapshot["schema_version"] == PREVIOUS_VERSION + 1, snapshot["schema_version"]
-    groups = {g: {k: v for k, v in s.items() if k not in _ADDED_IN_8} for g, s in snapshot["groups"].items()}
+    groups = {g: _group_as_previous(s) for g, s in snapshot["groups"].items()}
     return {**snapshot, "schema_version": PREVIOUS_VERSION, "groups": groups}
+
+
+def _group_as_previous(state: Mapping[str, Any]) -> dict[str, Any]:
+    group = {k: v for k, v in state.items() if k not in _ADDED_IN_8}
+    cut = group.get("provisional")
+    if cut:
+        group["provisional"] = [cut[0], cut[1], {k: v for k, v in cut[2].items() if k != "holders"}]
+    return group
 
 
 class _PreviousVersionState:
