@@ -87,7 +87,8 @@ class TableModel:
         for row, gone in changes:
             k = tuple(row.get(c) for c in key)
             held = latest.get(k)
-            if held is None or (row.get("event_time_ms") or 0, gone) > (held[0].get("event_time_ms") or 0, held[1]):
+            # of the same time a deletion wins, else the one emitted last (the sink's ``_latest_per_key``)
+            if held is None or (row.get("event_time_ms") or 0, gone) >= (held[0].get("event_time_ms") or 0, held[1]):
                 latest[k] = row, gone
         current = self.current.setdefault(table, {})
         columns = set(column_names(table))

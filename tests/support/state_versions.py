@@ -3,7 +3,8 @@
 Version 9 keeps each group's state and progress as its own JSON text, with the times each wakes, and changed
 nothing else of the document: version 8's snapshot of the same input is the version-9 one with those texts as
 objects and without the times (``tests/unit/test_state_migrations.py`` checks that against a snapshot version 8's
-own code wrote). ``consumer_state_as_previous`` makes the consumer
+own code wrote), and the ``holders`` of a provisional cut's marks left out (version 8 wrote none; its code reads a
+mark without them). ``consumer_state_as_previous`` makes the consumer
 queries a job starts keep that snapshot in their state store, so that the checkpoint holds what the previous
 release would have left; ``consumer_state`` reads a checkpoint's shards back through Spark's state data source.
 """
@@ -27,9 +28,17 @@ def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """A version-9 shard snapshot as version 8 wrote it."""
     assert snapshot["schema_version"] == PREVIOUS_VERSION + 1, snapshot["schema_version"]
     kept = {k: v for k, v in snapshot.items() if k not in _ADDED_IN_9}
-    groups = {g: json.loads(text) for g, text in snapshot["groups"].items()}
+    groups = {g: _group_as_previous(json.loads(text)) for g, text in snapshot["groups"].items()}
     progress = {g: json.loads(text) for g, text in snapshot["progress"].items()}
     return {**kept, "schema_version": PREVIOUS_VERSION, "groups": groups, "progress": progress}
+
+
+def _group_as_previous(state: Mapping[str, Any]) -> dict[str, Any]:
+    group = dict(state)
+    cut = group.get("provisional")
+    if cut:
+        group["provisional"] = [cut[0], cut[1], {k: v for k, v in cut[2].items() if k != "holders"}]
+    return group
 
 
 class _PreviousVersionState:

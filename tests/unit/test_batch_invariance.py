@@ -12,7 +12,9 @@ group); the engine reads no processing-time clock, so there is none to vary. Why
 
 Inputs: the scripted operations of ``streaming.app.simulation.operations`` (rolling restart, crash loops, a membership
 that never settles, scaling, a flipping subscription table), the simulator's ``mixed`` scenario with its members'
-reports and consume progress, and the valid events of the job-scenarios test.
+reports and consume progress, the valid events of the job-scenarios test, a channel expiring 80 s before a join
+with calls ending at every event in between, and generated two-group fleets (heartbeats, silences, leaves, polls,
+reports, routes) cut anywhere.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import EpisodeRestored
 from streaming.domain.consumers.shard_engine import ShardEngine
 from tests.support.engine import TableModel, typed
-from tests.support.events import BASE, channel_event, hb, route
+from tests.support.events import BASE, channel_event, hb, report, route
 from tests.support.job_scenarios import progress_events, run1_events, run2_events
 
 START_MS = 1_700_000_000_000
@@ -186,3 +188,99 @@ def test_an_episode_a_cut_closed_where_a_call_ended_is_restored_when_the_amended
     assert (episode["opened_at_ms"], episode["event_time_ms"]) == (BASE, BASE)  # as before the cut that closed it
     closes = [r for r in model.tables()[Table.ANOMALY_EPISODES] if '"CLOSED"' in r and "DUPLICATE_CLIENT_ID" in r]
     assert not closes
+
+
+def _expiry_then_join() -> list[dict[str, Any]]:
+    """Group G (one lane): c1 falls silent after 0 s and expires at 120.001 s, c3 joins at 200 s, nothing of G
+    between; group H (the other lane) heartbeats every 10 s, so calls can end anywhere in between."""
+    events = [route(0), hb(0, "ch1", "c1"), hb(0, "ch2", "c2"), hb(90_000, "ch2", "c2")]
+    events += [hb(200_000, "ch3", "c3"), hb(200_000, "ch2", "c2")]
+    events += [hb(t, "hh", "h1", group="H") for t in range(0, 240_001, 10_000)]
+    return ordered(events)
+
+
+@pytest.mark.parametrize("delay_ms", [0, 60_000])
+def test_an_expiry_is_cut_at_its_own_time_wherever_a_call_ends(delay_ms):
+    """The expiry and the join 80 s later are two generations whether or not a call ends between them: the expiry
+    is judged at its own time before the group's next event, not folded into that event's cut. Every single
+    boundary, and one event a call; with a watermark delay the end of a call may not reach the expiry at all."""
+    events = _expiry_then_join()
+    whole = run(events, [], EngineSettings(), delay_ms)
+    generations = sorted(
+        (s["generation"], s["event_time_ms"] - BASE, s["cid_all"])
+        for s in map(json.loads, whole[Table.GROUP_SNAPSHOTS])
+        if s["group"] == "G"
+    )
+    assert generations == [(1, 0, ["c1", "c2"]), (2, 120_001, ["c2"]), (3, 200_000, ["c2", "c3"])]
+    for cut in range(1, len(events)):
+        assert run(events, [cut], EngineSettings(), delay_ms) == whole, cut
+    assert run(events, list(range(1, len(events))), EngineSettings(), delay_ms) == whole
+
+
+def _poll(t: int, clients: Sequence[int], group: str) -> dict[str, Any]:
+    subscriptions = [{"topic": "T", "expression": "*", "sub_version": 1}]
+    connections = [
+        {
+            "channel": f"10.0.1.{c}:1",
+            "client_id": f"{group}-p{c}",
+            "language": "JAVA",
+            "client_version": "479",
+            "allocate_strategy": "AVG",
+            "subscriptions": subscriptions,
+        }
+        for c in clients
+    ]
+    return {
+        "type": "consumer_connections",
+        "schema_version": 1,
+        "event_time": BASE + t,
+        "broker": "broker-b",
+        "group": group,
+        "stale_after_ms": 30_000,
+        "collector": "collect-1",
+        "message_model": "CLUSTERING",
+        "consume_type": "CONSUME_PASSIVELY",
+        "subscriptions": subscriptions,
+        "connections": connections,
+    }
+
+
+_fleet_event = st.one_of(
+    st.tuples(st.just("hb"), st.sampled_from("GH"), st.integers(0, 2)),
+    st.tuples(st.just("leave"), st.sampled_from("GH"), st.integers(0, 2)),
+    st.tuples(st.just("poll"), st.sampled_from("GH"), st.sets(st.integers(0, 1))),
+    st.tuples(st.just("report"), st.sampled_from("GH"), st.integers(0, 2)),
+    st.tuples(st.just("route"), st.just(""), st.integers(1, 4)),
+)
+
+
+def _fleet(steps: Sequence[tuple[tuple[Any, ...], int]]) -> list[dict[str, Any]]:
+    out = [route(0)]
+    for i, ((kind, group, what), seconds) in enumerate(steps):
+        t = seconds * 5_000
+        if kind == "hb":
+            out.append(hb(t, f"ch{what}", f"{group}-c{what}", group=group))
+        elif kind == "leave":
+            out.append(channel_event("UNREGISTER", t, f"ch{what}", f"{group}-c{what}", group=group))
+        elif kind == "poll":
+            out.append(_poll(t + i, sorted(what), group))  # two polls of a view in one millisecond: no such
+        elif kind == "report":
+            out.append(report(t, f"{group}-c{what}", [("broker-a", what)], group=group))
+        else:
+            out.append(route(t, brokers=(("broker-a", what), ("broker-b", 4))))
+    return ordered(out)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(
+    st.lists(st.tuples(_fleet_event, st.integers(0, 160)), min_size=1, max_size=40),
+    st.lists(st.integers(1, 1_000), max_size=4),
+    st.sampled_from([0, 60_000]),
+)
+def test_two_groups_interleaved_have_the_same_history_wherever_calls_end(steps, cuts, delay_ms):
+    """Two groups on two lanes, their heartbeats (silences past the expiry among them), leaves, polls of a third
+    broker (views turning stale), reports and routes interleaved over ten minutes: the tables are the same in one
+    call as cut into calls anywhere."""
+    events = _fleet(steps)
+    whole = run(events, [], EngineSettings(), delay_ms)
+    assert run(events, [c % len(events) for c in cuts], EngineSettings(), delay_ms) == whole

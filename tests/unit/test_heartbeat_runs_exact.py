@@ -195,8 +195,8 @@ def run_shard(batches, fold):
     return trace
 
 
-# A run held across another channel's expiry at the time of a report: the report's lazy scan, whose place the
-# skipped heartbeats decide, put the expiry into the report's cut.
+# A run held across another channel's expiry at the time of a report: an expiry found only by a scan at one of
+# the group's events joined the cut of whichever event found it, and the skipped heartbeats decided which.
 EXPIRY_AT_A_REPORT = [
     *[(("route", "T", 1), 0, 0, "keyed")] * 7,
     (("beats", "G1", "b1", 1, 0, "", 1, 10_000), -25_885, 40_000, "keyed"),
@@ -260,8 +260,8 @@ CASES = {  # name: (batches, whether a run is held)
         ],
         False,
     ),
-    # A group whose channel expires before its runs end: the engine scans a group lazily, at its events, so which
-    # of them exist decides how an expiry is cut with other changes; the group's runs go heartbeat by heartbeat.
+    # A group whose channel expires before its runs end: the engine judges an expiry at its own time before the
+    # group's next event, so which of its events exist decides nothing and the runs are held.
     # A channel on the other broker subscribing U expires inside a run, a route of U follows.
     "route after an expiry inside a run": (
         [
@@ -271,17 +271,17 @@ CASES = {  # name: (batches, whether a run is held)
                 (("route", "U", 2), 250_000, 0, "keyed"),
             ],
         ],
-        False,
+        True,
     ),
     # Two channels expire inside a run, the one on the later broker first.
     "two expiries inside a run": (
         [
             [beats("G1", "b2", 1, 0), beats("G1", "b1", 2, 20_000), beats("G1", "b1", 0, 100_000, count=11)],
         ],
-        False,
+        True,
     ),
-    # Two expiries a minute apart inside a known channel's run (nothing else pending): each skipped heartbeat's
-    # scan cuts the first alone; the run's last heartbeat alone would find both and cut them together.
+    # Two expiries a minute apart inside a known channel's run (nothing else pending): cut apart, as each skipped
+    # heartbeat's scan would cut them.
     "two expiries apart inside a refreshing run": (
         [
             [beats("G1", "b2", 1, 0), beats("G1", "b2", 2, 60_000), beats("G1", "b1", 0, 90_000)],
@@ -291,10 +291,10 @@ CASES = {  # name: (batches, whether a run is held)
                 (*beats("G1", "b2", 0, 97_000)[:3], "raw json"),
             ],
         ],
-        False,
+        True,
     ),
-    # An expiry inside a held run, then a join of another channel: a skipped heartbeat's scan cuts the expiry
-    # before the join; without it the join's own scan finds the expiry and cuts both together.
+    # An expiry inside a held run, then a join of another channel: the expiry is cut before the join, as a
+    # skipped heartbeat's scan would cut it.
     "a join after an expiry inside a run": (
         [
             [beats("G1", "b1", 0, 0)],
@@ -305,7 +305,7 @@ CASES = {  # name: (batches, whether a run is held)
                 beats("G1", "b2", 2, 200_000),
             ],
         ],
-        False,
+        True,
     ),
     # A known channel's run that does not only refresh it: a new client id on the channel (a join), a higher
     # sub_version (the table changes). Held, not taken as refreshes.
@@ -329,9 +329,9 @@ CASES = {  # name: (batches, whether a run is held)
             [beats("G1", "b2", 1, 0), beats("G1", "b1", 0, 0), beats("G1", "b1", 2, 0)],
             [beats("G1", "b1", 0, 10_000, count=4), beats("G1", "b1", 2, 10_000, count=7)],
         ],
-        False,
+        True,
     ),
-    # The same runs without the expiring channel: held, and the group's scan reaches the later end.
+    # The same runs without the expiring channel: the group's scan reaches the later end.
     "runs ending apart": (
         [
             [beats("G1", "b1", 0, 0), beats("G1", "b1", 2, 0)],

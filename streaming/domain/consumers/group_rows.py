@@ -32,12 +32,13 @@ from streaming.domain.vocabulary import AnomalyKind, Trigger
 
 
 def without_superseded_views(outcomes: list[Outcome]) -> list[Outcome]:
-    """The outcomes without the ``BrokerViewState`` of groups gone by the end of the call: their
-    ``BrokerViewGone`` (at the time of the poll that emptied the group, like that poll's state) is what holds."""
-    gone = {o.group for o in outcomes if type(o) is BrokerViewGone}
+    """The outcomes without the ``BrokerViewState`` of groups gone after it in the call: their ``BrokerViewGone``
+    (at the time of the poll that emptied the group, like that poll's state) is what holds. A state after the
+    group's last going (the group came back) is kept: one call holds the same as the calls it could be cut into."""
+    gone = {o.group: i for i, o in enumerate(outcomes) if type(o) is BrokerViewGone}
     if not gone:
         return outcomes
-    return [o for o in outcomes if not (type(o) is BrokerViewState and o.view.group in gone)]
+    return [o for i, o in enumerate(outcomes) if not (type(o) is BrokerViewState and i < gone.get(o.view.group, -1))]
 
 
 def stale_outcomes(status: ViewStatus) -> list[Outcome]:

@@ -76,7 +76,8 @@ class GroupState:
     # (``ShardEngine.cut_ms``: cut once the event-time clock is the coalescing window past the last of them).
     pending: list[Any] | None = None
     # The cut of ``pending`` made where the last call ended, already emitted: [its time, digest of its outcomes,
-    # what it touched: {"assign": [[topic, client]], "episodes": [id], "views": [broker]}] (``ShardEngine._cut``).
+    # what it touched: {"assign": [[topic, client]], "episodes": [id], "views": [broker], "holders": [[topic, queue]]}]
+    # (``ShardEngine._cut``; "holders" absent from marks written before it).
     provisional: list[Any] | None = None
     # Each open episode's current row: [time of its last transition, generation then] (to restore it).
     episode_rows: dict[str, list[int]] = field(default_factory=dict)
@@ -86,7 +87,7 @@ class GroupState:
     generation_ms: int | None = None  # when the latest generation was cut (None: none yet, or not recorded)
     observing: bool = False  # the last analysis saw an observed candidate short of the grace: reports re-analyse
     holder_rows: dict[str, list[str]] = field(default_factory=dict)  # topic -> queue keys of its holders rows
-    # Not persisted: a lower bound of every expiry deadline in ``membership`` (None: unknown, scan).
+    # Not persisted: a lower bound of every expiry and staleness deadline in ``membership`` (None: unknown, scan).
     expiry_bound_ms: int | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:

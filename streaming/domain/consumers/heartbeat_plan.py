@@ -113,12 +113,12 @@ def steady_runs(
     * the first heartbeat is applied: the channel has no removal and no update later than it;
     * nothing else of the batch is about the channel, and every channel event of its broker view in the
       batch is a heartbeat with the same subscriptions, so the view's subscription table keeps its topics;
-      no poll of the view is in the batch (a poll replaces the view);
-    * no channel of the run's group expires before the group's last run ends (``_expiring_groups``).
+      no poll of the view is in the batch (a poll replaces the view).
 
-    The skipped heartbeats' scans then find nothing, and the cuts and slides due at them are made, in time
-    order, before the group's next event (at the latest its last run's last heartbeat); routes and reports
-    read the subscriptions as of their own time, so skipping them changes nothing.
+    The skipped heartbeats' scans then find nothing of their own channel, and whatever else of the group is
+    due at them (another channel's expiry, a cut, a slide) is judged at its own time, in time order, before the
+    group's next event (at the latest its last run's last heartbeat), as at the skipped ones; routes and
+    reports read the subscriptions as of their own time, so skipping them changes nothing.
     """
     events_per_channel: dict[tuple[str, str, str], int] = {}
     view_subscriptions: dict[tuple[str, str], object] = {}
@@ -140,86 +140,12 @@ def steady_runs(
             view_subscriptions[(event.group, event.broker)] = _MIXED_VIEW
         else:
             note(event)
-    expiring = _expiring_groups(groups, expiry_ms, runs, others)
-    return [
-        run.event.group not in expiring and _is_steady(groups, run, events_per_channel, view_subscriptions)
-        for run in runs
-    ]
-
-
-def _expiring_groups(
-    groups: Mapping[str, GroupState],
-    expiry_ms: int,
-    runs: Sequence[HeartbeatRun],
-    others: Iterable[ms.ChannelEvent | ConnectionPoll],
-) -> set[str]:
-    """The groups of which a channel may expire by the end of their last run: the batch's heartbeats of each
-    channel, after its last update the shard holds, leave a gap of more than the expiry.
-
-    Such a group's runs are applied heartbeat by heartbeat. The engine scans a group's channels lazily, at the
-    group's events (and before one only when a cut or slide is due), so which of its events exist decides how
-    an expiry is grouped with the other changes into cuts, and whether a report or a route meets it before or
-    after: a skipped heartbeat would show. Without an expiry the group's events only cut and slide in time order,
-    which any later event of the group does the same (``docs/design/heartbeat-runs.md``).
-    """
-    ends: dict[str, int] = {}
-    expiring: set[str] = set()
-    # channel -> (first, last) of each of its runs and single heartbeats in the batch
-    spans: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
-    for run in runs:
-        event, times = run.event, run.times
-        group, last = event.group, times[-1]
-        if len(times) > 1 and max(map(operator.sub, times[1:], times)) > expiry_ms:
-            expiring.add(group)  # it expires inside the run, before the run (and the group's runs) end
-        if last > ends.get(group, last - 1):
-            ends[group] = last
-        key = (group, event.broker, event.channel)
-        if (found := spans.get(key)) is None:
-            spans[key] = [(times[0], last)]
-        else:
-            found.append((times[0], last))
-    for other in others:
-        if isinstance(other, ms.ChannelEvent) and other.group in ends and other.kind == ChannelEventKind.HEARTBEAT:
-            t = other.event_time_ms
-            spans.setdefault((other.group, other.broker, other.channel), []).append((t, t))
-    for group, end in ends.items():
-        state = groups.get(group)
-        for broker, view in state.membership.views.items() if state is not None else ():
-            if view.poll is not None or group in expiring:
-                continue  # a polled view is never scanned
-            for name, channel in view.channels.items():
-                found, updated = spans.pop((group, broker, name), None), channel.last_update_ms
-                if found is not None and len(found) == 1:  # the usual: one run of a known channel
-                    first, last = found[0]
-                    expires = (updated if first - updated > expiry_ms else max(last, updated)) + expiry_ms + 1
-                else:
-                    expires = _first_expiry(expiry_ms, updated, found or ())
-                if expires <= end:
-                    expiring.add(group)
-                    break
-    for (group, _, _), found in spans.items():
-        if group not in expiring and _first_expiry(expiry_ms, None, found) <= ends[group]:
-            expiring.add(group)
-    return expiring
-
-
-def _first_expiry(expiry_ms: int, last_update_ms: int | None, spans: Sequence[tuple[int, int]]) -> int:
-    """When a channel last updated at ``last_update_ms`` (None: unknown) first expires, heartbeating at
-    ``spans`` (the first and last time of each run or single heartbeat; none more than the expiry apart
-    inside one)."""
-    if len(spans) == 1 and last_update_ms is None:
-        return spans[0][1] + expiry_ms + 1
-    last = last_update_ms
-    for first, end in sorted(spans) if len(spans) > 1 else spans:
-        if last is not None and first - last > expiry_ms:
-            return last + expiry_ms + 1
-        last = end if last is None else max(last, end)
-    assert last is not None  # a channel the shard holds, or one with heartbeats in the batch
-    return last + expiry_ms + 1
+    return [_is_steady(groups, expiry_ms, run, events_per_channel, view_subscriptions) for run in runs]
 
 
 def _is_steady(
     groups: Mapping[str, GroupState],
+    expiry_ms: int,
     run: HeartbeatRun,
     events_per_channel: Mapping[tuple[str, str, str], int],
     view_subscriptions: Mapping[tuple[str, str], object],
@@ -227,6 +153,8 @@ def _is_steady(
     event, times = run.event, run.times
     if len(times) < 2 or events_per_channel[(event.group, event.broker, event.channel)] != 1:
         return False
+    if max(map(operator.sub, times[1:], times)) > expiry_ms:
+        return False  # the channel expires inside the run: the heartbeat after the gap joins it again
     if view_subscriptions[(event.group, event.broker)] is _MIXED_VIEW:
         return False
     state = groups.get(event.group)

@@ -230,14 +230,34 @@ def _channel_deadline_ms(membership: ms.GroupMembership, expiry_ms: int) -> int 
     return min(times) if times else None
 
 
+def _deadline_bound_ms(membership: ms.GroupMembership, expiry_ms: int) -> int | None:
+    """The earliest time at which a scan changes ``membership``: a channel or a tombstone expires, or a polled view
+    turns stale (``GroupState.expiry_bound_ms``)."""
+    times = [t for t in (ms.next_expiry_ms(membership, expiry_ms), next_stale_ms(membership)) if t is not None]
+    return min(times) if times else None
+
+
 def _touched(records: Sequence[Outcome]) -> dict[str, list[Any]]:
-    """The current-table rows a cut's outcomes write (their keys): shares, open episodes, polled views."""
+    """The current-table rows a cut's outcomes write (their keys): shares, open episodes, polled views, holders rows."""
     assign = sorted(
         {(o.topic, o.client_id) for o in records if type(o) is ExpectedAssignment or type(o) is AssignmentWithdrawn}
     )
     episodes = sorted({o.transition.episode.episode_id for o in records if type(o) is EpisodeTransition})
     views = sorted({o.broker for o in records if type(o) is BrokerViewGone})
-    return {"assign": [list(k) for k in assign], "episodes": episodes, "views": views}
+    holders = sorted(
+        {
+            (o.observation.topic, queue_key(q.queue))
+            for o in records
+            if type(o) is QueueHolders
+            for q in o.observation.queues
+        }
+    )
+    return {
+        "assign": [list(k) for k in assign],
+        "episodes": episodes,
+        "views": views,
+        "holders": [list(k) for k in holders],
+    }
 
 
 def _unjudged(
@@ -499,14 +519,21 @@ class ShardEngine:
         """Everything of ``group`` due before ``until_ms``, in event-time order: channels expiring (up to
         ``scan_to_ms``), polled views turning stale (up to ``stale_to_ms``), storm and flapping windows sliding,
         the convergence grace ending, and the pending change cut once ``coalesce_ms`` past its first change.
-        Both bounds default to ``until_ms`` (an event of the group, or a route it reads, at that time). A cut
+        Both bounds default to ``until_ms`` (an event of the group, or a route, at that time). A cut
         whose window holds an expiry or a staleness not judged yet waits: the cut must see all of its window."""
         if scan_to_ms is None and (state := self.groups.get(group)) is not None:
-            # Before an event: nothing to do unless a cut or a slide is due (the event's own application scans
-            # the group's channels), the common case, checked without a pass over the channels.
+            # Before an event: nothing to do unless a cut, a slide, a channel's expiry or a view's staleness is
+            # due by then, the common case, checked without a pass over the channels (``expiry_bound_ms``). An
+            # expiry is judged here at its own time, not left to the event's own scan: found there, it would join
+            # the event's cut, and whether it did would depend on where the previous call ended.
             due_ms = self._next_due_ms(state)
-            if (state.pending is None or self.cut_ms(state.pending) > until_ms) and (
-                due_ms is None or due_ms > until_ms
+            bound = state.expiry_bound_ms
+            if bound is None:
+                bound = state.expiry_bound_ms = _deadline_bound_ms(state.membership, self.settings.expiry_ms)
+            if (
+                (state.pending is None or self.cut_ms(state.pending) > until_ms)
+                and (due_ms is None or due_ms > until_ms)
+                and (bound is None or bound > until_ms)
             ):
                 return
         scan_to_ms = until_ms if scan_to_ms is None else scan_to_ms
@@ -569,6 +596,7 @@ class ShardEngine:
 
     def _mark_stale(self, group: str, state: GroupState, time_ms: int, records: list[Outcome]) -> None:
         state.membership, statuses = mark_stale(state.membership, time_ms)
+        state.expiry_bound_ms = None
         records += [outcome for s in statuses for outcome in stale_outcomes(s)]
         for stale in statuses:
             self._mark(group, stale.event_time_ms, Trigger.VIEW_STALE)
@@ -626,7 +654,7 @@ class ShardEngine:
         bound = state.expiry_bound_ms
         if bound is None or now_ms >= bound:
             membership, expired = ms.expire(state.membership, now_ms, expiry_ms)
-            bound = ms.next_expiry_ms(membership, expiry_ms)
+            bound = _deadline_bound_ms(membership, expiry_ms)
         else:
             membership, expired = state.membership, []
         membership, changes = ms.apply_event(membership, event, expiry_ms)
@@ -682,12 +710,14 @@ class ShardEngine:
         if current is not None and current["queues"] == queues:
             self.routes[topic] = {"event_time_ms": time_ms, "queues": queues}
             return
+        # What came before the route is cut without it: every group's, as a cut due before the route reads the
+        # topic when a channel subscribed it then, though that channel may be silent by the route's time.
+        for group in sorted(self.groups):
+            self._advance_group(group, time_ms, records)
         expiry_ms = self.settings.expiry_ms
         readers = [
             g for g, s in sorted(self.groups.items()) if topic in subscribed_topics(s.membership, time_ms, expiry_ms)
         ]
-        for group in readers:
-            self._advance_group(group, time_ms, records)  # what came before the route is cut without it
         self.routes[topic] = {"event_time_ms": time_ms, "queues": queues}
         for group in readers:
             if (state := self.groups.get(group)) is not None:
@@ -870,7 +900,8 @@ class ShardEngine:
         """The end of a call: the group's pending changes cut as they are, its outcomes emitted now, and the state
         kept as before the cut (``pending`` with it) so that a change of the same window in a later call amends
         the cut (``docs/design/batch-invariance.md``)."""
-        saved, retired = state.to_json(), self.retired.get(group)
+        # A copy, not the state's own lists and dicts: the cut changes some of them in place (``episode_rows``).
+        saved, retired = json.loads(json.dumps(state.to_json())), self.retired.get(group)
         records, mark = self._cut(group, state, provisional=True)
         kept = GroupState.from_json(saved)
         kept.provisional = mark
@@ -899,7 +930,9 @@ class ShardEngine:
         digest = hashlib.sha256(repr(records).encode()).hexdigest()[:20]
         mark = [time_ms, digest, touched]
         if prior is not None and prior[1] == digest:
-            return [], mark  # the tables hold these outcomes already
+            # The tables hold these outcomes already, but a poll of the window applied since may have written a
+            # view the group's going deletes: deleted again, as one call holding both would have.
+            return [o for o in records if type(o) is BrokerViewGone], mark
         if prior is None:
             return records, mark
         restored: list[Outcome] = [CutRetracted(group, int(prior[0]))]
@@ -911,6 +944,11 @@ class ShardEngine:
                 restored.append(EpisodeRestored(episodes[episode_id], row_ms, row_generation))
             else:
                 restored.append(EpisodeRetracted(group, episode_id, time_ms))
+        for topic, key in sorted(
+            {tuple(k) for k in prior[2].get("holders", ())} - {tuple(k) for k in touched["holders"]}
+        ):
+            mq = queue_of_key(topic, key)
+            restored.append(QueueHoldersGone(group, topic, mq.broker_name, mq.queue_id, time_ms))
         for broker in sorted(set(prior[2]["views"]) - set(touched["views"])):
             view = views.get(broker)
             if view is not None and view.poll is not None:
