@@ -29,12 +29,14 @@ from streaming.config.formats import (
     interval_ms,
 )
 from streaming.contract.events import (
+    DEFAULT_CLUSTER,
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_FUTURE_SKEW_MS,
     DEFAULT_TOPICS,
     EVENT_TYPES,
     TOPIC_OPTIONS,
     EventType,
+    cluster_name_problem,
 )
 from streaming.domain.allocation.group_rules import GroupRule, group_rule_for
 from streaming.domain.consumers.engine_settings import EngineSettings
@@ -156,6 +158,7 @@ class IngestConfig:
     max_event_bytes: int = _opt(DEFAULT_MAX_EVENT_BYTES, low=1_024, high=16_777_216)
     max_future_skew_ms: int = _opt(DEFAULT_MAX_FUTURE_SKEW_MS, low=0, high=86_400_000)
     watermark_delay: str = _opt("2 minutes", check=_check_interval)
+    default_cluster: str = _opt(DEFAULT_CLUSTER, check=cluster_name_problem)
 
     @property
     def watermark_delay_ms(self) -> int:

@@ -227,6 +227,7 @@ class MonitorJob:
             max_offsets_per_trigger=c.kafka.max_offsets_per_trigger or None,
             fail_on_data_loss=c.kafka.fail_on_data_loss,
             kafka_options=dict(c.kafka.options),
+            default_cluster=c.ingest.default_cluster,
         )
 
     def _start_consumer_query(self, name: str = "consumer", state_function: Any = None) -> None:
