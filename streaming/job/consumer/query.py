@@ -233,15 +233,13 @@ def _as_job_rows(outcomes: list[ClusterOutcome], shard: int, origins: Mapping[in
     for cluster, outcome in outcomes:
         if type(outcome) is IgnoredEvent:
             topic, partition, offset, timestamp, raw_value = origins[id(outcome.event)]
-            letter = ignored_letter(outcome, topic, int(partition), int(offset), _timestamp(timestamp), raw_value)
-            letter[1]["cluster"] = cluster
-            rows.append(letter)
+            rows.append(
+                ignored_letter(outcome, topic, int(partition), int(offset), _timestamp(timestamp), raw_value, cluster)
+            )
         elif type(outcome) is LateEvent and shard != 0 and outcome.event_type == ROUTE_EVENT:
             continue
         else:
-            for _, row in (found := rows_of(outcome)):
-                row["cluster"] = cluster
-            rows += found
+            rows += rows_of(outcome, cluster)
     return rows
 
 
