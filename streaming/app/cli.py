@@ -240,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _fleet_arguments(simulate)
     simulate.add_argument("--namespace", default="", help="prefix for every group, topic, broker and producer group")
+    simulate.add_argument(
+        "--cluster",
+        type=_cluster_name,
+        help="the RocketMQ cluster every event names (contract version 2); default: none, the monitor's default",
+    )
     simulate.add_argument("--config", help="TOML file (see conf/monitor.toml): Kafka bootstrap servers and topics")
     simulate.add_argument("--bootstrap-servers", help="Kafka to publish to (default: the config's)")
     simulate.add_argument(
@@ -437,6 +442,16 @@ def _shard(text: str) -> tuple[int, int]:
     if not (index.isdigit() and count.isdigit()) or int(index) >= int(count):
         raise argparse.ArgumentTypeError(f"{text!r} is not I/N with 0 <= I < N, e.g. 0/2")
     return int(index), int(count)
+
+
+def _cluster_name(text: str) -> str:
+    """An argparse type: a RocketMQ cluster's name as the contract accepts it."""
+    from streaming.contract.events import cluster_name_problem
+
+    problem = cluster_name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return text
 
 
 def _positive(kind: type, zero: bool = False):  # type: ignore[no-untyped-def]
