@@ -331,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     options.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage], for an s3a:// --delta-root")
     options.add_argument("--group", help="consumer group (required for assignment)")
+    options.add_argument("--cluster", help="only this RocketMQ cluster's rows (names are unique within a cluster only)")
     options.add_argument("--broker", help="faults: only this broker")
     options.add_argument("--kind", help="anomalies: only this kind, e.g. ORPHANED_QUEUES")
     options.add_argument("--state", help="progress: only queues in this state, e.g. STUCK_HOLDER")
@@ -389,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument("--delta-root", help="take the group from these monitor tables (a path or s3a://...)")
     allocate.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage], for an s3a:// --delta-root")
     allocate.add_argument("--group", help="with --delta-root: the consumer group")
+    allocate.add_argument("--cluster", help="with --group: the RocketMQ cluster of the group")
     allocate.add_argument("--at", help="with --group: its generation at or before this event time")
     allocate.add_argument(
         "--client-line", choices=["4.9", "5"], help="4.9 or 5 (default 5, or the group's reported version)"

@@ -182,7 +182,7 @@ def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
         (
             ["query", "faults", "--group", "G", "--delta-root", "{tmp}"],
             "query faults takes no --group (fault windows are per producer and broker, not per consumer group); "
-            "it takes --broker, --since, --until and --table-time",
+            "it takes --cluster, --broker, --since, --until and --table-time",
         ),
         (
             ["query", "anomalies", "--broker", "broker-a", "--delta-root", "{tmp}"],
