@@ -29,12 +29,14 @@ from streaming.config.formats import (
     interval_ms,
 )
 from streaming.contract.events import (
+    DEFAULT_CLUSTER,
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_FUTURE_SKEW_MS,
     DEFAULT_TOPICS,
     EVENT_TYPES,
     TOPIC_OPTIONS,
     EventType,
+    cluster_name_problem,
 )
 from streaming.domain.allocation.group_rules import GroupRule, group_rule_for
 from streaming.domain.consumers.engine_settings import EngineSettings
@@ -156,6 +158,7 @@ class IngestConfig:
     max_event_bytes: int = _opt(DEFAULT_MAX_EVENT_BYTES, low=1_024, high=16_777_216)
     max_future_skew_ms: int = _opt(DEFAULT_MAX_FUTURE_SKEW_MS, low=0, high=86_400_000)
     watermark_delay: str = _opt("2 minutes", check=_check_interval)
+    default_cluster: str = _opt(DEFAULT_CLUSTER, check=cluster_name_problem)
 
     @property
     def watermark_delay_ms(self) -> int:
@@ -416,6 +419,7 @@ class MonitorConfig:
             client_rebalance_delay_ms=m.client_rebalance_delay_ms,
             observed_grace_ms=m.observed_grace_ms,
             progress=replace(DEFAULT_PROGRESS_SETTINGS, **asdict(self.progress)),
+            default_cluster=self.ingest.default_cluster,
         )
 
     @cached_property
@@ -431,6 +435,7 @@ class MonitorConfig:
             state_ttl_ms=p.state_ttl_ms,
             start_detector_enable=p.start_detector_enable,
             send_latency_fault_enable=p.send_latency_fault_enable,
+            default_cluster=self.ingest.default_cluster,
         )
 
     def strategy_for_group(self, group: str) -> tuple[str, StrategyParams]:

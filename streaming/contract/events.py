@@ -15,10 +15,12 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache
 from importlib import resources
 from typing import Any
 
+from streaming.domain.vocabulary import DEFAULT_CLUSTER as DEFAULT_CLUSTER  # the contract names it too
 from streaming.domain.vocabulary import EventType
 
 # -- event types, Kafka topics and keys -----------------------------------------------------------------
@@ -33,7 +35,26 @@ CONSUME_PROGRESS = EventType.CONSUME_PROGRESS
 EVENT_TYPES: tuple[EventType, ...] = tuple(EventType)
 
 # The schema versions the job accepts per type; anything else is dead-lettered as UNKNOWN_SCHEMA_VERSION.
-SUPPORTED_VERSIONS: Mapping[str, tuple[int, ...]] = {event_type: (1,) for event_type in EVENT_TYPES}
+# Version 2 is version 1 with the optional ``cluster`` field.
+SUPPORTED_VERSIONS: Mapping[str, tuple[int, ...]] = {event_type: (1, 2) for event_type in EVENT_TYPES}
+
+# -- the RocketMQ cluster an event is about --------------------------------------------------------------
+
+# Broker, group and topic names are unique within one RocketMQ cluster only, so every event belongs to one
+# cluster: its ``cluster`` field from version 2 on; a version 1 event, or a later one without the field, to
+# the job's ``[ingest] default_cluster`` (``docs/events.md``, "Clusters").
+CLUSTER_FIELD = "cluster"
+CLUSTER_SINCE_VERSION = 2
+
+
+def event_cluster(event: Mapping[str, Any], default: str = DEFAULT_CLUSTER) -> str:
+    """The cluster a valid event belongs to: its ``cluster`` from version 2 on, else ``default``."""
+    declared = event.get(CLUSTER_FIELD)
+    version = event.get("schema_version")
+    if isinstance(declared, str) and isinstance(version, int | float | Decimal) and not isinstance(version, bool):
+        return declared if version >= CLUSTER_SINCE_VERSION else default
+    return default
+
 
 # One topic per type by default, so each type can have its own retention (routes: compacted) and partitions;
 # the required ``type`` field still lets several types share a topic. A broker's poll of a group shares the
@@ -229,3 +250,13 @@ def _check_keywords(node: Mapping[str, Any], label: str) -> None:
         _check_keywords(child, f"{label}.{name}")
     if "items" in node:
         _check_keywords(node["items"], f"{label}[]")
+
+
+def cluster_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a cluster's name (the newest schemas' ``cluster`` rules), or None."""
+    rules = schema(EventType.SEND_RESULT)["properties"][CLUSTER_FIELD]
+    if not rules["minLength"] <= len(name) <= rules["maxLength"]:
+        return f"must have {rules['minLength']} to {rules['maxLength']} characters"
+    if re.search(rules["pattern"], name) is None:
+        return "must not contain control characters"
+    return None

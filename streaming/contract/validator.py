@@ -16,6 +16,7 @@ from streaming.contract import envelope
 from streaming.contract.envelope import EnvelopeCheck
 from streaming.contract.events import (
     CROSS_FIELD_RULES,
+    DEFAULT_CLUSTER,
     DEFAULT_MAX_EVENT_BYTES,
     DEFAULT_MAX_FUTURE_SKEW_MS,
     DEFAULT_TOPICS,
@@ -24,6 +25,7 @@ from streaming.contract.events import (
     SUPPORTED_VERSIONS,
     Reason,
     RequiredWhen,
+    event_cluster,
     schema,
 )
 from streaming.contract.schema_rules import Rule, rules
@@ -51,6 +53,10 @@ class ValidEvent:
     @property
     def default_topic(self) -> str:
         return DEFAULT_TOPICS[self.event_type]
+
+    def cluster(self, default: str = DEFAULT_CLUSTER) -> str:
+        """The RocketMQ cluster the event belongs to, ``default`` being the job's ``[ingest] default_cluster``."""
+        return event_cluster(self.payload, default)
 
 
 def validate_event(
@@ -151,10 +157,14 @@ def jsonschema_validator(event_type: str, version: int | None = None) -> Any:
 
 
 def is_valid_by_jsonschema(event: Mapping[str, Any] | Sequence[Any] | Any) -> bool:
-    """Validity by ``jsonschema`` alone (schema rules only: no size, version, cross-field or time checks)."""
+    """Validity by ``jsonschema`` alone against the event's own version's schema (the newest for an unknown
+    version): schema rules only, no size, version, cross-field or time checks."""
     if not isinstance(event, Mapping) or event.get("type") not in EVENT_TYPES:
         return False
-    return bool(jsonschema_validator(str(event["type"])).is_valid(event))
+    event_type = str(event["type"])
+    declared = event.get("schema_version")
+    known = [v for v in SUPPORTED_VERSIONS[event_type] if is_integer(declared) and declared == v]
+    return bool(jsonschema_validator(event_type, known[0] if known else None).is_valid(event))
 
 
 def parse_like_the_job(raw: bytes | str) -> tuple[bool, Any]:

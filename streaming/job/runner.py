@@ -126,6 +126,7 @@ class MonitorJob:
             c.delta.deleted_file_retention_hours,
             c.delta.log_retention_hours,
             c.delta.append_checkpoint_interval,
+            c.ingest.default_cluster,
         )
         self.tables.ensure_all()
         self._fresh = self._new_checkpoints()  # before the series are restored from the current tables
@@ -227,6 +228,7 @@ class MonitorJob:
             max_offsets_per_trigger=c.kafka.max_offsets_per_trigger or None,
             fail_on_data_loss=c.kafka.fail_on_data_loss,
             kafka_options=dict(c.kafka.options),
+            default_cluster=c.ingest.default_cluster,
         )
 
     def _start_consumer_query(self, name: str = "consumer", state_function: Any = None) -> None:

@@ -24,13 +24,14 @@ RUN_TIMES, RUN_OFFSETS = "run_times", "run_offsets"
 SHARD_INPUT_DDL = (
     "shard INT, event_time TIMESTAMP, event_type STRING, event_time_ms BIGINT, raw_value STRING, c_broker STRING, "
     "c_kind STRING, c_channel STRING, c_client_id STRING, c_group STRING, c_message_model STRING, "
-    "c_consume_type STRING, c_client_version STRING, c_allocate_strategy STRING, c_subscriptions STRING, "
+    "c_consume_type STRING, c_client_version STRING, c_allocate_strategy STRING, c_cluster STRING, c_subscriptions STRING, "
     "reason STRING, detail STRING, kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, "
     "kafka_timestamp TIMESTAMP"
 )
 COLUMNS = [field.split(" ")[0] for field in SHARD_INPUT_DDL.split(", ")]
 KEY = (
     "shard",
+    "c_cluster",
     "c_group",
     "c_broker",
     "c_channel",
@@ -65,6 +66,7 @@ def channel_event(offset: int, time_ms: int, kind: str = "HEARTBEAT", **fields: 
         c_consume_type="CONSUME_PASSIVELY",
         c_client_version="V4_9_8",
         c_allocate_strategy="AVG",
+        c_cluster="default",
         c_subscriptions=SUBS,
         kafka_topic=TOPIC,
         kafka_partition=0,
@@ -129,6 +131,8 @@ def channel_heartbeats() -> list[dict]:
     # Java's String.hashCode of "Aa" and "BB" is equal: two keys with one hash, still two runs.
     rows.append(channel_event(36, T0 + 960, c_channel="h", c_client_id="Aa"))
     rows.append(channel_event(37, T0 + 970, c_channel="h", c_client_id="BB"))
+    # The same channel of the same group in another RocketMQ cluster: seen once there, no run with offset 37's.
+    rows.append(channel_event(38, T0 + 980, c_channel="h", c_client_id="BB", c_cluster="east"))
     return rows
 
 

@@ -141,6 +141,11 @@ BAD = [
         "items whose field types differ",
     ),
     (_with("consumer_channel", subscriptions=...), "MISSING_FIELD", "a heartbeat without subscriptions"),
+    # The cluster of version 2: a name of 1 to 255 characters without control characters.
+    (_with("send_result", schema_version=2, cluster=""), "INVALID_VALUE", "an empty cluster"),
+    (_with("consumer_channel", schema_version=2, cluster="east\u0085"), "INVALID_VALUE", "a C1 control character"),
+    (_with("topic_route", schema_version=2, cluster="c" * 256), "INVALID_VALUE", "a cluster name too long"),
+    (_with("reported_assignment", schema_version=2, cluster=["east"]), "WRONG_TYPE", "a list for a cluster"),
     # Integers past a bound by far: beyond an INT, beyond a BIGINT, and just past 2^63 - 1 (a double rounds
     # that bound up to 2^63).
     (_with("send_result", queue_id=2**40), "INVALID_VALUE", "a queue id beyond an INT"),
@@ -173,6 +178,14 @@ BAD = [
 # Valid events beyond GOOD's one per type: shapes the fast path does not model (unknown fields, decimals
 # with no fraction) must still pass through the rules, and optional parts may be null, empty or absent.
 MORE_GOOD = [
+    _with("send_result", schema_version=2, cluster="east"),
+    _with("consumer_channel", schema_version=2, cluster="Ops cluster é"),
+    _with("consumer_connections", schema_version=2, cluster=None),
+    _with("topic_route", schema_version=2),
+    _with("send_result", schema_version=2, cluster="c" * 255),
+    # Version 1 knows no cluster: whatever the field holds is ignored (the fast path refuses it, the rules pass it).
+    _with("reported_assignment", cluster=""),
+    _with("send_result", cluster=5),
     _with("send_result", extra={"nested": [1, "a"]}),
     _with("send_result", client_version=None, send_latency_fault_enable=True),
     _with("send_result", latency_ms=12.0),

@@ -73,6 +73,7 @@ def sample_pattern(pattern: str, rng: random.Random, min_length: int = 1) -> str
     raise ValueError(f"could not sample {pattern!r}")
 
 
+_NEGATED_POOL = "aZ0 -_.é日\U0001f600"
 _CATEGORIES = {"CATEGORY_DIGIT": "0123456789", "CATEGORY_SPACE": " ", "CATEGORY_WORD": "abcXYZ_09"}
 
 
@@ -91,6 +92,8 @@ def _sample_tree(tree: Any, rng: random.Random) -> str:
                     choices += [chr(c) for c in range(value[0], value[1] + 1)]
                 elif str(kind) == "CATEGORY":
                     choices += list(_CATEGORIES.get(str(value), "a"))
+            if any(str(kind) == "NEGATE" for kind, _ in arg):  # a negated class: what it leaves of a small pool
+                choices = [c for c in _NEGATED_POOL if c not in choices]
             out.append(rng.choice(choices))
         elif name in ("MAX_REPEAT", "MIN_REPEAT"):
             low, high, sub = arg
@@ -267,6 +270,7 @@ def mutations(
     yield Hostile(event_type, plain, "base")
     for path, field in _fields(schema, event):
         yield from _field_mutations(event_type, event, path, field, rng)
+    yield from _versions(event_type, event)
     yield from _wrapped(event_type, plain)
     yield from _duplicate_keys(event_type, event, plain)
     yield from _sized_and_broken(event_type, event, plain)
@@ -326,6 +330,20 @@ def _array_lengths(event_type: str, event: dict[str, Any], path: Path_, field: M
     for count in (0, limit, limit + 1):
         filled = (items * (count // max(len(items), 1) + 1))[:count] if items else []
         yield Hostile(event_type, json.dumps(_set(event, path, filled)).encode(), f"{label} x{count}")
+
+
+def _versions(event_type: str, event: dict[str, Any]) -> Iterator[Hostile]:
+    """The base event as every older version, with its own and broken values of fields that version lacks (a
+    version 1 event's ``cluster`` is an unknown field, so ignored)."""
+    newest = event.get("schema_version")
+    newer = [name for name in ("cluster",) if name in event]
+    if not isinstance(newest, int) or not newer:
+        return
+    for version in range(1, newest):
+        for name in newer:
+            for value in (event[name], "", "a\u0001b", 5):
+                changed = {**event, "schema_version": version, name: value}
+                yield Hostile(event_type, json.dumps(changed).encode(), f"version {version} with {name}={value!r}")
 
 
 def _wrapped(event_type: str, plain: bytes) -> Iterator[Hostile]:

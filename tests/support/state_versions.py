@@ -1,12 +1,15 @@
 """A consumer shard's state as the previous state version wrote it, for the tests that upgrade a checkpoint.
 
-Version 9 keeps each group's state and progress as its own JSON text, with the times each wakes, and changed
-nothing else of the document: version 8's snapshot of the same input is the version-9 one with those texts as
-objects and without the times (``tests/unit/test_state_migrations.py`` checks that against a snapshot version 8's
-own code wrote), and the ``holders`` of a provisional cut's marks left out (version 8 wrote none; its code reads a
-mark without them). ``consumer_state_as_previous`` makes the consumer
-queries a job starts keep that snapshot in their state store, so that the checkpoint holds what the previous
-release would have left; ``consumer_state`` reads a checkpoint's shards back through Spark's state data source.
+Version 10 keeps one engine snapshot per RocketMQ cluster and changed nothing else: version 9's snapshot of the
+same input (one cluster, the default one) is the default cluster's engine snapshot (``tests/unit/test_clusters.py``
+migrates one). The engine's version 9 keeps each group's state and progress as its own JSON text, with the times
+each wakes, and changed nothing else of the document: version 8's snapshot of the same input is the version-9 one
+with those texts as objects and without the times (``tests/unit/test_state_migrations.py`` checks that against a
+snapshot version 8's own code wrote), and the ``holders`` of a provisional cut's marks left out (version 8 wrote
+none; its code reads a mark without them). The previous release wrote version 8. ``consumer_state_as_previous``
+makes the consumer queries a job starts keep that snapshot in their state store, so that the checkpoint holds what
+the previous release would have left; ``consumer_state`` reads a checkpoint's shards back through Spark's state
+data source.
 """
 
 from __future__ import annotations
@@ -18,19 +21,22 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.runtime import state_blob
 
 PREVIOUS_VERSION = 8
+# The engine's own chain (one cluster's snapshot inside a version 10 document): 9 is the newest, 8 the one before.
+ENGINE_PREVIOUS_VERSION = 8
 _ADDED_IN_9 = ("group_times", "progress_times")
 
 
-def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-9 shard snapshot as version 8 wrote it."""
-    assert snapshot["schema_version"] == PREVIOUS_VERSION + 1, snapshot["schema_version"]
+def engine_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-9 engine snapshot as version 8 wrote it."""
+    assert snapshot["schema_version"] == ENGINE_PREVIOUS_VERSION + 1, snapshot["schema_version"]
     kept = {k: v for k, v in snapshot.items() if k not in _ADDED_IN_9}
     groups = {g: _group_as_previous(json.loads(text)) for g, text in snapshot["groups"].items()}
     progress = {g: json.loads(text) for g, text in snapshot["progress"].items()}
-    return {**kept, "schema_version": PREVIOUS_VERSION, "groups": groups, "progress": progress}
+    return {**kept, "schema_version": ENGINE_PREVIOUS_VERSION, "groups": groups, "progress": progress}
 
 
 def _group_as_previous(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -39,6 +45,14 @@ def _group_as_previous(state: Mapping[str, Any]) -> dict[str, Any]:
     if cut:
         group["provisional"] = [cut[0], cut[1], {k: v for k, v in cut[2].items() if k != "holders"}]
     return group
+
+
+def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-10 shard snapshot of the default cluster alone as version 8 (the previous release) wrote it."""
+    assert snapshot["schema_version"] == 10, snapshot["schema_version"]
+    (engine,) = snapshot["clusters"].values()  # the previous version knew one cluster
+    assert list(snapshot["clusters"]) == [DEFAULT_CLUSTER] and engine["schema_version"] == PREVIOUS_VERSION + 1
+    return engine_as_previous(engine)
 
 
 class _PreviousVersionState:

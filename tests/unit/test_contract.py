@@ -113,7 +113,7 @@ CASES = [
     (14, json.dumps({"type": "banana", "schema_version": 1}), "UNKNOWN_TYPE", "unknown type"),
     (15, w(SEND, type=5), "UNKNOWN_TYPE", "a non-string type is read as its text, never a known type"),
     (16, w(SEND, type=...), "UNKNOWN_TYPE", "no type and no topic default"),
-    (17, w(SEND, schema_version=2), "UNKNOWN_SCHEMA_VERSION", "a version this job does not know"),
+    (17, w(SEND, schema_version=3), "UNKNOWN_SCHEMA_VERSION", "a version this job does not know"),
     (18, w(SEND, schema_version=True), "UNKNOWN_SCHEMA_VERSION", "a boolean version"),
     (19, w(SEND, schema_version=...), "MISSING_FIELD", "an absent version is a missing field, not an unknown version"),
     (20, w(SEND, schema_version="1"), "WRONG_TYPE", "the version as a string: known, but not an integer"),
@@ -199,6 +199,16 @@ CASES = [
         "WRONG_TYPE",
         "39 digits, trailing zeros included: Spark reads a double",
     ),
+    # the cluster (version 2)
+    (69, w(SEND, schema_version=2, cluster="DefaultCluster"), None, "a version 2 event names its cluster"),
+    (70, w(SEND, schema_version=2), None, "a version 2 event without a cluster: the default cluster"),
+    (71, w(SEND, schema_version=2, cluster=None), None, "a null cluster is an absent one"),
+    (72, w(SEND, schema_version=2, cluster=""), "INVALID_VALUE", "an empty cluster name"),
+    (73, w(SEND, schema_version=2, cluster="a\tb"), "INVALID_VALUE", "a control character in a cluster name"),
+    (74, w(SEND, schema_version=2, cluster="c" * 256), "INVALID_VALUE", "a cluster name over 255 characters"),
+    (75, w(SEND, schema_version=2, cluster=7), "WRONG_TYPE", "a number for a cluster name"),
+    (76, w(SEND, cluster=""), None, "version 1 knows no cluster: the field is ignored, as any unknown one"),
+    (77, w(HEARTBEAT, schema_version=2, cluster="Ops Cluster \u00e9"), None, "spaces and letters beyond ASCII"),
 ]
 
 
@@ -286,11 +296,16 @@ def test_every_example_in_the_docs_is_valid_and_every_type_has_one():
 
 
 def test_valid_event_carries_type_version_time_key_and_payload():
-    outcome = validate_event(w(SEND, latency_ms=12.0).encode(), NOW)
-    assert outcome == ValidEvent("send_result", 1, NOW, "10.0.0.9@1#88", {**SEND, "latency_ms": 12})
+    outcome = validate_event(w(SEND, latency_ms=12.0, cluster="east").encode(), NOW)
+    assert outcome == ValidEvent("send_result", 1, NOW, "10.0.0.9@1#88", {**SEND, "latency_ms": 12, "cluster": "east"})
+    assert outcome.cluster() == "default" and outcome.cluster("west") == "west"  # version 1: the default cluster
     assert isinstance(outcome.payload["latency_ms"], int)
     assert outcome.default_topic == "rocketmq.send-results"
     assert validate_event(json.dumps(ROUTE)).key == "T"  # type: ignore[union-attr]
+    named = validate_event(w(ROUTE, schema_version=2, cluster="east"))
+    assert isinstance(named, ValidEvent) and named.cluster("west") == "east"
+    unnamed = validate_event(w(ROUTE, schema_version=2))
+    assert isinstance(unnamed, ValidEvent) and unnamed.cluster("west") == "west"
 
 
 def test_the_topic_default_type_only_chooses_the_schema():
@@ -315,7 +330,7 @@ def test_details_name_the_field_and_the_rule():
     assert (
         detail(w(REPORT, queues=[{"broker": "b", "queue_id": 70_000}])) == "$.queues[].queue_id must be maximum 65535"
     )
-    assert detail(w(SEND, schema_version=9)) == "schema_version 9 of send_result is not one of [1]"
+    assert detail(w(SEND, schema_version=9)) == "schema_version 9 of send_result is not one of [1, 2]"
     assert detail(w(HEARTBEAT, subscriptions=...)) == CROSS_FIELD_RULES["consumer_channel"][0].detail
     assert detail("[1]") == "JSON array" and detail("2.5") == "JSON number"
 
@@ -370,7 +385,7 @@ def test_doubles_in_details_are_written_as_java_writes_them():
     (the hostile-input differential test met 4.9E-324, which Python's shortest repr writes 5e-324)."""
     raw = w(SEND).replace('"schema_version": 1', '"schema_version": 4.9e-324')
     assert validate_event(raw, NOW) == Rejection(
-        "UNKNOWN_SCHEMA_VERSION", "schema_version 4.9E-324 of send_result is not one of [1]"
+        "UNKNOWN_SCHEMA_VERSION", "schema_version 4.9E-324 of send_result is not one of [1, 2]"
     )
     raw = w(SEND).replace('"schema_version": 1', '"schema_version": 1e23')
-    assert validate_event(raw, NOW).detail == "schema_version 1.0E23 of send_result is not one of [1]"
+    assert validate_event(raw, NOW).detail == "schema_version 1.0E23 of send_result is not one of [1, 2]"

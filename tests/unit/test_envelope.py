@@ -66,7 +66,7 @@ def event(**fields) -> str:
         (
             event(schema_version=7),
             None,
-            Rejection("UNKNOWN_SCHEMA_VERSION", "schema_version 7 of send_result is not one of [1]"),
+            Rejection("UNKNOWN_SCHEMA_VERSION", "schema_version 7 of send_result is not one of [1, 2]"),
         ),
     ],
     ids=["empty", "oversized", "not-json", "array", "null", "no-type", "unknown-type", "version"],

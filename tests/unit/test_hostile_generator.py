@@ -69,3 +69,13 @@ def test_pattern_samples_match_their_pattern():
             if "pattern" in field:
                 for _ in range(20):
                     assert re.search(field["pattern"], sample_pattern(field["pattern"], rng))
+
+
+def test_older_versions_carry_the_newer_fields_which_their_rules_ignore():
+    records = [r for r in generate(0) if r.note.startswith("version 1 with cluster=")]
+    assert len(records) == 4 * len(EVENT_TYPES)
+    for record in records:
+        assert not isinstance(validate_event(record.raw, NOW, default_type=record.topic_type), Rejection), record.note
+    broken = [r for r in generate(0) if r.note == "cluster as ''"]
+    assert len(broken) == len(EVENT_TYPES)
+    assert {validate_event(r.raw, NOW).reason for r in broken} == {"INVALID_VALUE"}  # type: ignore[union-attr]

@@ -140,6 +140,7 @@ from streaming.domain.consumers.outcomes import (
     QueueHolders,
     QueueHoldersGone,
 )
+from streaming.domain.consumers.poll_runs import PollRun, plan_polls
 from streaming.domain.consumers.polled_views import (
     ConnectionPoll,
     apply_poll,
@@ -431,6 +432,13 @@ class ShardEngine:
         """For each run of the batch: may it be applied as its first heartbeat held until its last, with exactly
         the effect of applying every one of its heartbeats? (``heartbeat_plan.steady_runs``)"""
         return steady_runs(self.groups, self.settings.expiry_ms, runs, others)
+
+    def plan_polls(
+        self, runs: Sequence[PollRun], others: Iterable[ms.ChannelEvent | ConnectionPoll]
+    ) -> list[list[int]]:
+        """Per poll run of the batch (``others``: its channel events and other polls), the indices of the polls
+        still to apply (``poll_runs.plan_polls``)."""
+        return plan_polls(self.groups, runs, others)
 
     def apply(
         self,

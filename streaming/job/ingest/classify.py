@@ -40,7 +40,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from streaming.contract import envelope
-from streaming.job.ingest.validation import FastPath, compile_rules, cross_field_rules, fast_path, first_violation_sql
+from streaming.contract.events import CLUSTER_FIELD, CLUSTER_SINCE_VERSION, DEFAULT_CLUSTER
+from streaming.job.ingest.validation import (
+    FastPath,
+    compile_versioned_rules,
+    cross_field_rules,
+    fast_path,
+    first_violation_sql,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -54,6 +61,9 @@ class EventContract:
     schema: Mapping[str, Any]
     versions: tuple[int, ...] = (1,)
     reason_overrides: Mapping[str, str] = field(default_factory=dict)
+    # Each version's own schema when they differ: the rules of a record's version decide its reason, while
+    # ``schema`` (the newest, accepting every version) shapes the typed struct and the fast path.
+    version_schemas: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,7 @@ class IngestSettings:
     max_offsets_per_trigger: int | None = None
     fail_on_data_loss: bool = False
     kafka_options: Mapping[str, str] = field(default_factory=dict)
+    default_cluster: str = DEFAULT_CLUSTER  # the cluster of events that name none (``events.event_cluster``)
 
 
 def kafka_stream(session: SparkSession, settings: IngestSettings) -> DataFrame:
@@ -167,8 +178,20 @@ def classify(records: DataFrame, contracts: Mapping[str, EventContract], setting
     # proved: a rejected record's fields (a queue id of 2^40, say) stay NULL, so no cast downstream meets them.
     for event_type in contracts:
         typed = typed_column(event_type)
-        judged = judged.withColumn(typed, F.when(F.col("reason").isNull(), F.col(typed)))
+        value = F.col(typed)
+        if fast_paths[event_type] is not None and CLUSTER_FIELD in contracts[event_type].schema.get("properties", {}):
+            value = value.withField(CLUSTER_FIELD, F.expr(cluster_sql(typed, settings.default_cluster)))
+        judged = judged.withColumn(typed, F.when(F.col("reason").isNull(), value))
     return judged.drop("_value", "_strict", "_fast", "_verdict")
+
+
+def cluster_sql(typed: str, default_cluster: str) -> str:
+    """SQL of the cluster a valid event's typed struct ``typed`` belongs to (``events.event_cluster``)."""
+    declared = f"`{typed}`.`{CLUSTER_FIELD}`"
+    return (
+        f"CASE WHEN `{typed}`.schema_version >= {CLUSTER_SINCE_VERSION} AND {declared} IS NOT NULL "
+        f"THEN {declared} ELSE {_sql_string(default_cluster)} END"
+    )
 
 
 def _with_typed_columns(base: DataFrame, fast_paths: Mapping[str, Any]) -> DataFrame:
@@ -238,7 +261,9 @@ def _verdict_sql(contracts: Mapping[str, EventContract], settings: IngestSetting
     for event_type, contract in contracts.items():
         type_limits = {**limits, "versions": tuple(str(v) for v in contract.versions)}
         version_check, _, version_detail = _envelope_case(envelope.VERSION, type_limits, event_type)
-        rules = compile_rules(contract.schema, "v", contract.reason_overrides) + cross_field_rules(event_type, "v")
+        schemas = contract.version_schemas or {max(contract.versions): contract.schema}
+        rules = compile_versioned_rules(schemas, "v", contract.reason_overrides, _FACT_SQL["schema_version"])
+        rules += cross_field_rules(event_type, "v")
         reason_sql, detail_sql = first_violation_sql(rules)
         per_type_reason.append(
             f"WHEN event_type = {_sql_string(event_type)} THEN "
@@ -378,6 +403,7 @@ def dead_letter_columns(classified: DataFrame, batch_id: int | None = None) -> D
         "reason",
         "detail",
         F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.lit(None).cast("string").alias("cluster"),  # a rejected record's cluster is not known
     )
 
 
@@ -389,9 +415,21 @@ def contracts_for(event_types: tuple[str, ...] | None = None) -> dict[str, Event
     return {
         t: EventContract(
             t,
-            events.schema(t, max(events.SUPPORTED_VERSIONS[t])),
+            _accepting_every_version(events.schema(t), events.SUPPORTED_VERSIONS[t]),
             events.SUPPORTED_VERSIONS[t],
             events.REASON_OVERRIDES,
+            {v: events.schema(t, v) for v in events.SUPPORTED_VERSIONS[t]},
         )
         for t in chosen
     }
+
+
+def _accepting_every_version(newest: Mapping[str, Any], versions: tuple[int, ...]) -> dict[str, Any]:
+    """The newest schema with every supported version in its ``schema_version`` enum: each version adds only
+    optional fields, so this shapes a struct that holds every version, and its fast path takes an older
+    version's event unless a newer field it may carry (ignored by its own rules) breaks the newer rules."""
+    widened = dict(newest)
+    properties = dict(widened["properties"])
+    properties["schema_version"] = {**properties["schema_version"], "enum": list(versions)}
+    widened["properties"] = properties
+    return widened

@@ -16,6 +16,7 @@ validators cannot silently drift apart; a test also runs both over one corpus of
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -199,6 +200,42 @@ class _Compiler:
 def compile_rules(schema: Mapping[str, Any], root: str = "v", reasons: Mapping[str, str] | None = None) -> list[Rule]:
     """All rules of one event schema, in evaluation order, over the variant column ``root``."""
     return list(_Compiler(reasons or {}).rules(schema, root, "$"))
+
+
+def compile_versioned_rules(
+    schemas: Mapping[int, Mapping[str, Any]], root: str, reasons: Mapping[str, str] | None, version_sql: str
+) -> list[Rule]:
+    """The rules of several versions of one event schema as one list: a rule every version has is kept as is,
+    one that only some have is guarded by the record's version (``version_sql``, its Spark string), so each
+    version's first violated rule is the one its own schema names first (as ``schema_rules.rules(t, version)``)."""
+    compiled = {version: compile_rules(schema, root, reasons) for version, schema in sorted(schemas.items())}
+    merged: list[Rule] = []
+    holders: dict[Rule, set[int]] = {}
+    for version, rules in compiled.items():
+        keys = [r for r in merged]
+        matcher = difflib.SequenceMatcher(a=keys, b=rules, autojunk=False)
+        combined: list[Rule] = []
+        for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+            if tag == "equal":
+                combined.extend(keys[a0:a1])
+            else:
+                combined.extend(keys[a0:a1])
+                combined.extend(r for r in rules[b0:b1] if r not in holders)
+        for rule in rules:
+            holders.setdefault(rule, set()).add(version)
+        merged = combined
+    for version, rules in compiled.items():  # each version's rules, in its own order, and no other version's
+        if [r for r in merged if version in holders[r]] != rules:
+            raise UnsupportedSchema(f"the versions' rules cannot be merged in order (version {version})")
+    everyone = set(compiled)
+    guarded = []
+    for rule in merged:
+        if holders[rule] == everyone:
+            guarded.append(rule)
+            continue
+        versions = ", ".join(_sql_string(str(v)) for v in sorted(holders[rule]))
+        guarded.append(Rule(f"({version_sql} IN ({versions}) AND {rule.violated_sql})", rule.reason, rule.detail))
+    return guarded
 
 
 def first_violation_sql(rules: list[Rule]) -> tuple[str, str]:
