@@ -7,7 +7,7 @@ What each client holds (its own process-queue table, printed by the client) is t
 monitor's expected assignment must equal it client by client, its orphaned queues must be exactly the queues
 no client holds, and departures and outages must show as the brokers saw them. Consume progress (sampled every 2 s
 while a producer writes) is judged by the brokers' own offsets, read through the admin API, and by what the
-clients print: orphaned queues, a killed group, POP and BROADCASTING groups. The
+clients print: orphaned queues, a killed group and its offsets reset, POP and BROADCASTING groups. The
 scenarios of a cluster line, each in groups of its own, are played together and judged from one run of the job
 (``played``); the outages, which stop the collector and a broker under every group, have a run of their own.
 """
@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from connectors.job_health import JobAlert
 from dashboards.alerts import PROGRESS_ALERTS
 from streaming.app.cli import main as cli_main
 from streaming.domain.anomaly_catalogue import CATALOGUE
@@ -356,6 +357,7 @@ def runbook_clients(played: Played, name: str) -> list[str]:
 
 # Checked while their incident lasts, within its play, rather than with the others once the producer stopped.
 RUNBOOK_DURING = {
+    alert_of(AnomalyKind.OBSERVED_UNHELD_QUEUES): "stale",
     alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING): "stale",
     alert_of(AnomalyKind.FLAPPING_MEMBERS): "flapping",
     alert_of(AnomalyKind.REBALANCE_STORM): "flapping",
@@ -528,7 +530,7 @@ def play_stale_route(played: Played) -> None:
     played.seen["stale_route_at"] = int(time.time() * 1000)
     run.cluster.create_topic(stale_topic(run), 3, brokers=BROKERS[:1])
     # While both hold a1 (the fast client took a0 a1 on the new route, the slow one keeps a1 until its next read,
-    # at least 20 s away): the observed double-holding section's commands.
+    # at least 20 s away) and neither a2: the observed unheld and double-holding sections' commands.
     fast, slow = played.clients[run.group("stale")]
     a1 = ("broker-a", 1)
     at = played.seen["stale_route_at"]
@@ -540,7 +542,9 @@ def play_stale_route(played: Played) -> None:
         60,
     )
     if a1 in held(slow, stale_topic(run)):
-        run_sections(played, [alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING)], "stale")
+        played.seen["stale_checked_at"] = int(time.time() * 1000)
+        observed = [alert_of(AnomalyKind.OBSERVED_UNHELD_QUEUES), alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING)]
+        run_sections(played, observed, "stale")
 
 
 # The diverging group's slow client reads its topic's route this often: never again within the play.
@@ -824,10 +828,11 @@ def test_departures_are_the_membership_changes_the_survivors_rebalance_on(played
     assert frozen.client_id not in latest["cid_all"]
 
 
-def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, spark):
+def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, spark, capsys):
     """The collector stopped for longer than the channel expiry: the views go stale, nobody is removed, no
     queue is orphaned, and they resume when it is back. A broker stopped under a running collector: its view
-    goes stale while the other broker's keeps being polled."""
+    goes stale while the other broker's keeps being polled, and the stale-view runbook section's commands say
+    so (the monitor's query names that broker alone, RocketMQ's clusterList no longer lists it)."""
     run = monitor_run("5", "outage")
     group = run.group("avg")
     clients = run.fleet.consumers([("5", group, run.topic, f"outage-{i}", {}) for i in range(3)])
@@ -870,8 +875,25 @@ def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, s
         assert views["broker-b"]["status"] == "STALE" and views["broker-a"]["status"] == "FRESH"
         assert views["broker-a"]["polled_at_ms"] > views["broker-b"]["stale_since_ms"]
         assert run.collector.running()
+        assert_stale_view_section(run, capsys, stopped="broker-b", since_ms=views["broker-b"]["stale_since_ms"])
     finally:
         run.cluster.start_broker("broker-b")
+
+
+def assert_stale_view_section(run: Run, capsys, stopped: str, since_ms: int) -> None:  # type: ignore[no-untyped-def]
+    """The stale-view section's commands with a broker stopped: its query names that broker alone, stale since
+    ``since_ms``; clusterList lists the running broker's address and not the stopped one's. (Its ``health`` reads
+    a running job's metrics page: this test's job runs to the end of its input and stops.)"""
+    addresses = {b: run.cluster.broker_addr(b) for b in BROKERS}
+    for command in confirm_commands(JobAlert.VIEW_STALE):
+        words = shlex.split(command)
+        if words[0] == "query":
+            assert cli_main([*words, "--delta-root", str(run.config.paths.delta_root), "--json"]) == 0
+            rows = json.loads(capsys.readouterr().out)
+            assert [(r["broker"], r["since_ms"]) for r in rows] == [(stopped, since_ms)], rows
+        elif words[0] == "mqadmin":
+            listed = run.cluster.mqadmin(*words[1:])
+            assert {b for b, a in addresses.items() if a in listed} == set(BROKERS) - {stopped}, listed
 
 
 def test_a_pop_mode_group_is_broker_side_without_queue_anomalies(played, spark):
@@ -1076,7 +1098,8 @@ def test_an_idle_group_raises_nothing(played, spark):
     """Two consumers of a topic nothing is ever sent to: between them they hold every queue of it (their own
     holdings), the brokers answer no backlog for any; the monitor tracks the queues the brokers answer, none in
     a state with a severity, and records no anomaly of the group but the retry topic's queues its clients' own
-    held lines show unheld until they read that topic's route."""
+    held lines show unheld, held twice or held by another than expected, until they read that topic's whole
+    route."""
     scenarios = played("5")
     run = scenarios.run
     group, topic = run.group("idle"), idle_topic(run)
@@ -1092,14 +1115,28 @@ def test_an_idle_group_raises_nothing(played, spark):
     assert {r["state"] for r in history} <= {"IDLE", "NO_OFFSET", "OK", "INCOMPLETE"}, {r["state"] for r in history}
     assert all(r["severity"] is None for r in history)
     # Nothing of its topic; of its retry topic at most what the clients' own held lines confirm: a client reads the
-    # route of %RETRY%<group> (created by its first heartbeat) only at its next route poll, up to 30 s after it
-    # started, and holds nothing of it until then, which the monitor may see as observed unheld queues, closed since.
+    # route of %RETRY%<group> (created by its first heartbeat on each broker) only at its next route poll, up to
+    # 30 s after it started, and holds nothing of it until then, or its share of the one broker's queue the route
+    # had when read (on a busy machine, the other client's too), which the monitor may see as observed unheld
+    # queues, observed double holding or an assignment mismatch, closed since.
     episodes_ = run.read(spark, "anomaly_episodes", group)
     retry = f"%RETRY%{group}"
-    assert {(e["anomaly"], e["topic"]) for e in episodes_} <= {("OBSERVED_UNHELD_QUEUES", retry)}, episodes_
+    allowed = {(kind, retry) for kind in ("OBSERVED_UNHELD_QUEUES", "OBSERVED_DOUBLE_HOLDING", "ASSIGNMENT_MISMATCH")}
+    assert {(e["anomaly"], e["topic"]) for e in episodes_} <= allowed, episodes_
     for opened in (e for e in episodes_ if e["status"] == "OPENED"):
-        named = {(q["broker"], q["queue_id"]) for q in json.loads(opened["details"])["queues"]}
-        assert named and not named & held_at(clients, retry, opened["opened_at_ms"]), (named, opened)
+        details = json.loads(opened["details"])
+        holding = {c.client_id: held_at([c], retry, opened["opened_at_ms"]) for c in clients}
+        if opened["anomaly"] == "ASSIGNMENT_MISMATCH":
+            for client_id, differs in details["clients"].items():
+                unexpected, missing = (
+                    {(q["broker"], q["queue_id"]) for q in differs[k]} for k in ("unexpected", "missing")
+                )
+                assert unexpected <= holding[client_id] and not missing & holding[client_id], (client_id, opened)
+        else:
+            named = {(q["broker"], q["queue_id"]) for q in details["queues"]}
+            holders = {q: sum(q in h for h in holding.values()) for q in named}
+            double = opened["anomaly"] == "OBSERVED_DOUBLE_HOLDING"
+            assert named and all(n >= 2 if double else n == 0 for n in holders.values()), (holders, opened)
         assert any(e["status"] == "CLOSED" and e["episode_id"] == opened["episode_id"] for e in episodes_)
 
 
@@ -1434,6 +1471,14 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     assert set(status) == {c.client_id for c in stale}, "the double holding ended before its commands ran"
     for output in status.values():
         assert ("broker-a", 1) in queue_details(output, stale_topic(run)), output
+
+    # Observed unheld queues (the stale route): consumerProgress -s true, run once both held a1, shows the queue
+    # neither client held then (a2, the slow client's share on the new route) with Client IP N/A, and no other.
+    (unheld_out,) = mqadmin_output(seen, alert_of(AnomalyKind.OBSERVED_UNHELD_QUEUES), "consumerProgress").values()
+    grown = {("broker-a", q) for q in range(3)}
+    unheld_then = grown - held_at(stale, stale_topic(run), scenarios.seen["stale_checked_at"])
+    not_pulled = {q for q, r in progress_rows(unheld_out, stale_topic(run)).items() if r[2] == "N/A"}
+    assert not_pulled == unheld_then == {("broker-a", 2)}, unheld_out
 
     # Flapping member: consumerConnection, run while the member was gone and once it was back (with the short-lived
     # members of its process), lists its id only the second time, beside the steady member's both times.
