@@ -240,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _fleet_arguments(simulate)
     simulate.add_argument("--namespace", default="", help="prefix for every group, topic, broker and producer group")
+    simulate.add_argument(
+        "--cluster",
+        type=_cluster_name,
+        help="the RocketMQ cluster every event names (contract version 2); default: none, the monitor's default",
+    )
     simulate.add_argument("--config", help="TOML file (see conf/monitor.toml): Kafka bootstrap servers and topics")
     simulate.add_argument("--bootstrap-servers", help="Kafka to publish to (default: the config's)")
     simulate.add_argument(
@@ -326,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     options.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage], for an s3a:// --delta-root")
     options.add_argument("--group", help="consumer group (required for assignment)")
+    options.add_argument("--cluster", help="only this RocketMQ cluster's rows (names are unique within a cluster only)")
     options.add_argument("--broker", help="faults: only this broker")
     options.add_argument("--kind", help="anomalies: only this kind, e.g. ORPHANED_QUEUES")
     options.add_argument("--state", help="progress: only queues in this state, e.g. STUCK_HOLDER")
@@ -384,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     allocate.add_argument("--delta-root", help="take the group from these monitor tables (a path or s3a://...)")
     allocate.add_argument("--config", help="TOML file (see conf/monitor.toml): [storage], for an s3a:// --delta-root")
     allocate.add_argument("--group", help="with --delta-root: the consumer group")
+    allocate.add_argument("--cluster", help="with --group: the RocketMQ cluster of the group")
     allocate.add_argument("--at", help="with --group: its generation at or before this event time")
     allocate.add_argument(
         "--client-line", choices=["4.9", "5"], help="4.9 or 5 (default 5, or the group's reported version)"
@@ -437,6 +444,16 @@ def _shard(text: str) -> tuple[int, int]:
     if not (index.isdigit() and count.isdigit()) or int(index) >= int(count):
         raise argparse.ArgumentTypeError(f"{text!r} is not I/N with 0 <= I < N, e.g. 0/2")
     return int(index), int(count)
+
+
+def _cluster_name(text: str) -> str:
+    """An argparse type: a RocketMQ cluster's name as the contract accepts it."""
+    from streaming.contract.events import cluster_name_problem
+
+    problem = cluster_name_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{text!r} {problem}")
+    return text
 
 
 def _positive(kind: type, zero: bool = False):  # type: ignore[no-untyped-def]

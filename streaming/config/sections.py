@@ -421,6 +421,7 @@ class MonitorConfig:
             client_rebalance_delay_ms=m.client_rebalance_delay_ms,
             observed_grace_ms=m.observed_grace_ms,
             progress=replace(DEFAULT_PROGRESS_SETTINGS, **asdict(self.progress)),
+            default_cluster=self.ingest.default_cluster,
         )
 
     @cached_property
@@ -436,6 +437,7 @@ class MonitorConfig:
             state_ttl_ms=p.state_ttl_ms,
             start_detector_enable=p.start_detector_enable,
             send_latency_fault_enable=p.send_latency_fault_enable,
+            default_cluster=self.ingest.default_cluster,
         )
 
     def strategy_for_group(self, group: str) -> tuple[str, StrategyParams]:

@@ -20,6 +20,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from streaming.domain.vocabulary import DEFAULT_CLUSTER as DEFAULT_CLUSTER  # the contract names it too
 from streaming.domain.vocabulary import EventType
 
 # -- event types, Kafka topics and keys -----------------------------------------------------------------
@@ -44,7 +45,6 @@ SUPPORTED_VERSIONS: Mapping[str, tuple[int, ...]] = {event_type: (1, 2) for even
 # the job's ``[ingest] default_cluster`` (``docs/events.md``, "Clusters").
 CLUSTER_FIELD = "cluster"
 CLUSTER_SINCE_VERSION = 2
-DEFAULT_CLUSTER = "default"
 
 
 def event_cluster(event: Mapping[str, Any], default: str = DEFAULT_CLUSTER) -> str:

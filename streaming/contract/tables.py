@@ -12,7 +12,7 @@ people query by time; ``batch_id`` is the writing micro-batch.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from streaming.contract.columns import (
     BIGINT,
@@ -532,6 +532,19 @@ TABLES: dict[str, TableSpec] = {
 }
 
 
+# Every row is about one RocketMQ cluster (``docs/design/clusters.md``): ``cluster`` is each table's last column (where
+# schema evolution adds it to a table written before clusters, ``delta.sinks.DeltaTables.ensure_all``) and the first
+# part of a current table's key.
+CLUSTER_COLUMN = Column("cluster", STRING)
+
+
+def _per_cluster(spec: TableSpec) -> TableSpec:
+    return replace(spec, columns=(*spec.columns, CLUSTER_COLUMN), key=("cluster", *spec.key) if spec.key else ())
+
+
+TABLES = {name: _per_cluster(spec) for name, spec in TABLES.items()}
+
+
 def column_names(name: str) -> list[str]:
     return [c.name for c in TABLES[name].columns]
 
@@ -546,6 +559,11 @@ def render_markdown() -> str:
         "",
         "Generated from `streaming/contract/tables.py` (`python -m streaming.contract.tables`), "
         f"except the last section, {QUERY_GUIDE_HEADING[3:]!r}, which is written by hand.",
+        "",
+        "Every table's last column, `cluster`, is the RocketMQ cluster a row is about (`docs/events.md`, "
+        '"Clusters"), and a current table\'s key starts with it. Rows written before clusters were kept apart '
+        "hold `[ingest] default_cluster` in current tables and NULL (that same cluster) in history tables: the "
+        "job adds the column to such a table at start.",
         "",
     ]
     for spec in TABLES.values():

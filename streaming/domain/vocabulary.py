@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# The RocketMQ cluster of what names none (the job's ``[ingest] default_cluster`` unless configured otherwise):
+# broker, group and topic names are unique within a cluster only (``docs/design/clusters.md``).
+DEFAULT_CLUSTER = "default"
+
 
 class EventType(StrEnum):
     """The contract's event types (``type``); the contract (``streaming.contract.events``) gives them their

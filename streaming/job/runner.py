@@ -126,6 +126,7 @@ class MonitorJob:
             c.delta.deleted_file_retention_hours,
             c.delta.log_retention_hours,
             c.delta.append_checkpoint_interval,
+            c.ingest.default_cluster,
         )
         self.tables.ensure_all()
         self._fresh = self._new_checkpoints()  # before the series are restored from the current tables

@@ -4,7 +4,7 @@ consumer state the previous version left is migrated with its truth kept (Kafka 
 
 Run 1 builds the fleet: a group with a client ID on two channels (a duplicate, orphaned and double-owned
 queues), ordinary groups (one member leaving), a group whose brokers disagree, a group polled on both brokers,
-and producers isolating broker-b. Its consumer query keeps each shard's state as state version 7 wrote it
+and producers isolating broker-b. Its consumer query keeps each shard's state as state version 8 wrote it
 (``tests.support.state_versions``): the checkpoint is what the previous release leaves. Run 2, a new job of the
 current version on the same checkpoints and tables (the upgrade of ``docs/deploy.md``, "Upgrading"), reads one
 heartbeat of a new group: its consumer batch analyses that group alone, and the send queries have nothing to
@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.metrics import BY_NAME, new_registry
 from streaming.domain.consumers.engine_settings import EngineSettings
-from streaming.domain.consumers.shard_engine import SCHEMA_VERSION, ShardEngine
+from streaming.domain.consumers.shard import SCHEMA_VERSION, Shard
 from tests.support.events import BASE, channel_event, hb, route
 from tests.support.job import job_config, publish, run_available
 from tests.support.state_versions import PREVIOUS_VERSION, consumer_state, consumer_state_as_previous
@@ -118,7 +118,8 @@ def truth(shards: dict[int, dict]) -> dict[str, tuple]:
     generation, open episodes and expected assignment."""
     groups = {}
     for document in shards.values():
-        for group, state in ShardEngine.restore(document, EngineSettings()).groups.items():
+        (engine,) = Shard.restore(document, EngineSettings()).engines.values()  # one cluster: the default one
+        for group, state in engine.groups.items():
             episodes = sorted((e.episode_id, e.anomaly, e.opened_at_ms) for e in state.episodes.values())
             groups[group] = (state.generation, episodes, state.assigned, state.owners)
     return groups
@@ -162,7 +163,10 @@ def test_after_a_restart_across_a_state_version_every_series_and_the_state_is_ba
 
     upgraded = consumer_state(spark, checkpoint)
     # the shard the new group's batch ran on was migrated and written at the current version
-    assert any(d["schema_version"] == SCHEMA_VERSION and "G-new" in d["groups"] for d in upgraded.values())
+    assert any(
+        d["schema_version"] == SCHEMA_VERSION and "G-new" in d["clusters"]["default"]["groups"]
+        for d in upgraded.values()
+    )
     now = truth(upgraded)
     assert set(now) == set(kept) | {"G-new"}
     assert {g: now[g] for g in kept} == kept

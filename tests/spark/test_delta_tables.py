@@ -109,3 +109,39 @@ def test_merges_of_one_batch_run_together_each_once_and_leave_the_callers_sessio
         ]
     assert spark.conf.get("spark.databricks.delta.write.txnAppId", None) is None
     assert spark.conf.get("spark.databricks.delta.write.txnVersion", None) is None
+
+
+def test_a_table_written_before_clusters_gets_the_column_and_its_current_rows_the_default_cluster(spark, tmp_path):
+    """An earlier release's tables (no ``cluster`` column) keep working: the start adds the column; a current
+    table's rows, whose key now starts with the cluster, become the default cluster's, a history table's keep
+    NULL; the next write of either names its cluster."""
+    from streaming.contract.tables import TABLES, Table
+    from streaming.job.delta.bus import struct_type
+    from streaming.job.delta.exactly_once import ensure_table
+
+    tables = DeltaTables(spark, tmp_path, default_cluster="home")
+    for name in (Table.BROKER_STATUS_CURRENT, Table.DEAD_LETTERS):
+        before = [c for c in TABLES[name].columns if c.name != "cluster"]
+        ensure_table(spark, tables.path(name), struct_type(before))
+    old = [("broker-a", 1, 2, 0.5, 9, True, 5, 1)]
+    spark.createDataFrame(old, struct_type([c for c in TABLES[Table.BROKER_STATUS_CURRENT].columns][:-1])).write.format(
+        "delta"
+    ).mode("append").save(tables.path(Table.BROKER_STATUS_CURRENT))
+    letter = [("send_result", "t", 0, 1, None, "x", "NOT_JSON", "d", 1)]
+    spark.createDataFrame(letter, struct_type([c for c in TABLES[Table.DEAD_LETTERS].columns][:-1])).write.format(
+        "delta"
+    ).mode("append").save(tables.path(Table.DEAD_LETTERS))
+
+    tables.ensure_all([Table.BROKER_STATUS_CURRENT, Table.DEAD_LETTERS])
+
+    assert [(r.broker, r.cluster) for r in tables.read(Table.BROKER_STATUS_CURRENT).collect()] == [("broker-a", "home")]
+    assert [r.cluster for r in tables.read(Table.DEAD_LETTERS).collect()] == [None]
+    assert tables.evolve(Table.DEAD_LETTERS) == []  # once
+    frame = spark.createDataFrame(
+        [("broker-a", 0, 1, 0.0, None, False, 7, 2, "east")], tables.read(Table.BROKER_STATUS_CURRENT).schema
+    )
+    tables.merge_upsert(Table.BROKER_STATUS_CURRENT, frame, "app", 2)
+    assert sorted((r.cluster, r.event_time_ms) for r in tables.read(Table.BROKER_STATUS_CURRENT).collect()) == [
+        ("east", 7),
+        ("home", 5),
+    ]

@@ -15,6 +15,7 @@ from typing import Any
 from streaming.contract.tables import TABLES, Table, column_names
 from streaming.domain.consumers.outcomes import IgnoredEvent, Outcome
 from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.consumer.events import parsed_event
 from streaming.job.delta.bus import RETRACTED_CUTS, deleted
 from streaming.job.delta.table_rows import CUT_TABLES, table_rows
@@ -54,10 +55,11 @@ class TableModel:
     def apply_rows(self, rows: Iterable[tuple[str, dict[str, Any]]]) -> None:
         """One call's ``(kind, row)`` pairs (``table_rows``, as JSON gives them back), as ``apply`` applies them.
         Rows recorded before the typed output (``tests/data/state``) mark a current table's deletion with
-        ``_op``: read as the deletion kind."""
+        ``_op``: read as the deletion kind; rows recorded before clusters name none: the default cluster's."""
         self.calls += 1
         batch: dict[str, list[dict[str, Any]]] = {}
         for kind, row in rows:
+            row.setdefault("cluster", DEFAULT_CLUSTER)
             if "_op" in row:
                 op = row.pop("_op")
                 kind = deleted(kind) if op == "delete" else kind
@@ -67,7 +69,9 @@ class TableModel:
                 self.history[table] = [
                     (b, r)
                     for b, r in self.history.get(table, [])
-                    if b == self.calls or (r["group"], r["event_time_ms"]) != (row["group"], row["event_time_ms"])
+                    if b == self.calls
+                    or (r["cluster"], r["group"], r["event_time_ms"])
+                    != (row["cluster"], row["group"], row["event_time_ms"])
                 ]
         episodes = [(r, r["status"] == "CLOSED") for r in batch.get(Table.ANOMALY_EPISODES, [])]
         for table, kept in batch.items():

@@ -1,10 +1,9 @@
 """A consumer shard's state as the previous state version wrote it, for the tests that upgrade a checkpoint.
 
-Version 8 added each group's ``reported_ms``, ``generation_ms``, ``observing`` and ``holder_rows`` and changed
-nothing else of the document: version 7's snapshot of the same input is the version-8 one without them
-(``tests/unit/test_state_migrations.py`` checks that against a snapshot version 7's own code wrote). ``consumer_state_as_previous`` makes the consumer
-queries a job starts keep that snapshot in their state store, so that the checkpoint holds what the previous
-release would have left; ``consumer_state`` reads a checkpoint's shards back through Spark's state data source.
+Version 9 keeps one engine snapshot per RocketMQ cluster and changed nothing else: version 8's snapshot of the
+same input (one cluster, the default one) is the default cluster's engine snapshot (``tests/unit/test_clusters.py``
+migrates one). ``consumer_state_as_previous`` makes the consumer queries a job starts keep that snapshot in their
+state store, so that the checkpoint holds what the previous release would have left; ``consumer_state`` reads a checkpoint's shards back through Spark's state data source.
 """
 
 from __future__ import annotations
@@ -15,17 +14,29 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.runtime import state_blob
 
-PREVIOUS_VERSION = 7
+PREVIOUS_VERSION = 8
+# The engine's own chain (one cluster's snapshot inside a version 9 document): 8 is the newest, 7 the one before.
+ENGINE_PREVIOUS_VERSION = 7
 _ADDED_IN_8 = ("reported_ms", "generation_ms", "observing", "holder_rows")
 
 
-def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-8 shard snapshot as version 7 wrote it."""
-    assert snapshot["schema_version"] == PREVIOUS_VERSION + 1, snapshot["schema_version"]
+def engine_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-8 engine snapshot as version 7 wrote it (it added each group's report times and holders rows and
+    changed nothing else: ``tests/unit/test_state_migrations.py`` checks that against version 7's own snapshot)."""
+    assert snapshot["schema_version"] == ENGINE_PREVIOUS_VERSION + 1, snapshot["schema_version"]
     groups = {g: {k: v for k, v in s.items() if k not in _ADDED_IN_8} for g, s in snapshot["groups"].items()}
-    return {**snapshot, "schema_version": PREVIOUS_VERSION, "groups": groups}
+    return {**snapshot, "schema_version": ENGINE_PREVIOUS_VERSION, "groups": groups}
+
+
+def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-9 shard snapshot of the default cluster alone as version 8 wrote it."""
+    assert snapshot["schema_version"] == PREVIOUS_VERSION + 1, snapshot["schema_version"]
+    (engine,) = snapshot["clusters"].values()  # the previous version knew one cluster
+    assert list(snapshot["clusters"]) == [DEFAULT_CLUSTER] and engine["schema_version"] == PREVIOUS_VERSION
+    return dict(engine)
 
 
 class _PreviousVersionState:
@@ -44,7 +55,7 @@ class _PreviousVersionState:
 
 @contextmanager
 def consumer_state_as_previous() -> Iterator[None]:
-    """A block in which the consumer query a job starts stores each shard's state as version 7 wrote it: the job's
+    """A block in which the consumer query a job starts stores each shard's state as version 8 wrote it: the job's
     own state function, handed a state whose updates are ``shard_as_previous`` of the engine's snapshot (this
     module pickled by value, so the Python workers need not import the tests)."""
     from pyspark import cloudpickle

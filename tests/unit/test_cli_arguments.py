@@ -182,7 +182,7 @@ def test_parse_errors_are_one_line_naming_the_problem(argv, message, capsys):
         (
             ["query", "faults", "--group", "G", "--delta-root", "{tmp}"],
             "query faults takes no --group (fault windows are per producer and broker, not per consumer group); "
-            "it takes --broker, --since, --until and --table-time",
+            "it takes --cluster, --broker, --since, --until and --table-time",
         ),
         (
             ["query", "anomalies", "--broker", "broker-a", "--delta-root", "{tmp}"],
@@ -248,7 +248,7 @@ def test_version_names_the_release_the_state_versions_and_what_each_delta_commit
     assert COMMIT_METADATA.endswith(version("rocketmq-rebalance-monitor"))
     documented = dict(re.findall(r"^\| `([a-z ]+)` \| .* \| (\d+) \|$", DESIGN_STATE.read_text(), re.MULTILINE))
     assert {kind: int(v) for kind, v in documented.items()} == {kind: v for kind, v, _ in STATE_KINDS}
-    assert states.startswith("state versions: shard 8 (reads 5 to 8), membership 2, ")
+    assert states.startswith("state versions: shard 9 (reads 5 to 9), membership 2, ")
     assert states == "state versions: " + ", ".join(
         f"{kind} {v}" + (f" (reads {min(m)} to {v})" if m else "") for kind, v, m in STATE_KINDS
     )

@@ -20,7 +20,7 @@ from streaming.domain.allocation.group_rules import GroupRule
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.faults import tracker as fault_tracker
 from streaming.domain.faults.settings import ProducerRule
-from streaming.domain.faults.shard import FaultShard
+from streaming.domain.faults.shard import ClusterFaultShards
 from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5, FaultSemantics, FaultTable
 from streaming.domain.faults.tracker import FaultWindowTracker
 from streaming.domain.rules import glob_regex, name_matches
@@ -99,7 +99,8 @@ def test_the_fault_replay_reads_its_tables_without_parsing_any(tmp_path):
         replay.run([(2_000, 30, "OK", "slow"), (3_000, 600, "OK", "rocketmq-4")])  # a window until 33_000
         replay.set_watermark(replay.timeout_ms() + 1)
         replay.run([])  # the timeout: restored from the stored state only
-    (stored,) = FaultShard.restore(replay.state.shards[0].snapshot, fault_settings).pairs.values()
+    (shard,) = ClusterFaultShards.restore(replay.state.shards[0].snapshot, fault_settings).shards.values()
+    (stored,) = shard.pairs.values()
     assert stored.tracker["fault_table"]["name"] == "rocketmq-4"
 
 

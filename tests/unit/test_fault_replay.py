@@ -16,7 +16,7 @@ import pytest
 from streaming.config import load_config
 from streaming.domain.faults.outcomes import FaultWindowChanged, PairEvicted, PairStatus
 from streaming.domain.faults.settings import FaultSettings
-from streaming.domain.faults.shard import FaultShard, PairSend
+from streaming.domain.faults.shard import ClusterFaultShards, PairSend
 from streaming.domain.faults.tolerance import SendOutcome
 from streaming.job.delta.fault_table_rows import pair_changes, window_row
 from streaming.job.runtime.checkpoint_layout import CheckpointLayoutError
@@ -203,7 +203,7 @@ def test_the_state_document_round_trips_every_shard():
     replay.run([(2_000, 5, "OK", "rocketmq-5")], pair=("Q", "c"), shard=5)
     document = json.loads(json.dumps(replay.state.to_document()))
     assert FaultReplayState.from_document(document) == replay.state
-    pairs = FaultShard.restore(replay.state.shards[3].snapshot, replay.settings).pairs
+    pairs = ClusterFaultShards.restore(replay.state.shards[3].snapshot, replay.settings).shards["default"].pairs
     assert list(pairs) == [("P", "b")]
 
 

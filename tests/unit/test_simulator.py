@@ -7,6 +7,7 @@ through the real job.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -174,3 +175,13 @@ def test_namespaces_keep_scenarios_apart():
 def test_bad_knobs_are_refused(bad):
     with pytest.raises(ValueError):
         build_scenario(**bad)
+
+
+def test_a_simulation_of_a_named_cluster_publishes_version_2_events_of_that_cluster():
+    named = Simulation(build_scenario("mixed"), START, cluster="east").events_until(START + 60_000)
+    plain = Simulation(build_scenario("mixed"), START).events_until(START + 60_000)
+    assert len(named) == len(plain) and {e["type"] for e in named} >= {"consumer_channel", "topic_route", "send_result"}
+    verdicts = [validate_event(json.dumps(e), e["event_time"] + 1) for e in named]
+    assert {v.cluster() for v in verdicts if not isinstance(v, Rejection)} == {"east"}
+    assert not [v for v in verdicts if isinstance(v, Rejection)]
+    assert {validate_event(json.dumps(e)).cluster() for e in plain} == {"default"}  # type: ignore[union-attr]

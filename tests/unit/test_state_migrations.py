@@ -24,7 +24,8 @@ from streaming.domain.consumers.shard_engine import SCHEMA_VERSION, SNAPSHOT_KIN
 from streaming.domain.consumers.shard_migrations import MIGRATIONS
 from streaming.domain.state_codec import StateVersionError, oldest_readable
 from tests.support.engine import TableModel, typed
-from tests.support.state_versions import PREVIOUS_VERSION, shard_as_previous
+from tests.support.state_versions import ENGINE_PREVIOUS_VERSION as PREVIOUS_VERSION
+from tests.support.state_versions import engine_as_previous as shard_as_previous
 
 DATA = Path(__file__).parents[1] / "data" / "state"
 VERSIONS = sorted(MIGRATIONS)

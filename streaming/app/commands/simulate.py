@@ -48,6 +48,7 @@ def simulate(args: argparse.Namespace) -> int:
         max_future_skew_ms=config.ingest.max_future_skew_ms if config else 0,
         progress_interval_ms=int(args.progress_interval * 1000),
         assignment_reports=args.assignment_reports,
+        cluster=args.cluster,
     )
 
     def say(line: str) -> None:

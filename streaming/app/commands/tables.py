@@ -62,15 +62,16 @@ def _known(tables, table: str, column: str, value: str, what: str) -> None:  # t
     raise NotFound(f"no {what} {value!r} in {tables.root} (known: {shown or 'none'})")
 
 
-ASSIGNMENT_COLUMNS = ["group", "generation", "topic", "client_id", "queue_count", "queues", "event_time"]
+ASSIGNMENT_COLUMNS = ["cluster", "group", "generation", "topic", "client_id", "queue_count", "queues", "event_time"]
 
 
-ANOMALY_COLUMNS = ["event_time", "status", "group", "topic", "anomaly", "severity", "summary"]
+ANOMALY_COLUMNS = ["event_time", "status", "cluster", "group", "topic", "anomaly", "severity", "summary"]
 
 
 FAULT_COLUMNS = [
     "event_time",
     "status",
+    "cluster",
     "broker",
     "producer_id",
     "window_start_ms",
@@ -83,6 +84,7 @@ FAULT_COLUMNS = [
 
 
 PROGRESS_COLUMNS = [
+    "cluster",
     "group",
     "topic",
     "broker",
@@ -101,42 +103,53 @@ PROGRESS_COLUMNS = [
 # Each query's DuckDB SQL over the views of the tables it names ($-parameters; NULL filters nothing).
 QUERY_SQL = {
     # "The latest" is by event time, not by generation number: a job started on a new checkpoint (a state
-    # reset) numbers its generations from 1 again, while the tables keep the earlier ones.
+    # reset) numbers its generations from 1 again, while the tables keep the earlier ones. Each cluster's latest:
+    # two clusters' groups of one name are two groups (--cluster picks one).
     "assignment": """
         SELECT * FROM expected_assignments
         WHERE "group" = $group AND ($at IS NULL OR event_time_ms <= $at)
-        QUALIFY rank() OVER (ORDER BY event_time_ms DESC, generation DESC) = 1
-        ORDER BY topic, client_id""",
+          AND ($cluster IS NULL OR cluster = $cluster)
+        QUALIFY rank() OVER (PARTITION BY cluster ORDER BY event_time_ms DESC, generation DESC) = 1
+        ORDER BY cluster, topic, client_id""",
     "assignment-version": """
         SELECT *, epoch_ms(event_time_ms) AS event_time FROM current_assignment
-        WHERE "group" = $group ORDER BY topic, client_id""",
+        WHERE "group" = $group AND ($cluster IS NULL OR cluster = $cluster) ORDER BY cluster, topic, client_id""",
     "anomalies": """
         SELECT * FROM anomaly_episodes
         WHERE ($group IS NULL OR "group" = $group) AND ($kind IS NULL OR anomaly = $kind)
           AND ($since IS NULL OR event_time_ms >= $since) AND ($until IS NULL OR event_time_ms <= $until)
-        ORDER BY event_time_ms, "group", topic, anomaly, status, episode_id""",
+          AND ($cluster IS NULL OR cluster = $cluster)
+        ORDER BY event_time_ms, cluster, "group", topic, anomaly, status, episode_id""",
     "faults": """
         SELECT * FROM fault_windows
         WHERE ($broker IS NULL OR broker = $broker)
           AND ($since IS NULL OR event_time_ms >= $since) AND ($until IS NULL OR event_time_ms <= $until)
-        ORDER BY event_time_ms, broker, producer_id, status, window_start_ms""",
+          AND ($cluster IS NULL OR cluster = $cluster)
+        ORDER BY event_time_ms, cluster, broker, producer_id, status, window_start_ms""",
     # each tracked queue's latest verdict; --at: each queue's latest row at or before then, from the history
     "progress": """
         SELECT *, epoch_ms(event_time_ms) AS event_time FROM queue_progress_current
         WHERE ($group IS NULL OR "group" = $group) AND ($state IS NULL OR state = $state)
-        ORDER BY "group", topic, broker, queue_id""",
+          AND ($cluster IS NULL OR cluster = $cluster)
+        ORDER BY cluster, "group", topic, broker, queue_id""",
     "progress-at": """
         SELECT * FROM (
-            SELECT * FROM consume_progress WHERE ($group IS NULL OR "group" = $group) AND event_time_ms <= $at
-            QUALIFY row_number() OVER (PARTITION BY "group", topic, broker, queue_id ORDER BY event_time_ms DESC) = 1
+            SELECT * FROM consume_progress
+            WHERE ($group IS NULL OR "group" = $group) AND event_time_ms <= $at
+              AND ($cluster IS NULL OR cluster = $cluster)
+            QUALIFY row_number() OVER (
+                PARTITION BY cluster, "group", topic, broker, queue_id ORDER BY event_time_ms DESC
+            ) = 1
         ) WHERE ($state IS NULL OR state = $state)
-        ORDER BY "group", topic, broker, queue_id""",
+        ORDER BY cluster, "group", topic, broker, queue_id""",
     "group-at": """
         SELECT * FROM group_snapshots WHERE "group" = $group AND ($at IS NULL OR event_time_ms <= $at)
+          AND ($cluster IS NULL OR cluster = $cluster)
         ORDER BY event_time_ms DESC, generation DESC LIMIT 1""",
     "group-assignments": """
         SELECT * FROM expected_assignments
-        WHERE "group" = $group AND generation = $generation AND event_time_ms = $event_time""",
+        WHERE "group" = $group AND generation = $generation AND event_time_ms = $event_time
+          AND cluster IS NOT DISTINCT FROM $cluster""",
 }
 
 
@@ -150,7 +163,8 @@ def query(args: argparse.Namespace) -> int:
     if since is not None and until is not None and since > until:
         raise UsageError("--since is after --until")
     if args.what == "sql":
-        if at is not None or since is not None or until is not None or args.group or args.broker or args.kind:
+        filtered = args.group or args.broker or args.kind or args.cluster
+        if at is not None or since is not None or until is not None or filtered:
             raise UsageError("query sql takes only its statement, --table-version, --table-time and the output format")
     if args.what == "assignment" and not args.group:
         raise UsageError("query assignment needs --group")
@@ -201,10 +215,10 @@ def query(args: argparse.Namespace) -> int:
 
 # The filters each query takes (--table-time applies to every one); sql's own check comes first.
 QUERY_FILTERS = {
-    "assignment": ("--group", "--at", "--table-version"),
-    "anomalies": ("--group", "--kind", "--since", "--until"),
-    "faults": ("--broker", "--since", "--until"),
-    "progress": ("--group", "--state", "--at"),
+    "assignment": ("--cluster", "--group", "--at", "--table-version"),
+    "anomalies": ("--cluster", "--group", "--kind", "--since", "--until"),
+    "faults": ("--cluster", "--broker", "--since", "--until"),
+    "progress": ("--cluster", "--group", "--state", "--at"),
 }
 # Why a filter means nothing to a query, where it is not plain.
 FILTER_REASONS = {
@@ -222,6 +236,7 @@ def _refuse_filters_that_do_not_apply(args: argparse.Namespace) -> None:
     if takes is None:
         return
     given = {
+        "--cluster": args.cluster,
         "--group": args.group,
         "--broker": args.broker,
         "--kind": args.kind,
@@ -244,7 +259,7 @@ def _query_rows(tables, args, at, since, until, table_time):  # type: ignore[no-
     if args.what == "progress":  # an offline group may never have had a member: known by its progress
         if args.group:
             _known(tables, Table.CONSUME_PROGRESS, "group", args.group, "consumer group with consume progress")
-        parameters = {"group": args.group, "state": args.state}
+        parameters = {"group": args.group, "state": args.state, "cluster": args.cluster}
         if at is None:
             return tables.sql(QUERY_SQL["progress"], parameters), PROGRESS_COLUMNS
         return tables.sql(QUERY_SQL["progress-at"], {**parameters, "at": at}), PROGRESS_COLUMNS
@@ -252,19 +267,20 @@ def _query_rows(tables, args, at, since, until, table_time):  # type: ignore[no-
         _known(tables, Table.GROUP_SNAPSHOTS, "group", args.group, "consumer group")
     if args.what == "assignment":
         if args.table_version is not None or table_time is not None:  # Delta time travel
-            found = tables.sql(QUERY_SQL["assignment-version"], {"group": args.group}, args.table_version)
+            parameters = {"group": args.group, "cluster": args.cluster}
+            found = tables.sql(QUERY_SQL["assignment-version"], parameters, args.table_version)
             return found, ASSIGNMENT_COLUMNS
-        found = tables.sql(QUERY_SQL["assignment"], {"group": args.group, "at": at})
+        found = tables.sql(QUERY_SQL["assignment"], {"group": args.group, "at": at, "cluster": args.cluster})
         if not found.num_rows:
             raise NotFound(f"consumer group {args.group!r} has no assignment at or before {args.at}")
         return found, ASSIGNMENT_COLUMNS
     if args.what == "anomalies":
-        parameters = {"group": args.group, "kind": args.kind, "since": since, "until": until}
+        parameters = {"group": args.group, "kind": args.kind, "since": since, "until": until, "cluster": args.cluster}
         return tables.sql(QUERY_SQL["anomalies"], parameters), ANOMALY_COLUMNS
     if args.broker:  # brokers producers sent to, with or without fault windows
         known = Table.BROKER_STATUS_CURRENT if Table.BROKER_STATUS_CURRENT in tables.names() else Table.FAULT_WINDOWS
         _known(tables, known, "broker", args.broker, "broker")
-    parameters = {"broker": args.broker, "since": since, "until": until}
+    parameters = {"broker": args.broker, "since": since, "until": until, "cluster": args.cluster}
     return tables.sql(QUERY_SQL["faults"], parameters), FAULT_COLUMNS
 
 
@@ -277,11 +293,16 @@ def _group_from_delta(args: argparse.Namespace) -> list[dict[str, object]]:
     at = time_option("--at", args.at)
     tables = monitor_tables(args, Table.GROUP_SNAPSHOTS, Table.EXPECTED_ASSIGNMENTS)
     _known(tables, Table.GROUP_SNAPSHOTS, "group", args.group, "consumer group")
-    found = rows(tables.sql(QUERY_SQL["group-at"], {"group": args.group, "at": at}))
+    found = rows(tables.sql(QUERY_SQL["group-at"], {"group": args.group, "at": at, "cluster": args.cluster}))
     if not found:
         raise NotFound(f"consumer group {args.group!r} has no generation at or before {args.at}")
     snapshot = found[0]
-    parameters = {"group": args.group, "generation": snapshot["generation"], "event_time": snapshot["event_time_ms"]}
+    parameters = {
+        "group": args.group,
+        "generation": snapshot["generation"],
+        "event_time": snapshot["event_time_ms"],
+        "cluster": snapshot["cluster"],
+    }
     assignments = rows(tables.sql(QUERY_SQL["group-assignments"], parameters))
     details = json.loads(snapshot["details"])
     if args.topic and args.topic not in snapshot["topics"]:

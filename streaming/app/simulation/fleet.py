@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from streaming.app.simulation.progress import HEARTBEAT_MS, PROGRESS_INTERVAL_MS, ProgressModel
-from streaming.contract.events import EventType
+from streaming.contract.events import CLUSTER_FIELD, CLUSTER_SINCE_VERSION, EventType
 
 BROKERS = ("broker-a", "broker-b")
 AVOIDED = "BROKER_AVOIDED"  # the pseudo-anomaly of ``expected`` for brokers producers must avoid
@@ -427,7 +427,8 @@ class Simulation:
     multiple of the 5 s tick). ``assignment_reports``: each live member's ``reported_assignment`` per topic
     at every sample, with its ``ProcessQueueInfo``. Off by default: the job compares reports with the
     assignment it expects (``ASSIGNMENT_MISMATCH``), and the simulated clients rebalance at once, not on
-    RocketMQ's timers, so turning them on for a job run is a change of that run's expectations."""
+    RocketMQ's timers, so turning them on for a job run is a change of that run's expectations. ``cluster``: the
+    RocketMQ cluster every event names (contract version 2); None publishes version 1, the job's default cluster."""
 
     def __init__(
         self,
@@ -438,6 +439,7 @@ class Simulation:
         sends_per_second: float | None = None,
         progress_interval_ms: int = PROGRESS_INTERVAL_MS,
         assignment_reports: bool = False,
+        cluster: str | None = None,
     ) -> None:
         if queues_per_broker < 1:
             raise ValueError("queues_per_broker must be >= 1")
@@ -453,6 +455,7 @@ class Simulation:
         self.sends_per_tick = None if sends_per_second is None else round(sends_per_second * self.tick_ms / 1000)
         self.progress = ProgressModel(scenario, start_ms, seed, queues_per_broker, self.tick_ms, progress_interval_ms)
         self.assignment_reports = assignment_reports
+        self.cluster = cluster
 
     def _route(self, t: int, topic: str) -> dict[str, Any]:
         return {
@@ -537,4 +540,6 @@ class Simulation:
             events.extend(self._tick(self.cursor_ms))
             self.cursor_ms += self.tick_ms
         events.sort(key=lambda e: e["event_time"])
+        if self.cluster is not None:
+            return [{**e, "schema_version": CLUSTER_SINCE_VERSION, CLUSTER_FIELD: self.cluster} for e in events]
         return events

@@ -44,6 +44,7 @@ class SimulateSettings:
     progress_every_s: float = 15.0
     progress_interval_ms: int = 30_000  # consume_progress samples (0: none)
     assignment_reports: bool = False  # each live member's reported_assignment at every sample
+    cluster: str | None = None  # the RocketMQ cluster every event names (None: version 1, the default cluster)
 
 
 def build_simulation(settings: SimulateSettings) -> Any:
@@ -67,6 +68,7 @@ def build_simulation(settings: SimulateSettings) -> Any:
         sends_per_second=settings.sends_per_second,
         progress_interval_ms=settings.progress_interval_ms,
         assignment_reports=settings.assignment_reports,
+        cluster=settings.cluster,
     )
 
 

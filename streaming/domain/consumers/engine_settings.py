@@ -15,6 +15,7 @@ from streaming.domain.consumers.strategy_choice import StrategyChoice, choose_st
 from streaming.domain.progress.verdict import DEFAULT_SETTINGS as DEFAULT_PROGRESS_SETTINGS
 from streaming.domain.progress.verdict import ProgressSettings
 from streaming.domain.versions import ClientLine
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class EngineSettings:
     # long (a handoff seen half before and half after by two reports is not one).
     observed_grace_ms: int = 5_000
     progress: ProgressSettings = DEFAULT_PROGRESS_SETTINGS  # the consume-progress rule table's numbers
+    # The cluster a state written before clusters were kept apart belongs to (``shard.Shard.restore``).
+    default_cluster: str = DEFAULT_CLUSTER
 
     def rule_for(self, group: str) -> GroupRule | None:
         return group_rule_for(self.group_rules, group)

@@ -16,7 +16,7 @@ from streaming.domain.consumers.episodes import Episode, Finding, MemberChanges,
 from streaming.domain.consumers.membership import GroupMembership
 from streaming.domain.consumers.polled_views import is_registered
 from streaming.domain.queues import MessageQueue
-from streaming.domain.vocabulary import AnomalyKind, Severity, Trigger
+from streaming.domain.vocabulary import DEFAULT_CLUSTER, AnomalyKind, Severity, Trigger
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,7 @@ class TopicRoute:
     event_time_ms: int
     topic: str
     brokers: tuple[RouteBroker, ...] = ()
+    cluster: str = DEFAULT_CLUSTER
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TopicRoute:
@@ -43,7 +44,7 @@ class TopicRoute:
             RouteBroker(str(b["broker"]), int(b.get("read_queue_nums", 0)), int(b.get("perm", 6)))
             for b in data.get("brokers") or ()
         )
-        return cls(int(data["event_time"]), str(data["topic"]), brokers)
+        return cls(int(data["event_time"]), str(data["topic"]), brokers, data.get("cluster") or DEFAULT_CLUSTER)
 
 
 def readable_queues(route: TopicRoute) -> list[MessageQueue]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from streaming.domain.versions import ClientLine
-from streaming.domain.vocabulary import ChangeKind, ChangeReason, ChannelEventKind
+from streaming.domain.vocabulary import DEFAULT_CLUSTER, ChangeKind, ChangeReason, ChannelEventKind
 
 DEFAULT_EXPIRY_MS = 120_000
 REMOVAL_KINDS = (
@@ -50,6 +50,7 @@ class ChannelEvent(NamedTuple):
     allocate_strategy: str | None = None
     # Set on the first heartbeat of a steady run: the run's last time (see the module docstring).
     held_until_ms: int | None = None
+    cluster: str = DEFAULT_CLUSTER  # the RocketMQ cluster of the broker (``shard.Shard`` keeps clusters apart)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ChannelEvent:
@@ -65,6 +66,7 @@ class ChannelEvent(NamedTuple):
             data.get("client_version"),
             subscriptions_from_json(data.get("subscriptions")),
             data.get("allocate_strategy"),
+            data.get("cluster"),
         )
 
     @classmethod
@@ -81,6 +83,7 @@ class ChannelEvent(NamedTuple):
         client_version: str | None,
         subscriptions: tuple[Subscription, ...],
         allocate_strategy: str | None,
+        cluster: str | None = None,
     ) -> ChannelEvent:
         """The event from the contract's fields (absent optional ones as None), with the contract's defaults.
 
@@ -98,6 +101,8 @@ class ChannelEvent(NamedTuple):
             client_version,
             subscriptions,
             allocate_strategy,
+            None,
+            cluster or DEFAULT_CLUSTER,
         )
 
 

@@ -24,7 +24,7 @@ from streaming.domain.consumers.membership import (
     views_with_channels,
     with_view,
 )
-from streaming.domain.vocabulary import ChangeKind, ChangeReason, ViewFreshness
+from streaming.domain.vocabulary import DEFAULT_CLUSTER, ChangeKind, ChangeReason, ViewFreshness
 
 
 class Connection(NamedTuple):
@@ -54,6 +54,7 @@ class ConnectionPoll(NamedTuple):
     message_model: str = "CLUSTERING"
     consume_type: str = "CONSUME_PASSIVELY"
     collector: str | None = None
+    cluster: str = DEFAULT_CLUSTER
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ConnectionPoll:
@@ -79,6 +80,7 @@ class ConnectionPoll(NamedTuple):
             str(data.get("message_model") or "CLUSTERING"),
             str(data.get("consume_type") or "CONSUME_PASSIVELY"),
             data.get("collector"),
+            data.get("cluster") or DEFAULT_CLUSTER,
         )
 
 

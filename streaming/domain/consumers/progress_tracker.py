@@ -47,7 +47,15 @@ from streaming.domain.progress.verdict import (
     evaluate,
     time_lag,
 )
-from streaming.domain.vocabulary import AllocationMode, AnomalyKind, EventType, IgnoredReason, LateReason, Severity
+from streaming.domain.vocabulary import (
+    DEFAULT_CLUSTER,
+    AllocationMode,
+    AnomalyKind,
+    EventType,
+    IgnoredReason,
+    LateReason,
+    Severity,
+)
 
 EVENT_TYPE = EventType.CONSUME_PROGRESS
 INCONSISTENT = IgnoredReason.INCONSISTENT_PROGRESS
@@ -196,6 +204,7 @@ class ConsumeProgress:
     broker: str
     queues: tuple[ProgressRow, ...] = ()
     error: str | None = None
+    cluster: str = DEFAULT_CLUSTER
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ConsumeProgress:
@@ -211,7 +220,8 @@ class ConsumeProgress:
             for q in data.get("queues") or ()
         )
         error = data.get("error")
-        return cls(int(data["event_time"]), str(data["group"]), str(data["broker"]), rows, error)
+        cluster = data.get("cluster") or DEFAULT_CLUSTER
+        return cls(int(data["event_time"]), str(data["group"]), str(data["broker"]), rows, error, cluster)
 
 
 def refusal(event: ConsumeProgress) -> str | None:

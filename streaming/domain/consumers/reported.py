@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streaming.domain.progress.verdict import HolderView
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 
 # A reported queue's ProcessQueueInfo as stored: [broker, queue_id, commit_offset, cached_msg_count,
 # cached_msg_size_mib, cached_msg_min_offset, cached_msg_max_offset, locked, last_lock_ms, last_pull_ms,
@@ -57,6 +58,7 @@ class ReportedAssignment:
     topic: str
     queues: tuple[ReportedQueue, ...] = ()
     consume_orderly: bool = False
+    cluster: str = DEFAULT_CLUSTER
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReportedAssignment:
@@ -77,6 +79,7 @@ class ReportedAssignment:
             str(data["topic"]),
             queues,
             bool(data.get("consume_orderly")),
+            data.get("cluster") or DEFAULT_CLUSTER,
         )
 
     def held(self) -> list[list[Any]]:

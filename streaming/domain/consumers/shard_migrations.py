@@ -1,13 +1,16 @@
 """Older consumer shard snapshots read by the current code: one migration per version step.
 
 ``ShardEngine.restore`` hands ``MIGRATIONS`` to ``state_codec.unwrap_state``, which applies them from a snapshot's
-version up to ``shard_engine.SCHEMA_VERSION``. Each is tested with a snapshot the code of its version wrote
-(``tests/unit/test_state_migrations.py``); why each keeps the state's truth: ``docs/design/state-snapshots.md``.
+version up to ``shard_engine.SCHEMA_VERSION`` (one cluster's engine); ``Shard.restore`` hands it ``migrations``,
+which go on to ``shard.SCHEMA_VERSION`` (an engine per cluster). Each is tested with a snapshot the code of its
+version wrote (``tests/unit/test_state_migrations.py``); why each keeps the state's truth:
+``docs/design/state-snapshots.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 
@@ -48,3 +51,15 @@ MIGRATIONS: Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
     6: v6_to_v7,
     7: v7_to_v8,
 }
+
+
+def v8_to_v9(default_cluster: str, snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """9 keeps one engine snapshot per RocketMQ cluster (``clusters``). Version 8 knew one cluster, the job's
+    default one: the whole snapshot, unchanged (generations, open episodes, assignments, pending cuts), becomes
+    ``default_cluster``'s engine snapshot of version 8."""
+    return {"clusters": {default_cluster: dict(snapshot)}}
+
+
+def migrations(default_cluster: str) -> Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
+    """``MIGRATIONS`` and the step to ``shard.SCHEMA_VERSION``, an older snapshot being ``default_cluster``'s."""
+    return {**MIGRATIONS, 8: partial(v8_to_v9, default_cluster)}

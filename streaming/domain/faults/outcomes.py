@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streaming.domain.faults.windows import FaultWindowEpisode
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,7 @@ class FaultWindowChanged:
 
     episode: FaultWindowEpisode
     producer_group: str
+    cluster: str = DEFAULT_CLUSTER  # the RocketMQ cluster of the pair (each cluster's pairs are their own)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,7 @@ class PairStatus:
     last_send_ms: int
     reachable: bool | None
     event_time_ms: int
+    cluster: str = DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,7 @@ class PairEvicted:
     producer_id: str
     broker: str
     event_time_ms: int
+    cluster: str = DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +58,7 @@ class SendsLate:
     producer_id: str
     broker: str
     count: int
+    cluster: str = DEFAULT_CLUSTER
 
 
 FaultOutcome = FaultWindowChanged | PairStatus | PairEvicted | SendsLate

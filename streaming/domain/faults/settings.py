@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from streaming.domain.errors import ConfigurationError
 from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5, FaultTable
 from streaming.domain.rules import glob_regex, name_matches
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class FaultSettings:
     state_ttl_ms: int = 3_600_000
     start_detector_enable: bool = False
     send_latency_fault_enable: bool = False  # for producers whose send results do not say
+    # The cluster a state written before clusters were kept apart belongs to (``shard.ClusterFaultShards``).
+    default_cluster: str = DEFAULT_CLUSTER
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tables]

@@ -4,12 +4,14 @@ Each (producer, broker) pair holds a one-item ``FaultWindowTracker`` with its pr
 producer group and its own wake-up time. ``FaultShard.apply`` replays a batch's sends per pair, advances the
 pairs whose wake-up time the watermark passed, evicts idle ones and reports ``faults.outcomes``; its snapshot
 is the ``fault shard`` document of ``state_codec``. Why per pair inside a shard: ``docs/design/fault-tolerance.md``.
+``ClusterFaultShards`` keeps a ``FaultShard`` per RocketMQ cluster: the job's state per shard of producers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -19,6 +21,7 @@ from streaming.domain.faults.tolerance import SendOutcome, SendResult
 from streaming.domain.faults.tracker import FaultWindowTracker
 from streaming.domain.faults.windows import FaultWindowEpisode
 from streaming.domain.state_codec import unwrap_state, wrap_state
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 
 SNAPSHOT_KIND = "fault shard"
 SNAPSHOT_SCHEMA_VERSION = 1
@@ -72,12 +75,15 @@ class FaultShard:
 
     settings: FaultSettings
     pairs: Mapping[Pair, StoredPair] = field(default_factory=lambda: MappingProxyType({}))
+    cluster: str = DEFAULT_CLUSTER  # the RocketMQ cluster of every pair here, named by each outcome
 
     @classmethod
-    def restore(cls, snapshot: Mapping[str, Any] | None, settings: FaultSettings) -> FaultShard:
-        """The shard ``snapshot`` holds (None: an empty one)."""
+    def restore(
+        cls, snapshot: Mapping[str, Any] | None, settings: FaultSettings, cluster: str = DEFAULT_CLUSTER
+    ) -> FaultShard:
+        """The shard ``snapshot`` holds (None: an empty one) of the pairs of ``cluster``."""
         pairs = {} if snapshot is None else pairs_from_snapshot(snapshot)
-        return cls(settings, MappingProxyType(pairs))
+        return cls(settings, MappingProxyType(pairs), cluster)
 
     def snapshot(self) -> dict[str, Any]:
         return pairs_snapshot(self.pairs)
@@ -96,12 +102,14 @@ class FaultShard:
         due = [pair for pair, stored in pairs.items() if pair not in sends and stored.wake_ms < watermark_ms]
         outcomes: list[FaultOutcome] = []
         for pair in sorted([*sends, *due]):
-            stored = _pair_step(pair, sends.get(pair, ()), pairs.get(pair), watermark_ms, self.settings, outcomes)
+            stored = _pair_step(
+                pair, sends.get(pair, ()), pairs.get(pair), watermark_ms, self.settings, outcomes, self.cluster
+            )
             if stored is None:
                 pairs.pop(pair, None)
             else:
                 pairs[pair] = stored
-        return FaultShardStep(FaultShard(self.settings, MappingProxyType(pairs)), tuple(outcomes))
+        return FaultShardStep(FaultShard(self.settings, MappingProxyType(pairs), self.cluster), tuple(outcomes))
 
 
 def _tracker_for(
@@ -138,6 +146,7 @@ def _pair_step(
     watermark_ms: int,
     settings: FaultSettings,
     outcomes: list[FaultOutcome],
+    cluster: str,
 ) -> StoredPair | None:
     """One pair's sends of the call (none: its wake-up time passed), its outcomes appended to ``outcomes``;
     its new state, None when it is evicted."""
@@ -153,24 +162,29 @@ def _pair_step(
         ]
         step = tracker.apply_all(results)
         if step.late:
-            outcomes.append(SendsLate(producer_id, broker, len(step.late)))
+            outcomes.append(SendsLate(producer_id, broker, len(step.late), cluster))
     else:
         step = tracker.advance(watermark_ms)
     tracker, episodes = step.tracker, step.episodes
-    outcomes.extend(FaultWindowChanged(episode, group) for episode in episodes)
+    outcomes.extend(FaultWindowChanged(episode, group, cluster) for episode in episodes)
     tracked = tracker.get(producer_id, broker)
     ttl_ms = settings.state_ttl_ms
     if tracked is None or (tracked.window is None and tracked.last_event_ms + ttl_ms <= watermark_ms):
-        outcomes.append(PairEvicted(producer_id, broker, watermark_ms))
+        outcomes.append(PairEvicted(producer_id, broker, watermark_ms, cluster))
         return None
     if sends or episodes:
-        outcomes.append(_status(tracker, group, episodes, producer_id, broker))
+        outcomes.append(_status(tracker, group, episodes, producer_id, broker, cluster))
     wake_ms = tracked.window.window_end_ms if tracked.window else tracked.last_event_ms + ttl_ms
     return StoredPair(max(int(wake_ms), watermark_ms + 1), group, tracker.to_dict())
 
 
 def _status(
-    tracker: FaultWindowTracker, group: str, episodes: Sequence[FaultWindowEpisode], producer_id: str, broker: str
+    tracker: FaultWindowTracker,
+    group: str,
+    episodes: Sequence[FaultWindowEpisode],
+    producer_id: str,
+    broker: str,
+    cluster: str,
 ) -> PairStatus:
     """The pair's item as the tracker holds it, as of its last send or its latest episode."""
     tracked = tracker.get(producer_id, broker)
@@ -186,4 +200,78 @@ def _status(
         last_send_ms=tracked.last_event_ms,
         reachable=tracked.item.reachable if enabled else None,
         event_time_ms=max([tracked.last_event_ms] + [e.event_time_ms for e in episodes]),
+        cluster=cluster,
     )
+
+
+# -- several RocketMQ clusters ---------------------------------------------------------------------------
+
+# 2: one shard document (``SNAPSHOT_SCHEMA_VERSION``'s shape) per RocketMQ cluster (``clusters``).
+CLUSTERS_SCHEMA_VERSION = 2
+
+ClusterPair = tuple[str, str, str]  # (cluster, producer id, broker)
+
+
+def _in_default_cluster(default_cluster: str, snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """2 keeps each cluster's pairs apart. Version 1 knew one cluster, the job's default one: its pairs (windows,
+    items, wake-up times) are that cluster's, unchanged."""
+    return {"clusters": {default_cluster: dict(snapshot)}}
+
+
+def migrations(default_cluster: str) -> Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
+    """The fault shard's chain: version 1's pairs are ``default_cluster``'s."""
+    return {1: partial(_in_default_cluster, default_cluster)}
+
+
+# The chain as ``rebalance-monitor --version`` names it.
+MIGRATIONS = migrations(DEFAULT_CLUSTER)
+
+
+@dataclass(frozen=True)
+class ClusterFaultStep:
+    """The clusters' shards after a call, and what happened, cluster by cluster."""
+
+    shards: ClusterFaultShards
+    outcomes: tuple[FaultOutcome, ...]  # each naming its cluster
+
+
+@dataclass(frozen=True)
+class ClusterFaultShards:
+    """A shard of pairs per RocketMQ cluster: the same producer and broker names in two clusters are two pairs
+    with their own windows (``docs/design/clusters.md``)."""
+
+    settings: FaultSettings
+    shards: Mapping[str, FaultShard] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def restore(cls, snapshot: Mapping[str, Any] | None, settings: FaultSettings) -> ClusterFaultShards:
+        """The shards ``snapshot`` holds (None: none); a version 1 document is ``settings.default_cluster``'s."""
+        if snapshot is None:
+            return cls(settings)
+        data = unwrap_state(SNAPSHOT_KIND, CLUSTERS_SCHEMA_VERSION, snapshot, migrations(settings.default_cluster))
+        shards = {c: FaultShard.restore(s, settings, c) for c, s in data["clusters"].items()}
+        return cls(settings, MappingProxyType(shards))
+
+    def snapshot(self) -> dict[str, Any]:
+        clusters = {c: s.snapshot() for c, s in sorted(self.shards.items()) if not s.is_empty()}
+        return wrap_state(SNAPSHOT_KIND, CLUSTERS_SCHEMA_VERSION, {"clusters": clusters})
+
+    def is_empty(self) -> bool:
+        return all(s.is_empty() for s in self.shards.values())
+
+    def next_wakeup_ms(self) -> int | None:
+        return min((t for s in self.shards.values() if (t := s.next_wakeup_ms()) is not None), default=None)
+
+    def apply(self, sends: Mapping[ClusterPair, Sequence[PairSend]], watermark_ms: int) -> ClusterFaultStep:
+        """``FaultShard.apply`` per cluster: the sends of its pairs, and every cluster's due pairs."""
+        by_cluster: dict[str, dict[Pair, Sequence[PairSend]]] = {}
+        for (cluster, producer_id, broker), pair_sends in sends.items():
+            by_cluster.setdefault(cluster, {})[(producer_id, broker)] = pair_sends
+        shards = dict(self.shards)
+        outcomes: list[FaultOutcome] = []
+        for cluster in sorted({*shards, *by_cluster}):
+            shard = shards.get(cluster) or FaultShard(self.settings, cluster=cluster)
+            step = shard.apply(by_cluster.get(cluster, {}), watermark_ms)
+            shards[cluster] = step.shard
+            outcomes += step.outcomes
+        return ClusterFaultStep(ClusterFaultShards(self.settings, MappingProxyType(shards)), tuple(outcomes))

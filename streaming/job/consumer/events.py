@@ -3,7 +3,7 @@
 ``consumer.query``'s state function reads the rows of ``shard_input`` column by column (``read_columns``) and
 builds the events the engine applies (``shard_events``): typed channel events from their columns, every other
 event parsed once into its type from the JSON of its fields (``parsed_event``), its origin kept beside it;
-heartbeat runs handed to ``ShardEngine.apply_runs``, late ones counted, the rest ordered by event time, type and
+heartbeat runs handed to ``Shard.apply_runs``, late ones counted, the rest ordered by event time, type and
 Kafka coordinates; and the newest channel event per Kafka partition (``lane_times``), which lets the engine
 expire silent channels before the watermark does.
 """
@@ -22,7 +22,8 @@ from streaming.domain.consumers.membership import ChannelEvent
 from streaming.domain.consumers.polled_views import ConnectionPoll
 from streaming.domain.consumers.progress_tracker import ConsumeProgress
 from streaming.domain.consumers.reported import ReportedAssignment
-from streaming.domain.consumers.shard_engine import EngineEvent, ShardEngine
+from streaming.domain.consumers.shard import Shard
+from streaming.domain.consumers.shard_engine import EngineEvent
 from streaming.job.consumer.heartbeat_runs import RUN, unpack_run
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ CHANNEL_FIELDS = (
     "consume_type",
     "client_version",
     "allocate_strategy",
+    "cluster",
 )
 
 
@@ -112,7 +114,7 @@ _LAST_RANK = 2
 
 
 def shard_events(
-    columns: Mapping[str, list[Any]], engine: ShardEngine, watermark_ms: int, rows: Iterable[int] | None = None
+    columns: Mapping[str, list[Any]], engine: Shard, watermark_ms: int, rows: Iterable[int] | None = None
 ) -> ShardEvents:
     """The shard's events in the order the engine applies them, how many of each type were late, and the origins.
 
@@ -221,9 +223,9 @@ def _typed_channel_events(columns: Mapping[str, list[Any]]) -> Callable[[int, in
         subs = parsed.get(text)
         if subs is None:
             subs = parsed[text] = subscriptions_from_json(json.loads(text))
-        broker, kind, channel, client_id, group, model, consume, version, strategy = (f[i] for f in fields)
+        broker, kind, channel, client_id, group, model, consume, version, strategy, cluster = (f[i] for f in fields)
         return ChannelEvent.from_fields(
-            time_ms, broker, kind, channel, client_id, group, model, consume, version, subs, strategy
+            time_ms, broker, kind, channel, client_id, group, model, consume, version, subs, strategy, cluster
         )
 
     return channel_event
@@ -241,7 +243,7 @@ def _parsed_event(columns: Mapping[str, list[Any]], i: int) -> EngineEvent:
 
 
 def _run_events(
-    engine: ShardEngine,
+    engine: Shard,
     runs: list[Any],
     others: list[Any],
     run_places: list[tuple[str, int, tuple[int, ...]]],

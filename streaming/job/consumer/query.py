@@ -1,9 +1,9 @@
 """The heartbeat path: consumer channel events, reported assignments, topic routes and consume progress -> group
 analysis and queue progress.
 
-The Spark adapter around ``streaming.domain.consumers.shard_engine.ShardEngine``: Kafka records classified in
-the JVM, keyed by a shard of groups (routes replicated into every shard), heartbeat runs folded, then
-``applyInPandasWithState`` restores each shard's engine, applies its events at the batch's watermark
+The Spark adapter around ``streaming.domain.consumers.shard.Shard`` (a ``ShardEngine`` per RocketMQ cluster): Kafka
+records classified in the JVM, keyed by a shard of groups (routes replicated into every shard), heartbeat runs
+folded, then ``applyInPandasWithState`` restores each shard's engine, applies its events at the batch's watermark
 (``consumer.events``) and emits the outcomes as typed rows (``table_rows``, ``delta.bus``).
 Why so: ``docs/design/consumer-query.md``.
 """
@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from streaming.contract.events import EVENT_TYPES, EventType
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.membership import ChannelEvent
-from streaming.domain.consumers.outcomes import IgnoredEvent, LateEvent, Outcome
-from streaming.domain.consumers.shard_engine import EngineEvent, ShardEngine
+from streaming.domain.consumers.outcomes import IgnoredEvent, LateEvent
+from streaming.domain.consumers.shard import ClusterOutcome, Shard
+from streaming.domain.consumers.shard_engine import EngineEvent
 from streaming.domain.vocabulary import LateReason
 from streaming.job.consumer import heartbeat_runs
 from streaming.job.consumer.events import (
@@ -125,8 +126,8 @@ def _process_shard(shard: int, frames: Iterator[pd.DataFrame], state: Any, setti
     letter_rows: list[Row] = []
     origins: dict[int, Origin] = {}
     if state.hasTimedOut:
-        engine = ShardEngine.restore(state_blob.load(state), settings)
-        outcomes = engine.advance(watermark_ms)
+        engine = Shard.restore(state_blob.load(state), settings)
+        outcomes: list[ClusterOutcome] = engine.advance(watermark_ms)
     else:
         engine, outcomes, letter_rows, origins = _apply_isolating_poison(shard, columns, state, settings, watermark_ms)
     records = _as_job_rows(outcomes, shard, origins) + letter_rows
@@ -140,18 +141,21 @@ def _apply_isolating_poison(
     state: Any,
     settings: EngineSettings,
     watermark_ms: int,
-) -> tuple[ShardEngine, list[Outcome], list[Row], dict[int, Origin]]:
+) -> tuple[Shard, list[ClusterOutcome], list[Row], dict[int, Origin]]:
     """The shard's rows applied to its engine; the records processing fails on are set apart (``poison.isolate``)
     and returned as dead-letter rows; and the origins of the events that kept their raw value."""
 
-    def attempt(rows: Sequence[int]) -> tuple[ShardEngine, list[Outcome]]:
+    def attempt(rows: Sequence[int]) -> tuple[Shard, list[ClusterOutcome]]:
         # From the stored state each time: a failed attempt may have changed its engine half-way.
-        engine = ShardEngine.restore(state_blob.load(state), settings)
+        engine = Shard.restore(state_blob.load(state), settings)
         events, late, found = shard_events(columns, engine, watermark_ms, rows)
         origins.update(found)  # kept with ``events`` alive: the keys are the events' identities
         held.append(events)
         outcomes = engine.apply(_raising_if_planted(events), watermark_ms, lane_times(columns, rows))
-        return engine, outcomes + [LateEvent(LateReason.WATERMARK, t, count=n) for t, n in late.items()]
+        default = settings.default_cluster  # late events are counted, not kept per cluster
+        return engine, outcomes + [
+            ClusterOutcome(default, LateEvent(LateReason.WATERMARK, t, count=n)) for t, n in late.items()
+        ]
 
     origins: dict[int, Origin] = {}
     held: list[list[Any]] = []
@@ -173,7 +177,7 @@ def _apply_isolating_poison(
     return engine, outcomes, letter_rows, origins
 
 
-def _store_engine(state: Any, engine: ShardEngine, watermark_ms: int) -> None:
+def _store_engine(state: Any, engine: Shard, watermark_ms: int) -> None:
     """Keep the engine in the shard's state (removed when empty), waking the shard at its next expiry."""
     if engine.is_empty():
         state.remove()
@@ -221,19 +225,21 @@ def _refused_letters(columns: Mapping[str, list[Any]], row: int, detail: str) ->
     ]
 
 
-def _as_job_rows(outcomes: list[Outcome], shard: int, origins: Mapping[int, Origin]) -> list[Row]:
-    """The engine's outcomes as the sink takes them (``table_rows``): an ignored event becomes a dead letter
-    built from the origin ``shard_events`` kept for it, and late routes are counted by shard 0 only (every shard
-    receives every route, so every shard finds the same ones stale or late)."""
+def _as_job_rows(outcomes: list[ClusterOutcome], shard: int, origins: Mapping[int, Origin]) -> list[Row]:
+    """The engine's outcomes as the sink takes them (``table_rows``), each row with its outcome's ``cluster``: an
+    ignored event becomes a dead letter built from the origin ``shard_events`` kept for it, and late routes are
+    counted by shard 0 only (every shard receives every route, so every shard finds the same ones stale or late)."""
     rows: list[Row] = []
-    for outcome in outcomes:
+    for cluster, outcome in outcomes:
         if type(outcome) is IgnoredEvent:
             topic, partition, offset, timestamp, raw_value = origins[id(outcome.event)]
-            rows.append(ignored_letter(outcome, topic, int(partition), int(offset), _timestamp(timestamp), raw_value))
+            rows.append(
+                ignored_letter(outcome, topic, int(partition), int(offset), _timestamp(timestamp), raw_value, cluster)
+            )
         elif type(outcome) is LateEvent and shard != 0 and outcome.event_type == ROUTE_EVENT:
             continue
         else:
-            rows += rows_of(outcome)
+            rows += rows_of(outcome, cluster)
     return rows
 
 

@@ -48,17 +48,19 @@ class CurrentRows:
         return list(self._rows.values())
 
 
-VIEW_KEY = ("group", "broker")
-VIEW_COLUMNS = ("broker", "status", "polled_at_ms")
-ITEM_KEY = ("producer_id", "broker")
-ITEM_COLUMNS = ("producer_id", "broker", "unavailable_until_ms")
+VIEW_KEY = ("cluster", "group", "broker")
+VIEW_COLUMNS = ("cluster", "broker", "status", "polled_at_ms")
+ITEM_KEY = ("cluster", "producer_id", "broker")
+ITEM_COLUMNS = ("cluster", "producer_id", "broker", "unavailable_until_ms")
 
 
 def view_summary(views: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per broker of ``broker_views_current``: its polled group views, the stale ones, the latest poll."""
-    per: dict[str, dict[str, Any]] = {}
+    """Per broker (of a cluster) of ``broker_views_current``: its polled group views, the stale ones, the latest
+    poll."""
+    per: dict[tuple[Any, str], dict[str, Any]] = {}
     for v in views:
-        b = per.setdefault(v["broker"], {"broker": v["broker"], "views": 0, "stale": 0, "last_poll_ms": None})
+        at = (v.get("cluster"), v["broker"])
+        b = per.setdefault(at, {"cluster": at[0], "broker": at[1], "views": 0, "stale": 0, "last_poll_ms": None})
         b["views"] += 1
         b["stale"] += 1 if v["status"] == str(ViewFreshness.STALE) else 0
         if v["polled_at_ms"] is not None and (b["last_poll_ms"] is None or v["polled_at_ms"] > b["last_poll_ms"]):
@@ -69,9 +71,10 @@ def view_summary(views: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def broker_status(items: Iterable[Mapping[str, Any]], now_ms: int) -> list[dict[str, Any]]:
     """Per broker of the producers' fault items at event time ``now_ms``: ``broker_status_current``'s columns
     but ``batch_id``. An item avoids its broker while ``unavailable_until_ms`` is after ``now_ms``."""
-    per: dict[str, dict[str, Any]] = {}
+    per: dict[tuple[Any, str], dict[str, Any]] = {}
     for item in items:
-        b = per.setdefault(item["broker"], {"broker": item["broker"], "avoiding": 0, "seen": 0, "until": None})
+        at = (item.get("cluster"), item["broker"])
+        b = per.setdefault(at, {"cluster": at[0], "broker": at[1], "avoiding": 0, "seen": 0, "until": None})
         b["seen"] += 1
         until = item["unavailable_until_ms"]
         if until is not None and until > now_ms:
@@ -79,6 +82,7 @@ def broker_status(items: Iterable[Mapping[str, Any]], now_ms: int) -> list[dict[
             b["until"] = until if b["until"] is None else max(b["until"], until)
     return [
         {
+            "cluster": b["cluster"],
             "broker": b["broker"],
             "producers_avoiding": b["avoiding"],
             "producers_seen": b["seen"],
@@ -94,10 +98,10 @@ def broker_status(items: Iterable[Mapping[str, Any]], now_ms: int) -> list[dict[
 def producers_all_down(items: Iterable[Mapping[str, Any]], now_ms: int) -> int:
     """Producers whose fault items (those with an end) make every broker they name unavailable at ``now_ms``;
     a producer none of whose items has an end is not counted."""
-    down: dict[str, bool] = {}
+    down: dict[tuple[Any, str], bool] = {}
     for item in items:
         until = item["unavailable_until_ms"]
         if until is not None:
-            producer = item["producer_id"]
+            producer = (item.get("cluster"), item["producer_id"])
             down[producer] = down.get(producer, True) and until > now_ms
     return sum(down.values())

@@ -91,9 +91,17 @@ KINDS: dict[str, tuple[Column, ...]] = {
     **{t: _table_fields(t) for t in CONSUMER_TABLES},
     **{deleted(t): _deletion_fields(t) for t in CURRENT_TABLES},
     LATE_EVENTS: columns(
-        reason=STRING, event_type=STRING, event_time_ms=BIGINT, count=BIGINT, group=STRING, broker=STRING, topic=STRING
+        reason=STRING,
+        event_type=STRING,
+        event_time_ms=BIGINT,
+        count=BIGINT,
+        group=STRING,
+        broker=STRING,
+        topic=STRING,
+        cluster=STRING,
     ),
     PROGRESS_METRICS: columns(
+        cluster=STRING,
         group=STRING,
         event_time_ms=BIGINT,
         topics=array_of(
@@ -106,7 +114,7 @@ KINDS: dict[str, tuple[Column, ...]] = {
         ),
         offline_backlog=BOOLEAN,
     ),
-    RETRACTED_CUTS: columns(group=STRING, event_time_ms=BIGINT),
+    RETRACTED_CUTS: columns(cluster=STRING, group=STRING, event_time_ms=BIGINT),
 }
 # A row's values in its kind's field order; a field the mapping did not fill raises (KeyError), never a NULL.
 _VALUES: dict[str, Callable[[Any], tuple[Any, ...]]] = {

@@ -40,6 +40,7 @@ def window_row(changed: FaultWindowChanged) -> dict[str, Any]:
         "isolation": e.isolation,
         "fault_table": e.fault_table,
         "producer_group": changed.producer_group,
+        "cluster": changed.cluster,
     }
 
 
@@ -60,6 +61,7 @@ def pair_row(s: PairStatus) -> dict[str, Any]:
         "last_send_ms": s.last_send_ms,
         "reachable": s.reachable,
         "event_time_ms": s.event_time_ms,
+        "cluster": s.cluster,
     }
 
 
@@ -71,5 +73,6 @@ def pair_changes(outcomes: Iterable[FaultOutcome]) -> list[Change]:
         if type(o) is PairStatus:
             changes.append((pair_row(o), False))
         elif type(o) is PairEvicted:
-            changes.append(({"producer_id": o.producer_id, "broker": o.broker, "event_time_ms": o.event_time_ms}, True))
+            key = {"cluster": o.cluster, "producer_id": o.producer_id, "broker": o.broker}
+            changes.append(({**key, "event_time_ms": o.event_time_ms}, True))
     return changes

@@ -241,7 +241,7 @@ def _consumer_batch_summary(batch: DataFrame, with_metrics: bool) -> tuple[dict[
 
 
 def _delete_retracted_cuts(tables: DeltaTables, batch: DataFrame, batch_id: int) -> None:
-    """Delete the rows earlier batches wrote for the cuts this batch amends (``RETRACTED_CUTS``: group and time)
+    """Delete the rows earlier batches wrote for the cuts this batch amends (``RETRACTED_CUTS``: cluster, group, time)
     from the tables a cut writes (``CUT_TABLES``). Idempotent: a replay of the batch finds nothing more to delete,
     and the batch's own rows (``batch_id``) are never deleted."""
     from functools import reduce
@@ -251,7 +251,12 @@ def _delete_retracted_cuts(tables: DeltaTables, batch: DataFrame, batch_id: int)
     cuts = kind_rows(batch, RETRACTED_CUTS).distinct().collect()
     if not cuts:
         return
-    matches = [(F.col("group") == c["group"]) & (F.col("event_time_ms") == c["event_time_ms"]) for c in cuts]
+    matches = [
+        (F.col("cluster") == c["cluster"])
+        & (F.col("group") == c["group"])
+        & (F.col("event_time_ms") == c["event_time_ms"])
+        for c in cuts
+    ]
     condition = (F.col("batch_id") < batch_id) & reduce(lambda a, b: a | b, matches)
     for table in CUT_TABLES:
         tables.delete(table, condition)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from connectors.object_store import join
 from streaming.contract.tables import TABLES, column_names
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.delta.bus import struct_type
 from streaming.job.delta.exactly_once import (
     align_auto_compaction_count,
@@ -41,9 +42,13 @@ class DeltaTables:
         deleted_file_retention_hours: int = 168,
         log_retention_hours: int = 168,
         append_checkpoint_interval: int = 100,
+        default_cluster: str = DEFAULT_CLUSTER,
     ) -> None:
         self.session = session
         self.root = str(root)
+        # The cluster of rows that name none: the send path's (its JVM reduction does not carry a send's cluster)
+        # and, when a table written before clusters gets the column, its current rows.
+        self.default_cluster = default_cluster
         # Set when a table is created ([delta] checkpoint_interval for current tables, append_checkpoint_interval
         # for the append-only ones, auto_compact, deleted_file_retention_hours, log_retention_hours).
         self.checkpoint_interval = checkpoint_interval
@@ -76,11 +81,32 @@ class DeltaTables:
         return properties
 
     def ensure_all(self, names: list[str] | None = None) -> None:
+        """Create each table that does not exist; add the catalogue's columns an existing one lacks (``evolve``)."""
         for name in names or list(TABLES):
             spec = TABLES[name]
             ensure_table(
                 self.session, self.path(name), struct_type(spec.columns), spec.partition_by, self.properties(spec.kind)
             )
+            self.evolve(name)
+
+    def evolve(self, name: str) -> list[str]:
+        """Add the catalogue's columns the table at ``name`` lacks (a table written by an earlier release: the
+        ``cluster`` column); its existing rows hold NULL there, but a current table's, whose key starts with the
+        cluster, are given the default cluster, so the next batch's rows replace them. The columns added."""
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        spec = TABLES[name]
+        have = set(self.read(name).columns)
+        missing = [c for c in spec.columns if c.name not in have]
+        if not missing:
+            return []
+        added = ", ".join(f"`{c.name}` {c.type.ddl}" for c in missing)
+        self.session.sql(f"ALTER TABLE delta.`{self.path(name)}` ADD COLUMNS ({added})")
+        if spec.kind == "current" and any(c.name == "cluster" for c in missing):
+            table = DeltaTable.forPath(self.session, self.path(name))
+            table.update(F.col("cluster").isNull(), {"cluster": F.lit(self.default_cluster)})
+        return [c.name for c in missing]
 
     def version(self, name: str) -> int:
         """The table's latest version as its log names it (0: created and never written; -1: no table)."""
@@ -98,11 +124,19 @@ class DeltaTables:
     # -- writes ------------------------------------------------------------------------------------
     def append(self, name: str, frame: DataFrame, app_id: str, batch_id: int, rows: int | None = None) -> None:
         """Append exactly once; ``rows``, when known, keeps a small frame to one file (``append_idempotent``)."""
-        append_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id, rows)
+        append_idempotent(self._columns(name, frame), self.path(name), f"{app_id}:{name}", batch_id, rows)
 
     def overwrite(self, name: str, frame: DataFrame, app_id: str, batch_id: int, rows: int) -> None:
         """Replace the table's rows with ``frame``'s, exactly once (``overwrite_idempotent``)."""
-        overwrite_idempotent(frame.select(*column_names(name)), self.path(name), f"{app_id}:{name}", batch_id, rows)
+        overwrite_idempotent(self._columns(name, frame), self.path(name), f"{app_id}:{name}", batch_id, rows)
+
+    def _columns(self, name: str, frame: DataFrame) -> DataFrame:
+        """``frame`` as the table's columns; rows of a frame without ``cluster`` are the default cluster's."""
+        from pyspark.sql import functions as F
+
+        if "cluster" not in frame.columns:
+            frame = frame.withColumn("cluster", F.lit(self.default_cluster))
+        return frame.select(*column_names(name))
 
     def delete(self, name: str, condition: Column) -> None:
         """Delete the rows matching ``condition`` (idempotent by its own terms: see its callers)."""

@@ -37,7 +37,7 @@ from streaming.domain.consumers.outcomes import (
     RebalanceCost,
 )
 from streaming.domain.consumers.polled_views import ViewStatus
-from streaming.domain.vocabulary import ViewFreshness
+from streaming.domain.vocabulary import DEFAULT_CLUSTER, ViewFreshness
 from streaming.job.delta.bus import LATE_EVENTS, MOVED_QUEUES, PROGRESS_METRICS, RETRACTED_CUTS, deleted
 
 Row = tuple[str, dict[str, Any]]
@@ -396,9 +396,11 @@ def dead_letter(
     raw_value: str | None,
     reason: str,
     detail: str | None,
+    cluster: str | None = None,
 ) -> dict[str, Any]:
-    """A ``dead_letters`` row: a rejected input record, where it came from and why."""
+    """A ``dead_letters`` row: a rejected input record, where it came from and why (its cluster when known)."""
     return {
+        "cluster": cluster,
         "source": source,
         "kafka_topic": kafka_topic,
         "kafka_partition": kafka_partition,
@@ -417,8 +419,9 @@ def ignored_letter(
     kafka_offset: int,
     kafka_timestamp: Any,
     raw_value: str | None,
+    cluster: str | None = None,
 ) -> Row:
-    """The dead letter of an event the engine refused, at the input coordinates the caller kept for it."""
+    """The dead letter of an event ``cluster``'s engine refused, at the input coordinates the caller kept for it."""
     return (
         DEAD_LETTERS,
         dead_letter(
@@ -430,6 +433,7 @@ def ignored_letter(
             raw_value,
             ignored.reason,
             ignored.detail,
+            cluster,
         ),
     )
 
@@ -458,12 +462,16 @@ _MAPPERS: dict[type, Callable[[Any], list[Row]]] = {
 }
 
 
-def rows_of(outcome: Outcome) -> list[Row]:
-    """The ``(table, row)`` pairs one outcome is kept as (an ``IgnoredEvent``: see ``ignored_letter``)."""
-    return _MAPPERS[type(outcome)](outcome)
+def rows_of(outcome: Outcome, cluster: str = DEFAULT_CLUSTER) -> list[Row]:
+    """The ``(table, row)`` pairs one outcome of ``cluster``'s engine is kept as (an ``IgnoredEvent``: see
+    ``ignored_letter``); every row names the cluster."""
+    rows = _MAPPERS[type(outcome)](outcome)
+    for _, row in rows:
+        row["cluster"] = cluster
+    return rows
 
 
-def table_rows(outcomes: Iterable[Outcome]) -> list[Row]:
-    """The ``(table, row)`` pairs of the outcomes, in their order (an outcome's rows in the order above)."""
-    mappers = _MAPPERS
-    return [row for outcome in outcomes for row in mappers[type(outcome)](outcome)]
+def table_rows(outcomes: Iterable[Outcome], cluster: str = DEFAULT_CLUSTER) -> list[Row]:
+    """The ``(table, row)`` pairs of the outcomes of ``cluster``'s engine, in their order (an outcome's rows in the
+    order above)."""
+    return [row for outcome in outcomes for row in rows_of(outcome, cluster)]

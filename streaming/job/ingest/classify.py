@@ -403,6 +403,7 @@ def dead_letter_columns(classified: DataFrame, batch_id: int | None = None) -> D
         "reason",
         "detail",
         F.lit(batch_id).cast("bigint").alias("batch_id"),
+        F.lit(None).cast("string").alias("cluster"),  # a rejected record's cluster is not known
     )
 
 

@@ -16,9 +16,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from streaming.domain.faults.outcomes import FaultOutcome
-from streaming.domain.faults.shard import FaultShard, Pair, PairSend
+from streaming.domain.faults.shard import ClusterFaultShards, ClusterPair, PairSend
 from streaming.domain.faults.tolerance import SendOutcome
 from streaming.domain.state_codec import unwrap_state, wrap_state
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.runtime import state_blob
 from streaming.job.runtime.checkpoint_layout import CheckpointLayoutError
 from streaming.job.runtime.hadoop_files import read_whole, write_whole
@@ -46,11 +47,12 @@ class KeptSend:
     kafka_partition: int
     kafka_offset: int
     send: PairSend
+    cluster: str = DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True)
 class ShardState:
-    """A shard between batches: its pairs (``FaultShard.snapshot``) and when it wakes without sends, as
+    """A shard between batches: its pairs (``ClusterFaultShards.snapshot``) and when it wakes without sends, as
     ``GroupState.setTimeoutTimestamp`` would have it (fires once a batch's watermark is past it)."""
 
     snapshot: Mapping[str, Any]
@@ -128,7 +130,7 @@ def replay_batch(
     late_at = None if batch_id == 0 else state.late_threshold_ms(batch_id)  # Spark's first batch drops none
     watermark_ms = state.next_watermark_ms
     newest_ms: int | None = None
-    by_shard: dict[int, dict[Pair, list[KeptSend]]] = {}
+    by_shard: dict[int, dict[ClusterPair, list[KeptSend]]] = {}
     late = 0
     for kept in sends:
         t = kept.send.event_time_ms
@@ -136,7 +138,8 @@ def replay_batch(
         if late_at is not None and t <= late_at:
             late += 1
             continue
-        by_shard.setdefault(kept.shard, {}).setdefault((kept.producer_id, kept.broker), []).append(kept)
+        pair = (kept.cluster, kept.producer_id, kept.broker)
+        by_shard.setdefault(kept.shard, {}).setdefault(pair, []).append(kept)
     called = set(by_shard) | {s for s, stored in state.shards.items() if watermark_ms > stored.timeout_ms}
     shards = dict(state.shards)
     outcomes: list[FaultOutcome] = []
@@ -145,12 +148,13 @@ def replay_batch(
         pairs = {
             pair: [k.send for k in sorted(items, key=_replay_order)] for pair, items in by_shard.get(shard, {}).items()
         }
-        step = FaultShard.restore(None if stored is None else stored.snapshot, settings).apply(pairs, watermark_ms)
-        if step.shard.is_empty():
+        restored = ClusterFaultShards.restore(None if stored is None else stored.snapshot, settings)
+        step = restored.apply(pairs, watermark_ms)
+        if step.shards.is_empty():
             shards.pop(shard, None)
         else:
-            timeout_ms = max(step.shard.next_wakeup_ms() or 0, watermark_ms)
-            shards[shard] = ShardState(step.shard.snapshot(), timeout_ms)
+            timeout_ms = max(step.shards.next_wakeup_ms() or 0, watermark_ms)
+            shards[shard] = ShardState(step.shards.snapshot(), timeout_ms)
         outcomes += step.outcomes
     next_watermark_ms = watermark_ms if newest_ms is None else max(watermark_ms, newest_ms - watermark_delay_ms)
     if not called and next_watermark_ms == state.next_watermark_ms:
@@ -164,9 +168,9 @@ def _replay_order(kept: KeptSend) -> tuple[int, int, int]:
     return kept.send.event_time_ms, kept.kafka_partition, kept.kafka_offset
 
 
-def kept_send(row: Mapping[str, Any]) -> KeptSend:
+def kept_send(row: Mapping[str, Any], default_cluster: str = DEFAULT_CLUSTER) -> KeptSend:
     """A reduced send from its row (``sends.reduce.FAULT_UPDATE_COLUMNS`` and ``shard``). A NULL fault table is a
-    producer without sendLatencyFaultEnable."""
+    producer without sendLatencyFaultEnable; a row without a cluster is ``default_cluster``'s."""
     table = row["fault_table"]
     return KeptSend(
         int(row["shard"]),
@@ -181,12 +185,14 @@ def kept_send(row: Mapping[str, Any]) -> KeptSend:
             SendOutcome.parse(str(row["outcome"])),
             table if isinstance(table, str) else None,
         ),
+        row.get("cluster") or default_cluster,
     )
 
 
-def collect_kept_sends(updates: DataFrame, shards: int) -> list[KeptSend]:
+def collect_kept_sends(updates: DataFrame, shards: int, default_cluster: str = DEFAULT_CLUSTER) -> list[KeptSend]:
     """The batch's reduced sends on the driver, each with its shard of producers (the JVM's xxhash64, so a
-    producer keeps its shard whatever the Python process)."""
+    producer keeps its shard whatever the Python process). The JVM reduction does not carry a send's cluster
+    yet: every send is ``default_cluster``'s."""
     from pyspark.sql import functions as F
 
     columns = ("producer_id", "producer_group", "broker", "event_time_ms", "latency_ms", "outcome", "fault_table")
@@ -196,7 +202,7 @@ def collect_kept_sends(updates: DataFrame, shards: int) -> list[KeptSend]:
         "kafka_partition",
         "kafka_offset",
     )
-    return [kept_send(row.asDict()) for row in framed.collect()]
+    return [kept_send(row.asDict(), default_cluster) for row in framed.collect()]
 
 
 def _with_shard_count(state: FaultReplayState, shards: int) -> FaultReplayState:

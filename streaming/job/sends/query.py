@@ -305,7 +305,9 @@ class _SendIngestBatches:
                 writes += self.send_writes(reduced, summary, batch_id)
                 if summary.kept_sends and self.fault is not None:
                     kept = collect_kept_sends(
-                        self.reduced_sends(records, reduced, summary, batch_id), self.fault.shards
+                        self.reduced_sends(records, reduced, summary, batch_id),
+                        self.fault.shards,
+                        self.fault.settings.default_cluster,
                     )
             return _PreparedBatch(writes, kept, tuple(cached))
         except BaseException:

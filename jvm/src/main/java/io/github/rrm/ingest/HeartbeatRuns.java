@@ -68,7 +68,7 @@ public final class HeartbeatRuns implements MapPartitionsFunction<Row, Row> {
   public static final String OUTPUT_EXTRA_DDL = RUN + " BINARY";
   /** What makes two typed heartbeats one run (besides their partition); NULL equals NULL. */
   public static final String[] KEY_COLUMNS = {
-    "shard", "c_group", "c_broker", "c_channel", "c_client_id", "c_message_model", "c_consume_type",
+    "shard", "c_cluster", "c_group", "c_broker", "c_channel", "c_client_id", "c_message_model", "c_consume_type",
     "c_client_version", "c_allocate_strategy", "c_subscriptions", "kafka_topic", "kafka_partition",
   };
 
