@@ -87,7 +87,16 @@ def test_assignment_as_a_readable_table(delta, capsys):
     code, out, err = cli(capsys, "query", "assignment", "--delta-root", delta, "--group", SCALE_OUT)
     assert code == 0, err
     header, rule, *rows = out.strip().splitlines()
-    assert header.split() == ["group", "generation", "topic", "client_id", "queue_count", "queues", "event_time"]
+    assert header.split() == [
+        "cluster",
+        "group",
+        "generation",
+        "topic",
+        "client_id",
+        "queue_count",
+        "queues",
+        "event_time",
+    ]
     assert set(rule) <= {"-", " "} and len(rows) == 4
     assert all(r.startswith(SCALE_OUT) and "scale-out-orders" in r for r in rows)
     assert "scale-out-broker-a/" in out  # queues as broker/queue_id

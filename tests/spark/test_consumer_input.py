@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from streaming.contract.events import DEFAULT_TOPICS
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.membership import ChannelEvent
+from streaming.domain.consumers.shard import Shard
 from streaming.domain.consumers.shard_engine import STALE_ROUTE, UNKNOWN_GROUP, ShardEngine
 from streaming.job.consumer.events import EVENT_COLUMNS, ShardEvents, parsed_event, read_columns, shard_events
 from streaming.job.consumer.query import DEAD_LETTER_SHARD, _as_job_rows, shard_input
@@ -175,7 +176,7 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
     late = _raw_columns([(older_route, "rmq.routes", 0, 6, kafka_ts)])
 
     for shard in (0, 1):
-        engine = ShardEngine.restore(None, EngineSettings())
+        engine = Shard.restore(None, EngineSettings())
         first = _applied(columns, engine)
         records = engine.apply(first.events, KAFKA_TS - 60_000)
         second = _applied(late, engine)
@@ -193,6 +194,7 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
                 "raw_value": json.dumps(ghost),
                 "reason": UNKNOWN_GROUP,
                 "detail": letters[0]["detail"],
+                "cluster": "default",  # the cluster of the engine that refused it
             }
         ]
         assert "nobody-knows-me" in letters[0]["detail"] and ghost["client_id"] in letters[0]["detail"]
@@ -207,6 +209,7 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
                     "event_time_ms": KAFKA_TS - 1,
                     "group": None,
                     "broker": None,
+                    "cluster": "default",
                 }
             ]
             if shard == 0

@@ -10,6 +10,11 @@ part and query: on two shared cores each micro-batch costs seconds to minutes.)
 
 ``fleet_run`` runs it once per test session (a job start is the expensive part) and returns the config;
 callers read tables with ``tests.support.job.read``.
+
+One scenario plays twice: as every scenario, in the job's default cluster (contract version 1), and again, its
+consumer events only, in the cluster ``OTHER_CLUSTER`` (version 2) with the very same names (``CLUSTER_COPY``):
+what the monitor keeps of the two must never mix (``tests/integration/test_simulator_scenarios.py``). The send path
+does not carry a cluster yet, so the copy publishes no sends.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 from connectors.emitter import EventEmitter
 from streaming.app.simulation.fleet import SCENARIOS, Scenario, Simulation, build_scenario
+from streaming.contract.events import EventType
 from tests.support.job import job_config, run_available
 
 START_MS = 1_700_000_000_000
@@ -25,6 +31,8 @@ SIMULATED_MS = 7 * 60_000
 SEED = 1
 FIRST_PART_MS = 75_000
 SENDS_PER_SECOND = 0.2  # per producer: enough for fault windows, few micro-batches for send-ingest
+CLUSTER_COPY = "duplicate-ids"  # the scenario played in a second cluster too, with the same names
+OTHER_CLUSTER = "east"
 
 _runs: dict[str, Any] = {}
 
@@ -38,6 +46,8 @@ def fleet_events() -> list[dict[str, Any]]:
     for scenario in scenarios().values():
         simulation = Simulation(scenario, START_MS, SEED, sends_per_second=SENDS_PER_SECOND)
         events += simulation.events_until(START_MS + SIMULATED_MS)
+    copy = Simulation(scenarios()[CLUSTER_COPY], START_MS, SEED, cluster=OTHER_CLUSTER)
+    events += [e for e in copy.events_until(START_MS + SIMULATED_MS) if e["type"] != EventType.SEND_RESULT]
     events.sort(key=lambda e: e["event_time"])  # one fleet, in event-time order
     return events
 

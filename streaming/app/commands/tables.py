@@ -110,28 +110,28 @@ QUERY_SQL = {
         WHERE "group" = $group AND ($at IS NULL OR event_time_ms <= $at)
           AND ($cluster IS NULL OR cluster = $cluster)
         QUALIFY rank() OVER (PARTITION BY cluster ORDER BY event_time_ms DESC, generation DESC) = 1
-        ORDER BY cluster, topic, client_id""",
+        ORDER BY topic, client_id, cluster""",
     "assignment-version": """
         SELECT *, epoch_ms(event_time_ms) AS event_time FROM current_assignment
-        WHERE "group" = $group AND ($cluster IS NULL OR cluster = $cluster) ORDER BY cluster, topic, client_id""",
+        WHERE "group" = $group AND ($cluster IS NULL OR cluster = $cluster) ORDER BY topic, client_id, cluster""",
     "anomalies": """
         SELECT * FROM anomaly_episodes
         WHERE ($group IS NULL OR "group" = $group) AND ($kind IS NULL OR anomaly = $kind)
           AND ($since IS NULL OR event_time_ms >= $since) AND ($until IS NULL OR event_time_ms <= $until)
           AND ($cluster IS NULL OR cluster = $cluster)
-        ORDER BY event_time_ms, cluster, "group", topic, anomaly, status, episode_id""",
+        ORDER BY event_time_ms, "group", topic, anomaly, cluster, status, episode_id""",
     "faults": """
         SELECT * FROM fault_windows
         WHERE ($broker IS NULL OR broker = $broker)
           AND ($since IS NULL OR event_time_ms >= $since) AND ($until IS NULL OR event_time_ms <= $until)
           AND ($cluster IS NULL OR cluster = $cluster)
-        ORDER BY event_time_ms, cluster, broker, producer_id, status, window_start_ms""",
+        ORDER BY event_time_ms, broker, producer_id, cluster, status, window_start_ms""",
     # each tracked queue's latest verdict; --at: each queue's latest row at or before then, from the history
     "progress": """
         SELECT *, epoch_ms(event_time_ms) AS event_time FROM queue_progress_current
         WHERE ($group IS NULL OR "group" = $group) AND ($state IS NULL OR state = $state)
           AND ($cluster IS NULL OR cluster = $cluster)
-        ORDER BY cluster, "group", topic, broker, queue_id""",
+        ORDER BY "group", topic, broker, queue_id, cluster""",
     "progress-at": """
         SELECT * FROM (
             SELECT * FROM consume_progress
@@ -141,7 +141,7 @@ QUERY_SQL = {
                 PARTITION BY cluster, "group", topic, broker, queue_id ORDER BY event_time_ms DESC
             ) = 1
         ) WHERE ($state IS NULL OR state = $state)
-        ORDER BY cluster, "group", topic, broker, queue_id""",
+        ORDER BY "group", topic, broker, queue_id, cluster""",
     "group-at": """
         SELECT * FROM group_snapshots WHERE "group" = $group AND ($at IS NULL OR event_time_ms <= $at)
           AND ($cluster IS NULL OR cluster = $cluster)
