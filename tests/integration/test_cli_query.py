@@ -29,7 +29,7 @@ from streaming.app.commands.tables import PROGRESS_COLUMNS
 from streaming.app.simulation.fleet import Simulation
 from streaming.contract.tables import TABLES, column_names
 from streaming.job.delta.broker_gauges import producers_all_down
-from tests.support.fleet import SEED, SENDS_PER_SECOND, SIMULATED_MS, START_MS, fleet_run, scenarios
+from tests.support.fleet import OTHER_CLUSTER, SEED, SENDS_PER_SECOND, SIMULATED_MS, START_MS, fleet_run, scenarios
 from tests.support.runbook import confirm_commands, sections
 
 ROOT = Path(__file__).parents[2]
@@ -98,7 +98,7 @@ def test_assignment_as_a_readable_table(delta, capsys):
         "event_time",
     ]
     assert set(rule) <= {"-", " "} and len(rows) == 4
-    assert all(r.startswith(SCALE_OUT) and "scale-out-orders" in r for r in rows)
+    assert all(r.split()[:2] == ["default", SCALE_OUT] and "scale-out-orders" in r for r in rows)
     assert "scale-out-broker-a/" in out  # queues as broker/queue_id
 
 
@@ -160,6 +160,7 @@ def test_anomaly_episodes_of_a_group_and_in_a_time_range(delta, capsys):
     assert code == 0 and out.splitlines()[0].split() == [
         "event_time",
         "status",
+        "cluster",
         "group",
         "topic",
         "anomaly",
@@ -167,6 +168,17 @@ def test_anomaly_episodes_of_a_group_and_in_a_time_range(delta, capsys):
         "summary",
     ]
     assert "DUPLICATE_CLIENT_ID" in out
+    # The fleet plays this group in a second cluster too (tests.support.fleet): --cluster picks one's episodes.
+    both = cli_json(capsys, "query", "anomalies", "--delta-root", delta, "--group", DUPLICATES)
+    other = cli_json(
+        capsys, "query", "anomalies", "--delta-root", delta, "--group", DUPLICATES, "--cluster", OTHER_CLUSTER
+    )
+    assert {r["cluster"] for r in both} == {"default", OTHER_CLUSTER} and {r["cluster"] for r in other} == {
+        OTHER_CLUSTER
+    }
+    assert sorted((r["anomaly"], r["status"]) for r in other) == sorted(
+        (r["anomaly"], r["status"]) for r in both if r["cluster"] == "default"
+    )
 
 
 def test_a_brokers_fault_windows(delta, capsys):

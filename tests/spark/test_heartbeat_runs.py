@@ -24,13 +24,14 @@ RUN_TIMES, RUN_OFFSETS = "run_times", "run_offsets"
 SHARD_INPUT_DDL = (
     "shard INT, event_time TIMESTAMP, event_type STRING, event_time_ms BIGINT, raw_value STRING, c_broker STRING, "
     "c_kind STRING, c_channel STRING, c_client_id STRING, c_group STRING, c_message_model STRING, "
-    "c_consume_type STRING, c_client_version STRING, c_allocate_strategy STRING, c_subscriptions STRING, "
+    "c_consume_type STRING, c_client_version STRING, c_allocate_strategy STRING, c_cluster STRING, c_subscriptions STRING, "
     "reason STRING, detail STRING, kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, "
     "kafka_timestamp TIMESTAMP"
 )
 COLUMNS = [field.split(" ")[0] for field in SHARD_INPUT_DDL.split(", ")]
 KEY = (
     "shard",
+    "c_cluster",
     "c_group",
     "c_broker",
     "c_channel",
@@ -65,6 +66,7 @@ def channel_event(offset: int, time_ms: int, kind: str = "HEARTBEAT", **fields: 
         c_consume_type="CONSUME_PASSIVELY",
         c_client_version="V4_9_8",
         c_allocate_strategy="AVG",
+        c_cluster="default",
         c_subscriptions=SUBS,
         kafka_topic=TOPIC,
         kafka_partition=0,
@@ -129,6 +131,8 @@ def channel_heartbeats() -> list[dict]:
     # Java's String.hashCode of "Aa" and "BB" is equal: two keys with one hash, still two runs.
     rows.append(channel_event(36, T0 + 960, c_channel="h", c_client_id="Aa"))
     rows.append(channel_event(37, T0 + 970, c_channel="h", c_client_id="BB"))
+    # The same channel of the same group in another RocketMQ cluster: seen once there, no run with offset 37's.
+    rows.append(channel_event(38, T0 + 980, c_channel="h", c_client_id="BB", c_cluster="east"))
     return rows
 
 
@@ -274,7 +278,8 @@ def test_heartbeats_fold_into_one_row_per_run(spark, layout: Callable[[DataFrame
         ("x", "y|z", 1),
         ("x", "y|z", 2),
     }
-    assert sorted(r["c_client_id"] for r in got if r["c_channel"] == "h") == ["Aa", "BB"]
+    # ... and so are two clusters' heartbeats of one channel (offsets 37 and 38 would otherwise be one run).
+    assert sorted(r["c_client_id"] for r in got if r["c_channel"] == "h") == ["Aa", "BB", "BB"]
 
 
 def test_one_partition_emits_pass_through_rows_first_then_runs_in_first_seen_order(spark):
@@ -283,7 +288,7 @@ def test_one_partition_emits_pass_through_rows_first_then_runs_in_first_seen_ord
     passed, _ = expected_output(rows)
     assert [r["kafka_offset"] for r in got[: len(passed)]] == [r["kafka_offset"] for r in passed]
     # Heads' offsets, in the order their keys first appear (channel A is first seen at offset 10, headed by 14).
-    assert [r["kafka_offset"] for r in got[len(passed) :]] == [14, 16, 17, 20, 23, 31, 33, 34, 35, 36, 37]
+    assert [r["kafka_offset"] for r in got[len(passed) :]] == [14, 16, 17, 20, 23, 31, 33, 34, 35, 36, 37, 38]
 
 
 def test_runs_are_per_spark_partition(spark):

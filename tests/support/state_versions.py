@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+from streaming.domain.consumers.shard import SCHEMA_VERSION
 from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.runtime import state_blob
 
-PREVIOUS_VERSION = 8
+PREVIOUS_VERSION = SCHEMA_VERSION - 1  # a single-cluster engine snapshot of the engine's own version
 # The engine's own chain (one cluster's snapshot inside a version 9 document): 8 is the newest, 7 the one before.
 ENGINE_PREVIOUS_VERSION = 7
 _ADDED_IN_8 = ("reported_ms", "generation_ms", "observing", "holder_rows")

@@ -14,6 +14,7 @@ from dataclasses import replace
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import EpisodeTransition, ExpectedAssignment, GenerationSnapshot
 from streaming.domain.consumers.shard import SCHEMA_VERSION, Shard
+from streaming.domain.consumers.shard_engine import SCHEMA_VERSION as ENGINE_VERSION
 from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.domain.faults.outcomes import FaultWindowChanged, PairStatus
 from streaming.domain.faults.settings import FaultSettings
@@ -85,13 +86,14 @@ def test_each_cluster_is_its_own_engine_in_the_snapshot_and_a_single_cluster_sna
     shard = Shard.restore(None, SETTINGS)
     _settled(shard)
     snapshot = json.loads(json.dumps(shard.snapshot()))
-    assert snapshot["schema_version"] == SCHEMA_VERSION == 9 and sorted(snapshot["clusters"]) == ["east", "west"]
+    assert snapshot["schema_version"] == SCHEMA_VERSION == ENGINE_VERSION + 1
+    assert sorted(snapshot["clusters"]) == ["east", "west"]
     restored = Shard.restore(snapshot, SETTINGS)
     assert {c: e.groups["G"].generation for c, e in restored.engines.items()} == {"east": 1, "west": 1}
-    # A version 8 snapshot (one engine, no cluster): the default cluster's, its generation and episode kept.
+    # An engine's snapshot (the version before, one cluster): the default cluster's, its generation and episode kept.
     west_only = ShardEngine.restore(snapshot["clusters"]["west"], SETTINGS)
     previous = json.loads(json.dumps(west_only.snapshot()))
-    assert previous["schema_version"] == 8
+    assert previous["schema_version"] == ENGINE_VERSION
     migrated = Shard.restore(previous, replace(SETTINGS, default_cluster="home"))
     assert list(migrated.engines) == ["home"]
     state = migrated.engines["home"].groups["G"]

@@ -19,12 +19,14 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.heartbeat_plan import HeartbeatRun, RunEvents
 from streaming.domain.consumers.outcomes import GroupSummary, Outcome
 from streaming.domain.consumers.polled_views import ConnectionPoll
+from streaming.domain.consumers.shard_engine import SCHEMA_VERSION as ENGINE_VERSION
 from streaming.domain.consumers.shard_engine import SNAPSHOT_KIND, EngineEvent, ShardEngine
 from streaming.domain.consumers.shard_migrations import migrations
 from streaming.domain.state_codec import unwrap_state, wrap_state
 
-# 9: one engine snapshot (``shard_engine.SCHEMA_VERSION``'s shape) per cluster (``clusters``).
-SCHEMA_VERSION = 9
+# The version after the engine's own (9 over the engine's 8): one engine snapshot (``shard_engine.SCHEMA_VERSION``'s
+# shape) per cluster (``clusters``). An engine snapshot of its own version, or older, is one cluster's.
+SCHEMA_VERSION = ENGINE_VERSION + 1
 
 
 class ClusterOutcome(NamedTuple):

@@ -53,13 +53,16 @@ MIGRATIONS: Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
 }
 
 
-def v8_to_v9(default_cluster: str, snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    """9 keeps one engine snapshot per RocketMQ cluster (``clusters``). Version 8 knew one cluster, the job's
-    default one: the whole snapshot, unchanged (generations, open episodes, assignments, pending cuts), becomes
-    ``default_cluster``'s engine snapshot of version 8."""
+def in_default_cluster(default_cluster: str, snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """``shard.SCHEMA_VERSION`` (9) keeps one engine snapshot per RocketMQ cluster (``clusters``). An engine snapshot
+    (version 8) knew one cluster, the job's default one: the whole snapshot, unchanged (generations, open episodes,
+    assignments, pending cuts), becomes ``default_cluster``'s engine snapshot."""
     return {"clusters": {default_cluster: dict(snapshot)}}
 
 
 def migrations(default_cluster: str) -> Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
-    """``MIGRATIONS`` and the step to ``shard.SCHEMA_VERSION``, an older snapshot being ``default_cluster``'s."""
-    return {**MIGRATIONS, 8: partial(v8_to_v9, default_cluster)}
+    """``MIGRATIONS`` (older engine snapshots to the engine's version) and the step from the engine's version to
+    ``shard.SCHEMA_VERSION``, whose only cluster is ``default_cluster``."""
+    from streaming.domain.consumers.shard_engine import SCHEMA_VERSION as ENGINE_VERSION
+
+    return {**MIGRATIONS, ENGINE_VERSION: partial(in_default_cluster, default_cluster)}
