@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from connectors.metric_catalogue import Metrics
 from streaming.domain.anomaly_catalogue import ALERT_PREFIX
+from streaming.domain.vocabulary import DEFAULT_CLUSTER, in_cluster
 
 # A query that neither finished a batch nor ran an idle trigger for longer is stale.
 STALE_AFTER_S = 300
@@ -54,6 +55,14 @@ class Scrape:
     def values(self, sample: str, label: str) -> dict[str, float]:
         """The sample's values by one label's value."""
         return {dict(labels).get(label, ""): v for (name, labels), v in self.samples.items() if name == sample}
+
+    def per_cluster(self, sample: str, label: str) -> dict[str, float]:
+        """The sample's values by one label's value within its cluster (``in_cluster``)."""
+        return {
+            in_cluster(dict(labels).get("cluster", DEFAULT_CLUSTER), dict(labels).get(label, "")): v
+            for (name, labels), v in self.samples.items()
+            if name == sample
+        }
 
     def by_reason(self, query: str) -> dict[str, float]:
         name = Metrics.DEAD_LETTERS_TOTAL.name
@@ -110,7 +119,7 @@ class Health:
     version: str
     window_s: float | None  # None: one scrape, counters are totals since the job started
     queries: tuple[QueryHealth, ...]
-    stale_views: dict[str, float]  # broker -> group views without a recent poll
+    stale_views: dict[str, float]  # broker (``in_cluster``) -> group views without a recent poll
     labels_dropped: dict[str, float]  # metric -> updates not exported
     findings: tuple[Finding, ...] = field(default=())
 
@@ -155,7 +164,9 @@ def judge(last: Scrape, first: Scrape | None = None) -> Health:
                 {r: n for r, n in sorted(letters.items()) if n},
             )
         )
-    stale = {b: n for b, n in sorted(last.values(Metrics.BROKER_STALE_GROUP_VIEWS.name, "broker").items()) if n > 0}
+    stale = {
+        b: n for b, n in sorted(last.per_cluster(Metrics.BROKER_STALE_GROUP_VIEWS.name, "broker").items()) if n > 0
+    }
     health = Health(
         up,
         version,

@@ -26,38 +26,35 @@ def _m(name: str, type_: str, labels: tuple[str, ...], unit: str, help_: str) ->
     return MetricSpec(PREFIX + name, type_, labels, unit, help_)
 
 
-GT = ("consumer_group", "topic")
+C = "cluster"  # first label of every series naming a group, broker, topic or producer
+G = (C, "consumer_group")
+GT = (*G, "topic")
+B = (C, "broker")
 
 
 class Metrics:
     """The catalogue: one typed handle per metric (``Metrics.GROUP_MEMBERS``), in the order of the docs."""
 
     # consumer groups
-    GROUP_MEMBERS = _m(
-        "group_members", "gauge", ("consumer_group",), "", "Distinct client IDs in the group's merged broker view."
-    )
+    GROUP_MEMBERS = _m("group_members", "gauge", G, "", "Distinct client IDs in the group's merged broker view.")
     GROUP_CHANNELS = _m(
         "group_channels",
         "gauge",
-        ("consumer_group",),
+        G,
         "",
         "Entries of cidAll: the group's channels (connections) on the broker its clients read the member list "
         "from, one per channel, so a client ID on two channels counts twice; members connected to two brokers "
         "count once.",
     )
-    GROUP_GENERATION = _m(
-        "group_generation", "gauge", ("consumer_group",), "", "Current generation number of the group."
-    )
+    GROUP_GENERATION = _m("group_generation", "gauge", G, "", "Current generation number of the group.")
     GROUP_DUPLICATE_CLIENT_IDS = _m(
         "group_duplicate_client_ids",
         "gauge",
-        ("consumer_group",),
+        G,
         "",
         "Client IDs held by more than one channel (the same ID on several connections).",
     )
-    GROUP_VIEWS_DIVERGING = _m(
-        "group_views_diverging", "gauge", ("consumer_group",), "", "1 when brokers disagree about the group."
-    )
+    GROUP_VIEWS_DIVERGING = _m("group_views_diverging", "gauge", G, "", "1 when brokers disagree about the group.")
     GROUP_QUEUES = _m(
         "group_queues",
         "gauge",
@@ -73,7 +70,7 @@ class Metrics:
     )
     GROUP_SKEW_QUEUES = _m("group_skew_queues", "gauge", GT, "", "Max minus min queues per subscribing member.")
     GROUP_REBALANCES_TOTAL = _m(
-        "group_rebalances_total", "counter", ("consumer_group",), "", "Rebalances (new generations) of the group."
+        "group_rebalances_total", "counter", G, "", "Rebalances (new generations) of the group."
     )
     GROUP_MOVED_QUEUES_TOTAL = _m(
         "group_moved_queues_total", "counter", GT, "", "Queues whose expected owner changed between generations."
@@ -81,13 +78,11 @@ class Metrics:
     GROUP_LAST_REBALANCE_TIMESTAMP_SECONDS = _m(
         "group_last_rebalance_timestamp_seconds",
         "gauge",
-        ("consumer_group",),
+        G,
         "seconds",
         "Event time of the group's last rebalance.",
     )
-    GROUP_OPEN_ANOMALIES = _m(
-        "group_open_anomalies", "gauge", ("consumer_group", "anomaly"), "", "Open anomaly episodes by kind."
-    )
+    GROUP_OPEN_ANOMALIES = _m("group_open_anomalies", "gauge", (*G, "anomaly"), "", "Open anomaly episodes by kind.")
     # consumer groups' consume progress (consume_progress events), per (group, topic), never per queue or client
     GROUP_PROGRESS_LAG = _m(
         "group_progress_lag",
@@ -142,62 +137,64 @@ class Metrics:
     BROKER_PRODUCERS_AVOIDING = _m(
         "broker_producers_avoiding",
         "gauge",
-        ("broker",),
+        B,
         "",
         "Producers whose fault item makes the broker unavailable now.",
     )
     BROKER_PRODUCERS_AVOIDING_RATIO = _m(
         "broker_producers_avoiding_ratio",
         "gauge",
-        ("broker",),
+        B,
         "ratio",
         "Avoiding producers / producers that sent to it.",
     )
     BROKER_PRODUCERS_SEEN = _m(
         "broker_producers_seen",
         "gauge",
-        ("broker",),
+        B,
         "",
         "Producers with a fault item for the broker: those that sent to it and were not evicted (state_ttl).",
     )
-    BROKER_ISOLATED = _m(
-        "broker_isolated", "gauge", ("broker",), "", "1 when at least one producer currently avoids the broker."
-    )
+    BROKER_ISOLATED = _m("broker_isolated", "gauge", B, "", "1 when at least one producer currently avoids the broker.")
     BROKER_AVOIDED_UNTIL_TIMESTAMP_SECONDS = _m(
-        "broker_avoided_until_timestamp_seconds", "gauge", ("broker",), "seconds", "End of the latest fault window."
+        "broker_avoided_until_timestamp_seconds", "gauge", B, "seconds", "End of the latest fault window."
     )
     BROKER_ISOLATION_EPISODES_TOTAL = _m(
-        "broker_isolation_episodes_total", "counter", ("broker",), "", "Fault windows opened against the broker."
+        "broker_isolation_episodes_total", "counter", B, "", "Fault windows opened against the broker."
     )
     BROKER_SEND_LATENCY_SECONDS = _m(
         "broker_send_latency_seconds",
         "histogram",
-        ("broker",),
+        B,
         "seconds",
         "Send latency; buckets are the fault table's latencyMax thresholds.",
     )
     PRODUCERS_ALL_BROKERS_UNAVAILABLE = _m(
-        "producers_all_brokers_unavailable", "gauge", (), "", "Producers for which every known broker is unavailable."
+        "producers_all_brokers_unavailable",
+        "gauge",
+        (C,),
+        "",
+        "Producers of the cluster for which every known broker is unavailable.",
     )
     # brokers (polled consumer views)
     BROKER_POLLED_GROUP_VIEWS = _m(
         "broker_polled_group_views",
         "gauge",
-        ("broker",),
+        B,
         "",
         "Group views of the broker fed by a collector's polls (consumer_connections).",
     )
     BROKER_STALE_GROUP_VIEWS = _m(
         "broker_stale_group_views",
         "gauge",
-        ("broker",),
+        B,
         "",
         "Polled group views of the broker without a poll within their stale_after_ms: kept as last seen.",
     )
     BROKER_LAST_POLL_TIMESTAMP_SECONDS = _m(
         "broker_last_poll_timestamp_seconds",
         "gauge",
-        ("broker",),
+        B,
         "seconds",
         "Event time of the broker's latest poll of any group.",
     )
@@ -276,7 +273,8 @@ class Metrics:
         "counter",
         ("metric",),
         "",
-        "Updates not exported because the metric already has label_value_cap distinct groups (or brokers).",
+        "Updates not exported because the metric already has label_value_cap distinct (cluster, group) pairs "
+        "(or (cluster, broker) pairs).",
     )
     QUERY_RESTARTS_TOTAL = _m(
         "query_restarts_total",

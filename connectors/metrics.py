@@ -7,11 +7,12 @@ long-lived metric objects: the sinks hand the driver small per-batch results, ``
 value per group/topic/broker, and ``MonitorCollector`` renders that state at scrape time -- so a group or broker
 that is gone is simply absent from the next scrape. Counters are kept as monotonically increasing totals in the state.
 
-Labels are bounded: ``consumer_group``, ``topic``, ``broker``, ``state``, ``anomaly``, ``reason``,
-``query`` -- never client IDs or addresses. Each labelled metric family admits at most
-``label_value_cap`` distinct consumer groups (or brokers); values beyond the cap are not exported and
-are counted in ``rmqmon_label_values_dropped_total{metric}``. A group that the engine reports removed, and a
-broker no producer item mentions any more, are forgotten (``forget``, ``retain``): their series disappear.
+Labels are bounded: ``cluster``, ``consumer_group``, ``topic``, ``broker``, ``state``, ``anomaly``, ``reason``,
+``query`` -- never client IDs or addresses. Every series naming a group, broker or topic names its RocketMQ
+cluster first (names are unique within a cluster only). Each labelled metric family admits at most
+``label_value_cap`` distinct (cluster, consumer group) pairs (or (cluster, broker) pairs); values beyond the cap
+are not exported and are counted in ``rmqmon_label_values_dropped_total{metric}``. A group that the engine
+reports removed, and a broker no producer item mentions any more, are forgotten (``forget``, ``retain``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from connectors.metric_catalogue import (
     ANY,
-    BY_NAME,
     CATALOGUE,
     COUNTERS,
     GAUGES,
@@ -35,18 +35,25 @@ from connectors.metric_catalogue import (
     MetricSpec,
     known,
 )
+from connectors.metric_catalogue import BY_NAME as BY_NAME  # the catalogue by name, for the metrics' readers
 from streaming.config.sections import MetricsConfig
 
 _DEFAULTS = MetricsConfig()  # the [metrics] section's defaults
+# Per metric: how many leading label values key a series (cluster and group or broker, else the first), and
+# the label that names what the key is about (``consumer_group``, ``broker``, ``query``, ...).
+KEY_WIDTH = {spec.name: 2 if spec.labels[:1] == ("cluster",) and len(spec.labels) > 1 else 1 for spec in CATALOGUE}
+_KEY_LABEL = {spec.name: spec.labels[KEY_WIDTH[spec.name] - 1] for spec in CATALOGUE if spec.labels}
 
 
 @dataclass
 class MetricsState:
     """Latest values, replaced by the sinks after each batch; read by the collector at scrape time.
 
-    Every labelled series is indexed by its first label value (the consumer group, broker or query), so
-    the cap check, ``replace_series``, ``forget`` and ``retain`` cost what one group or broker has, not
-    what the whole table has: a flood of group names is refused at the cap in constant time per update.
+    Every labelled series is indexed by its key: its cluster and the group or broker it names (the first two
+    label values of a metric whose first label is ``cluster``), else its first label value (a query). So the cap
+    check, ``replace_series``, ``forget`` and ``retain`` cost what one group or broker has, not what the whole
+    table has, and two clusters' groups of one name are two keys: a flood of names is refused at the cap in
+    constant time per update.
     """
 
     label_value_cap: int = _DEFAULTS.label_value_cap
@@ -55,26 +62,27 @@ class MetricsState:
     gauges: dict[str, dict[tuple[str, ...], float]] = field(default_factory=dict)
     counters: dict[str, dict[tuple[str, ...], float]] = field(default_factory=dict)
     histograms: dict[str, dict[tuple[str, ...], tuple[list[tuple[str, float]], float]]] = field(default_factory=dict)
-    # metric name -> updates refused because the metric already had ``label_value_cap`` first-label values
+    # metric name -> updates refused because the metric already had ``label_value_cap`` keys
     dropped: dict[str, float] = field(default_factory=dict)
-    # metric name -> first label value -> label tuples of that value's series
-    _index: dict[str, dict[str, set[tuple[str, ...]]]] = field(default_factory=dict, repr=False)
+    # metric name -> key (``series_key``) -> label tuples of that key's series
+    _index: dict[str, dict[tuple[str, ...], set[tuple[str, ...]]]] = field(default_factory=dict, repr=False)
 
     def _admit(self, name: str, table: Mapping[tuple[str, ...], Any], labels: tuple[str, ...]) -> bool:
         if labels in table or not labels:
             return True
         index = self._index.setdefault(name, {})
-        series = index.get(labels[0])
+        key = labels[: KEY_WIDTH[name]]
+        series = index.get(key)
         if series is None:
             if len(index) >= self.label_value_cap:
                 self.dropped[name] = self.dropped.get(name, 0.0) + 1
                 return False
-            series = index[labels[0]] = set()
+            series = index[key] = set()
         series.add(labels)
         return True
 
-    def _drop_value(self, name: str, table: dict[tuple[str, ...], Any], first_value: str) -> None:
-        for labels in self._index.get(name, {}).pop(first_value, ()):
+    def _drop_key(self, name: str, table: dict[tuple[str, ...], Any], key: tuple[str, ...]) -> None:
+        for labels in self._index.get(name, {}).pop(key, ()):
             table.pop(labels, None)
 
     def _tables(self) -> Iterator[tuple[str, dict[tuple[str, ...], Any]]]:
@@ -143,47 +151,42 @@ class MetricsState:
                 total += previous[1]
             table[labels] = (list(zip(les, counts, strict=True)), float(total))
 
-    def forget(self, label_name: str, value: str) -> None:
-        """Drop every series whose ``label_name`` label equals ``value`` (a group or broker that is gone)."""
+    def forget(self, label_name: str, key: tuple[str, ...]) -> None:
+        """Drop every series of the metrics keyed by ``label_name`` (their first labels ``cluster, label_name``)
+        whose key is ``key``, e.g. ``("east", "orders")``: a group that is gone."""
         with self.lock:
             for name, table in self._tables():
-                spec = BY_NAME.get(name)
-                if spec is None or label_name not in spec.labels:
-                    continue
-                index = spec.labels.index(label_name)
-                if index == 0:
-                    self._drop_value(name, table, value)
-                    continue
-                for labels in [k for k in table if k[index] == value]:
-                    del table[labels]
-                    self._index.get(name, {}).get(labels[0], set()).discard(labels)
+                if _KEY_LABEL.get(name) == label_name:
+                    self._drop_key(name, table, key)
 
-    def retain(self, label_name: str, values: Iterable[str], metrics: Iterable[MetricSpec] | None = None) -> None:
-        """Drop the series of every ``label_name`` value (first label) not in ``values``: brokers that are gone
-        (from ``metrics`` only, when given: each source of broker metrics knows its own brokers)."""
-        keep = set(values)
+    def retain(
+        self, label_name: str, keys: Iterable[tuple[str, ...]], metrics: Iterable[MetricSpec] | None = None
+    ) -> None:
+        """Drop the series of every key (``(cluster, broker)``) of the metrics keyed by ``label_name`` not in
+        ``keys``: brokers that are gone (from ``metrics`` only, when given: each source of broker metrics knows
+        its own brokers)."""
+        keep = set(keys)
         only = None if metrics is None else {known(m, ANY) for m in metrics}
         with self.lock:
             for name, table in self._tables():
-                spec = BY_NAME.get(name)
-                if spec is None or not spec.labels or spec.labels[0] != label_name or (only and name not in only):
+                if _KEY_LABEL.get(name) != label_name or (only and name not in only):
                     continue
-                for value in [v for v in self._index.get(name, {}) if v not in keep]:
-                    self._drop_value(name, table, value)
+                for key in [k for k in self._index.get(name, {}) if k not in keep]:
+                    self._drop_key(name, table, key)
 
-    def replace_series(self, metric: MetricSpec, key_label_value: str, series: Mapping[tuple[str, ...], float]) -> None:
-        """Replace all series of ``name`` whose first label is ``key_label_value`` (e.g. one group's topics)."""
+    def replace_series(self, metric: MetricSpec, key: tuple[str, ...], series: Mapping[tuple[str, ...], float]) -> None:
+        """Replace all series of ``metric`` whose key is ``key`` (e.g. one cluster's group's topics)."""
         name = known(metric, GAUGES)
         with self.lock:
             table = self.gauges.setdefault(name, {})
             index = self._index.get(name, {})
-            stale = index.get(key_label_value, set()) - set(series)
+            stale = index.get(key, set()) - set(series)
             for labels in stale:
                 del table[labels]
-            if key_label_value in index and not index[key_label_value] - stale:
-                del index[key_label_value]
-            elif key_label_value in index:
-                index[key_label_value] -= stale
+            if key in index and not index[key] - stale:
+                del index[key]
+            elif key in index:
+                index[key] -= stale
             for labels, value in series.items():
                 if self._admit(name, table, labels):
                     table[labels] = float(value)
@@ -195,11 +198,12 @@ class MetricsState:
             for family in (self.gauges, self.counters, self.histograms):
                 family.get(name, {}).pop(labels, None)
             index = self._index.get(name, {})
-            series = index.get(labels[0]) if labels else None
+            key = labels[: KEY_WIDTH[name]]
+            series = index.get(key) if labels else None
             if series is not None:
                 series.discard(labels)
                 if not series:
-                    del index[labels[0]]
+                    del index[key]
 
     def series_count(self, metric: MetricSpec) -> int:
         name = known(metric, ANY)
@@ -288,7 +292,19 @@ def render_markdown(specs: Iterable[MetricSpec] = CATALOGUE) -> str:
     return "\n".join(lines + ["", *NOTES.splitlines()]) + "\n"
 
 
-NOTES = """## When the series change
+NOTES = """## The `cluster` label
+
+Broker, group and topic names are unique within one RocketMQ cluster only, so every series that names a
+consumer group, broker, topic or producer carries the RocketMQ cluster it is about as its first label,
+`cluster`: the event's `cluster`, else the job's `[ingest] default_cluster` (`docs/events.md`, "Clusters"). Two
+clusters' `orders` groups or `broker-a` brokers are two series each, and `label_value_cap` counts
+(cluster, group) or (cluster, broker) pairs. The job's own series (`query`, `metric`, `up`, `build_info`) have
+none. The alerts group by it (`by (cluster, consumer_group)`, `by (cluster, broker)`), and every dashboard has a
+`cluster` variable its group and broker panels filter by. The send path's reduction does not read a send's
+cluster yet (`docs/design/clusters.md`): the producer-side `rmqmon_broker_*` series are the default
+cluster's.
+
+## When the series change
 
 * **Before the tables.** A batch's series are set as soon as the stateful stage has produced the batch's
   results, before the batch's Delta writes: an alert does not wait for the current tables' writes. The

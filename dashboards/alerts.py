@@ -89,15 +89,15 @@ ANOMALY_ALERTS: dict[AnomalyKind, Alert] = {k: _anomaly_alert(s) for k, s in CAT
 # whole window of 10); ``for:`` adds what a page needs besides: the state held at two samples or more, so that a
 # single sample's verdict (a rebalance handing the queue over between two samples) never pages.
 OFFLINE = AnomalyKind.OFFLINE_GROUP_BACKLOG
-OFFLINE_OPEN = f'max by (consumer_group) (rmqmon_group_open_anomalies{{anomaly="{OFFLINE}"}}) > 0'
+OFFLINE_OPEN = f'max by (cluster, consumer_group) (rmqmon_group_open_anomalies{{anomaly="{OFFLINE}"}}) > 0'
 INCONSISTENT = AnomalyKind.INCONSISTENT_SUBSCRIPTION
-INCONSISTENT_OPEN = f'max by (consumer_group) (rmqmon_group_open_anomalies{{anomaly="{INCONSISTENT}"}}) > 0'
+INCONSISTENT_OPEN = f'max by (cluster, consumer_group) (rmqmon_group_open_anomalies{{anomaly="{INCONSISTENT}"}}) > 0'
 CAUSES = ", ".join(StuckCause)
-QUERY_PROGRESS = "rebalance-monitor query progress --group " + GROUP_TOPIC
+QUERY_PROGRESS = "rebalance-monitor query progress --cluster {{ $labels.cluster }} --group " + GROUP_TOPIC
 
 
 def _queues_in(state: QueueState) -> str:
-    return f'max by (consumer_group, topic) (rmqmon_group_progress_queues{{state="{state}"}}) > 0'
+    return f'max by (cluster, consumer_group, topic) (rmqmon_group_progress_queues{{state="{state}"}}) > 0'
 
 
 def _progress_alert(state: QueueState, name: str, for_: str, summary: str, description: str, expr: str = "") -> Alert:
@@ -127,9 +127,9 @@ PROGRESS_ALERTS: dict[QueueState, Alert] = {
         # the offline group's queues are orphans too, and so are a non-subscriber's shares: their own alert says
         # why, once (and a subscription rolled out member by member pages neither)
         _queues_in(QueueState.ORPHAN_CONFIRMED)
-        + "\nunless on (consumer_group)\n"
+        + "\nunless on (cluster, consumer_group)\n"
         + OFFLINE_OPEN
-        + "\nunless on (consumer_group)\n"
+        + "\nunless on (cluster, consumer_group)\n"
         + INCONSISTENT_OPEN,
     ),
     QueueState.STUCK_HOLDER: _progress_alert(
@@ -183,30 +183,30 @@ ALERTS: tuple[Alert, ...] = (
     OFFLINE_GROUP_BACKLOG,
     Alert(
         f"{PREFIX}BrokerAvoidedByMostProducers",
-        "max by (broker) (rmqmon_broker_producers_avoiding_ratio) > 0.5",
+        "max by (cluster, broker) (rmqmon_broker_producers_avoiding_ratio) > 0.5",
         "2m",
         "warning",
-        "Most producers avoid broker {{ $labels.broker }}.",
+        "Most producers avoid broker {{ $labels.broker }} of cluster {{ $labels.cluster }}.",
         "{{ $value | humanizePercentage }} of the producers that send to broker {{ $labels.broker }} consider it "
         "unavailable (their latency fault item isolates it): its queues receive no new messages from them.",
         _slug(f"{PREFIX}BrokerAvoidedByMostProducers"),
     ),
     Alert(
         f"{PREFIX}ProducerAllBrokersUnavailable",
-        "max(rmqmon_producers_all_brokers_unavailable) > 0",
+        "max by (cluster) (rmqmon_producers_all_brokers_unavailable) > 0",
         "1m",
         "critical",
-        "Producers consider every broker unavailable.",
+        "Producers consider every broker of cluster {{ $labels.cluster }} unavailable.",
         '{{ printf "%.0f" $value }} producer(s) have a fault item making every broker they know unavailable: '
         "the client falls back to sending anyway, with the latency or errors that isolated the brokers.",
         _slug(f"{PREFIX}ProducerAllBrokersUnavailable"),
     ),
     Alert(
         JobAlert.VIEW_STALE,
-        "max by (broker) (rmqmon_broker_stale_group_views) > 0",
+        "max by (cluster, broker) (rmqmon_broker_stale_group_views) > 0",
         "2m",
         "warning",
-        "The monitor's polled view of broker {{ $labels.broker }} is stale.",
+        "The monitor's polled view of broker {{ $labels.broker }} of cluster {{ $labels.cluster }} is stale.",
         '{{ printf "%.0f" $value }} group view(s) of broker {{ $labels.broker }} had no poll of its connection '
         "list within their stale_after_ms: the collector is down or cannot reach the broker. The monitor keeps "
         "those members as last seen (no removal, no orphaned-queue episode) and cannot see changes there.",
@@ -313,14 +313,14 @@ INHIBITIONS: tuple[Inhibition, ...] = (
             PROGRESS_ALERTS[QueueState.ORPHAN_CONFIRMED].name,
             PROGRESS_ALERTS[QueueState.DOUBLE_OWNED].name,
         ),
-        ("consumer_group",),
+        ("cluster", "consumer_group"),
         "members with one client ID compute identical shares: the group's orphaned and doubly owned queues are "
         "the duplicate's effect",
     ),
     Inhibition(
         _A[AnomalyKind.FLAPPING_MEMBERS].name,
         (_A[AnomalyKind.REBALANCE_STORM].name,),
-        ("consumer_group",),
+        ("cluster", "consumer_group"),
         "the flapping members' joins and leaves are the storm's rebalances, and the flapping episode names them",
     ),
 )
@@ -337,7 +337,7 @@ def alertmanager_config() -> dict[str, object]:
         for i in INHIBITIONS
     ]
     return {
-        "route": {"receiver": "default", "group_by": ["alertname", "consumer_group"], "group_wait": "30s"},
+        "route": {"receiver": "default", "group_by": ["alertname", "cluster", "consumer_group"], "group_wait": "30s"},
         "receivers": [{"name": "default"}],
         "inhibit_rules": rules,
     }
@@ -373,6 +373,9 @@ class Case:
 
 
 J = f'job="{MONITOR_JOB}",instance="127.0.0.1:9464"'
+# The RocketMQ cluster of the cases' groups and brokers (every such series names one).
+CASE_CLUSTER = "east"
+C = f'cluster="{CASE_CLUSTER}"'
 # A restart of the job in the cases: its driver down for 90 s (6 scrapes; the alert-quality bench's restart took
 # 86.5 s on a loaded machine), so Prometheus marks its series stale and has none until the restarted job exports
 # them again.
@@ -386,11 +389,11 @@ CASES: tuple[Case, ...] = (
         NAME[AnomalyKind.ORPHANED_QUEUES],
         "orphans for 5 minutes fire",
         {
-            f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x40",
-            f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="assigned"}}': "8 8 5x40",
+            f'rmqmon_group_queues{{{J},{C},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x40",
+            f'rmqmon_group_queues{{{J},{C},consumer_group="g1",topic="t1",state="assigned"}}': "8 8 5x40",
         },
         "6m",
-        ((({"consumer_group": "g1", "topic": "t1"}), 3),),
+        ((({"cluster": CASE_CLUSTER, "consumer_group": "g1", "topic": "t1"}), 3),),
     ),
     # A job restart while it fires (keep_firing_for): the driver down for 90 s, its series stale then absent, then
     # restored: firing at every evaluation through it, one episode. A real resolution (orphans gone at 5m45s)
@@ -399,160 +402,171 @@ CASES: tuple[Case, ...] = (
         NAME[AnomalyKind.ORPHANED_QUEUES],
         "orphans, and the job restarted for 90 s at 5m45s while the alert fires: firing throughout (one episode)",
         {
-            f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x20 stale _x5 3x20",
-            f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="assigned"}}': "8 8 5x20 stale _x5 5x20",
+            f'rmqmon_group_queues{{{J},{C},consumer_group="g1",topic="t1",state="orphaned"}}': (
+                "0 0 3x20 stale _x5 3x20"
+            ),
+            f'rmqmon_group_queues{{{J},{C},consumer_group="g1",topic="t1",state="assigned"}}': (
+                "8 8 5x20 stale _x5 5x20"
+            ),
         },
         "12m",
-        ((({"consumer_group": "g1", "topic": "t1"}), 3),),
+        ((({"cluster": CASE_CLUSTER, "consumer_group": "g1", "topic": "t1"}), 3),),
         also_at=tuple(f"{s}s" for s in range(150, 720, 15)),
     ),
     Case(
         NAME[AnomalyKind.ORPHANED_QUEUES],
         "orphans handed over at 5m45s: still firing at 10m30s (keep_firing_for 5m), resolved from 10m45s",
-        {f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x20 0x40"},
+        {f'rmqmon_group_queues{{{J},{C},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x20 0x40"},
         "10m30s",
-        ((({"consumer_group": "g1", "topic": "t1"}), 3),),
+        ((({"cluster": CASE_CLUSTER, "consumer_group": "g1", "topic": "t1"}), 3),),
     ),
     Case(
         NAME[AnomalyKind.ORPHANED_QUEUES],
         "orphans handed over at 5m45s: resolved at 10m45s, keep_firing_for (5m) after",
-        {f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x20 0x40"},
+        {f'rmqmon_group_queues{{{J},{C},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 3x20 0x40"},
         "10m45s",
     ),
     Case(
         NAME[AnomalyKind.ORPHANED_QUEUES],
         "a 30 s transient during a rebalance does not fire",
-        {f'rmqmon_group_queues{{{J},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 2 2 0x40"},
+        {f'rmqmon_group_queues{{{J},{C},consumer_group="g1",topic="t1",state="orphaned"}}': "0 0 2 2 0x40"},
         "6m",
     ),
     Case(
         NAME[AnomalyKind.DOUBLE_OWNED_QUEUES],
         "double owners for 5 minutes fire",
-        {f'rmqmon_group_queues{{{J},consumer_group="g2",topic="t1",state="double_owned"}}': "2x40"},
+        {f'rmqmon_group_queues{{{J},{C},consumer_group="g2",topic="t1",state="double_owned"}}': "2x40"},
         "5m",
-        (({"consumer_group": "g2", "topic": "t1"}, 2),),
+        (({"cluster": CASE_CLUSTER, "consumer_group": "g2", "topic": "t1"}, 2),),
     ),
     Case(
         NAME[AnomalyKind.DOUBLE_OWNED_QUEUES],
         "none double-owned: silent",
-        {f'rmqmon_group_queues{{{J},consumer_group="g2",topic="t1",state="double_owned"}}': "0x40"},
+        {f'rmqmon_group_queues{{{J},{C},consumer_group="g2",topic="t1",state="double_owned"}}': "0x40"},
         "5m",
     ),
     Case(
         NAME[AnomalyKind.DUPLICATE_CLIENT_ID],
         "a duplicate client id held for 5 minutes fires",
-        {f'rmqmon_group_duplicate_client_ids{{{J},consumer_group="ledger"}}': "1x40"},
+        {f'rmqmon_group_duplicate_client_ids{{{J},{C},consumer_group="ledger"}}': "1x40"},
         "5m",
-        (({"consumer_group": "ledger"}, 1),),
+        (({"cluster": CASE_CLUSTER, "consumer_group": "ledger"}, 1),),
     ),
     Case(
         NAME[AnomalyKind.DUPLICATE_CLIENT_ID],
         "a duplicate for one minute (restart overlap) does not fire",
-        {f'rmqmon_group_duplicate_client_ids{{{J},consumer_group="ledger"}}': "0 1 1 1 1 0x40"},
+        {f'rmqmon_group_duplicate_client_ids{{{J},{C},consumer_group="ledger"}}': "0 1 1 1 1 0x40"},
         "5m",
     ),
     Case(
         NAME[AnomalyKind.INCONSISTENT_SUBSCRIPTION],
         "an open inconsistent-subscription episode for 10 minutes fires",
-        {f'rmqmon_group_open_anomalies{{{J},consumer_group="mailer",anomaly="INCONSISTENT_SUBSCRIPTION"}}': "1x60"},
+        {f'rmqmon_group_open_anomalies{{{J},{C},consumer_group="mailer",anomaly="INCONSISTENT_SUBSCRIPTION"}}': "1x60"},
         "10m",
-        (({"consumer_group": "mailer"}, 1),),
+        (({"cluster": CASE_CLUSTER, "consumer_group": "mailer"}, 1),),
     ),
     Case(
         NAME[AnomalyKind.INCONSISTENT_SUBSCRIPTION],
         "a short episode during a rolling deploy does not fire",
         {
-            f'rmqmon_group_open_anomalies{{{J},consumer_group="mailer",anomaly="INCONSISTENT_SUBSCRIPTION"}}': "1x12 0x48"  # noqa: E501 (one series of the test)
+            f'rmqmon_group_open_anomalies{{{J},{C},consumer_group="mailer",anomaly="INCONSISTENT_SUBSCRIPTION"}}': "1x12 0x48"  # noqa: E501 (one series of the test)
         },
         "10m",
     ),
     Case(
         NAME[AnomalyKind.FLAPPING_MEMBERS],
         "an open flapping episode for 10 minutes fires",
-        {f'rmqmon_group_open_anomalies{{{J},consumer_group="cache",anomaly="FLAPPING_MEMBERS"}}': "1x60"},
+        {f'rmqmon_group_open_anomalies{{{J},{C},consumer_group="cache",anomaly="FLAPPING_MEMBERS"}}': "1x60"},
         "10m",
-        (({"consumer_group": "cache"}, 1),),
+        (({"cluster": CASE_CLUSTER, "consumer_group": "cache"}, 1),),
     ),
     Case(
         NAME[AnomalyKind.FLAPPING_MEMBERS],
         "an episode of 3 minutes does not fire",
-        {f'rmqmon_group_open_anomalies{{{J},consumer_group="cache",anomaly="FLAPPING_MEMBERS"}}': "1x12 0x48"},
+        {f'rmqmon_group_open_anomalies{{{J},{C},consumer_group="cache",anomaly="FLAPPING_MEMBERS"}}': "1x12 0x48"},
         "10m",
     ),
     Case(
         NAME[AnomalyKind.ASSIGNMENT_MISMATCH],
         "clients holding other queues than they compute for 10 minutes fire",
-        {f'rmqmon_group_open_anomalies{{{J},consumer_group="ledger",anomaly="ASSIGNMENT_MISMATCH"}}': "1x60"},
+        {f'rmqmon_group_open_anomalies{{{J},{C},consumer_group="ledger",anomaly="ASSIGNMENT_MISMATCH"}}': "1x60"},
         "10m",
-        (({"consumer_group": "ledger"}, 1),),
+        (({"cluster": CASE_CLUSTER, "consumer_group": "ledger"}, 1),),
     ),
     Case(
         NAME[AnomalyKind.ASSIGNMENT_MISMATCH],
         "a mismatch for 2 minutes (a slow rebalance after the grace) does not fire",
-        {f'rmqmon_group_open_anomalies{{{J},consumer_group="ledger",anomaly="ASSIGNMENT_MISMATCH"}}': "0x4 1x8 0x48"},
+        {
+            f'rmqmon_group_open_anomalies{{{J},{C},consumer_group="ledger",anomaly="ASSIGNMENT_MISMATCH"}}': (
+                "0x4 1x8 0x48"
+            )
+        },
         "10m",
     ),
     Case(
         f"{PREFIX}BrokerAvoidedByMostProducers",
         "3 of 4 producers avoiding for 5 minutes fire",
-        {f'rmqmon_broker_producers_avoiding_ratio{{{J},broker="broker-b"}}': "0.75x40"},
+        {f'rmqmon_broker_producers_avoiding_ratio{{{J},{C},broker="broker-b"}}': "0.75x40"},
         "5m",
-        (({"broker": "broker-b"}, 0.75),),
+        (({"cluster": CASE_CLUSTER, "broker": "broker-b"}, 0.75),),
     ),
     Case(
         f"{PREFIX}BrokerAvoidedByMostProducers",
         "3 of 4 producers avoiding, the job restarted for 90 s at 4m while it fires: firing throughout",
-        {f'rmqmon_broker_producers_avoiding_ratio{{{J},broker="broker-b"}}': "0.75x15 stale _x5 0.75x20"},
+        {f'rmqmon_broker_producers_avoiding_ratio{{{J},{C},broker="broker-b"}}': "0.75x15 stale _x5 0.75x20"},
         "9m",
-        (({"broker": "broker-b"}, 0.75),),
+        (({"cluster": CASE_CLUSTER, "broker": "broker-b"}, 0.75),),
         also_at=tuple(f"{s}s" for s in range(120, 540, 15)),
     ),
     Case(
         f"{PREFIX}BrokerAvoidedByMostProducers",
         "a minority avoiding does not fire",
-        {f'rmqmon_broker_producers_avoiding_ratio{{{J},broker="broker-b"}}': "0.25x40"},
+        {f'rmqmon_broker_producers_avoiding_ratio{{{J},{C},broker="broker-b"}}': "0.25x40"},
         "5m",
     ),
     Case(
         f"{PREFIX}ProducerAllBrokersUnavailable",
         "a producer with every broker unavailable for 3 minutes fires",
-        {f"rmqmon_producers_all_brokers_unavailable{{{J}}}": "2x40"},
+        {
+            f"rmqmon_producers_all_brokers_unavailable{{{J},{C}}}": "2x40",
+            f'rmqmon_producers_all_brokers_unavailable{{{J},cluster="west"}}': "0x40",
+        },
         "3m",
-        (({}, 2),),
+        (({"cluster": CASE_CLUSTER}, 2),),
     ),
     Case(
         f"{PREFIX}ProducerAllBrokersUnavailable",
         "no such producer: silent",
-        {f"rmqmon_producers_all_brokers_unavailable{{{J}}}": "0x40"},
+        {f"rmqmon_producers_all_brokers_unavailable{{{J},{C}}}": "0x40"},
         "3m",
     ),
     Case(
         NAME[AnomalyKind.DIVERGING_BROKER_VIEWS],
         "views diverging for 10 minutes fire",
-        {f'rmqmon_group_views_diverging{{{J},consumer_group="risk"}}': "1x60"},
+        {f'rmqmon_group_views_diverging{{{J},{C},consumer_group="risk"}}': "1x60"},
         "10m",
-        (({"consumer_group": "risk"}, 1),),
+        (({"cluster": CASE_CLUSTER, "consumer_group": "risk"}, 1),),
     ),
     Case(
         NAME[AnomalyKind.DIVERGING_BROKER_VIEWS],
         "views diverging for one heartbeat round do not fire",
-        {f'rmqmon_group_views_diverging{{{J},consumer_group="risk"}}': "1x4 0x56"},
+        {f'rmqmon_group_views_diverging{{{J},{C},consumer_group="risk"}}': "1x4 0x56"},
         "10m",
     ),
     Case(
         JobAlert.VIEW_STALE,
         "a broker's views stale for 5 minutes fire",
         {
-            f'rmqmon_broker_stale_group_views{{{J},broker="broker-b"}}': "0 0 12x40",
-            f'rmqmon_broker_stale_group_views{{{J},broker="broker-a"}}': "0x42",
+            f'rmqmon_broker_stale_group_views{{{J},{C},broker="broker-b"}}': "0 0 12x40",
+            f'rmqmon_broker_stale_group_views{{{J},{C},broker="broker-a"}}': "0x42",
         },
         "6m",
-        (({"broker": "broker-b"}, 12),),
+        (({"cluster": CASE_CLUSTER, "broker": "broker-b"}, 12),),
     ),
     Case(
         JobAlert.VIEW_STALE,
         "a poll late for one minute, then fresh again: silent",
-        {f'rmqmon_broker_stale_group_views{{{J},broker="broker-b"}}': "0 0 5x4 0x36"},
+        {f'rmqmon_broker_stale_group_views{{{J},{C},broker="broker-b"}}': "0 0 5x4 0x36"},
         "6m",
     ),
     Case(
@@ -678,7 +692,7 @@ def progress_series(
     group: str, topic: str, states: dict[QueueState, str], lag: str, time_lag: str = ""
 ) -> dict[str, str]:
     """The series of one (group, topic): ``states`` the queues' counts by state (the others 0 throughout)."""
-    labels = f'{J},consumer_group="{group}",topic="{topic}"'
+    labels = f'{J},{C},consumer_group="{group}",topic="{topic}"'
     series = {
         f'rmqmon_group_progress_queues{{{labels},state="{state}"}}': states.get(state, f"0x{STEPS}")
         for state in QueueState
@@ -725,14 +739,14 @@ def _progress_cases() -> tuple[Case, ...]:
         )
     )
     offline = OFFLINE_GROUP_BACKLOG.name
-    g, t = {"consumer_group": "g1", "topic": "t1"}, "t1"
+    g, t = {"cluster": CASE_CLUSTER, "consumer_group": "g1", "topic": "t1"}, "t1"
     # A group whose members all die at 2 min while producers write: its queues turn ORPHAN_CONFIRMED and its
     # OFFLINE_GROUP_BACKLOG episode opens at the first sample without a member.
     offline_group = {
         **progress_series(
             "g1", t, {QueueState.OK: "8x8 0x52", QueueState.ORPHAN_CONFIRMED: "0x8 8x52"}, "0x8 100+100x51"
         ),
-        f'rmqmon_group_open_anomalies{{{J},consumer_group="g1",anomaly="{OFFLINE}"}}': "0x8 1x51",
+        f'rmqmon_group_open_anomalies{{{J},{C},consumer_group="g1",anomaly="{OFFLINE}"}}': "0x8 1x51",
     }
     cases = [
         Case(
@@ -761,7 +775,7 @@ def _progress_cases() -> tuple[Case, ...]:
                 **progress_series(
                     "g1", t, {QueueState.OK: "8x8 4x52", QueueState.ORPHAN_CONFIRMED: "0x8 4x52"}, "0x8 100+100x51"
                 ),
-                f'rmqmon_group_open_anomalies{{{J},consumer_group="g1",anomaly="{INCONSISTENT}"}}': "0x5 1x54",
+                f'rmqmon_group_open_anomalies{{{J},{C},consumer_group="g1",anomaly="{INCONSISTENT}"}}': "0x5 1x54",
             },
             "8m",
             also_at=("3m", "4m", "5m", "6m", "7m"),
@@ -850,14 +864,14 @@ def _progress_cases() -> tuple[Case, ...]:
             "every member dead at 2 min, producers writing: fires with the backlog",
             offline_group,
             "8m",
-            (({"consumer_group": "g1"}, 2400),),  # the lag at 8 min: 100 + 100 x (32 - 9)
+            (({"cluster": CASE_CLUSTER, "consumer_group": "g1"}, 2400),),  # the lag at 8 min: 100 + 100 x (32 - 9)
         ),
         Case(
             offline,
             "a recreate deploy: no member for 2 minutes, then consumers back: silent",
             {
                 **progress_series("g1", t, {QueueState.OK: f"8x{STEPS}"}, "0x8 100+100x8 0x43"),
-                f'rmqmon_group_open_anomalies{{{J},consumer_group="g1",anomaly="{OFFLINE}"}}': "0x8 1x8 0x43",
+                f'rmqmon_group_open_anomalies{{{J},{C},consumer_group="g1",anomaly="{OFFLINE}"}}': "0x8 1x8 0x43",
             },
             "8m",
         ),
@@ -884,7 +898,7 @@ def scripted_cases() -> tuple[Case, ...]:
     cases: list[Case] = []
     for members in (5, 10, 20, 50):
         script = operations.rolling_restart(members)
-        series = series_of(script, J)
+        series = series_of(script, J, cluster=CASE_CLUSTER)
         cases += _silent_throughout(script)
     cases += _silent_throughout(operations.scale(4, 12))
     # A subscription rolled out member by member: until its last member runs it, the others' shares of the new
@@ -898,18 +912,18 @@ def scripted_cases() -> tuple[Case, ...]:
         (operations.inconsistent_subscription(3), AnomalyKind.INCONSISTENT_SUBSCRIPTION),  # last: used below
     ):
         alert = ANOMALY_ALERTS[kind]
-        series = series_of(script, J)
+        series = series_of(script, J, cluster=CASE_CLUSTER)
         key = next(k for k in series if f'anomaly="{kind}"' in k)
         fired_at = first_sustained(series[key], 1.0, _seconds(alert.for_) // STEP_S)
         assert fired_at is not None, f"{script.name}: {kind} never held for {alert.for_}"
         at = f"{(fired_at + 1) * STEP_S}s"
-        fired = (({"consumer_group": "g1"}, 1.0),)
+        fired = (({"cluster": CASE_CLUSTER, "consumer_group": "g1"}, 1.0),)
         cases.append(Case(alert.name, f"{script.name} (the engine's series): fires", series, at, fired))
         cases.append(_through_a_restart(alert, script.name, series, key, fired_at))
     # Clients that report holding what the allocation does not give them: the observed kinds fire (above), the
     # predicted ones (orphaned, double-owned queues) stay silent.
     stale = operations.stale_holdings()
-    stale_series = series_of(stale, J)
+    stale_series = series_of(stale, J, cluster=CASE_CLUSTER)
     for kind in (AnomalyKind.ORPHANED_QUEUES, AnomalyKind.DOUBLE_OWNED_QUEUES):
         cases.append(
             Case(
@@ -950,7 +964,7 @@ def _through_a_restart(alert: Alert, title: str, series: dict[str, str], key: st
         "fires: one firing episode",
         restarted(series, restart_at, RESTART_STEPS),
         f"{(end + 1) * STEP_S}s",
-        (({"consumer_group": "g1"}, 1.0),),
+        (({"cluster": CASE_CLUSTER, "consumer_group": "g1"}, 1.0),),
         also_at=tuple(f"{(i + 1) * STEP_S}s" for i in range(fired_at, end)),
     )
 
@@ -958,7 +972,7 @@ def _through_a_restart(alert: Alert, title: str, series: dict[str, str], key: st
 def _silent_throughout(script: operations.Script) -> list[Case]:
     """Every group alert silent at every minute of the script's run (one that fired and resolved would show);
     the cases share one series, so ``test_file`` writes them as one promtool test."""
-    series = series_of(script, J)
+    series = series_of(script, J, cluster=CASE_CLUSTER)
     minutes = tuple(f"{m}m" for m in range(1, script.until_ms // 60_000))
     end = f"{script.until_ms // 1000}s"
     title = f"{script.name} (the engine's series): silent"

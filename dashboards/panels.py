@@ -10,8 +10,8 @@ shows isolation as producers see it and the send-latency histogram whose buckets
 thresholds; monitor health shows the job itself.
 
 Every dashboard has a ``${datasource}`` variable of type prometheus, ``job`` and ``instance`` variables
-(Grafana's dashboard-linter expects them on every query), ``label_values`` variables for groups, topics,
-brokers and queries, a unit and a description on every panel, and ``$__rate_interval`` in every
+(Grafana's dashboard-linter expects them on every query), ``label_values`` variables for clusters, groups,
+topics, brokers and queries (every fleet series names its RocketMQ cluster: the fleet dashboards filter by it), a unit and a description on every panel, and ``$__rate_interval`` in every
 ``rate``/``increase``; counters are always aggregated with ``rate``/``increase`` before display.
 """
 
@@ -20,11 +20,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from connectors.metric_catalogue import Metrics, MetricSpec
 from dashboards.alerts import PROGRESS_ALERTS
 from streaming.domain.anomaly_catalogue import RECORDED_ONLY
 
 DS = {"type": "prometheus", "uid": "${datasource}"}
 SEL = 'job=~"$job", instance=~"$instance"'
+# Every series naming a group, broker, topic or producer names its RocketMQ cluster (docs/metrics.md): the fleet
+# dashboards filter them by a ``cluster`` variable too.
+CL = f'{SEL}, cluster=~"$cluster"'
+
+
+def cluster_variable(metric: MetricSpec) -> tuple[str, str, str]:
+    """The ``cluster`` variable: the clusters ``metric``'s series name (first of the variables it chains)."""
+    return ("cluster", "Cluster", f"label_values({metric.name}{{{SEL}}}, cluster)")
+
+
 # The anomaly kinds that alert (the others are recorded, never alerted: a rolling deploy, an unknown strategy).
 ALERTING_KINDS = 'anomaly!~"' + "|".join(RECORDED_ONLY) + '"'
 TAGS = ["rocketmq", "rebalance-monitor"]
@@ -46,7 +57,7 @@ class Panel:
 # The group dashboard, opened on one group from a panel's row or series (its ``consumer_group`` label).
 GROUP_LINK = (
     "Consumer group dashboard",
-    "/d/rmqmon-group?var-consumer_group=${__data.fields.consumer_group}&${__url_time_range}",
+    "/d/rmqmon-group?var-consumer_group=${__data.fields.consumer_group}&var-cluster=${__data.fields.cluster}&${__url_time_range}",
 )
 # The alerts the firing-alerts list shows: the monitor's own rules (dashboards/alerts.py names them all so).
 ALERT_NAME_PREFIX = "RocketMQMonitor"
@@ -181,9 +192,9 @@ def dashboard(
     }
 
 
-G = f'{SEL}, consumer_group=~"$consumer_group"'
+G = f'{CL}, consumer_group=~"$consumer_group"'
 GT = f'{G}, topic=~"$topic"'
-B = f'{SEL}, broker=~"$broker"'
+B = f'{CL}, broker=~"$broker"'
 Q = f'{SEL}, query=~"$query"'
 
 
@@ -200,8 +211,8 @@ def overview() -> dict[str, object]:
                 "none",
                 (
                     (
-                        f"max by (consumer_group, anomaly) (rmqmon_group_open_anomalies{{{SEL}, {ALERTING_KINDS}}}) > 0",
-                        "{{consumer_group}} {{anomaly}}",
+                        f"max by (cluster, consumer_group, anomaly) (rmqmon_group_open_anomalies{{{CL}, {ALERTING_KINDS}}}) > 0",
+                        "{{cluster}} {{consumer_group}} {{anomaly}}",
                     ),
                 ),
                 "table",
@@ -226,8 +237,8 @@ def overview() -> dict[str, object]:
                 "query's last micro-batch, and Kafka offsets the job has yet to read.",
                 "none",
                 (
-                    (f"sum(rmqmon_broker_stale_group_views{{{SEL}}}) or vector(0)", "stale broker views"),
-                    (f"time() - min(rmqmon_broker_last_poll_timestamp_seconds{{{SEL}}})", "oldest poll"),
+                    (f"sum(rmqmon_broker_stale_group_views{{{CL}}}) or vector(0)", "stale broker views"),
+                    (f"time() - min(rmqmon_broker_last_poll_timestamp_seconds{{{CL}}})", "oldest poll"),
                     (f"time() - min(rmqmon_last_batch_timestamp_seconds{{{SEL}}})", "job freshness"),
                     (f"sum(rmqmon_kafka_offsets_behind{{{SEL}}}) or vector(0)", "offsets behind"),
                 ),
@@ -243,7 +254,7 @@ def overview() -> dict[str, object]:
                 "none",
                 (
                     (
-                        f"count(max by (consumer_group) (rmqmon_group_open_anomalies{{{SEL}, {ALERTING_KINDS}}}) > 0)"
+                        f"count(max by (cluster, consumer_group) (rmqmon_group_open_anomalies{{{CL}, {ALERTING_KINDS}}}) > 0)"
                         " or vector(0)",
                         "groups",
                     ),
@@ -256,7 +267,7 @@ def overview() -> dict[str, object]:
                 "Orphaned queues",
                 "Queues no member consumes, over all groups and topics (unconsumed messages).",
                 "none",
-                ((f'sum(rmqmon_group_queues{{{SEL}, state="orphaned"}}) or vector(0)', "orphaned"),),
+                ((f'sum(rmqmon_group_queues{{{CL}, state="orphaned"}}) or vector(0)', "orphaned"),),
                 "stat",
                 5,
                 5,
@@ -265,7 +276,7 @@ def overview() -> dict[str, object]:
                 "Double-owned queues",
                 "Queues two or more members consume, over all groups (double consumption).",
                 "none",
-                ((f'sum(rmqmon_group_queues{{{SEL}, state="double_owned"}}) or vector(0)', "double-owned"),),
+                ((f'sum(rmqmon_group_queues{{{CL}, state="double_owned"}}) or vector(0)', "double-owned"),),
                 "stat",
                 5,
                 5,
@@ -274,7 +285,7 @@ def overview() -> dict[str, object]:
                 "Isolated brokers",
                 "Brokers that at least one producer currently avoids.",
                 "none",
-                ((f"sum(rmqmon_broker_isolated{{{SEL}}}) or vector(0)", "brokers"),),
+                ((f"sum(rmqmon_broker_isolated{{{CL}}}) or vector(0)", "brokers"),),
                 "stat",
                 5,
                 5,
@@ -283,7 +294,7 @@ def overview() -> dict[str, object]:
                 "Producers with no broker",
                 "Producers for which every broker is unavailable.",
                 "none",
-                ((f"max(rmqmon_producers_all_brokers_unavailable{{{SEL}}})", "producers"),),
+                ((f"max(rmqmon_producers_all_brokers_unavailable{{{CL}}})", "producers"),),
                 "stat",
                 5,
                 5,
@@ -292,7 +303,7 @@ def overview() -> dict[str, object]:
                 "Open anomalies by kind",
                 "Open anomaly episodes over all groups, by kind.",
                 "none",
-                ((f"sum by (anomaly) (rmqmon_group_open_anomalies{{{SEL}}})", "{{anomaly}}"),),
+                ((f"sum by (anomaly) (rmqmon_group_open_anomalies{{{CL}}})", "{{anomaly}}"),),
             ),
             Panel(
                 "Rebalances (top 10 groups)",
@@ -300,8 +311,8 @@ def overview() -> dict[str, object]:
                 "cps",
                 (
                     (
-                        f"topk(10, sum by (consumer_group) (rate(rmqmon_group_rebalances_total{{{SEL}}}[$__rate_interval])))",
-                        "{{consumer_group}}",
+                        f"topk(10, sum by (cluster, consumer_group) (rate(rmqmon_group_rebalances_total{{{CL}}}[$__rate_interval])))",
+                        "{{cluster}} {{consumer_group}}",
                     ),
                 ),
             ),
@@ -309,27 +320,38 @@ def overview() -> dict[str, object]:
                 "Queues by owner state",
                 "Queues over all groups by owner state (assigned, orphaned, double_owned).",
                 "none",
-                ((f"sum by (state) (rmqmon_group_queues{{{SEL}}})", "{{state}}"),),
+                ((f"sum by (state) (rmqmon_group_queues{{{CL}}})", "{{state}}"),),
             ),
             Panel(
                 "Producers avoiding each broker",
                 "Fraction of the producers sending to a broker that avoid it.",
                 "percentunit",
-                ((f"max by (broker) (rmqmon_broker_producers_avoiding_ratio{{{SEL}}})", "{{broker}}"),),
+                (
+                    (
+                        f"max by (cluster, broker) (rmqmon_broker_producers_avoiding_ratio{{{CL}}})",
+                        "{{cluster}} {{broker}}",
+                    ),
+                ),
             ),
             Panel(
                 "Queues by progress state",
                 f"Tracked queues over all groups by consume-progress state; {', '.join(PROGRESS_ALERTS)} alert.",
                 "none",
-                ((f"sum by (state) (rmqmon_group_progress_queues{{{SEL}}}) > 0", "{{state}}"),),
+                ((f"sum by (state) (rmqmon_group_progress_queues{{{CL}}}) > 0", "{{state}}"),),
             ),
             Panel(
                 "Consume lag (top 10 groups)",
                 "Messages waiting per group, summed over its topics' tracked queues, for the ten groups most behind.",
                 "none",
-                ((f"topk(10, sum by (consumer_group) (rmqmon_group_progress_lag{{{SEL}}}))", "{{consumer_group}}"),),
+                (
+                    (
+                        f"topk(10, sum by (cluster, consumer_group) (rmqmon_group_progress_lag{{{CL}}}))",
+                        "{{cluster}} {{consumer_group}}",
+                    ),
+                ),
             ),
         ],
+        [cluster_variable(Metrics.GROUP_MEMBERS)],
     )
 
 
@@ -343,7 +365,12 @@ def group_drilldown() -> dict[str, object]:
                 "Members",
                 "Distinct client IDs in the group's merged broker view.",
                 "none",
-                ((f"max by (consumer_group) (rmqmon_group_members{{{G}}})", "{{consumer_group}}"),),
+                (
+                    (
+                        f"max by (cluster, consumer_group) (rmqmon_group_members{{{G}}})",
+                        "{{cluster}} {{consumer_group}}",
+                    ),
+                ),
             ),
             Panel(
                 "Duplicate client IDs and channels",
@@ -351,10 +378,13 @@ def group_drilldown() -> dict[str, object]:
                 "none",
                 (
                     (
-                        f"max by (consumer_group) (rmqmon_group_duplicate_client_ids{{{G}}})",
-                        "{{consumer_group}} duplicates",
+                        f"max by (cluster, consumer_group) (rmqmon_group_duplicate_client_ids{{{G}}})",
+                        "{{cluster}} {{consumer_group}} duplicates",
                     ),
-                    (f"max by (consumer_group) (rmqmon_group_channels{{{G}}})", "{{consumer_group}} channels"),
+                    (
+                        f"max by (cluster, consumer_group) (rmqmon_group_channels{{{G}}})",
+                        "{{cluster}} {{consumer_group}} channels",
+                    ),
                 ),
             ),
             Panel(
@@ -363,8 +393,8 @@ def group_drilldown() -> dict[str, object]:
                 "none",
                 (
                     (
-                        f"sum by (consumer_group, topic, state) (rmqmon_group_queues{{{GT}}})",
-                        "{{consumer_group}} {{topic}} {{state}}",
+                        f"sum by (cluster, consumer_group, topic, state) (rmqmon_group_queues{{{GT}}})",
+                        "{{cluster}} {{consumer_group}} {{topic}} {{state}}",
                     ),
                 ),
             ),
@@ -374,8 +404,8 @@ def group_drilldown() -> dict[str, object]:
                 "none",
                 (
                     (
-                        f"max by (consumer_group, topic) (rmqmon_group_skew_queues{{{GT}}})",
-                        "{{consumer_group}} {{topic}}",
+                        f"max by (cluster, consumer_group, topic) (rmqmon_group_skew_queues{{{GT}}})",
+                        "{{cluster}} {{consumer_group}} {{topic}}",
                     ),
                 ),
             ),
@@ -387,8 +417,8 @@ def group_drilldown() -> dict[str, object]:
                 "none",
                 (
                     (
-                        f"sum by (consumer_group, topic) (rmqmon_group_progress_lag{{{GT}}})",
-                        "{{consumer_group}} {{topic}}",
+                        f"sum by (cluster, consumer_group, topic) (rmqmon_group_progress_lag{{{GT}}})",
+                        "{{cluster}} {{consumer_group}} {{topic}}",
                     ),
                 ),
                 width=8,
@@ -400,8 +430,8 @@ def group_drilldown() -> dict[str, object]:
                 "s",
                 (
                     (
-                        f"max by (consumer_group, topic) (rmqmon_group_progress_max_time_lag_seconds{{{GT}}})",
-                        "{{consumer_group}} {{topic}}",
+                        f"max by (cluster, consumer_group, topic) (rmqmon_group_progress_max_time_lag_seconds{{{GT}}})",
+                        "{{cluster}} {{consumer_group}} {{topic}}",
                     ),
                 ),
                 width=8,
@@ -413,8 +443,8 @@ def group_drilldown() -> dict[str, object]:
                 "none",
                 (
                     (
-                        f"sum by (consumer_group, topic, state) (rmqmon_group_progress_queues{{{GT}}}) > 0",
-                        "{{consumer_group}} {{topic}} {{state}}",
+                        f"sum by (cluster, consumer_group, topic, state) (rmqmon_group_progress_queues{{{GT}}}) > 0",
+                        "{{cluster}} {{consumer_group}} {{topic}} {{state}}",
                     ),
                 ),
                 width=8,
@@ -425,12 +455,12 @@ def group_drilldown() -> dict[str, object]:
                 "none",
                 (
                     (
-                        f"max by (consumer_group, topic) (rmqmon_group_idle_members{{{GT}}})",
-                        "{{consumer_group}} {{topic}} idle",
+                        f"max by (cluster, consumer_group, topic) (rmqmon_group_idle_members{{{GT}}})",
+                        "{{cluster}} {{consumer_group}} {{topic}} idle",
                     ),
                     (
-                        f"max by (consumer_group, topic) (rmqmon_group_non_subscribing_members{{{GT}}})",
-                        "{{consumer_group}} {{topic}} not subscribing",
+                        f"max by (cluster, consumer_group, topic) (rmqmon_group_non_subscribing_members{{{GT}}})",
+                        "{{cluster}} {{consumer_group}} {{topic}} not subscribing",
                     ),
                 ),
             ),
@@ -440,8 +470,8 @@ def group_drilldown() -> dict[str, object]:
                 "cps",
                 (
                     (
-                        f"sum by (consumer_group) (rate(rmqmon_group_rebalances_total{{{G}}}[$__rate_interval]))",
-                        "{{consumer_group}}",
+                        f"sum by (cluster, consumer_group) (rate(rmqmon_group_rebalances_total{{{G}}}[$__rate_interval]))",
+                        "{{cluster}} {{consumer_group}}",
                     ),
                 ),
             ),
@@ -451,8 +481,8 @@ def group_drilldown() -> dict[str, object]:
                 "cps",
                 (
                     (
-                        f"sum by (consumer_group, topic) (rate(rmqmon_group_moved_queues_total{{{GT}}}[$__rate_interval]))",
-                        "{{consumer_group}} {{topic}}",
+                        f"sum by (cluster, consumer_group, topic) (rate(rmqmon_group_moved_queues_total{{{GT}}}[$__rate_interval]))",
+                        "{{cluster}} {{consumer_group}} {{topic}}",
                     ),
                 ),
             ),
@@ -462,8 +492,8 @@ def group_drilldown() -> dict[str, object]:
                 "none",
                 (
                     (
-                        f"sum by (consumer_group, anomaly) (rmqmon_group_open_anomalies{{{G}}})",
-                        "{{consumer_group}} {{anomaly}}",
+                        f"sum by (cluster, consumer_group, anomaly) (rmqmon_group_open_anomalies{{{G}}})",
+                        "{{cluster}} {{consumer_group}} {{anomaly}}",
                     ),
                 ),
             ),
@@ -471,7 +501,12 @@ def group_drilldown() -> dict[str, object]:
                 "Broker views diverging",
                 "1 while brokers disagree about the group's members.",
                 "bool",
-                ((f"max by (consumer_group) (rmqmon_group_views_diverging{{{G}}})", "{{consumer_group}}"),),
+                (
+                    (
+                        f"max by (cluster, consumer_group) (rmqmon_group_views_diverging{{{G}}})",
+                        "{{cluster}} {{consumer_group}}",
+                    ),
+                ),
             ),
             Panel(
                 "Last rebalance",
@@ -479,8 +514,8 @@ def group_drilldown() -> dict[str, object]:
                 "dateTimeFromNow",
                 (
                     (
-                        f"max by (consumer_group) (rmqmon_group_last_rebalance_timestamp_seconds{{{G}}}) * 1000",
-                        "{{consumer_group}}",
+                        f"max by (cluster, consumer_group) (rmqmon_group_last_rebalance_timestamp_seconds{{{G}}}) * 1000",
+                        "{{cluster}} {{consumer_group}}",
                     ),
                 ),
                 "stat",
@@ -491,14 +526,20 @@ def group_drilldown() -> dict[str, object]:
                 "Generation",
                 "The group's current generation number.",
                 "none",
-                ((f"max by (consumer_group) (rmqmon_group_generation{{{G}}})", "{{consumer_group}}"),),
+                (
+                    (
+                        f"max by (cluster, consumer_group) (rmqmon_group_generation{{{G}}})",
+                        "{{cluster}} {{consumer_group}}",
+                    ),
+                ),
                 "stat",
                 12,
                 6,
             ),
         ],
         [
-            ("consumer_group", "Consumer group", f"label_values(rmqmon_group_members{{{SEL}}}, consumer_group)"),
+            cluster_variable(Metrics.GROUP_MEMBERS),
+            ("consumer_group", "Consumer group", f"label_values(rmqmon_group_members{{{CL}}}, consumer_group)"),
             ("topic", "Topic", f"label_values(rmqmon_group_queues{{{G}}}, topic)"),
         ],
     )
@@ -515,7 +556,7 @@ def broker_faults() -> dict[str, object]:
                 "Isolated",
                 "1 while at least one producer's latency fault item makes the broker unavailable.",
                 "bool",
-                ((f"max by (broker) (rmqmon_broker_isolated{{{B}}})", "{{broker}}"),),
+                ((f"max by (cluster, broker) (rmqmon_broker_isolated{{{B}}})", "{{cluster}} {{broker}}"),),
                 "state-timeline",
                 24,
                 6,
@@ -526,15 +567,23 @@ def broker_faults() -> dict[str, object]:
                 "producers that have a fault item for it (they sent to it and were not evicted).",
                 "none",
                 (
-                    (f"sum by (broker) (rmqmon_broker_producers_avoiding{{{B}}})", "{{broker}} avoiding"),
-                    (f"sum by (broker) (rmqmon_broker_producers_seen{{{B}}})", "{{broker}} seen"),
+                    (
+                        f"sum by (cluster, broker) (rmqmon_broker_producers_avoiding{{{B}}})",
+                        "{{cluster}} {{broker}} avoiding",
+                    ),
+                    (f"sum by (cluster, broker) (rmqmon_broker_producers_seen{{{B}}})", "{{cluster}} {{broker}} seen"),
                 ),
             ),
             Panel(
                 "Fraction of producers avoiding",
                 "Avoiding producers / producers that sent to the broker.",
                 "percentunit",
-                ((f"max by (broker) (rmqmon_broker_producers_avoiding_ratio{{{B}}})", "{{broker}}"),),
+                (
+                    (
+                        f"max by (cluster, broker) (rmqmon_broker_producers_avoiding_ratio{{{B}}})",
+                        "{{cluster}} {{broker}}",
+                    ),
+                ),
             ),
             Panel(
                 "Send latency heatmap",
@@ -547,7 +596,12 @@ def broker_faults() -> dict[str, object]:
                 "Send latency p99",
                 "99th percentile of send latency (interpolated within fault-table buckets).",
                 "s",
-                ((f"histogram_quantile(0.99, sum by (broker, le) (rate({bucket}[$__rate_interval])))", "{{broker}}"),),
+                (
+                    (
+                        f"histogram_quantile(0.99, sum by (cluster, broker, le) (rate({bucket}[$__rate_interval])))",
+                        "{{cluster}} {{broker}}",
+                    ),
+                ),
             ),
             Panel(
                 "Sends slower than 100 ms",
@@ -555,9 +609,9 @@ def broker_faults() -> dict[str, object]:
                 "percentunit",
                 (
                     (
-                        f'1 - sum by (broker) (rate(rmqmon_broker_send_latency_seconds_bucket{{{B}, le="0.1"}}[$__rate_interval]))'
-                        f" / sum by (broker) (rate(rmqmon_broker_send_latency_seconds_count{{{B}}}[$__rate_interval]))",
-                        "{{broker}}",
+                        f'1 - sum by (cluster, broker) (rate(rmqmon_broker_send_latency_seconds_bucket{{{B}, le="0.1"}}[$__rate_interval]))'
+                        f" / sum by (cluster, broker) (rate(rmqmon_broker_send_latency_seconds_count{{{B}}}[$__rate_interval]))",
+                        "{{cluster}} {{broker}}",
                     ),
                 ),
             ),
@@ -567,8 +621,8 @@ def broker_faults() -> dict[str, object]:
                 "cps",
                 (
                     (
-                        f"sum by (broker) (rate(rmqmon_broker_isolation_episodes_total{{{B}}}[$__rate_interval]))",
-                        "{{broker}}",
+                        f"sum by (cluster, broker) (rate(rmqmon_broker_isolation_episodes_total{{{B}}}[$__rate_interval]))",
+                        "{{cluster}} {{broker}}",
                     ),
                 ),
             ),
@@ -576,18 +630,26 @@ def broker_faults() -> dict[str, object]:
                 "Avoided until",
                 "End of the broker's latest fault window.",
                 "dateTimeFromNow",
-                ((f"max by (broker) (rmqmon_broker_avoided_until_timestamp_seconds{{{B}}}) * 1000", "{{broker}}"),),
+                (
+                    (
+                        f"max by (cluster, broker) (rmqmon_broker_avoided_until_timestamp_seconds{{{B}}}) * 1000",
+                        "{{cluster}} {{broker}}",
+                    ),
+                ),
                 "stat",
             ),
             Panel(
                 "Producers with every broker unavailable",
                 "Producers whose fault items isolate every broker.",
                 "none",
-                ((f"max(rmqmon_producers_all_brokers_unavailable{{{SEL}}})", "producers"),),
+                ((f"max(rmqmon_producers_all_brokers_unavailable{{{CL}}})", "producers"),),
                 "stat",
             ),
         ],
-        [("broker", "Broker", f"label_values(rmqmon_broker_isolated{{{SEL}}}, broker)")],
+        [
+            cluster_variable(Metrics.BROKER_ISOLATED),
+            ("broker", "Broker", f"label_values(rmqmon_broker_isolated{{{CL}}}, broker)"),
+        ],
     )
 
 

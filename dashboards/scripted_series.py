@@ -16,6 +16,7 @@ from streaming.app.simulation.operations import Script, batches
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import GroupGone, GroupSummary, ProgressSummary
 from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.consumer.events import parsed_event
 from streaming.job.delta.metric_rows import apply_consumer_metrics
 
@@ -36,10 +37,12 @@ def _compressed(values: list[float]) -> str:
     return " ".join(parts)
 
 
-def series_of(script: Script, selector: str, settings: EngineSettings | None = None) -> dict[str, str]:
-    """Every ``rmqmon_group_*`` series of the script's group, one sample per 15 s batch from the first batch on
-    (``selector``: the labels every series carries besides its own, e.g. job and instance). A series that appears
-    later is absent (``_``) before."""
+def series_of(
+    script: Script, selector: str, settings: EngineSettings | None = None, cluster: str = DEFAULT_CLUSTER
+) -> dict[str, str]:
+    """Every ``rmqmon_group_*`` series of the script's group (of ``cluster``), one sample per 15 s batch from the
+    first batch on (``selector``: the labels every series carries besides its own, e.g. job and instance). A series
+    that appears later is absent (``_``) before."""
     snapshot = None
     metrics = MetricsState()
     samples: dict[str, list[float | None]] = {}
@@ -49,7 +52,7 @@ def series_of(script: Script, selector: str, settings: EngineSettings | None = N
         outcomes = engine.apply([parsed_event(e["type"], e) for e in events], watermark)
         snapshot = json.loads(json.dumps(engine.snapshot()))
         apply_consumer_metrics(
-            metrics, [o for o in outcomes if isinstance(o, GroupSummary | GroupGone | ProgressSummary)]
+            metrics, [(cluster, o) for o in outcomes if isinstance(o, GroupSummary | GroupGone | ProgressSummary)]
         )
         for kind in (metrics.gauges, metrics.counters):
             for name, table in kind.items():

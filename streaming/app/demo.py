@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from connectors.jvm_artifacts import PROJECT_ROOT
 from connectors.metric_catalogue import Metrics
 from streaming.domain.progress.verdict import QueueState, alerts_on
+from streaming.domain.vocabulary import in_cluster as named
 
 if TYPE_CHECKING:
     from connectors.emitter import EventEmitter
@@ -379,8 +380,10 @@ def state_summary(job: Any) -> str:
     with job.metrics.lock:
         gauges = {k: dict(v) for k, v in job.metrics.gauges.items()}
     groups = len(gauges.get(Metrics.GROUP_MEMBERS.name, {}))
-    anomalies = sorted(f"{g}:{k}" for (g, k), v in gauges.get(Metrics.GROUP_OPEN_ANOMALIES.name, {}).items() if v)
-    avoided = sorted(b for (b,), v in gauges.get(Metrics.BROKER_PRODUCERS_AVOIDING.name, {}).items() if v)
+    anomalies = sorted(
+        f"{named(c, g)}:{k}" for (c, g, k), v in gauges.get(Metrics.GROUP_OPEN_ANOMALIES.name, {}).items() if v
+    )
+    avoided = sorted(named(c, b) for (c, b), v in gauges.get(Metrics.BROKER_PRODUCERS_AVOIDING.name, {}).items() if v)
     progress = sorted(job.board.snapshot().items())
     batches = ", ".join(
         f"{n} #{p.batch_id} {p.input_rows_per_second:.0f} rows/s in {p.batch_duration_ms / 1000:.1f} s"
@@ -421,25 +424,25 @@ def view_lines(job: Any) -> list[str]:
     lag = gauges.get(Metrics.GROUP_PROGRESS_LAG.name, {})
     states = gauges.get(Metrics.GROUP_PROGRESS_QUEUES.name, {})
     # a group without members (gone, its progress still watched for a backlog) is listed by its lag
-    groups = sorted({g for (g,) in members} | {g for (g, _) in lag})
+    groups = sorted(set(members) | {(c, g) for (c, g, _) in lag})
     for group in groups:
-        count = members.get((group,), 0)
-        orphaned = sum(v for (g, _, s), v in queues.items() if g == group and s == "orphaned")
-        doubled = sum(v for (g, _, s), v in queues.items() if g == group and s == "double_owned")
-        waiting = [v for (g, _), v in lag.items() if g == group]
+        count = members.get(group, 0)
+        orphaned = sum(v for (c, g, _, s), v in queues.items() if (c, g) == group and s == "orphaned")
+        doubled = sum(v for (c, g, _, s), v in queues.items() if (c, g) == group and s == "double_owned")
+        waiting = [v for (c, g, _), v in lag.items() if (c, g) == group]
         behind = f"{int(sum(waiting))}" if waiting else "-"  # no progress sample of the group: unknown, not 0
-        open_kinds = ", ".join(sorted(k for (g, k), v in anomalies.items() if g == group and v)) or "-"
+        open_kinds = ", ".join(sorted(k for (c, g, k), v in anomalies.items() if (c, g) == group and v)) or "-"
         alerting: dict[str, float] = {}
-        for (g, _, state), v in states.items():
-            if g == group and v and state in ALERTING_STATES:
+        for (c, g, _, state), v in states.items():
+            if (c, g) == group and v and state in ALERTING_STATES:
                 alerting[state] = alerting.get(state, 0) + v
         stuck = ", ".join(f"{state} {int(v)}" for state, v in sorted(alerting.items()))
-        generation = gauges.get(Metrics.GROUP_GENERATION.name, {}).get((group,), 0)
+        generation = gauges.get(Metrics.GROUP_GENERATION.name, {}).get(group, 0)
         lines.append(
-            f"{group:28} {int(count):>7} {int(generation):>4} {int(orphaned):>8} {int(doubled):>6} {behind:>8}  "
-            f"{open_kinds}{'; ' + stuck if stuck else ''}"
+            f"{named(*group):28} {int(count):>7} {int(generation):>4} {int(orphaned):>8} {int(doubled):>6} "
+            f"{behind:>8}  {open_kinds}{'; ' + stuck if stuck else ''}"
         )
-    avoided = {b: v for (b,), v in gauges.get(Metrics.BROKER_PRODUCERS_AVOIDING.name, {}).items()}
+    avoided = {named(c, b): v for (c, b), v in gauges.get(Metrics.BROKER_PRODUCERS_AVOIDING.name, {}).items()}
     lines += [
         "",
         "brokers: " + (", ".join(f"{b}: {int(v)} producer(s) avoiding" for b, v in sorted(avoided.items())) or "-"),

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from streaming.domain.vocabulary import AnomalyKind, Severity
 
 ALERT_PREFIX = "RocketMQMonitor"
+CLUSTER = "{{ $labels.cluster }}"
 GROUP = "{{ $labels.consumer_group }}"
 TOPIC = "{{ $labels.topic }}"
 VALUE = '{{ printf "%.0f" $value }}'
-QUERY_ANOMALIES = "rebalance-monitor query anomalies --group " + GROUP
+QUERY_ANOMALIES = "rebalance-monitor query anomalies --cluster " + CLUSTER + " --group " + GROUP
 # How long an alert on what the job concluded keeps firing once its condition is gone (Prometheus'
 # ``keep_firing_for``): longer than a restart of the job, whose series are absent while its driver is down, so a
 # restart neither resolves nor re-fires an open alert (Down pages a driver down for over 2 minutes). The price:
@@ -54,7 +55,7 @@ class AnomalySpec:
 
 
 def _open(kind: AnomalyKind) -> str:
-    return f'max by (consumer_group) (rmqmon_group_open_anomalies{{anomaly="{kind}"}}) > 0'
+    return f'max by (cluster, consumer_group) (rmqmon_group_open_anomalies{{anomaly="{kind}"}}) > 0'
 
 
 K = AnomalyKind
@@ -69,7 +70,7 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
             "subscription's)",
             AlertSpec(
                 "OrphanedQueues",
-                'max by (consumer_group, topic) (rmqmon_group_queues{state="orphaned"}) > 0',
+                'max by (cluster, consumer_group, topic) (rmqmon_group_queues{state="orphaned"}) > 0',
                 "2m",
                 f"Queues of {TOPIC} that no member of {GROUP} consumes.",
                 f"{VALUE} queue(s) of topic {TOPIC} have no owner in consumer group {GROUP} as every client "
@@ -82,7 +83,7 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
             "queues of a topic that two or more members pull: their messages are consumed twice",
             AlertSpec(
                 "DoubleOwnedQueues",
-                'max by (consumer_group, topic) (rmqmon_group_queues{state="double_owned"}) > 0',
+                'max by (cluster, consumer_group, topic) (rmqmon_group_queues{state="double_owned"}) > 0',
                 "2m",
                 f"Queues of {TOPIC} consumed by two or more members of {GROUP}.",
                 f"{VALUE} queue(s) of topic {TOPIC} are pulled by more than one member of {GROUP}: their messages "
@@ -97,7 +98,7 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
             "go orphaned and doubly owned",
             AlertSpec(
                 "DuplicateClientIds",
-                "max by (consumer_group) (rmqmon_group_duplicate_client_ids) > 0",
+                "max by (cluster, consumer_group) (rmqmon_group_duplicate_client_ids) > 0",
                 "2m",
                 f"Several connections of {GROUP} present the same client ID.",
                 f"{VALUE} client ID(s) of consumer group {GROUP} are held by more than one connection (typically "
@@ -132,7 +133,7 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
             "different shares",
             AlertSpec(
                 "DivergingBrokerViews",
-                "max by (consumer_group) (rmqmon_group_views_diverging) > 0",
+                "max by (cluster, consumer_group) (rmqmon_group_views_diverging) > 0",
                 "5m",
                 f"Brokers disagree about the members of {GROUP}.",
                 f"Brokers have held different member lists for consumer group {GROUP} for longer than a heartbeat "
@@ -234,13 +235,13 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
             "sample of the group",
             AlertSpec(
                 "OfflineGroupBacklog",
-                "sum by (consumer_group) (rmqmon_group_progress_lag)\nand on (consumer_group)\n"
+                "sum by (cluster, consumer_group) (rmqmon_group_progress_lag)\nand on (cluster, consumer_group)\n"
                 + _open(K.OFFLINE_GROUP_BACKLOG),
                 "5m",
                 f"Consumer group {GROUP} has no member while messages wait for it.",
                 f"{VALUE} message(s) wait for consumer group {GROUP}, which has no member on any broker (its "
                 f"{K.OFFLINE_GROUP_BACKLOG} episode is open): nobody consumes them. Confirm: "
-                f"rebalance-monitor query progress --group {GROUP}.",
+                f"rebalance-monitor query progress --cluster {CLUSTER} --group {GROUP}.",
             ),
         ),
         AnomalySpec(

@@ -15,6 +15,12 @@ from enum import StrEnum
 DEFAULT_CLUSTER = "default"
 
 
+def in_cluster(cluster: str, name: str) -> str:
+    """A group or broker as a person reads it: its name, after its cluster's (``east:broker-a``) unless that
+    is the default."""
+    return name if cluster == DEFAULT_CLUSTER else f"{cluster}:{name}"
+
+
 class EventType(StrEnum):
     """The contract's event types (``type``); the contract (``streaming.contract.events``) gives them their
     schemas, topics and keys. Written here, the bottom layer, so the engine names them without the contract."""

@@ -287,7 +287,7 @@ class MonitorJob:
             c.spark.trigger_interval,
             self.available_now,
             fault=fault,
-            metrics=SendMetrics(self.metrics, self.metered),
+            metrics=SendMetrics(self.metrics, self.metered, c.ingest.default_cluster),
             stopping=self.stopping.is_set,
         )
 

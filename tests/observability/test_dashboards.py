@@ -84,9 +84,9 @@ def test_variables(name):
             assert re.fullmatch(r"label_values\(rmqmon_\w+(\{.*\})?, \w+\)", variable["query"]["query"])
             assert families(variable["query"]["query"]) <= set(BY_NAME)
     expected = {
-        "overview": set(),
-        "group-drilldown": {"consumer_group", "topic"},
-        "broker-faults": {"broker"},
+        "overview": {"cluster"},
+        "group-drilldown": {"cluster", "consumer_group", "topic"},
+        "broker-faults": {"cluster", "broker"},
         "monitor-health": {"query"},
     }[name]
     assert set(variables) == {"datasource", "job", "instance"} | expected
@@ -104,6 +104,9 @@ def test_panels_have_units_descriptions_and_sound_queries(name):
             used = families(expr)
             assert used or re.match(r"max\(up\{", expr), f"{where}: reads no monitor metric"  # or Prometheus' up
             assert used <= set(BY_NAME), f"{where}: {used - set(BY_NAME)}"
+            fleet = {m for m in used if BY_NAME[m].labels[:1] == ("cluster",)}
+            if fleet:  # a series naming a group or broker is filtered by the dashboard's cluster variable
+                assert 'cluster=~"$cluster"' in expr, f"{where}: {fleet} not filtered by cluster"
             for function, window in re.findall(r"\b(rate|irate|increase)\([^\[]*\[([^\]]+)\]", expr):
                 assert window == "$__rate_interval", f"{where}: {function} over [{window}]"
             for function, metric in re.findall(r"\b(rate|irate|increase)\((rmqmon_[a-z0-9_]+)", expr):
@@ -125,7 +128,7 @@ def test_the_group_drilldown_has_a_consume_progress_row_per_group_and_topic():
     assert len({p["gridPos"]["y"] for p in row}) == 1 and sum(p["gridPos"]["w"] for p in row) == 24
     for panel in row:
         expr = panel["targets"][0]["expr"]
-        assert "by (consumer_group, topic" in expr and 'consumer_group=~"$consumer_group"' in expr
+        assert "by (cluster, consumer_group, topic" in expr and 'consumer_group=~"$consumer_group"' in expr
         assert 'topic=~"$topic"' in expr
     assert [p["fieldConfig"]["defaults"]["unit"] for p in row] == ["none", "s", "none"]
 
@@ -142,7 +145,7 @@ def test_the_overview_opens_on_open_anomalies_firing_alerts_and_coverage():
     table, alerts, coverage = first_row
     (target,) = table["targets"]
     assert target["format"] == "table" and target["instant"]
-    assert "by (consumer_group, anomaly)" in target["expr"] and families(target["expr"]) == {
+    assert "by (cluster, consumer_group, anomaly)" in target["expr"] and families(target["expr"]) == {
         "rmqmon_group_open_anomalies"
     }
     for kind in RECORDED_ONLY:

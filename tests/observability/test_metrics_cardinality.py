@@ -54,7 +54,8 @@ def feed(state: MetricsState, start: int, stop: int, chunk: int = 5_000) -> None
     for first in range(start, stop, chunk):  # one call per "micro-batch", as the sink does
         groups = range(first, min(stop, first + chunk))
         costs = [FinalCost(f"flood-{i:06d}", t, 1_000, 4_000, 3) for i in groups for t in ("orders", "payments")]
-        apply_consumer_metrics(state, [*map(group_row, groups), *map(progress_row, groups), *costs])
+        values = [*map(group_row, groups), *map(progress_row, groups), *costs]
+        apply_consumer_metrics(state, [("east", v) for v in values])
 
 
 def deep_size(obj: object, seen: set[int] | None = None) -> int:
@@ -103,7 +104,7 @@ def test_a_flood_of_group_names_stays_under_the_cap_with_bounded_memory():
             dropped[labels["metric"]] = value
         elif "consumer_group" in labels:
             groups_by_metric.setdefault(name, set()).add(labels["consumer_group"])
-    per_group = [s.name for s in CATALOGUE if s.labels[:1] == ("consumer_group",)]
+    per_group = [s.name for s in CATALOGUE if s.labels[:2] == ("cluster", "consumer_group")]
     for name in per_group:  # the flood's rows set every per-group metric
         assert len(groups_by_metric.get(name, ())) == cap, (name, len(groups_by_metric.get(name, ())))
     # every group is updated exactly once, so every metric refused exactly the groups beyond the cap
@@ -117,11 +118,11 @@ def test_a_flood_of_group_names_stays_under_the_cap_with_bounded_memory():
 
 def test_gone_groups_disappear_and_free_their_place_under_the_cap():
     state = MetricsState(label_value_cap=10)
-    apply_consumer_metrics(state, [group_row(i) for i in range(12)])
+    apply_consumer_metrics(state, [("east", group_row(i)) for i in range(12)])
     names = {labels.get("consumer_group") for _, labels, _ in exported(state)}
     assert "flood-000003" in names and "flood-000011" not in names  # over the cap
 
-    apply_consumer_metrics(state, [group_row(3, removed=True), group_row(11)])
+    apply_consumer_metrics(state, [("east", group_row(3, removed=True)), ("east", group_row(11))])
     names = {labels.get("consumer_group") for _, labels, _ in exported(state)}
     assert "flood-000003" not in names  # gone: every series of the group disappeared
     assert "flood-000011" in names  # and its place went to a group that was refused before
@@ -129,9 +130,9 @@ def test_gone_groups_disappear_and_free_their_place_under_the_cap():
 
 def test_brokers_no_producer_mentions_disappear():
     state = MetricsState()
-    for broker in ("broker-a", "broker-b"):
-        state.set_gauge(Metrics.BROKER_ISOLATED, (broker,), 1)
-        state.observe_histogram(Metrics.BROKER_SEND_LATENCY_SECONDS, (broker,), [0.05, 0.1], [1, 2], 3, 0.4)
-    state.retain("broker", ["broker-a"])
-    brokers = {labels.get("broker") for _, labels, _ in exported(state)} - {None}
-    assert brokers == {"broker-a"}
+    for at in (("east", "broker-a"), ("east", "broker-b"), ("west", "broker-b")):
+        state.set_gauge(Metrics.BROKER_ISOLATED, at, 1)
+        state.observe_histogram(Metrics.BROKER_SEND_LATENCY_SECONDS, at, [0.05, 0.1], [1, 2], 3, 0.4)
+    state.retain("broker", [("east", "broker-a"), ("west", "broker-b")])
+    brokers = {(labels["cluster"], labels["broker"]) for _, labels, _ in exported(state) if "broker" in labels}
+    assert brokers == {("east", "broker-a"), ("west", "broker-b")}  # east's broker-b is gone, west's stays

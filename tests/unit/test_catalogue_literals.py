@@ -101,9 +101,9 @@ def test_every_handle_is_named_after_its_metric_and_in_the_catalogue():
         lambda s: s.set_gauge(MetricSpec("rmqmon_group_members", "gauge", ("consumer_group",), "", ""), ("G",), 1),
         lambda s: s.set_gauge(Metrics.GROUP_REBALANCES_TOTAL, ("G",), 1),  # a counter
         lambda s: s.inc(Metrics.GROUP_MEMBERS, ("G",)),  # a gauge
-        lambda s: s.replace_series("rmqmon_group_queues", "G", {}),  # type: ignore[arg-type]
+        lambda s: s.replace_series("rmqmon_group_queues", ("c", "G"), {}),  # type: ignore[arg-type]
         lambda s: s.observe_histogram(Metrics.GROUP_MEMBERS, ("b",), [0.1], [1], 1, 0.1),
-        lambda s: s.retain("broker", ["b"], ["rmqmon_broker_isolated"]),  # type: ignore[list-item]
+        lambda s: s.retain("broker", [("c", "b")], ["rmqmon_broker_isolated"]),  # type: ignore[list-item]
     ],
     ids=["name", "copy", "counter-as-gauge", "gauge-as-counter", "replace-name", "gauge-as-histogram", "retain"],
 )
@@ -116,7 +116,7 @@ def test_the_metrics_state_refuses_what_is_not_the_catalogues_handle(update):
 
 def test_a_handle_updates_its_series():
     state = MetricsState()
-    state.set_gauge(Metrics.GROUP_MEMBERS, ("G",), 3)
-    state.inc(Metrics.GROUP_REBALANCES_TOTAL, ("G",), 2)
-    assert state.gauges == {"rmqmon_group_members": {("G",): 3.0}}
-    assert state.counters == {"rmqmon_group_rebalances_total": {("G",): 2.0}}
+    state.set_gauge(Metrics.GROUP_MEMBERS, ("c", "G"), 3)
+    state.inc(Metrics.GROUP_REBALANCES_TOTAL, ("c", "G"), 2)
+    assert state.gauges == {"rmqmon_group_members": {("c", "G"): 3.0}}
+    assert state.counters == {"rmqmon_group_rebalances_total": {("c", "G"): 2.0}}

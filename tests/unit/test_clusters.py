@@ -135,3 +135,47 @@ def test_the_same_producer_and_broker_in_two_clusters_have_their_own_fault_windo
     home = replace(settings, default_cluster="home")
     migrated = ClusterFaultShards.restore(json.loads(json.dumps(single.snapshot())), home)
     assert list(migrated.shards) == ["home"] and migrated.next_wakeup_ms() == 31_000
+
+
+def test_the_same_group_and_broker_names_in_two_clusters_are_two_metric_series_each():
+    """The engines' outcomes of both clusters, through the job's metric mapping: every group and broker series
+    is each cluster's own, the label cap counts (cluster, group) pairs, and a group gone from one cluster keeps
+    the other's series."""
+    from prometheus_client import generate_latest
+
+    from connectors.metrics import Metrics, MetricsState, new_registry
+    from streaming.domain.consumers.outcomes import GroupGone, GroupSummary
+    from streaming.job.delta.broker_gauges import broker_status, producers_all_down_per_cluster
+    from streaming.job.delta.metric_rows import apply_broker_metrics, apply_consumer_metrics
+
+    shard = Shard.restore(None, SETTINGS)
+    outcomes = _settled(shard)
+    summaries = [(c, o) for c, o in outcomes if type(o) is GroupSummary]
+    assert {c for c, _ in summaries} == {"east", "west"}
+    metrics = MetricsState()
+    apply_consumer_metrics(metrics, summaries)
+    assert metrics.gauges[Metrics.GROUP_MEMBERS.name] == {("east", "G"): 2.0, ("west", "G"): 1.0}
+    assert metrics.gauges[Metrics.GROUP_DUPLICATE_CLIENT_IDS.name] == {("east", "G"): 0.0, ("west", "G"): 1.0}
+    queues = metrics.gauges[Metrics.GROUP_QUEUES.name]
+    per_cluster = {c: sum(v for (qc, *_), v in queues.items() if qc == c) for c in ("east", "west")}
+    assert per_cluster == {"east": 4, "west": 2}  # each cluster's route of T: 4 queues and 2
+    items = [
+        {"cluster": c, "producer_id": "P", "broker": "broker-a", "unavailable_until_ms": until}
+        for c, until in (("east", BASE + 30_000), ("west", None))
+    ]
+    apply_broker_metrics(metrics, broker_status(items, BASE), producers_all_down_per_cluster(items, BASE))
+    assert metrics.gauges[Metrics.BROKER_ISOLATED.name] == {("east", "broker-a"): 1.0, ("west", "broker-a"): 0.0}
+    assert metrics.gauges[Metrics.PRODUCERS_ALL_BROKERS_UNAVAILABLE.name] == {("east",): 1.0, ("west",): 0.0}
+    page = generate_latest(new_registry(metrics)).decode()
+    assert 'rmqmon_group_members{cluster="east",consumer_group="G"} 2.0' in page
+    assert 'rmqmon_group_members{cluster="west",consumer_group="G"} 1.0' in page
+    assert 'rmqmon_broker_isolated{broker="broker-a",cluster="west"} 0.0' in page
+
+    # West's group goes: east's series stay. Under a cap of one pair, west's group is refused, not merged.
+    apply_consumer_metrics(metrics, [("west", GroupGone("G", BASE + 60_000))])
+    assert metrics.gauges[Metrics.GROUP_MEMBERS.name] == {("east", "G"): 2.0}
+    assert {k[:2] for k in metrics.gauges[Metrics.GROUP_QUEUES.name]} == {("east", "G")}
+    capped = MetricsState(label_value_cap=1)
+    apply_consumer_metrics(capped, summaries)
+    assert capped.gauges[Metrics.GROUP_MEMBERS.name] == {("east", "G"): 2.0}
+    assert capped.dropped[Metrics.GROUP_MEMBERS.name] == 1

@@ -22,18 +22,27 @@ def row(lines: list[str], group: str) -> list[str]:
 def test_lag_per_group_summed_over_topics_with_its_alerting_states():
     job = fake_job(
         {
-            "rmqmon_group_members": {("stuck",): 2, ("idle",): 2, ("new",): 1},
-            "rmqmon_group_generation": {("stuck",): 3, ("idle",): 1, ("new",): 1},
-            "rmqmon_group_progress_lag": {("stuck", "orders"): 700, ("stuck", "%RETRY%stuck"): 12, ("idle", "a"): 0},
+            "rmqmon_group_members": {
+                ("default", "stuck"): 2,
+                ("default", "idle"): 2,
+                ("default", "new"): 1,
+                ("east", "stuck"): 5,  # another cluster's group of the same name: its own row
+            },
+            "rmqmon_group_generation": {("default", "stuck"): 3, ("default", "idle"): 1, ("default", "new"): 1},
+            "rmqmon_group_progress_lag": {
+                ("default", "stuck", "orders"): 700,
+                ("default", "stuck", "%RETRY%stuck"): 12,
+                ("default", "idle", "a"): 0,
+            },
             "rmqmon_group_progress_queues": {
-                ("stuck", "orders", "STUCK_HOLDER"): 4,
-                ("stuck", "orders", "OK"): 4,
-                ("stuck", "%RETRY%stuck", "SLOW"): 1,
-                ("idle", "a", "IDLE"): 8,
-                ("idle", "a", "STUCK_HOLDER"): 0,
+                ("default", "stuck", "orders", "STUCK_HOLDER"): 4,
+                ("default", "stuck", "orders", "OK"): 4,
+                ("default", "stuck", "%RETRY%stuck", "SLOW"): 1,
+                ("default", "idle", "a", "IDLE"): 8,
+                ("default", "idle", "a", "STUCK_HOLDER"): 0,
             },
             # a group whose members are gone: listed by its lag, with its episode
-            "rmqmon_group_open_anomalies": {("gone", "OFFLINE_GROUP_BACKLOG"): 1},
+            "rmqmon_group_open_anomalies": {("default", "gone", "OFFLINE_GROUP_BACKLOG"): 1},
         }
     )
     lines = view_lines(job)
@@ -43,15 +52,19 @@ def test_lag_per_group_summed_over_topics_with_its_alerting_states():
     assert " ".join(row(lines, "stuck")[6:]) == "-; SLOW 1, STUCK_HOLDER 4"
     assert row(lines, "idle")[5:] == ["0", "-"]  # lag 0, nothing alerting: IDLE and OK are never named
     assert row(lines, "new")[5] == "-"  # no progress sample yet: unknown, not 0
+    assert row(lines, "east:stuck")[:2] == ["east:stuck", "5"]
     assert not [line for line in lines if line.startswith("gone")]  # no lag gauge: nothing of it is watched
 
 
 def test_a_group_without_members_is_listed_by_its_backlog():
     job = fake_job(
         {
-            "rmqmon_group_progress_lag": {("archive", "orders"): 900, ("archive", "payments"): 100},
-            "rmqmon_group_progress_queues": {("archive", "orders", "ORPHAN_CONFIRMED"): 8},
-            "rmqmon_group_open_anomalies": {("archive", "OFFLINE_GROUP_BACKLOG"): 1},
+            "rmqmon_group_progress_lag": {
+                ("default", "archive", "orders"): 900,
+                ("default", "archive", "payments"): 100,
+            },
+            "rmqmon_group_progress_queues": {("default", "archive", "orders", "ORPHAN_CONFIRMED"): 8},
+            "rmqmon_group_open_anomalies": {("default", "archive", "OFFLINE_GROUP_BACKLOG"): 1},
         }
     )
     assert " ".join(row(view_lines(job), "archive")) == (

@@ -37,7 +37,8 @@ def group_row(group: str, members: int, generation: int) -> GroupSummary:
 @pytest.fixture
 def endpoint() -> Iterator[tuple[str, MetricsState]]:
     state = MetricsState(label_value_cap=2)
-    apply_consumer_metrics(state, [group_row("G1", 3, 4), group_row("G2", 5, 1), group_row("G3", 2, 2)])
+    rows = [group_row("G1", 3, 4), group_row("G2", 5, 1), group_row("G3", 2, 2)]
+    apply_consumer_metrics(state, [("c", r) for r in rows])
     server = serve(new_registry(state), "127.0.0.1", 0)
     try:
         yield f"http://127.0.0.1:{server.server_port}/metrics", state
@@ -57,8 +58,8 @@ def test_a_name_filter_returns_exactly_that_family_with_its_series(endpoint):
     # Two groups under the cap of two: the third was refused, as on the whole page.
     assert got == {
         "rmqmon_group_members": [
-            ("rmqmon_group_members", {"consumer_group": "G1"}, 3.0),
-            ("rmqmon_group_members", {"consumer_group": "G2"}, 5.0),
+            ("rmqmon_group_members", {"cluster": "c", "consumer_group": "G1"}, 3.0),
+            ("rmqmon_group_members", {"cluster": "c", "consumer_group": "G2"}, 5.0),
         ]
     }
 
@@ -67,8 +68,8 @@ def test_filters_name_the_samples_of_counters_and_may_ask_for_several(endpoint):
     url, state = endpoint
     got = families(url + "?name[]=rmqmon_group_rebalances_total&name[]=rmqmon_label_values_dropped_total")
     assert got["rmqmon_group_rebalances"] == [
-        ("rmqmon_group_rebalances_total", {"consumer_group": "G1"}, 4.0),
-        ("rmqmon_group_rebalances_total", {"consumer_group": "G2"}, 1.0),
+        ("rmqmon_group_rebalances_total", {"cluster": "c", "consumer_group": "G1"}, 4.0),
+        ("rmqmon_group_rebalances_total", {"cluster": "c", "consumer_group": "G2"}, 1.0),
     ]
     dropped = {s[1]["metric"]: s[2] for s in got["rmqmon_label_values_dropped"]}
     assert dropped == state.dropped and dropped["rmqmon_group_members"] == 1.0
@@ -97,13 +98,13 @@ def test_bound_to_every_interface_the_page_answers_on_the_machine_s_network_addr
     hosts reach; the default, ``127.0.0.1``, does not answer there."""
     address = network_address()
     state = MetricsState()
-    apply_consumer_metrics(state, [group_row("G1", 3, 4)])
+    apply_consumer_metrics(state, [("c", group_row("G1", 3, 4))])
     everywhere = serve(new_registry(state), "0.0.0.0", 0)
     try:
         page = families(f"http://{address}:{everywhere.server_port}/metrics")
     finally:
         everywhere.shutdown()
-    assert ("rmqmon_group_members", {"consumer_group": "G1"}, 3.0) in page["rmqmon_group_members"]
+    assert ("rmqmon_group_members", {"cluster": "c", "consumer_group": "G1"}, 3.0) in page["rmqmon_group_members"]
     loopback = serve(new_registry(state), "127.0.0.1", 0)
     try:
         with pytest.raises(OSError):

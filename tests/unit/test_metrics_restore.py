@@ -74,14 +74,15 @@ def test_restored_rows_set_every_group_series_the_engine_summaries_set_to_the_sa
     apply_consumer_metrics(live, metric_values((k, collected(k, r)) for s in summaries for k, r in rows_of(s)))
     restored = MetricsState()
     current = latest_per_group(summaries)
-    apply_consumer_metrics(restored, [group_summary(stored_row(s)) for s in current.values()])
+    stored = [stored_row(s) for s in current.values()]
+    apply_consumer_metrics(restored, [(row["cluster"], group_summary(row)) for row in stored])
 
     assert set(current) == {"D", "S"}  # X emptied: its row is deleted, and its series are gone from both
     assert restored.gauges == live.gauges
-    assert live.gauges["rmqmon_group_duplicate_client_ids"][("D",)] == 1
-    assert live.gauges["rmqmon_group_queues"][("D", "T", "orphaned")] > 0
-    assert live.gauges["rmqmon_group_non_subscribing_members"][("S", "U")] == 1
-    assert live.gauges["rmqmon_group_open_anomalies"][("D", "DUPLICATE_CLIENT_ID")] == 1
+    assert live.gauges["rmqmon_group_duplicate_client_ids"][("default", "D")] == 1
+    assert live.gauges["rmqmon_group_queues"][("default", "D", "T", "orphaned")] > 0
+    assert live.gauges["rmqmon_group_non_subscribing_members"][("default", "S", "U")] == 1
+    assert live.gauges["rmqmon_group_open_anomalies"][("default", "D", "DUPLICATE_CLIENT_ID")] == 1
     # Counters: the generation is the group's own count; queue moves count from the process's start.
     assert restored.counters["rmqmon_group_rebalances_total"] == live.counters["rmqmon_group_rebalances_total"]
     moved = restored.counters["rmqmon_group_moved_queues_total"]
@@ -106,8 +107,8 @@ def test_a_row_without_topics_or_open_anomalies_restores_empty_series_sets():
     )
     assert isinstance(summary, GroupSummary) and summary.topics == {} and summary.open_anomalies == {}
     state = MetricsState()
-    apply_consumer_metrics(state, [summary])
-    assert state.gauges["rmqmon_group_views_diverging"][("E",)] == 1.0
-    assert ("E",) not in state.gauges.get("rmqmon_group_last_rebalance_timestamp_seconds", {})
+    apply_consumer_metrics(state, [("east", summary)])
+    assert state.gauges["rmqmon_group_views_diverging"][("east", "E")] == 1.0
+    assert ("east", "E") not in state.gauges.get("rmqmon_group_last_rebalance_timestamp_seconds", {})
     assert not state.gauges.get("rmqmon_group_queues")
     assert set(state.gauges["rmqmon_group_open_anomalies"].values()) == {0.0}

@@ -358,14 +358,14 @@ def test_the_progress_metrics_are_per_group_and_topic_with_every_state_and_go_wi
     engine = engine_with_member()
     outcomes = sample_window(engine, lambda i, t: [("T", 0, 100 + i, 100 + i, t - 5), ("T", 1, 50, 40, T0)])
     other = engine.apply(typed([progress(T0 + 400_000, [("T", 0, 9, 1)], group="other")]), T0)  # over the cap of 1
-    apply_consumer_metrics(metrics, of(outcomes, ProgressSummary) + of(other, ProgressSummary))
-    assert metrics.gauges["rmqmon_group_progress_lag"] == {("G", "T"): 10.0}
+    apply_consumer_metrics(metrics, [("c", s) for s in of(outcomes, ProgressSummary) + of(other, ProgressSummary)])
+    assert metrics.gauges["rmqmon_group_progress_lag"] == {("c", "G", "T"): 10.0}
     queues = metrics.gauges["rmqmon_group_progress_queues"]
-    assert queues[("G", "T", "ORPHAN_CONFIRMED")] == 1 and queues[("G", "T", "OK")] == 1
+    assert queues[("c", "G", "T", "ORPHAN_CONFIRMED")] == 1 and queues[("c", "G", "T", "OK")] == 1
     assert len(queues) == len(QueueState) and sum(queues.values()) == 2
-    assert metrics.gauges["rmqmon_group_progress_max_time_lag_seconds"][("G", "T")] > 0
+    assert metrics.gauges["rmqmon_group_progress_max_time_lag_seconds"][("c", "G", "T")] > 0
     assert metrics.dropped["rmqmon_group_progress_lag"] == 1  # the second group is past the label cap
-    apply_consumer_metrics(metrics, [ProgressSummary("G", T0, {})])
+    apply_consumer_metrics(metrics, [("c", ProgressSummary("G", T0, {}))])
     assert not metrics.gauges["rmqmon_group_progress_lag"] and not metrics.gauges["rmqmon_group_progress_queues"]
 
 
@@ -411,10 +411,10 @@ def test_an_offline_groups_backlog_episode_is_its_open_anomalies_series_until_it
 
     metrics = MetricsState()
     engine = ShardEngine.restore(None, EngineSettings())
-    series = ("never", "OFFLINE_GROUP_BACKLOG")
+    series = ("c", "never", "OFFLINE_GROUP_BACKLOG")
     for t, consumer, value in ((T0, 1, 1.0), (T0 + EVERY, 9, None)):
         outcomes = engine.apply(typed([progress(t, [("T", 0, 9, consumer)], group="never")]), T0)
-        apply_consumer_metrics(metrics, of(outcomes, ProgressSummary))
+        apply_consumer_metrics(metrics, [("c", s) for s in of(outcomes, ProgressSummary)])
         assert metrics.gauges["rmqmon_group_open_anomalies"].get(series) == value
     assert metrics.series_count(Metrics.GROUP_PROGRESS_LAG) == 0
 

@@ -247,13 +247,20 @@ def test_the_last_change_s_cost_is_per_group_and_topic_longest_handoff_and_summe
     )
     state = MetricsState()
     rows = [
-        {"group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": 30 * S, "redelivered_max": 5},
-        {"group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": 45 * S, "redelivered_max": 2},
-        {"group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": None, "redelivered_max": None},
-        {"group": "G", "topic": "T", "t0_ms": 10 * S, "handoff_gap_ms": 90 * S, "redelivered_max": 50},  # older
+        {"cluster": "c", "group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": 30 * S, "redelivered_max": 5},
+        {"cluster": "c", "group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": 45 * S, "redelivered_max": 2},
+        {"cluster": "c", "group": "G", "topic": "T", "t0_ms": 40 * S, "handoff_gap_ms": None, "redelivered_max": None},
+        {
+            "cluster": "c",
+            "group": "G",
+            "topic": "T",
+            "t0_ms": 10 * S,
+            "handoff_gap_ms": 90 * S,
+            "redelivered_max": 50,
+        },  # older
     ]
     apply_consumer_metrics(state, metric_values((REBALANCE_COST, r) for r in rows))
-    gauges = {name: state.gauges[name][("G", "T")] for name in (COST_T0, COST_HANDOFF, COST_REDELIVERED)}
+    gauges = {name: state.gauges[name][("c", "G", "T")] for name in (COST_T0, COST_HANDOFF, COST_REDELIVERED)}
     assert gauges == {COST_T0: 40.0, COST_HANDOFF: 45.0, COST_REDELIVERED: 7.0}
-    apply_consumer_metrics(state, [FinalCost("G", "T", 100 * S, None, 3)])  # a newer change replaces them
-    assert ("G", "T") not in state.gauges[COST_HANDOFF] and state.gauges[COST_REDELIVERED][("G", "T")] == 3.0
+    apply_consumer_metrics(state, [("c", FinalCost("G", "T", 100 * S, None, 3))])  # a newer change replaces them
+    assert ("c", "G", "T") not in state.gauges[COST_HANDOFF] and state.gauges[COST_REDELIVERED][("c", "G", "T")] == 3.0

@@ -225,8 +225,8 @@ def test_every_field_of_a_struct_column_has_a_source(kind):
 def test_metric_values_are_the_summaries_and_late_events_mapped():
     sample = [o for o in EVERY_OUTCOME if isinstance(o, GroupSummary | GroupGone | LateEvent | ProgressSummary)]
     assert len(sample) == 4
-    rows = [(kind, collected(kind, row)) for outcome in sample for kind, row in rows_of(outcome)]
-    assert metric_values(rows) == sample
+    rows = [(kind, collected(kind, row)) for outcome in sample for kind, row in rows_of(outcome, "east")]
+    assert metric_values(rows) == [("east", o) for o in sample]
 
 
 def test_a_summary_read_back_from_the_table_has_no_moves():
@@ -326,10 +326,10 @@ def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_sum
         }
         tracked, found = apply_progress(tracked, ConsumeProgress.from_json(event), ProgressContext(online))
         for o in found:
-            for table, row in rows_of(o):
+            for table, row in rows_of(o, "east"):
                 if table == Table.QUEUE_PROGRESS_CURRENT:
                     current[(row["topic"], row["queue_id"])] = row
-    (restored,) = progress_summaries(current.values(), 61_000)
-    assert restored == summary("G", tracked, 61_000)
+    ((cluster, restored),) = progress_summaries(current.values(), 61_000)
+    assert cluster == "east" and restored == summary("G", tracked, 61_000)
     assert restored.topics["T"].lag == 7 and restored.topics["U"].lag == 0
     assert restored.offline_backlog is (not online)

@@ -98,10 +98,19 @@ def broker_status(items: Iterable[Mapping[str, Any]], now_ms: int) -> list[dict[
 def producers_all_down(items: Iterable[Mapping[str, Any]], now_ms: int) -> int:
     """Producers whose fault items (those with an end) make every broker they name unavailable at ``now_ms``;
     a producer none of whose items has an end is not counted."""
+    return sum(producers_all_down_per_cluster(items, now_ms).values())
+
+
+def producers_all_down_per_cluster(items: Iterable[Mapping[str, Any]], now_ms: int) -> dict[str, int]:
+    """``producers_all_down`` per cluster of the items (0 for a cluster with items and no such producer)."""
+    per: dict[str, int] = {}
     down: dict[tuple[Any, str], bool] = {}
     for item in items:
+        per.setdefault(item.get("cluster"), 0)
         until = item["unavailable_until_ms"]
         if until is not None:
             producer = (item.get("cluster"), item["producer_id"])
             down[producer] = down.get(producer, True) and until > now_ms
-    return sum(down.values())
+    for (cluster, _producer), all_down in down.items():
+        per[cluster] += all_down
+    return per

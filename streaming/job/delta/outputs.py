@@ -29,7 +29,7 @@ from streaming.job.delta.broker_gauges import (
     Change,
     CurrentRows,
     broker_status,
-    producers_all_down,
+    producers_all_down_per_cluster,
     view_summary,
 )
 from streaming.job.delta.bus import RETRACTED_CUTS, SEQ, TAG, deleted, kind_rows, struct_type
@@ -296,12 +296,12 @@ def restore_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
 def restore_group_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     """The ``rmqmon_group_*`` series from ``group_status_current`` (one row per group)."""
     rows = [r.asDict(recursive=True) for r in tables.read(GROUP_STATUS).collect()]
-    apply_consumer_metrics(metrics, [group_summary(r) for r in rows])
+    apply_consumer_metrics(metrics, [(r["cluster"], group_summary(r)) for r in rows])
 
 
 def restore_progress_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
     """The ``rmqmon_group_progress_*`` series from ``queue_progress_current`` (one row per tracked queue)."""
-    columns = ("group", "topic", "lag", "state", "time_lag_estimate_s", "group_online", "event_time_ms")
+    columns = ("cluster", "group", "topic", "lag", "state", "time_lag_estimate_s", "group_online", "event_time_ms")
     rows = [r.asDict() for r in tables.read(QUEUE_PROGRESS).select(*columns).collect()]
     apply_consumer_metrics(metrics, progress_summaries(rows, max((r["event_time_ms"] for r in rows), default=0)))
 
@@ -312,10 +312,11 @@ def restore_rebalance_cost_metrics(tables: DeltaTables, metrics: MetricsState) -
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    frame = tables.read(REBALANCE_COST).select("group", "topic", "t0_ms", "handoff_gap_ms", "redelivered_max")
-    latest = frame.withColumn("_latest", F.max("t0_ms").over(Window.partitionBy("group", "topic")))
+    columns = ("cluster", "group", "topic", "t0_ms", "handoff_gap_ms", "redelivered_max")
+    frame = tables.read(REBALANCE_COST).select(*columns)
+    latest = frame.withColumn("_latest", F.max("t0_ms").over(Window.partitionBy("cluster", "group", "topic")))
     rows = latest.where(F.col("t0_ms") == F.col("_latest")).drop("_latest").collect()
-    apply_consumer_metrics(metrics, [final_cost(r.asDict()) for r in rows])
+    apply_consumer_metrics(metrics, [(r["cluster"], final_cost(r.asDict())) for r in rows])
 
 
 def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -329,7 +330,7 @@ def restore_broker_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
         return
     now_ms = int(last[0]["event_time_ms"])
     items = current_rows(tables, Table.PRODUCER_BROKER_STATUS_CURRENT, ITEM_KEY, ITEM_COLUMNS).rows()
-    apply_broker_metrics(metrics, broker_status(items, now_ms), producers_all_down(items, now_ms))
+    apply_broker_metrics(metrics, broker_status(items, now_ms), producers_all_down_per_cluster(items, now_ms))
 
 
 def restore_view_metrics(tables: DeltaTables, metrics: MetricsState) -> None:
@@ -402,7 +403,7 @@ def _broker_status_writes(
     current = items.rows()
     per_broker = broker_status(current, now_ms)
     if metrics is not None:  # the alert path first, before the writes
-        apply_broker_metrics(metrics, per_broker, producers_all_down(current, now_ms))
+        apply_broker_metrics(metrics, per_broker, producers_all_down_per_cluster(current, now_ms))
     brokers = [{**r, "batch_id": batch_id} for r in per_broker]
     return [
         _overwrite_rows(tables, session, PAIR_STATUS, current, app_id, batch_id),
@@ -423,6 +424,6 @@ def _count_isolations_and_late_sends(metrics: MetricsState, values: Iterable[Fau
     """Count the batch's opened fault windows (isolation episodes) and late sends."""
     for value in values:
         if isinstance(value, FaultWindowChanged) and value.episode.status is WindowStatus.OPENED:
-            metrics.inc(Metrics.BROKER_ISOLATION_EPISODES_TOTAL, (value.episode.broker,))
+            metrics.inc(Metrics.BROKER_ISOLATION_EPISODES_TOTAL, (value.cluster, value.episode.broker))
         elif isinstance(value, SendsLate):
             metrics.inc(Metrics.LATE_EVENTS_TOTAL, ("send-ingest", "late_send"), value.count)
