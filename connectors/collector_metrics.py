@@ -2,7 +2,8 @@
 
 ``Counters.java`` is the one source: its ``HELP`` map names every series and says what it means, the calls that
 update a series give its label (``add(metric, label, value)``) and the label values written as literals
-(``problem("broker_left")``, ``rpc("topic_route")``). ``python -m connectors.collector_metrics`` rewrites the
+(``problem("broker_left")``, ``rpc("topic_route")``); an info series (``info(metric, label, value)``) is a
+gauge of 1 with its label. ``python -m connectors.collector_metrics`` rewrites the
 generated block of ``docs/collector.md``; ``tests/unit/test_collector_metrics_doc.py`` fails when the doc, the
 ``HELP`` map and the series the code updates disagree.
 """
@@ -24,6 +25,7 @@ _HELP = re.compile(r'Map\.entry\(\s*"(rmqcol_\w+)",\s*"((?:[^"\\]|\\.)*)"\s*\)')
 _LABELLED = re.compile(r'\badd\(\s*"(rmqcol_\w+)",\s*"(\w+)"')
 _HELPER = re.compile(r'void (\w+)\(String \w+\) \{\s*add\("(rmqcol_\w+)"')
 _GAUGE = re.compile(r'\bgauge\(\s*"(rmqcol_\w+)"')
+_INFO = re.compile(r'\binfo\(\s*"(rmqcol_\w+)",\s*"(\w+)"')
 _NAMED = re.compile(r'"(rmqcol_\w+)"')
 
 
@@ -67,9 +69,10 @@ def collector_metrics() -> tuple[CollectorMetric, ...]:
     sources = _sources()
     counters = sources["Counters.java"]
     helps = dict(_HELP.findall(counters))
-    labels = {m: label for text in sources.values() for m, label in _LABELLED.findall(text)}
+    infos = {m: label for text in sources.values() for m, label in _INFO.findall(text)}
+    labels = {m: label for text in sources.values() for m, label in _LABELLED.findall(text)} | infos
     values = {metric: _literals_of_calls(sources, helper) for helper, metric in _HELPER.findall(counters)}
-    gauges = {m for text in sources.values() for m in _GAUGE.findall(text)}
+    gauges = {m for text in sources.values() for m in _GAUGE.findall(text)} | set(infos)
     return tuple(
         CollectorMetric(
             name,

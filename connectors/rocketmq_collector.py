@@ -34,6 +34,9 @@ COLLECTOR_EVENTS = (
     EventType.TOPIC_ROUTE,
     EventType.CONSUME_PROGRESS,
 )
+# The collector's exit code when it cannot name its cluster (``ClusterName.EXIT_CODE``): a configuration error,
+# which a restart would only repeat.
+CONFIG_ERROR_EXIT = 78
 _SERIES = re.compile(r"^(?P<name>[a-z_]+(?:\{[^}]*\})?) (?P<value>\S+)$")
 
 
@@ -43,6 +46,7 @@ def collector_settings(config: MonitorConfig, max_cycles: int = 0, metrics_port:
     settings = {
         "namesrv.addr": c.namesrv_addr.replace(" ", ""),
         "collector.id": c.collector_id,
+        "cluster": c.cluster,
         "poll.interval.ms": str(c.poll_interval_ms),
         "stale.after.ms": str(c.effective_stale_after_ms),
         "running.info.interval.ms": str(c.running_info_interval_ms),
@@ -194,7 +198,7 @@ def supervise(
 ) -> int:
     """Run the collector in the foreground (its log on standard error) until SIGTERM/SIGINT or, with
     ``max_cycles``, until it has polled that often; restart it after a crash, waiting 1, 2, 4 ... s (at most
-    ``max_backoff_s``). Returns the exit code."""
+    ``max_backoff_s``), not after a configuration error (``CONFIG_ERROR_EXIT``). Returns the exit code."""
     stopping = False
     collector: CollectorProcess | None = None
 
@@ -212,7 +216,7 @@ def supervise(
             started = time.monotonic()
             collector.start(stderr=sys.stderr.fileno())
             code = collector.wait()
-            if stopping or max_cycles or code == 0:
+            if stopping or max_cycles or code in (0, CONFIG_ERROR_EXIT):
                 return 0 if stopping else code
             if time.monotonic() - started > 5 * max_backoff_s:
                 backoff = 1.0

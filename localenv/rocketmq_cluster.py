@@ -416,7 +416,9 @@ class LocalRocketMQCluster:
         """RocketMQ's own ``mqadmin COMMAND -n NAMESRV ARGS`` (the line's tools, in a short-lived JVM): what it
         printed. mqadmin prints a failure's stack trace and exits 0, so the caller judges the text."""
         home = self.home / "mqadmin"
-        home.mkdir(parents=True, exist_ok=True)
+        (home / "conf").mkdir(parents=True, exist_ok=True)
+        # 4.9.x's mqadmin reads its logging set-up from the RocketMQ home and stops without it; it logs nothing here.
+        (home / "conf" / "logback_tools.xml").write_text('<configuration><root level="OFF"/></configuration>\n')
         run = _short_jvm(
             home,
             str(jvm_artifacts.jar_dir(PROFILE_BY_LINE[self.line]) / "*"),

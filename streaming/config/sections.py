@@ -349,6 +349,8 @@ class CollectorConfig:
 
     namesrv_addr: str = _opt("127.0.0.1:9876", check=_matches(_NAMESRV, "host:port[;host:port...]"))
     collector_id: str = _opt("")
+    # Empty: the collector names the broker cluster of its cluster info (docs/collector.md, Cluster name).
+    cluster: str = _opt("", check=lambda name: cluster_name_problem(name) if name else None)
     poll_interval_ms: int = _opt(10_000, low=500, high=3_600_000)
     stale_after_ms: int = _opt(0, low=0, high=86_400_000)
     running_info_interval_ms: int = _opt(60_000, low=0, high=86_400_000)

@@ -23,6 +23,8 @@ from tests.support import rocketmq_jvm
 from tests.support.agent_events import read_events
 
 VERSION_BY_LINE = {"4.9": "V4_9_8", "5": "V5_3_3"}
+# The agent's ``cluster`` setting per line's test: set, its events are version 2 naming it; unset, version 1.
+CLUSTER_BY_LINE = {"4.9": None, "5": "east"}
 
 
 class AgentLine:
@@ -115,7 +117,8 @@ def test_each_attempt_is_one_contract_event_with_the_client_s_own_facts(kafka_br
     name, classes = line
     topic = f"agent-sends-{name.replace('.', '')}"
     create_topics(kafka_broker.bootstrap_servers, [topic])
-    agent = agent_for(classes, kafka_broker.bootstrap_servers, topic, attemptField=True)
+    cluster = CLUSTER_BY_LINE[name]
+    agent = agent_for(classes, kafka_broker.bootstrap_servers, topic, attemptField=True, cluster=cluster)
     producer = start_producer(classes, "agent_test_pg", fault_enable=True)
     try:
         hook = agent.register(producer)
@@ -151,6 +154,7 @@ def test_each_attempt_is_one_contract_event_with_the_client_s_own_facts(kafka_br
         for _, event in events:
             raw = json.dumps(event).encode()
             assert not isinstance(validate_event(raw, now_ms=int(time.time() * 1000)), Rejection), event
+            assert (event["schema_version"], event.get("cluster")) == (1 if cluster is None else 2, cluster)
             assert (event["type"], event["producer_id"], event["producer_group"], event["topic"]) == (
                 "send_result",
                 client_id,
@@ -204,7 +208,7 @@ def test_the_attached_agent_s_settings_file_then_system_properties_then_argument
         jpype.JClass("java.lang.ClassLoader").getPlatformClassLoader(),
     )
     file = tmp_path / "agent.properties"
-    file.write_text("bootstrap.servers=file:9092\ntopic.send.results=from-file\nbuffer.capacity=5\n")
+    file.write_text("bootstrap.servers=file:9092\ntopic.send.results=from-file\nbuffer.capacity=5\ncluster=west\n")
     system = jpype.JClass("java.util.Properties")()
     for name, value in {
         "java.version": "not an agent setting",
@@ -218,6 +222,9 @@ def test_the_attached_agent_s_settings_file_then_system_properties_then_argument
     assert str(config.bootstrapServers()) == "k1:9092,k2:9092"  # arguments over the file, commas kept
     assert str(config.sendResultsTopic()) == "from-system"  # system properties over the file
     assert config.bufferCapacity() == 5 and config.reportIntervalMs() == 900
+    assert str(config.cluster()) == "west"
+    unset = jpype.JClass("io.github.rrm.agent.AgentConfig", loader=loader).builder().bootstrapServers("k:9092")
+    assert unset.build().cluster() is None  # no cluster: version 1 events, the job's default cluster
     # Kafka is inside the jar under the agent's own package, not where the application's would be.
     assert loader.getResource("org/apache/kafka/clients/producer/KafkaProducer.class") is None
     assert loader.getResource("io/github/rrm/agent/shaded/kafka/clients/producer/KafkaProducer.class") is not None

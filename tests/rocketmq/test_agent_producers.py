@@ -12,6 +12,7 @@ events show that no window could come from them, and that item is not judged.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -19,10 +20,13 @@ from collections import defaultdict
 from pathlib import Path
 
 from connectors.kafka_topics import create_topics
+from dashboards.alerts import PREFIX
 from localenv.kafka_broker import LocalKafkaBroker
+from streaming.app.cli import main as cli_main
 from tests.support.agent_events import read_events
 from tests.support.job import job_config, read, run_available
 from tests.support.rocketmq_client import ClientProcess
+from tests.support.runbook import confirm_commands
 
 FROZEN_BROKER = "broker-b"
 FREEZE_S = 8.0
@@ -210,7 +214,20 @@ def assert_no_isolation_without_fault_enable(  # type: ignore[no-untyped-def]
     assert status and all(r["fault_table"] is None and r["unavailable_until_ms"] is None for r in status)
 
 
-def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, kafka_broker, spark, tmp_path):
+def assert_runbook_names_the_avoiding_producers(config, capsys, avoiding: set[str]) -> None:  # type: ignore[no-untyped-def]
+    """The broker-avoided section's commands of the monitor, for the frozen broker: its fault windows, each of a
+    producer whose own items isolated it (``avoiding``), every such producer named."""
+    commands = [c for c in confirm_commands(f"{PREFIX}BrokerAvoidedByMostProducers") if c.startswith("query ")]
+    assert commands, "the broker-avoided section names no query"
+    for command in commands:
+        words = [FROZEN_BROKER if w == "B" else w for w in command.split()]
+        code = cli_main([*words, "--delta-root", str(config.paths.delta_root), "--json"])
+        rows = json.loads(capsys.readouterr().out)
+        assert code == 0 and {r["broker"] for r in rows} == {FROZEN_BROKER}, (command, rows)
+        assert {r["producer_id"] for r in rows} == avoiding, (command, rows)
+
+
+def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, kafka_broker, spark, tmp_path, capsys):
     config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "agent-producers")
     rocketmq_cluster.create_topic("agent_sends", 4)
     agent = {"bootstrap.servers": kafka_broker.bootstrap_servers, "topic.send.results": topics["send_result"]}
@@ -239,6 +256,7 @@ def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, k
         assert any(not available for _, _, available in producer_items(clients[name])[FROZEN_BROKER])
         assert assert_windows_match_the_producer(clients[name], mine, attempts[ids[name]]) > 0
     assert {r["fault_table"] for r in by_producer[ids["p49"]]} == {"rocketmq-4"}
+    assert_runbook_names_the_avoiding_producers(config, capsys, {ids["p49"], ids["p5"]})
     assert {r["fault_table"] for r in by_producer[ids["p5"]]} == {"rocketmq-5"}
     assert_no_isolation_without_fault_enable(
         spark, config, clients["p5_off"], by_producer[ids["p5_off"]], stopped["p5_off"]

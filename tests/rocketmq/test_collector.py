@@ -229,13 +229,25 @@ def _assert_empty_group_and_routes(fleet: Fleet) -> None:
     assert fleet.latest("topic_route", topic=fleet.missing_topic)["brokers"] == []
 
 
+# mqadmin clusterList's rows: the broker cluster name, then the broker name and id.
+CLUSTER_LIST_ROW = re.compile(r"^(\S+)\s+(broker-\w+)\s+0\s", re.M)
+
+
 def _assert_records_valid_and_problems_counted(fleet: Fleet) -> None:
-    """Routes and assignments pass the contract; the group not online and the missing route counted and logged."""
-    for record in fleet.records.poll():
-        if record["type"] in ("topic_route", "reported_assignment"):
-            outcome = validate_event(json.dumps(record).encode(), now_ms=int(time.time() * 1000))
-            assert not isinstance(outcome, Rejection), (record, outcome)
+    """Every record passes the contract as schema version 2 naming the cluster the collector was not told: the
+    broker cluster name the brokers register with (as RocketMQ's own mqadmin lists them); the group not online and
+    the missing route counted and logged."""
+    listed = fleet.cluster.mqadmin("clusterList")
+    (cluster,) = {name for name, _ in CLUSTER_LIST_ROW.findall(listed)} or {None}
+    assert cluster is not None, listed
+    records = fleet.records.poll()
+    assert {r["type"] for r in records} >= {"consumer_connections", "topic_route", "reported_assignment"}
+    for record in records:
+        outcome = validate_event(json.dumps(record).encode(), now_ms=int(time.time() * 1000))
+        assert not isinstance(outcome, Rejection), (record, outcome)
+        assert (record["schema_version"], record["cluster"]) == (2, cluster), record
     metrics = fleet.collector.metrics()
+    assert metrics[f'rmqcol_cluster_info{{cluster="{cluster}"}}'] == 1
     assert metrics['rmqcol_problems_total{kind="group_not_online"}'] >= 2
     assert metrics['rmqcol_problems_total{kind="topic_without_route"}'] >= 1
     assert "group " + fleet.empty_group + " has no connection on broker-a" in fleet.collector.log_text()
@@ -695,6 +707,20 @@ def test_shard_assignment_covers_every_group_once_and_adding_an_instance_moves_g
         moved = [n for n in names if answers[count + 1][n] != answers[count][n]]
         assert {answers[count + 1][n] for n in moved} == {count}  # only to the new instance
         assert len(moved) <= 2 * len(names) / (count + 1), (count, len(moved))
+
+
+def test_a_name_server_of_several_broker_clusters_gives_no_default_cluster_name():
+    """The collector's own rule (``ClusterName``, what its cycle calls with cluster info's broker cluster names)
+    for several: no name, an error naming the option (one broker cluster's name is the fleet test's default)."""
+    from connectors import jvm_artifacts
+
+    command = ["java", "-cp", jvm_artifacts.collector_classpath(), "io.github.rrm.collector.ClusterName", "ns:9876"]
+    several = subprocess.run([*command, "east-b", "east-a"], capture_output=True, text=True, timeout=120)
+    assert several.returncode == 1
+    assert several.stdout.strip() == (
+        "name server ns:9876 holds broker clusters east-a, east-b: set [collector] cluster to the name this "
+        "collector's events should carry"
+    )
 
 
 def test_collectors_configured_as_shards_poll_every_group_exactly_once(rocketmq_clusters, kafka_broker, tmp_path):

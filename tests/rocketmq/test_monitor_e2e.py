@@ -7,7 +7,7 @@ What each client holds (its own process-queue table, printed by the client) is t
 monitor's expected assignment must equal it client by client, its orphaned queues must be exactly the queues
 no client holds, and departures and outages must show as the brokers saw them. Consume progress (sampled every 2 s
 while a producer writes) is judged by the brokers' own offsets, read through the admin API, and by what the
-clients print: orphaned queues, a killed group, POP and BROADCASTING groups. The
+clients print: orphaned queues, a killed group and its offsets reset, POP and BROADCASTING groups. The
 scenarios of a cluster line, each in groups of its own, are played together and judged from one run of the job
 (``played``); the outages, which stop the collector and a broker under every group, have a run of their own.
 """
@@ -26,9 +26,11 @@ from typing import Any
 
 import pytest
 
+from connectors.job_health import JobAlert
 from dashboards.alerts import PROGRESS_ALERTS
 from streaming.app.cli import main as cli_main
 from streaming.domain.anomaly_catalogue import CATALOGUE
+from streaming.domain.consumers.episodes import StormDetector
 from streaming.domain.progress.verdict import QueueState
 from streaming.domain.vocabulary import AnomalyKind
 from tests.support.agent_events import read_records
@@ -199,7 +201,9 @@ def play(run: Run, line: str, spark) -> Played:
             ("5", run.group("ownsub"), f"{run.topic},{second}", "both", {}),
         ]
         specs += progress_specs(run) + nearby_specs(run) + stale_specs(run) + flapping_specs(run)
+        specs += diverge_specs(run)
         run.cluster.create_topic(stale_topic(run), 2, brokers=BROKERS[:1])
+        run.cluster.create_topic(diverge_topic(run), 2, brokers=BROKERS[:1])
     started = time.time()
     for (_, group, *_), client in zip(specs, run.fleet.consumers(specs), strict=True):
         played.clients.setdefault(group, []).append(client)
@@ -208,20 +212,24 @@ def play(run: Run, line: str, spark) -> Played:
     played.seen["flapping"] = played.clients.pop(run.group("flapping"), [])
     if line == "5":
         played.seen["producer"] = start_producer(run, f"{run.topic},{pop_topic}")
-    # The stale-route group's topic is on broker-a only: its clients know no other broker (settled below).
-    pullers = {g: c for g, c in played.clients.items() if g not in (run.group("pop"), run.group("stale"))}
+    # The stale-route and diverging groups' topics are on broker-a only: their clients know no other broker (settled
+    # below).
+    apart = (run.group("pop"), run.group("stale"), run.group("diverge"))
+    pullers = {g: c for g, c in played.clients.items() if g not in apart}
     if line == "5":
         wait_converged(played.clients[run.group("ownsub")], second)
         played.seen["idle_settled"] = wait_converged(played.clients[run.group("idle")], idle_topic(run))
         called_ms = int(time.time() * 1000)
         wait_converged(played.clients[run.group("stale")], stale_topic(run))
-        run.polls.wait([run.group("stale")], BROKERS[:1], after_ms=called_ms)
+        wait_converged(played.clients[run.group("diverge")], diverge_topic(run))
+        run.polls.wait([run.group("stale"), run.group("diverge")], BROKERS[:1], after_ms=called_ms)
     played.settled = run.settle(pullers)
     played.seen["settled_at"] = int(time.time() * 1000)
     if line == "5":
         played.seen["reports"] = reports_by_process(run, played.clients[run.group("circle_dup")])
         flapping = threading.Thread(target=play_flapping, args=(played,), name="flapping")
         flapping.start()  # beside the stale-route play, which waits for the slow client's route read
+        play_diverging_route(played)
         play_stale_route(played)
         flapping.join()
         if isinstance(played.seen.get("flapping_error"), BaseException):
@@ -327,57 +335,85 @@ RUNBOOK_CHECKED = {
     alert_of(AnomalyKind.OFFLINE_GROUP_BACKLOG): "offline",
     PROGRESS_ALERTS[QueueState.ORPHAN_CONFIRMED].name: "circle_dup",
     PROGRESS_ALERTS[QueueState.STUCK_HOLDER].name: "stuck",
+    PROGRESS_ALERTS[QueueState.REWIND].name: "offline",
 }
-# A client id a runbook command names (``-i``): the one to look at.
+# A client id a runbook command names (``-i``): the one to look at; a broker address (``-b``): each broker's.
 CLIENT_PLACEHOLDER = re.compile(r"<[^>]+>|CLIENT_ID")
+BROKER_PLACEHOLDER = "BROKER_ADDR"
 
 
 def runbook_clients(played: Played, name: str) -> list[str]:
     """The clients whose running info a runbook command of scenario ``name`` reads: the duplicated id (whose
     share the orphaned queues are), each member of the inconsistent subscription, the stuck holder, both clients of
-    the stale route."""
+    the stale route, the diverging group's slow client (the one holding another share than it should)."""
     clients = played.clients[played.run.group(name)]
     if name == "circle_dup":
         ids = [c.client_id for c in clients]
         return sorted({i for i in ids if ids.count(i) > 1})
+    if name == "diverge":
+        return [clients[1].client_id]
     return [c.client_id for c in clients[: 1 if name == "stuck" else None]]
 
 
 # Checked while their incident lasts, within its play, rather than with the others once the producer stopped.
 RUNBOOK_DURING = {
+    alert_of(AnomalyKind.OBSERVED_UNHELD_QUEUES): "stale",
     alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING): "stale",
     alert_of(AnomalyKind.FLAPPING_MEMBERS): "flapping",
+    alert_of(AnomalyKind.REBALANCE_STORM): "flapping",
+    alert_of(AnomalyKind.DIVERGING_BROKER_VIEWS): "diverge",
+    alert_of(AnomalyKind.ASSIGNMENT_MISMATCH): "diverge",
 }
 RUNBOOK_CHECKED |= RUNBOOK_DURING
 
 
-def run_section(played: Played, heading: str, name: str, moment: str = "") -> None:
-    """Run the runbook section's mqadmin commands for scenario ``name``'s group: their output by (section,
-    command, client) in ``seen["runbook"]``; a command naming no client is keyed by ``moment`` instead."""
+def run_sections(played: Played, headings: list[str], name: str, moment: str = "") -> None:
+    """Run the runbook sections' mqadmin commands for scenario ``name``'s group, each distinct command once (the
+    sections share its output): their output by (section, command, subject) in ``seen["runbook"]``, the subject a
+    client id (``-i``), a broker name (``-b``), or for a command naming neither ``moment``."""
     run, seen = played.run, played.seen.setdefault("runbook", {})
-    for command in confirm_commands(heading):
-        if command.startswith("mqadmin "):
+    ran: dict[tuple[str, ...], str] = {}
+    for heading in headings:
+        for command in confirm_commands(heading):
+            if not command.startswith("mqadmin "):
+                continue
             words = CLIENT_PLACEHOLDER.sub("{client}", command).split()[1:]
             words = [run.group(name) if w == "G" else w for w in words]
-            for client in runbook_clients(played, name) if "{client}" in words else [moment]:
-                seen[(heading, command, client)] = run.cluster.mqadmin(*(w.replace("{client}", client) for w in words))
+            if "{client}" in words:
+                subjects = {c: {"{client}": c} for c in runbook_clients(played, name)}
+            elif BROKER_PLACEHOLDER in words:
+                subjects = {b: {BROKER_PLACEHOLDER: run.cluster.broker_addr(b)} for b in BROKERS}
+            else:
+                subjects = {moment: {}}
+            for subject, values in subjects.items():
+                args = tuple(values.get(w, w) for w in words)
+                if args not in ran:
+                    ran[args] = run.cluster.mqadmin(*args)
+                seen[(heading, command, subject)] = ran[args]
 
 
 def play_runbook(played: Played) -> None:
     """Run each checked runbook section's mqadmin commands for its scenario's group while the incidents are live
     (the clients still hold what they hold, the producer stopped)."""
+    by_name: dict[str, list[str]] = {}
     for heading, name in RUNBOOK_CHECKED.items():
         if heading not in RUNBOOK_DURING:
-            run_section(played, heading, name)
+            by_name.setdefault(name, []).append(heading)
+    for name, headings in by_name.items():
+        run_sections(played, headings, name)
 
 
 def play_stuck(played: Played) -> None:
     """Wait for the stuck group's first consumer to block on a message while the producer writes (the line it prints
     names the queue and offset), then for the job's window to see the queue's offset stand still behind new
-    messages: ``PROGRESS_WINDOW`` samples and one more."""
+    messages: ``PROGRESS_WINDOW`` samples and one more. Meanwhile the diverging group's sections run (its incident
+    lasts to the end)."""
     blocked_by = played.clients[played.run.group("stuck")][0]
     played.seen["blocked"] = blocked_by.wait_for(lambda line: line["kind"] == "blocked", 120)
-    time.sleep((PROGRESS_WINDOW + 1) * PROGRESS_INTERVAL_MS / 1000)
+    window_seen = time.monotonic() + (PROGRESS_WINDOW + 1) * PROGRESS_INTERVAL_MS / 1000
+    diverging = [alert_of(AnomalyKind.DIVERGING_BROKER_VIEWS), alert_of(AnomalyKind.ASSIGNMENT_MISMATCH)]
+    run_sections(played, diverging, "diverge")
+    time.sleep(max(0.0, window_seen - time.monotonic()))
 
 
 def play_own_subscription(played: Played, second: str) -> None:
@@ -404,10 +440,33 @@ def play_pop(played: Played, pop_topic: str) -> None:
     run.polls.wait([group], BROKERS, after_ms=int(time.time() * 1000))
 
 
+# An operator resets the offline group's offsets this long after its consumers died (well clear of the generation its
+# members' departure made, so the fall is no rebalance's), to the messages stored this long before they died.
+REWIND_AFTER_MS = 10_000
+REWIND_BACK_MS = 20_000
+# mqadmin resetOffsetByTime's table (5.x brokers reset a group with no consumer online themselves): broker, queue, the
+# offset reset to.
+RESET_ROW = re.compile(r"^(broker-\w+)\s+(\d+)\s+(\d+)\s*$", re.M)
+
+
+def rewind_offline(played: Played, killed_at_ms: int) -> None:
+    """``mqadmin resetOffsetByTime`` of the offline group's topic, ``REWIND_AFTER_MS`` after its consumers died, to
+    ``REWIND_BACK_MS`` before; the brokers' consume stats of the group just before it in ``seen["before_rewind"]``,
+    when it ran and what it printed in ``seen["rewind"]``."""
+    run, group = played.run, played.run.group("offline")
+    time.sleep(max(0.0, (killed_at_ms + REWIND_AFTER_MS) / 1000 - time.time()))
+    played.seen["before_rewind"] = admin_progress(run, [group])
+    at = int(time.time() * 1000)
+    output = run.cluster.mqadmin(
+        "resetOffsetByTime", "-g", group, "-t", run.topic, "-s", str(killed_at_ms - REWIND_BACK_MS)
+    )
+    played.seen["rewind"] = (at, output)
+
+
 def play_departures(played: Played) -> None:
     """SIGKILL one departing client and every client of the offline group, SIGTERM another, SIGSTOP a frozen one;
-    wait until both brokers' polls no longer list the frozen client (its channel expired), then for the survivors
-    to settle."""
+    wait until both brokers' polls no longer list the frozen client (its channel expired), meanwhile rewinding the
+    offline group's offsets (``rewind_offline``), then for the survivors to settle."""
     run = played.run
     departing, frozen_group = run.group("departing"), run.group("frozen")
     killed, terminated = played.clients[departing][:2]
@@ -418,6 +477,8 @@ def play_departures(played: Played) -> None:
     killed.kill()
     for client in offline:  # every consumer of the group, while the producer writes
         client.kill()
+    rewind = threading.Thread(target=rewind_offline, args=(played, int(time.time() * 1000)), name="rewind")
+    rewind.start()
     terminated.terminate()
     terminated.wait_exit(60)
     gone_at: dict[str, int] = {}
@@ -428,6 +489,7 @@ def play_departures(played: Played) -> None:
             if poll["event_time"] > frozen_at and frozen.client_id not in listed:
                 gone_at.setdefault(poll["broker"], poll["event_time"])
         time.sleep(1.0)
+    rewind.join()
     survivors = {departing: played.clients[departing][2:], frozen_group: played.clients[frozen_group][1:]}
     played.seen.update(frozen_at=frozen_at, gone_at=gone_at, survivors_settled=run.settle(survivors))
     played.seen["survivors_settled_at"] = int(time.time() * 1000)
@@ -468,7 +530,7 @@ def play_stale_route(played: Played) -> None:
     played.seen["stale_route_at"] = int(time.time() * 1000)
     run.cluster.create_topic(stale_topic(run), 3, brokers=BROKERS[:1])
     # While both hold a1 (the fast client took a0 a1 on the new route, the slow one keeps a1 until its next read,
-    # at least 20 s away): the observed double-holding section's commands.
+    # at least 20 s away) and neither a2: the observed unheld and double-holding sections' commands.
     fast, slow = played.clients[run.group("stale")]
     a1 = ("broker-a", 1)
     at = played.seen["stale_route_at"]
@@ -480,7 +542,37 @@ def play_stale_route(played: Played) -> None:
         60,
     )
     if a1 in held(slow, stale_topic(run)):
-        run_section(played, alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING), "stale")
+        checked_from = int(time.time() * 1000)
+        observed = [alert_of(AnomalyKind.OBSERVED_DOUBLE_HOLDING), alert_of(AnomalyKind.OBSERVED_UNHELD_QUEUES)]
+        run_sections(played, observed, "stale")
+        played.seen["stale_checked"] = (checked_from, int(time.time() * 1000))
+
+
+# The diverging group's slow client reads its topic's route this often: never again within the play.
+DIVERGE_POLL_MS = 900_000
+
+
+def diverge_topic(run: Run) -> str:
+    """The diverging group's topic: 2 queues on broker-a, then on broker-b too."""
+    return f"{run.prefix}_diverge"
+
+
+def diverge_specs(run: Run) -> list[tuple]:
+    """Two AVG clients that read their topic's route every second and every ``DIVERGE_POLL_MS``."""
+    return [
+        ("5", run.group("diverge"), diverge_topic(run), name, {"poll_name_server_ms": poll_ms})
+        for name, poll_ms in (("diverge-fast", 1000), ("diverge-slow", DIVERGE_POLL_MS))
+    ]
+
+
+def play_diverging_route(played: Played) -> None:
+    """Extend the diverging group's topic to broker-b: the fast client reads the new route within a second and
+    heartbeats broker-b too, the slow one keeps the old route (broker-a only) to the end. broker-b then lists only
+    the fast client, broker-a both: their views diverge, and the slow client keeps its old share. One admin call,
+    before the stale-route play's wait for its slow client's read."""
+    run = played.run
+    played.seen["diverge_route_at"] = int(time.time() * 1000)
+    run.cluster.create_topic(diverge_topic(run), 2)
 
 
 # The flapping group's second member is stopped and started again (the same instance name: the same client id) this
@@ -494,36 +586,66 @@ def flapping_specs(run: Run) -> list[tuple]:
     return [("5", group, run.topic, "steady", {}), ("5", group, run.topic, "flap", {"own_process": True})]
 
 
+# Members that join the flapping group in its member's first restarted process and leave with it at the next stop:
+# short-lived members (a join and a leave each, all of it unconverged), as a crash loop under new client ids makes
+# them. With the flapping member's own restarts, more unconverged changes than the storm threshold (10) allows.
+STORM_MEMBERS = 5
+
+
+def storm_specs(run: Run) -> list[tuple]:
+    """The flapping member and ``STORM_MEMBERS`` short-lived ones, in one process."""
+    group = run.group("flapping")
+    return [("5", group, run.topic, "flap", {})] + [
+        ("5", group, run.topic, f"short-{i}", {}) for i in range(STORM_MEMBERS)
+    ]
+
+
 def play_flapping(played: Played) -> None:
     """Stop the flapping member (SIGTERM: it unregisters) and start it again ``FLAPS`` times, each state held until
-    a collector poll of both brokers showed it; the flapping section's commands run once while it was gone and
-    once it was back. Its processes in order, in ``seen["flapping"]`` after the steady member."""
+    a collector poll of both brokers showed it; its first restarted process also runs the short-lived members, who
+    leave with it at the next stop (a rebalance storm), started once the group's first heartbeat round (the storm
+    detector's birth) is over. The flapping section's commands run while the member was gone and once it (with
+    the short-lived ones) was back, the storm section's then too and once they had left again. Its processes in
+    order, in ``seen["flapping"]`` after the steady member; the short-lived members in ``seen["storm"]``."""
     run, group = played.run, played.run.group("flapping")
     members = played.seen["flapping"]
+    storm: list = played.seen.setdefault("storm", [])
+    flapping, storming = alert_of(AnomalyKind.FLAPPING_MEMBERS), alert_of(AnomalyKind.REBALANCE_STORM)
     polls = PollLog(run.bootstrap, run.topics["consumer_connections"])
 
-    def seen_by_polls(listed: bool, after_ms: int) -> None:
-        client_id = members[-1].client_id
+    def seen_by_polls(client_ids: set[str], listed: bool, after_ms: int) -> None:
         deadline = time.monotonic() + 60
         while True:
             latest = {p["broker"]: p for p in polls.of(group) if p["event_time"] > after_ms}
             ids = {b: {c["client_id"] for c in p["connections"]} for b, p in latest.items()}
-            if len(ids) == len(BROKERS) and all((client_id in found) == listed for found in ids.values()):
+            if len(ids) == len(BROKERS) and all(
+                client_ids <= found if listed else not client_ids & found for found in ids.values()
+            ):
                 return
-            assert time.monotonic() < deadline, f"no poll after {after_ms} shows {client_id} listed={listed}"
+            assert time.monotonic() < deadline, f"no poll after {after_ms} shows {client_ids} listed={listed}"
             time.sleep(0.5)
 
     try:
         for flap in range(FLAPS):
-            members[-1].terminate()
-            members[-1].wait_exit(60)
-            seen_by_polls(False, int(time.time() * 1000))
+            leaving = {members[-1].client_id, *(c.client_id for c in storm)}
+            members[-1].process.terminate()
+            members[-1].process.wait_exit(60)
+            seen_by_polls(leaving, False, int(time.time() * 1000))
             if flap == 0:
-                run_section(played, alert_of(AnomalyKind.FLAPPING_MEMBERS), "flapping", "gone")
-            members += run.fleet.consumers([flapping_specs(run)[1]])
-            seen_by_polls(True, int(time.time() * 1000))
+                run_sections(played, [flapping], "flapping", "gone")
+                born_ms = min(p["event_time"] for p in polls.of(group) if p["connections"])
+                time.sleep(max(0.0, (born_ms + StormDetector.birth_ms + 1000) / 1000 - time.time()))
+                flap_again, *short_lived = run.fleet.consumers(storm_specs(run))
+                members.append(flap_again)
+                storm += short_lived
+            else:
+                run_sections(played, [storming], "flapping", "left")
+                members += run.fleet.consumers([flapping_specs(run)[1]])
+            seen_by_polls(
+                {members[-1].client_id, *(c.client_id for c in storm if flap == 0)}, True, int(time.time() * 1000)
+            )
             if flap == 0:
-                run_section(played, alert_of(AnomalyKind.FLAPPING_MEMBERS), "flapping", "back")
+                run_sections(played, [flapping, storming], "flapping", "back")
     except BaseException as error:  # noqa: BLE001 - raised again by the play in its own thread
         played.seen["flapping_error"] = error
     finally:
@@ -707,10 +829,11 @@ def test_departures_are_the_membership_changes_the_survivors_rebalance_on(played
     assert frozen.client_id not in latest["cid_all"]
 
 
-def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, spark):
+def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, spark, capsys):
     """The collector stopped for longer than the channel expiry: the views go stale, nobody is removed, no
     queue is orphaned, and they resume when it is back. A broker stopped under a running collector: its view
-    goes stale while the other broker's keeps being polled."""
+    goes stale while the other broker's keeps being polled, and the stale-view runbook section's commands say
+    so (the monitor's query names that broker alone, RocketMQ's clusterList no longer lists it)."""
     run = monitor_run("5", "outage")
     group = run.group("avg")
     clients = run.fleet.consumers([("5", group, run.topic, f"outage-{i}", {}) for i in range(3)])
@@ -753,8 +876,25 @@ def test_collector_and_broker_outages_leave_views_stale_not_empty(monitor_run, s
         assert views["broker-b"]["status"] == "STALE" and views["broker-a"]["status"] == "FRESH"
         assert views["broker-a"]["polled_at_ms"] > views["broker-b"]["stale_since_ms"]
         assert run.collector.running()
+        assert_stale_view_section(run, capsys, stopped="broker-b", since_ms=views["broker-b"]["stale_since_ms"])
     finally:
         run.cluster.start_broker("broker-b")
+
+
+def assert_stale_view_section(run: Run, capsys, stopped: str, since_ms: int) -> None:  # type: ignore[no-untyped-def]
+    """The stale-view section's commands with a broker stopped: its query names that broker alone, stale since
+    ``since_ms``; clusterList lists the running broker's address and not the stopped one's. (Its ``health`` reads
+    a running job's metrics page: this test's job runs to the end of its input and stops.)"""
+    addresses = {b: run.cluster.broker_addr(b) for b in BROKERS}
+    for command in confirm_commands(JobAlert.VIEW_STALE):
+        words = shlex.split(command)
+        if words[0] == "query":
+            assert cli_main([*words, "--delta-root", str(run.config.paths.delta_root), "--json"]) == 0
+            rows = json.loads(capsys.readouterr().out)
+            assert [(r["broker"], r["since_ms"]) for r in rows] == [(stopped, since_ms)], rows
+        elif words[0] == "mqadmin":
+            listed = run.cluster.mqadmin(*words[1:])
+            assert {b for b, a in addresses.items() if a in listed} == set(BROKERS) - {stopped}, listed
 
 
 def test_a_pop_mode_group_is_broker_side_without_queue_anomalies(played, spark):
@@ -959,7 +1099,8 @@ def test_an_idle_group_raises_nothing(played, spark):
     """Two consumers of a topic nothing is ever sent to: between them they hold every queue of it (their own
     holdings), the brokers answer no backlog for any; the monitor tracks the queues the brokers answer, none in
     a state with a severity, and records no anomaly of the group but the retry topic's queues its clients' own
-    held lines show unheld until they read that topic's route."""
+    held lines show unheld, held twice or held by another than expected, until they read that topic's whole
+    route."""
     scenarios = played("5")
     run = scenarios.run
     group, topic = run.group("idle"), idle_topic(run)
@@ -975,14 +1116,28 @@ def test_an_idle_group_raises_nothing(played, spark):
     assert {r["state"] for r in history} <= {"IDLE", "NO_OFFSET", "OK", "INCOMPLETE"}, {r["state"] for r in history}
     assert all(r["severity"] is None for r in history)
     # Nothing of its topic; of its retry topic at most what the clients' own held lines confirm: a client reads the
-    # route of %RETRY%<group> (created by its first heartbeat) only at its next route poll, up to 30 s after it
-    # started, and holds nothing of it until then, which the monitor may see as observed unheld queues, closed since.
+    # route of %RETRY%<group> (created by its first heartbeat on each broker) only at its next route poll, up to
+    # 30 s after it started, and holds nothing of it until then, or its share of the one broker's queue the route
+    # had when read (on a busy machine, the other client's too), which the monitor may see as observed unheld
+    # queues, observed double holding or an assignment mismatch, closed since.
     episodes_ = run.read(spark, "anomaly_episodes", group)
     retry = f"%RETRY%{group}"
-    assert {(e["anomaly"], e["topic"]) for e in episodes_} <= {("OBSERVED_UNHELD_QUEUES", retry)}, episodes_
+    allowed = {(kind, retry) for kind in ("OBSERVED_UNHELD_QUEUES", "OBSERVED_DOUBLE_HOLDING", "ASSIGNMENT_MISMATCH")}
+    assert {(e["anomaly"], e["topic"]) for e in episodes_} <= allowed, episodes_
     for opened in (e for e in episodes_ if e["status"] == "OPENED"):
-        named = {(q["broker"], q["queue_id"]) for q in json.loads(opened["details"])["queues"]}
-        assert named and not named & held_at(clients, retry, opened["opened_at_ms"]), (named, opened)
+        details = json.loads(opened["details"])
+        holding = {c.client_id: held_at([c], retry, opened["opened_at_ms"]) for c in clients}
+        if opened["anomaly"] == "ASSIGNMENT_MISMATCH":
+            for client_id, differs in details["clients"].items():
+                unexpected, missing = (
+                    {(q["broker"], q["queue_id"]) for q in differs[k]} for k in ("unexpected", "missing")
+                )
+                assert unexpected <= holding[client_id] and not missing & holding[client_id], (client_id, opened)
+        else:
+            named = {(q["broker"], q["queue_id"]) for q in details["queues"]}
+            holders = {q: sum(q in h for h in holding.values()) for q in named}
+            double = opened["anomaly"] == "OBSERVED_DOUBLE_HOLDING"
+            assert named and all(n >= 2 if double else n == 0 for n in holders.values()), (holders, opened)
         assert any(e["status"] == "CLOSED" and e["episode_id"] == opened["episode_id"] for e in episodes_)
 
 
@@ -1087,10 +1242,74 @@ def test_a_member_restarted_again_and_again_is_flapping_with_its_real_joins_and_
     assert len(flaps) <= counted["joins"] <= 2 * len(flaps) and FLAPS <= counted["leaves"] <= 2 * FLAPS, counted
 
 
+def test_short_lived_members_are_a_rebalance_storm_naming_each(played, spark):
+    """Members that joined the flapping group in one process and left with it (a crash loop under new client ids
+    makes them): the group's REBALANCE_STORM episode counts each one's join and leave as unconverged, the flapping
+    member's restarts beyond one too, and names no steady member."""
+    scenarios = played("5")
+    run, group = scenarios.run, scenarios.run.group("flapping")
+    steady, flapping = scenarios.seen["flapping"][:2]
+    short_lived = {c.client_id for c in scenarios.seen["storm"]}
+    (opened,) = [e for e in episodes(run, spark, group, "REBALANCE_STORM") if e["status"] == "OPENED"]
+    unconverged = json.loads(opened["details"])["unconverged_by_subject"]
+    assert {c: unconverged.get(c) for c in short_lived} == dict.fromkeys(short_lived, 2), unconverged
+    assert set(unconverged) == short_lived | {flapping.client_id} and steady.client_id not in unconverged
+
+
+def knows_broker_b(client: Client, topic: str) -> bool:
+    """Whether the client ever held a queue of ``topic`` on broker-b (its own held lines): its route had broker-b."""
+    return any(broker == "broker-b" for line in client.of_kind("held") for broker, _ in held_in(line, topic))
+
+
+def test_a_client_on_an_old_route_makes_diverging_views_and_a_mismatch(played, spark):
+    """The diverging group's topic grew to broker-b; its fast client read the new route and holds broker-b queues
+    at times (its own held lines), the slow one keeps the old route (broker-a only) and its old share. The monitor's
+    DIVERGING_BROKER_VIEWS episode names the members each broker lists, as the clients' routes make them, and its
+    ASSIGNMENT_MISMATCH the slow client with what it holds (its own table) against what the monitor expects of it."""
+    scenarios = played("5")
+    run = scenarios.run
+    group, topic = run.group("diverge"), diverge_topic(run)
+    fast, slow = scenarios.clients[group]
+    assert knows_broker_b(fast, topic) and not knows_broker_b(slow, topic)
+
+    current = run.read(spark, "anomalies_current", group)
+    (diverging,) = [r for r in current if r["anomaly"] == "DIVERGING_BROKER_VIEWS"]
+    views = json.loads(diverging["details"])["views"]
+    assert views == {"broker-a": sorted([fast.client_id, slow.client_id]), "broker-b": [fast.client_id]}, views
+    (mismatch,) = [r for r in current if r["anomaly"] == "ASSIGNMENT_MISMATCH" and r["topic"] == topic]
+    named = json.loads(mismatch["details"])["clients"][slow.client_id]
+    expected = expected_by_client(run.read(spark, "current_assignment", group), group, topic)[slow.client_id]
+    holds = held(slow, topic)
+    assert {(q["broker"], q["queue_id"]) for q in named["unexpected"]} == holds - expected != set(), named
+    assert {(q["broker"], q["queue_id"]) for q in named["missing"]} == expected - holds != set(), named
+
+
+def test_an_operator_s_reset_of_an_offline_group_is_a_rewind(played, spark):
+    """mqadmin resetOffsetByTime of the offline group (its consumers dead) sets every queue's offset back (the
+    brokers' consume stats just before, its own table of the offsets reset to): the monitor judges each queue
+    REWIND at the samples after the reset, with the offset it was reset to, and at no sample before it."""
+    scenarios = played("5")
+    run, group = scenarios.run, scenarios.run.group("offline")
+    at, output = scenarios.seen["rewind"]
+    reset = reset_offsets(scenarios.seen, group, run.topic)
+    assert set(reset) == run.queues and all(before > after for before, after in reset.values()), output
+    rewinds = [r for r in run.read(spark, "consume_progress", group) if r["state"] == "REWIND"]
+    assert {(r["topic"], r["broker"], r["queue_id"]) for r in rewinds} == {(run.topic, *q) for q in run.queues}
+    assert all(r["event_time_ms"] > at and r["severity"] == "critical" for r in rewinds), rewinds
+    assert all(r["consumer_offset"] == reset[(r["broker"], r["queue_id"])][1] for r in rewinds), rewinds
+
+
+# Later than any event time: a group that never converged again.
+NEVER_MS = 2**63 - 1
+
+
 def converged_at(scenarios: Played, group: str) -> int:
     """When the group's real clients had last converged (their held queues steady): the first settling, the
-    survivors' for the departure groups, the slow client's move to the new route for the stale-route group."""
+    survivors' for the departure groups, the slow client's move to the new route for the stale-route group; never
+    again for the diverging group once its topic grew (its slow client keeps the old route to the end)."""
     run = scenarios.run
+    if group == run.group("diverge"):
+        return NEVER_MS
     if group in (run.group("departing"), run.group("frozen")):
         return scenarios.seen["survivors_settled_at"]
     if group == run.group("stale"):
@@ -1134,6 +1353,28 @@ PROGRESS_ROW = re.compile(
 )
 SUBSCRIPTION_ROW = re.compile(r"^\d{3} Topic: (\S+)\s+ClassFilter", re.M)
 QUEUE_DETAIL_ROW = re.compile(r"^(\S+)\s+(broker-\w+)\s+(\d+)\s+ProcessQueueInfo \[(.*)\]$", re.M)
+
+
+def reset_offsets(seen: dict[str, Any], group: str, topic: str) -> dict[Queue, tuple[int, int]]:
+    """Each queue's consumer offset before the rewind (the brokers' consume stats) and the one resetOffsetByTime's
+    table (``RESET_ROW``) says it reset to."""
+    before = {
+        (broker, q["queue_id"]): q["consumer_offset"]
+        for broker, queues in seen["before_rewind"][group].items()
+        for q in queues
+        if q["topic"] == topic
+    }
+    return {(b, int(q)): (before[(b, int(q))], int(reset)) for b, q, reset in RESET_ROW.findall(seen["rewind"][1])}
+
+
+def first_rewind_ms(run: Run, spark) -> int:
+    """When the offline group's first queue was judged REWIND."""
+    rows = run.read(spark, "consume_progress", run.group("offline"))
+    return min(r["event_time_ms"] for r in rows if r["state"] == "REWIND")
+
+
+# Sections whose state the job's window has left by the end: their ``query progress`` at a moment it held.
+RUNBOOK_AT = {PROGRESS_ALERTS[QueueState.REWIND].name: first_rewind_ms}
 
 
 def mqadmin_output(seen: dict, heading: str, verb: str) -> dict[str, str]:
@@ -1232,20 +1473,87 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     for output in status.values():
         assert ("broker-a", 1) in queue_details(output, stale_topic(run)), output
 
-    # Flapping member: consumerConnection, run while the member was gone and once it was back, lists its id only
-    # the second time, beside the steady member's both times.
+    # Observed unheld queues (the stale route): consumerProgress -s true, run once both held a1, shows the queues
+    # neither client held then (a2, the slow client's share on the new route, unless its next read came while the
+    # commands ran) with Client IP N/A, and no other.
+    (unheld_out,) = mqadmin_output(seen, alert_of(AnomalyKind.OBSERVED_UNHELD_QUEUES), "consumerProgress").values()
+    grown = {("broker-a", q) for q in range(3)}
+    unheld_then = [frozenset(grown - held_at(stale, stale_topic(run), at)) for at in scenarios.seen["stale_checked"]]
+    not_pulled = {q for q, r in progress_rows(unheld_out, stale_topic(run)).items() if r[2] == "N/A"}
+    assert unheld_then[0] == {("broker-a", 2)} and not_pulled in unheld_then, (unheld_then, unheld_out)
+
+    # Flapping member: consumerConnection, run while the member was gone and once it was back (with the short-lived
+    # members of its process), lists its id only the second time, beside the steady member's both times.
     steady, flapping = scenarios.seen["flapping"][0], scenarios.seen["flapping"][1]
+    short_lived = {c.client_id for c in scenarios.seen["storm"]}
     listed = mqadmin_output(seen, alert_of(AnomalyKind.FLAPPING_MEMBERS), "consumerConnection")
     ids = {moment: {client for client, _ in CONNECTION_ROW.findall(out)} for moment, out in listed.items()}
-    assert ids == {"gone": {steady.client_id}, "back": {steady.client_id, flapping.client_id}}, listed
+    back = {steady.client_id, flapping.client_id} | short_lived
+    assert ids == {"gone": {steady.client_id}, "back": back}, listed
+    # Rebalance storm: consumerConnection lists the short-lived members while they lived, and not once they left.
+    listed = mqadmin_output(seen, alert_of(AnomalyKind.REBALANCE_STORM), "consumerConnection")
+    ids = {moment: {client for client, _ in CONNECTION_ROW.findall(out)} for moment, out in listed.items()}
+    assert len(short_lived) == STORM_MEMBERS and ids == {"back": back, "left": {steady.client_id}}, listed
 
-    # The monitor's own commands of each section answer for the group.
+    # Diverging views: each broker's own list (consumerConnection -b) holds the clients that know that broker, as
+    # the clients' own holdings show it (the slow client never held a queue of broker-b: its route has none);
+    # clusterList gives both brokers' addresses.
+    fast, slow = scenarios.clients[run.group("diverge")]
+    topic = diverge_topic(run)
+    assert knows_broker_b(fast, topic) and not knows_broker_b(slow, topic)
+    listed = mqadmin_output(seen, alert_of(AnomalyKind.DIVERGING_BROKER_VIEWS), "consumerConnection")
+    ids = {broker: {client for client, _ in CONNECTION_ROW.findall(out)} for broker, out in listed.items()}
+    assert ids == {"broker-a": {fast.client_id, slow.client_id}, "broker-b": {fast.client_id}}, listed
+    (cluster,) = mqadmin_output(seen, alert_of(AnomalyKind.DIVERGING_BROKER_VIEWS), "clusterList").values()
+    assert all(run.cluster.broker_addr(b) in cluster for b in BROKERS), cluster
+    # Assignment mismatch: the slow client's running info holds its old route's share, what it prints it holds;
+    # unless the broker consumerStatus asks (the first of the retry topic's route) is broker-b, which does not list
+    # it (above): then it is "not online", as the runbook warns.
+    (slow_status,) = mqadmin_output(seen, alert_of(AnomalyKind.ASSIGNMENT_MISMATCH), "consumerStatus").values()
+    if "not online" in slow_status:
+        assert f"<{run.group('diverge')}> <{slow.client_id}> not online" in slow_status, slow_status
+    else:
+        assert set(queue_details(slow_status, topic)) == set(held(slow, topic)) != set(), slow_status
+
+    # Rewind: consumerProgress shows the offsets the operator's reset set (nothing consumed since).
+    reset = reset_offsets(scenarios.seen, run.group("offline"), run.topic)
+    (rewound,) = mqadmin_output(seen, PROGRESS_ALERTS[QueueState.REWIND].name, "consumerProgress").values()
+    assert {q: r[1] for q, r in progress_rows(rewound, run.topic).items()} == {q: r[1] for q, r in reset.items()}
+
+    # The monitor's own commands of each section answer for the group (a state the job's window has left since, as
+    # at a moment it held).
     delta_root = str(run.config.paths.delta_root)
+    history: dict[str, list[dict]] = {}
     for heading, name in RUNBOOK_CHECKED.items():
         for command in confirm_commands(heading):
             if command.startswith("query "):
-                words = [run.group(name) if w == "G" else w for w in shlex.split(command)]
+                group = run.group(name)
+                words = [group if w == "G" else w.replace("'G'", f"'{group}'") for w in shlex.split(command)]
+                if words[1] == "progress" and heading in RUNBOOK_AT:
+                    words += ["--at", str(RUNBOOK_AT[heading](run, spark))]
                 code = cli_main([*words, "--delta-root", delta_root, "--json"])
                 answer = capsys.readouterr().out
                 assert code == 0 and json.loads(answer), (command, answer)
-                assert all(r["group"] == run.group(name) for r in json.loads(answer)), command
+                rows = json.loads(answer)
+                assert all(r.get("group", group) == group for r in rows), command
+                if words[1] == "sql":
+                    history[heading] = rows
+    # The rewind's history: each queue's consumer offset before the reset, then the one it was reset to.
+    offsets: dict[Queue, list[int]] = {}
+    for row in history[PROGRESS_ALERTS[QueueState.REWIND].name]:
+        if row["topic"] == run.topic:
+            offsets.setdefault((row["broker"], row["queue_id"]), []).append(row["consumer_offset"])
+    # The mismatch's holders: the queues the slow client holds (its own held lines), each expected of another.
+    holders = [r for r in history[alert_of(AnomalyKind.ASSIGNMENT_MISMATCH)] if r["topic"] == topic]
+    slow_holds = {(r["broker"], r["queue_id"]) for r in holders if slow.client_id in r["holders"]}
+    assert slow_holds == held(slow, topic), holders
+    assert not any(slow.client_id in r["expected_owners"] for r in holders if slow.client_id in r["holders"]), holders
+    # The storm's and flapping member's history: each short-lived member joined and left (seen gone by a poll).
+    for heading in (alert_of(AnomalyKind.REBALANCE_STORM), alert_of(AnomalyKind.FLAPPING_MEMBERS)):
+        changes = {(r["client_id"], r["change"]) for r in history[heading]}
+        members = short_lived if heading == alert_of(AnomalyKind.REBALANCE_STORM) else {flapping.client_id}
+        assert {(c, change) for c in members for change in ("JOIN", "VANISHED")} <= changes, (heading, changes)
+    for queue, (before, after) in reset.items():
+        seen_offsets = offsets[queue]
+        last_before = len(seen_offsets) - 1 - seen_offsets[::-1].index(before)
+        assert set(seen_offsets[last_before + 1 :]) == {after}, (queue, before, after, seen_offsets)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from connectors.rocketmq_collector import CollectorProcess
-from localenv.rocketmq_cluster import TEST_SPEED
+from localenv.rocketmq_cluster import CLUSTER_NAME, TEST_SPEED
 from tests.support.job import job_config
 from tests.support.rocketmq_client import (
     ClientProcess,
@@ -61,6 +61,9 @@ def e2e_config(bootstrap: str, root: Path, prefix: str, namesrv: str, **env: str
             "RRM__MEMBERSHIP__CLIENT_REBALANCE_DELAY_MS": str(TEST_SPEED.rebalance_wait_interval_ms),
             "RRM__COLLECTOR__RUNNING_INFO_AFTER_CHANGE_MS": str(TEST_SPEED.rebalance_wait_interval_ms + 2000),
             "RRM__COLLECTOR__INCLUDE_GROUPS": f'["{prefix}_*"]',
+            # The collector names the cluster its brokers register in; the agents' version 1 reports belong to the
+            # job's default cluster: the same one, as docs/deploy.md has a job of one cluster configured.
+            "RRM__INGEST__DEFAULT_CLUSTER": f'"{CLUSTER_NAME}"',
             "RRM__COLLECTOR__METRICS_PORT": "0",
             "RRM__MEMBERSHIP__CHANNEL_EXPIRY_MS": str(TEST_SPEED.channel_expired_timeout_ms),
             # Consume progress every 2 s (no min offsets), judged over 5 samples: an orphan is confirmed 6 s

@@ -27,10 +27,13 @@ def test_settings_carry_the_collector_and_kafka_sections():
             "RRM__COLLECTOR__SECRET_KEY": "sk",
             "RRM__COLLECTOR__SHARD_INDEX": "2",
             "RRM__COLLECTOR__SHARD_COUNT": "3",
+            "RRM__COLLECTOR__CLUSTER": "east",
         }
     )
     settings = collector_settings(config, max_cycles=2, metrics_port=0)
     assert settings["namesrv.addr"] == "ns1:9876;ns2:9876"
+    assert settings["cluster"] == "east"
+    assert collector_settings(load_config(env={}))["cluster"] == ""  # the broker cluster name of cluster info
     assert settings["stale.after.ms"] == "15000"  # three poll intervals when unset
     assert (settings["groups.include"], settings["groups.exclude"]) == ("orders-*,pay?", "orders-test*")
     assert (settings["shard.index"], settings["shard.count"]) == ("2", "3")
@@ -64,6 +67,7 @@ def test_properties_text_escapes_what_java_properties_would_misread():
         ({"RRM__COLLECTOR__SHARD_COUNT": "0"}, "collector.shard_count"),
         ({"RRM__COLLECTOR__IN_FLIGHT_PER_BROKER": "0"}, "collector.in_flight_per_broker"),
         ({"RRM__COLLECTOR__RUNNING_INFO_PER_CYCLE": "0"}, "collector.running_info_per_cycle"),
+        ({"RRM__COLLECTOR__CLUSTER": '"east\\n"'}, "collector.cluster"),
     ],
 )
 def test_bad_collector_options_name_the_option(env, option):

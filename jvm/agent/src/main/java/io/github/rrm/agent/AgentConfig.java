@@ -28,6 +28,7 @@ public final class AgentConfig {
     private final long logIntervalMs;
     private final long publishIntervalMs;
     private final boolean attemptField;
+    private final String cluster;
     private final Map<String, String> kafkaProperties;
 
     private AgentConfig(Builder b) {
@@ -50,6 +51,7 @@ public final class AgentConfig {
         this.logIntervalMs = b.logIntervalMs;
         this.publishIntervalMs = b.publishIntervalMs;
         this.attemptField = b.attemptField;
+        this.cluster = b.cluster == null || b.cluster.trim().isEmpty() ? null : b.cluster.trim();
         this.kafkaProperties = Collections.unmodifiableMap(new LinkedHashMap<String, String>(b.kafkaProperties));
     }
 
@@ -106,6 +108,8 @@ public final class AgentConfig {
                 b.publishIntervalMs(Long.parseLong(value));
             } else if (key.equals("attempt.field")) {
                 b.attemptField(Boolean.parseBoolean(value));
+            } else if (key.equals("cluster")) {
+                b.cluster(value);
             } else {
                 throw new IllegalArgumentException("unknown agent setting " + name);
             }
@@ -153,6 +157,11 @@ public final class AgentConfig {
         return attemptField;
     }
 
+    /** The RocketMQ cluster the events name (schema version 2), or null: version 1, the job's default cluster. */
+    public String cluster() {
+        return cluster;
+    }
+
     public Map<String, String> kafkaProperties() {
         return kafkaProperties;
     }
@@ -169,6 +178,7 @@ public final class AgentConfig {
         private long logIntervalMs = 60000;
         private long publishIntervalMs = 200;
         private boolean attemptField = false;
+        private String cluster;
         private final Map<String, String> kafkaProperties = new LinkedHashMap<String, String>();
 
         private Builder() {
@@ -228,6 +238,13 @@ public final class AgentConfig {
         /** Adds the attempt number to each send_result (a field the contract does not declare). */
         public Builder attemptField(boolean value) {
             this.attemptField = value;
+            return this;
+        }
+
+        /** The RocketMQ cluster the application's clients use, named in every event (schema version 2); unset
+         * (null or blank): version 1 events, which the monitor takes as its default cluster's. */
+        public Builder cluster(String value) {
+            this.cluster = value;
             return this;
         }
 

@@ -39,6 +39,7 @@ final class ConsumerAssignmentReporter implements Runnable {
     private final AgentCounters counters;
     private final String topic;
     private final long reportIntervalMs;
+    private final String cluster;
     private Map<String, List<MessageQueue>> lastReported = Collections.emptyMap();
     private long lastReportMs;
 
@@ -49,6 +50,7 @@ final class ConsumerAssignmentReporter implements Runnable {
         this.counters = counters;
         this.topic = config.reportedAssignmentsTopic();
         this.reportIntervalMs = config.reportIntervalMs();
+        this.cluster = config.cluster();
     }
 
     @Override
@@ -75,7 +77,7 @@ final class ConsumerAssignmentReporter implements Runnable {
         String group = consumer.getConsumerGroup();
         String clientId = client.getClientId();
         for (Map.Entry<String, List<MessageQueue>> e : held.entrySet()) {
-            publisher.offerFromThisInstance(topic, group, event(now, group, clientId, e.getKey(), e.getValue()));
+            publisher.offerFromThisInstance(topic, group, event(cluster, now, group, clientId, e.getKey(), e.getValue()));
             counters.assignmentReports.incrementAndGet();
         }
         lastReported = held;
@@ -107,10 +109,15 @@ final class ConsumerAssignmentReporter implements Runnable {
         return result;
     }
 
-    static String event(long eventTime, String group, String clientId, String topic, List<MessageQueue> queues) {
+    /** The event; {@code cluster} null: version 1 without it, else version 2 naming it. */
+    static String event(String cluster, long eventTime, String group, String clientId, String topic,
+                        List<MessageQueue> queues) {
         StringBuilder out = new StringBuilder(160 + 40 * queues.size()).append('{');
         Json.field(out, "type", "reported_assignment");
-        Json.field(out, "schema_version", 1);
+        Json.field(out, "schema_version", cluster == null ? 1 : 2);
+        if (cluster != null) {
+            Json.field(out, "cluster", cluster);
+        }
         Json.field(out, "event_time", eventTime);
         Json.field(out, "group", group);
         Json.field(out, "client_id", clientId);

@@ -65,7 +65,7 @@ final class EventPublisher implements AutoCloseable {
         this.counters = counters;
         this.capacity = config.bufferCapacity();
         this.wakeAt = Math.max(1, capacity / 4);
-        this.encoder = new SendEventEncoder(config.attemptField());
+        this.encoder = new SendEventEncoder(config.attemptField(), config.cluster());
         this.sendResultsTopic = config.sendResultsTopic();
         this.intervalNanos = TimeUnit.MILLISECONDS.toNanos(config.publishIntervalMs());
         this.kafka = newKafkaProducer(config);

@@ -14,8 +14,7 @@ import java.util.Map;
 final class SendEventEncoder {
     /** Distinct (producer, queue) segments kept; past it the cache starts over (a producer with ever new ids). */
     static final int CACHE_LIMIT = 4096;
-    private static final byte[] HEAD = "{\"type\":\"send_result\",\"schema_version\":1,\"event_time\":"
-        .getBytes(StandardCharsets.UTF_8);
+    private final byte[] head;
     private static final byte[] ATTEMPT = ",\"attempt\":".getBytes(StandardCharsets.UTF_8);
 
     private final boolean attemptField;
@@ -34,8 +33,16 @@ final class SendEventEncoder {
         }
     }
 
-    SendEventEncoder(boolean attemptField) {
+    /** {@code cluster} null: version 1 events, else version 2 naming it. */
+    SendEventEncoder(boolean attemptField, String cluster) {
         this.attemptField = attemptField;
+        StringBuilder out = new StringBuilder(80).append('{');
+        Json.field(out, "type", "send_result");
+        Json.field(out, "schema_version", cluster == null ? 1 : 2);
+        if (cluster != null) {
+            Json.field(out, "cluster", cluster);
+        }
+        this.head = out.append(",\"event_time\":").toString().getBytes(StandardCharsets.UTF_8);
     }
 
     /** The segment of {@code event}'s producer and queue: the record's key and the middle of its value. */
@@ -64,13 +71,13 @@ final class SendEventEncoder {
     byte[] encode(SendEvent event, Segment segment) {
         byte[] tail = tail(event.outcome, event.sendLatencyFaultEnable);
         int timeDigits = digits(event.eventTime);
-        int size = HEAD.length + timeDigits + segment.middle.length + digitCount(event.latencyMs) + tail.length + 1;
+        int size = head.length + timeDigits + segment.middle.length + digitCount(event.latencyMs) + tail.length + 1;
         boolean attempt = attemptField && event.attempt > 0;
         if (attempt) {
             size += ATTEMPT.length + digitCount(event.attempt);
         }
         byte[] out = new byte[size];
-        int at = copy(HEAD, out, 0);
+        int at = copy(head, out, 0);
         System.arraycopy(digits, digits.length - timeDigits, out, at, timeDigits);
         at += timeDigits;
         at = copy(segment.middle, out, at);

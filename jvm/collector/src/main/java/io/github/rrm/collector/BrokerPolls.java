@@ -15,6 +15,7 @@ import java.util.concurrent.Future;
 import java.util.function.Consumer;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.remoting.protocol.ResponseCode;
+import org.apache.rocketmq.remoting.protocol.body.ClusterInfo;
 import org.apache.rocketmq.remoting.protocol.body.ConsumerConnection;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
@@ -30,28 +31,32 @@ final class BrokerPolls {
   private final DefaultMQAdminExt admin;
   private final Counters counters;
   private final Log log;
+  private final ClusterName cluster;
   private final Set<String> knownBrokers = new TreeSet<>();
   private final Map<String, ExecutorService> pools = new ConcurrentHashMap<>();
 
   /** One broker's answer for one group; {@code connection} null: the broker has no client of the group. */
   record Poll(String group, String broker, long time, ConsumerConnection connection) {}
 
-  BrokerPolls(CollectorConfig config, DefaultMQAdminExt admin, Counters counters, Log log) {
+  BrokerPolls(CollectorConfig config, DefaultMQAdminExt admin, Counters counters, Log log, ClusterName cluster) {
     this.config = config;
+    this.cluster = cluster;
     this.admin = admin;
     this.counters = counters;
     this.log = log;
   }
 
-  /** Master address by broker name, from cluster info; null (counted and logged) when the name server fails. */
+  /**
+   * Master address by broker name, from cluster info; null (counted and logged) when the name server fails, empty
+   * while the cluster has no name yet (no broker cluster in cluster info and none configured). A name server of
+   * several broker clusters without a configured name throws {@link ClusterName.Unresolved}.
+   */
   Map<String, String> masters() throws InterruptedException {
     for (int attempt = 1; ; attempt++) {
+      ClusterInfo info;
       try {
         counters.rpc("cluster_info");
-        Map<String, String> masters = ClusterAdmin.masters(admin.examineBrokerClusterInfo());
-        log.end("namesrv", "name server " + config.namesrvAddr + " answers again");
-        track(masters);
-        return masters;
+        info = admin.examineBrokerClusterInfo();
       } catch (InterruptedException e) {
         throw e;
       } catch (Exception e) {
@@ -64,6 +69,17 @@ final class BrokerPolls {
             + " (nothing polled)");
         return null;
       }
+      log.end("namesrv", "name server " + config.namesrvAddr + " answers again");
+      Map<String, ?> clusters = info.getClusterAddrTable();
+      if (!cluster.resolve(clusters == null ? Set.of() : clusters.keySet(), config.namesrvAddr, log)) {
+        log.begin("unnamed", "name server " + config.namesrvAddr + " lists no broker cluster yet: nothing polled"
+            + " until one registers (or [collector] cluster is set)");
+        return Map.of();
+      }
+      log.end("unnamed", "cluster " + cluster.get() + " named");
+      Map<String, String> masters = ClusterAdmin.masters(info);
+      track(masters);
+      return masters;
     }
   }
 

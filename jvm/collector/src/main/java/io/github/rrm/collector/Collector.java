@@ -23,6 +23,7 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 public final class Collector {
   private final CollectorConfig config;
   private final String collectorId;
+  private final ClusterName cluster;
   private final Counters counters = new Counters();
   private final Log log = new Log();
   private final DefaultMQAdminExt admin;
@@ -34,6 +35,7 @@ public final class Collector {
   private final PollCycle cycle;
   private Thread progressThread;
   private volatile boolean running = true;
+  private int exitCode;
 
   Collector(CollectorConfig config) throws Exception {
     this.config = config;
@@ -44,13 +46,14 @@ public final class Collector {
     admin = new DefaultMQAdminExt(hook, config.adminTimeoutMs);
     admin.setNamesrvAddr(config.namesrvAddr);
     admin.setInstanceName("rrm-collector-" + ProcessHandle.current().pid());
+    cluster = new ClusterName(config.cluster);
     publisher = new EventPublisher(config.producer, counters, log, config.pollIntervalMs);
-    brokers = new BrokerPolls(config, admin, counters, log);
-    routes = new Routes(config, admin, counters, log, publisher);
-    runningInfo = new RunningInfo(config, admin, counters, log, publisher);
-    progress = new ProgressCycle(config, admin, counters, log, publisher, collectorId);
+    brokers = new BrokerPolls(config, admin, counters, log, cluster);
+    routes = new Routes(config, admin, counters, log, publisher, cluster);
+    runningInfo = new RunningInfo(config, admin, counters, log, publisher, cluster);
+    progress = new ProgressCycle(config, admin, counters, log, publisher, collectorId, cluster);
     cycle = new PollCycle(config, counters, brokers, routes, runningInfo,
-        new ConnectionEvents(config, publisher, runningInfo, collectorId), progress, publisher);
+        new ConnectionEvents(config, publisher, runningInfo, collectorId, cluster), progress, publisher);
   }
 
   public static void main(String[] args) throws Exception {
@@ -76,6 +79,9 @@ public final class Collector {
       collector.close();
       stopped.countDown();
     }
+    if (collector.exitCode != 0) {
+      System.exit(collector.exitCode);
+    }
   }
 
   void run() throws Exception {
@@ -85,6 +91,7 @@ public final class Collector {
       log.info("metrics on http://" + config.metricsHost + ":" + port + "/metrics");
     }
     log.info("collector " + collectorId + " watching name server " + config.namesrvAddr
+        + (config.cluster.isEmpty() ? "" : " as cluster " + config.cluster)
         + (config.shardCount > 1 ? " (groups of shard " + config.shardIndex + " of " + config.shardCount + ")" : "")
         + " every " + config.pollIntervalMs + " ms" + (config.progressIntervalMs > 0 ? ", consume progress every "
         + config.progressIntervalMs + " ms" : ""));
@@ -100,12 +107,19 @@ public final class Collector {
         cycle.run();
       } catch (InterruptedException e) {
         break;
+      } catch (ClusterName.Unresolved e) {
+        log.error(e.getMessage());
+        exitCode = ClusterName.EXIT_CODE;
+        break;
       } catch (RuntimeException e) {
         counters.problem("cycle_failed");
         log.warn("poll cycle failed: " + e);
       }
       long end = System.currentTimeMillis();
       counters.inc("rmqcol_cycles_total");
+      if (cluster.get() != null) {
+        counters.info("rmqcol_cluster_info", "cluster", cluster.get());
+      }
       counters.gauge("rmqcol_cycle_seconds", end - start);
       if (end - start > config.pollIntervalMs) {
         // the next cycle starts at once, late: every view is polled less often than stale_after_ms assumes

@@ -19,6 +19,8 @@ final class CollectorConfig {
   final String accessKey;
   final String secretKey;
   final String collectorId;
+  /** Empty: the broker cluster name of cluster info ({@link ClusterName}). */
+  final String cluster;
   final long pollIntervalMs;
   final long staleAfterMs;
   final long runningInfoIntervalMs;
@@ -52,6 +54,7 @@ final class CollectorConfig {
     accessKey = p.getProperty("access.key", "");
     secretKey = p.getProperty("secret.key", "");
     collectorId = p.getProperty("collector.id", "");
+    cluster = p.getProperty("cluster", "").trim();
     pollIntervalMs = Long.parseLong(p.getProperty("poll.interval.ms", "10000"));
     staleAfterMs = Long.parseLong(p.getProperty("stale.after.ms", String.valueOf(3 * pollIntervalMs)));
     runningInfoIntervalMs = Long.parseLong(p.getProperty("running.info.interval.ms", "60000"));

@@ -19,8 +19,11 @@ final class ConnectionEvents {
   private final EventPublisher publisher;
   private final RunningInfo runningInfo;
   private final String collectorId;
+  private final ClusterName cluster;
 
-  ConnectionEvents(CollectorConfig config, EventPublisher publisher, RunningInfo runningInfo, String collectorId) {
+  ConnectionEvents(CollectorConfig config, EventPublisher publisher, RunningInfo runningInfo, String collectorId,
+      ClusterName cluster) {
+    this.cluster = cluster;
     this.config = config;
     this.publisher = publisher;
     this.runningInfo = runningInfo;
@@ -28,9 +31,7 @@ final class ConnectionEvents {
   }
 
   void publish(BrokerPolls.Poll answer) {
-    Map<String, Object> event = new LinkedHashMap<>();
-    event.put("type", "consumer_connections");
-    event.put("schema_version", 1);
+    Map<String, Object> event = cluster.event("consumer_connections");
     event.put("event_time", answer.time());
     event.put("broker", answer.broker());
     event.put("group", answer.group());

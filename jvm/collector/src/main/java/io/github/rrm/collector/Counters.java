@@ -14,7 +14,9 @@ import java.util.concurrent.atomic.LongAdder;
 
 /**
  * The collector's counters and gauges, served in Prometheus' text format on {@code /metrics} and summarised in the
- * log. A series is a metric name and one label pair at most (kind, type, call): few enough to stay bounded.
+ * log. A series is a metric name and one label pair at most (kind, type, call): few enough to stay bounded. The
+ * cluster the events name is one info series ({@code rmqcol_cluster_info}), not a label on every series: a
+ * collector watches one cluster.
  */
 final class Counters {
   private static final Map<String, String> HELP = Map.ofEntries(
@@ -33,6 +35,7 @@ final class Counters {
       Map.entry("rmqcol_cycles_overrun_total", "Cycles that took longer than their interval (the next one started late)"),
       Map.entry("rmqcol_last_cycle_timestamp_seconds", "When the last poll cycle ended (epoch seconds)"),
       Map.entry("rmqcol_brokers", "Master brokers in the last cluster info"),
+      Map.entry("rmqcol_cluster_info", "1, labelled with the cluster this collector's events name"),
       Map.entry("rmqcol_groups", "Groups polled in the last cycle"),
       Map.entry("rmqcol_channels", "Connections seen in the last cycle, over all brokers"),
       Map.entry("rmqcol_progress_cycles_total", "Consume-progress cycles completed"),
@@ -44,6 +47,8 @@ final class Counters {
   private final ConcurrentSkipListMap<String, ConcurrentHashMap<String, LongAdder>> counters =
       new ConcurrentSkipListMap<>();
   private final ConcurrentSkipListMap<String, AtomicLong> gauges = new ConcurrentSkipListMap<>();
+  /** Info series: metric to its one label pair, valued 1. */
+  private final ConcurrentSkipListMap<String, String> infos = new ConcurrentSkipListMap<>();
   private HttpServer server;
 
   void add(String metric, String label, String value) {
@@ -67,6 +72,11 @@ final class Counters {
   /** Gauges hold longs; seconds are kept in milliseconds and printed as seconds when the name ends so. */
   void gauge(String metric, long value) {
     gauges.computeIfAbsent(metric, m -> new AtomicLong()).set(value);
+  }
+
+  /** An info series: {@code metric{label="value"} 1}, its label replaced by a later call. */
+  void info(String metric, String label, String value) {
+    infos.put(metric, label + "=\"" + value.replace("\\", "\\\\").replace("\"", "\\\"") + "\"");
   }
 
   long total(String metric) {
@@ -96,6 +106,11 @@ final class Counters {
       out.append(metric).append(' ');
       out.append(metric.endsWith("_seconds") ? String.valueOf(value.get() / 1000.0) : String.valueOf(value.get()));
       out.append('\n');
+    });
+    infos.forEach((metric, labels) -> {
+      out.append("# HELP ").append(metric).append(' ').append(HELP.getOrDefault(metric, metric)).append('\n');
+      out.append("# TYPE ").append(metric).append(" gauge\n");
+      out.append(metric).append('{').append(labels).append("} 1\n");
     });
     return out.toString();
   }

@@ -20,6 +20,10 @@ final class Log {
     line("WARN", message);
   }
 
+  void error(String message) {
+    line("ERROR", message);
+  }
+
   /** At most one line a minute per key. */
   void warnEvery(String key, String message) {
     long now = System.currentTimeMillis();

@@ -47,6 +47,7 @@ final class ProgressCycle {
   private final Log log;
   private final EventPublisher publisher;
   private final String collectorId;
+  private final ClusterName cluster;
   private final Map<String, ExecutorService> brokerPools = new ConcurrentHashMap<>();
   private final Map<String, Boolean> pullOffsetByAddr = new ConcurrentHashMap<>();
   private final Map<String, String> addrByBroker = new TreeMap<>();
@@ -77,7 +78,8 @@ final class ProgressCycle {
   }
 
   ProgressCycle(CollectorConfig config, DefaultMQAdminExt admin, Counters counters, Log log, EventPublisher publisher,
-      String collectorId) {
+      String collectorId, ClusterName cluster) {
+    this.cluster = cluster;
     this.config = config;
     this.admin = admin;
     this.counters = counters;
@@ -322,9 +324,7 @@ final class ProgressCycle {
 
   /** Publishes one sample as one event, or several with the same event_time when it is large; its queue count. */
   private int publish(Sample sample, BrokerRun run, Map<MessageQueue, Long> minOffsets) {
-    Map<String, Object> event = new LinkedHashMap<>();
-    event.put("type", "consume_progress");
-    event.put("schema_version", 1);
+    Map<String, Object> event = cluster.event("consume_progress");
     event.put("event_time", sample.time);
     event.put("group", sample.group);
     event.put("broker", sample.broker);

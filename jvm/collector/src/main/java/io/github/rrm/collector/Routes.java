@@ -32,6 +32,7 @@ final class Routes {
   private final Log log;
   private final EventPublisher publisher;
   private final ExecutorService pool;
+  private final ClusterName cluster;
   private final Map<String, String> shapeByTopic = new ConcurrentHashMap<>();
   private final Map<String, Long> publishedAt = new ConcurrentHashMap<>();
   /** Topics whose route changed since {@link #takeChanged} was last called. */
@@ -39,7 +40,9 @@ final class Routes {
   /** This cycle's route reads by topic. */
   private final Map<String, Future<?>> reads = new ConcurrentHashMap<>();
 
-  Routes(CollectorConfig config, DefaultMQAdminExt admin, Counters counters, Log log, EventPublisher publisher) {
+  Routes(CollectorConfig config, DefaultMQAdminExt admin, Counters counters, Log log, EventPublisher publisher,
+      ClusterName cluster) {
+    this.cluster = cluster;
     this.config = config;
     this.admin = admin;
     this.counters = counters;
@@ -84,9 +87,7 @@ final class Routes {
   }
 
   private void route(String topic) {
-    Map<String, Object> event = new LinkedHashMap<>();
-    event.put("type", "topic_route");
-    event.put("schema_version", 1);
+    Map<String, Object> event = cluster.event("topic_route");
     event.put("event_time", System.currentTimeMillis());
     event.put("topic", topic);
     List<Map<String, Object>> brokers = new ArrayList<>();

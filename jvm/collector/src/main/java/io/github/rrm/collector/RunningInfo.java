@@ -38,6 +38,7 @@ final class RunningInfo {
   private final Counters counters;
   private final Log log;
   private final EventPublisher publisher;
+  private final ClusterName cluster;
   private final ExecutorService pool;
   private final Map<String, ClientView> clients = new ConcurrentHashMap<>();
   /** Per group, its members (client ids) as the last cycle's polls listed them. */
@@ -58,7 +59,9 @@ final class RunningInfo {
   /** A running-info request of this cycle; {@code first}: the client had never been asked. */
   record Asked(Future<?> future, boolean first) {}
 
-  RunningInfo(CollectorConfig config, DefaultMQAdminExt admin, Counters counters, Log log, EventPublisher publisher) {
+  RunningInfo(CollectorConfig config, DefaultMQAdminExt admin, Counters counters, Log log, EventPublisher publisher,
+      ClusterName cluster) {
+    this.cluster = cluster;
     this.config = config;
     this.admin = admin;
     this.counters = counters;
@@ -260,9 +263,7 @@ final class RunningInfo {
 
   private void publishAssignment(String group, String clientId, String topic, long time, boolean orderly,
       List<Map<String, Object>> queues) {
-    Map<String, Object> event = new LinkedHashMap<>();
-    event.put("type", "reported_assignment");
-    event.put("schema_version", 1);
+    Map<String, Object> event = cluster.event("reported_assignment");
     event.put("event_time", time);
     event.put("group", group);
     event.put("client_id", clientId);

@@ -1,0 +1,258 @@
+"""Two real RocketMQ clusters into one monitor job, judged by the real clients of each.
+
+The tier's 5.3.3 and 4.9.7 clusters both have brokers ``broker-a`` and ``broker-b``; each gets the same topic name
+and a group of the same name whose clients have the same client ids (one client IP, the same instance names), so
+that nothing but the cluster tells them apart. The 5.3.3 cluster (``east``: 4 queues a broker, AVG) has two of
+its three clients share an id, an incident of its own; the 4.9.7 cluster (``west``: 3 queues a broker,
+AVG_BY_CIRCLE, its clients reporting through the client agent with ``cluster`` set) is healthy. One collector per
+cluster, each configured with its cluster's name, publishes into the one job's topics; the job runs once. Every
+row, metric series and episode of the group must be its own cluster's truth, as that cluster's clients print what
+they hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streaming.contract.validator import Rejection, validate_event
+from tests.support.agent_events import read_records
+from tests.support.job import read, run_available
+from tests.support.rocketmq_e2e import (
+    Client,
+    Fleet,
+    PollLog,
+    Reading,
+    e2e_config,
+    expected_by_client,
+    held,
+    real_by_client,
+    start_collector,
+    wait_converged,
+)
+
+pytestmark = pytest.mark.rocketmq
+
+BROKERS = ("broker-a", "broker-b")
+PREFIX = "two"
+GROUP, TOPIC = f"{PREFIX}_g", f"{PREFIX}_topic"
+CLIENT_IP = "192.0.2.9"  # every client's: equal instance names make equal client ids in both clusters
+LINE = {"east": "5", "west": "4.9"}
+QUEUES = {"east": 4, "west": 3}
+
+
+@dataclass
+class Side:
+    """One cluster's part: its name, the cluster, its clients and its collector."""
+
+    name: str
+    cluster: Any
+    fleet: Fleet
+    clients: list[Client]
+    collector: Any
+
+
+def client_specs(name: str, bootstrap: str, agent_topic: str) -> list[tuple]:
+    """east: ``m0`` twice (one client id, a JVM each) and ``m1``, AVG; west: ``m0`` and ``m1``, AVG_BY_CIRCLE, with
+    the client agent's reporter naming its cluster."""
+    if name == "east":
+        return [
+            ("5", GROUP, TOPIC, member, {"client_ip": CLIENT_IP, "strategy": "AVG"}) for member in ("m0", "m0", "m1")
+        ]
+    agent = {
+        "bootstrap.servers": bootstrap,
+        "topic.reported.assignments": agent_topic,
+        "report.interval.ms": "2000",
+        "report.check.interval.ms": "200",
+        "cluster": name,
+    }
+    options = {"client_ip": CLIENT_IP, "strategy": "AVG_BY_CIRCLE", "agent": agent}
+    return [("4.9", GROUP, TOPIC, member, options) for member in ("m0", "m1")]
+
+
+def wait_polled(polls: PollLog, cluster: str, clients: list[Client], after_ms: int, timeout_s: float = 120) -> None:
+    """Until the cluster's collector has polled the group on both brokers after ``after_ms``, listing every client
+    with its strategy (its running info read)."""
+    ids = {c.client_id for c in clients}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        latest = {
+            p["broker"]: p
+            for p in polls.of(GROUP)
+            if p.get("cluster") == cluster and p["event_time"] > after_ms and p["connections"]
+        }
+        complete = {
+            b
+            for b, p in latest.items()
+            if {c["client_id"] for c in p["connections"]} == ids
+            and all(c.get("allocate_strategy") for c in p["connections"])
+        }
+        if complete == set(BROKERS):
+            return
+        assert time.monotonic() < deadline, f"{cluster}: no complete poll of {GROUP} after {after_ms}: {latest}"
+        time.sleep(1.0)
+
+
+def wait_reported(bootstrap: str, topic: str, sides: dict[str, Side], after_ms: int, timeout_s: float = 90) -> None:
+    """Until the collectors have published, per cluster, a running-info report of every client id taken after
+    ``after_ms`` (the clients had settled then), so the job counts what they hold now."""
+    wanted = {(name, c.client_id) for name, side in sides.items() for c in side.clients}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        seen = {
+            (e.get("cluster"), e["client_id"])
+            for headers, e in read_records(bootstrap, topic, timeout_s=10)
+            if "rrm-agent-instance" not in headers and e["event_time"] > after_ms and e["topic"] == TOPIC
+        }
+        if wanted <= seen:
+            return
+        assert time.monotonic() < deadline, f"no report after {after_ms} of {sorted(wanted - seen)}"
+        time.sleep(1.0)
+
+
+def start_side(name: str, cluster: Any, config: Any, root: Path, bootstrap: str, agent_topic: str) -> Side:
+    """The cluster's topic (its route listing every queue), its collector named ``name``, then its clients."""
+    cluster.create_topic(TOPIC, QUEUES[name])
+    collector = dataclasses.replace(
+        config.collector, namesrv_addr=cluster.namesrv_addr, cluster=name, collector_id=f"{PREFIX}-{name}"
+    )
+    side = Side(name, cluster, Fleet(cluster.namesrv_addr, root / f"clients-{name}"), [], None)
+    side.collector = start_collector(dataclasses.replace(config, collector=collector), root / f"collector-{name}")
+    side.clients = side.fleet.consumers(client_specs(name, bootstrap, agent_topic))
+    return side
+
+
+def in_parallel(*calls: Callable[[], Any]) -> list[Any]:
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        return [f.result() for f in [pool.submit(call) for call in calls]]
+
+
+@pytest.fixture(scope="module")
+def two_clusters(kafka_broker, rocketmq_clusters, spark, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """Both clusters' clients settled and polled by their cluster's collector, then the one job once (the
+    collectors stopped first: everything they saw is in Kafka); each side's clients as they were then, the
+    tables, the agent's reports."""
+    root: Path = tmp_path_factory.mktemp(PREFIX)
+    bootstrap = kafka_broker.bootstrap_servers
+    east, west = rocketmq_clusters("5"), rocketmq_clusters("4.9")
+    # No consume progress: the groups' queues and members are the subject.
+    config, topics = e2e_config(bootstrap, root, PREFIX, east.namesrv_addr, RRM__COLLECTOR__PROGRESS_INTERVAL_MS="0")
+    polls = PollLog(bootstrap, topics["consumer_connections"])
+    sides: dict[str, Side] = {}
+    try:
+        for side in in_parallel(
+            *(
+                partial(start_side, name, cluster, config, root, bootstrap, topics["reported_assignment"])
+                for name, cluster in (("east", east), ("west", west))
+            )
+        ):
+            sides[side.name] = side
+        everyone = [c for side in sides.values() for c in side.clients]
+        holdings = iter(wait_converged(everyone, TOPIC))  # one quiet period for both
+        settled = {name: tuple(next(holdings) for _ in side.clients) for name, side in sides.items()}
+        settled_ms = int(time.time() * 1000)
+        for name, side in sides.items():
+            wait_polled(polls, name, side.clients, settled_ms)
+        wait_reported(bootstrap, topics["reported_assignment"], sides, settled_ms)
+        in_parallel(*(side.collector.stop for side in sides.values()))
+        run_available(spark, config)
+        for name, side in sides.items():
+            assert tuple(held(c, TOPIC) for c in side.clients) == settled[name], f"{name}: a client moved"
+            side.clients = [Reading.of(c) for c in side.clients]
+        tables = {
+            t: [r for r in read(spark, config, t) if r.get("group") == GROUP]
+            for t in ("current_assignment", "queue_holders_current", "group_status_current", "anomaly_episodes")
+        }
+        agent_reports = [
+            e
+            for headers, e in read_records(bootstrap, topics["reported_assignment"])
+            if "rrm-agent-instance" in headers
+        ]
+        yield {"sides": sides, "tables": tables, "agent_reports": agent_reports}
+    finally:
+        in_parallel(*(side.fleet.stop for side in sides.values()), *(side.collector.stop for side in sides.values()))
+        polls.close()
+
+
+def queues_of(name: str) -> set[tuple[str, int]]:
+    """The topic's queues on the cluster: ``create_topic`` waited until its route listed each of them."""
+    return {(broker, q) for broker in BROKERS for q in range(QUEUES[name])}
+
+
+def by_cluster(rows: list[dict], name: str) -> list[dict]:
+    return [r for r in rows if r["cluster"] == name]
+
+
+def test_each_cluster_s_rows_are_what_its_own_clients_hold(two_clusters):
+    """Same broker, group, topic names and client ids in both clusters: the job's current assignment and queue
+    holders of each cluster are that cluster's clients' own holdings, over that cluster's queues only."""
+    sides, tables = two_clusters["sides"], two_clusters["tables"]
+    for table, rows in tables.items():
+        # Both clusters' rows where both have the group; no row of a third (a default one, say) anywhere.
+        assert {r["cluster"] for r in rows} == {"east", "west"} or table == "anomaly_episodes", table
+        assert {r["cluster"] for r in rows} <= {"east", "west"}, table
+    for name, side in sides.items():
+        queues = queues_of(name)
+        expected = expected_by_client(by_cluster(tables["current_assignment"], name), GROUP, TOPIC)
+        assert expected == real_by_client(side.clients, TOPIC), name
+        holders = {
+            (r["broker"], r["queue_id"]): set(r["holders"])
+            for r in by_cluster(tables["queue_holders_current"], name)
+            if r["topic"] == TOPIC
+        }
+        real = {q: {c.client_id for c in side.clients if q in held(c, TOPIC)} for q in queues}
+        assert holders == real, name
+
+
+def test_the_duplicate_client_id_of_one_cluster_is_that_cluster_s_alone(two_clusters):
+    """east's two processes with one client id are east's duplicate (and its unheld share east's orphans); west,
+    whose clients have the very same ids once each, has none of it."""
+    sides, tables = two_clusters["sides"], two_clusters["tables"]
+    east_ids = [c.client_id for c in sides["east"].clients]
+    assert east_ids[0] == east_ids[1] != east_ids[2] and {c.client_id for c in sides["west"].clients} == set(east_ids)
+    (east_status,) = by_cluster(tables["group_status_current"], "east")
+    (west_status,) = by_cluster(tables["group_status_current"], "west")
+    # Each cluster's members and channels as its brokers list them: east 2 ids on 3 channels, one id twice.
+    assert (east_status["members"], east_status["channels"], east_status["duplicate_client_ids"]) == (2, 3, 1)
+    assert (west_status["members"], west_status["channels"], west_status["duplicate_client_ids"]) == (2, 2, 0)
+    duplicates = [r for r in tables["anomaly_episodes"] if r["anomaly"] == "DUPLICATE_CLIENT_ID"]
+    assert duplicates and {r["cluster"] for r in duplicates} == {"east"}
+    named = [set(json.loads(r["details"])["client_ids"]) for r in duplicates if r["details"]]
+    assert named and all(ids == {east_ids[0]} for ids in named), named
+    episodes = {(r["cluster"], r["anomaly"]) for r in tables["anomaly_episodes"]}
+    assert ("east", "DUPLICATE_CLIENT_ID") in episodes
+    unheld = queues_of("east") - {q for c in sides["east"].clients for q in held(c, TOPIC)}
+    assert unheld, "east's clients left no queue unheld: the incident did not happen"
+    assert ("east", "ORPHANED_QUEUES") in episodes
+    west_incidents = {a for c, a in episodes if c == "west"} & {
+        "DUPLICATE_CLIENT_ID",
+        "ORPHANED_QUEUES",
+        "DOUBLE_OWNED_QUEUES",
+    }
+    assert west_incidents == set()
+
+
+def test_the_agent_names_its_cluster_and_reports_what_each_client_holds(two_clusters):
+    """west's clients report through the agent with ``cluster`` set: version 2 events naming west, valid by the
+    contract, the latest of each client what it holds."""
+    west = two_clusters["sides"]["west"]
+    reports = [e for e in two_clusters["agent_reports"] if e["topic"] == TOPIC]
+    assert reports
+    latest: dict[str, dict] = {}
+    for event in reports:
+        assert not isinstance(validate_event(json.dumps(event).encode()), Rejection), event
+        assert (event["schema_version"], event["cluster"]) == (2, "west"), event
+        if event["event_time"] >= latest.get(event["client_id"], {"event_time": -1})["event_time"]:
+            latest[event["client_id"]] = event
+    assert {i: {(q["broker"], q["queue_id"]) for q in e["queues"]} for i, e in latest.items()} == {
+        c.client_id: set(held(c, TOPIC)) for c in west.clients
+    }
