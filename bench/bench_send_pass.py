@@ -1,10 +1,11 @@
 """Benchmark (not a test): the send-result path's JVM pass over one batch, without Kafka or Delta.
 
-Run: ``.venv/bin/python -m bench.bench_send_pass [--sends 500000] [--rounds 3]`` -> prints, per round, the median
-seconds of ``from_json`` alone, the job's ingest then the reduction (``classify``, ``send_batch``,
+Run: ``.venv/bin/python -m bench.bench_send_pass [--sends 500000] [--rounds 3] [--clusters N]`` -> prints, per
+round, the median seconds of ``from_json`` alone, the job's ingest then the reduction (``classify``, ``send_batch``,
 ``reduce_in_partitions``), the one pass send-ingest runs (``reduce_kafka_batch``) on a frame as ``foreachBatch``
 hands it over, and the same pass on a copied frame. The records are ``bench_job``'s sends cached in two
-partitions, so the figures are the CPU work per batch apart from the broker and the writes.
+partitions, so the figures are the CPU work per batch apart from the broker and the writes; with ``--clusters N``
+they are contract version 2 sends naming N RocketMQ clusters in turn, the same producers and brokers in each.
 """
 
 from __future__ import annotations
@@ -39,15 +40,24 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--sends", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--times", type=int, default=5, help="measured runs per side and round")
+    parser.add_argument("--clusters", type=int, default=0, help="v2 sends naming this many clusters (0: v1 sends)")
     return parser.parse_args()
 
 
-def cached_records(spark, n: int):  # type: ignore[no-untyped-def]
-    """``bench_job``'s first ``n`` sends as Kafka rows, cached in two partitions."""
+def cached_records(spark, n: int, clusters: int = 0):  # type: ignore[no-untyped-def]
+    """``bench_job``'s first ``n`` sends as Kafka rows, cached in two partitions; with ``clusters``, as version 2
+    sends of that many clusters in turn."""
+    import json
+
     from bench.job_workload import sends
 
+    def value(i: int, raw: bytes) -> bytes:
+        if not clusters:
+            return raw
+        return json.dumps({**json.loads(raw), "schema_version": 2, "cluster": f"cluster-{i % clusters}"}).encode()
+
     stamp = datetime.now(tz=UTC)
-    rows = [(value, "bench.sends", i % 2, i // 2, stamp) for i, (_, value) in enumerate(sends(n))]
+    rows = [(value(i, raw), "bench.sends", i % 2, i // 2, stamp) for i, (_, raw) in enumerate(sends(n))]
     records = spark.createDataFrame(
         rows, "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP"
     )
@@ -112,8 +122,10 @@ def main() -> None:
     from streaming.job.runtime.spark_session import SparkSettings, build_spark_session
 
     spark = build_spark_session(SparkSettings(app_name="rrm-bench-send-pass"))
-    sides = measured_sides(spark, cached_records(spark, args.sends))
-    print(f"{args.sends} sends, median of {args.times} runs per side and round")
+    sides = measured_sides(spark, cached_records(spark, args.sends, args.clusters))
+    print(
+        f"{args.sends} sends ({args.clusters or 'no'} clusters named), median of {args.times} runs per side and round"
+    )
     for round_ in range(args.rounds):
         for name, run in sides:
             median, seconds = median_seconds(run, args.times)

@@ -509,7 +509,7 @@ TABLES: dict[str, TableSpec] = {
             "Per-minute send statistics per broker and producer group, as partial aggregates: a row per "
             "micro-batch and Kafka partition that saw sends of that minute (a late send adds a row to its minute). "
             "For totals, sum sends, errors, latency_sum_ms and bucket_counts (element-wise) and take the max of "
-            "latency_max_ms per (broker, producer_group, minute_start), as `sends.reduce.sum_minutes` does. "
+            "latency_max_ms per (cluster, broker, producer_group, minute_start), as `sends.reduce.sum_minutes` does. "
             "Buckets are the fault table's latencyMax thresholds (cumulative counts, Prometheus style).",
         ),
         TableSpec(

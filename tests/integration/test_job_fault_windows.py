@@ -2,7 +2,8 @@
 
 Three of the tests read one job run (``shared``) in two parts, a restart in between: the 4.x and 5.x producers
 and those with and without ``sendLatencyFaultEnable`` (on a broker of their own) send alike, so each part's
-sends share their event times and the restart splits every producer's sends at the same send.
+sends share their event times and the restart splits every producer's sends at the same send. A second
+RocketMQ cluster's P4 sends to its own broker-a in that run (contract version 2): its windows are its own.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from streaming.domain.faults.tolerance import ROCKETMQ_4, ROCKETMQ_5
+from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from tests.support.job import job_config, publish, read, run_available
 
 BASE = 1_700_000_000_000
@@ -26,6 +28,10 @@ RESTART_AT = 6  # the shared run's first part takes each producer's first six se
 # it (PY), on a broker of their own in the shared run.
 FAULT_ENABLE = (("PX", False), ("PN", None), ("PY", True))
 NO_FAULT_BROKER = "broker-n"
+# The other cluster's P4 on its broker-a (the same names), in the second part: a slow send where the default
+# cluster's P4 fails (and is isolated for 600 s), then the same last fast send.
+EAST = "east"
+EAST_SENDS = {10: (3000, "OK"), 11: (5, "OK")}
 
 
 def send(i, producer, version, latency, outcome, fault_enable=True, broker="broker-a"):
@@ -56,9 +62,11 @@ def expected_windows(table, producer):
     return rows
 
 
-def windows(rows, broker="broker-a"):
+def windows(rows, broker="broker-a", cluster=DEFAULT_CLUSTER):
     return sorted(
-        (r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"]) for r in rows if r["broker"] == broker
+        (r["status"], r["producer_id"], r["window_start_ms"], r["window_end_ms"])
+        for r in rows
+        if r["broker"] == broker and r["cluster"] == cluster
     )
 
 
@@ -83,6 +91,10 @@ def shared(kafka_broker, spark, tmp_path_factory):
     events = [send(i, "P4", "V4_9_8", lat, out) for i, (lat, out) in enumerate(SENDS)]
     events += [send(i, "P5", "5.3.3", lat, out) for i, (lat, out) in enumerate(SENDS)]
     events += no_fault_enable_sends(NO_FAULT_BROKER)
+    events += [
+        {**send(i, "P4", "V4_9_8", lat, out), "schema_version": 2, "cluster": EAST}
+        for i, (lat, out) in EAST_SENDS.items()
+    ]
     first = [e for e in events if e["event_time"] < BASE + RESTART_AT * GAP]
     publish(kafka_broker.bootstrap_servers, first, topics)
     run_available(spark, config)
@@ -96,7 +108,9 @@ def shared(kafka_broker, spark, tmp_path_factory):
 
 def test_fault_windows_for_both_tables(shared, spark):
     config = shared["config"]
-    fault_windows = [r for r in read(spark, config, "fault_windows") if r["broker"] == "broker-a"]
+    fault_windows = [
+        r for r in read(spark, config, "fault_windows") if r["broker"] == "broker-a" and r["cluster"] == DEFAULT_CLUSTER
+    ]
     want = sorted(expected_windows(ROCKETMQ_4, "P4") + expected_windows(ROCKETMQ_5, "P5"))
     assert windows(fault_windows) == want
     # The 4.x windows by level: 550 -> 30 s ... 15000 -> 600 s, the error -> 600 s (isolation = 30000 ms).
@@ -109,8 +123,33 @@ def test_fault_windows_for_both_tables(shared, spark):
     tables = {r["producer_id"]: r["fault_table"] for r in fault_windows}
     assert tables == {"P4": "rocketmq-4", "P5": "rocketmq-5"}
     minutes = [r for r in read(spark, config, "send_latency_minutes") if r["broker"] == "broker-a"]
-    assert sum(r["sends"] for r in minutes) == 2 * len(SENDS)
-    assert sum(r["errors"] for r in minutes) == 2
+    assert sum(r["sends"] for r in minutes if r["cluster"] == DEFAULT_CLUSTER) == 2 * len(SENDS)
+    assert sum(r["errors"] for r in minutes if r["cluster"] == DEFAULT_CLUSTER) == 2
+    assert sum(r["sends"] for r in minutes if r["cluster"] == EAST) == len(EAST_SENDS)
+
+
+def test_two_clusters_same_producer_and_broker_get_their_own_windows_and_status(shared, spark):
+    config = shared["config"]
+    # East's P4 on its broker-a: one window of 180 s, from its 3000 ms send; the default cluster's P4 keeps its
+    # own (test_fault_windows_for_both_tables), though both send at the same event times.
+    start = BASE + 10 * GAP
+    end = start + ROCKETMQ_4.compute_not_available_duration_ms(3000)
+    assert windows(read(spark, config, "fault_windows"), cluster=EAST) == [
+        ("EXPIRED", "P4", start, end),
+        ("OPENED", "P4", start, end),
+    ]
+    items = {
+        (r["cluster"], r["producer_id"])
+        for r in read(spark, config, "producer_broker_status_current")
+        if r["broker"] == "broker-a"
+    }
+    assert items == {(DEFAULT_CLUSTER, "P4"), (DEFAULT_CLUSTER, "P5"), (EAST, "P4")}
+    seen = {
+        r["cluster"]: r["producers_seen"]
+        for r in read(spark, config, "broker_status_current")
+        if r["broker"] == "broker-a"
+    }
+    assert seen == {DEFAULT_CLUSTER: 2, EAST: 1}
 
 
 def test_sends_only_the_rules_take_join_the_replay_in_their_place(kafka_broker, spark, tmp_path):
@@ -164,7 +203,7 @@ def test_a_window_opened_before_a_restart_ends_after_it_from_the_checkpoints_fau
     # The sends are GAP = 16 min 40 s apart: every window a send opens is ended by the next send, so the windows
     # the first part opens end in the second, which knows them only from the replay's state in the checkpoint.
     assert shared["first_state"]
-    first = [r for r in shared["first_windows"] if r["producer_id"] == "P4"]
+    first = [r for r in shared["first_windows"] if r["producer_id"] == "P4" and r["cluster"] == DEFAULT_CLUSTER]
     assert len([r for r in first if r["status"] == "OPENED"]) > len([r for r in first if r["status"] == "EXPIRED"])
     state_files = shared["state_files"]
     assert max(int(p.name) for p in state_files.iterdir() if p.name.isdigit()) > shared["first_state"][-1]

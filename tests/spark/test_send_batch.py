@@ -36,8 +36,9 @@ RULES = [ProducerRule("rocketmq-5", "PG5*")]
 
 
 def _records(seed: int, count: int) -> list[tuple[bytes, str, int, int, datetime]]:
-    """Send results over 9 producers x 3 brokers with ties in event time, slow sends and errors, some
-    producers without sendLatencyFaultEnable, and a few rejects; Kafka partition = hash of the producer."""
+    """Send results over 9 producers x 3 brokers in three RocketMQ clusters of the same names (contract version 1,
+    or 2 naming east or no cluster: the default one; 2 naming west) with ties in event time, slow sends and errors,
+    some producers without sendLatencyFaultEnable, and a few rejects; Kafka partition = hash of the producer."""
     rng = random.Random(seed)
     stamp = datetime.fromtimestamp(BASE / 1000 + 3600, tz=UTC)
     rows = []
@@ -57,6 +58,9 @@ def _records(seed: int, count: int) -> list[tuple[bytes, str, int, int, datetime
             "client_version": "V4_9_8",
             "send_latency_fault_enable": producer != 4,
         }
+        cluster = rng.choice(["v1", "east", "west", None])
+        if cluster != "v1":
+            event |= {"schema_version": 2, "cluster": cluster}
         value = json.dumps(event).encode()
         if rng.random() < 0.02:
             value = rng.choice([b"{not json", json.dumps({**event, "latency_ms": -3}).encode()])
@@ -90,10 +94,11 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         updates = kept_sends(reduced, valid, floor, respan=bool(summary.spanning_keys), batch_id=7)
         assert _rows(updates, FAULT_UPDATE_COLUMNS) == expected_sends
         assert {row["batch_id"] for row in updates.collect()} == {7}  # re-reduced rows too
+        assert {row["cluster"] for row in updates.collect()} == {"default", "east", "west"}
         assert summary.kept_sends >= len(expected_sends) > 27  # every pair's first and last, and notable sends
         assert summary.latest_send_ms == valid.agg(F.max("event_time_ms")).first()[0]  # a pair's last is kept
         kept = reduced.where(F.col("kind") == "send")
-        spanning = kept.groupBy("producer_id", "broker").agg(F.countDistinct("spark_partition").alias("n"))
+        spanning = kept.groupBy("cluster", "producer_id", "broker").agg(F.countDistinct("spark_partition").alias("n"))
         assert summary.spanning_keys == spanning.where(F.col("n") > 1).count()
         assert summary.kept_sends == kept.count()
         if keyed:
@@ -107,6 +112,7 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
             )
 
         minute_columns = (
+            "cluster",
             "broker",
             "producer_group",
             "minute_start",
@@ -121,7 +127,9 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         partials = minute_partials(reduced, BUCKETS)
         assert {row["batch_id"] for row in partials.collect()} == {7}
         assert _rows(sum_minutes(partials), minute_columns) == expected_minutes
-        assert summary.minutes == partials.count() > len(expected_minutes) == 3 * 2 * 4  # brokers x groups x minutes
+        assert (
+            summary.minutes == partials.count() > len(expected_minutes) == 3 * 3 * 2 * 4
+        )  # clusters x brokers x groups x minutes
 
         dead_columns = (
             "source",
@@ -305,8 +313,11 @@ def _assert_the_pass_reduces_as_the_rules(one_pass, classic, expected, got) -> N
     )
     tables = {r["fault_table"] for r in one_pass.where(F.col("kind") == "send").collect()}
     assert tables == {"rocketmq-4", "rocketmq-5", None}  # both rules, and producer 4 without fault tolerance
+    clusters = {r["cluster"] for r in one_pass.where(F.col("kind") == "send").collect()}
+    assert clusters == {"default", "east", "west"}  # v1 and v2 without a cluster: the default one
     minute_columns = (
         "spark_partition",
+        "cluster",
         "broker",
         "producer_group",
         "minute_start",

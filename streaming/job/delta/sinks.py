@@ -46,8 +46,8 @@ class DeltaTables:
     ) -> None:
         self.session = session
         self.root = str(root)
-        # The cluster of rows that name none: the send path's (its JVM reduction does not carry a send's cluster)
-        # and, when a table written before clusters gets the column, its current rows.
+        # The cluster of rows that name none: when a table written before clusters gets the column, its current
+        # rows.
         self.default_cluster = default_cluster
         # Set when a table is created ([delta] checkpoint_interval for current tables, append_checkpoint_interval
         # for the append-only ones, auto_compact, deleted_file_retention_hours, log_retention_hours).

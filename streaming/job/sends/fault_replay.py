@@ -191,11 +191,20 @@ def kept_send(row: Mapping[str, Any], default_cluster: str = DEFAULT_CLUSTER) ->
 
 def collect_kept_sends(updates: DataFrame, shards: int, default_cluster: str = DEFAULT_CLUSTER) -> list[KeptSend]:
     """The batch's reduced sends on the driver, each with its shard of producers (the JVM's xxhash64, so a
-    producer keeps its shard whatever the Python process). The JVM reduction does not carry a send's cluster
-    yet: every send is ``default_cluster``'s."""
+    producer keeps its shard whatever the Python process), and with its cluster, which the reduction resolved
+    (``default_cluster`` only for a row without one)."""
     from pyspark.sql import functions as F
 
-    columns = ("producer_id", "producer_group", "broker", "event_time_ms", "latency_ms", "outcome", "fault_table")
+    columns = (
+        "cluster",
+        "producer_id",
+        "producer_group",
+        "broker",
+        "event_time_ms",
+        "latency_ms",
+        "outcome",
+        "fault_table",
+    )
     framed = updates.select(
         F.pmod(F.xxhash64("producer_id"), F.lit(shards)).alias("shard"),
         *columns,

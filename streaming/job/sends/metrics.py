@@ -24,8 +24,7 @@ class SendMetrics:
     metrics: MetricsState
     # A batch replayed after a failure is not counted again (``metered``).
     metered: MeteredBatches = field(default_factory=MeteredBatches)
-    # The cluster of a row without one: the send path's reduction does not carry a send's cluster yet
-    # (``docs/design/clusters.md``), so every latency is the job's default cluster's.
+    # The cluster of a row without one (a table written before the column was added).
     default_cluster: str = DEFAULT_CLUSTER
 
     def count_dead_letters(self, frame: DataFrame, batch_id: int) -> None:

@@ -1,7 +1,7 @@
 """The send-result path: Kafka -> classify -> JVM reduction -> fault replay -> metrics and Delta.
 
 One query, ``send-ingest``: each batch is read, checked and reduced in one JVM pass; its reduced sends (a few
-per (producer, broker)) are replayed on the driver with RocketMQ's fault semantics (``fault_replay``), which
+per (cluster, producer, broker)) are replayed on the driver with RocketMQ's fault semantics (``fault_replay``), which
 sets the broker gauges; then dead letters, per-minute latency statistics and the fault outputs are written,
 exactly once, and the replay's state follows the checkpoint. The heavy per-send work stays in the JVM:
 ``docs/design/send-pass.md``.
@@ -127,6 +127,7 @@ def latency_floor_column(floors_ms: Mapping[str, int], table: Column | None = No
 
 
 SEND_FIELDS = (
+    ("cluster", "string"),  # resolved by ``classify`` (``cluster_sql``): never NULL for a valid send
     ("producer_id", "string"),
     ("producer_group", "string"),
     ("topic", "string"),
@@ -375,7 +376,7 @@ class _SendIngestBatches:
 
         if summary.spanning_keys:
             log.warning(
-                "send-ingest batch %d: %d (producer, broker) pairs have sends in several partitions "
+                "send-ingest batch %d: %d (cluster, producer, broker) pairs have sends in several partitions "
                 "(is the send-result topic keyed by producer_id?); reducing them again over the batch",
                 batch_id,
                 summary.spanning_keys,

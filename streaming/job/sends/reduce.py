@@ -1,6 +1,6 @@
 """The send-result path, JVM side: reduce a micro-batch of send results before any Python sees them.
 
-Per (producer, broker) and batch only the sends that can change a fault item (plus the first and last, for
+Per (cluster, producer, broker) and batch only the sends that can change a fault item (plus the first and last, for
 window ends and presence) are kept, and the per-minute latency statistics are computed as partial aggregates,
 all in one JVM pass per partition (``reduce_kafka_batch``). The Spark SQL versions here are the tests' oracle.
 Which sends are kept and why: ``docs/design/send-pass.md``.
@@ -11,12 +11,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from streaming.contract.events import CLUSTER_SINCE_VERSION
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from streaming.job.ingest.classify import IngestSettings
 
+# A kept send's pair, and a minute's statistics, belong to one RocketMQ cluster: the send's, already resolved
+# (``classify.cluster_sql``; ``KafkaSendReducer`` the same way), so two clusters' same names stay apart.
+PAIR_KEY = ("cluster", "producer_id", "broker")
+MINUTE_KEY = ("cluster", "broker", "producer_group", "minute_start")
+
 FAULT_UPDATE_COLUMNS = (
+    "cluster",
     "producer_id",
     "producer_group",
     "broker",
@@ -42,7 +50,7 @@ def reduce_for_fault_windows(sends: DataFrame, latency_floor_ms: Column) -> Data
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    key = ["producer_id", "broker"]
+    key = list(PAIR_KEY)
     order = ["event_time_ms", "kafka_partition", "kafka_offset"]
     # One window, so one shuffle and one sort of the batch: the last send of a key is the one without a
     # successor (the order is total: a Kafka partition and offset name one record).
@@ -72,7 +80,7 @@ def minute_statistics(sends: DataFrame, bucket_upper_ms: Sequence[int]) -> DataF
     bucket_counts = [
         F.sum(F.when(F.col("latency_ms") <= F.lit(upper), 1).otherwise(0)).cast("bigint") for upper in bucket_upper_ms
     ]
-    return sends.groupBy("broker", "producer_group", minute).agg(
+    return sends.groupBy("cluster", "broker", "producer_group", minute).agg(
         F.count(F.lit(1)).alias("sends"),
         F.sum(F.when(F.col("outcome") != "OK", 1).otherwise(0)).cast("bigint").alias("errors"),
         F.sum("latency_ms").cast("bigint").alias("latency_sum_ms"),
@@ -83,7 +91,8 @@ def minute_statistics(sends: DataFrame, bucket_upper_ms: Sequence[int]) -> DataF
 
 
 def sum_minutes(partials: DataFrame) -> DataFrame:
-    """``send_latency_minutes`` as totals: one row per (broker, producer group, minute), whatever the batching.
+    """``send_latency_minutes`` as totals: one row per (cluster, broker, producer group, minute), whatever the
+    batching.
 
     Counts and sums add up, the maximum is the maximum, and cumulative bucket counts add element-wise
     (rows of one minute share their bucket bounds unless the fault table changed in that minute; the
@@ -91,7 +100,7 @@ def sum_minutes(partials: DataFrame) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
-    key = ["broker", "producer_group", "minute_start"]
+    key = list(MINUTE_KEY)
     exploded = partials.select(
         *key,
         "sends",
@@ -161,7 +170,8 @@ def reduce_kafka_batch(
     the ingest fast path takes is read, given its fault table and reduced in the same JVM pass, without a row of
     classified columns per send in between; every other record is a row of kind ``unsure`` (its Kafka columns,
     ``unsure_records``) for ``classify`` to judge. ``strict_spec``: ``ingest.strict_events_spec`` of the send
-    contract; ``fault_table_template``: ``sends.query.fault_table_template``."""
+    contract; ``fault_table_template``: ``sends.query.fault_table_template``. A send's cluster is resolved as
+    ``classify.cluster_sql`` does, with ``ingest.default_cluster``."""
     from pyspark.sql import DataFrame
 
     session = kafka.sparkSession
@@ -178,6 +188,8 @@ def reduce_kafka_batch(
         fault_table_template._jdf,
         [int(upper) for upper in bucket_upper_ms],
         int(batch_id),
+        ingest.default_cluster,
+        CLUSTER_SINCE_VERSION,
     )
     return DataFrame(reduced, session)
 
@@ -196,14 +208,14 @@ def unsure_records(reduced: DataFrame) -> DataFrame:
 
 
 def _in_several_partitions() -> Column:
-    """Per (producer, broker) group of kept sends: were they kept in more than one Spark partition?"""
+    """Per (cluster, producer, broker) group of kept sends: were they kept in more than one Spark partition?"""
     from pyspark.sql import functions as F
 
     return F.min("spark_partition") != F.max("spark_partition")
 
 
 def summarize(reduced: DataFrame) -> BatchSummary:
-    """Counts per kind, how many (producer, broker) pairs have kept sends from more than one partition, and
+    """Counts per kind, how many (cluster, producer, broker) pairs have kept sends from more than one partition, and
     the newest kept send's event time: added up in the JVM from the partitions' ``summary`` rows (one collect,
     no shuffle; on a persisted reduction it is the job that fills the cache)."""
     jvm = reduced.sparkSession.sparkContext._jvm
@@ -214,11 +226,12 @@ def summarize(reduced: DataFrame) -> BatchSummary:
 
 def minute_partials(reduced: DataFrame, bucket_upper_ms: Sequence[int]) -> DataFrame:
     """The batch's ``send_latency_minutes`` rows (``minute_statistics``'s columns and ``batch_id``): each
-    partition's partial statistics per (broker, producer group, minute), as they are; ``sum_minutes`` adds them
+    partition's partial statistics per (cluster, broker, producer group, minute), as they are; ``sum_minutes`` adds them
     up."""
     from pyspark.sql import functions as F
 
     return reduced.where(F.col("kind") == "minute").select(
+        "cluster",
         "broker",
         "producer_group",
         F.timestamp_millis("minute_start_ms").alias("minute_start"),
@@ -247,7 +260,7 @@ def kept_sends(
         return kept
     if valid_sends is None:
         raise ValueError("re-reducing spanning pairs needs the batch's valid sends")
-    key = ["producer_id", "broker"]
+    key = list(PAIR_KEY)
     spanning = sends.groupBy(*key).agg(_in_several_partitions().alias("_spans")).where(F.col("_spans")).select(*key)
     again = reduce_for_fault_windows(valid_sends.join(spanning, key, "left_semi"), latency_floor_ms)
     again = again.withColumn("batch_id", F.lit(int(batch_id)).cast("bigint"))

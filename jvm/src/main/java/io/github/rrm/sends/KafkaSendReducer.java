@@ -44,6 +44,10 @@ import scala.reflect.ClassTag$;
  * send_query.fault_table_in_use}, {@code latency_floor_column}), bound to (producer group, client version,
  * send_latency_fault_enable) and evaluated once per distinct triple in a partition: the same answers as the SQL,
  * by construction.
+ *
+ * <p>A send's RocketMQ cluster is resolved here as {@code classify.cluster_sql} resolves it: its {@code cluster}
+ * from contract version {@code clusterSinceVersion} on, else the job's default cluster; sends are reduced per
+ * (cluster, producer, broker).
  */
 public final class KafkaSendReducer implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
   private static final long serialVersionUID = 1L;
@@ -65,6 +69,10 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
   private final int outcomeField;
   private final int clientVersionField;
   private final int faultEnableField;
+  private final int clusterField;  // -1: the contract has no cluster field, every send is the default cluster's
+  private final int schemaVersionField;
+  private final long clusterSinceVersion;
+  private final String defaultCluster;
   private final int[] requiredFields;  // the contract's required fields this pass reads
   private final Map<String, String> topicDefaults;
   private final int maxEventBytes;
@@ -82,7 +90,7 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
 
   private KafkaSendReducer(StructType kafka, StrictEvents strict, StructType strictType,
       Map<String, String> topicDefaults, int maxEventBytes, long maxFutureSkewMs, Dataset<Row> faultTableTemplate,
-      long[] bucketUpperMs, long batchId) {
+      long[] bucketUpperMs, long batchId, String defaultCluster, long clusterSinceVersion) {
     this.strict = strict;
     this.batchId = batchId;
     typedIndex = strictType.fieldIndex("e_" + SEND_RESULT);
@@ -95,6 +103,10 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
     outcomeField = typed.fieldIndex("outcome");
     clientVersionField = typed.fieldIndex("client_version");
     faultEnableField = typed.fieldIndex("send_latency_fault_enable");
+    clusterField = List.of(typed.fieldNames()).indexOf("cluster");
+    schemaVersionField = typed.fieldIndex("schema_version");
+    this.clusterSinceVersion = clusterSinceVersion;
+    this.defaultCluster = defaultCluster;
     requiredFields = new int[] {eventTimeField, producerIdField, producerGroupField, brokerField, latencyField,
       outcomeField};
     this.topicDefaults = new HashMap<>(topicDefaults);
@@ -131,18 +143,20 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
    * contract; {@code topicDefaults}: each topic's default event type; {@code faultTableTemplate}: the fault
    * table in use and its latency floor (the smallest latency with a positive not-available duration) projected
    * over {@code (producer_group, client_version, send_latency_fault_enable)}; {@code batchId} fills every row's
-   * {@code batch_id}.
+   * {@code batch_id}; {@code defaultCluster}: the cluster of a send that names none or whose contract version is
+   * below {@code clusterSinceVersion}.
    */
   public static Dataset<Row> reduce(Dataset<Row> kafka, String strictDdl, String checksJson,
       Map<String, String> topicDefaults, int maxEventBytes, long maxFutureSkewMs, Dataset<Row> faultTableTemplate,
-      List<? extends Number> bucketUpperMs, long batchId) {
+      List<? extends Number> bucketUpperMs, long batchId, String defaultCluster, long clusterSinceVersion) {
     StructType strictType = StructType.fromDDL(strictDdl);
     long[] bounds = new long[bucketUpperMs.size()];
     for (int i = 0; i < bounds.length; i++) {
       bounds[i] = bucketUpperMs.get(i).longValue();
     }
     KafkaSendReducer reducer = new KafkaSendReducer(kafka.schema(), new StrictEvents(strictType, checksJson),
-        strictType, topicDefaults, maxEventBytes, maxFutureSkewMs, faultTableTemplate, bounds, batchId);
+        strictType, topicDefaults, maxEventBytes, maxFutureSkewMs, faultTableTemplate, bounds, batchId,
+        defaultCluster, clusterSinceVersion);
     org.apache.spark.sql.classic.Dataset<Row> classic = (org.apache.spark.sql.classic.Dataset<Row>) kafka;
     ClassTag<InternalRow> tag = ClassTag$.MODULE$.apply(InternalRow.class);
     RDD<InternalRow> reduced = JavaRDD.fromRDD(records(classic), tag).mapPartitions(reducer).rdd();
@@ -186,9 +200,9 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
       UTF8String outcome = utf8(utf8, typed.getString(outcomeField));
       long latencyMs = typed.getLong(latencyField);
       boolean notable = table.name != null && (!OK.equals(outcome) || latencyMs >= table.floorMs);
-      reduction.addSend(utf8(utf8, typed.getString(producerIdField)), utf8(utf8, group),
-          utf8(utf8, typed.getString(brokerField)), typed.getLong(eventTimeField), record.getInt(partition),
-          record.getLong(offset), latencyMs, outcome, version == null ? null : utf8(utf8, version), table.name,
+      reduction.addSend(utf8(utf8, cluster(typed)), utf8(utf8, typed.getString(producerIdField)),
+          utf8(utf8, group), utf8(utf8, typed.getString(brokerField)), typed.getLong(eventTimeField),
+          record.getInt(partition), record.getLong(offset), latencyMs, outcome, version == null ? null : utf8(utf8, version), table.name,
           notable, true);
       if (utf8.size() > STRING_CACHE_LIMIT) {
         utf8.clear();
@@ -231,6 +245,15 @@ public final class KafkaSendReducer implements FlatMapFunction<Iterator<Internal
       return null;
     }
     return typed;
+  }
+
+  /** The send's cluster: its own from version {@code clusterSinceVersion} on, else the default one. */
+  private String cluster(Row typed) {
+    if (clusterField < 0 || typed.isNullAt(clusterField) || typed.isNullAt(schemaVersionField)
+        || ((Number) typed.get(schemaVersionField)).doubleValue() < clusterSinceVersion) {
+      return defaultCluster;
+    }
+    return typed.getString(clusterField);
   }
 
   private static UTF8String utf8(Map<String, UTF8String> cache, String text) {

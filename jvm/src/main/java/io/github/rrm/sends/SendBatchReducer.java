@@ -32,27 +32,28 @@ import scala.reflect.ClassTag$;
  *
  * <p>Input columns (by name): {@code reason} (NULL for a valid send result); for rejects the dead-letter
  * columns {@code event_type, kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, raw_value, reason,
- * detail}; for sends {@code producer_id, producer_group, broker, event_time_ms, latency_ms, outcome,
+ * detail}; for sends {@code cluster, producer_id, producer_group, broker, event_time_ms, latency_ms, outcome,
  * client_version, fault_table, kafka_partition, kafka_offset} and {@code notable} (the send can open or extend
- * a fault window, {@code send_reduce.notable_send}).
+ * a fault window, {@code send_reduce.notable_send}). {@code cluster} is the send's RocketMQ cluster, already
+ * resolved ({@code classify.cluster_sql}): two clusters' producers and brokers of one name are different keys.
  *
  * <p>Output rows ({@link #OUTPUT_DDL}), told apart by {@code kind}:
  *
  * <ul>
  *   <li>{@code reject}: a rejected record, its dead-letter columns copied;
- *   <li>{@code send}: a send the fault-window replay needs. Per (producer, broker), ordered by event time, then
- *       Kafka partition and offset: the first and the last send, every notable send and the send right after
- *       a notable one. This is exact for the batch only when all sends of a key are in one Spark partition
+ *   <li>{@code send}: a send the fault-window replay needs. Per (cluster, producer, broker), ordered by event
+ *       time, then Kafka partition and offset: the first and the last send, every notable send and the send
+ *       right after a notable one. This is exact for the batch only when all sends of a key are in one Spark partition
  *       (the contract keys send results by {@code producer_id}), so each row carries its
  *       {@code spark_partition} and the caller re-reduces the keys seen in more than one;
- *   <li>{@code minute}: the partition's partial statistics per (broker, producer group, UTC minute): sends,
+ *   <li>{@code minute}: the partition's partial statistics per (cluster, broker, producer group, UTC minute): sends,
  *       errors (outcome other than OK), latency sum and maximum, and cumulative counts of sends with latency at
  *       or below each bucket bound. Readers add the partials up ({@code send_reduce.sum_minutes});
  *   <li>{@code unsure}: only from {@link KafkaSendReducer}, which reads Kafka records itself: a record its strict
  *       reader did not take, with its Kafka columns ({@code kafka_value} the bytes), for the rules to classify;
  *   <li>{@code summary}: one per partition, what it left: {@code rejected_rows}, {@code kept_send_rows},
  *       {@code minute_rows}, {@code latest_send_ms} (its newest kept send, 0 without one), {@code unsure_rows}
- *       and {@code key_fingerprints}, a 64-bit hash of each (producer, broker) it kept sends of.
+ *       and {@code key_fingerprints}, a 64-bit hash of each (cluster, producer, broker) it kept sends of.
  *       {@link #summarize} adds them up and finds the keys kept in more than one partition, without a shuffle.
  * </ul>
  *
@@ -70,7 +71,8 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
           + "outcome STRING, client_version STRING, fault_table STRING, minute_start_ms BIGINT, sends BIGINT, "
           + "errors BIGINT, latency_sum_ms BIGINT, latency_max_ms BIGINT, bucket_counts ARRAY<BIGINT>, "
           + "rejected_rows BIGINT, kept_send_rows BIGINT, minute_rows BIGINT, latest_send_ms BIGINT, "
-          + "key_fingerprints ARRAY<BIGINT>, unsure_rows BIGINT, kafka_value BINARY, batch_id BIGINT";
+          + "key_fingerprints ARRAY<BIGINT>, unsure_rows BIGINT, kafka_value BINARY, batch_id BIGINT, "
+          + "cluster STRING";
 
   static final StructType OUTPUT = StructType.fromDDL(OUTPUT_DDL);
   private static final int BATCH_ID = OUTPUT.fieldIndex("batch_id");
@@ -83,7 +85,7 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
   private static final UTF8String KIND_SEND = UTF8String.fromString("send");
   private static final UTF8String KIND_MINUTE = UTF8String.fromString("minute");
   private static final UTF8String KIND_SUMMARY = UTF8String.fromString("summary");
-  /** Spark's own xxhash64 seed, so a fingerprint is {@code xxhash64(producer_id, broker)} in SQL. */
+  /** Spark's own xxhash64 seed, so a fingerprint is {@code xxhash64(cluster, producer_id, broker)} in SQL. */
   private static final long FINGERPRINT_SEED = 42L;
 
   private final long[] bucketUpperMs;
@@ -92,6 +94,7 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
   private final int[] rejectIn;
   private final DataType[] rejectTypes;
   private final int[] rejectOut;
+  private final int cluster;
   private final int producerId;
   private final int producerGroup;
   private final int broker;
@@ -120,6 +123,7 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
             + ", expected " + OUTPUT.fields()[rejectOut[i]].dataType().simpleString());
       }
     }
+    cluster = input.fieldIndex("cluster");
     producerId = input.fieldIndex("producer_id");
     producerGroup = input.fieldIndex("producer_group");
     broker = input.fieldIndex("broker");
@@ -162,8 +166,8 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
         continue;
       }
       // The input row is reused by the next record: the reduction copies what it keeps past it.
-      reduction.addSend(row.getUTF8String(producerId), row.getUTF8String(producerGroup), row.getUTF8String(broker),
-          row.getLong(eventTime), row.getInt(kafkaPartition), row.getLong(kafkaOffset), row.getLong(latency),
+      reduction.addSend(row.getUTF8String(cluster), row.getUTF8String(producerId),
+          row.getUTF8String(producerGroup), row.getUTF8String(broker), row.getLong(eventTime), row.getInt(kafkaPartition), row.getLong(kafkaOffset), row.getLong(latency),
           row.getUTF8String(outcome), stringOrNull(row, clientVersion), stringOrNull(row, faultTable),
           row.getBoolean(notable), false);
     }
@@ -171,8 +175,8 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
   }
 
   /**
-   * One partition's reduction in progress: the sends per (producer, broker), the minute statistics and the rows
-   * passed through (rejects, or records left to the rules), until {@link #finish} emits them with the summary.
+   * One partition's reduction in progress: the sends per (cluster, producer, broker), the minute statistics and
+   * the rows passed through (rejects, or records left to the rules), until {@link #finish} emits them with the summary.
    */
   static final class Reduction {
     private final long[] bucketUpperMs;
@@ -208,19 +212,21 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
      * decoded strings, one instance per value), so they are kept as they are; otherwise they may belong to a
      * reused input row and are copied (one copy per distinct value) before anything keeps them.
      */
-    void addSend(UTF8String producerId, UTF8String producerGroup, UTF8String brokerName, long time,
+    void addSend(UTF8String clusterName, UTF8String producerId, UTF8String producerGroup, UTF8String brokerName,
+        long time,
         int kafkaPartition, long kafkaOffset, long latencyMs, UTF8String outcomeName, UTF8String clientVersion,
         UTF8String faultTable, boolean notable, boolean owned) {
+      UTF8String cluster = owned ? clusterName : intern(interned, clusterName);
       UTF8String group = owned ? producerGroup : intern(interned, producerGroup);
       UTF8String broker = owned ? brokerName : intern(interned, brokerName);
       UTF8String outcome = owned ? outcomeName : intern(interned, outcomeName);
-      addToMinute(new MinuteKey(broker, group, Math.floorDiv(time, MINUTE_MS) * MINUTE_MS), latencyMs,
+      addToMinute(new MinuteKey(cluster, broker, group, Math.floorDiv(time, MINUTE_MS) * MINUTE_MS), latencyMs,
           !OK.equals(outcome));
-      SendKey probe = new SendKey(producerId, broker);
+      SendKey probe = new SendKey(cluster, producerId, broker);
       KeySends sends = keys.get(probe);
       if (sends == null) {
         sends = new KeySends();
-        keys.put(owned ? probe : new SendKey(producerId.clone(), broker), sends);
+        keys.put(owned ? probe : new SendKey(cluster, producerId.clone(), broker), sends);
       }
       sends.add(time, kafkaPartition, kafkaOffset, latencyMs, notable, group, outcome,
           owned ? clientVersion : intern(interned, clientVersion), owned ? faultTable : intern(interned, faultTable));
@@ -290,10 +296,10 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
     return new GenericInternalRow(values);
   }
 
-  /** {@code xxhash64(producer_id, broker)} as Spark SQL computes it: equal keys, equal fingerprints. */
+  /** {@code xxhash64(cluster, producer_id, broker)} as Spark SQL computes it: equal keys, equal fingerprints. */
   static long fingerprint(SendKey key) {
     long hash = FINGERPRINT_SEED;
-    for (UTF8String part : new UTF8String[] {key.producerId(), key.broker()}) {
+    for (UTF8String part : new UTF8String[] {key.cluster(), key.producerId(), key.broker()}) {
       hash = XXH64.hashUnsafeBytes(part.getBaseObject(), part.getBaseOffset(), part.numBytes(), hash);
     }
     return hash;
@@ -347,6 +353,7 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
     return new GenericInternalRow(values);
   }
 
+  private static final int CLUSTER = OUTPUT.fieldIndex("cluster");
   private static final int MINUTE_BROKER = OUTPUT.fieldIndex("broker");
   private static final int MINUTE_GROUP = OUTPUT.fieldIndex("producer_group");
   private static final int MINUTE_START = OUTPUT.fieldIndex("minute_start_ms");
@@ -361,6 +368,7 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
     Object[] values = new Object[OUTPUT.length()];
     values[0] = KIND_MINUTE;
     values[1] = partition;
+    values[CLUSTER] = key.cluster();
     values[MINUTE_BROKER] = key.broker();
     values[MINUTE_GROUP] = key.producerGroup();
     values[MINUTE_START] = key.minuteStartMs();
@@ -388,9 +396,9 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
     return known;
   }
 
-  record SendKey(UTF8String producerId, UTF8String broker) {}
+  record SendKey(UTF8String cluster, UTF8String producerId, UTF8String broker) {}
 
-  private record MinuteKey(UTF8String broker, UTF8String producerGroup, long minuteStartMs) {}
+  private record MinuteKey(UTF8String cluster, UTF8String broker, UTF8String producerGroup, long minuteStartMs) {}
 
   /** One key's sends in this partition, column by column (a few primitives per send, no row objects). */
   private static final class KeySends {
@@ -472,6 +480,7 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
       Object[] values = new Object[OUTPUT.length()];
       values[0] = KIND_SEND;
       values[1] = partition;
+      values[CLUSTER] = key.cluster();
       values[PRODUCER_ID] = key.producerId();
       values[BROKER] = key.broker();
       Object[] fields = {groups[i], times[i], latencies[i], outcomes[i], versions[i], tables[i], partitions[i],
