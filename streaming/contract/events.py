@@ -48,7 +48,7 @@ CLUSTER_SINCE_VERSION = 2
 
 
 def event_cluster(event: Mapping[str, Any], default: str = DEFAULT_CLUSTER) -> str:
-    """The cluster a valid event belongs to: its ``cluster`` from version 2 on, else ``default``."""
+    """The cluster a valid event belongs to: its ``cluster`` from version 2 on, else the default cluster."""
     declared = event.get(CLUSTER_FIELD)
     version = event.get("schema_version")
     if isinstance(declared, str) and isinstance(version, int | float | Decimal) and not isinstance(version, bool):

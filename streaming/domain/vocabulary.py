@@ -12,7 +12,7 @@ from enum import StrEnum
 
 # The RocketMQ cluster of what names none (the job's ``[ingest] default_cluster`` unless configured otherwise):
 # broker, group and topic names are unique within a cluster only (``docs/design/clusters.md``).
-DEFAULT_CLUSTER = "default"
+DEFAULT_CLUSTER = "DefaultCluster"  # RocketMQ's own default broker cluster name
 
 
 def in_cluster(cluster: str, name: str) -> str:

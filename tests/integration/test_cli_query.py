@@ -98,7 +98,7 @@ def test_assignment_as_a_readable_table(delta, capsys):
         "event_time",
     ]
     assert set(rule) <= {"-", " "} and len(rows) == 4
-    assert all(r.split()[:2] == ["default", SCALE_OUT] and "scale-out-orders" in r for r in rows)
+    assert all(r.split()[:2] == ["DefaultCluster", SCALE_OUT] and "scale-out-orders" in r for r in rows)
     assert "scale-out-broker-a/" in out  # queues as broker/queue_id
 
 
@@ -173,11 +173,11 @@ def test_anomaly_episodes_of_a_group_and_in_a_time_range(delta, capsys):
     other = cli_json(
         capsys, "query", "anomalies", "--delta-root", delta, "--group", DUPLICATES, "--cluster", OTHER_CLUSTER
     )
-    assert {r["cluster"] for r in both} == {"default", OTHER_CLUSTER} and {r["cluster"] for r in other} == {
+    assert {r["cluster"] for r in both} == {"DefaultCluster", OTHER_CLUSTER} and {r["cluster"] for r in other} == {
         OTHER_CLUSTER
     }
     assert sorted((r["anomaly"], r["status"]) for r in other) == sorted(
-        (r["anomaly"], r["status"]) for r in both if r["cluster"] == "default"
+        (r["anomaly"], r["status"]) for r in both if r["cluster"] == "DefaultCluster"
     )
 
 

@@ -110,15 +110,17 @@ def test_demo_reports_the_mixed_scenarios_anomalies(kafka_broker, spark, capsys)
 
     assert scraped, "the metrics endpoint never answered"
     last = scraped[-1]
-    assert 'rmqmon_group_duplicate_client_ids{cluster="default",consumer_group="ledger-containers"} 1.0' in last
+    assert 'rmqmon_group_duplicate_client_ids{cluster="DefaultCluster",consumer_group="ledger-containers"} 1.0' in last
     assert re.search(
-        r'rmqmon_group_queues\{cluster="default",consumer_group="ledger-containers",state="orphaned",topic="payments"\} [1-9]',
+        r'rmqmon_group_queues\{cluster="DefaultCluster",consumer_group="ledger-containers",state="orphaned",topic="payments"\} [1-9]',
         last,
     )
     assert re.search(
-        r'rmqmon_broker_producers_avoiding\{broker="broker-b",cluster="default"\} [1-9]', "\n".join(scraped)
+        r'rmqmon_broker_producers_avoiding\{broker="broker-b",cluster="DefaultCluster"\} [1-9]', "\n".join(scraped)
     )
-    producers_seen = re.search(r'rmqmon_broker_producers_seen\{broker="broker-b",cluster="default"\} (\S+)', last)
+    producers_seen = re.search(
+        r'rmqmon_broker_producers_seen\{broker="broker-b",cluster="DefaultCluster"\} (\S+)', last
+    )
     assert producers_seen and float(producers_seen.group(1)) >= 2  # the scenario's producers that send to broker-b
     windows = spark.read.format("delta").load(str(delta / "fault_windows")).where("broker = 'broker-b'").count()
     assert windows > 0

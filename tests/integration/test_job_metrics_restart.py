@@ -136,12 +136,14 @@ def test_after_a_restart_across_a_state_version_every_series_and_the_state_is_ba
     kept = truth(left)
     assert kept["G-dup"][0] >= 1 and kept["G-dup"][1] and kept["G1"][0] >= 2  # generations and an open episode
     # The scenario is what the comparison needs: every kind of series, with values that are not defaults.
-    assert before[("rmqmon_group_duplicate_client_ids", (("cluster", "default"), ("consumer_group", "G-dup")))] == 1
+    assert (
+        before[("rmqmon_group_duplicate_client_ids", (("cluster", "DefaultCluster"), ("consumer_group", "G-dup")))] == 1
+    )
     assert (
         before[
             (
                 "rmqmon_group_open_anomalies",
-                (("anomaly", "DUPLICATE_CLIENT_ID"), ("cluster", "default"), ("consumer_group", "G-dup")),
+                (("anomaly", "DUPLICATE_CLIENT_ID"), ("cluster", "DefaultCluster"), ("consumer_group", "G-dup")),
             )
         ]
         == 1
@@ -150,17 +152,17 @@ def test_after_a_restart_across_a_state_version_every_series_and_the_state_is_ba
         before[
             (
                 "rmqmon_group_queues",
-                (("cluster", "default"), ("consumer_group", "G-dup"), ("state", "orphaned"), ("topic", "T")),
+                (("cluster", "DefaultCluster"), ("consumer_group", "G-dup"), ("state", "orphaned"), ("topic", "T")),
             )
         ]
         > 0
     )
-    assert before[("rmqmon_group_views_diverging", (("cluster", "default"), ("consumer_group", "G-div")))] == 1
-    assert before[("rmqmon_broker_isolated", (("broker", "broker-b"), ("cluster", "default")))] == 1
+    assert before[("rmqmon_group_views_diverging", (("cluster", "DefaultCluster"), ("consumer_group", "G-div")))] == 1
+    assert before[("rmqmon_broker_isolated", (("broker", "broker-b"), ("cluster", "DefaultCluster")))] == 1
     assert (
-        before[("rmqmon_producers_all_brokers_unavailable", (("cluster", "default"),))] == 1
+        before[("rmqmon_producers_all_brokers_unavailable", (("cluster", "DefaultCluster"),))] == 1
     )  # P3 knows broker-b only
-    assert before[("rmqmon_broker_polled_group_views", (("broker", "broker-a"), ("cluster", "default")))] == 1
+    assert before[("rmqmon_broker_polled_group_views", (("broker", "broker-a"), ("cluster", "DefaultCluster")))] == 1
     groups = {dict(labels)["consumer_group"] for _, labels in before if "consumer_group" in dict(labels)}
     assert groups == {"G-dup", "G-div", "G-poll", *(f"G{g}" for g in range(6))}
 
@@ -171,7 +173,7 @@ def test_after_a_restart_across_a_state_version_every_series_and_the_state_is_ba
     after = series(restarted)
 
     new = {k for k in after if ("consumer_group", "G-new") in k[1]}
-    assert new and ("rmqmon_group_members", (("cluster", "default"), ("consumer_group", "G-new"))) in new
+    assert new and ("rmqmon_group_members", (("cluster", "DefaultCluster"), ("consumer_group", "G-new"))) in new
     assert set(after) - new == set(before)
     restored = {k: v for k, v in before.items() if metric_of(k[0]) not in COUNTED_SINCE_START}
     assert {k: after[k] for k in restored} == restored
@@ -180,7 +182,7 @@ def test_after_a_restart_across_a_state_version_every_series_and_the_state_is_ba
     upgraded = consumer_state(spark, checkpoint)
     # the shard the new group's batch ran on was migrated and written at the current version
     assert any(
-        d["schema_version"] == SCHEMA_VERSION and "G-new" in d["clusters"]["default"]["groups"]
+        d["schema_version"] == SCHEMA_VERSION and "G-new" in d["clusters"]["DefaultCluster"]["groups"]
         for d in upgraded.values()
     )
     now = truth(upgraded)

@@ -106,9 +106,10 @@ def test_a_broker_whose_polls_stop_is_stale_without_removal_or_orphaned_queues(o
     assert changes == [("broker-a", "FRESH", 0), ("broker-b", "FRESH", 0), ("broker-b", "STALE", 60_001)]
     assert not [e for e in of(first["anomaly_episodes"]) if e["anomaly"] == "ORPHANED_QUEUES"]
     stale = metrics.gauges["rmqmon_broker_stale_group_views"]
-    assert stale[("default", "broker-b")] == 1 and stale[("default", "broker-a")] == 0
+    assert stale[("DefaultCluster", "broker-b")] == 1 and stale[("DefaultCluster", "broker-a")] == 0
     assert (
-        metrics.gauges["rmqmon_broker_last_poll_timestamp_seconds"][("default", "broker-a")] == (BASE + 250_000) / 1000
+        metrics.gauges["rmqmon_broker_last_poll_timestamp_seconds"][("DefaultCluster", "broker-a")]
+        == (BASE + 250_000) / 1000
     )
 
 
@@ -121,7 +122,7 @@ def test_polls_that_resume_make_the_view_fresh_and_change_nobody_it_still_lists(
         ("broker-b", "FRESH", 260_000)
     ]
     assert len(of(second["membership_changes"])) == len(of(first["membership_changes"]))
-    assert metrics.gauges["rmqmon_broker_stale_group_views"][("default", "broker-b")] == 0
+    assert metrics.gauges["rmqmon_broker_stale_group_views"][("DefaultCluster", "broker-b")] == 0
 
 
 @pytest.mark.parametrize(("group", "mode"), [("G-bc", "BROADCAST"), ("G-pop", "BROKER")])

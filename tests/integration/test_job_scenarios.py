@@ -213,18 +213,21 @@ def test_bad_progress_events_are_dead_letters_with_their_reasons(outcome):
 def test_progress_metrics_are_per_group_and_topic_and_restored_from_the_tables_at_a_restart(outcome):
     first, second = outcome["gauges"]
     for gauges in (first, second):  # run 2 published nothing for these groups: its values are the restored ones
-        assert gauges["rmqmon_group_progress_lag"][("default", "G-porph", "P")] == ORPHAN_OFFSETS[0] - ORPHAN_OFFSETS[1]
+        assert (
+            gauges["rmqmon_group_progress_lag"][("DefaultCluster", "G-porph", "P")]
+            == ORPHAN_OFFSETS[0] - ORPHAN_OFFSETS[1]
+        )
         queues = gauges["rmqmon_group_progress_queues"]
         assert (
-            queues[("default", "G-porph", "P", "ORPHAN_CONFIRMED")] == 1
-            and queues[("default", "G-pstuck", "P", "STUCK_HOLDER")] == 1
+            queues[("DefaultCluster", "G-porph", "P", "ORPHAN_CONFIRMED")] == 1
+            and queues[("DefaultCluster", "G-pstuck", "P", "STUCK_HOLDER")] == 1
         )
-        assert queues[("default", "G-pidle", "P", "IDLE")] == 2
-        assert gauges["rmqmon_group_progress_max_time_lag_seconds"][("default", "G-pstuck", "P")] > 0
-    offline = ("default", "G-poff", "OFFLINE_GROUP_BACKLOG")
+        assert queues[("DefaultCluster", "G-pidle", "P", "IDLE")] == 2
+        assert gauges["rmqmon_group_progress_max_time_lag_seconds"][("DefaultCluster", "G-pstuck", "P")] > 0
+    offline = ("DefaultCluster", "G-poff", "OFFLINE_GROUP_BACKLOG")
     assert first["rmqmon_group_open_anomalies"][offline] == 1
     assert offline not in second["rmqmon_group_open_anomalies"]  # caught up in run 2: forgotten
-    assert ("default", "G-poff", "P") not in second["rmqmon_group_progress_lag"]
+    assert ("DefaultCluster", "G-poff", "P") not in second["rmqmon_group_progress_lag"]
 
 
 def test_a_member_leaving_under_load_costs_its_queue_a_handoff_computed_from_the_script(outcome):
@@ -261,14 +264,14 @@ def test_the_last_rebalance_cost_metrics_are_per_group_and_topic_and_restored_at
     (cost,) = [r for r in outcome["rebalance_cost"] if r["group"] == "G-pmove"]
     for gauges in outcome["gauges"]:  # run 2's restored from rebalance_cost at its start
         assert (
-            gauges["rmqmon_group_last_rebalance_cost_timestamp_seconds"][("default", "G-pmove", "P")]
+            gauges["rmqmon_group_last_rebalance_cost_timestamp_seconds"][("DefaultCluster", "G-pmove", "P")]
             == cost["t0_ms"] / 1000
         )
         assert (
-            gauges["rmqmon_group_last_rebalance_handoff_seconds"][("default", "G-pmove", "P")]
+            gauges["rmqmon_group_last_rebalance_handoff_seconds"][("DefaultCluster", "G-pmove", "P")]
             == cost["handoff_gap_ms"] / 1000
         )
         assert (
-            gauges["rmqmon_group_last_rebalance_redelivered_messages"][("default", "G-pmove", "P")]
+            gauges["rmqmon_group_last_rebalance_redelivered_messages"][("DefaultCluster", "G-pmove", "P")]
             == cost["redelivered_max"]
         )

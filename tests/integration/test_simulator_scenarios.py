@@ -186,11 +186,13 @@ def test_the_same_names_in_two_clusters_are_two_of_everything(kafka_broker, spar
         if not rows:  # a current table the scenario leaves empty at its end (no open episode, say)
             continue
         written += 1
-        assert set(by_cluster) == {"default", OTHER_CLUSTER}, table
-        assert by_cluster["default"] == by_cluster[OTHER_CLUSTER], table
+        assert set(by_cluster) == {"DefaultCluster", OTHER_CLUSTER}, table
+        assert by_cluster["DefaultCluster"] == by_cluster[OTHER_CLUSTER], table
         # no row is counted twice in one cluster: a merged state would show as one cluster's rows only
-        assert len(rows) == sum(1 for r in rows if r["cluster"] == "default") * 2, table
+        assert len(rows) == sum(1 for r in rows if r["cluster"] == "DefaultCluster") * 2, table
     assert written >= len(CLUSTER_TABLES) - 1
     snapshots = [r for r in read_arrow(root / "group_snapshots").to_pylist() if r["group"] in groups]
-    generations = {c: max(r["generation"] for r in snapshots if r["cluster"] == c) for c in ("default", OTHER_CLUSTER)}
-    assert generations["default"] == generations[OTHER_CLUSTER]  # each cluster numbers its own generations
+    generations = {
+        c: max(r["generation"] for r in snapshots if r["cluster"] == c) for c in ("DefaultCluster", OTHER_CLUSTER)
+    }
+    assert generations["DefaultCluster"] == generations[OTHER_CLUSTER]  # each cluster numbers its own generations

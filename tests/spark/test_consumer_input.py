@@ -194,7 +194,7 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
                 "raw_value": json.dumps(ghost),
                 "reason": UNKNOWN_GROUP,
                 "detail": letters[0]["detail"],
-                "cluster": "default",  # the cluster of the engine that refused it
+                "cluster": "DefaultCluster",  # the cluster of the engine that refused it
             }
         ]
         assert "nobody-knows-me" in letters[0]["detail"] and ghost["client_id"] in letters[0]["detail"]
@@ -209,7 +209,7 @@ def test_what_the_engine_ignores_reaches_the_sink_as_a_dead_letter_or_a_late_eve
                     "event_time_ms": KAFKA_TS - 1,
                     "group": None,
                     "broker": None,
-                    "cluster": "default",
+                    "cluster": "DefaultCluster",
                 }
             ]
             if shard == 0

@@ -80,13 +80,13 @@ def test_merges_of_one_batch_run_together_each_once_and_leave_the_callers_sessio
     }
 
     def assignment(batch: int, client: str) -> None:
-        row = ("G", "T", client, [("broker-a", 0)], 1, batch, 1_000 * batch, batch, "default")
+        row = ("G", "T", client, [("broker-a", 0)], 1, batch, 1_000 * batch, batch, "DefaultCluster")
         tables.merge_upsert(
             "current_assignment", spark.createDataFrame([row], schema["current_assignment"]), "app", batch
         )
 
     def status(batch: int, avoiding: int) -> None:
-        row = ("broker-a", avoiding, 4, avoiding / 4, None, avoiding > 0, 1_000 * batch, batch, "default")
+        row = ("broker-a", avoiding, 4, avoiding / 4, None, avoiding > 0, 1_000 * batch, batch, "DefaultCluster")
         tables.merge_upsert(
             "broker_status_current", spark.createDataFrame([row], schema["broker_status_current"]), "app", batch
         )

@@ -94,7 +94,7 @@ def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, key
         updates = kept_sends(reduced, valid, floor, respan=bool(summary.spanning_keys), batch_id=7)
         assert _rows(updates, FAULT_UPDATE_COLUMNS) == expected_sends
         assert {row["batch_id"] for row in updates.collect()} == {7}  # re-reduced rows too
-        assert {row["cluster"] for row in updates.collect()} == {"default", "east", "west"}
+        assert {row["cluster"] for row in updates.collect()} == {"DefaultCluster", "east", "west"}
         assert summary.kept_sends >= len(expected_sends) > 27  # every pair's first and last, and notable sends
         assert summary.latest_send_ms == valid.agg(F.max("event_time_ms")).first()[0]  # a pair's last is kept
         kept = reduced.where(F.col("kind") == "send")
@@ -314,7 +314,7 @@ def _assert_the_pass_reduces_as_the_rules(one_pass, classic, expected, got) -> N
     tables = {r["fault_table"] for r in one_pass.where(F.col("kind") == "send").collect()}
     assert tables == {"rocketmq-4", "rocketmq-5", None}  # both rules, and producer 4 without fault tolerance
     clusters = {r["cluster"] for r in one_pass.where(F.col("kind") == "send").collect()}
-    assert clusters == {"default", "east", "west"}  # v1 and v2 without a cluster: the default one
+    assert clusters == {"DefaultCluster", "east", "west"}  # v1 and v2 without a cluster: the default one
     minute_columns = (
         "spark_partition",
         "cluster",

@@ -17,7 +17,7 @@ COLUMNS = (
 
 def test_fault_table_per_send_never_fails_on_free_text_versions(spark):
     rows = [
-        ("default", "p", "PG", "b", 0, 1, "OK", v, 0, i)
+        ("DefaultCluster", "p", "PG", "b", 0, 1, "OK", v, 0, i)
         for i, v in enumerate(["V4_9_8", "5.3.3", "409", "441", "unknown", None])
     ]
     frame = spark.createDataFrame(rows, COLUMNS).withColumn(
@@ -38,7 +38,7 @@ def test_the_jvm_names_each_sends_fault_table_as_the_python_matcher_does(spark):
     )
     faults = FaultSettings(rules=rules)
     groups = ["pay_eu", "payXeu", "order", "ordxr", "orders", "a[1]", "a1", "a2", "50%", "500", "", "pay_\nx"]
-    rows = [("default", "p", g, "b", 0, 1, "OK", "5.3.3", 0, i) for i, g in enumerate(groups)]
+    rows = [("DefaultCluster", "p", g, "b", 0, 1, "OK", "5.3.3", 0, i) for i, g in enumerate(groups)]
     frame = spark.createDataFrame(rows, COLUMNS).withColumn("fault_table", fault_table_column(rules, "rocketmq-5"))
     got = [r["fault_table"] for r in frame.orderBy("kafka_offset").collect()]
     assert got == [faults.table_for(g, "5").name for g in groups]
@@ -51,7 +51,7 @@ def test_reduction_keeps_exactly_the_sends_that_can_matter(spark):
     latencies = [5, 5, 900, 5, 5, 5, 5, 5]
     outcomes = ["OK", "OK", "OK", "OK", "OK", "TIMEOUT", "OK", "OK"]
     rows = [
-        ("default", "p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i)
+        ("DefaultCluster", "p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i)
         for i, (lat, out) in enumerate(zip(latencies, outcomes, strict=False))
     ]
     frame = spark.createDataFrame(rows, COLUMNS).withColumn("fault_table", F.lit("rocketmq-4"))
@@ -61,7 +61,7 @@ def test_reduction_keeps_exactly_the_sends_that_can_matter(spark):
 
 def test_minute_statistics_with_cumulative_buckets(spark):
     rows = [
-        ("default", "p", "PG", "b", 60_000 * (i // 3), lat, "OK" if lat < 3000 else "TIMEOUT", "V5", 0, i)
+        ("DefaultCluster", "p", "PG", "b", 60_000 * (i // 3), lat, "OK" if lat < 3000 else "TIMEOUT", "V5", 0, i)
         for i, lat in enumerate([10, 60, 700, 20, 3000, 40])
     ]
     stats = {
@@ -116,7 +116,10 @@ def test_summed_partials_equal_the_statistics_of_all_sends_at_once(spark):
 def test_fault_table_in_use_is_null_for_producers_without_send_latency_fault_enable(spark):
     from streaming.job.sends.query import fault_table_in_use
 
-    rows = [("default", "p", "PG", "b", 0, 1, "OK", "V4_9_8", 0, i, flag) for i, flag in enumerate([True, False, None])]
+    rows = [
+        ("DefaultCluster", "p", "PG", "b", 0, 1, "OK", "V4_9_8", 0, i, flag)
+        for i, flag in enumerate([True, False, None])
+    ]
     frame = spark.createDataFrame(rows, COLUMNS + ", send_latency_fault_enable BOOLEAN")
     rules = [ProducerRule("rocketmq-4", "*", "4.9")]
     for default, want in ((False, ["rocketmq-4", None, None]), (True, ["rocketmq-4", None, "rocketmq-4"])):
@@ -130,7 +133,7 @@ def test_reduction_keeps_only_presence_of_producers_without_a_fault_table(spark)
     latencies = [5, 5, 900, 5, 5, 5, 5, 5]
     outcomes = ["OK", "OK", "OK", "OK", "OK", "TIMEOUT", "OK", "OK"]
     rows = [
-        ("default", "p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i)
+        ("DefaultCluster", "p", "PG", "b", 1000 * i, lat, out, "V4_9_8", 0, i)
         for i, (lat, out) in enumerate(zip(latencies, outcomes, strict=True))
     ]
     frame = spark.createDataFrame(rows, COLUMNS).withColumn("fault_table", F.lit(None).cast("string"))

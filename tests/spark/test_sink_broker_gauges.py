@@ -60,7 +60,7 @@ def fault_sink(tables, app_id, metrics, metered=None):  # type: ignore[no-untype
 
 def view(group: str, broker: str, status: str, polled_at_ms: int) -> tuple[str, dict]:
     row = {
-        "cluster": "default",
+        "cluster": "DefaultCluster",
         "group": group,
         "broker": broker,
         "status": status,
@@ -93,9 +93,9 @@ def test_a_fault_batch_sets_the_broker_gauges_even_when_its_write_fails(spark, t
     batch = [item("p1", "a", T + 60_000), item("p2", "a", T), opened("p1", "a", T + 60_000)]
     with pytest.raises(RuntimeError, match="refused"):
         sink(batch, 0)
-    assert metrics.gauges["rmqmon_broker_producers_avoiding"] == {("default", "a"): 1.0}
-    assert metrics.gauges["rmqmon_broker_producers_seen"] == {("default", "a"): 2.0}
-    assert metrics.gauges["rmqmon_broker_isolated"] == {("default", "a"): 1.0}
+    assert metrics.gauges["rmqmon_broker_producers_avoiding"] == {("DefaultCluster", "a"): 1.0}
+    assert metrics.gauges["rmqmon_broker_producers_seen"] == {("DefaultCluster", "a"): 2.0}
+    assert metrics.gauges["rmqmon_broker_isolated"] == {("DefaultCluster", "a"): 1.0}
 
 
 def test_a_fault_batch_counts_its_isolation_episodes_before_its_writes_and_its_replay_adds_none(spark, tmp_path):
@@ -108,10 +108,10 @@ def test_a_fault_batch_counts_its_isolation_episodes_before_its_writes_and_its_r
     batch = [item("p1", "a", T + 60_000), opened("p1", "a", T + 60_000)]
     with pytest.raises(RuntimeError, match="refused"):
         fault_sink(tables, "test", metrics, metered)(batch, 0)
-    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("default", "a"): 1.0}
+    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("DefaultCluster", "a"): 1.0}
     tables.refused = ""
     fault_sink(tables, "test", metrics, metered)(batch, 0)  # the replay, its writes going through
-    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("default", "a"): 1.0}
+    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("DefaultCluster", "a"): 1.0}
     assert [r["broker"] for r in tables.read("broker_status_current").collect()] == ["a"]
 
 
@@ -124,9 +124,9 @@ def test_a_polled_view_batch_sets_the_view_gauges_even_when_its_merge_fails(spar
     batch = frame(spark, [view("g1", "a", "FRESH", T), view("g2", "a", "STALE", T + 5_000)])
     with pytest.raises(RuntimeError, match="refused"):
         sink(batch, 0)
-    assert metrics.gauges["rmqmon_broker_polled_group_views"] == {("default", "a"): 2.0}
-    assert metrics.gauges["rmqmon_broker_stale_group_views"] == {("default", "a"): 1.0}
-    assert metrics.gauges["rmqmon_broker_last_poll_timestamp_seconds"] == {("default", "a"): (T + 5_000) / 1000}
+    assert metrics.gauges["rmqmon_broker_polled_group_views"] == {("DefaultCluster", "a"): 2.0}
+    assert metrics.gauges["rmqmon_broker_stale_group_views"] == {("DefaultCluster", "a"): 1.0}
+    assert metrics.gauges["rmqmon_broker_last_poll_timestamp_seconds"] == {("DefaultCluster", "a"): (T + 5_000) / 1000}
 
 
 def test_the_fault_sink_commits_once_per_table_with_rows_and_a_replay_commits_nothing(spark, tmp_path):
@@ -158,12 +158,12 @@ def test_the_fault_sink_commits_once_per_table_with_rows_and_a_replay_commits_no
     assert status["a"]["event_time_ms"] == T + 1_000
     assert status["a"]["batch_id"] == 2
     assert "b" not in status  # as b has no gauges
-    assert metrics.gauges["rmqmon_broker_producers_seen"] == {("default", "a"): 3.0}
+    assert metrics.gauges["rmqmon_broker_producers_seen"] == {("DefaultCluster", "a"): 3.0}
     items = {
         (r["producer_id"], r["broker"]): r["batch_id"] for r in tables.read("producer_broker_status_current").collect()
     }
     assert items == {("p0", "a"): 0, ("p1", "a"): 2, ("p2", "a"): 1}  # a row keeps the batch that last changed it
-    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("default", "a"): 1.0}
+    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("DefaultCluster", "a"): 1.0}
 
 
 def test_a_batch_replayed_by_a_restarted_query_counts_its_episodes_once(spark, tmp_path):
@@ -175,10 +175,10 @@ def test_a_batch_replayed_by_a_restarted_query_counts_its_episodes_once(spark, t
     batch = [item("p1", "a", T + 60_000), opened("p1", "a", T + 60_000)]
     fault_sink(tables, "test", metrics, metered)(batch, 0)
     fault_sink(tables, "test", metrics, metered)(batch, 0)
-    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("default", "a"): 1.0}
+    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("DefaultCluster", "a"): 1.0}
     # A sink of its own (no shared record) would have counted the replay again.
     fault_sink(tables, "test", metrics)(batch, 0)
-    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("default", "a"): 2.0}
+    assert metrics.counters["rmqmon_broker_isolation_episodes_total"] == {("DefaultCluster", "a"): 2.0}
 
 
 HELD = ["current_assignment", "anomalies_current", "group_status_current"]
@@ -187,7 +187,7 @@ CONSUMER_TABLES = [*HELD, "anomaly_episodes"]
 
 def assignment(group: str, client: str, queues: list[int], t: int) -> tuple[str, dict]:
     row = {
-        "cluster": "default",
+        "cluster": "DefaultCluster",
         "group": group,
         "topic": "T",
         "client_id": client,
@@ -202,13 +202,13 @@ def assignment(group: str, client: str, queues: list[int], t: int) -> tuple[str,
 def withdrawn(group: str, client: str, t: int) -> tuple[str, dict]:
     return (
         deleted("current_assignment"),
-        {"cluster": "default", "group": group, "topic": "T", "client_id": client, "event_time_ms": t},
+        {"cluster": "DefaultCluster", "group": group, "topic": "T", "client_id": client, "event_time_ms": t},
     )
 
 
 def episode(episode_id: str, group: str, status: str, t: int) -> tuple[str, dict]:
     row = {
-        "cluster": "default",
+        "cluster": "DefaultCluster",
         "episode_id": episode_id,
         "group": group,
         "topic": "T",
@@ -227,7 +227,7 @@ def episode(episode_id: str, group: str, status: str, t: int) -> tuple[str, dict
 
 def group_row(group: str, members: int, t: int) -> tuple[str, dict]:
     row = {
-        "cluster": "default",
+        "cluster": "DefaultCluster",
         "group": group,
         "generation": 1,
         "members": members,

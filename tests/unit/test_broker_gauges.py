@@ -15,7 +15,7 @@ from streaming.job.delta.broker_gauges import (
 
 def item(producer: str, broker: str, until: int | None, t: int = 0) -> dict:
     return {
-        "cluster": "default",
+        "cluster": "DefaultCluster",
         "producer_id": producer,
         "broker": broker,
         "unavailable_until_ms": until,
@@ -34,7 +34,7 @@ def gone(row: dict) -> tuple[dict, bool]:
 def test_a_batch_replaces_each_key_by_its_latest_row_and_deletes_on_deletions():
     rows = CurrentRows(ITEM_KEY, ITEM_COLUMNS, [item("p1", "a", 5), item("p2", "a", 7)])
     rows.apply([kept(item("p1", "a", 9, t=2)), kept(item("p1", "a", 8, t=1)), gone(item("p2", "a", None, t=3))])
-    assert rows.rows() == [{"cluster": "default", "producer_id": "p1", "broker": "a", "unavailable_until_ms": 9}]
+    assert rows.rows() == [{"cluster": "DefaultCluster", "producer_id": "p1", "broker": "a", "unavailable_until_ms": 9}]
 
 
 def test_a_deletion_wins_over_a_row_of_the_same_time_as_in_the_merge():
@@ -46,7 +46,7 @@ def test_a_deletion_wins_over_a_row_of_the_same_time_as_in_the_merge():
 def test_of_two_rows_of_the_same_time_the_last_given_wins():
     rows = CurrentRows(ITEM_KEY, ITEM_COLUMNS)
     rows.apply([kept(item("p1", "a", 5, t=3)), kept(item("p1", "a", 9, t=3))])
-    assert rows.rows() == [{"cluster": "default", "producer_id": "p1", "broker": "a", "unavailable_until_ms": 9}]
+    assert rows.rows() == [{"cluster": "DefaultCluster", "producer_id": "p1", "broker": "a", "unavailable_until_ms": 9}]
 
 
 def test_applying_a_batch_twice_leaves_what_applying_it_once_does():
@@ -63,7 +63,7 @@ def test_broker_status_counts_avoiding_producers_at_the_event_time():
     items = [item("p1", "a", 200), item("p2", "a", 100), item("p3", "a", None), item("p1", "b", 50)]
     by_broker = {r["broker"]: r for r in broker_status(items, 100)}
     assert by_broker["a"] == {
-        "cluster": "default",
+        "cluster": "DefaultCluster",
         "broker": "a",
         "producers_avoiding": 1,
         "producers_seen": 3,
@@ -103,7 +103,7 @@ def test_view_summary_counts_views_stale_ones_and_the_latest_poll():
 def test_the_same_broker_and_producer_names_in_two_clusters_are_two_brokers_and_two_producers():
     items = [item("p1", "a", 200), {**item("p1", "a", 50), "cluster": "east"}]
     by_cluster = {r["cluster"]: r for r in broker_status(items, 100)}
-    assert (by_cluster["default"]["isolated"], by_cluster["east"]["isolated"]) == (True, False)
+    assert (by_cluster["DefaultCluster"]["isolated"], by_cluster["east"]["isolated"]) == (True, False)
     assert producers_all_down(items, 100) == 1  # p1 of the default cluster only
     rows = CurrentRows(ITEM_KEY, ITEM_COLUMNS, items)
     assert len(rows.rows()) == 2

@@ -298,7 +298,7 @@ def test_every_example_in_the_docs_is_valid_and_every_type_has_one():
 def test_valid_event_carries_type_version_time_key_and_payload():
     outcome = validate_event(w(SEND, latency_ms=12.0, cluster="east").encode(), NOW)
     assert outcome == ValidEvent("send_result", 1, NOW, "10.0.0.9@1#88", {**SEND, "latency_ms": 12, "cluster": "east"})
-    assert outcome.cluster() == "default" and outcome.cluster("west") == "west"  # version 1: the default cluster
+    assert outcome.cluster() == "DefaultCluster" and outcome.cluster("west") == "west"  # version 1: the default cluster
     assert isinstance(outcome.payload["latency_ms"], int)
     assert outcome.default_topic == "rocketmq.send-results"
     assert validate_event(json.dumps(ROUTE)).key == "T"  # type: ignore[union-attr]

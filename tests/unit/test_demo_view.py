@@ -23,26 +23,30 @@ def test_lag_per_group_summed_over_topics_with_its_alerting_states():
     job = fake_job(
         {
             "rmqmon_group_members": {
-                ("default", "stuck"): 2,
-                ("default", "idle"): 2,
-                ("default", "new"): 1,
+                ("DefaultCluster", "stuck"): 2,
+                ("DefaultCluster", "idle"): 2,
+                ("DefaultCluster", "new"): 1,
                 ("east", "stuck"): 5,  # another cluster's group of the same name: its own row
             },
-            "rmqmon_group_generation": {("default", "stuck"): 3, ("default", "idle"): 1, ("default", "new"): 1},
+            "rmqmon_group_generation": {
+                ("DefaultCluster", "stuck"): 3,
+                ("DefaultCluster", "idle"): 1,
+                ("DefaultCluster", "new"): 1,
+            },
             "rmqmon_group_progress_lag": {
-                ("default", "stuck", "orders"): 700,
-                ("default", "stuck", "%RETRY%stuck"): 12,
-                ("default", "idle", "a"): 0,
+                ("DefaultCluster", "stuck", "orders"): 700,
+                ("DefaultCluster", "stuck", "%RETRY%stuck"): 12,
+                ("DefaultCluster", "idle", "a"): 0,
             },
             "rmqmon_group_progress_queues": {
-                ("default", "stuck", "orders", "STUCK_HOLDER"): 4,
-                ("default", "stuck", "orders", "OK"): 4,
-                ("default", "stuck", "%RETRY%stuck", "SLOW"): 1,
-                ("default", "idle", "a", "IDLE"): 8,
-                ("default", "idle", "a", "STUCK_HOLDER"): 0,
+                ("DefaultCluster", "stuck", "orders", "STUCK_HOLDER"): 4,
+                ("DefaultCluster", "stuck", "orders", "OK"): 4,
+                ("DefaultCluster", "stuck", "%RETRY%stuck", "SLOW"): 1,
+                ("DefaultCluster", "idle", "a", "IDLE"): 8,
+                ("DefaultCluster", "idle", "a", "STUCK_HOLDER"): 0,
             },
             # a group whose members are gone: listed by its lag, with its episode
-            "rmqmon_group_open_anomalies": {("default", "gone", "OFFLINE_GROUP_BACKLOG"): 1},
+            "rmqmon_group_open_anomalies": {("DefaultCluster", "gone", "OFFLINE_GROUP_BACKLOG"): 1},
         }
     )
     lines = view_lines(job)
@@ -60,11 +64,11 @@ def test_a_group_without_members_is_listed_by_its_backlog():
     job = fake_job(
         {
             "rmqmon_group_progress_lag": {
-                ("default", "archive", "orders"): 900,
-                ("default", "archive", "payments"): 100,
+                ("DefaultCluster", "archive", "orders"): 900,
+                ("DefaultCluster", "archive", "payments"): 100,
             },
-            "rmqmon_group_progress_queues": {("default", "archive", "orders", "ORPHAN_CONFIRMED"): 8},
-            "rmqmon_group_open_anomalies": {("default", "archive", "OFFLINE_GROUP_BACKLOG"): 1},
+            "rmqmon_group_progress_queues": {("DefaultCluster", "archive", "orders", "ORPHAN_CONFIRMED"): 8},
+            "rmqmon_group_open_anomalies": {("DefaultCluster", "archive", "OFFLINE_GROUP_BACKLOG"): 1},
         }
     )
     assert " ".join(row(view_lines(job), "archive")) == (

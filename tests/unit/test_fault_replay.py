@@ -203,7 +203,7 @@ def test_the_state_document_round_trips_every_shard():
     replay.run([(2_000, 5, "OK", "rocketmq-5")], pair=("Q", "c"), shard=5)
     document = json.loads(json.dumps(replay.state.to_document()))
     assert FaultReplayState.from_document(document) == replay.state
-    pairs = ClusterFaultShards.restore(replay.state.shards[3].snapshot, replay.settings).shards["default"].pairs
+    pairs = ClusterFaultShards.restore(replay.state.shards[3].snapshot, replay.settings).shards["DefaultCluster"].pairs
     assert list(pairs) == [("P", "b")]
 
 

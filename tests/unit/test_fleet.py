@@ -273,7 +273,9 @@ def test_a_group_that_empties_and_returns_continues_its_generations():
     )
     assert [r["generation"] for r in rows(out, "group_snapshots")] == [1, 2]
     assert GroupGone("G", 1_000) in out
-    assert {"cluster": "default", "group": "G", "event_time_ms": 1_000} in rows(out, "deleted_group_status_current")
+    assert {"cluster": "DefaultCluster", "group": "G", "event_time_ms": 1_000} in rows(
+        out, "deleted_group_status_current"
+    )
 
 
 # -- flapping members ([anomalies] flapping_window_ms, flapping_threshold) ---------------------------------
@@ -652,7 +654,7 @@ def test_a_route_older_than_the_applied_one_is_counted_late_and_changes_nothing(
             "group": None,
             "broker": None,
             "topic": "T",
-            "cluster": "default",
+            "cluster": "DefaultCluster",
         }
     ]
     assert engine.snapshot() == before

@@ -99,7 +99,10 @@ def test_an_empty_poll_of_an_unknown_group_keeps_nothing_and_a_group_that_emptie
     out, snapshot = run([([route(0), poll(1_000, [C1])], 1_000), ([poll(2_000, []), later], 2_000)])
     views = [(r, False) for r in rows(out, "broker_views_current") if r["group"] == "G"]
     views += [(r, True) for r in rows(out, "deleted_broker_views_current") if r["group"] == "G"]
-    assert views[-1] == ({"cluster": "default", "group": "G", "broker": "broker-a", "event_time_ms": 2_000}, True)
+    assert views[-1] == (
+        {"cluster": "DefaultCluster", "group": "G", "broker": "broker-a", "event_time_ms": 2_000},
+        True,
+    )
     assert [gone for r, gone in views if r["event_time_ms"] == 2_000] == [True]  # the emptying poll's upsert goes
     assert set(snapshot["groups"]) == {"H"}
 

@@ -108,10 +108,10 @@ def test_a_job_restarted_between_the_reads_counts_its_counters_from_zero():
 def test_stale_broker_views_and_the_label_cap_are_named():
     now = time.time()
     state = running_job(now, MetricsState(label_value_cap=2))  # the job's two queries, two brokers
-    state.set_gauge(Metrics.BROKER_STALE_GROUP_VIEWS, ("default", "broker-a"), 3.0)
+    state.set_gauge(Metrics.BROKER_STALE_GROUP_VIEWS, ("DefaultCluster", "broker-a"), 3.0)
     state.set_gauge(Metrics.BROKER_STALE_GROUP_VIEWS, ("east", "broker-a"), 0.0)
     for group in ("G1", "G2", "G3"):  # the third is over the cap: dropped
-        state.set_gauge(Metrics.GROUP_MEMBERS, ("default", group), 2.0)
+        state.set_gauge(Metrics.GROUP_MEMBERS, ("DefaultCluster", group), 2.0)
     health = job_health.judge(page(state, now))
     assert health.stale_views == {"broker-a": 3.0}  # east's broker-a is its own, and fresh
     assert kinds(health) == {(JobAlert.VIEW_STALE, "broker-a"), (JobAlert.LABEL_CAP, Metrics.GROUP_MEMBERS.name)}

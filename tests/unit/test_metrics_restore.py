@@ -79,10 +79,10 @@ def test_restored_rows_set_every_group_series_the_engine_summaries_set_to_the_sa
 
     assert set(current) == {"D", "S"}  # X emptied: its row is deleted, and its series are gone from both
     assert restored.gauges == live.gauges
-    assert live.gauges["rmqmon_group_duplicate_client_ids"][("default", "D")] == 1
-    assert live.gauges["rmqmon_group_queues"][("default", "D", "T", "orphaned")] > 0
-    assert live.gauges["rmqmon_group_non_subscribing_members"][("default", "S", "U")] == 1
-    assert live.gauges["rmqmon_group_open_anomalies"][("default", "D", "DUPLICATE_CLIENT_ID")] == 1
+    assert live.gauges["rmqmon_group_duplicate_client_ids"][("DefaultCluster", "D")] == 1
+    assert live.gauges["rmqmon_group_queues"][("DefaultCluster", "D", "T", "orphaned")] > 0
+    assert live.gauges["rmqmon_group_non_subscribing_members"][("DefaultCluster", "S", "U")] == 1
+    assert live.gauges["rmqmon_group_open_anomalies"][("DefaultCluster", "D", "DUPLICATE_CLIENT_ID")] == 1
     # Counters: the generation is the group's own count; queue moves count from the process's start.
     assert restored.counters["rmqmon_group_rebalances_total"] == live.counters["rmqmon_group_rebalances_total"]
     moved = restored.counters["rmqmon_group_moved_queues_total"]

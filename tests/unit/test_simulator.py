@@ -184,4 +184,4 @@ def test_a_simulation_of_a_named_cluster_publishes_version_2_events_of_that_clus
     verdicts = [validate_event(json.dumps(e), e["event_time"] + 1) for e in named]
     assert {v.cluster() for v in verdicts if not isinstance(v, Rejection)} == {"east"}
     assert not [v for v in verdicts if isinstance(v, Rejection)]
-    assert {validate_event(json.dumps(e)).cluster() for e in plain} == {"default"}  # type: ignore[union-attr]
+    assert {validate_event(json.dumps(e)).cluster() for e in plain} == {"DefaultCluster"}  # type: ignore[union-attr]

@@ -248,7 +248,7 @@ def test_an_amended_cuts_episode_rows_fill_the_open_episodes_table():
     assert_rows_fill_the_kind(deleted(Table.ANOMALIES_CURRENT), [retracted[0][1]])
     row = restored[0][1]
     assert row["event_time_ms"] == 3 and row["generation"] == 1 and row["opened_at_ms"] == 3
-    assert retracted[0][1] == {"cluster": "default", "episode_id": "e2", "event_time_ms": 4}
+    assert retracted[0][1] == {"cluster": "DefaultCluster", "episode_id": "e2", "event_time_ms": 4}
 
 
 @pytest.mark.parametrize(("table", "source"), sorted(DERIVED.items()))
