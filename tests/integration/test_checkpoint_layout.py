@@ -66,6 +66,7 @@ def test_a_new_checkpoint_over_written_tables_is_refused_unless_it_starts_a_new_
     # An earlier state's writes (its checkpoint since removed): an open episode, in the history and current.
     episode = {
         "episode_id": "e1",
+        "cluster": "DefaultCluster",
         "group": "G",
         "topic": "",
         "anomaly": "ORPHANED_QUEUES",

@@ -1119,15 +1119,20 @@ def test_an_idle_group_raises_nothing(played, spark):
     # route of %RETRY%<group> (created by its first heartbeat on each broker) only at its next route poll, up to
     # 30 s after it started, and holds nothing of it until then, or its share of the one broker's queue the route
     # had when read (on a busy machine, the other client's too), which the monitor may see as observed unheld
-    # queues, observed double holding or an assignment mismatch, closed since.
+    # queues, observed double holding or an assignment mismatch, closed since. And while the two join, one broker
+    # may list a client its other broker does not list yet (each learns of it at the client's heartbeat to it):
+    # diverging views, judged at the polls' own times whatever the batch, closed since.
     episodes_ = run.read(spark, "anomaly_episodes", group)
     retry = f"%RETRY%{group}"
     allowed = {(kind, retry) for kind in ("OBSERVED_UNHELD_QUEUES", "OBSERVED_DOUBLE_HOLDING", "ASSIGNMENT_MISMATCH")}
+    allowed.add(("DIVERGING_BROKER_VIEWS", ""))
     assert {(e["anomaly"], e["topic"]) for e in episodes_} <= allowed, episodes_
     for opened in (e for e in episodes_ if e["status"] == "OPENED"):
         details = json.loads(opened["details"])
         holding = {c.client_id: held_at([c], retry, opened["opened_at_ms"]) for c in clients}
-        if opened["anomaly"] == "ASSIGNMENT_MISMATCH":
+        if opened["anomaly"] == "DIVERGING_BROKER_VIEWS":
+            pass  # its closing is asserted below
+        elif opened["anomaly"] == "ASSIGNMENT_MISMATCH":
             for client_id, differs in details["clients"].items():
                 unexpected, missing = (
                     {(q["broker"], q["queue_id"]) for q in differs[k]} for k in ("unexpected", "missing")

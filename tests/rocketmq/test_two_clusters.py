@@ -164,7 +164,7 @@ def two_clusters(kafka_broker, rocketmq_clusters, spark, tmp_path_factory) -> It
             wait_polled(polls, name, side.clients, settled_ms)
         wait_reported(bootstrap, topics["reported_assignment"], sides, settled_ms)
         in_parallel(*(side.collector.stop for side in sides.values()))
-        run_available(spark, config)
+        job = run_available(spark, config)
         for name, side in sides.items():
             assert tuple(held(c, TOPIC) for c in side.clients) == settled[name], f"{name}: a client moved"
             side.clients = [Reading.of(c) for c in side.clients]
@@ -177,7 +177,11 @@ def two_clusters(kafka_broker, rocketmq_clusters, spark, tmp_path_factory) -> It
             for headers, e in read_records(bootstrap, topics["reported_assignment"])
             if "rrm-agent-instance" in headers
         ]
-        yield {"sides": sides, "tables": tables, "agent_reports": agent_reports}
+        series = {
+            name: {k: v for k, v in job.metrics.gauges[name].items() if k[1] == GROUP}
+            for name in ("rmqmon_group_members", "rmqmon_group_channels", "rmqmon_group_duplicate_client_ids")
+        }
+        yield {"sides": sides, "tables": tables, "agent_reports": agent_reports, "series": series}
     finally:
         in_parallel(*(side.fleet.stop for side in sides.values()), *(side.collector.stop for side in sides.values()))
         polls.close()
@@ -256,3 +260,12 @@ def test_the_agent_names_its_cluster_and_reports_what_each_client_holds(two_clus
     assert {i: {(q["broker"], q["queue_id"]) for q in e["queues"]} for i, e in latest.items()} == {
         c.client_id: set(held(c, TOPIC)) for c in west.clients
     }
+
+
+def test_each_cluster_s_group_is_its_own_metric_series(two_clusters):
+    """The group's series are one per cluster, each with its own brokers' members, channels and duplicate ids:
+    east's duplicated client id (two channels) shows in east's series only."""
+    series = two_clusters["series"]
+    assert series["rmqmon_group_members"] == {("east", GROUP): 2, ("west", GROUP): 2}
+    assert series["rmqmon_group_channels"] == {("east", GROUP): 3, ("west", GROUP): 2}
+    assert series["rmqmon_group_duplicate_client_ids"] == {("east", GROUP): 1, ("west", GROUP): 0}

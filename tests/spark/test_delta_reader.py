@@ -35,7 +35,7 @@ def job_default_partitions(spark):
 
 def dead_letters(spark, batch: int):
     values = [
-        ("send_result", "t", 0, batch * ROWS_PER_BATCH + i, None, "{", "MALFORMED_JSON", "x", batch)
+        ("send_result", "t", 0, batch * ROWS_PER_BATCH + i, None, "{", "MALFORMED_JSON", "x", batch, None)
         for i in range(ROWS_PER_BATCH)
     ]
     return spark.createDataFrame(values, TABLES["dead_letters"].schema_ddl)
@@ -104,7 +104,7 @@ def test_a_table_with_every_claimed_reader_feature_reads_as_spark_reads(spark, t
         spark.sql(
             f"INSERT INTO delta.`{path}` SELECT 'g', {generation}, 't', concat('c', id), "
             "array(named_struct('broker', 'b', 'queue_id', CAST(id AS INT))), 1, 'AVG', "
-            f"{generation * 1000}, timestamp_millis({generation * 1000}), {generation} FROM range(6)"
+            f"{generation * 1000}, timestamp_millis({generation * 1000}), {generation}, 'DefaultCluster' FROM range(6)"
         )
     spark.sql(f"DELETE FROM delta.`{path}` WHERE client_id IN ('c1', 'c4')")  # deletion vectors
     spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN strategy TO strategy_name")  # column mapping

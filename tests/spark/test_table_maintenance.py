@@ -18,11 +18,11 @@ from tests.support.job import job_shuffle_partitions
 
 DEAD_LETTER_DDL = (
     "source STRING, kafka_topic STRING, kafka_partition INT, kafka_offset BIGINT, kafka_timestamp TIMESTAMP, "
-    "raw_value STRING, reason STRING, detail STRING, batch_id BIGINT"
+    "raw_value STRING, reason STRING, detail STRING, batch_id BIGINT, cluster STRING"
 )
 ASSIGNMENT_DDL = (
     "group STRING, topic STRING, client_id STRING, queues ARRAY<STRUCT<broker: STRING, queue_id: INT>>, "
-    "queue_count INT, generation BIGINT, event_time_ms BIGINT, batch_id BIGINT"
+    "queue_count INT, generation BIGINT, event_time_ms BIGINT, batch_id BIGINT, cluster STRING"
 )
 
 
@@ -51,11 +51,12 @@ def write_small_batches(spark, tables: DeltaTables, batches: int = 3) -> None:
     (every MERGE removes the file the previous one wrote)."""
     for batch in range(batches):
         dead = spark.createDataFrame(
-            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
+            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch, None)], DEAD_LETTER_DDL
         )
         tables.append("dead_letters", dead, "app", batch)
         assignment = spark.createDataFrame(
-            [("g", "T", "c1", [("broker-a", batch)], 1, batch, 1_700_000_000_000 + batch, batch)], ASSIGNMENT_DDL
+            [("g", "T", "c1", [("broker-a", batch)], 1, batch, 1_700_000_000_000 + batch, batch, "DefaultCluster")],
+            ASSIGNMENT_DDL,
         ).select(*column_names("current_assignment"))
         tables.merge_upsert("current_assignment", assignment, "app", batch)
 
@@ -90,7 +91,7 @@ def test_the_writer_compacts_small_files_once_they_pile_up_only_when_asked(spark
     try:
         for batch in range(4):
             frame = spark.createDataFrame(
-                [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
+                [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch, None)], DEAD_LETTER_DDL
             )
             tables.append("dead_letters", frame, "app", batch)
     finally:
@@ -112,7 +113,7 @@ def test_a_failed_auto_compaction_leaves_the_write_committed_and_the_writer_writ
 
     def append(batch: int) -> None:
         frame = spark.createDataFrame(
-            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
+            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch, None)], DEAD_LETTER_DDL
         )
         tables.append("dead_letters", frame, "app", batch)
 
@@ -169,10 +170,12 @@ def test_tables_the_job_compacts_or_merges_are_compacted_only_with_the_job_stopp
     tables.ensure_all(["dead_letters", "current_assignment"])
     for batch in range(3):  # three files each (the writer compacts only from 50 on), none replaced
         dead = spark.createDataFrame(
-            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch)], DEAD_LETTER_DDL
+            [("send_result", "t", 0, batch, None, "{", "NOT_JSON", "x", batch, None)], DEAD_LETTER_DDL
         )
         tables.append("dead_letters", dead, "app", batch)
-        frame = spark.createDataFrame([("g", "T", f"c{batch}", [("broker-a", batch)], 1, 1, 1, batch)], ASSIGNMENT_DDL)
+        frame = spark.createDataFrame(
+            [("g", "T", f"c{batch}", [("broker-a", batch)], 1, 1, 1, batch, "DefaultCluster")], ASSIGNMENT_DDL
+        )
         tables.merge_upsert("current_assignment", frame.select(*column_names("current_assignment")), "app", batch)
     before = {name: rows(spark, tables.path(name)) for name in ("dead_letters", "current_assignment")}
 

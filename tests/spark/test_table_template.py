@@ -78,13 +78,13 @@ def test_copied_tables_are_the_tables_the_job_creates(spark, tmp_path):
         tables.ensure_all()  # the job's start: nothing to create
         history = tables.path("dead_letters")
         frame = spark.createDataFrame(
-            [("send_result", "t", 0, 1, None, "{", "MALFORMED_JSON", "x", 0)], TABLES["dead_letters"].schema_ddl
+            [("send_result", "t", 0, 1, None, "{", "MALFORMED_JSON", "x", 0, None)], TABLES["dead_letters"].schema_ddl
         )
         assert append_idempotent(frame, history, "app:dead_letters", 0) is True
         assert checksum_lists_transactions(spark, Path(history))  # the job's append reads its txn ids from there
         assert append_idempotent(frame, history, "app:dead_letters", 0) is False  # a replay
         current = tables.path("current_assignment")
-        row = ("G", "T", "c1", [("broker-a", 0)], 1, 0, 1_000, 0)
+        row = ("G", "T", "c1", [("broker-a", 0)], 1, 0, 1_000, 0, "DefaultCluster")
         schema = tables.read("current_assignment").select(*column_names("current_assignment")).schema
         for client in ("c1", "c-replayed"):
             frame = spark.createDataFrame([(row[0], row[1], client, *row[3:])], schema)

@@ -350,7 +350,7 @@ class _SendIngestBatches:
         if not dead_rows:
             return []
         dead = dead_letter_columns(rejects, batch_id) if rejects is not None else None
-        dead = refused if dead is None else (dead if refused is None else dead.unionByName(refused))
+        dead = refused if dead is None else (dead if refused is None else dead.unionByName(refused, True))
         writes = [lambda: self.tables.append(Table.DEAD_LETTERS, dead, self.app_id, batch_id, dead_rows)]
         if self.metrics is not None:
             metrics = self.metrics
