@@ -374,12 +374,8 @@ class ShardEngine:
         settings = self.settings
         times = [ms.next_expiry_ms(state.membership, settings.expiry_ms), next_stale_ms(state.membership)]
         times += [t + settings.storm_window_ms + 1 for t in state.rebalances_ms[:1]]
-        if state.storm_changes:
-            times.append(self.storms.next_expiry_ms(state.storm_changes))
-        if state.member_changes:
-            times.append(self.flapping.next_expiry_ms(state.member_changes))
-        if state.reported and state.converge_by_ms is not None:
-            times.append(state.converge_by_ms)
+        due_ms = self._next_due_ms(state)  # the windows' next slide, the convergence grace's end
+        times.append(due_ms)
         if state.pending:
             times.append(self.cut_ms(state.pending))
         known = [t for t in times if t is not None]
@@ -388,7 +384,7 @@ class ShardEngine:
             return [wake, 0]
         # What ``_advance_group`` steps to at a call's end (a tombstone's end is no step), and the window pruning.
         steps = [_channel_deadline_ms(state.membership, settings.expiry_ms), next_stale_ms(state.membership)]
-        steps += [self._next_due_ms(state), *(t + settings.storm_window_ms for t in state.rebalances_ms)]
+        steps += [due_ms, *(t + settings.storm_window_ms for t in state.rebalances_ms)]
         quiet = [t for t in steps if t is not None]
         return [wake, min(quiet) if quiet else None]
 
