@@ -98,7 +98,7 @@ def same_outcomes_lazy_and_eager(
             untouched += sum(lazy.groups.encoded(g) is not None for g in lazy.groups)
             held += len(lazy.groups)
         lazy_snapshot, eager_snapshot = lazy.snapshot(), eager.snapshot()
-        assert decoded_snapshot(lazy_snapshot, SETTINGS) == eager_snapshot
+        assert lazy_snapshot == eager_snapshot or decoded_snapshot(lazy_snapshot, SETTINGS) == eager_snapshot
     return untouched, held
 
 
@@ -189,7 +189,7 @@ def lazy_and_eager(calls: list[list[dict[str, Any]]]) -> list[tuple[list[Any], s
         assert lazy.next_wakeup_ms() == eager.next_wakeup_ms()
         kept = {g for g in lazy.groups if isinstance(lazy.groups, EncodedStates) and lazy.groups.encoded(g)}
         lazy_snapshot, eager_snapshot = lazy.snapshot(), eager.snapshot()
-        assert decoded_snapshot(lazy_snapshot, SETTINGS) == eager_snapshot
+        assert lazy_snapshot == eager_snapshot or decoded_snapshot(lazy_snapshot, SETTINGS) == eager_snapshot
         trace.append((outcomes, kept))
     return trace
 
