@@ -50,13 +50,15 @@ def the_input(horizon_ms: int, scenarios: bool) -> list[dict[str, Any]]:
     return sorted(valid + mixed, key=lambda e: int(e["event_time"]))
 
 
-def tables_of(spark, config, names: list[str]) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
-    from tests.support.job import read
+def tables_of(delta_root: str, names: list[str]) -> dict[str, list[str]]:
+    """Each table's rows as sorted JSON lines without the ``EXCLUDED`` columns, read with delta-rs (no JVM)."""
+    from connectors.delta_reader import MonitorTables
 
+    tables = MonitorTables(delta_root)
     return {
         name: sorted(
             json.dumps({k: v for k, v in r.items() if k not in EXCLUDED}, sort_keys=True, default=str)
-            for r in read(spark, config, name)
+            for r in tables.arrow(name).to_pylist()
         )
         for name in names
     }
@@ -96,7 +98,7 @@ def compare_limits(
         job = run_available(spark, config)
         wall = round(time.monotonic() - started, 1)
         batches = len(list((Path(config.paths.checkpoint_root)).glob("*/commits/[0-9]*")))
-        tables = tables_of(spark, config, names)
+        tables = tables_of(config.paths.delta_root, names)
         run: dict[str, Any] = {"max_offsets_per_trigger": limit, "wall_s": wall, "commits_all_queries": batches}
         del job
         if reference is None:
