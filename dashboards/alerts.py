@@ -154,7 +154,8 @@ PROGRESS_ALERTS: dict[QueueState, Alert] = {
         "2m",
         "Two or more members of " + GROUP_TOPIC + " hold the same queues of {{ $labels.topic }}.",
         "are listed by two or more members' running info at 2 samples and more: their messages are consumed "
-        "twice (a dropped process queue that outlives a rebalance, an orderly lock held elsewhere).",
+        "twice, whatever their lag (members on different strategies or routes, a dropped process queue that "
+        "outlives a rebalance, an orderly lock held elsewhere).",
     ),
     QueueState.HIDDEN_CONSUMER: _progress_alert(
         QueueState.HIDDEN_CONSUMER,

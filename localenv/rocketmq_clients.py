@@ -327,7 +327,9 @@ class ConsumerSpec:
     queue_offset), so that queue's offset stays there while it keeps the queue. ``strategy`` ``MACHINE_ROOM_NEARBY``
     is ``AllocateMachineRoomNearby`` around AVG, with rooms from ``machine_room_regex`` (its first group, searched in
     broker names and client ids). ``poll_name_server_ms``: how often it reads its topics' routes
-    (``setPollNameServerInterval``, RocketMQ's default 30000): a long one keeps an old route that long."""
+    (``setPollNameServerInterval``, RocketMQ's default 30000): a long one keeps an old route that long.
+    ``consume_sleep_ms`` N: its listener sleeps N ms on every message (a slow listener), on ``consume_threads``
+    threads (``consumeThreadMin`` and ``consumeThreadMax``; the client's 20 when None)."""
 
     name: str
     group: str
@@ -340,6 +342,8 @@ class ConsumerSpec:
     block_on_message: int | None = None
     machine_room_regex: str | None = None
     poll_name_server_ms: int | None = None
+    consume_sleep_ms: int | None = None
+    consume_threads: int | None = None
 
     @property
     def identity(self) -> tuple[str, str | None]:
@@ -359,6 +363,8 @@ class ConsumerSpec:
             "block-on-message": self.block_on_message,
             "machine-room-regex": self.machine_room_regex,
             "poll-name-server-ms": self.poll_name_server_ms,
+            "consume-sleep-ms": self.consume_sleep_ms,
+            "consume-threads": self.consume_threads,
         }
         return {k: _option_value(v) for k, v in options.items() if v is not None}
 

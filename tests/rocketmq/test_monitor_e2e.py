@@ -7,9 +7,10 @@ What each client holds (its own process-queue table, printed by the client) is t
 monitor's expected assignment must equal it client by client, its orphaned queues must be exactly the queues
 no client holds, and departures and outages must show as the brokers saw them. Consume progress (sampled every 2 s
 while a producer writes) is judged by the brokers' own offsets, read through the admin API, and by what the
-clients print: orphaned queues, a killed group and its offsets reset, POP and BROADCASTING groups. The
-scenarios of a cluster line, each in groups of its own, are played together and judged from one run of the job
-(``played``); the outages, which stop the collector and a broker under every group, have a run of their own.
+clients print: orphaned queues, a killed group and its offsets reset, POP and BROADCASTING groups, queues two
+clients on different strategies both consume, a listener slower than its producer. The scenarios of a cluster
+line, each in groups of its own, are played together and judged from one run of the job (``played``); the
+outages, which stop the collector and a broker under every group, have a run of their own.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import pytest
 
 from connectors.job_health import JobAlert
 from dashboards.alerts import PROGRESS_ALERTS
+from localenv.rocketmq_cluster import TEST_SPEED
 from streaming.app.cli import main as cli_main
 from streaming.domain.anomaly_catalogue import CATALOGUE
 from streaming.domain.consumers.episodes import StormDetector
@@ -69,7 +71,12 @@ class Run:
     def __init__(self, cluster, bootstrap: str, root: Path, prefix: str) -> None:
         self.cluster, self.prefix, self.root, self.bootstrap = cluster, prefix, root, bootstrap
         self.config, self.topics = e2e_config(
-            bootstrap, root, prefix, cluster.namesrv_addr, RRM__ALLOCATION__GROUPS=nearby_rule(prefix)
+            bootstrap,
+            root,
+            prefix,
+            cluster.namesrv_addr,
+            RRM__ALLOCATION__GROUPS=nearby_rule(prefix),
+            RRM__PROGRESS__SLOW_TIME_LAG_S=str(SLOW_TIME_LAG_S),
         )
         self.fleet = Fleet(cluster.namesrv_addr, root / "clients")
         self.polls = PollLog(bootstrap, self.topics["consumer_connections"])
@@ -192,6 +199,7 @@ def play(run: Run, line: str, spark) -> Played:
     if line == "5":
         for topic in (pop_topic, second, idle_topic(run)):
             run.cluster.create_topic(topic, 4)
+        run.cluster.create_topic(lasting_topic(run), 2)
         played.seen["second_queues"] = all_queues(run.cluster.route(second))
         run.cluster.set_pop_mode(pop_topic, run.group("pop"))
         specs += duplicate_specs(run) + departure_specs(run)
@@ -201,7 +209,7 @@ def play(run: Run, line: str, spark) -> Played:
             ("5", run.group("ownsub"), f"{run.topic},{second}", "both", {}),
         ]
         specs += progress_specs(run) + nearby_specs(run) + stale_specs(run) + flapping_specs(run)
-        specs += diverge_specs(run)
+        specs += diverge_specs(run) + double_specs(run) + slow_specs(run)
         run.cluster.create_topic(stale_topic(run), 2, brokers=BROKERS[:1])
         run.cluster.create_topic(diverge_topic(run), 2, brokers=BROKERS[:1])
     started = time.time()
@@ -212,12 +220,14 @@ def play(run: Run, line: str, spark) -> Played:
     played.seen["flapping"] = played.clients.pop(run.group("flapping"), [])
     if line == "5":
         played.seen["producer"] = start_producer(run, f"{run.topic},{pop_topic}")
+        start_producer(run, lasting_topic(run), "lasting")  # to the end: the fleet stops it
     # The stale-route and diverging groups' topics are on broker-a only: their clients know no other broker (settled
     # below).
     apart = (run.group("pop"), run.group("stale"), run.group("diverge"))
     pullers = {g: c for g, c in played.clients.items() if g not in apart}
     if line == "5":
         wait_converged(played.clients[run.group("ownsub")], second)
+        wait_converged(played.clients[run.group("slow")], lasting_topic(run))
         played.seen["idle_settled"] = wait_converged(played.clients[run.group("idle")], idle_topic(run))
         called_ms = int(time.time() * 1000)
         wait_converged(played.clients[run.group("stale")], stale_topic(run))
@@ -270,16 +280,21 @@ def idle_topic(run: Run) -> str:
     return f"{run.prefix}_idle"
 
 
-def start_producer(run: Run, topics: str) -> ClientProcess:
-    """A producer writing to ``topics`` in turn (10 messages a second to each) until ``play_producer_stop``."""
+# Messages a second the producer writes to each of its topics.
+PRODUCED_PER_TOPIC_S = 10
+
+
+def start_producer(run: Run, topics: str, name: str = "producer") -> ClientProcess:
+    """A producer writing to ``topics`` in turn (``PRODUCED_PER_TOPIC_S`` messages a second to each) until it is
+    stopped (``play_producer_stop``, or the fleet's stop)."""
     producer = ClientProcess(
         "5",
         "producer",
-        run.root / "producer",
+        run.root / name,
         namesrv=run.cluster.namesrv_addr,
-        group=run.group("producer"),
+        group=run.group(name),
         topic=topics,
-        rate=20,
+        rate=PRODUCED_PER_TOPIC_S * len(topics.split(",")),
     )
     run.fleet.clients.append(producer)
     producer.start()
@@ -303,16 +318,16 @@ def play_orphans(played: Played) -> None:
 
 
 def play_producer_stop(played: Played) -> None:
-    """Stop the producer, wait for a progress sample of every group taken after that on both brokers, then read the
-    brokers' consume stats (the judge of the lags: with no sends and no holder, nothing moves after the stop) and
-    the connections of the offline group."""
+    """Stop the producer (the lasting one writes on), wait for a progress sample of every group taken after that on
+    both brokers, then read the brokers' consume stats (the judge of the lags: with no sends and no holder, nothing
+    moves after the stop) and the connections of the offline group."""
     run = played.run
     producer = played.seen.pop("producer")
     producer.terminate()
     producer.wait_exit(60)
     stopped_at = played.seen["producer_stopped_at"] = int(time.time() * 1000)
-    groups = [run.group(g) for g in ("circle_dup", "offline", "pop", "stuck", "idle", "broadcast")]
-    wait_progress_sample(run.bootstrap, run.topics["consume_progress"], groups[:5], BROKERS, stopped_at)
+    groups = [run.group(g) for g in ("circle_dup", "offline", "pop", "stuck", "idle", "slow", "broadcast")]
+    wait_progress_sample(run.bootstrap, run.topics["consume_progress"], groups[:6], BROKERS, stopped_at)
     played.seen["admin_progress"] = admin_progress(run, groups)
     played.seen["offline_listed"] = {
         broker: run.cluster.connections(run.group("offline"), broker) for broker in BROKERS
@@ -364,7 +379,12 @@ RUNBOOK_DURING = {
     alert_of(AnomalyKind.DIVERGING_BROKER_VIEWS): "diverge",
     alert_of(AnomalyKind.ASSIGNMENT_MISMATCH): "diverge",
 }
-RUNBOOK_CHECKED |= RUNBOOK_DURING
+# Checked at the ends of the others' run (their incidents last to the end: the lasting producer writes on).
+RUNBOOK_LASTING = {
+    PROGRESS_ALERTS[QueueState.DOUBLE_OWNED].name: "double",
+    PROGRESS_ALERTS[QueueState.SLOW].name: "slow",
+}
+RUNBOOK_CHECKED |= RUNBOOK_DURING | RUNBOOK_LASTING
 
 
 def run_sections(played: Played, headings: list[str], name: str, moment: str = "") -> None:
@@ -394,13 +414,20 @@ def run_sections(played: Played, headings: list[str], name: str, moment: str = "
 
 def play_runbook(played: Played) -> None:
     """Run each checked runbook section's mqadmin commands for its scenario's group while the incidents are live
-    (the clients still hold what they hold, the producer stopped)."""
+    (the clients still hold what they hold, the first producer stopped, the lasting one writing): the slow
+    section's before and after the others (``seen["slow_checked"]``, by moment), the double-owned one's last."""
+    slow = PROGRESS_ALERTS[QueueState.SLOW].name
+    checked = played.seen["slow_checked"] = {"first": int(time.time() * 1000)}
+    run_sections(played, [slow], "slow", "first")
     by_name: dict[str, list[str]] = {}
     for heading, name in RUNBOOK_CHECKED.items():
-        if heading not in RUNBOOK_DURING:
+        if heading not in RUNBOOK_DURING and heading not in RUNBOOK_LASTING:
             by_name.setdefault(name, []).append(heading)
     for name, headings in by_name.items():
         run_sections(played, headings, name)
+    check_double_owned(played)
+    checked["second"] = int(time.time() * 1000)
+    run_sections(played, [slow], "slow", "second")
 
 
 def play_stuck(played: Played) -> None:
@@ -573,6 +600,70 @@ def play_diverging_route(played: Played) -> None:
     run = played.run
     played.seen["diverge_route_at"] = int(time.time() * 1000)
     run.cluster.create_topic(diverge_topic(run), 2)
+
+
+def lasting_topic(run: Run) -> str:
+    """The double and slow groups' topic: two queues on each broker, written by a producer of its own to the end of
+    the play (their incidents last while the other groups' producer is stopped)."""
+    return f"{run.prefix}_lasting"
+
+
+# The slow group's listener takes this long per message, on one thread: 2 messages a second against the lasting
+# producer's PRODUCED_PER_TOPIC_S, so its backlog and the age of its oldest unconsumed message keep growing.
+SLOW_LISTENER_MS = 500
+# The job's SLOW threshold in these runs (180 s in production): the slow group passes it within seconds.
+SLOW_TIME_LAG_S = 10
+
+
+def slow_specs(run: Run) -> list[tuple]:
+    """One consumer of the lasting topic with a slow listener (``SLOW_LISTENER_MS`` a message, one thread)."""
+    options = {"consume_sleep_ms": SLOW_LISTENER_MS, "consume_threads": 1}
+    return [("5", run.group("slow"), lasting_topic(run), "slow-0", options)]
+
+
+def double_specs(run: Run) -> list[tuple]:
+    """Two clients of one group on the lasting topic allocating with different strategies (AVG, AVG_BY_CIRCLE):
+    each computes its own share of the same member list, so the queues both shares have are held by both (both
+    pull them and consume every message) and others by neither, for as long as both run."""
+    return [
+        ("5", run.group("double"), lasting_topic(run), f"double-{strategy.lower()}", {"strategy": strategy})
+        for strategy in ("AVG", "AVG_BY_CIRCLE")
+    ]
+
+
+def open_double_spans(clients: list, topic: str) -> dict[Queue, Span]:
+    """The queues of ``topic`` two or more of ``clients`` hold together now, with the span they began."""
+    return {q: spans[-1] for q, spans in held_spans(clients, topic).items() if spans[-1][3] is None}
+
+
+def duration_ms(duration: str) -> int:
+    """A Prometheus ``for:`` duration (``90s``, ``2m``, ``1h``) in ms."""
+    return int(duration[:-1]) * {"s": 1_000, "m": 60_000, "h": 3_600_000}[duration[-1]]
+
+
+# How long the double holding must have lasted before its section's commands run: until the monitor sees it
+# (the clients' rebalance delay, a running-info read, a window of samples), 2 samples of DOUBLE_OWNED, and the
+# alert's ``for``. The play takes longer than that already: a wait only on a fast machine.
+DOUBLE_LASTED_MS = (
+    TEST_SPEED.rebalance_wait_interval_ms
+    + 5_000
+    + (PROGRESS_WINDOW + 2) * PROGRESS_INTERVAL_MS
+    + duration_ms(PROGRESS_ALERTS[QueueState.DOUBLE_OWNED].for_)
+)
+
+
+def check_double_owned(played: Played) -> None:
+    """Once the double group's clients have held the same queues together (their own held lines) for
+    ``DOUBLE_LASTED_MS``, run the double-owned section's commands; the holding's start and the commands' start and
+    end in ``seen["double_checked"]``."""
+    run = played.run
+    spans = open_double_spans(played.clients[run.group("double")], lasting_topic(run))
+    assert spans, "the double group's clients hold no queue together"
+    began_by = max(span[1] for span in spans.values())
+    time.sleep(max(0.0, (began_by + DOUBLE_LASTED_MS) / 1000 - time.time()))
+    checked_from = int(time.time() * 1000)
+    run_sections(played, [PROGRESS_ALERTS[QueueState.DOUBLE_OWNED].name], "double")
+    played.seen["double_checked"] = (began_by, checked_from, int(time.time() * 1000))
 
 
 # The flapping group's second member is stopped and started again (the same instance name: the same client id) this
@@ -1095,6 +1186,58 @@ def test_a_listener_blocked_on_one_message_is_a_stuck_holder_with_an_offset_hole
     assert row["expected_owner"] == holder.client_id, "the assignment gives the queue to another client"
 
 
+def test_queues_two_clients_on_different_strategies_hold_are_double_owned(played, spark):
+    """Two clients of one group, on AVG and AVG_BY_CIRCLE, while a producer writes: each holds its own share of
+    the same member list (their own held lines), so some queues are held by both, which pull them and consume
+    every message (their lag stays small: both consume). The monitor judges exactly those queues DOUBLE_OWNED from
+    the clients' running info, naming both, and did at every sample of them through the alert's ``for`` before
+    its section's commands ran (the clients still held them both then)."""
+    scenarios = played("5")
+    run = scenarios.run
+    group, topic = run.group("double"), lasting_topic(run)
+    clients = scenarios.clients[group]
+    doubly = set.intersection(*(set(held(c, topic)) for c in clients))
+    assert doubly, "the two strategies gave the clients no common queue"
+    began_by, checked_from, _ = scenarios.seen["double_checked"]
+    assert both_held_at(clients, topic, checked_from) == doubly, "the clients' common queues changed"
+    assert all(c.last("held")["consumed"].get(topic, 0) > 0 for c in clients)
+
+    rows = [r for r in run.read(spark, "consume_progress", group) if r["topic"] == topic]
+    doubled = [r for r in rows if r["state"] == "DOUBLE_OWNED"]
+    assert {(r["broker"], r["queue_id"]) for r in doubled} == doubly, {(r["broker"], r["queue_id"]) for r in doubled}
+    ids = sorted(c.client_id for c in clients)
+    assert all(sorted(r["holders"]) == ids and r["severity"] == "critical" for r in doubled), doubled[-1]
+    for_ms = duration_ms(PROGRESS_ALERTS[QueueState.DOUBLE_OWNED].for_)
+    assert began_by + 2 * PROGRESS_INTERVAL_MS + for_ms <= checked_from
+    through = [r for r in rows if (r["broker"], r["queue_id"]) in doubly]
+    through = [r for r in through if checked_from - for_ms <= r["event_time_ms"] <= checked_from]
+    assert through and {r["state"] for r in through} == {"DOUBLE_OWNED"}, sorted(
+        (r["event_time_ms"], r["broker"], r["queue_id"], r["state"]) for r in through if r["state"] != "DOUBLE_OWNED"
+    )
+
+
+def test_a_listener_slower_than_its_producer_is_slow(played, spark):
+    """One consumer whose listener takes ``SLOW_LISTENER_MS`` a message on one thread while a producer writes
+    ``PRODUCED_PER_TOPIC_S`` a second to its topic: its own consumed count is a fraction of what the brokers
+    stored. The monitor judges each queue of the topic SLOW (the offset advancing, the lag rising, the time lag
+    over the threshold at every sample), held by it alone, and still does at the end (the producer writes on)."""
+    scenarios = played("5")
+    run = scenarios.run
+    group, topic = run.group("slow"), lasting_topic(run)
+    (client,) = scenarios.clients[group]
+    stopped_at = scenarios.seen["producer_stopped_at"]  # the brokers' stats were read then
+    stored = sum(r["broker_offset"] for (t, _, _), r in broker_stats(scenarios.seen, group).items() if t == topic)
+    assert 0 < 2 * consumed_by(client, topic, stopped_at) < stored, "the slow listener kept up"
+
+    slow_queues = all_queues(run.cluster.route(topic))
+    slow = [r for r in run.read(spark, "consume_progress", group) if r["topic"] == topic and r["state"] == "SLOW"]
+    assert {(r["broker"], r["queue_id"]) for r in slow} == slow_queues, slow
+    assert all(r["time_lag_estimate_s"] > SLOW_TIME_LAG_S for r in slow), slow
+    assert all(r["holders"] == [client.client_id] and r["severity"] == "warning" for r in slow), slow[-1]
+    current = {(b, q): r["state"] for (t, b, q), r in progress(run, spark, group).items() if t == topic}
+    assert current == dict.fromkeys(slow_queues, "SLOW"), current
+
+
 def test_an_idle_group_raises_nothing(played, spark):
     """Two consumers of a topic nothing is ever sent to: between them they hold every queue of it (their own
     holdings), the brokers answer no backlog for any; the monitor tracks the queues the brokers answer, none in
@@ -1311,9 +1454,10 @@ NEVER_MS = 2**63 - 1
 def converged_at(scenarios: Played, group: str) -> int:
     """When the group's real clients had last converged (their held queues steady): the first settling, the
     survivors' for the departure groups, the slow client's move to the new route for the stale-route group; never
-    again for the diverging group once its topic grew (its slow client keeps the old route to the end)."""
+    again for the diverging group once its topic grew (its slow client keeps the old route to the end), nor for the
+    double group (its clients' strategies disagree for good)."""
     run = scenarios.run
-    if group == run.group("diverge"):
+    if group in (run.group("diverge"), run.group("double")):
         return NEVER_MS
     if group in (run.group("departing"), run.group("frozen")):
         return scenarios.seen["survivors_settled_at"]
@@ -1372,14 +1516,53 @@ def reset_offsets(seen: dict[str, Any], group: str, topic: str) -> dict[Queue, t
     return {(b, int(q)): (before[(b, int(q))], int(reset)) for b, q, reset in RESET_ROW.findall(seen["rewind"][1])}
 
 
-def first_rewind_ms(run: Run, spark) -> int:
+def first_rewind_ms(scenarios: Played, spark) -> int:
     """When the offline group's first queue was judged REWIND."""
-    rows = run.read(spark, "consume_progress", run.group("offline"))
+    rows = scenarios.run.read(spark, "consume_progress", scenarios.run.group("offline"))
     return min(r["event_time_ms"] for r in rows if r["state"] == "REWIND")
 
 
-# Sections whose state the job's window has left by the end: their ``query progress`` at a moment it held.
-RUNBOOK_AT = {PROGRESS_ALERTS[QueueState.REWIND].name: first_rewind_ms}
+# Sections whose ``query progress`` is asked as the queues were at a moment: the rewind's at one it held (the job's
+# window has left it by the end), the double holding's and the slow listener's when their commands ran.
+RUNBOOK_AT = {
+    PROGRESS_ALERTS[QueueState.REWIND].name: first_rewind_ms,
+    PROGRESS_ALERTS[QueueState.DOUBLE_OWNED].name: lambda scenarios, _: scenarios.seen["double_checked"][1],
+    PROGRESS_ALERTS[QueueState.SLOW].name: lambda scenarios, _: scenarios.seen["slow_checked"]["first"],
+}
+
+
+# consumerProgress's LastTime of a row (after the diff and the in-flight count): the store time of the message
+# before the consumer offset, in the tools' local time, or N/A.
+LAST_TIME_ROW = re.compile(
+    r"^(\S+)\s+(broker-\w+)\s+(\d+)\s+\d+\s+\d+\s+(?:\S*[./]\S*\s+)?-?\d+\s+-?\d+\s+(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|N/A)",
+    re.M,
+)
+
+
+# A running info's allocation strategy property (consumerStatus -i): its class's simple name.
+STRATEGY_PROPERTY = re.compile(r"^allocateMessageQueueStrategy\s*: (?:\S+\.)?(\w+)@", re.M)
+CONSUME_TPS = re.compile(r"^Consume TPS: ([\d.]+)$", re.M)
+
+
+def last_times(output: str, topic: str) -> dict[Queue, float]:
+    """consumerProgress's LastTime of each queue of ``topic`` that has one, in epoch seconds (the tools print the
+    machine's local time, as ``time.mktime`` reads it)."""
+    return {
+        (broker, int(queue_id)): time.mktime(time.strptime(at, "%Y-%m-%d %H:%M:%S"))
+        for t, broker, queue_id, at in LAST_TIME_ROW.findall(output)
+        if t == topic and at != "N/A"
+    }
+
+
+def consumed_by(client, topic: str, at_ms: int) -> int:
+    """How many messages of ``topic`` the client had consumed by ``at_ms``, from its own timed held lines."""
+    lines = [line for line in client.of_kind("held") if line["time"] <= at_ms]
+    return lines[-1]["consumed"].get(topic, 0) if lines else 0
+
+
+def both_held_at(clients: list, topic: str, at_ms: int) -> set[Queue]:
+    """The queues of ``topic`` every one of ``clients`` held at ``at_ms`` (their own timed held lines)."""
+    return set.intersection(*(held_at([c], topic, at_ms) for c in clients))
 
 
 def mqadmin_output(seen: dict, heading: str, verb: str) -> dict[str, str]:
@@ -1520,6 +1703,41 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     else:
         assert set(queue_details(slow_status, topic)) == set(held(slow, topic)) != set(), slow_status
 
+    # Double ownership (two strategies): each holder's running info, read once the holding had lasted the alert's
+    # for, lists every queue both clients held then and still held after (their own held lines).
+    doubled = scenarios.clients[run.group("double")]
+    _, double_from, double_to = scenarios.seen["double_checked"]
+    both_held = [both_held_at(doubled, lasting_topic(run), at) for at in (double_from, double_to)]
+    assert both_held[0] == both_held[1] != set(), both_held
+    status = mqadmin_output(seen, PROGRESS_ALERTS[QueueState.DOUBLE_OWNED].name, "consumerStatus")
+    assert set(status) == {c.client_id for c in doubled}, status
+    for output in status.values():
+        assert both_held[0] <= set(queue_details(output, lasting_topic(run))), output
+    # ... and its strategy among its properties: one on each (the cause the section points to).
+    strategies = sorted(s for output in status.values() for s in STRATEGY_PROPERTY.findall(output))
+    assert strategies == ["AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle"], strategies
+
+    # Slow listener: consumerProgress, run twice apart while the producer wrote, shows each queue of its
+    # topic consumed (the consumer offset advanced), its Diff grown, and a LastTime (the store time of the last
+    # consumed message) older than the slow threshold.
+    slow_client = scenarios.clients[run.group("slow")][0]
+    slow_out = mqadmin_output(seen, PROGRESS_ALERTS[QueueState.SLOW].name, "consumerProgress")
+    slow_rows = {moment: progress_rows(out, lasting_topic(run)) for moment, out in slow_out.items()}
+    slow_queues = all_queues(run.cluster.route(lasting_topic(run)))
+    first, second = slow_rows["first"], slow_rows["second"]
+    assert set(first) == set(second) == slow_queues, slow_out
+    assert all(second[q][1] > first[q][1] and second[q][3] > first[q][3] > 0 for q in slow_queues), slow_rows
+    checked = scenarios.seen["slow_checked"]
+    for moment, out in slow_out.items():
+        ages = {q: checked[moment] / 1000 - at for q, at in last_times(out, lasting_topic(run)).items()}
+        assert set(ages) == slow_queues and all(age > SLOW_TIME_LAG_S for age in ages.values()), (ages, out)
+    # Its Consume TPS counts what the group pulled, twice what the client consumed meanwhile and more (its own
+    # count).
+    consumed = [consumed_by(slow_client, lasting_topic(run), checked[m]) for m in ("first", "second")]
+    consumed_per_s = (consumed[1] - consumed[0]) * 1000 / (checked["second"] - checked["first"])
+    (tps,) = CONSUME_TPS.findall(slow_out["second"])
+    assert 0 < 2 * consumed_per_s < float(tps), (consumed_per_s, slow_out["second"])
+
     # Rewind: consumerProgress shows the offsets the operator's reset set (nothing consumed since).
     reset = reset_offsets(scenarios.seen, run.group("offline"), run.topic)
     (rewound,) = mqadmin_output(seen, PROGRESS_ALERTS[QueueState.REWIND].name, "consumerProgress").values()
@@ -1529,13 +1747,14 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     # at a moment it held).
     delta_root = str(run.config.paths.delta_root)
     history: dict[str, list[dict]] = {}
+    progressed: dict[str, list[dict]] = {}
     for heading, name in RUNBOOK_CHECKED.items():
         for command in confirm_commands(heading):
             if command.startswith("query "):
                 group = run.group(name)
                 words = [group if w == "G" else w.replace("'G'", f"'{group}'") for w in shlex.split(command)]
                 if words[1] == "progress" and heading in RUNBOOK_AT:
-                    words += ["--at", str(RUNBOOK_AT[heading](run, spark))]
+                    words += ["--at", str(RUNBOOK_AT[heading](scenarios, spark))]
                 code = cli_main([*words, "--delta-root", delta_root, "--json"])
                 answer = capsys.readouterr().out
                 assert code == 0 and json.loads(answer), (command, answer)
@@ -1543,6 +1762,8 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
                 assert all(r.get("group", group) == group for r in rows), command
                 if words[1] == "sql":
                     history[heading] = rows
+                if words[1] == "progress":
+                    progressed[heading] = rows
     # The rewind's history: each queue's consumer offset before the reset, then the one it was reset to.
     offsets: dict[Queue, list[int]] = {}
     for row in history[PROGRESS_ALERTS[QueueState.REWIND].name]:
@@ -1558,6 +1779,14 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
         changes = {(r["client_id"], r["change"]) for r in history[heading]}
         members = short_lived if heading == alert_of(AnomalyKind.REBALANCE_STORM) else {flapping.client_id}
         assert {(c, change) for c in members for change in ("JOIN", "VANISHED")} <= changes, (heading, changes)
+    # The double-owned and slow queues as the monitor had them when their sections' commands ran: the queues both
+    # clients held, naming both; the slow topic's queues, held by the slow client.
+    named = progressed[PROGRESS_ALERTS[QueueState.DOUBLE_OWNED].name]
+    assert {(r["broker"], r["queue_id"]) for r in named if r["topic"] == lasting_topic(run)} == both_held[0], named
+    assert all(sorted(r["holders"]) == sorted(c.client_id for c in doubled) for r in named), named
+    named = progressed[PROGRESS_ALERTS[QueueState.SLOW].name]
+    assert {(r["broker"], r["queue_id"]) for r in named if r["topic"] == lasting_topic(run)} == slow_queues, named
+    assert all(r["holders"] == [slow_client.client_id] for r in named), named
     for queue, (before, after) in reset.items():
         seen_offsets = offsets[queue]
         last_before = len(seen_offsets) - 1 - seen_offsets[::-1].index(before)

@@ -198,6 +198,43 @@ def test_5_a_dropped_process_queue_is_not_a_holder():
     assert verdict.state is not QueueState.DOUBLE_OWNED and verdict.holders == {"c1"}
 
 
+def test_5_two_holders_that_keep_up_are_double_owned_not_ok():
+    """Both clients pull the queue and consume every message: the lag is small because both consume, so a lag
+    within the allowed lag at some sample (rule 2b) says nothing about the double consumption."""
+    both = (holder("c1"), holder("c2"))
+    broker = rising(1_000, 10)
+    consumer = [b - (0 if i % 2 else 4) for i, b in enumerate(broker)]  # caught up at every other sample
+    verdict = evaluate(window(broker, consumer, holders=both), now())
+    assert (verdict.state, verdict.severity, verdict.rule) == (QueueState.DOUBLE_OWNED, Severity.CRITICAL, "5")
+    assert verdict.holders == {"c1", "c2"} and verdict.lag == 0
+
+
+def test_5_two_holders_committing_over_each_other_are_double_owned_not_a_rewind():
+    """The two holders' commits interleave: the broker keeps whichever came last, so the offset falls below its
+    high point. That fall is the double ownership's, which names the holders."""
+    both = (holder("c1"), holder("c2"))
+    consumer = [100, 110, 120, 130, 90, 95, 100, 105, 110, 115]
+    verdict = evaluate(window(2_000, consumer, holders=both), now())
+    assert (verdict.state, verdict.rule) == (QueueState.DOUBLE_OWNED, "5")
+
+
+def test_5_an_idle_queue_two_clients_hold_is_idle():
+    """No message through the window: nothing is consumed twice (the ownership anomalies still record it)."""
+    verdict = evaluate(window(700, 700, holders=(holder("c1"), holder("c2"))), now())
+    assert (verdict.state, verdict.rule) == (QueueState.IDLE, "2")
+
+
+def test_5_a_double_holding_without_a_complete_window_is_incomplete_not_ok():
+    both = (holder("c1"), holder("c2"))
+    samples = window(rising(1_000, 10), rising(1_000, 10), holders=both, answered=[False] + [True] * (W - 1))
+    assert evaluate(samples, now()).state is QueueState.INCOMPLETE
+
+
+def test_the_rule_table_judges_double_holding_before_the_lag():
+    order = [number for number, _, _ in RULES]
+    assert order.index("2") < order.index("5") < min(order.index(n) for n in ("2b", "3", "3b", "4", "4b", "6", "7"))
+
+
 # -- 6 STUCK_HOLDER and its causes -----------------------------------------------------------------------------------
 
 

@@ -73,10 +73,10 @@ class ProgressFacts:
     orphans: frozenset[tuple[str, QueueRef]]
     stuck: dict[tuple[str, QueueRef], str]
     offline: dict[str, int]
-    # With running info reported, with a backlog at every sample, held through the last window (judged at each
-    # of its samples over the window that sample ends): queues consumed while no member lists them (hidden),
-    # listed by two or more members (double), and consumed more slowly than written, the first unconsumed message
-    # older than the slow threshold at every sample (slow).
+    # With running info reported, held through the last window (judged at each of its samples over the window
+    # that sample ends): queues messages reach that two or more members list, whatever their lag (double); with a
+    # backlog at every sample, queues consumed while no member lists them (hidden) and consumed more slowly than
+    # written, the first unconsumed message older than the slow threshold at every sample (slow).
     hidden: frozenset[tuple[str, QueueRef]] = frozenset()
     double: frozenset[tuple[str, QueueRef]] = frozenset()
     slow: frozenset[tuple[str, QueueRef]] = frozenset()
@@ -402,17 +402,22 @@ class ProgressModel:
 
     @staticmethod
     def _judged(group: Group, window: list[Sample]) -> str | None:
-        """hidden, double or slow for a queue whose backlog lasted the whole window, as its members' reports show
-        it (a member whose running info lists no queue holds none of them there); else None."""
+        """double for a queue messages reach that two or more members list at the last samples, whatever its
+        lag (both consume every message); hidden or slow for a queue whose backlog lasted the whole window; as
+        the members' reports show it (a member whose running info lists no queue holds none of them there); else
+        None."""
         settings = DEFAULT_SETTINGS
-        if len(window) < settings.window or any(s.lag == 0 for s in window):
+        if len(window) < settings.window:
             return None
         listed = [tuple(i for i in s.holders if group.members[i].lists_queues) for s in window]
+        idle = all(s.lag == 0 for s in window) and len({s.broker_offset for s in window}) == 1
+        if not idle and all(len(holders) >= 2 for holders in listed[-settings.double_owned_samples :]):
+            return "double"
+        if any(s.lag == 0 for s in window):
+            return None
         recent = window[-settings.orphan_samples :]
         if all(not holders for holders in listed[-settings.orphan_samples :]):
             return "hidden" if len({s.consumer_offset for s in recent}) > 1 else None
-        if all(len(holders) >= 2 for holders in listed[-settings.double_owned_samples :]):
-            return "double"
         advanced = window[-1].consumer_offset > window[0].consumer_offset
         rising = all(later.lag >= earlier.lag for earlier, later in zip(window, window[1:], strict=False))
         if advanced and rising and all(s.time_lag_s > settings.slow_time_lag_s for s in window):

@@ -4,7 +4,8 @@ Each sample is one master's ``GET_CONSUME_STATS`` row for the queue (broker, con
 store time of the last consumed message) joined with who held the queue then (the holders' ``ProcessQueueInfo``
 from their running info) and who should hold it. ``RULES`` is the ordered rule table (first match wins), after
 Burrow's, adapted to RocketMQ: a live holder re-commits the same offset every 5 s and the broker keeps no
-commit time, so a stuck holder is told from an idle queue by the holder's own fields. Design and sources:
+commit time, so a stuck holder is told from an idle queue by the holder's own fields; and two clients can hold
+one queue (a Kafka partition has one owner), which is judged before the lag. Design and sources:
 ``docs/design/consume-progress.md``.
 """
 
@@ -132,18 +133,22 @@ class QueueVerdict:
     holders: frozenset[str] = field(default_factory=frozenset)
 
 
+# (number, state, when), in the order ``evaluate`` tries them: first match wins. A rule keeps its number when it
+# moves (the number is recorded with every verdict), so the numbers are names, not positions.
 RULES: tuple[tuple[str, QueueState, str], ...] = (
     ("0", QueueState.UNKNOWN, "no answer from the queue's master in the last 2 samples, or its view is stale"),
     ("1", QueueState.NOT_OWNED_MODEL, "POP, proxy or BROADCASTING group: group-level lag only"),
     ("1b", QueueState.NO_OFFSET, "consumer offset 0 and no last timestamp with messages: nothing committed yet"),
     ("2", QueueState.IDLE, "lag 0 through the window and no new message"),
+    # Before the lag rules: two holders both pull and consume every message, however well they keep up (the
+    # lag is small because both consume), and their interleaved commits are what would look like a rewind.
+    ("5", QueueState.DOUBLE_OWNED, "two or more holders for the double-owned samples, whatever the lag"),
     ("2b", QueueState.OK, "lag within the allowed lag at some sample of the window"),
     ("3", QueueState.REWIND, "the consumer offset went back and did not recover within the window"),
     ("3b", QueueState.REBALANCE_REWIND, "rule 3 within one sample interval of the group's generation change"),
     ("4", QueueState.ORPHAN_CONFIRMED, "no holder for the orphan samples, offset flat, lag > 0"),
     ("4b", QueueState.HIDDEN_CONSUMER, "no holder for the orphan samples, yet the offset advances"),
-    ("5", QueueState.DOUBLE_OWNED, "two or more holders for the double-owned samples"),
-    ("6", QueueState.STUCK_HOLDER, "one holder through the window, offset flat, lag > 0"),
+    ("6", QueueState.STUCK_HOLDER, "one holder through the window, offset flat, lag > 0 (with a cause)"),
     ("7", QueueState.SLOW, "offset advances, lag never falls, time lag over the threshold at every sample"),
     ("8", QueueState.INCOMPLETE, "an alerting state without enough answered samples in the window"),
     ("9", QueueState.OK, "none of the above"),
@@ -251,6 +256,9 @@ def evaluate(
         return verdict("1b")
     if all(s.lag == 0 for s in answered) and len({s.broker_offset for s in answered}) == 1:
         return verdict("2")
+    doubled = answered[-settings.double_owned_samples :]
+    if len(doubled) == settings.double_owned_samples and all(len(s.holder_ids()) >= 2 for s in doubled):
+        return verdict("5")
     if any(s.lag <= settings.allowed_lag for s in answered):
         return verdict("2b")
     rewound_at = _unrecovered_rewind(answered)
@@ -264,9 +272,6 @@ def evaluate(
         if len({s.consumer_offset for s in recent}) == 1:
             return verdict("4")
         return verdict("4b")
-    doubled = answered[-settings.double_owned_samples :]
-    if len(doubled) == settings.double_owned_samples and all(len(s.holder_ids()) >= 2 for s in doubled):
-        return verdict("5")
     held_by = {s.holder_ids() for s in answered}
     if len(held_by) == 1 and len(next(iter(held_by))) == 1 and len({s.consumer_offset for s in answered}) == 1:
         return verdict("6", stuck_cause(answered, now_ms, settings))

@@ -38,7 +38,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * the queues, and serves them by POP when the group is in POP mode there), agent (true: register every consumer
  * with one agent, configured by -Drrm.agent.*), block-on-message (N: the listener blocks for good on the Nth
  * message this consumer receives, after printing a {@code blocked} line with its topic, broker, queue and offset;
- * its queue's offset then stays there while the other messages are consumed; 0: never).
+ * its queue's offset then stays there while the other messages are consumed; 0: never), consume-sleep-ms (N: the
+ * listener sleeps N ms on every message before it counts it consumed: a slow listener; 0: none), consume-threads
+ * (the listener's thread count, consumeThreadMin and consumeThreadMax; the client's default 20 when unset).
  *
  * <p>{@code --hosted a,b,c} runs several consumers in this process, each a client of its own: {@code --a.group g}
  * sets one consumer's option, an option without a prefix is every consumer's. Their instance names must make
@@ -163,6 +165,7 @@ final class ConsumerMain {
     private static DefaultMQPushConsumer create(Options o, final Map<String, AtomicLong> consumed, final String name)
         throws Exception {
         final long blockOn = o.getLong("block-on-message", 0);
+        final long sleepMs = o.getLong("consume-sleep-ms", 0);
         final AtomicLong received = new AtomicLong();
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(o.require("group"));
         consumer.setNamesrvAddr(o.require("namesrv"));
@@ -174,6 +177,11 @@ final class ConsumerMain {
         consumer.setHeartbeatBrokerInterval((int) o.getLong("heartbeat-ms", 30000));
         consumer.setPollNameServerInterval((int) o.getLong("poll-name-server-ms", 30000));
         consumer.setAllocateMessageQueueStrategy(strategy(o.get("strategy", "AVG"), o.get("machine-room-regex", null)));
+        int threads = (int) o.getLong("consume-threads", 0);
+        if (threads > 0) {
+            consumer.setConsumeThreadMin(threads);
+            consumer.setConsumeThreadMax(threads);
+        }
         Object model = Reflect.enumConstant(new String[] {
             "org.apache.rocketmq.common.protocol.heartbeat.MessageModel",
             "org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel"}, o.get("model", "CLUSTERING"));
@@ -194,6 +202,14 @@ final class ConsumerMain {
                             + ",\"queue_id\":" + msg.getQueueId() + ",\"queue_offset\":" + msg.getQueueOffset() + "}");
                         try {
                             Thread.sleep(Long.MAX_VALUE);  // never returns: the message is never acknowledged
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                        }
+                    }
+                    if (sleepMs > 0) {
+                        try {
+                            Thread.sleep(sleepMs);
                         } catch (InterruptedException e) {
                             Thread.currentThread().interrupt();
                             return ConsumeConcurrentlyStatus.RECONSUME_LATER;
