@@ -327,7 +327,9 @@ class ConsumerSpec:
     queue_offset), so that queue's offset stays there while it keeps the queue. ``strategy`` ``MACHINE_ROOM_NEARBY``
     is ``AllocateMachineRoomNearby`` around AVG, with rooms from ``machine_room_regex`` (its first group, searched in
     broker names and client ids). ``poll_name_server_ms``: how often it reads its topics' routes
-    (``setPollNameServerInterval``, RocketMQ's default 30000): a long one keeps an old route that long."""
+    (``setPollNameServerInterval``, RocketMQ's default 30000): a long one keeps an old route that long.
+    ``consume_ms``: its listener takes that long over each message (a queue written faster always has messages in
+    flight, so its committed offset advances and stays behind the queue's end)."""
 
     name: str
     group: str
@@ -340,6 +342,7 @@ class ConsumerSpec:
     block_on_message: int | None = None
     machine_room_regex: str | None = None
     poll_name_server_ms: int | None = None
+    consume_ms: int | None = None
 
     @property
     def identity(self) -> tuple[str, str | None]:
@@ -359,6 +362,7 @@ class ConsumerSpec:
             "block-on-message": self.block_on_message,
             "machine-room-regex": self.machine_room_regex,
             "poll-name-server-ms": self.poll_name_server_ms,
+            "consume-ms": self.consume_ms,
         }
         return {k: _option_value(v) for k, v in options.items() if v is not None}
 

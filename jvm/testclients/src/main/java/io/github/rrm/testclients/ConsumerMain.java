@@ -38,7 +38,9 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * the queues, and serves them by POP when the group is in POP mode there), agent (true: register every consumer
  * with one agent, configured by -Drrm.agent.*), block-on-message (N: the listener blocks for good on the Nth
  * message this consumer receives, after printing a {@code blocked} line with its topic, broker, queue and offset;
- * its queue's offset then stays there while the other messages are consumed; 0: never).
+ * its queue's offset then stays there while the other messages are consumed; 0: never), consume-ms (N: the listener
+ * takes N ms over each message, so that a queue written faster than that always has messages in flight: its
+ * committed offset advances and stays behind the queue's end; 0: at once).
  *
  * <p>{@code --hosted a,b,c} runs several consumers in this process, each a client of its own: {@code --a.group g}
  * sets one consumer's option, an option without a prefix is every consumer's. Their instance names must make
@@ -163,6 +165,7 @@ final class ConsumerMain {
     private static DefaultMQPushConsumer create(Options o, final Map<String, AtomicLong> consumed, final String name)
         throws Exception {
         final long blockOn = o.getLong("block-on-message", 0);
+        final long consumeMs = o.getLong("consume-ms", 0);
         final AtomicLong received = new AtomicLong();
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(o.require("group"));
         consumer.setNamesrvAddr(o.require("namesrv"));
@@ -194,6 +197,14 @@ final class ConsumerMain {
                             + ",\"queue_id\":" + msg.getQueueId() + ",\"queue_offset\":" + msg.getQueueOffset() + "}");
                         try {
                             Thread.sleep(Long.MAX_VALUE);  // never returns: the message is never acknowledged
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                        }
+                    }
+                    if (consumeMs > 0) {
+                        try {
+                            Thread.sleep(consumeMs);
                         } catch (InterruptedException e) {
                             Thread.currentThread().interrupt();
                             return ConsumeConcurrentlyStatus.RECONSUME_LATER;
