@@ -20,6 +20,7 @@ import shlex
 import signal
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from connectors.kafka_topics import create_topics
@@ -276,13 +277,27 @@ def lines_between(client: ClientProcess, start_ms: int, end_ms: int) -> list[dic
     return [line for line in lines if start_ms <= line["time"] <= end_ms] or lines[-1:]
 
 
+def section_mqadmin(rocketmq_cluster) -> dict[tuple[str, str], str]:  # type: ignore[no-untyped-def]
+    """What the all-brokers-unavailable section's mqadmin commands print, by (verb, broker address or "")."""
+    printed = {}
+    for command in confirm_commands(f"{PREFIX}ProducerAllBrokersUnavailable"):
+        if command.startswith("mqadmin "):
+            words = command.split()[1:]
+            for address in [rocketmq_cluster.broker_addr(b) for b in BROKERS] if "BROKER_ADDR" in words else [""]:
+                printed[(words[0], address)] = rocketmq_cluster.mqadmin(
+                    *[address if w == "BROKER_ADDR" else w for w in words]
+                )
+    return printed
+
+
 def assert_all_brokers_unavailable_section_names_them(  # type: ignore[no-untyped-def]
-    rocketmq_cluster, config, capsys, clients: dict[str, ClientProcess]
+    rocketmq_cluster, config, capsys, clients: dict[str, ClientProcess], printed: dict[tuple[str, str], str]
 ) -> None:
     """The all-brokers-unavailable section's confirm, run while the strict producers avoid every broker: its query
     (``epoch_ms(now())``) names exactly the producers whose own items, sampled around it, mark every broker
     unavailable, each with its brokers and the end of its shortest window as the producer itself held it; each sends
-    on; clusterList and brokerStatus show both brokers up."""
+    on; its mqadmin commands (``printed``, run while the job ran) show both brokers up: clusterList lists them,
+    brokerStatus of each answers with its runtime info."""
     commands = confirm_commands(f"{PREFIX}ProducerAllBrokersUnavailable")
     (statement,) = [c for c in commands if c.startswith("query ")]
     asked_ms = int(time.time() * 1000)
@@ -306,15 +321,12 @@ def assert_all_brokers_unavailable_section_names_them(  # type: ignore[no-untype
         first = next(line for line in client.of_kind("faults") if avoids_every_broker(line))
         last = around[client.client_id][-1]
         assert last["sends_ok"] > first["sends_ok"], (first, last)
-    addresses = [rocketmq_cluster.broker_addr(broker) for broker in BROKERS]
-    for command in (c.split()[1:] for c in commands if c.startswith("mqadmin ")):
-        if "BROKER_ADDR" not in command:  # clusterList: both brokers registered
-            out = rocketmq_cluster.mqadmin(*command)
-            assert all(a in out for a in addresses) and "Exception" not in out, (command, out)
-            continue
-        for address in addresses:  # brokerStatus: each answers with its runtime info
-            out = rocketmq_cluster.mqadmin(*[address if w == "BROKER_ADDR" else w for w in command])
-            assert "brokerVersionDesc" in out and "Exception" not in out, (command, address, out)
+    addresses = {rocketmq_cluster.broker_addr(broker) for broker in BROKERS}
+    assert {verb for verb, _ in printed} == {"clusterList", "brokerStatus"}, printed
+    assert {address for verb, address in printed if verb == "brokerStatus"} == addresses, printed
+    for (verb, address), out in printed.items():
+        up = all(a in out for a in addresses) if verb == "clusterList" else "brokerVersionDesc" in out
+        assert up and "Exception" not in out, (verb, address, out)
 
 
 def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, kafka_broker, spark, tmp_path, capsys):
@@ -345,8 +357,13 @@ def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, k
             client.start()
         for client in strict.values():
             client.wait_for(lambda line: line["kind"] == "faults" and avoids_every_broker(line), 60)
-        run_available(spark, config)
-        assert_all_brokers_unavailable_section_names_them(rocketmq_cluster, config, capsys, {**clients, **strict})
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the brokers' state while the job runs
+            printed = pool.submit(section_mqadmin, rocketmq_cluster)
+            run_available(spark, config)
+            producers = {**clients, **strict}
+            assert_all_brokers_unavailable_section_names_them(
+                rocketmq_cluster, config, capsys, producers, printed.result()
+            )
     finally:
         for client in strict.values():
             client.stop()
