@@ -2,8 +2,8 @@
 
 ``EventEmitter`` validates each event against the contract before sending (a bad event raises
 ``InvalidEvent`` with the dead-letter reason the job would give it), keys it as the contract says
-(group, topic or producer id), batches sends, and reports delivery failures instead of hiding them:
-``flush()`` returns a ``DeliveryReport`` with the number sent and the errors seen.
+(group, topic or producer id), adds the event-time header, batches sends, and reports delivery failures
+instead of hiding them: ``flush()`` returns a ``DeliveryReport`` with the number sent and the errors seen.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from streaming.contract.events import DEFAULT_TOPICS, KEY_FIELDS
+from streaming.contract.events import DEFAULT_TOPICS, KEY_FIELDS, event_time_headers
 from streaming.contract.validator import Rejection, validate_event
 
 KEY_FIELD = KEY_FIELDS  # the field whose value is an event's Kafka key, per event type
@@ -66,7 +66,9 @@ class EventEmitter:
             if isinstance(outcome, Rejection):
                 raise InvalidEvent(outcome)
         key = str(event.get(KEY_FIELD.get(event_type, ""), "")).encode() or None
-        self._pending.append(self._kafka().send(self.topics[event_type], key=key, value=raw))
+        self._pending.append(
+            self._kafka().send(self.topics[event_type], key=key, value=raw, headers=event_time_headers(event))
+        )
 
     def emit_all(self, events: Iterable[Mapping[str, Any]]) -> None:
         for event in events:

@@ -12,6 +12,7 @@ downloaded -- into a jar named after the sources' hash, so an edited source is r
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -19,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -192,15 +194,21 @@ def _run_reporting(command: list[str], env: dict[str, str], profile: str, progre
 JAVA_SOURCES = PROJECT_ROOT / "jvm" / "src" / "main" / "java"
 
 
+UNUSED_JAR_DAYS = 7
+
+
 def compiled_jar(sources_root: Path, prefix: str, classpath: Callable[[], list[str]]) -> Path:
     """``sources_root``'s Java classes compiled (JDK 17) into ``<cache>/jars/project/<prefix>-<hash>.jar``, named
-    after the sources' hash so an edited source is rebuilt on next use; the jar of earlier sources is removed."""
+    after the sources' hash so an edited source is rebuilt on next use. A jar is touched whenever it is used; other
+    sources' jars unused for ``UNUSED_JAR_DAYS`` are removed at a build (several trees may share one cache, each
+    using its own sources' jar)."""
     sources = sorted(sources_root.rglob("*.java"))
     digest = hashlib.sha256()
     for source in sources:
         digest.update(source.relative_to(sources_root).as_posix().encode() + b"\0" + source.read_bytes())
     target = cache_dir() / "jars" / "project" / f"{prefix}-{digest.hexdigest()[:16]}.jar"
     if target.exists():
+        os.utime(target)
         return target
     for tool in ("javac", "jar"):
         if not shutil.which(tool):
@@ -228,8 +236,11 @@ def compiled_jar(sources_root: Path, prefix: str, classpath: Callable[[], list[s
             raise ArtifactError(f"javac failed on {where}: " + compiled.stderr.strip()[-2000:])
         staging = Path(build) / target.name
         subprocess.run(["jar", "cf", str(staging), "-C", f"{build}/classes", "."], check=True)
-        for stale in target.parent.glob(f"{prefix}-*.jar"):
-            stale.unlink(missing_ok=True)
+        unused_since = time.time() - UNUSED_JAR_DAYS * 86400
+        for other in target.parent.glob(f"{prefix}-*.jar"):
+            with contextlib.suppress(FileNotFoundError):
+                if other.stat().st_mtime < unused_since:
+                    other.unlink()
         staging.rename(target)
     return target
 

@@ -103,6 +103,7 @@ class KafkaConfig:
     bootstrap_servers: str = _opt("127.0.0.1:9092", check=_matches(_BOOTSTRAP, "a comma-separated list of host:port"))
     starting_offsets: str = _opt("earliest", choices=("earliest", "latest"))
     max_offsets_per_trigger: int = _opt(500_000, low=0)
+    batch_planning: str = _opt("event_time", choices=("event_time", "records"))
     fail_on_data_loss: bool = _opt(False)
     topics: KafkaTopics = _sub(KafkaTopics)
     options: Options = _opt(factory=Options, parse="kafka_options")

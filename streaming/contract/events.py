@@ -106,6 +106,20 @@ KEY_FIELDS: Mapping[str, str] = {
     CONSUME_PROGRESS: "group",
 }
 
+# The record header every producer adds beside the value: the event's ``event_time`` as an 8-byte big-endian
+# integer. Advisory (the value's ``event_time`` is the truth); the job plans capped batches by it without reading
+# values (``docs/events.md``).
+EVENT_TIME_HEADER = "rrm-event-time"
+
+
+def event_time_headers(event: Mapping[str, Any]) -> list[tuple[str, bytes]]:
+    """The Kafka record headers of ``event``: its event time, or none when it has no integer one."""
+    value = event.get("event_time")
+    if not isinstance(value, int) or isinstance(value, bool) or not -(2**63) <= value < 2**63:
+        return []
+    return [(EVENT_TIME_HEADER, value.to_bytes(8, "big", signed=True))]
+
+
 # -- enumerations of the contract -----------------------------------------------------------------------
 
 KINDS = ("HEARTBEAT", "UNREGISTER", "CHANNEL_CLOSE", "CHANNEL_EXCEPTION", "CHANNEL_IDLE")

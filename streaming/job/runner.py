@@ -226,6 +226,7 @@ class MonitorJob:
             max_future_skew_ms=c.ingest.max_future_skew_ms,
             starting_offsets="latest" if query in self._fresh else c.kafka.starting_offsets,
             max_offsets_per_trigger=c.kafka.max_offsets_per_trigger or None,
+            batch_planning=c.kafka.batch_planning,
             fail_on_data_loss=c.kafka.fail_on_data_loss,
             kafka_options=dict(c.kafka.options),
             default_cluster=c.ingest.default_cluster,

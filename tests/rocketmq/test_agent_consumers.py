@@ -16,6 +16,7 @@ import time
 from collections import Counter, defaultdict
 
 from connectors.kafka_topics import create_topics
+from streaming.contract.events import EVENT_TIME_HEADER
 from tests.support.agent_events import read_events, read_records
 from tests.support.rocketmq_client import (
     ClientProcess,
@@ -83,6 +84,7 @@ def test_every_holder_of_a_duplicated_client_id_reports_its_own_queues(rocketmq_
     for headers, event in read_records(kafka_broker.bootstrap_servers, reports, at_least=6):
         holder = (int(headers["rrm-agent-instance"].split("@")[0]), event["client_id"])
         assert event["group"] == GROUP and event["type"] == "reported_assignment"
+        assert headers[EVENT_TIME_HEADER] == str(event["event_time"])  # the header the job plans batches by
         if event["event_time"] > settled_ms:
             continue
         queues = frozenset((q["broker"], q["queue_id"]) for q in event["queues"])

@@ -234,14 +234,16 @@ CLUSTER_LIST_ROW = re.compile(r"^(\S+)\s+(broker-\w+)\s+0\s", re.M)
 
 
 def _assert_records_valid_and_problems_counted(fleet: Fleet) -> None:
-    """Every record passes the contract as schema version 2 naming the cluster the collector was not told: the
-    broker cluster name the brokers register with (as RocketMQ's own mqadmin lists them); the group not online and
-    the missing route counted and logged."""
+    """Every record carries its event time as a header and passes the contract as schema version 2 naming the
+    cluster the collector was not told: the broker cluster name the brokers register with (as RocketMQ's own
+    mqadmin lists them); the group not online and the missing route counted and logged."""
     listed = fleet.cluster.mqadmin("clusterList")
     (cluster,) = {name for name, _ in CLUSTER_LIST_ROW.findall(listed)} or {None}
     assert cluster is not None, listed
     records = fleet.records.poll()
     assert {r["type"] for r in records} >= {"consumer_connections", "topic_route", "reported_assignment"}
+    # The event-time header the job plans its batches by, on every record.
+    assert fleet.records.event_time_headers == [r["event_time"] for r in records]
     for record in records:
         outcome = validate_event(json.dumps(record).encode(), now_ms=int(time.time() * 1000))
         assert not isinstance(outcome, Rejection), (record, outcome)

@@ -6,6 +6,8 @@ import json
 import time
 from typing import Any
 
+from streaming.contract.events import EVENT_TIME_HEADER
+
 
 def _records(bootstrap: str, topic: str, at_least: int, timeout_s: float) -> list[Any]:
     """Every record of ``topic``, polling until a poll finds nothing more and there are ``at_least`` (or time is up)."""
@@ -33,8 +35,15 @@ def read_events(bootstrap: str, topic: str, *, at_least: int = 1, timeout_s: flo
 def read_records(
     bootstrap: str, topic: str, *, at_least: int = 1, timeout_s: float = 90.0
 ) -> list[tuple[dict[str, str], dict]]:
-    """Every record of ``topic`` as (headers as name to UTF-8 text, event)."""
+    """Every record of ``topic`` as (headers as name to text, event): UTF-8, the event-time header's 8 bytes as
+    the decimal number they hold."""
     return [
-        ({k: v.decode() for k, v in r.headers}, json.loads(r.value))
+        (
+            {
+                k: str(int.from_bytes(v, "big", signed=True)) if k == EVENT_TIME_HEADER else v.decode()
+                for k, v in r.headers
+            },
+            json.loads(r.value),
+        )
         for r in _records(bootstrap, topic, at_least, timeout_s)
     ]

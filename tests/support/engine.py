@@ -119,3 +119,17 @@ def typed(events: Iterable[Any]) -> list[Any]:
     """Events as ``ShardEngine.apply`` takes them: each JSON object parsed as the job parses it
     (``consumer.events.parsed_event``), an already typed event as it is."""
     return [parsed_event(e["type"], e) if isinstance(e, Mapping) else e for e in events]
+
+
+def read_everything(engine: ShardEngine) -> ShardEngine:
+    """The engine with every group's state and progress decoded, as the engine did before it kept them as text."""
+    for states in (engine.groups, engine.progress):
+        for group in list(states):
+            states[group]  # noqa: B018 (the read decodes it)
+    return engine
+
+
+def decoded_snapshot(snapshot: Mapping[str, Any], settings: Any) -> dict[str, Any]:
+    """A shard snapshot with every group's text written again from its state: what it means, whichever groups the
+    call that wrote it left as their text (a view polled again unchanged is in the times noted, not in the text)."""
+    return read_everything(ShardEngine.restore(json.loads(json.dumps(snapshot)), settings)).snapshot()

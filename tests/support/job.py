@@ -10,7 +10,7 @@ from typing import Any
 
 from connectors.kafka_topics import create_topics
 from streaming.config import SparkConfig, load_config
-from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS
+from streaming.contract.events import DEFAULT_TOPICS, TOPIC_OPTIONS, event_time_headers
 from streaming.job.runner import MonitorJob
 from tests.support.spark_cds import jvm_options
 from tests.support.table_template import seed_tables
@@ -66,7 +66,8 @@ def job_shuffle_partitions(spark) -> Iterator[None]:
 
 
 def publish(bootstrap: str, events: Iterable[Mapping[str, Any] | tuple[str, bytes]], topics: Mapping[str, str]) -> None:
-    """Events as dicts (topic from their type) or (event_type, raw bytes) for bad input."""
+    """Events as dicts (topic from their type, with the event-time header) or (event_type, raw bytes) for bad
+    input (no header)."""
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
@@ -74,9 +75,10 @@ def publish(bootstrap: str, events: Iterable[Mapping[str, Any] | tuple[str, byte
         for event in events:
             if isinstance(event, tuple):
                 event_type, raw = event
+                producer.send(topics[event_type], raw)
             else:
-                event_type, raw = event["type"], json.dumps(event).encode()
-            producer.send(topics[event_type], raw)
+                raw = json.dumps(event).encode()
+                producer.send(topics[event["type"]], raw, headers=event_time_headers(event))
         producer.flush(30)
     finally:
         producer.close()

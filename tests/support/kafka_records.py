@@ -1,10 +1,13 @@
-"""Reading back what a publisher wrote to Kafka: every record of some topics, from the beginning, as JSON."""
+"""Reading back what a publisher wrote to Kafka: every record of some topics, from the beginning, as JSON, with
+its key and its event-time header."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
 from typing import Any
+
+from streaming.contract.events import EVENT_TIME_HEADER
 
 
 class KafkaRecords:
@@ -24,6 +27,7 @@ class KafkaRecords:
         self._consumer.seek_to_beginning(*partitions)
         self.records: list[dict[str, Any]] = []
         self.keys: list[str] = []
+        self.event_time_headers: list[int | None] = []  # each record's header as the number it holds
 
     def poll(self) -> list[dict[str, Any]]:
         """Fetch what arrived since the last call; returns every record so far."""
@@ -35,6 +39,10 @@ class KafkaRecords:
                 for record in records:
                     self.records.append(json.loads(record.value))
                     self.keys.append(record.key.decode())
+                    header = dict(record.headers or []).get(EVENT_TIME_HEADER)
+                    self.event_time_headers.append(
+                        None if header is None else int.from_bytes(header, "big", signed=True)
+                    )
 
     def close(self) -> None:
         self._consumer.close()

@@ -1,15 +1,18 @@
-"""A consumer shard's state as the previous state version wrote it, for the tests that upgrade a checkpoint.
+"""A consumer shard's state as older state versions wrote it, for the tests that upgrade a checkpoint.
 
-Version 10 keeps one engine snapshot per RocketMQ cluster and changed nothing else: version 9's snapshot of the
-same input (one cluster, the default one) is the default cluster's engine snapshot (``tests/unit/test_clusters.py``
-migrates one). The engine's version 9 keeps each group's state and progress as its own JSON text, with the times
-each wakes, and changed nothing else of the document: version 8's snapshot of the same input is the version-9 one
-with those texts as objects and without the times (``tests/unit/test_state_migrations.py`` checks that against a
-snapshot version 8's own code wrote), and the ``holders`` of a provisional cut's marks left out (version 8 wrote
-none; its code reads a mark without them). The previous release wrote version 8. ``consumer_state_as_previous``
-makes the consumer queries a job starts keep that snapshot in their state store, so that the checkpoint holds what
-the previous release would have left; ``consumer_state`` reads a checkpoint's shards back through Spark's state
-data source.
+Version 11 holds engine snapshots of version 10 and changed nothing else; version 10 kept one engine snapshot per
+RocketMQ cluster: version 9's snapshot of the same input (one cluster, the default one) is the default cluster's
+engine snapshot (``tests/unit/test_clusters.py`` migrates one). The engine's version 10 notes each polled view's
+last poll with its group's times, apart from the group's text, which keeps the view as the text was last written:
+version 9's snapshot of the same input has each text with its views' last polls in it and the times without the
+views' (``engine_as_previous``, checked against a snapshot version 9's own code wrote in
+``tests/unit/test_state_migrations.py``). Version 9 keeps each group's state and progress as its own JSON text, with
+the times each wakes, and changed nothing else of the document: version 8's snapshot of the same input is the
+version-9 one with those texts as objects and without the times, and the ``holders`` of a provisional cut's marks
+left out (version 8 wrote none; its code reads a mark without them). The previous release wrote version 8.
+``consumer_state_as_previous`` makes the consumer queries a job starts keep that snapshot in their state store, so
+that the checkpoint holds what the previous release would have left; ``consumer_state`` reads a checkpoint's shards
+back through Spark's state data source.
 """
 
 from __future__ import annotations
@@ -21,25 +24,54 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+from streaming.domain.consumers.encoded_states import encode_text
 from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.runtime import state_blob
 
-PREVIOUS_VERSION = 8
-# The engine's own chain (one cluster's snapshot inside a version 10 document): 9 is the newest, 8 the one before.
-ENGINE_PREVIOUS_VERSION = 8
+PREVIOUS_VERSION = 8  # the previous release's
+# The engine's own chain (one cluster's snapshot inside a version 11 document): 10 is the newest, 9 the one before.
+ENGINE_PREVIOUS_VERSION = 9
 _ADDED_IN_9 = ("group_times", "progress_times")
 
 
 def engine_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-9 engine snapshot as version 8 wrote it."""
+    """A version-10 engine snapshot as version 9 wrote it: each polled view's last poll in its group's text, the
+    group's ``[wake, quiet]`` counting the views' staleness."""
     assert snapshot["schema_version"] == ENGINE_PREVIOUS_VERSION + 1, snapshot["schema_version"]
-    kept = {k: v for k, v in snapshot.items() if k not in _ADDED_IN_9}
-    groups = {g: _group_as_previous(json.loads(text)) for g, text in snapshot["groups"].items()}
-    progress = {g: json.loads(text) for g, text in snapshot["progress"].items()}
-    return {**kept, "schema_version": ENGINE_PREVIOUS_VERSION, "groups": groups, "progress": progress}
+    groups, times = {}, {}
+    for group, text in snapshot["groups"].items():
+        wake, quiet, views, _ = snapshot["group_times"][group]
+        stale = [at + after + 1 for at, after, _ in views.values()]
+        times[group] = [_earliest(wake, stale), _earliest(quiet, stale)]
+        state = json.loads(text)
+        held = state["membership"]["views"]
+        polled = {b: at for b, (at, _, _) in views.items() if at > held[b]["poll"][0]}
+        for broker, at in polled.items():
+            held[broker]["poll"][0] = at
+            held[broker]["last_update_ms"] = [at] * len(held[broker]["last_update_ms"])
+        groups[group] = encode_text(state) if polled else text
+    return {**snapshot, "schema_version": ENGINE_PREVIOUS_VERSION, "groups": groups, "group_times": times}
 
 
-def _group_as_previous(state: Mapping[str, Any]) -> dict[str, Any]:
+def _earliest(time_ms: int | None, others: list[int]) -> int | None:
+    known = [t for t in (time_ms, *others) if t is not None]
+    return min(known) if known else None
+
+
+def engine_as_v8(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-10 engine snapshot as version 8 (the previous release) wrote it."""
+    return v9_as_v8(engine_as_previous(snapshot))
+
+
+def v9_as_v8(previous: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-9 engine snapshot as version 8 wrote it."""
+    kept = {k: v for k, v in previous.items() if k not in _ADDED_IN_9}
+    groups = {g: _group_as_v8(json.loads(text)) for g, text in previous["groups"].items()}
+    progress = {g: json.loads(text) for g, text in previous["progress"].items()}
+    return {**kept, "schema_version": PREVIOUS_VERSION, "groups": groups, "progress": progress}
+
+
+def _group_as_v8(state: Mapping[str, Any]) -> dict[str, Any]:
     group = dict(state)
     cut = group.get("provisional")
     if cut:
@@ -48,11 +80,11 @@ def _group_as_previous(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-10 shard snapshot of the default cluster alone as version 8 (the previous release) wrote it."""
-    assert snapshot["schema_version"] == 10, snapshot["schema_version"]
-    (engine,) = snapshot["clusters"].values()  # the previous version knew one cluster
-    assert list(snapshot["clusters"]) == [DEFAULT_CLUSTER] and engine["schema_version"] == PREVIOUS_VERSION + 1
-    return engine_as_previous(engine)
+    """A version-11 shard snapshot of the default cluster alone as version 8 (the previous release) wrote it."""
+    assert snapshot["schema_version"] == 11, snapshot["schema_version"]
+    (engine,) = snapshot["clusters"].values()  # the previous release knew one cluster
+    assert list(snapshot["clusters"]) == [DEFAULT_CLUSTER] and engine["schema_version"] == ENGINE_PREVIOUS_VERSION + 1
+    return engine_as_v8(engine)
 
 
 class _PreviousVersionState:

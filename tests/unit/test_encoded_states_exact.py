@@ -3,10 +3,13 @@ snapshots as a call that decodes every group first (the engine before ``encoded_
 
 Each input goes through two engines call by call, both restored from the JSON of the previous call's snapshot (as
 the state store keeps it): one as the job runs it (a group's state stays its stored text until the call reads it,
-``ShardEngine._advance_all`` passes over a group whose noted times fall after the call's clock), one that reads
-every group's state and progress before it applies anything. Inputs with groups idle while others change: the
-simulator's ``mixed`` fleet with reports and consume progress, and scripted operations polled by a collector with
-outages (views turning stale and fresh), several groups in one shard, cut into calls at generated places.
+``ShardEngine._advance_all`` passes over a group whose noted times fall after the call's clock, ``_touch`` notes an
+unchanged poll of it with its times), one that reads every group's state and progress before it applies anything.
+The snapshots are compared as what they mean (``decoded_snapshot``: a view polled again unchanged is in the times
+noted, not in the text). Inputs with groups idle while others change: the simulator's ``mixed`` fleet with reports
+and consume progress, scripted operations polled by a collector with outages (views turning stale and fresh),
+several groups in one shard, cut into calls at generated places, and a steady polled fleet whose views a heartbeat,
+a member leaving or a removal changes between unchanged polls.
 Why: ``docs/design/state-snapshots.md``, "Groups a batch does not touch".
 """
 
@@ -26,8 +29,9 @@ from streaming.app.simulation import operations as op
 from streaming.app.simulation.fleet import Simulation, build_scenario
 from streaming.domain.consumers.encoded_states import EncodedStates
 from streaming.domain.consumers.engine_settings import EngineSettings
+from streaming.domain.consumers.outcomes import BrokerViewState, MembershipChange
 from streaming.domain.consumers.shard_engine import ShardEngine
-from tests.support.engine import typed
+from tests.support.engine import decoded_snapshot, read_everything, typed
 
 START_MS = 1_700_000_000_000
 _RANK = {"topic_route": 0, "consumer_channel": 1, "consumer_connections": 1}
@@ -76,13 +80,6 @@ def calls(events: Sequence[dict[str, Any]], cuts: Sequence[int], delay_ms: int) 
     return out + [([], int(events[-1]["event_time"]), {})]
 
 
-def read_everything(engine: ShardEngine) -> None:
-    """Every group's state and progress decoded, as the engine did before it kept them as text."""
-    for states in (engine.groups, engine.progress):
-        for group in list(states):
-            states[group]  # noqa: B018 (the read decodes it)
-
-
 def same_outcomes_lazy_and_eager(
     events: Sequence[dict[str, Any]], cuts: Sequence[int], delay_ms: int
 ) -> tuple[int, int]:
@@ -101,7 +98,7 @@ def same_outcomes_lazy_and_eager(
             untouched += sum(lazy.groups.encoded(g) is not None for g in lazy.groups)
             held += len(lazy.groups)
         lazy_snapshot, eager_snapshot = lazy.snapshot(), eager.snapshot()
-        assert lazy_snapshot == eager_snapshot
+        assert lazy_snapshot == eager_snapshot or decoded_snapshot(lazy_snapshot, SETTINGS) == eager_snapshot
     return untouched, held
 
 
@@ -139,3 +136,89 @@ def test_a_group_a_call_does_not_touch_keeps_its_stored_text():
     assert after["groups"] == stored["groups"] and after["group_times"] == stored["group_times"]
     assert all(engine.groups.encoded(g) is not None for g in stored["groups"])  # type: ignore[attr-defined]
     assert idle or touched  # the input has groups to compare
+
+
+STEADY_GROUPS, STEADY_BROKERS, CYCLE_MS = 3, ("b1", "b2"), 10_000
+SUBS = [{"topic": "T", "expression": "*", "sub_version": 1}]
+
+
+def poll(t: int, group: str, broker: str, members: int = 3) -> dict[str, Any]:
+    connections = [
+        {"channel": f"10.0.{group[-1]}.{m}:9{broker[-1]}", "client_id": f"{group}-c{m}", "subscriptions": SUBS}
+        for m in range(members)
+    ]
+    event = {"type": "consumer_connections", "schema_version": 1, "event_time": t, "broker": broker, "group": group}
+    return {**event, "stale_after_ms": 30_000, "subscriptions": SUBS, "connections": connections}
+
+
+def heartbeat(t: int, group: str, broker: str, channel: str) -> dict[str, Any]:
+    event = {"type": "consumer_channel", "schema_version": 1, "event_time": t, "broker": broker, "kind": "HEARTBEAT"}
+    return {**event, "channel": channel, "client_id": f"{group}-h", "group": group, "subscriptions": SUBS}
+
+
+def unregister(t: int, group: str, broker: str, member: int) -> dict[str, Any]:
+    event = {"type": "consumer_channel", "schema_version": 1, "event_time": t, "broker": broker, "kind": "UNREGISTER"}
+    channel = f"10.0.{group[-1]}.{member}:9{broker[-1]}"
+    return {**event, "channel": channel, "client_id": f"{group}-c{member}", "group": group, "subscriptions": SUBS}
+
+
+def steady_cycles(cycles: int, extra: dict[int, list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """A call per collector cycle, each polling every group on every broker (unchanged), with ``extra`` events in
+    the calls they are keyed by."""
+    out = []
+    for n in range(cycles):
+        t = START_MS + n * CYCLE_MS
+        call = [poll(t + g, f"G{g}", b) for g in range(STEADY_GROUPS) for b in STEADY_BROKERS]
+        out.append(ordered(call + extra.get(n, [])))
+    return out
+
+
+def lazy_and_eager(calls: list[list[dict[str, Any]]]) -> list[tuple[list[Any], set[str]]]:
+    """Each call through both engines (outcomes and snapshots compared); per call the lazy one's outcomes and the
+    groups it left as text."""
+    lazy_snapshot: dict[str, Any] | None = None
+    eager_snapshot: dict[str, Any] | None = None
+    trace = []
+    for call in calls:
+        watermark = int(call[0]["event_time"]) - CYCLE_MS
+        lazy = ShardEngine.restore(json.loads(json.dumps(lazy_snapshot)) if lazy_snapshot else None, SETTINGS)
+        eager = ShardEngine.restore(json.loads(json.dumps(eager_snapshot)) if eager_snapshot else None, SETTINGS)
+        read_everything(eager)
+        outcomes = lazy.apply(typed(call), watermark, {})
+        assert outcomes == eager.apply(typed(call), watermark, {})
+        assert lazy.next_wakeup_ms() == eager.next_wakeup_ms()
+        kept = {g for g in lazy.groups if isinstance(lazy.groups, EncodedStates) and lazy.groups.encoded(g)}
+        lazy_snapshot, eager_snapshot = lazy.snapshot(), eager.snapshot()
+        assert lazy_snapshot == eager_snapshot or decoded_snapshot(lazy_snapshot, SETTINGS) == eager_snapshot
+        trace.append((outcomes, kept))
+    return trace
+
+
+def test_unchanged_polls_of_a_steady_fleet_leave_its_groups_encoded_call_after_call():
+    """From the second call on (the first poll settled each view), every call's polls are noted with the groups'
+    times: no group is decoded, each poll still writes its view's status row, and the view's staleness moves on
+    (a view polled every cycle never turns stale, in either engine)."""
+    trace = lazy_and_eager(steady_cycles(8, {}))
+    groups = {f"G{g}" for g in range(STEADY_GROUPS)}
+    assert all(kept == groups for _, kept in trace[2:])
+    for outcomes, _ in trace[2:]:
+        rows = [o for o in outcomes if type(o) is BrokerViewState]
+        assert len(rows) == STEADY_GROUPS * len(STEADY_BROKERS)
+        assert all(o.view.status.value == "FRESH" for o in rows)
+
+
+def test_a_view_changed_between_unchanged_polls_is_polled_in_full():
+    """A heartbeat on a polled broker adds a channel the next unchanged poll does not list (it vanishes); a member
+    leaving (UNREGISTER) is back at the next poll (it joins); a poll a cycle late lets the views turn stale: each
+    changes the view the unchanged poll is compared with, so that poll is applied in full, with the same outcomes."""
+    extra = {
+        3: [heartbeat(START_MS + 3 * CYCLE_MS + 5, "G0", "b1", "10.9.9.9:1")],
+        5: [unregister(START_MS + 5 * CYCLE_MS + 5, "G1", "b2", 1)],
+    }
+    calls = steady_cycles(12, extra)
+    trace = lazy_and_eager(calls[:7] + calls[10:])  # 40 s without polls: the views turn stale by the next ones
+    changes = [o for outcomes, _ in trace[4:7] for o in outcomes if isinstance(o, MembershipChange)]
+    assert {(c.group, c.change.value) for c in changes} >= {("G0", "VANISHED"), ("G1", "JOIN")}
+    assert "G0" not in trace[4][1] and "G1" not in trace[6][1]  # decoded at the poll after the change
+    stale = [o for o in trace[7][0] if type(o) is BrokerViewState and o.view.status.value == "STALE"]
+    assert len(stale) == STEADY_GROUPS * len(STEADY_BROKERS)

@@ -10,7 +10,9 @@ gone, a new client id), at gaps inside and past the staleness (30 s), with now a
 report, a route or a consume-progress sample in between; published on the group's partition or the other one;
 batches cut anywhere, each with the watermark 20 s behind the previous batches' newest event. After every batch
 the tables as the sink leaves them (``TableModel``: a view's last state row of a batch wins) and the engine's
-snapshot must equal those of the same batches given one row per poll. Why: ``docs/design/poll-runs.md``.
+snapshot (as what it means, ``decoded_snapshot``: a poll the engine noted without reading its group is in the
+times, not the text) must equal those of the same batches given one row per poll. Why:
+``docs/design/poll-runs.md``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.job.consumer.events import EVENT_COLUMNS, lane_times, shard_events
 from streaming.job.consumer.heartbeat_runs import RUN
-from tests.support.engine import TableModel, typed
+from tests.support.engine import TableModel, decoded_snapshot, typed
 
 START = 1_700_000_000_000
 DELAY_MS = 20_000
@@ -146,7 +148,8 @@ def as_runs(rows, fold):
 
 
 def run_shard(batches, fold):
-    """Per batch: the tables after it, the late counts, the snapshot, and how many events were applied."""
+    """Per batch: the tables after it, the late counts, the snapshot (decoded), how many events were applied, and the
+    groups the batch left as their text."""
     snapshot, seen_max, trace, model = None, 0, [], TableModel()
     offsets = [0, 0]
     for batch in batches:
@@ -155,8 +158,9 @@ def run_shard(batches, fold):
         columns = as_runs(rows_of(batch, offsets), fold)
         events, late, _ = shard_events(columns, engine, watermark)
         model.apply(engine.apply(typed(events), watermark, lane_times(columns)))
+        kept = {g for g in engine.groups if hasattr(engine.groups, "encoded") and engine.groups.encoded(g)}
         snapshot = json.loads(json.dumps(engine.snapshot()))
-        trace.append((model.tables(), late, snapshot, len(events)))
+        trace.append((model.tables(), late, decoded_snapshot(snapshot, ENGINE), len(events), kept))
         seen_max = max([seen_max, *(e["event_time"] for e, _, _ in batch)])
     return trace
 
@@ -221,3 +225,16 @@ def test_cases_where_polls_must_not_be_skipped_or_their_absence_would_show():
         folded, plain = run_shard(batches, fold=True), run_shard(batches, fold=False)
         assert [t[:3] for t in folded] == [t[:3] for t in plain], name
         assert (sum(t[3] for t in folded) < sum(t[3] for t in plain)) == skipped, name
+
+
+def test_a_steady_fleets_batches_after_the_first_leave_its_groups_as_their_text():
+    """Across batches the fold cannot reach (a minute of polls each): a run's kept polls say what the poll that
+    settled the view said, so they are noted with the group's times (``ShardEngine._touch``) and planned from them
+    (``_first_settles``): from the second batch on no group is decoded, the tables and state still those of one row
+    per poll (which, polled every 10 s and unchanged, leaves the groups as text too)."""
+    steps = [polls(g, b, k * 60_000, 6) for k in range(4) for g in ("G1", "G2") for b in ("b1", "b2")]
+    batches = [published(steps[4 * k : 4 * k + 4]) for k in range(4)]
+    folded, plain = run_shard(batches, fold=True), run_shard(batches, fold=False)
+    assert [t[:3] for t in folded] == [t[:3] for t in plain]
+    assert all(t[4] == {"G1", "G2"} for t in folded[1:]) and all(t[4] == {"G1", "G2"} for t in plain[1:])
+    assert folded[2][3] == 4 * 3 and plain[2][3] == 4 * 6  # a poll every staleness window, or every poll

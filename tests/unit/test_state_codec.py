@@ -10,15 +10,17 @@ rule: ``docs/design/state-snapshots.md``.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from streaming.domain.consumers import membership_snapshot
 from streaming.domain.consumers.encoded_states import encode_text
 from streaming.domain.consumers.engine_settings import EngineSettings
-from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.domain.consumers.shard_engine import TEXT_KEYS, ShardEngine
 from streaming.domain.faults import shard as fault_shard
 from streaming.domain.faults.tolerance import PRESETS
 from streaming.domain.faults.tracker import FaultWindowTracker
@@ -276,6 +278,11 @@ SHARD_V9 = {
 }
 
 
+# Version 10 notes, with a group's times, each polled view's last poll (none here) and whether a view is fed by
+# heartbeats (this group's is).
+SHARD_V10 = {**SHARD_V9, "schema_version": 10, "group_times": {"G": [131400, 0, {}, True]}}
+
+
 def same_document(got: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
     assert got == expected
     assert state_blob.encode(got) == state_blob.encode(expected)  # the stored bytes: key order included
@@ -286,8 +293,9 @@ def test_a_membership_snapshot_restores_and_snapshots_to_the_same_document():
 
 
 def test_a_shard_snapshot_restores_and_snapshots_to_the_same_document():
-    same_document(ShardEngine.restore(SHARD_V9, EngineSettings()).snapshot(), SHARD_V9)
-    same_document(ShardEngine.restore(SHARD, EngineSettings()).snapshot(), SHARD_V9)  # version 8, migrated
+    same_document(ShardEngine.restore(SHARD_V10, EngineSettings()).snapshot(), SHARD_V10)
+    same_document(ShardEngine.restore(SHARD_V9, EngineSettings()).snapshot(), SHARD_V10)  # version 9, migrated
+    same_document(ShardEngine.restore(SHARD, EngineSettings()).snapshot(), SHARD_V10)  # version 8, migrated
 
 
 def test_a_fault_tracker_snapshot_restores_and_snapshots_to_the_same_document():
@@ -304,7 +312,7 @@ def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
 
 RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
-    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD_V9, 9),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD_V10, 10),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
     ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]
@@ -358,3 +366,45 @@ def test_wrap_puts_the_version_first_and_unwrap_hands_back_the_snapshot():
     assert unwrap_state("thing", 3, snapshot) is snapshot
     with pytest.raises(ValueError, match="thing snapshot payload must not carry its own 'schema_version'"):
         wrap_state("thing", 3, {"schema_version": 2})
+
+
+def shard_document(groups: int) -> dict[str, Any]:
+    """A two-cluster shard document whose groups' texts fill several segments."""
+    texts = {f"G{g:04d}": encode_text({"group": g, "filler": "x" * (500 + g % 7)}) for g in range(groups)}
+    engine = {**SHARD_V10, "groups": texts, "progress": dict(SHARD_V10["progress"])}
+    return {"schema_version": 11, "clusters": {"east": engine, "west": {**engine, "groups": {}}}}
+
+
+def test_a_segmented_blob_reads_back_the_document_and_a_whole_one_still_reads():
+    document = shard_document(300)
+    blob = state_blob.compress(document, TEXT_KEYS)
+    assert blob.startswith(state_blob.SEGMENTED)
+    same_document(state_blob.decode(blob), document)
+    same_document(state_blob.decode(state_blob.compress(document)), document)  # a blob written before segments
+
+
+def test_a_segment_whose_texts_are_those_read_is_written_again_without_compressing_it():
+    """Only the segments holding a changed, added or removed text are compressed again; the rest are the bytes read."""
+    blob = state_blob.compress(shard_document(300), TEXT_KEYS)
+    read = state_blob.decode(blob)
+    with mock.patch.object(state_blob.zlib, "compress", wraps=zlib.compress) as compressed:
+        again = state_blob.compress(read, TEXT_KEYS)
+    assert again == blob and compressed.call_count == 1  # the rest of the document alone
+    read = state_blob.decode(again)
+    east = read["clusters"]["east"]
+    east["groups"]["G0007"] = encode_text({"group": 7, "filler": "changed"})
+    del east["groups"]["G0100"]
+    with mock.patch.object(state_blob.zlib, "compress", wraps=zlib.compress) as compressed:
+        changed = state_blob.compress(read, TEXT_KEYS)
+    assert 2 <= compressed.call_count <= 3  # and the segments of G0007 and G0100
+    same_document(state_blob.decode(changed), read)
+    assert len(_frames(blob)) == len(_frames(changed)) > 4  # the texts are in several segments
+
+
+def _frames(blob: bytes) -> list[bytes]:
+    frames, at = [], len(state_blob.SEGMENTED)
+    while at < len(blob):
+        size = int.from_bytes(blob[at : at + 4], "little")
+        frames.append(blob[at + 4 : at + 4 + size])
+        at += 4 + size
+    return frames

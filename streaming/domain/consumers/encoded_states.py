@@ -1,9 +1,10 @@
 """A shard's per-group states kept as their stored JSON text until a call reads them.
 
 ``EncodedStates`` maps a group to its state (``GroupState``, ``GroupProgress``): restored from a snapshot, each
-value stays the text the snapshot held, with the times the snapshot noted for it, until it is read; a value read
-or written in the call is re-encoded at the next snapshot, the others keep their text. So a call decodes and
-encodes only the groups it touches. Why exact: ``docs/design/state-snapshots.md``, "Groups a batch does not touch".
+value stays the text the snapshot held, with the times the snapshot noted for it (which the call may move,
+``retimed``), until it is read; a value read or written in the call is re-encoded at the next snapshot, the others
+keep their text. So a call decodes and encodes only the groups it touches. Why exact:
+``docs/design/state-snapshots.md``, "Groups a batch does not touch".
 """
 
 from __future__ import annotations
@@ -26,17 +27,18 @@ class Encoded(NamedTuple):
 
 
 class EncodedStates(MutableMapping[str, T], Generic[T]):
-    """Group -> state, decoding (``decode``, from the JSON object) a stored text at its first read."""
+    """Group -> state, decoding (``decode``, from the JSON object and the times noted with it) a stored text at its
+    first read."""
 
     __slots__ = ("_items", "_decode")
 
-    def __init__(self, items: dict[str, Any], decode: Callable[[Any], T]) -> None:
+    def __init__(self, items: dict[str, Any], decode: Callable[[Any, Any], T]) -> None:
         self._items = items  # group -> a decoded state, or its ``Encoded`` text
         self._decode = decode
 
     @classmethod
     def restored(
-        cls, texts: Mapping[str, str], times: Mapping[str, Any], decode: Callable[[Any], T]
+        cls, texts: Mapping[str, str], times: Mapping[str, Any], decode: Callable[[Any, Any], T]
     ) -> EncodedStates[T]:
         return cls({g: Encoded(text, times.get(g)) for g, text in texts.items()}, decode)
 
@@ -45,10 +47,16 @@ class EncodedStates(MutableMapping[str, T], Generic[T]):
         value = self._items.get(group)
         return value if type(value) is Encoded else None
 
+    def retimed(self, group: str, times: Any) -> None:
+        """The times noted with a group the call has not read, replaced (its text kept)."""
+        value = self._items[group]
+        assert type(value) is Encoded
+        self._items[group] = Encoded(value.text, times)
+
     def __getitem__(self, group: str) -> T:
         value = self._items[group]
         if type(value) is Encoded:
-            value = self._items[group] = self._decode(json.loads(value.text))
+            value = self._items[group] = self._decode(json.loads(value.text), value.times)
         return value  # type: ignore[no-any-return]
 
     def get(self, group: str, default: Any = None) -> Any:
@@ -71,10 +79,10 @@ class EncodedStates(MutableMapping[str, T], Generic[T]):
 
 
 def encoded_payload(
-    states: Mapping[str, T], to_json: Callable[[T], Any], times_of: Callable[[T], Any]
+    states: Mapping[str, T], to_json: Callable[[T], Any], times_of: Callable[[str, T], Any]
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The states as a snapshot keeps them, in group order: each group's JSON text, and the times noted with it
-    (``times_of``; a group whose state was not read keeps its text and times as restored)."""
+    (``times_of(group, state)``; a group whose state was not read keeps its text and times as held)."""
     texts: dict[str, str] = {}
     times: dict[str, Any] = {}
     held = states.encoded if isinstance(states, EncodedStates) else None
@@ -84,5 +92,5 @@ def encoded_payload(
             texts[group], times[group] = kept.text, kept.times
             continue
         state = states[group]
-        texts[group], times[group] = encode_text(to_json(state)), times_of(state)
+        texts[group], times[group] = encode_text(to_json(state)), times_of(group, state)
     return texts, times

@@ -7,7 +7,7 @@ the last and as few between as keep the view fresh throughout. Why the result is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from streaming.domain.consumers import membership as ms
@@ -23,13 +23,31 @@ class PollRun(NamedTuple):
     times: tuple[int, ...]
 
 
+class PollFacts(NamedTuple):
+    """What planning reads of a group the shard holds: whether a view of it with channels is fed by heartbeats, and
+    each polled view that is not stale, its last poll's (time, stale_after_ms)."""
+
+    fed: bool
+    polled: Mapping[str, tuple[int, int]]
+
+
+def poll_facts(state: GroupState) -> PollFacts:
+    """A decoded group's ``PollFacts``."""
+    views = state.membership.views
+    fed = any(v.poll is None and v.channels for v in views.values())
+    polled = {b: (v.poll.polled_at_ms, v.poll.stale_after_ms) for b, v in views.items() if v.poll and not v.poll.stale}
+    return PollFacts(fed, polled)
+
+
 def plan_polls(
-    groups: Mapping[str, GroupState],
+    facts: Callable[[str], PollFacts | None],
+    settles: Callable[[PollRun], bool],
     runs: Sequence[PollRun],
     others: Iterable[ms.ChannelEvent | ConnectionPoll],
 ) -> list[list[int]]:
     """Per run, the indices into its ``times`` of the polls to apply (in order); ``others`` are the batch's channel
-    events (heartbeat runs' included) and its polls outside runs.
+    events (heartbeat runs' included) and its polls outside runs; ``facts``: a group's ``PollFacts`` (None: the
+    shard holds no such group); ``settles``: ``first_settles`` of a run.
 
     A run is thinned (``_thinned``) when every condition below holds, else every poll of it is applied:
 
@@ -42,11 +60,11 @@ def plan_polls(
     """
     if not runs:
         return []
-    excluded = _excluded_groups(groups, runs, others)
+    excluded = _excluded_groups(facts, runs, others)
     plans: list[list[int]] = []
     for run in runs:
         event = run.event
-        if len(run.times) < 3 or not event.connections or event.group in excluded or not _first_settles(groups, run):
+        if len(run.times) < 3 or not event.connections or event.group in excluded or not settles(run):
             plans.append(list(range(len(run.times))))
         else:
             plans.append(_thinned(run.times, event.stale_after_ms))
@@ -63,11 +81,10 @@ def _thinned(times: Sequence[int], stale_after_ms: int) -> list[int]:
     return [*kept, len(times) - 1]
 
 
-def _first_settles(groups: Mapping[str, GroupState], run: PollRun) -> bool:
+def first_settles(state: GroupState | None, run: PollRun) -> bool:
     """After the run's first poll the view is exactly its connections: the poll is not older than the view's last
     one, holds out no channel removed after it, and keeps no other channel updated after it (each would change at a
     later poll of the run)."""
-    state = groups.get(run.event.group)
     view = state.membership.views.get(run.event.broker) if state is not None else None
     if view is None:
         return True
@@ -81,7 +98,7 @@ def _first_settles(groups: Mapping[str, GroupState], run: PollRun) -> bool:
 
 
 def _excluded_groups(
-    groups: Mapping[str, GroupState],
+    facts: Callable[[str], PollFacts | None],
     runs: Sequence[PollRun],
     others: Iterable[ms.ChannelEvent | ConnectionPoll],
 ) -> set[str]:
@@ -109,17 +126,14 @@ def _excluded_groups(
     for group, end in ends.items():
         if group in excluded:
             continue
-        state = groups.get(group)
-        views = state.membership.views if state is not None else {}
-        if any(v.poll is None and v.channels for v in views.values()):
+        known = facts(group)
+        if known is not None and known.fed:
             excluded.add(group)
             continue
-        brokers = {b for b, v in views.items() if v.poll is not None} | {b for g, b in polls if g == group}
-        for broker in brokers:
-            held = views.get(broker)
-            last = None if held is None or held.poll is None or held.poll.stale else held.poll
-            start = None if last is None else (last.polled_at_ms, last.stale_after_ms)
-            if _turns_stale_by(start, polls.get((group, broker), []), end):
+        held = known.polled if known is not None else {}
+        # A stale view polled in the batch starts stale (None); one not polled cannot turn stale.
+        for broker in {*held, *(b for g, b in polls if g == group)}:
+            if _turns_stale_by(held.get(broker), polls.get((group, broker), []), end):
                 excluded.add(group)
                 break
     return excluded

@@ -7,6 +7,7 @@ it only when no view with channels is fresh. The rules and their reasons: ``docs
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -55,9 +56,12 @@ class ConnectionPoll(NamedTuple):
     consume_type: str = "CONSUME_PASSIVELY"
     collector: str | None = None
     cluster: str = DEFAULT_CLUSTER
+    # The poll without its time as its source gave it (``text_digest`` of the JSON of its fields), None: not given
+    # (``poll_digest`` then digests the poll itself). Equal digests, equal polls but for their time.
+    digest: str | None = None
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ConnectionPoll:
+    def from_json(cls, data: Mapping[str, Any], digest: str | None = None) -> ConnectionPoll:
         connections = tuple(
             Connection(
                 str(c["channel"]),
@@ -81,7 +85,36 @@ class ConnectionPoll(NamedTuple):
             str(data.get("consume_type") or "CONSUME_PASSIVELY"),
             data.get("collector"),
             data.get("cluster") or DEFAULT_CLUSTER,
+            digest,
         )
+
+
+def text_digest(text: str) -> str:
+    """The digest of a poll's fields without its time, from their JSON text (``ConnectionPoll.digest``)."""
+    return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+
+
+def poll_digest(poll: ConnectionPoll) -> str:
+    """What a poll says but for its time, as a digest: the one its source gave, else one of the poll itself."""
+    if poll.digest is not None:
+        return poll.digest
+    return "p" + text_digest(repr(poll._replace(event_time_ms=0)))
+
+
+def settled_by(view: BrokerView | None, poll: ConnectionPoll) -> bool:
+    """The view, as ``poll`` just left it, is exactly its connections (each listed once, none held out by a removal,
+    no other channel kept): the same poll again, later, with nothing else of the view in between, changes only its
+    times (the poll's time, each channel's last update), its status row aside (``ShardEngine._touch``)."""
+    if view is None or view.poll is None or view.poll.stale or not poll.connections:
+        return False
+    return len(view.channels) == len(poll.connections) and all(c.channel in view.channels for c in poll.connections)
+
+
+def polled_at(view: BrokerView, time_ms: int) -> BrokerView:
+    """A settled view (``settled_by``) as the same poll again at ``time_ms`` leaves it."""
+    assert view.poll is not None
+    channels = {name: ch._replace(last_update_ms=time_ms) for name, ch in view.channels.items()}
+    return BrokerView(channels, view.subscriptions, view.removed_at_ms, view.poll._replace(polled_at_ms=time_ms))
 
 
 class ViewStatus(NamedTuple):

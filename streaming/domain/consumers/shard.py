@@ -5,7 +5,7 @@ routes, retired generations and progress live in their own ``ShardEngine``: two 
 never share state, generations, episodes or rows. ``Shard`` hands each event to its cluster's engine (the
 event's ``cluster``), advances every cluster's engine to the call's watermark, and returns each outcome with
 its cluster (``ClusterOutcome``). Its snapshot holds each cluster's engine snapshot; a snapshot of the single
-cluster shape before (``shard_engine.SCHEMA_VERSION`` and older) is the default cluster's. Why this shape:
+cluster shape before (version 9 and older) is the default cluster's. Why this shape:
 ``docs/design/clusters.md``.
 """
 
@@ -24,8 +24,9 @@ from streaming.domain.consumers.shard_engine import SNAPSHOT_KIND, EngineEvent, 
 from streaming.domain.consumers.shard_migrations import migrations
 from streaming.domain.state_codec import unwrap_state, wrap_state
 
-# 10: one engine snapshot (``shard_engine.SCHEMA_VERSION``'s shape, 9) per cluster (``clusters``).
-SCHEMA_VERSION = 10
+# 10: one engine snapshot (``shard_engine.SCHEMA_VERSION``'s shape, 9) per cluster (``clusters``); 11: the same,
+# its engine snapshots of version 10 (each polled view's last poll noted apart from its group's text).
+SCHEMA_VERSION = 11
 
 Run = TypeVar("Run", HeartbeatRun, PollRun)
 Plan = TypeVar("Plan")

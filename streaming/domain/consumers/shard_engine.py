@@ -140,13 +140,17 @@ from streaming.domain.consumers.outcomes import (
     QueueHolders,
     QueueHoldersGone,
 )
-from streaming.domain.consumers.poll_runs import PollRun, plan_polls
+from streaming.domain.consumers.poll_runs import PollFacts, PollRun, first_settles, plan_polls, poll_facts
 from streaming.domain.consumers.polled_views import (
     ConnectionPoll,
+    ViewStatus,
     apply_poll,
     is_registered,
     mark_stale,
     next_stale_ms,
+    poll_digest,
+    polled_at,
+    settled_by,
     view_status,
 )
 from streaming.domain.consumers.progress_tracker import (
@@ -172,6 +176,7 @@ from streaming.domain.vocabulary import (
     LateReason,
     MemberDirection,
     Trigger,
+    ViewFreshness,
 )
 
 SNAPSHOT_KIND = "shard"
@@ -182,9 +187,13 @@ SNAPSHOT_KIND = "shard"
 # of them made where a call ended (``provisional``) and each open episode's current row (``episode_rows``); 8: each
 # report's times (``reported_ms``), the latest generation's time, the observed grace's flag and the holders rows;
 # 9: each group's state and progress as its own JSON text, with the times it wakes (``group_times``,
-# ``progress_times``), so a batch decodes and encodes only the groups it touches (``encoded_states``).
+# ``progress_times``), so a batch decodes and encodes only the groups it touches (``encoded_states``); 10: each
+# polled view's last poll noted apart from the group's text (``group_times``: its time and a digest of what it
+# said), so an unchanged poll leaves the group's text as it is (``_touch``).
 # Older versions are migrated on restore (``shard_migrations``).
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
+# The snapshot's maps of a group's JSON text (``encoded_states``), which the job's state blob stores in segments.
+TEXT_KEYS = ("groups", "progress")
 # How long (event time) a group that emptied keeps its generation number for a return.
 RETIRED_GENERATION_TTL_MS = 7 * 24 * 3600 * 1000
 UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine cannot compare with anything
@@ -236,6 +245,22 @@ def _deadline_bound_ms(membership: ms.GroupMembership, expiry_ms: int) -> int | 
     turns stale (``GroupState.expiry_bound_ms``)."""
     times = [t for t in (ms.next_expiry_ms(membership, expiry_ms), next_stale_ms(membership)) if t is not None]
     return min(times) if times else None
+
+
+def _woken(times: Sequence[Any]) -> tuple[int | None, int | None]:
+    """A group's noted ``[wake, quiet, views, fed]`` (``ShardEngine._group_times``) as its wake and quiet times:
+    those noted, or a polled view's staleness when earlier."""
+    wake, quiet = times[0], times[1]
+    stale = [at + after + 1 for at, after, _ in times[2].values()]
+    if stale:
+        first = min(stale)
+        wake = first if wake is None else min(wake, first)
+        quiet = first if quiet is None else min(quiet, first)
+    return wake, quiet
+
+
+def _progress_of(data: Any, _times: Any) -> GroupProgress:
+    return GroupProgress.from_json(data)
 
 
 def _touched(records: Sequence[Outcome]) -> dict[str, list[Any]]:
@@ -340,6 +365,9 @@ class ShardEngine:
         # Each topic's mqAll as built from its current route (the route object it was built from, the queues):
         # a group's analysis reads only its topics, and a route rarely changes while analyses are frequent.
         self._queues_of_route: dict[str, tuple[Mapping[str, Any], list[MessageQueue]]] = {}
+        # group -> broker -> (digest, view): the view as the poll of that digest (``poll_digest``) left it settled
+        # (``settled_by``); noted with the group while the view is still that (``_group_times``).
+        self._polled: dict[str, dict[str, tuple[str, ms.BrokerView]]] = {}
 
     # -- persistence ---------------------------------------------------------------------------------
     @classmethod
@@ -347,11 +375,33 @@ class ShardEngine:
         if not snapshot:
             return cls(settings, {}, {})
         snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot, MIGRATIONS)
-        # Each group's state is decoded when the call first reads it (``encoded_states``).
-        groups = EncodedStates.restored(snapshot["groups"], snapshot["group_times"], GroupState.from_json)
         lanes = {lane: int(t) for lane, t in snapshot["lanes"].items()}
-        progress = EncodedStates.restored(snapshot["progress"], snapshot["progress_times"], GroupProgress.from_json)
-        return cls(settings, dict(snapshot["routes"]), groups, dict(snapshot.get("retired", {})), lanes, progress)  # type: ignore[arg-type]
+        engine = cls(settings, dict(snapshot["routes"]), {}, dict(snapshot.get("retired", {})), lanes)
+        # Each group's state is decoded when the call first reads it (``encoded_states``).
+        engine.groups = EncodedStates.restored(snapshot["groups"], snapshot["group_times"], engine._decoded_group)  # type: ignore[assignment]
+        engine.progress = EncodedStates.restored(snapshot["progress"], snapshot["progress_times"], _progress_of)  # type: ignore[assignment]
+        return engine
+
+    def _decoded_group(self, data: Any, times: Any) -> GroupState:
+        """A group's state from its text and the times noted with it: each polled view as its last poll left it
+        (a view polled again, unchanged, since the text was written: ``polled_at``), and the digest of that poll
+        noted for a view it settled."""
+        state = GroupState.from_json(data)
+        if not times:
+            return state
+        views, recorded = dict(state.membership.views), {}
+        for broker, (at_ms, _, digest) in times[2].items():
+            view = views.get(broker)
+            if view is None or view.poll is None:
+                continue
+            if at_ms > view.poll.polled_at_ms:
+                view = views[broker] = polled_at(view, at_ms)
+            if digest is not None:
+                recorded[broker] = (digest, view)
+        state.membership = ms.GroupMembership(state.membership.group, views)
+        if recorded:
+            self._polled[state.membership.group] = recorded
+        return state
 
     def snapshot(self) -> dict[str, Any]:
         groups, group_times = encoded_payload(self.groups, GroupState.to_json, self._group_times)
@@ -367,12 +417,26 @@ class ShardEngine:
         }
         return wrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, payload)
 
-    def _group_times(self, state: GroupState) -> list[int | None]:
-        """What a snapshot notes with a group's text: ``[wake, quiet]``, its next wakeup (``next_wakeup_ms``'s term)
-        and the time before which the end of a call changes nothing of it (``_advance_all``): the earliest channel
-        expiry, staleness, slide or window pruning; 0 while it has pending changes (every call's end cuts them)."""
+    def _group_times(self, group: str, state: GroupState) -> list[Any]:
+        """What a snapshot notes with a group's text: ``[wake, quiet, views, fed]``. ``views``: each polled view
+        that is not stale, ``[its last poll's time, stale_after_ms, the poll's digest]`` (the digest None unless
+        that poll settled the view and nothing changed it since: ``_touch``); ``fed``: a view with channels is fed
+        by heartbeats. With the views' staleness (``_woken``), ``wake`` is its next wakeup (``next_wakeup_ms``'s
+        term) and ``quiet`` the time before which the end of a call changes nothing of it (``_advance_all``): the
+        earliest channel expiry, staleness, slide or window pruning; 0 while it has pending changes (every call's
+        end cuts them)."""
         settings = self.settings
-        times = [ms.next_expiry_ms(state.membership, settings.expiry_ms), next_stale_ms(state.membership)]
+        membership = state.membership
+        recorded = self._polled.get(group, {})
+        views: dict[str, list[Any]] = {}
+        for broker, view in sorted(membership.views.items()):
+            if view.poll is None or view.poll.stale:
+                continue
+            held = recorded.get(broker)
+            digest = held[0] if held is not None and (held[1] is view or held[1] == view) else None
+            views[broker] = [view.poll.polled_at_ms, view.poll.stale_after_ms, digest]
+        fed = any(v.poll is None and v.channels for v in membership.views.values())
+        times = [ms.next_expiry_ms(membership, settings.expiry_ms)]
         times += [t + settings.storm_window_ms + 1 for t in state.rebalances_ms[:1]]
         due_ms = self._next_due_ms(state)  # the windows' next slide, the convergence grace's end
         times.append(due_ms)
@@ -381,14 +445,14 @@ class ShardEngine:
         known = [t for t in times if t is not None]
         wake = min(known) if known else None
         if state.pending is not None:
-            return [wake, 0]
+            return [wake, 0, views, fed]
         # What ``_advance_group`` steps to at a call's end (a tombstone's end is no step), and the window pruning.
-        steps = [_channel_deadline_ms(state.membership, settings.expiry_ms), next_stale_ms(state.membership)]
+        steps = [_channel_deadline_ms(membership, settings.expiry_ms)]
         steps += [due_ms, *(t + settings.storm_window_ms for t in state.rebalances_ms)]
         quiet = [t for t in steps if t is not None]
-        return [wake, min(quiet) if quiet else None]
+        return [wake, min(quiet) if quiet else None, views, fed]
 
-    def _progress_times(self, progress: GroupProgress) -> list[int | None]:
+    def _progress_times(self, _group: str, progress: GroupProgress) -> list[int | None]:
         """What a snapshot notes with a group's progress: ``[due]``, when it next expires (``_expire_progress``)."""
         return [next_expiry_ms(progress, self.settings.progress)]
 
@@ -406,10 +470,10 @@ class ShardEngine:
         times: list[int | None] = []
         for group in self.groups:
             stored = self._stored_times(self.groups, group)
-            times.append((stored if stored is not None else self._group_times(self.groups[group]))[0])
+            times.append(_woken(stored if stored is not None else self._group_times(group, self.groups[group]))[0])
         for group in self.progress:
             stored = self._stored_times(self.progress, group)
-            times.append((stored if stored is not None else self._progress_times(self.progress[group]))[0])
+            times.append((stored if stored is not None else self._progress_times(group, self.progress[group]))[0])
         known = [t for t in times if t is not None]
         return min(known) if known else None
 
@@ -434,7 +498,25 @@ class ShardEngine:
     ) -> list[list[int]]:
         """Per poll run of the batch (``others``: its channel events and other polls), the indices of the polls
         still to apply (``poll_runs.plan_polls``)."""
-        return plan_polls(self.groups, runs, others)
+        return plan_polls(self._poll_facts, self._first_settles, runs, others)
+
+    def _poll_facts(self, group: str) -> PollFacts | None:
+        """``poll_runs.PollFacts`` of a group: as noted with it when the call has not read it."""
+        stored = self._stored_times(self.groups, group)
+        if stored is not None:
+            return PollFacts(bool(stored[3]), {b: (at, after) for b, (at, after, _) in stored[2].items()})
+        state = self.groups.get(group)
+        return None if state is None else poll_facts(state)
+
+    def _first_settles(self, run: PollRun) -> bool:
+        """``poll_runs.first_settles``: of a group the call has not read, known without reading it when the run
+        says what the poll that settled its view said (the view is then exactly the run's connections)."""
+        event = run.event
+        stored = self._stored_times(self.groups, event.group)
+        entry = stored[2].get(event.broker) if stored is not None else None
+        if entry is not None and entry[2] is not None and entry[2] == poll_digest(event):
+            return run.times[0] >= int(entry[0])
+        return first_settles(self.groups.get(event.group), run)
 
     def apply(
         self,
@@ -455,6 +537,8 @@ class ShardEngine:
                 continue
             if isinstance(event, ConnectionPoll):
                 clock_ms = max(clock_ms, event.event_time_ms)
+                if self._touch(event, records):
+                    continue
                 self._advance_group(event.group, event.event_time_ms, records)
                 self._apply_poll(event, records)
                 continue
@@ -502,7 +586,7 @@ class ShardEngine:
         until_ms = max(clock_ms, scan_to)
         for group in sorted(self.groups):
             stored = self._stored_times(self.groups, group)
-            if stored is not None and (stored[1] is None or stored[1] > until_ms):
+            if stored is not None and ((quiet := _woken(stored)[1]) is None or quiet > until_ms):
                 continue  # not read in this call, and nothing of it falls due by then: it stays as stored
             self._advance_group(group, until_ms, records, scan_to, watermark_ms)
             state = self.groups.get(group)
@@ -670,6 +754,37 @@ class ShardEngine:
             self._mark(event.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
+    def _touch(self, poll: ConnectionPoll, records: list[Outcome]) -> bool:
+        """A poll of a group the call has not read, applied without reading it when it can change nothing but the
+        view's times: it says what the poll that settled the view said (``settled_by``), is not older than the
+        view's last poll, and nothing of the group falls due by its time (its wake: no cut, slide, expiry or view
+        turning stale). Applied, it would leave the view as ``polled_at`` does and emit its status row, alone:
+        noted instead (the view's time with the group's), the text kept. Whether it was: ``docs/design/poll-runs.md``,
+        "Polls across batches"."""
+        stored = self._stored_times(self.groups, poll.group)
+        if stored is None or not poll.connections:
+            return False
+        entry, time_ms = stored[2].get(poll.broker), poll.event_time_ms
+        if entry is None or entry[2] is None or time_ms < entry[0]:
+            return False
+        wake = _woken(stored)[0]
+        if (wake is not None and wake <= time_ms) or poll_digest(poll) != entry[2]:
+            return False
+        views = {**stored[2], poll.broker: [time_ms, entry[1], entry[2]]}
+        self.groups.retimed(poll.group, [stored[0], stored[1], views, stored[3]])  # type: ignore[attr-defined]
+        status = ViewStatus(
+            time_ms,
+            poll.group,
+            poll.broker,
+            ViewFreshness.FRESH,
+            time_ms,
+            poll.stale_after_ms,
+            len(poll.connections),
+            poll.collector,
+        )
+        records.append(BrokerViewState(status))
+        return True
+
     def _apply_poll(self, poll: ConnectionPoll, records: list[Outcome]) -> None:
         state = self.groups.get(poll.group)
         if state is None:
@@ -681,6 +796,12 @@ class ShardEngine:
         membership, expired = ms.expire(membership, now_ms, expiry_ms)
         previous = membership.views.get(poll.broker)
         membership, changes, status = apply_poll(membership, poll, expiry_ms)
+        if status is not None:
+            view = membership.views.get(poll.broker)
+            if view is not None and settled_by(view, poll):
+                self._polled.setdefault(poll.group, {})[poll.broker] = (poll_digest(poll), view)
+            else:
+                self._polled.get(poll.group, {}).pop(poll.broker, None)
         state.membership = membership
         state.expiry_bound_ms = None
         self.groups[poll.group] = state
@@ -968,6 +1089,7 @@ class ShardEngine:
         if state.membership.is_empty:
             records = group_gone_outcomes(group, state, time_ms)
             del self.groups[group]
+            self._polled.pop(group, None)
             self.retired[group] = [state.generation, time_ms]
             if state.member_changes:
                 self.retired[group].append(state.member_changes)

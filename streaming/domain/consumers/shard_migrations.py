@@ -61,11 +61,20 @@ def v8_to_v9(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def v9_to_v10_engine(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """An engine's 10 notes each polled view's last poll with the group's times (``group_times``: its time and the
+    digest of what it said, apart from the group's text) and whether a view is fed by heartbeats. Version 9 noted
+    neither: no times (``{}``), so the first call decodes every group once and notes them, as version 9 did after
+    version 8; the texts are kept as they are."""
+    return {**snapshot, "group_times": {}}
+
+
 MIGRATIONS: Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
     5: v5_to_v6,
     6: v6_to_v7,
     7: v7_to_v8,
     8: v8_to_v9,
+    9: v9_to_v10_engine,
 }
 
 
@@ -76,6 +85,14 @@ def v9_to_v10(default_cluster: str, snapshot: Mapping[str, Any]) -> dict[str, An
     return {"clusters": {default_cluster: dict(snapshot)}}
 
 
+def v10_to_v11(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """11 holds engine snapshots of version 10; each engine snapshot of version 9 a version 10 document holds is
+    migrated by the engine's own chain when restored (``v9_to_v10_engine``): the document is kept as it is."""
+    return dict(snapshot)
+
+
 def migrations(default_cluster: str) -> Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
-    """``MIGRATIONS`` and the step to ``shard.SCHEMA_VERSION``, an older snapshot being ``default_cluster``'s."""
-    return {**MIGRATIONS, 9: partial(v9_to_v10, default_cluster)}
+    """The steps to ``shard.SCHEMA_VERSION``: ``MIGRATIONS`` up to version 9 (one cluster's engine), then that
+    engine as ``default_cluster``'s (9 -> 10), then 10 -> 11. (``MIGRATIONS[9]``, the engine's own step to 10,
+    applies inside: ``ShardEngine.restore``.)"""
+    return {**MIGRATIONS, 9: partial(v9_to_v10, default_cluster), 10: v10_to_v11}

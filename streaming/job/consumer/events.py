@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from streaming.contract.events import EventType
 from streaming.domain.consumers.group_state import TopicRoute
 from streaming.domain.consumers.membership import ChannelEvent
-from streaming.domain.consumers.polled_views import ConnectionPoll
+from streaming.domain.consumers.polled_views import ConnectionPoll, text_digest
 from streaming.domain.consumers.progress_tracker import ConsumeProgress
 from streaming.domain.consumers.reported import ReportedAssignment
 from streaming.domain.consumers.shard import Shard
@@ -251,9 +251,12 @@ def parsed_event(event_type: str, fields: Mapping[str, Any]) -> EngineEvent:
 def _parsed_event(columns: Mapping[str, list[Any]], i: int) -> EngineEvent:
     """Row ``i`` that kept its raw value (any but a typed channel event), from the JSON of its fields (a poll's
     without its time, which ``shard_input`` leaves out so that identical polls fold: the row's time)."""
-    event_type, fields = columns["event_type"][i], json.loads(columns["typed_json"][i])
-    if event_type == POLL_EVENT:
+    event_type, text = columns["event_type"][i], columns["typed_json"][i]
+    fields = json.loads(text)
+    if event_type == POLL_EVENT and "event_time" not in fields:
+        # The text is the poll but for its time: its digest tells an unchanged poll (``ConnectionPoll.digest``).
         fields["event_time"] = columns["event_time_ms"][i]
+        return ConnectionPoll.from_json(fields, text_digest(text))
     return parsed_event(event_type, fields)
 
 

@@ -22,7 +22,7 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.membership import ChannelEvent
 from streaming.domain.consumers.outcomes import IgnoredEvent, LateEvent
 from streaming.domain.consumers.shard import ClusterOutcome, Shard
-from streaming.domain.consumers.shard_engine import EngineEvent
+from streaming.domain.consumers.shard_engine import TEXT_KEYS, EngineEvent
 from streaming.domain.vocabulary import LateReason
 from streaming.job.consumer import heartbeat_runs
 from streaming.job.consumer.events import (
@@ -185,7 +185,7 @@ def _store_engine(state: Any, engine: Shard, watermark_ms: int) -> None:
     if engine.is_empty():
         state.remove()
     else:
-        state_blob.store(state, engine.snapshot())
+        state_blob.store(state, engine.snapshot(), TEXT_KEYS)
         next_wakeup_ms = engine.next_wakeup_ms()
         if next_wakeup_ms is not None:
             state.setTimeoutTimestamp(max(next_wakeup_ms, watermark_ms + 1))

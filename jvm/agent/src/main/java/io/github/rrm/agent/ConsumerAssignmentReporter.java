@@ -77,7 +77,8 @@ final class ConsumerAssignmentReporter implements Runnable {
         String group = consumer.getConsumerGroup();
         String clientId = client.getClientId();
         for (Map.Entry<String, List<MessageQueue>> e : held.entrySet()) {
-            publisher.offerFromThisInstance(topic, group, event(cluster, now, group, clientId, e.getKey(), e.getValue()));
+            publisher.offerFromThisInstance(topic, group, now,
+                event(cluster, now, group, clientId, e.getKey(), e.getValue()));
             counters.assignmentReports.incrementAndGet();
         }
         lastReported = held;

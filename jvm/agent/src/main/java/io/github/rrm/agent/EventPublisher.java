@@ -30,6 +30,8 @@ import org.slf4j.LoggerFactory;
 final class EventPublisher implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(EventPublisher.class);
     static final String INSTANCE_HEADER = "rrm-agent-instance";
+    /** The event's {@code event_time} as an 8-byte big-endian long: the job plans its batches by it. */
+    static final String EVENT_TIME_HEADER = "rrm-event-time";
     private static final byte[] INSTANCE = java.lang.management.ManagementFactory.getRuntimeMXBean().getName()
         .getBytes(java.nio.charset.StandardCharsets.UTF_8);
 
@@ -127,12 +129,13 @@ final class EventPublisher implements AutoCloseable {
     /**
      * Queue one event with a {@value #INSTANCE_HEADER} record header naming this JVM ({@code pid@host}): clients
      * that share a client id report under the same id, and the header tells their reports apart. It is not part
-     * of the event, so the monitor's ingest is unaffected.
+     * of the event, so the monitor's ingest is unaffected. Like every record, it carries {@value #EVENT_TIME_HEADER}.
      */
-    boolean offerFromThisInstance(String topic, String key, String json) {
+    boolean offerFromThisInstance(String topic, String key, long eventTime, String json) {
         ProducerRecord<byte[], byte[]> record = new ProducerRecord<byte[], byte[]>(topic,
             key == null ? null : key.getBytes(StandardCharsets.UTF_8), json.getBytes(StandardCharsets.UTF_8));
         record.headers().add(INSTANCE_HEADER, INSTANCE);
+        record.headers().add(EVENT_TIME_HEADER, eventTimeHeader(eventTime));
         return enqueue(record);
     }
 
@@ -183,7 +186,14 @@ final class EventPublisher implements AutoCloseable {
 
     private ProducerRecord<byte[], byte[]> record(SendEvent event) {
         SendEventEncoder.Segment segment = encoder.segment(event);
-        return new ProducerRecord<byte[], byte[]>(sendResultsTopic, segment.key, encoder.encode(event, segment));
+        ProducerRecord<byte[], byte[]> record =
+            new ProducerRecord<byte[], byte[]>(sendResultsTopic, segment.key, encoder.encode(event, segment));
+        record.headers().add(EVENT_TIME_HEADER, eventTimeHeader(event.eventTime));
+        return record;
+    }
+
+    static byte[] eventTimeHeader(long eventTime) {
+        return java.nio.ByteBuffer.allocate(8).putLong(eventTime).array();
     }
 
     private void send(ProducerRecord<byte[], byte[]> record) {

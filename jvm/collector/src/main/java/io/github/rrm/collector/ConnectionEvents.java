@@ -64,7 +64,8 @@ final class ConnectionEvents {
     }
     event.put("subscriptions", subscriptions);
     event.put("connections", connections);
-    publisher.publish(config.connectionsTopic, "consumer_connections", answer.group(), Json.object(event));
+    publisher.publish(config.connectionsTopic, "consumer_connections", answer.group(), answer.time(),
+        Json.object(event));
   }
 
   /** A subscription as the contract writes it (topic, expression, version). */

@@ -13,8 +13,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * could not even be buffered the following events for that topic are counted as unpublished without blocking the
  * cycle again (per topic: a missing progress topic does not hold up the membership events). Kafka refusing the
  * collector's authentication (SASL credentials, TLS trust) is its own problem kind and log line.
+ *
+ * <p>Each record carries the header {@value #EVENT_TIME_HEADER}: the event's {@code event_time} as an 8-byte
+ * big-endian long, by which the job plans its batches without reading values ({@code docs/events.md}).
  */
 final class EventPublisher implements AutoCloseable {
+  static final String EVENT_TIME_HEADER = "rrm-event-time";
   private final KafkaProducer<byte[], byte[]> producer;
   private final Counters counters;
   private final Log log;
@@ -39,13 +43,18 @@ final class EventPublisher implements AutoCloseable {
     this.backoffMs = backoffMs;
   }
 
-  void publish(String topic, String type, String key, String json) {
+  /** Publish {@code json}, an event of {@code type} whose {@code event_time} is {@code eventTime}. */
+  void publish(String topic, String type, String key, Object eventTime, String json) {
     if (System.currentTimeMillis() < unavailableUntil.getOrDefault(topic, 0L)) {
       counters.add("rmqcol_events_unpublished_total", "type", type);
       return;
     }
     ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(topic, key.getBytes(StandardCharsets.UTF_8),
         json.getBytes(StandardCharsets.UTF_8));
+    if (eventTime instanceof Number) {
+      record.headers().add(EVENT_TIME_HEADER,
+          java.nio.ByteBuffer.allocate(Long.BYTES).putLong(((Number) eventTime).longValue()).array());
+    }
     try {
       producer.send(record, (metadata, error) -> {
         if (error == null) {

@@ -332,7 +332,7 @@ final class ProgressCycle {
     if (sample.error != null) {
       event.put("error", sample.error);
       event.put("queues", List.of());
-      publisher.publish(config.consumeProgressTopic, "consume_progress", sample.group, Json.object(event));
+      publisher.publish(config.consumeProgressTopic, "consume_progress", sample.group, sample.time, Json.object(event));
       return 0;
     }
     double tps = sample.stats.getConsumeTps();
@@ -394,7 +394,7 @@ final class ProgressCycle {
   private void publishChunk(Map<String, Object> event, List<String> items, String group) {
     String json = Json.object(event);  // ... ,"queues":[]}
     String body = json.substring(0, json.length() - 2) + String.join(",", items) + "]}";
-    publisher.publish(config.consumeProgressTopic, "consume_progress", group, body);
+    publisher.publish(config.consumeProgressTopic, "consume_progress", group, event.get("event_time"), body);
   }
 
   // -- helpers --------------------------------------------------------------------------------------------

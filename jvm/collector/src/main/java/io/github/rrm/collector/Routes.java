@@ -136,7 +136,7 @@ final class Routes {
     }
     if (!shape.equals(previous) || published == null || now - published >= config.routeRepublishIntervalMs) {
       publishedAt.put(topic, now);
-      publisher.publish(config.topicRouteTopic, "topic_route", topic, Json.object(event));
+      publisher.publish(config.topicRouteTopic, "topic_route", topic, event.get("event_time"), Json.object(event));
     }
   }
 }

@@ -284,7 +284,7 @@ final class RunningInfo {
       event.put("queues", bare);
       json = Json.object(event);
     }
-    publisher.publish(config.reportedAssignmentTopic, "reported_assignment", group, json);
+    publisher.publish(config.reportedAssignmentTopic, "reported_assignment", group, time, json);
   }
 
   /**
