@@ -7,16 +7,20 @@ monitor's real job turns them into fault windows, and the windows must say what 
 say: the same ends, starts where the producer first showed the item, and the same availability at every
 moment the producer was sampled. The hook's span of an attempt lies inside the producer's own, so where the
 producer measured a first-threshold latency and every attempt the hook saw then was below it, the hook's own
-events show that no window could come from them, and that item is not judged.
+events show that no window could come from them, and that item is not judged. Producers with a fault table far
+too strict (every send makes its broker unavailable for 10 minutes) then avoid every broker they know while the
+job runs: the all-brokers-unavailable section's query names exactly them, and RocketMQ shows the brokers up.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from connectors.kafka_topics import create_topics
@@ -28,6 +32,7 @@ from tests.support.job import job_config, read, run_available
 from tests.support.rocketmq_client import ClientProcess
 from tests.support.runbook import confirm_commands
 
+BROKERS = ("broker-a", "broker-b")
 FROZEN_BROKER = "broker-b"
 FREEZE_S = 8.0
 # The producer and the hook read the clock at different instants of the same attempt (the hook's after-call,
@@ -37,10 +42,42 @@ SAME_INSTANT_MS = 200
 SAMPLED_WITHIN_MS = 1000
 # The first latency threshold of both client lines' fault tables (semantics §6): below it, no isolation.
 FIRST_THRESHOLD_MS = 550
+# A fault table far too strict for any network, set on the real producers (``setLatencyMax``/
+# ``setNotAvailableDuration``) and given to the monitor: every send, however fast, makes its broker unavailable for
+# 10 minutes (longer than the test), so a producer avoids every broker it knows from its first send to each.
+STRICT_TABLE = {"latency_max": "0", "not_available_duration": "600000"}
+STRICT_PRODUCERS = {"all49": "4.9", "all5": "5"}
+STRICT_ENV = {
+    **{
+        f"RRM__PRODUCERS__FAULT_TABLES__STRICT{line[0]}__{key}": value
+        for line, semantics, isolation_ms in (("4.9", "overwrite", 30000), ("5", "extend", 10000))
+        for key, value in (
+            ("LATENCY_MAX_MS", f"[{STRICT_TABLE['latency_max']}]"),
+            ("NOT_AVAILABLE_DURATION_MS", f"[{STRICT_TABLE['not_available_duration']}]"),
+            ("ISOLATION_LATENCY_MS", str(isolation_ms)),
+            ("SEMANTICS", semantics),
+        )
+    },
+    # The strict producers' groups their tables; every other 4.9 producer the 4.x preset, as by default.
+    "RRM__PRODUCERS__RULES": "["
+    + ", ".join(
+        f'{{producer_group = "{name}_group", fault_table = "strict{line[0]}"}}'
+        for name, line in STRICT_PRODUCERS.items()
+    )
+    + ', {producer_group = "*", client_line = "4.9", fault_table = "rocketmq-4"}]',
+}
 
 
 def producer(
-    line: str, name: str, namesrv: str, topic: str, tmp_path: Path, agent: dict[str, str], *, fault_enable: bool
+    line: str,
+    name: str,
+    namesrv: str,
+    topic: str,
+    tmp_path: Path,
+    agent: dict[str, str],
+    *,
+    fault_enable: bool,
+    **options: str,
 ) -> ClientProcess:
     return ClientProcess(
         line,
@@ -53,6 +90,7 @@ def producer(
         instance_name=name,
         fault_enable=fault_enable,
         rate=20,
+        **options,
     )
 
 
@@ -227,8 +265,72 @@ def assert_runbook_names_the_avoiding_producers(config, capsys, avoiding: set[st
         assert {r["producer_id"] for r in rows} == avoiding, (command, rows)
 
 
+def avoids_every_broker(line: dict) -> bool:
+    """Whether a producer's ``faults`` line has an item for every broker and each says unavailable."""
+    return {i["broker"] for i in line["items"]} == set(BROKERS) and not any(i["available"] for i in line["items"])
+
+
+def lines_between(client: ClientProcess, start_ms: int, end_ms: int) -> list[dict]:
+    """The producer's ``faults`` lines sampled from ``start_ms`` to ``end_ms``, or its last one when it had stopped
+    by then (its items as they were when it stopped)."""
+    lines = client.of_kind("faults")
+    return [line for line in lines if start_ms <= line["time"] <= end_ms] or lines[-1:]
+
+
+def section_mqadmin(rocketmq_cluster) -> dict[tuple[str, str], str]:  # type: ignore[no-untyped-def]
+    """What the all-brokers-unavailable section's mqadmin commands print, by (verb, broker address or "")."""
+    printed = {}
+    for command in confirm_commands(f"{PREFIX}ProducerAllBrokersUnavailable"):
+        if command.startswith("mqadmin "):
+            words = command.split()[1:]
+            for address in [rocketmq_cluster.broker_addr(b) for b in BROKERS] if "BROKER_ADDR" in words else [""]:
+                printed[(words[0], address)] = rocketmq_cluster.mqadmin(
+                    *[address if w == "BROKER_ADDR" else w for w in words]
+                )
+    return printed
+
+
+def assert_all_brokers_unavailable_section_names_them(  # type: ignore[no-untyped-def]
+    rocketmq_cluster, config, capsys, clients: dict[str, ClientProcess], printed: dict[tuple[str, str], str]
+) -> None:
+    """The all-brokers-unavailable section's confirm, run while the strict producers avoid every broker: its query
+    (``epoch_ms(now())``) names exactly the producers whose own items, sampled around it, mark every broker
+    unavailable, each with its brokers and the end of its shortest window as the producer itself held it; each sends
+    on; its mqadmin commands (``printed``, run while the job ran) show both brokers up: clusterList lists them,
+    brokerStatus of each answers with its runtime info."""
+    commands = confirm_commands(f"{PREFIX}ProducerAllBrokersUnavailable")
+    (statement,) = [c for c in commands if c.startswith("query ")]
+    asked_ms = int(time.time() * 1000)
+    code = cli_main([*shlex.split(statement), "--delta-root", str(config.paths.delta_root), "--json"])
+    answered_ms = int(time.time() * 1000)
+    rows = json.loads(capsys.readouterr().out)
+    assert code == 0, rows
+    around = {
+        client.client_id: lines_between(client, asked_ms - SAMPLED_WITHIN_MS, answered_ms + SAMPLED_WITHIN_MS)
+        for client in clients.values()
+    }
+    everywhere = {client_id for client_id, lines in around.items() if all(avoids_every_broker(x) for x in lines)}
+    assert everywhere == {clients[name].client_id for name in STRICT_PRODUCERS}, around
+    assert {r["producer_id"] for r in rows} == everywhere, rows
+    for row in rows:
+        (client,) = [c for c in clients.values() if c.client_id == row["producer_id"]]
+        assert row["brokers"] == len(BROKERS), row
+        held_ends = {i["start_timestamp"] for line in client.of_kind("faults") for i in line["items"]}
+        assert any(abs(row["until_ms"] - end) <= SAME_INSTANT_MS for end in held_ends), (row, sorted(held_ends)[-5:])
+        # The client sends anyway, to a broker it holds unavailable: here they succeed (the brokers are fine).
+        first = next(line for line in client.of_kind("faults") if avoids_every_broker(line))
+        last = around[client.client_id][-1]
+        assert last["sends_ok"] > first["sends_ok"], (first, last)
+    addresses = {rocketmq_cluster.broker_addr(broker) for broker in BROKERS}
+    assert {verb for verb, _ in printed} == {"clusterList", "brokerStatus"}, printed
+    assert {address for verb, address in printed if verb == "brokerStatus"} == addresses, printed
+    for (verb, address), out in printed.items():
+        up = all(a in out for a in addresses) if verb == "clusterList" else "brokerVersionDesc" in out
+        assert up and "Exception" not in out, (verb, address, out)
+
+
 def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, kafka_broker, spark, tmp_path, capsys):
-    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "agent-producers")
+    config, topics = job_config(kafka_broker.bootstrap_servers, tmp_path, "agent-producers", **STRICT_ENV)
     rocketmq_cluster.create_topic("agent_sends", 4)
     agent = {"bootstrap.servers": kafka_broker.bootstrap_servers, "topic.send.results": topics["send_result"]}
     namesrv = rocketmq_cluster.namesrv_addr
@@ -244,7 +346,27 @@ def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, k
     attempts = defaultdict(list)
     for key, event in read_events(kafka_broker.bootstrap_servers, topics["send_result"], at_least=published):
         attempts[key].append(event)
-    run_available(spark, config)
+    # Then the strict producers, until each avoids every broker; the job runs and the section's confirm while they
+    # still do.
+    strict = {
+        name: producer(line, name, namesrv, "agent_sends", tmp_path, agent, fault_enable=True, **STRICT_TABLE)
+        for name, line in STRICT_PRODUCERS.items()
+    }
+    try:
+        for client in strict.values():
+            client.start()
+        for client in strict.values():
+            client.wait_for(lambda line: line["kind"] == "faults" and avoids_every_broker(line), 60)
+        with ThreadPoolExecutor(max_workers=1) as pool:  # the brokers' state while the job runs
+            printed = pool.submit(section_mqadmin, rocketmq_cluster)
+            run_available(spark, config)
+            producers = {**clients, **strict}
+            assert_all_brokers_unavailable_section_names_them(
+                rocketmq_cluster, config, capsys, producers, printed.result()
+            )
+    finally:
+        for client in strict.values():
+            client.stop()
     windows = read(spark, config, "fault_windows")
     by_producer = defaultdict(list)
     for row in windows:
@@ -256,7 +378,11 @@ def test_fault_windows_match_each_producer_s_own_fault_items(rocketmq_cluster, k
         assert any(not available for _, _, available in producer_items(clients[name])[FROZEN_BROKER])
         assert assert_windows_match_the_producer(clients[name], mine, attempts[ids[name]]) > 0
     assert {r["fault_table"] for r in by_producer[ids["p49"]]} == {"rocketmq-4"}
-    assert_runbook_names_the_avoiding_producers(config, capsys, {ids["p49"], ids["p5"]})
+    # The strict producers avoid broker-b too (from their first send to it), by their own items.
+    strict_ids = {
+        c.client_id for c in strict.values() if any(not available for *_, available in producer_items(c)[FROZEN_BROKER])
+    }
+    assert_runbook_names_the_avoiding_producers(config, capsys, {ids["p49"], ids["p5"], *strict_ids})
     assert {r["fault_table"] for r in by_producer[ids["p5"]]} == {"rocketmq-5"}
     assert_no_isolation_without_fault_enable(
         spark, config, clients["p5_off"], by_producer[ids["p5_off"]], stopped["p5_off"]

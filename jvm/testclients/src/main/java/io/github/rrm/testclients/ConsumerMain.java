@@ -103,12 +103,14 @@ final class ConsumerMain {
             hosted.add(new Hosted(name, name == null ? o : o.of(name)));
         }
         final RebalanceAgent agent = o.getBoolean("agent", false) ? RebalanceAgent.fromSystemProperties() : null;
+        startAll(hosted);
         if (agent != null) {
+            // Once started: a consumer whose start failed is made again (Hosted.start), and the agent must report
+            // the one that runs, not the one shut down (whose empty table it would report under the same client id).
             for (Hosted h : hosted) {
                 agent.register(h.consumer);
             }
         }
-        startAll(hosted);
         for (Hosted h : hosted) {
             Out.line(h.line("started", ",\"client_id\":" + Out.quote(h.clientId) + ",\"pid\":" + pid()));
         }

@@ -17,10 +17,21 @@ import org.apache.rocketmq.common.message.Message;
  * namesrv, group, topic (several comma-separated: sent to in turn), instance-name, fault-enable, rate (sends/s), send-timeout-ms, count (stop after this
  * many successful sends and print a {@code sent} line; 0: never), print-sends (true: a {@code send} line per
  * successful send, with the queue the client sent to), agent (true: register the agent's hook, configured by
- * -Drrm.agent.*). The {@code stopped} line carries the agent's Kafka refusal line, if it logged one.
+ * -Drrm.agent.*), latency-max and not-available-duration (comma-separated ms: the fault table,
+ * {@code setLatencyMax}/{@code setNotAvailableDuration}; the client line's own when absent). The {@code stopped}
+ * line carries the agent's Kafka refusal line, if it logged one.
  */
 final class ProducerMain {
     private ProducerMain() {
+    }
+
+    private static long[] longs(String commaSeparated) {
+        String[] parts = commaSeparated.split(",");
+        long[] values = new long[parts.length];
+        for (int i = 0; i < parts.length; i++) {
+            values[i] = Long.parseLong(parts[i].trim());
+        }
+        return values;
     }
 
     static void run(Options o) throws Exception {
@@ -29,6 +40,11 @@ final class ProducerMain {
         producer.setInstanceName(o.get("instance-name", "test-producer"));
         producer.setSendLatencyFaultEnable(o.getBoolean("fault-enable", false));
         producer.setSendMsgTimeout((int) o.getLong("send-timeout-ms", 3000));
+        String latencyMax = o.get("latency-max", null);
+        if (latencyMax != null) {
+            producer.setLatencyMax(longs(latencyMax));
+            producer.setNotAvailableDuration(longs(o.require("not-available-duration")));
+        }
         final RebalanceAgent agent = o.getBoolean("agent", false) ? RebalanceAgent.fromSystemProperties() : null;
         if (agent != null) {
             agent.register(producer);
