@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.io.UncheckedIOException;
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -12,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.InterruptException;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.CompositeReadLimit;
@@ -61,6 +63,22 @@ final class EventTimeMicroBatchStream
     if (available == null || start == null || cap <= 0) {
       return available;
     }
+    try {
+      return planned(start, available, cap);
+    } catch (InterruptException e) {
+      // The query is being stopped while this looks up a record: say so as Spark recognises a stop (an
+      // UncheckedIOException caused by an InterruptedIOException), not as a failure of the query.
+      InterruptedIOException stop = new InterruptedIOException("batch planning interrupted by the query's stop");
+      stop.initCause(e);
+      throw new UncheckedIOException(stop);
+    }
+  }
+
+  /**
+   * Kafka's {@code available} end offsets, or each partition's offset at one event time when more than
+   * {@code cap} records wait after {@code start}.
+   */
+  private Offset planned(Offset start, Offset available, long cap) {
     Map<TopicPartition, Long> from = offsets(start.json());
     Map<TopicPartition, Long> latest = offsets(available.json());
     List<TopicPartition> fresh = new ArrayList<>();
