@@ -115,6 +115,9 @@ def _progress_alert(state: QueueState, name: str, for_: str, summary: str, descr
     )
 
 
+# the progress window at the default settings, in minutes (the alert texts quote it beside the option)
+WINDOW_MIN = DEFAULT_SETTINGS.window * DEFAULT_SETTINGS.sample_interval_ms // 60_000
+
 PROGRESS_ALERTS: dict[QueueState, Alert] = {
     QueueState.ORPHAN_CONFIRMED: _progress_alert(
         QueueState.ORPHAN_CONFIRMED,
@@ -137,8 +140,9 @@ PROGRESS_ALERTS: dict[QueueState, Alert] = {
         "ProgressStuckHolder",
         "1m",
         "A member of " + GROUP_TOPIC + " holds queues of {{ $labels.topic }} and does not consume them.",
-        "are held by one member that did not advance the committed offset for a whole window (5 min) while "
-        f"messages waited. Where to look is each queue's cause in queue_progress_current ({CAUSES}).",
+        "are held by one member that did not advance the committed offset for a whole window ([progress] "
+        f"window samples, {WINDOW_MIN} min unless configured) while messages waited. Where to look is each "
+        f"queue's cause in queue_progress_current ({CAUSES}).",
     ),
     QueueState.REWIND: _progress_alert(
         QueueState.REWIND,
@@ -170,9 +174,9 @@ PROGRESS_ALERTS: dict[QueueState, Alert] = {
         "ProgressSlow",
         "5m",
         GROUP_TOPIC + " consumes {{ $labels.topic }} slower than it is written.",
-        "are consumed, but their lag never fell and their time lag stayed over "
-        f"{DEFAULT_SETTINGS.slow_time_lag_s:.0f} s through a whole window: the group consumes more slowly than "
-        "producers write.",
+        "are consumed, but their lag never fell and their time lag stayed over the job's [progress] "
+        f"slow_time_lag_s ({DEFAULT_SETTINGS.slow_time_lag_s:.0f} s unless configured) through a whole window: "
+        "the group consumes more slowly than producers write.",
     ),
 }
 OFFLINE_GROUP_BACKLOG = ANOMALY_ALERTS[OFFLINE]
