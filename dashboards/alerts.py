@@ -939,6 +939,20 @@ def scripted_cases() -> tuple[Case, ...]:
                 also_at=tuple(f"{m}m" for m in range(1, stale.until_ms // 60_000)),
             )
         )
+    # The same reports in a group whose consume progress is sampled (4 queues tracked, as the progress path
+    # publishes them): the progress alerts page for those holders, the observed kinds stay silent throughout.
+    steps = stale.until_ms // (STEP_S * 1000) + 1
+    tracked = {**stale_series, **progress_series("g1", "t1", {QueueState.OK: f"4x{steps}"}, f"0x{steps}")}
+    for kind in (AnomalyKind.OBSERVED_DOUBLE_HOLDING, AnomalyKind.OBSERVED_UNHELD_QUEUES):
+        cases.append(
+            Case(
+                NAME[kind],
+                f"{stale.name} (the engine's series), the group's progress sampled: silent",
+                tracked,
+                f"{stale.until_ms // 1000}s",
+                also_at=tuple(f"{m}m" for m in range(1, stale.until_ms // 60_000)),
+            )
+        )
     # A member that never subscribes a topic the others do: its share is the inconsistent subscription's (which
     # fires above), never orphaned queues'.
     minutes = tuple(f"{m}m" for m in range(1, script.until_ms // 60_000))

@@ -58,6 +58,16 @@ def _open(kind: AnomalyKind) -> str:
     return f'max by (cluster, consumer_group) (rmqmon_group_open_anomalies{{anomaly="{kind}"}}) > 0'
 
 
+# A group whose consume progress is sampled: its queues' holders come from the same running info, judged with
+# their offsets, so the progress alerts (double owned, confirmed orphan, hidden consumer) page for what the
+# observed kinds see, and the observed kinds' alerts only speak for groups without progress samples.
+PROGRESS_TRACKED = "sum by (cluster, consumer_group) (rmqmon_group_progress_queues) > 0"
+
+
+def _unless_progress_tracked(expr: str) -> str:
+    return f"{expr}\nunless on (cluster, consumer_group)\n{PROGRESS_TRACKED}"
+
+
 K = AnomalyKind
 CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
     spec.kind: spec
@@ -194,14 +204,15 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
             "after the group's latest generation plus membership.client_rebalance_delay_ms: seen, not predicted",
             AlertSpec(
                 "ObservedDoubleHolding",
-                _open(K.OBSERVED_DOUBLE_HOLDING),
+                _unless_progress_tracked(_open(K.OBSERVED_DOUBLE_HOLDING)),
                 "2m",
                 f"Clients of {GROUP} report holding the same queues.",
                 f"Two or more clients of consumer group {GROUP} report holding the same queues (their running "
                 "info or agent reports, taken well after the group's last rebalance): those queues are pulled and "
                 "consumed twice now, whatever the computed allocation says (a client on a stale route or member "
                 "list, another strategy, a stuck rebalance). The episode's details name each queue with its "
-                f"holders: {QUERY_ANOMALIES}.",
+                f"holders: {QUERY_ANOMALIES}. Silent for a group whose consume progress is sampled: "
+                "ProgressDoubleOwned pages for it there.",
             ),
         ),
         AnomalySpec(
@@ -212,13 +223,15 @@ CATALOGUE: Mapping[AnomalyKind, AnomalySpec] = {
             "predicted",
             AlertSpec(
                 "ObservedUnheldQueues",
-                _open(K.OBSERVED_UNHELD_QUEUES),
+                _unless_progress_tracked(_open(K.OBSERVED_UNHELD_QUEUES)),
                 "2m",
                 f"No client of {GROUP} reports holding some queues.",
                 f"Every client of consumer group {GROUP} reported what it holds, well after the group's last "
                 "rebalance, and none holds some queues: nobody consumes them now, whatever the computed allocation "
                 "says (a client on a stale route or member list, a failed rebalance). The episode's details name "
-                f"the queues: {QUERY_ANOMALIES}.",
+                f"the queues: {QUERY_ANOMALIES}. Silent for a group whose consume progress is sampled: there the "
+                "queues' offsets tell whether messages wait (ProgressOrphanConfirmed) or someone unseen consumes "
+                "them (ProgressHiddenConsumer).",
             ),
         ),
         AnomalySpec(
