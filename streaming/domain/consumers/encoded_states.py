@@ -47,6 +47,10 @@ class EncodedStates(MutableMapping[str, T], Generic[T]):
         value = self._items.get(group)
         return value if type(value) is Encoded else None
 
+    def encoded_items(self) -> Iterator[tuple[str, Encoded]]:
+        """Each group the call has not read, with its stored text and times."""
+        return ((g, v) for g, v in self._items.items() if type(v) is Encoded)
+
     def retimed(self, group: str, times: Any) -> None:
         """The times noted with a group the call has not read, replaced (its text kept)."""
         value = self._items[group]
