@@ -404,6 +404,24 @@ def test_a_segment_whose_texts_are_those_read_is_written_again_without_compressi
     assert len(_frames(blob)) == len(_frames(changed)) > 4  # the texts are in several segments
 
 
+def test_a_blob_loaded_for_the_engine_inflates_a_segment_only_when_one_of_its_texts_is_read():
+    """``load`` hands a map's texts over unread (``UnreadText``): compressed again with none read, the document is
+    the bytes read, the rest of it alone inflated and compressed; a text read inflates its segment, once."""
+    document = shard_document(300)
+    blob = state_blob.compress(document, TEXT_KEYS)
+    with mock.patch.object(state_blob.zlib, "decompress", wraps=zlib.decompress) as inflated:
+        read = state_blob.decode(blob, unread=True)
+        groups = read["clusters"]["east"]["groups"]
+        assert inflated.call_count == 1 and all(type(t) is state_blob.UnreadText for t in groups.values())
+        with mock.patch.object(state_blob.zlib, "compress", wraps=zlib.compress) as compressed:
+            assert state_blob.compress(read, TEXT_KEYS) == blob
+        assert compressed.call_count == 1 and inflated.call_count == 1
+        expected = document["clusters"]["east"]["groups"]
+        assert str(groups["G0007"]) == expected["G0007"] and inflated.call_count == 2
+        assert str(groups["G0007"]) == expected["G0007"] and inflated.call_count == 2  # inflated once
+    same_document({g: str(t) for g, t in groups.items()}, expected)
+
+
 def _frames(blob: bytes) -> list[bytes]:
     frames, at = [], len(state_blob.SEGMENTED)
     while at < len(blob):
