@@ -26,7 +26,7 @@ STATE_KINDS: tuple[tuple[str, int, Mapping[int, Migration]], ...] = (
 
 
 def state_versions() -> str:
-    """``shard 11 (reads 5 to 11), membership 2, ...``: each kind's version, and the oldest it migrates from."""
+    """``shard 12 (reads 5 to 12), membership 2, ...``: each kind's version, and the oldest it migrates from."""
     parts = []
     for kind, version, migrations in STATE_KINDS:
         oldest = oldest_readable(version, migrations)

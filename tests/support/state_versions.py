@@ -1,12 +1,14 @@
 """A consumer shard's state as older state versions wrote it, for the tests that upgrade a checkpoint.
 
-Version 11 holds engine snapshots of version 10 and changed nothing else; version 10 kept one engine snapshot per
-RocketMQ cluster: version 9's snapshot of the same input (one cluster, the default one) is the default cluster's
-engine snapshot (``tests/unit/test_clusters.py`` migrates one). The engine's version 10 notes each polled view's
+Versions 11 and 12 hold engine snapshots of versions 10 and 11 and changed nothing else; version 10 kept one engine
+snapshot per RocketMQ cluster: version 9's snapshot of the same input (one cluster, the default one) is the default
+cluster's engine snapshot (``tests/unit/test_clusters.py`` migrates one). The engine's version 11 notes each polled
+view's channel count and collector with its last poll; version 10's snapshot of the same input is the same without
+them (``engine_as_previous``, checked against a snapshot version 10's own code wrote in
+``tests/unit/test_state_migrations.py``). The engine's version 10 notes each polled view's
 last poll with its group's times, apart from the group's text, which keeps the view as the text was last written:
 version 9's snapshot of the same input has each text with its views' last polls in it and the times without the
-views' (``engine_as_previous``, checked against a snapshot version 9's own code wrote in
-``tests/unit/test_state_migrations.py``). Version 9 keeps each group's state and progress as its own JSON text, with
+views' (``engine_as_v9``). Version 9 keeps each group's state and progress as its own JSON text, with
 the times each wakes, and changed nothing else of the document: version 8's snapshot of the same input is the
 version-9 one with those texts as objects and without the times, and the ``holders`` of a provisional cut's marks
 left out (version 8 wrote none; its code reads a mark without them). The previous release wrote version 8.
@@ -29,15 +31,26 @@ from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.runtime import state_blob
 
 PREVIOUS_VERSION = 8  # the previous release's
-# The engine's own chain (one cluster's snapshot inside a version 11 document): 10 is the newest, 9 the one before.
-ENGINE_PREVIOUS_VERSION = 9
+# The engine's own chain (one cluster's snapshot inside a version 12 document): 11 is the newest, 10 the one before.
+ENGINE_PREVIOUS_VERSION = 10
+SHARD_VERSION = 12
 _ADDED_IN_9 = ("group_times", "progress_times")
 
 
 def engine_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """A version-11 engine snapshot as version 10 wrote it: each noted view without its channels and collector."""
+    assert snapshot["schema_version"] == ENGINE_PREVIOUS_VERSION + 1, snapshot["schema_version"]
+    times = {
+        group: [wake, quiet, {b: entry[:3] for b, entry in views.items()}, fed]
+        for group, (wake, quiet, views, fed) in snapshot["group_times"].items()
+    }
+    return {**snapshot, "schema_version": ENGINE_PREVIOUS_VERSION, "group_times": times}
+
+
+def engine_as_v9(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     """A version-10 engine snapshot as version 9 wrote it: each polled view's last poll in its group's text, the
     group's ``[wake, quiet]`` counting the views' staleness."""
-    assert snapshot["schema_version"] == ENGINE_PREVIOUS_VERSION + 1, snapshot["schema_version"]
+    assert snapshot["schema_version"] == 10, snapshot["schema_version"]
     groups, times = {}, {}
     for group, text in snapshot["groups"].items():
         wake, quiet, views, _ = snapshot["group_times"][group]
@@ -50,7 +63,7 @@ def engine_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
             held[broker]["poll"][0] = at
             held[broker]["last_update_ms"] = [at] * len(held[broker]["last_update_ms"])
         groups[group] = encode_text(state) if polled else text
-    return {**snapshot, "schema_version": ENGINE_PREVIOUS_VERSION, "groups": groups, "group_times": times}
+    return {**snapshot, "schema_version": 9, "groups": groups, "group_times": times}
 
 
 def _earliest(time_ms: int | None, others: list[int]) -> int | None:
@@ -59,8 +72,8 @@ def _earliest(time_ms: int | None, others: list[int]) -> int | None:
 
 
 def engine_as_v8(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-10 engine snapshot as version 8 (the previous release) wrote it."""
-    return v9_as_v8(engine_as_previous(snapshot))
+    """A version-11 engine snapshot as version 8 (the previous release) wrote it."""
+    return v9_as_v8(engine_as_v9(engine_as_previous(snapshot)))
 
 
 def v9_as_v8(previous: Mapping[str, Any]) -> dict[str, Any]:
@@ -80,8 +93,8 @@ def _group_as_v8(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def shard_as_previous(snapshot: Mapping[str, Any]) -> dict[str, Any]:
-    """A version-11 shard snapshot of the default cluster alone as version 8 (the previous release) wrote it."""
-    assert snapshot["schema_version"] == 11, snapshot["schema_version"]
+    """A version-12 shard snapshot of the default cluster alone as version 8 (the previous release) wrote it."""
+    assert snapshot["schema_version"] == SHARD_VERSION, snapshot["schema_version"]
     (engine,) = snapshot["clusters"].values()  # the previous release knew one cluster
     assert list(snapshot["clusters"]) == [DEFAULT_CLUSTER] and engine["schema_version"] == ENGINE_PREVIOUS_VERSION + 1
     return engine_as_v8(engine)

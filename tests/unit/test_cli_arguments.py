@@ -248,7 +248,7 @@ def test_version_names_the_release_the_state_versions_and_what_each_delta_commit
     assert COMMIT_METADATA.endswith(version("rocketmq-rebalance-monitor"))
     documented = dict(re.findall(r"^\| `([a-z ]+)` \| .* \| (\d+) \|$", DESIGN_STATE.read_text(), re.MULTILINE))
     assert {kind: int(v) for kind, v in documented.items()} == {kind: v for kind, v, _ in STATE_KINDS}
-    assert states.startswith("state versions: shard 11 (reads 5 to 11), membership 2, ")
+    assert states.startswith("state versions: shard 12 (reads 5 to 12), membership 2, ")
     assert states == "state versions: " + ", ".join(
         f"{kind} {v}" + (f" (reads {min(m)} to {v})" if m else "") for kind, v, m in STATE_KINDS
     )

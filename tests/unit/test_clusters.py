@@ -23,7 +23,7 @@ from streaming.domain.faults.windows import WindowStatus
 from streaming.domain.vocabulary import AnomalyKind
 from streaming.job.consumer.events import parsed_event
 from tests.support.events import BASE, hb, route
-from tests.support.state_versions import engine_as_previous, v9_as_v8
+from tests.support.state_versions import engine_as_previous, engine_as_v9, v9_as_v8
 
 SETTINGS = EngineSettings()
 
@@ -86,13 +86,13 @@ def test_each_cluster_is_its_own_engine_in_the_snapshot_and_a_single_cluster_sna
     shard = Shard.restore(None, SETTINGS)
     _settled(shard)
     snapshot = json.loads(json.dumps(shard.snapshot()))
-    assert snapshot["schema_version"] == SCHEMA_VERSION == 11 and sorted(snapshot["clusters"]) == ["east", "west"]
+    assert snapshot["schema_version"] == SCHEMA_VERSION == 12 and sorted(snapshot["clusters"]) == ["east", "west"]
     restored = Shard.restore(snapshot, SETTINGS)
     assert {c: e.groups["G"].generation for c, e in restored.engines.items()} == {"east": 1, "west": 1}
     # A version 9 snapshot (one engine, no cluster), or the previous release's version 8: the default cluster's,
     # its generation and episode kept.
     west_only = ShardEngine.restore(snapshot["clusters"]["west"], SETTINGS)
-    previous = engine_as_previous(json.loads(json.dumps(west_only.snapshot())))
+    previous = engine_as_v9(engine_as_previous(json.loads(json.dumps(west_only.snapshot()))))
     assert previous["schema_version"] == 9
     release = v9_as_v8(previous)
     assert release["schema_version"] == 8

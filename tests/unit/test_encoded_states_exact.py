@@ -9,7 +9,9 @@ The snapshots are compared as what they mean (``decoded_snapshot``: a view polle
 noted, not in the text). Inputs with groups idle while others change: the simulator's ``mixed`` fleet with reports
 and consume progress, scripted operations polled by a collector with outages (views turning stale and fresh),
 several groups in one shard, cut into calls at generated places, and a steady polled fleet whose views a heartbeat,
-a member leaving or a removal changes between unchanged polls.
+a member leaving or a removal changes between unchanged polls. The steady fleet also goes through the job's rows
+(``shard_events``: a poll of a digest the shard noted is not parsed, ``NotedPoll``), compared with the engine that
+decodes every group and is given every poll parsed.
 Why: ``docs/design/state-snapshots.md``, "Groups a batch does not touch".
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import struct
 import zlib
 from collections.abc import Sequence
 from functools import cache
@@ -30,7 +33,15 @@ from streaming.app.simulation.fleet import Simulation, build_scenario
 from streaming.domain.consumers.encoded_states import EncodedStates
 from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.outcomes import BrokerViewState, MembershipChange
+from streaming.domain.consumers.polled_views import ConnectionPoll, NotedPoll, text_digest
+from streaming.domain.consumers.shard import Shard
 from streaming.domain.consumers.shard_engine import ShardEngine
+from streaming.domain.vocabulary import ChangeKind
+from streaming.job.consumer.events import CHANNEL_FIELDS, EVENT_COLUMNS, lane_times, shard_events
+from streaming.job.consumer.heartbeat_runs import RUN
+from streaming.job.consumer.query import _apply_isolating_poison, _as_job_rows
+from streaming.job.ingest.poison import PROCESSING_ERROR
+from streaming.job.runtime import state_blob
 from tests.support.engine import decoded_snapshot, read_everything, typed
 
 START_MS = 1_700_000_000_000
@@ -222,3 +233,143 @@ def test_a_view_changed_between_unchanged_polls_is_polled_in_full():
     assert "G0" not in trace[4][1] and "G1" not in trace[6][1]  # decoded at the poll after the change
     stale = [o for o in trace[7][0] if type(o) is BrokerViewState and o.view.status.value == "STALE"]
     assert len(stale) == STEADY_GROUPS * len(STEADY_BROKERS)
+
+
+def job_columns(call: list[dict[str, Any]], fold: bool = False) -> dict[str, list[Any]]:
+    """A call's events as ``shard_input`` hands them on: heartbeats typed, any other event as the JSON of its fields
+    (a poll's without its time) beside its raw value; with ``fold`` a view's identical polls as one run row."""
+    rows: list[dict[str, Any]] = []
+    runs: dict[str, list[dict[str, Any]]] = {}
+    for offset, event in enumerate(call):
+        row = dict.fromkeys((*EVENT_COLUMNS, RUN))
+        row.update(event_time_ms=event["event_time"], event_type=event["type"], kafka_topic="rmq")
+        row.update(kafka_partition=0, kafka_offset=offset)
+        if event["type"] == "consumer_channel":
+            row.update({f"c_{f}": event.get(f) for f in CHANNEL_FIELDS})
+            row["c_subscriptions"] = json.dumps(event["subscriptions"])
+        else:
+            polled = event["type"] == "consumer_connections"
+            row["raw_value"] = json.dumps(event)
+            row["typed_json"] = json.dumps({k: v for k, v in event.items() if k != "event_time" or not polled})
+            if fold and polled:
+                runs.setdefault(row["typed_json"], []).append(row)
+                continue
+        rows.append(row)
+    for members in runs.values():
+        pairs = [v for r in members for v in (r["event_time_ms"], r["kafka_offset"])]
+        packed = struct.pack(f"<{len(pairs)}q", *pairs) if len(members) > 1 else None
+        rows.append(dict(members[0], **{RUN: packed}))
+    return {name: [r[name] for r in rows] for name in (*EVENT_COLUMNS, RUN)}
+
+
+def parsed_as_the_job(call: list[dict[str, Any]]) -> list[Any]:
+    """A call's events each parsed, a poll with the digest of its text as ``shard_input`` gives it."""
+    return [
+        ConnectionPoll.from_json(e, text_digest(json.dumps({k: v for k, v in e.items() if k != "event_time"})))
+        if e["type"] == "consumer_connections"
+        else typed([e])[0]
+        for e in call
+    ]
+
+
+def rows_and_eager(calls: list[list[dict[str, Any]]], fold: bool = False) -> list[tuple[list[Any], set[str], int]]:
+    """Each call through the job's rows (the shard's engine as the job restores it, ``shard_events``) and through
+    the engine decoding every group, given every poll parsed (with its text's digest); outcomes and snapshots
+    compared. Per call: the
+    outcomes, the groups the job's engine left as text and how many of its polls were not parsed."""
+    job_snapshot: dict[str, Any] | None = None
+    eager_snapshot: dict[str, Any] | None = None
+    trace = []
+    for call in calls:
+        watermark = int(call[0]["event_time"]) - CYCLE_MS
+        shard = Shard.restore(json.loads(json.dumps(job_snapshot)) if job_snapshot else None, SETTINGS)
+        eager = ShardEngine.restore(json.loads(json.dumps(eager_snapshot)) if eager_snapshot else None, SETTINGS)
+        read_everything(eager)
+        columns = job_columns(call, fold)
+        events, _, _ = shard_events(columns, shard, watermark)
+        noted = sum(type(e) is NotedPoll for e in events)
+        outcomes = [o for _, o in shard.apply(events, watermark, lane_times(columns))]
+        assert outcomes == eager.apply(parsed_as_the_job(call), watermark, lane_times(columns))
+        assert shard.next_wakeup_ms() == eager.next_wakeup_ms()
+        (engine,) = shard.engines.values()
+        kept = {g for g in engine.groups if isinstance(engine.groups, EncodedStates) and engine.groups.encoded(g)}
+        job_snapshot, eager_snapshot = shard.snapshot(), eager.snapshot()
+        (job_engine,) = job_snapshot["clusters"].values()
+        assert job_engine == eager_snapshot or decoded_snapshot(job_engine, SETTINGS) == eager_snapshot
+        trace.append((outcomes, kept, noted))
+    return trace
+
+
+def test_unchanged_polls_through_the_jobs_rows_are_not_parsed_and_change_nothing():
+    """From the third call on every poll's digest is one the shard noted: none is parsed, no group decoded, and the
+    outcomes and snapshots are those of the engine given every poll parsed (folded into runs or one row each)."""
+    for fold in (False, True):
+        calls = steady_cycles(8, {})
+        if fold:  # two cycles a call: a view's two polls in one run
+            calls = [calls[n] + calls[n + 1] for n in range(0, len(calls), 2)]
+        trace = rows_and_eager(calls, fold)
+        groups = {f"G{g}" for g in range(STEADY_GROUPS)}
+        polls_per_call = STEADY_GROUPS * len(STEADY_BROKERS) * (2 if fold else 1)
+        assert trace[0][2] == 0
+        for outcomes, kept, noted in trace[2 if not fold else 1 :]:
+            assert kept == groups and noted == polls_per_call
+            assert len([o for o in outcomes if type(o) is BrokerViewState]) == polls_per_call
+
+
+def test_noted_polls_whose_group_changed_or_falls_due_are_parsed_and_applied():
+    """A poll listing other members (its digest is not noted: parsed), an unchanged poll after a heartbeat on its
+    broker (noted, but the view changed: applied in full), an unchanged poll of a group whose heartbeat-fed channel
+    expires by its time (noted, but the group's wake is due) and polls after a gap that lets the views turn stale:
+    the same outcomes as the engine given every poll parsed."""
+    extra = {
+        1: [heartbeat(START_MS + CYCLE_MS + 5, "G2", "b3", "10.9.9.8:1")],
+        3: [heartbeat(START_MS + 3 * CYCLE_MS + 5, "G0", "b1", "10.9.9.9:1")],
+        5: [poll(START_MS + 5 * CYCLE_MS + 7, "G1", "b2", members=2)],
+    }
+    calls = steady_cycles(20, extra)
+    trace = rows_and_eager(calls[:16] + calls[19:])  # 40 s without polls: the views turn stale by the next ones
+    changes = [o for outcomes, _, _ in trace[4:7] for o in outcomes if isinstance(o, MembershipChange)]
+    assert {(c.group, c.change.value) for c in changes} >= {("G0", "VANISHED"), ("G1", "VANISHED")}
+    assert "G0" not in trace[4][1] and "G1" not in trace[5][1]  # decoded at the poll after the change
+    # G2's heartbeat-fed channel (b3) expires by the poll 120 s after its heartbeat: that poll reads G2, the
+    # call's others are only noted
+    expired = [n for n, (outcomes, _, _) in enumerate(trace) for o in outcomes if type(o) is MembershipChange]
+    expired = [n for n in expired if any(getattr(o, "change", None) == ChangeKind.EXPIRED for o in trace[n][0])]
+    assert expired and expired[0] < 16 and "G2" not in trace[expired[0]][1]
+    assert trace[expired[0]][2] >= (STEADY_GROUPS - 1) * len(STEADY_BROKERS)
+    stale = [o for o in trace[16][0] if type(o) is BrokerViewState and o.view.status.value == "STALE"]
+    assert len(stale) == STEADY_GROUPS * len(STEADY_BROKERS)
+
+
+class _Stored:
+    """A shard's ``GroupState`` holding a blob, as the state function's call for it sees it."""
+
+    exists = True
+
+    def __init__(self, blob: bytes) -> None:
+        self.get = (blob,)
+
+
+def test_a_poll_no_parser_takes_among_noted_polls_is_a_dead_letter_and_the_rest_applied():
+    """A call of unchanged polls of noted views and one poll whose fields no parser takes (``stale_after_ms`` not a
+    number): that record is dead-lettered (PROCESSING_ERROR) as before the polls were noted, the others applied."""
+    calls = steady_cycles(3, {})
+    snapshot = None
+    for call in calls[:2]:
+        shard = Shard.restore(snapshot, SETTINGS)
+        columns = job_columns(call)
+        shard.apply(shard_events(columns, shard, 0).events, 0, {})
+        snapshot = json.loads(json.dumps(shard.snapshot()))
+    broken = dict(poll(START_MS + 2 * CYCLE_MS + 9, "G9", "b1"), stale_after_ms="soon")
+    columns = job_columns([*calls[2], broken])
+    state = _Stored(state_blob.compress(snapshot, ("groups", "progress")))
+    watermark = START_MS + CYCLE_MS
+    shard = Shard.restore(snapshot, SETTINGS)
+    assert sum(type(e) is NotedPoll for e in shard_events(columns, shard, watermark, range(len(calls[2]))).events)
+    _, outcomes, letter_rows, origins = _apply_isolating_poison(0, columns, state, SETTINGS, watermark)
+    rows = _as_job_rows(outcomes, 0, origins) + letter_rows
+    letters = [r for t, r in rows if t == "dead_letters"]
+    assert [(r["kafka_offset"], r["reason"]) for r in letters] == [(len(calls[2]), PROCESSING_ERROR)]
+    assert letters[0]["raw_value"] == json.dumps(broken)
+    views = [r for t, r in rows if t == "broker_views_current"]
+    assert len(views) == STEADY_GROUPS * len(STEADY_BROKERS)

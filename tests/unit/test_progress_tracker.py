@@ -344,7 +344,7 @@ def test_the_engine_snapshot_keeps_progress_and_holders_at_its_version():
     engine = engine_with_member(cached_msg_count=7)
     sample_window(engine, lambda i, t: [("T", 0, 10, 5, T0)], samples=2)
     snapshot = json.loads(json.dumps(engine.snapshot()))
-    assert snapshot["schema_version"] == SCHEMA_VERSION == 10
+    assert snapshot["schema_version"] == SCHEMA_VERSION == 11
     assert json.loads(snapshot["groups"]["G"])["holders"]["c1\x00T"]["queues"][0][3] == 7
     assert ShardEngine.restore(snapshot, EngineSettings()).snapshot() == snapshot
 

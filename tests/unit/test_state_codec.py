@@ -281,6 +281,8 @@ SHARD_V9 = {
 # Version 10 notes, with a group's times, each polled view's last poll (none here) and whether a view is fed by
 # heartbeats (this group's is).
 SHARD_V10 = {**SHARD_V9, "schema_version": 10, "group_times": {"G": [131400, 0, {}, True]}}
+# Version 11 notes each polled view's channels and collector too (none here).
+SHARD_V11 = {**SHARD_V10, "schema_version": 11}
 
 
 def same_document(got: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
@@ -293,9 +295,10 @@ def test_a_membership_snapshot_restores_and_snapshots_to_the_same_document():
 
 
 def test_a_shard_snapshot_restores_and_snapshots_to_the_same_document():
-    same_document(ShardEngine.restore(SHARD_V10, EngineSettings()).snapshot(), SHARD_V10)
-    same_document(ShardEngine.restore(SHARD_V9, EngineSettings()).snapshot(), SHARD_V10)  # version 9, migrated
-    same_document(ShardEngine.restore(SHARD, EngineSettings()).snapshot(), SHARD_V10)  # version 8, migrated
+    same_document(ShardEngine.restore(SHARD_V11, EngineSettings()).snapshot(), SHARD_V11)
+    same_document(ShardEngine.restore(SHARD_V10, EngineSettings()).snapshot(), SHARD_V11)  # version 10, migrated
+    same_document(ShardEngine.restore(SHARD_V9, EngineSettings()).snapshot(), SHARD_V11)  # version 9, migrated
+    same_document(ShardEngine.restore(SHARD, EngineSettings()).snapshot(), SHARD_V11)  # version 8, migrated
 
 
 def test_a_fault_tracker_snapshot_restores_and_snapshots_to_the_same_document():
@@ -312,7 +315,7 @@ def test_a_fault_shard_snapshot_restores_and_snapshots_to_the_same_document():
 
 RESTORES: list[tuple[str, Callable[[Mapping[str, Any]], object], Mapping[str, Any], int]] = [
     ("membership", membership_snapshot.restore, MEMBERSHIP, 2),
-    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD_V10, 10),
+    ("shard", lambda data: ShardEngine.restore(data, EngineSettings()), SHARD_V11, 11),
     ("fault tracker", FaultWindowTracker.from_dict, FAULT_TRACKER, 1),
     ("fault shard", fault_shard.pairs_from_snapshot, FAULT_SHARD, 1),
 ]
@@ -371,8 +374,8 @@ def test_wrap_puts_the_version_first_and_unwrap_hands_back_the_snapshot():
 def shard_document(groups: int) -> dict[str, Any]:
     """A two-cluster shard document whose groups' texts fill several segments."""
     texts = {f"G{g:04d}": encode_text({"group": g, "filler": "x" * (500 + g % 7)}) for g in range(groups)}
-    engine = {**SHARD_V10, "groups": texts, "progress": dict(SHARD_V10["progress"])}
-    return {"schema_version": 11, "clusters": {"east": engine, "west": {**engine, "groups": {}}}}
+    engine = {**SHARD_V11, "groups": texts, "progress": dict(SHARD_V11["progress"])}
+    return {"schema_version": 12, "clusters": {"east": engine, "west": {**engine, "groups": {}}}}
 
 
 def test_a_segmented_blob_reads_back_the_document_and_a_whole_one_still_reads():
@@ -399,6 +402,24 @@ def test_a_segment_whose_texts_are_those_read_is_written_again_without_compressi
     assert 2 <= compressed.call_count <= 3  # and the segments of G0007 and G0100
     same_document(state_blob.decode(changed), read)
     assert len(_frames(blob)) == len(_frames(changed)) > 4  # the texts are in several segments
+
+
+def test_a_blob_loaded_for_the_engine_inflates_a_segment_only_when_one_of_its_texts_is_read():
+    """``load`` hands a map's texts over unread (``UnreadText``): compressed again with none read, the document is
+    the bytes read, the rest of it alone inflated and compressed; a text read inflates its segment, once."""
+    document = shard_document(300)
+    blob = state_blob.compress(document, TEXT_KEYS)
+    with mock.patch.object(state_blob.zlib, "decompress", wraps=zlib.decompress) as inflated:
+        read = state_blob.decode(blob, unread=True)
+        groups = read["clusters"]["east"]["groups"]
+        assert inflated.call_count == 1 and all(type(t) is state_blob.UnreadText for t in groups.values())
+        with mock.patch.object(state_blob.zlib, "compress", wraps=zlib.compress) as compressed:
+            assert state_blob.compress(read, TEXT_KEYS) == blob
+        assert compressed.call_count == 1 and inflated.call_count == 1
+        expected = document["clusters"]["east"]["groups"]
+        assert str(groups["G0007"]) == expected["G0007"] and inflated.call_count == 2
+        assert str(groups["G0007"]) == expected["G0007"] and inflated.call_count == 2  # inflated once
+    same_document({g: str(t) for g, t in groups.items()}, expected)
 
 
 def _frames(blob: bytes) -> list[bytes]:

@@ -5,7 +5,7 @@ cut into calls, and what the code of state version N wrote for the first calls: 
 snapshot (``record_shard_snapshot.py`` beside them). The snapshot restores through the migration chain
 (``shard_migrations``) with everything it held kept: memberships, generations, open episodes, expected
 assignments and owners, reported assignments, the consume progress the metrics are set from, the detectors'
-windows, pending changes. The rest of the calls then run on the current code; from the previous version (9) the
+windows, pending changes. The rest of the calls then run on the current code; from the previous version (10) the
 tables, its recorded rows included, are the ones the current code writes continuing its own state, and so they are
 from version 8, the previous release's.
 """
@@ -28,7 +28,7 @@ from tests.support.engine import TableModel, typed
 from tests.support.state_versions import ENGINE_PREVIOUS_VERSION as PREVIOUS_VERSION
 from tests.support.state_versions import PREVIOUS_VERSION as RELEASE_VERSION
 from tests.support.state_versions import engine_as_previous as shard_as_previous
-from tests.support.state_versions import engine_as_v8, v9_as_v8
+from tests.support.state_versions import engine_as_v8, engine_as_v9, v9_as_v8
 
 DATA = Path(__file__).parents[1] / "data" / "state"
 VERSIONS = sorted(MIGRATIONS)
@@ -90,7 +90,7 @@ def test_a_snapshot_its_own_version_wrote_restores_with_everything_it_held(versi
 
 @pytest.mark.parametrize("previous", [PREVIOUS_VERSION, RELEASE_VERSION])
 def test_after_upgrading_from_the_previous_version_the_tables_are_those_of_the_current_codes_own_state(previous):
-    """Version 9 (and 8, the previous release) wrote the first calls' rows and snapshot; the current code runs the
+    """Version 10 (and 8, the previous release) wrote the first calls' rows and snapshot; the current code runs the
     rest from that snapshot, and from its own snapshot of the same calls: the tables (every row, the first calls'
     included) are the same."""
     old = recorded(previous)
@@ -114,13 +114,15 @@ def test_after_upgrading_from_the_previous_version_the_tables_are_those_of_the_c
 
 
 def test_the_previous_version_the_job_tests_write_is_what_that_version_wrote():
-    """``state_versions.engine_as_previous`` of the current code's snapshot after the same calls is version 9's, and
-    ``engine_as_v8`` version 8's (the previous release's, which the job's upgrade test writes)."""
+    """``state_versions.engine_as_previous`` of the current code's snapshot after the same calls is version 10's,
+    ``engine_as_v9`` of that version 9's, and ``engine_as_v8`` version 8's (the previous release's, which the job's
+    upgrade test writes)."""
     old = recorded(PREVIOUS_VERSION)
     current = run_calls(TableModel(), None, old["calls"][: old["upgrade_after"]], final=False)
     assert current is not None and current["schema_version"] == PREVIOUS_VERSION + 1
     assert current["group_times"].keys() == current["groups"].keys()  # the keys dropped held something
     assert shard_as_previous(current) == old["snapshot"]
+    assert engine_as_v9(shard_as_previous(current)) == recorded(9)["snapshot"]
     assert engine_as_v8(current) == recorded(RELEASE_VERSION)["snapshot"]
 
 

@@ -20,9 +20,11 @@ encode_text = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class Encoded(NamedTuple):
-    """A group's state as the snapshot held it: its JSON text and the times noted with it (None: none noted)."""
+    """A group's state as the snapshot held it: its JSON text and the times noted with it (None: none noted). The
+    text may be an object whose ``str`` is the text (the job's state blob hands over texts it has not inflated
+    yet, ``state_blob.UnreadText``): it is read only when the state is, and handed on as it is otherwise."""
 
-    text: str
+    text: Any
     times: Any
 
 
@@ -47,6 +49,10 @@ class EncodedStates(MutableMapping[str, T], Generic[T]):
         value = self._items.get(group)
         return value if type(value) is Encoded else None
 
+    def encoded_items(self) -> Iterator[tuple[str, Encoded]]:
+        """Each group the call has not read, with its stored text and times."""
+        return ((g, v) for g, v in self._items.items() if type(v) is Encoded)
+
     def retimed(self, group: str, times: Any) -> None:
         """The times noted with a group the call has not read, replaced (its text kept)."""
         value = self._items[group]
@@ -56,7 +62,8 @@ class EncodedStates(MutableMapping[str, T], Generic[T]):
     def __getitem__(self, group: str) -> T:
         value = self._items[group]
         if type(value) is Encoded:
-            value = self._items[group] = self._decode(json.loads(value.text), value.times)
+            text = value.text if type(value.text) is str else str(value.text)
+            value = self._items[group] = self._decode(json.loads(text), value.times)
         return value  # type: ignore[no-any-return]
 
     def get(self, group: str, default: Any = None) -> Any:
@@ -80,10 +87,10 @@ class EncodedStates(MutableMapping[str, T], Generic[T]):
 
 def encoded_payload(
     states: Mapping[str, T], to_json: Callable[[T], Any], times_of: Callable[[str, T], Any]
-) -> tuple[dict[str, str], dict[str, Any]]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The states as a snapshot keeps them, in group order: each group's JSON text, and the times noted with it
     (``times_of(group, state)``; a group whose state was not read keeps its text and times as held)."""
-    texts: dict[str, str] = {}
+    texts: dict[str, Any] = {}
     times: dict[str, Any] = {}
     held = states.encoded if isinstance(states, EncodedStates) else None
     for group in sorted(states):

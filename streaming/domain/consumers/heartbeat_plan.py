@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from streaming.domain.consumers import membership as ms
 from streaming.domain.consumers.group_state import GroupState
-from streaming.domain.consumers.polled_views import ConnectionPoll
+from streaming.domain.consumers.polled_views import POLLS, ConnectionPoll, NotedPoll
 from streaming.domain.vocabulary import ChannelEventKind
 
 
@@ -41,7 +41,7 @@ def plan_runs(
     groups: Mapping[str, GroupState],
     expiry_ms: int,
     runs: Sequence[HeartbeatRun],
-    others: Iterable[ms.ChannelEvent | ConnectionPoll],
+    others: Iterable[ms.ChannelEvent | ConnectionPoll | NotedPoll],
 ) -> list[RunEvents]:
     """Take the batch's heartbeat runs (``others``: its other channel events and polls) before ``apply``: apply what
     needs no place among the batch's events, and return, per run, the events that still apply it.
@@ -99,7 +99,7 @@ def steady_runs(
     groups: Mapping[str, GroupState],
     expiry_ms: int,
     runs: Sequence[HeartbeatRun],
-    others: Iterable[ms.ChannelEvent | ConnectionPoll],
+    others: Iterable[ms.ChannelEvent | ConnectionPoll | NotedPoll],
 ) -> list[bool]:
     """For each run of the batch: may it be applied as its first heartbeat held until its last, followed
     (at the latest) by a scan at its last, with exactly the effect of applying every one of its heartbeats?
@@ -136,7 +136,7 @@ def steady_runs(
     for run in runs:
         note(run.event)
     for event in others:
-        if isinstance(event, ConnectionPoll):
+        if isinstance(event, POLLS):
             view_subscriptions[(event.group, event.broker)] = _MIXED_VIEW
         else:
             note(event)

@@ -12,14 +12,14 @@ from typing import NamedTuple
 
 from streaming.domain.consumers import membership as ms
 from streaming.domain.consumers.group_state import GroupState
-from streaming.domain.consumers.polled_views import ConnectionPoll
+from streaming.domain.consumers.polled_views import POLLS, ConnectionPoll, NotedPoll, lists_connections
 
 
 class PollRun(NamedTuple):
-    """A broker's identical polls of a group in one batch: ``event`` is the first, ``times`` every one's event
-    time in the order they apply (``times[0]`` is the event's own)."""
+    """A broker's identical polls of a group in one batch: ``event`` is the first (parsed or noted), ``times`` every
+    one's event time in the order they apply (``times[0]`` is the event's own)."""
 
-    event: ConnectionPoll
+    event: ConnectionPoll | NotedPoll
     times: tuple[int, ...]
 
 
@@ -43,7 +43,7 @@ def plan_polls(
     facts: Callable[[str], PollFacts | None],
     settles: Callable[[PollRun], bool],
     runs: Sequence[PollRun],
-    others: Iterable[ms.ChannelEvent | ConnectionPoll],
+    others: Iterable[ms.ChannelEvent | ConnectionPoll | NotedPoll],
 ) -> list[list[int]]:
     """Per run, the indices into its ``times`` of the polls to apply (in order); ``others`` are the batch's channel
     events (heartbeat runs' included) and its polls outside runs; ``facts``: a group's ``PollFacts`` (None: the
@@ -64,7 +64,7 @@ def plan_polls(
     plans: list[list[int]] = []
     for run in runs:
         event = run.event
-        if len(run.times) < 3 or not event.connections or event.group in excluded or not settles(run):
+        if len(run.times) < 3 or not lists_connections(event) or event.group in excluded or not settles(run):
             plans.append(list(range(len(run.times))))
         else:
             plans.append(_thinned(run.times, event.stale_after_ms))
@@ -84,14 +84,16 @@ def _thinned(times: Sequence[int], stale_after_ms: int) -> list[int]:
 def first_settles(state: GroupState | None, run: PollRun) -> bool:
     """After the run's first poll the view is exactly its connections: the poll is not older than the view's last
     one, holds out no channel removed after it, and keeps no other channel updated after it (each would change at a
-    later poll of the run)."""
-    view = state.membership.views.get(run.event.broker) if state is not None else None
+    later poll of the run). The run's poll is parsed (``NotedPoll.parsed``: its connections are read)."""
+    event = run.event
+    assert isinstance(event, ConnectionPoll), "a noted poll is parsed before its connections are read"
+    view = state.membership.views.get(event.broker) if state is not None else None
     if view is None:
         return True
     first = run.times[0]
     if view.poll is not None and first < view.poll.polled_at_ms:
         return False  # older than the view's last poll: ignored (a late poll), unlike a later poll of the run
-    listed = {c.channel for c in run.event.connections}
+    listed = {c.channel for c in event.connections}
     if any(view.removed_at_ms.get(name, first) > first for name in listed):
         return False
     return all(name in listed or ch.last_update_ms <= first for name, ch in view.channels.items())
@@ -100,7 +102,7 @@ def first_settles(state: GroupState | None, run: PollRun) -> bool:
 def _excluded_groups(
     facts: Callable[[str], PollFacts | None],
     runs: Sequence[PollRun],
-    others: Iterable[ms.ChannelEvent | ConnectionPoll],
+    others: Iterable[ms.ChannelEvent | ConnectionPoll | NotedPoll],
 ) -> set[str]:
     """Groups whose runs are applied poll by poll: a channel event of the group in the batch, a view of it fed by
     heartbeats, a view polled by more than one run or by a run and another poll, or a polled view that turns
@@ -115,7 +117,7 @@ def _excluded_groups(
         polls.setdefault(view, []).extend((t, run.event.stale_after_ms) for t in run.times)
         ends[run.event.group] = max(run.times[-1], ends.get(run.event.group, run.times[-1]))
     for other in others:
-        if isinstance(other, ConnectionPoll):
+        if isinstance(other, POLLS):
             view = (other.group, other.broker)
             if view in run_views:
                 excluded.add(other.group)

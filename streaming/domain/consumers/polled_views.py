@@ -8,6 +8,7 @@ it only when no view with channels is fresh. The rules and their reasons: ``docs
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -89,12 +90,41 @@ class ConnectionPoll(NamedTuple):
         )
 
 
+class NotedPoll(NamedTuple):
+    """A poll not parsed yet, whose digest (``ConnectionPoll.digest``) is one the shard noted with a view that poll
+    settled (``ShardEngine.noted_poll``): equal digests, equal texts, so its group, broker and ``stale_after_ms``
+    are that poll's, known without reading it. ``text`` is the JSON of its fields without its time; ``parsed`` is
+    the poll the engine applies when it cannot only note it (``ShardEngine._touch``)."""
+
+    event_time_ms: int
+    cluster: str
+    group: str
+    broker: str
+    stale_after_ms: int
+    digest: str
+    text: str
+
+    def parsed(self) -> ConnectionPoll:
+        fields = json.loads(self.text)
+        fields["event_time"] = self.event_time_ms
+        return ConnectionPoll.from_json(fields, self.digest)
+
+
+# Either form of a poll where a plan only reads its view, times and staleness (``poll_runs``, ``heartbeat_plan``).
+POLLS = (ConnectionPoll, NotedPoll)
+
+
+def lists_connections(poll: ConnectionPoll | NotedPoll) -> bool:
+    """The poll lists a connection (a noted one does: only a poll with connections settles a view)."""
+    return isinstance(poll, NotedPoll) or bool(poll.connections)
+
+
 def text_digest(text: str) -> str:
     """The digest of a poll's fields without its time, from their JSON text (``ConnectionPoll.digest``)."""
     return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
 
 
-def poll_digest(poll: ConnectionPoll) -> str:
+def poll_digest(poll: ConnectionPoll | NotedPoll) -> str:
     """What a poll says but for its time, as a digest: the one its source gave, else one of the poll itself."""
     if poll.digest is not None:
         return poll.digest

@@ -19,16 +19,19 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.heartbeat_plan import HeartbeatRun, RunEvents
 from streaming.domain.consumers.outcomes import GroupSummary, Outcome
 from streaming.domain.consumers.poll_runs import PollRun
-from streaming.domain.consumers.polled_views import ConnectionPoll
+from streaming.domain.consumers.polled_views import ConnectionPoll, NotedPoll
 from streaming.domain.consumers.shard_engine import SNAPSHOT_KIND, EngineEvent, ShardEngine
 from streaming.domain.consumers.shard_migrations import migrations
 from streaming.domain.state_codec import unwrap_state, wrap_state
 
 # 10: one engine snapshot (``shard_engine.SCHEMA_VERSION``'s shape, 9) per cluster (``clusters``); 11: the same,
-# its engine snapshots of version 10 (each polled view's last poll noted apart from its group's text).
-SCHEMA_VERSION = 11
+# its engine snapshots of version 10 (each polled view's last poll noted apart from its group's text); 12: of
+# version 11 (with each noted view its channels and collector).
+SCHEMA_VERSION = 12
 
 Run = TypeVar("Run", HeartbeatRun, PollRun)
+# The events a plan of runs reads besides them: the batch's channel events and polls.
+Context = ms.ChannelEvent | ConnectionPoll | NotedPoll
 Plan = TypeVar("Plan")
 
 
@@ -53,7 +56,7 @@ class Shard:
         if not snapshot:
             return cls(settings, {})
         snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot, migrations(settings.default_cluster))
-        engines = {c: ShardEngine.restore(s, settings) for c, s in snapshot["clusters"].items()}
+        engines = {c: ShardEngine.restore(s, settings, c) for c, s in snapshot["clusters"].items()}
         return cls(settings, engines)
 
     def snapshot(self) -> dict[str, Any]:
@@ -71,27 +74,31 @@ class Shard:
         """The cluster's engine (a new, empty one for a cluster the shard has not seen)."""
         engine = self.engines.get(cluster)
         if engine is None:
-            engine = self.engines[cluster] = ShardEngine.restore(None, self.settings)
+            engine = self.engines[cluster] = ShardEngine.restore(None, self.settings, cluster)
         return engine
 
+    def noted_poll(self, time_ms: int, digest: str, text: str) -> NotedPoll | None:
+        """``ShardEngine.noted_poll`` of the engine that noted the digest (a poll's text names its cluster)."""
+        for engine in self.engines.values():
+            noted = engine.noted_poll(time_ms, digest, text)
+            if noted is not None:
+                return noted
+        return None
+
     # -- processing ----------------------------------------------------------------------------------
-    def apply_runs(
-        self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent | ConnectionPoll]
-    ) -> list[RunEvents]:
+    def apply_runs(self, runs: Sequence[HeartbeatRun], others: Iterable[Context]) -> list[RunEvents]:
         """``ShardEngine.apply_runs`` per cluster (``others`` split by cluster too), in the order of ``runs``."""
         return self._per_cluster(runs, others, lambda engine, rs, os: engine.apply_runs(rs, os))
 
-    def plan_polls(
-        self, runs: Sequence[PollRun], others: Iterable[ms.ChannelEvent | ConnectionPoll]
-    ) -> list[list[int]]:
+    def plan_polls(self, runs: Sequence[PollRun], others: Iterable[Context]) -> list[list[int]]:
         """``poll_runs.plan_polls`` per cluster (``others`` split by cluster too), in the order of ``runs``."""
         return self._per_cluster(runs, others, lambda engine, rs, os: engine.plan_polls(rs, os))
 
     def _per_cluster(
         self,
         runs: Sequence[Run],
-        others: Iterable[ms.ChannelEvent | ConnectionPoll],
-        plan: Callable[[ShardEngine, Sequence[Run], Sequence[ms.ChannelEvent | ConnectionPoll]], list[Plan]],
+        others: Iterable[Context],
+        plan: Callable[[ShardEngine, Sequence[Run], Sequence[Context]], list[Plan]],
     ) -> list[Plan]:
         """``plan`` of each cluster's engine, its runs and the events of ``others`` of its cluster; the plans in
         the order of ``runs``."""
@@ -100,7 +107,7 @@ class Shard:
             by_cluster.setdefault(run.event.cluster, []).append(i)
         if not by_cluster:
             return []
-        context: dict[str, list[ms.ChannelEvent | ConnectionPoll]] = {}
+        context: dict[str, list[Context]] = {}
         for event in others:
             context.setdefault(event.cluster, []).append(event)
         plans: list[Plan | None] = [None] * len(runs)

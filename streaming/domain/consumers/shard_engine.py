@@ -143,9 +143,11 @@ from streaming.domain.consumers.outcomes import (
 from streaming.domain.consumers.poll_runs import PollFacts, PollRun, first_settles, plan_polls, poll_facts
 from streaming.domain.consumers.polled_views import (
     ConnectionPoll,
+    NotedPoll,
     ViewStatus,
     apply_poll,
     is_registered,
+    lists_connections,
     mark_stale,
     next_stale_ms,
     poll_digest,
@@ -167,6 +169,7 @@ from streaming.domain.consumers.shard_migrations import MIGRATIONS
 from streaming.domain.queues import MessageQueue
 from streaming.domain.state_codec import unwrap_state, wrap_state
 from streaming.domain.vocabulary import (
+    DEFAULT_CLUSTER,
     AllocationMode,
     AnomalyKind,
     ChangeKind,
@@ -189,9 +192,10 @@ SNAPSHOT_KIND = "shard"
 # 9: each group's state and progress as its own JSON text, with the times it wakes (``group_times``,
 # ``progress_times``), so a batch decodes and encodes only the groups it touches (``encoded_states``); 10: each
 # polled view's last poll noted apart from the group's text (``group_times``: its time and a digest of what it
-# said), so an unchanged poll leaves the group's text as it is (``_touch``).
+# said), so an unchanged poll leaves the group's text as it is (``_touch``); 11: with each such view its channel
+# count and collector, so that an unchanged poll writes its status row without being parsed (``NotedPoll``).
 # Older versions are migrated on restore (``shard_migrations``).
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 # The snapshot's maps of a group's JSON text (``encoded_states``), which the job's state blob stores in segments.
 TEXT_KEYS = ("groups", "progress")
 # How long (event time) a group that emptied keeps its generation number for a return.
@@ -200,7 +204,7 @@ UNKNOWN_GROUP = IgnoredReason.UNKNOWN_GROUP  # the reason of a report the engine
 STALE_ROUTE = LateReason.STALE_ROUTE  # the late-event reason of a route older than the applied one
 STALE_POLL = LateReason.STALE_POLL  # the late-event reason of a poll older than its view's last poll
 # What ``apply`` takes: every event type of the heartbeat path, parsed by the caller.
-EngineEvent = ms.ChannelEvent | ConnectionPoll | TopicRoute | ReportedAssignment | ConsumeProgress
+EngineEvent = ms.ChannelEvent | ConnectionPoll | NotedPoll | TopicRoute | ReportedAssignment | ConsumeProgress
 # Re-analyses that are not rebalances: no generation, no storm count, no convergence grace.
 # A polled view turning stale or fresh again changes which views the analysis reads, not the membership.
 NOT_REBALANCES = frozenset(
@@ -251,7 +255,7 @@ def _woken(times: Sequence[Any]) -> tuple[int | None, int | None]:
     """A group's noted ``[wake, quiet, views, fed]`` (``ShardEngine._group_times``) as its wake and quiet times:
     those noted, or a polled view's staleness when earlier."""
     wake, quiet = times[0], times[1]
-    stale = [at + after + 1 for at, after, _ in times[2].values()]
+    stale = [entry[0] + entry[1] + 1 for entry in times[2].values()]
     if stale:
         first = min(stale)
         wake = first if wake is None else min(wake, first)
@@ -349,8 +353,10 @@ class ShardEngine:
         retired: dict[str, list[Any]] | None = None,
         lanes: dict[str, int] | None = None,
         progress: dict[str, GroupProgress] | None = None,
+        cluster: str = DEFAULT_CLUSTER,
     ) -> None:
         self.settings = settings
+        self.cluster = cluster  # the RocketMQ cluster whose events it is given (``Shard``)
         # group -> its consume progress: kept apart from ``groups``, as an offline group's backlog is watched too
         self.progress = progress or {}
         self.lanes = lanes or {}  # lane -> its newest channel event's time (see the module docstring)
@@ -368,15 +374,21 @@ class ShardEngine:
         # group -> broker -> (digest, view): the view as the poll of that digest (``poll_digest``) left it settled
         # (``settled_by``); noted with the group while the view is still that (``_group_times``).
         self._polled: dict[str, dict[str, tuple[str, ms.BrokerView]]] = {}
+        # digest -> (group, broker, stale_after_ms) of each view noted settled as the shard was restored
+        # (``noted_poll``), built at the first question
+        self._noted: dict[str, tuple[str, str, int]] | None = None
 
     # -- persistence ---------------------------------------------------------------------------------
     @classmethod
-    def restore(cls, snapshot: Mapping[str, Any] | None, settings: EngineSettings) -> ShardEngine:
+    def restore(
+        cls, snapshot: Mapping[str, Any] | None, settings: EngineSettings, cluster: str = DEFAULT_CLUSTER
+    ) -> ShardEngine:
+        """The engine ``snapshot`` holds (None: an empty one), of ``cluster``'s events."""
         if not snapshot:
-            return cls(settings, {}, {})
+            return cls(settings, {}, {}, cluster=cluster)
         snapshot = unwrap_state(SNAPSHOT_KIND, SCHEMA_VERSION, snapshot, MIGRATIONS)
         lanes = {lane: int(t) for lane, t in snapshot["lanes"].items()}
-        engine = cls(settings, dict(snapshot["routes"]), {}, dict(snapshot.get("retired", {})), lanes)
+        engine = cls(settings, dict(snapshot["routes"]), {}, dict(snapshot.get("retired", {})), lanes, cluster=cluster)
         # Each group's state is decoded when the call first reads it (``encoded_states``).
         engine.groups = EncodedStates.restored(snapshot["groups"], snapshot["group_times"], engine._decoded_group)  # type: ignore[assignment]
         engine.progress = EncodedStates.restored(snapshot["progress"], snapshot["progress_times"], _progress_of)  # type: ignore[assignment]
@@ -390,7 +402,7 @@ class ShardEngine:
         if not times:
             return state
         views, recorded = dict(state.membership.views), {}
-        for broker, (at_ms, _, digest) in times[2].items():
+        for broker, (at_ms, _, digest, *_) in times[2].items():
             view = views.get(broker)
             if view is None or view.poll is None:
                 continue
@@ -419,8 +431,9 @@ class ShardEngine:
 
     def _group_times(self, group: str, state: GroupState) -> list[Any]:
         """What a snapshot notes with a group's text: ``[wake, quiet, views, fed]``. ``views``: each polled view
-        that is not stale, ``[its last poll's time, stale_after_ms, the poll's digest]`` (the digest None unless
-        that poll settled the view and nothing changed it since: ``_touch``); ``fed``: a view with channels is fed
+        that is not stale, ``[its last poll's time, stale_after_ms, the poll's digest, its channels, its collector]``
+        (the digest None unless that poll settled the view and nothing changed it since: ``_touch``, which writes
+        the view's status row from them); ``fed``: a view with channels is fed
         by heartbeats. With the views' staleness (``_woken``), ``wake`` is its next wakeup (``next_wakeup_ms``'s
         term) and ``quiet`` the time before which the end of a call changes nothing of it (``_advance_all``): the
         earliest channel expiry, staleness, slide or window pruning; 0 while it has pending changes (every call's
@@ -434,7 +447,8 @@ class ShardEngine:
                 continue
             held = recorded.get(broker)
             digest = held[0] if held is not None and (held[1] is view or held[1] == view) else None
-            views[broker] = [view.poll.polled_at_ms, view.poll.stale_after_ms, digest]
+            poll = view.poll
+            views[broker] = [poll.polled_at_ms, poll.stale_after_ms, digest, len(view.channels), poll.collector]
         fed = any(v.poll is None and v.channels for v in membership.views.values())
         times = [ms.next_expiry_ms(membership, settings.expiry_ms)]
         times += [t + settings.storm_window_ms + 1 for t in state.rebalances_ms[:1]]
@@ -461,6 +475,24 @@ class ShardEngine:
         kept = states.encoded(group) if isinstance(states, EncodedStates) else None
         return kept.times if kept is not None else None
 
+    def noted_poll(self, time_ms: int, digest: str, text: str) -> NotedPoll | None:
+        """A poll at ``time_ms`` whose fields but its time are ``text`` (of digest ``digest``), as a ``NotedPoll`` when
+        the shard noted that digest with a view the poll settled as the call restored it (``_group_times``), else
+        None (it is parsed). The digest tells the poll's group, broker and staleness: the noted poll's."""
+        if self._noted is None:
+            self._noted = {}
+            if isinstance(self.groups, EncodedStates):
+                for group, kept in self.groups.encoded_items():
+                    if kept.times:
+                        for broker, entry in kept.times[2].items():
+                            if entry[2] is not None:
+                                self._noted[entry[2]] = (group, broker, int(entry[1]))
+        found = self._noted.get(digest)
+        if found is None:
+            return None
+        group, broker, stale_after_ms = found
+        return NotedPoll(time_ms, self.cluster, group, broker, stale_after_ms, digest, text)
+
     def is_empty(self) -> bool:
         return not self.groups and not self.routes and not self.retired and not self.progress
 
@@ -479,7 +511,7 @@ class ShardEngine:
 
     # -- processing ----------------------------------------------------------------------------------
     def apply_runs(
-        self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent | ConnectionPoll]
+        self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent | ConnectionPoll | NotedPoll]
     ) -> list[RunEvents]:
         """Take the batch's heartbeat runs (``others``: its other channel events and polls) before ``apply``: apply what
         needs no place among the batch's events, and return, per run, the events that still apply it
@@ -487,14 +519,14 @@ class ShardEngine:
         return plan_runs(self.groups, self.settings.expiry_ms, runs, others)
 
     def steady_runs(
-        self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent | ConnectionPoll]
+        self, runs: Sequence[HeartbeatRun], others: Iterable[ms.ChannelEvent | ConnectionPoll | NotedPoll]
     ) -> list[bool]:
         """For each run of the batch: may it be applied as its first heartbeat held until its last, with exactly
         the effect of applying every one of its heartbeats? (``heartbeat_plan.steady_runs``)"""
         return steady_runs(self.groups, self.settings.expiry_ms, runs, others)
 
     def plan_polls(
-        self, runs: Sequence[PollRun], others: Iterable[ms.ChannelEvent | ConnectionPoll]
+        self, runs: Sequence[PollRun], others: Iterable[ms.ChannelEvent | ConnectionPoll | NotedPoll]
     ) -> list[list[int]]:
         """Per poll run of the batch (``others``: its channel events and other polls), the indices of the polls
         still to apply (``poll_runs.plan_polls``)."""
@@ -504,7 +536,7 @@ class ShardEngine:
         """``poll_runs.PollFacts`` of a group: as noted with it when the call has not read it."""
         stored = self._stored_times(self.groups, group)
         if stored is not None:
-            return PollFacts(bool(stored[3]), {b: (at, after) for b, (at, after, _) in stored[2].items()})
+            return PollFacts(bool(stored[3]), {b: (entry[0], entry[1]) for b, entry in stored[2].items()})
         state = self.groups.get(group)
         return None if state is None else poll_facts(state)
 
@@ -516,6 +548,8 @@ class ShardEngine:
         entry = stored[2].get(event.broker) if stored is not None else None
         if entry is not None and entry[2] is not None and entry[2] == poll_digest(event):
             return run.times[0] >= int(entry[0])
+        if type(event) is NotedPoll:
+            run = run._replace(event=event.parsed())
         return first_settles(self.groups.get(event.group), run)
 
     def apply(
@@ -535,12 +569,13 @@ class ShardEngine:
                 self._advance_group(event.group, event.event_time_ms, records)
                 self._apply_channel(event, records)
                 continue
-            if isinstance(event, ConnectionPoll):
+            if isinstance(event, ConnectionPoll | NotedPoll):
                 clock_ms = max(clock_ms, event.event_time_ms)
                 if self._touch(event, records):
                     continue
-                self._advance_group(event.group, event.event_time_ms, records)
-                self._apply_poll(event, records)
+                poll = event.parsed() if isinstance(event, NotedPoll) else event
+                self._advance_group(poll.group, poll.event_time_ms, records)
+                self._apply_poll(poll, records)
                 continue
             clock_ms = max(clock_ms, event.event_time_ms)
             if isinstance(event, TopicRoute):
@@ -754,7 +789,7 @@ class ShardEngine:
             self._mark(event.group, change.event_time_ms, Trigger(change.change))
             self._count_member_change(state, change)
 
-    def _touch(self, poll: ConnectionPoll, records: list[Outcome]) -> bool:
+    def _touch(self, poll: ConnectionPoll | NotedPoll, records: list[Outcome]) -> bool:
         """A poll of a group the call has not read, applied without reading it when it can change nothing but the
         view's times: it says what the poll that settled the view said (``settled_by``), is not older than the
         view's last poll, and nothing of the group falls due by its time (its wake: no cut, slide, expiry or view
@@ -762,7 +797,7 @@ class ShardEngine:
         noted instead (the view's time with the group's), the text kept. Whether it was: ``docs/design/poll-runs.md``,
         "Polls across batches"."""
         stored = self._stored_times(self.groups, poll.group)
-        if stored is None or not poll.connections:
+        if stored is None or not lists_connections(poll):
             return False
         entry, time_ms = stored[2].get(poll.broker), poll.event_time_ms
         if entry is None or entry[2] is None or time_ms < entry[0]:
@@ -770,17 +805,11 @@ class ShardEngine:
         wake = _woken(stored)[0]
         if (wake is not None and wake <= time_ms) or poll_digest(poll) != entry[2]:
             return False
-        views = {**stored[2], poll.broker: [time_ms, entry[1], entry[2]]}
+        views = {**stored[2], poll.broker: [time_ms, *entry[1:]]}
         self.groups.retimed(poll.group, [stored[0], stored[1], views, stored[3]])  # type: ignore[attr-defined]
+        # the poll's channels and collector: the view's, noted with it (the poll that settled it said them)
         status = ViewStatus(
-            time_ms,
-            poll.group,
-            poll.broker,
-            ViewFreshness.FRESH,
-            time_ms,
-            poll.stale_after_ms,
-            len(poll.connections),
-            poll.collector,
+            time_ms, poll.group, poll.broker, ViewFreshness.FRESH, time_ms, poll.stale_after_ms, entry[3], entry[4]
         )
         records.append(BrokerViewState(status))
         return True

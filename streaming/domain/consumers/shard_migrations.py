@@ -69,12 +69,21 @@ def v9_to_v10_engine(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     return {**snapshot, "group_times": {}}
 
 
+def v10_to_v11_engine(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """An engine's 11 notes with each polled view its channel count and collector too. Version 10's notes lack them:
+    none are kept (``{}``), so the first call decodes every group once and notes them, as after 9 -> 10; the texts
+    are kept as they are (each view as the text last wrote it: a poll noted since only moved its times, and an
+    unchanged poll of it is applied in full once)."""
+    return {**snapshot, "group_times": {}}
+
+
 MIGRATIONS: Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
     5: v5_to_v6,
     6: v6_to_v7,
     7: v7_to_v8,
     8: v8_to_v9,
     9: v9_to_v10_engine,
+    10: v10_to_v11_engine,
 }
 
 
@@ -91,8 +100,14 @@ def v10_to_v11(snapshot: Mapping[str, Any]) -> dict[str, Any]:
     return dict(snapshot)
 
 
+def v11_to_v12(snapshot: Mapping[str, Any]) -> dict[str, Any]:
+    """12 holds engine snapshots of version 11; an older engine snapshot inside takes the engine's own chain when
+    restored (``v10_to_v11_engine``): the document is kept as it is."""
+    return dict(snapshot)
+
+
 def migrations(default_cluster: str) -> Mapping[int, Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
     """The steps to ``shard.SCHEMA_VERSION``: ``MIGRATIONS`` up to version 9 (one cluster's engine), then that
-    engine as ``default_cluster``'s (9 -> 10), then 10 -> 11. (``MIGRATIONS[9]``, the engine's own step to 10,
-    applies inside: ``ShardEngine.restore``.)"""
-    return {**MIGRATIONS, 9: partial(v9_to_v10, default_cluster), 10: v10_to_v11}
+    engine as ``default_cluster``'s (9 -> 10), then 10 -> 11 -> 12. (``MIGRATIONS[9]`` and ``[10]``, the engine's
+    own steps, apply inside: ``ShardEngine.restore``.)"""
+    return {**MIGRATIONS, 9: partial(v9_to_v10, default_cluster), 10: v10_to_v11, 11: v11_to_v12}

@@ -1,8 +1,9 @@
 """The consumer state function's input: a shard's Arrow rows as Python columns, and its events in apply order.
 
 ``consumer.query``'s state function reads the rows of ``shard_input`` column by column (``read_columns``) and
-builds the events the engine applies (``shard_events``): typed channel events from their columns, every other
-event parsed once into its type from the JSON of its fields (``parsed_event``), its origin kept beside it;
+builds the events the engine applies (``shard_events``): typed channel events from their columns, a poll whose
+digest the shard noted as it is (``NotedPoll``, parsed only if the engine must apply it), every other event parsed
+once into its type from the JSON of its fields (``parsed_event``), its origin kept beside it;
 heartbeat runs handed to ``Shard.apply_runs``, late ones counted, the rest ordered by event time, type and
 Kafka coordinates; and the newest channel event per Kafka partition (``lane_times``), which lets the engine
 expire silent channels before the watermark does.
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from streaming.contract.events import EventType
 from streaming.domain.consumers.group_state import TopicRoute
 from streaming.domain.consumers.membership import ChannelEvent
-from streaming.domain.consumers.polled_views import ConnectionPoll, text_digest
+from streaming.domain.consumers.polled_views import ConnectionPoll, NotedPoll, text_digest
 from streaming.domain.consumers.progress_tracker import ConsumeProgress
 from streaming.domain.consumers.reported import ReportedAssignment
 from streaming.domain.consumers.shard import Shard
@@ -121,7 +122,8 @@ def shard_events(
     Order: event time, then event type, then Kafka coordinates. The type orders events of the same millisecond
     (``_SAME_TIME_RANK``) and Kafka coordinates break the remaining ties, so that a replay applies them in the
     same order. Channel events are built from their typed columns (``shard_input``); each distinct subscription
-    list is parsed once. Heartbeat runs (``heartbeat_runs``) go to ``engine.apply_runs`` first; the events it
+    list is parsed once. A poll whose text's digest the shard noted (``Shard.noted_poll``) is not parsed: a
+    ``NotedPoll``. Heartbeat runs (``heartbeat_runs``) go to ``engine.apply_runs`` first; the events it
     leaves to apply stand at the time and offset of a heartbeat each, so they sort exactly where it would.
     An event (or a run's heartbeat) at or before ``watermark_ms`` is late: counted, not applied. ``rows``
     restricts the input to those rows (indices; default all).
@@ -142,7 +144,7 @@ def shard_events(
     run_places: list[tuple[str, int, tuple[int, ...]]] = []  # per run: its Kafka topic, partition and offsets
     poll_runs: list[PollRun] = []
     poll_places: list[tuple[str, int, tuple[int, ...]]] = []
-    others: list[ChannelEvent | ConnectionPoll] = []  # channel events and polls outside runs (``apply_runs``)
+    others: list[ChannelEvent | ConnectionPoll | NotedPoll] = []  # channel events and polls outside runs
     for i in range(len(event_types)) if rows is None else rows:
         event_type = event_types[i]
         if (packed := packed_runs[i]) is None:  # one event
@@ -159,13 +161,27 @@ def shard_events(
                     continue
             time_ms = occurrences[0]
         key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i], offsets[i])
+        digest = None
+        if event_type == POLL_EVENT and (text := columns["typed_json"][i]) is not None:
+            # An unchanged poll of a view the shard noted is not parsed (``NotedPoll``): the engine mostly only
+            # notes its time (``ShardEngine._touch``).
+            digest = text_digest(text)
+            noted = engine.noted_poll(time_ms, digest, text)
+            if noted is not None:
+                if occurrences is None:
+                    keyed.append((key, noted))
+                    others.append(noted)
+                else:
+                    poll_runs.append(PollRun(noted, occurrences))
+                    poll_places.append((topics[i], partitions[i], run_offsets))
+                continue  # a poll is never handed back (``IgnoredEvent``): it needs no origin
         if occurrences is not None and event_type == POLL_EVENT:  # a run of identical polls (``poll_runs``)
-            poll = _parsed_event(columns, i)._replace(event_time_ms=time_ms)
+            poll = _parsed_event(columns, i, digest)._replace(event_time_ms=time_ms)
             poll_runs.append(PollRun(poll, occurrences))
             poll_places.append((topics[i], partitions[i], run_offsets))
             continue  # a poll is never handed back (``IgnoredEvent``): it needs no origin
         if raw_values[i] is not None:
-            event = _parsed_event(columns, i)
+            event = _parsed_event(columns, i, digest)
             origins[id(event)] = Origin(
                 topics[i], partitions[i], offsets[i], columns["kafka_timestamp"][i], raw_values[i]
             )
@@ -248,15 +264,16 @@ def parsed_event(event_type: str, fields: Mapping[str, Any]) -> EngineEvent:
     return _PARSERS[event_type](fields)
 
 
-def _parsed_event(columns: Mapping[str, list[Any]], i: int) -> EngineEvent:
+def _parsed_event(columns: Mapping[str, list[Any]], i: int, digest: str | None = None) -> EngineEvent:
     """Row ``i`` that kept its raw value (any but a typed channel event), from the JSON of its fields (a poll's
-    without its time, which ``shard_input`` leaves out so that identical polls fold: the row's time)."""
+    without its time, which ``shard_input`` leaves out so that identical polls fold: the row's time); ``digest``:
+    its text's, when known."""
     event_type, text = columns["event_type"][i], columns["typed_json"][i]
     fields = json.loads(text)
     if event_type == POLL_EVENT and "event_time" not in fields:
         # The text is the poll but for its time: its digest tells an unchanged poll (``ConnectionPoll.digest``).
         fields["event_time"] = columns["event_time_ms"][i]
-        return ConnectionPoll.from_json(fields, text_digest(text))
+        return ConnectionPoll.from_json(fields, text_digest(text) if digest is None else digest)
     return parsed_event(event_type, fields)
 
 

@@ -5,7 +5,8 @@ one value, read and rewritten once per batch; this is the codec both use. A docu
 JSON, or, when it holds maps of JSON texts (``compress``'s ``texts``: the consumer shard's groups), *segmented*:
 the rest of the document in one stream and each map's texts in segments of their own, a text's segment chosen by
 its name, so that a segment whose texts are those the blob was read with is written again as it was read, not
-compressed again. Why: ``docs/design/state-snapshots.md``, "The state blob".
+compressed again; ``load`` inflates a segment only when one of its texts is read (``UnreadText``). Why:
+``docs/design/state-snapshots.md``, "The state blob".
 """
 
 from __future__ import annotations
@@ -32,19 +33,55 @@ _MAP = "\x00texts"  # in the stored document: {_MAP: n}, the n-th map of texts
 _FRAME = struct.Struct("<I")
 # The segments of the blob decoded last ((its map's place, names) -> (texts, compressed bytes)), for ``compress`` to
 # write again those whose texts are still the very objects it decoded (held here, so no other object can be one).
-_read: dict[tuple[int, tuple[str, ...]], tuple[tuple[str, ...], bytes]] = {}
+_read: dict[tuple[int, tuple[str, ...]], tuple[tuple[Any, ...], bytes]] = {}
+
+
+class _Segment:
+    """A segment's compressed bytes, inflated at the first read of one of its texts."""
+
+    __slots__ = ("data", "_joined")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._joined: str | None = None
+
+    def joined(self) -> str:
+        if self._joined is None:
+            self._joined = zlib.decompress(self.data).decode()
+        return self._joined
+
+
+class UnreadText:
+    """A text of a map of texts as ``load`` hands it over: its length known, its segment inflated by ``str`` (once
+    per segment). Written unchanged, its segment is the bytes read."""
+
+    __slots__ = ("_segment", "_start", "_length")
+
+    def __init__(self, segment: _Segment, start: int, length: int) -> None:
+        self._segment, self._start, self._length = segment, start, length
+
+    def __str__(self) -> str:
+        return self._segment.joined()[self._start : self._start + self._length]
+
+    def __len__(self) -> int:
+        return self._length
+
+
+_TEXTS = (str, UnreadText)  # what a map of texts holds
 
 
 def load(state: Any) -> Any | None:
-    """The stored document of a ``GroupState``, None when the key has no state."""
+    """The stored document of a ``GroupState``, None when the key has no state; its maps' texts ``UnreadText``
+    (the engine reads a text with ``str``, ``encoded_states``)."""
     if not state.exists:
         return None
     (blob,) = state.get
-    return decode(blob)
+    return decode(blob, unread=True)
 
 
-def decode(blob: bytes | bytearray) -> Any:
-    """A stored document from its blob (as ``GroupState`` or Spark's state data source hands it over)."""
+def decode(blob: bytes | bytearray, unread: bool = False) -> Any:
+    """A stored document from its blob (as ``GroupState`` or Spark's state data source hands it over); ``unread``:
+    its maps' texts as ``UnreadText``, not inflated yet."""
     blob = bytes(blob)
     if not blob.startswith(SEGMENTED):
         return json.loads(zlib.decompress(blob))
@@ -55,7 +92,7 @@ def decode(blob: bytes | bytearray) -> Any:
         at += _FRAME.size + size
     stored = json.loads(zlib.decompress(frames[0]))
     _read.clear()
-    maps = [_read_map(place, spec, frames) for place, spec in enumerate(stored["maps"])]
+    maps = [_read_map(place, spec, frames, unread) for place, spec in enumerate(stored["maps"])]
     return _with_maps(stored["document"], maps)
 
 
@@ -90,7 +127,7 @@ def _without_maps(value: Any, keys: frozenset[str], specs: list[dict[str, Any]],
         return value
     out = {}
     for key, item in value.items():
-        if key in keys and isinstance(item, Mapping) and all(type(t) is str for t in item.values()):
+        if key in keys and isinstance(item, Mapping) and all(type(t) in _TEXTS for t in item.values()):
             out[key] = {_MAP: len(specs)}
             specs.append(_segmented(len(specs), item, segments))
         elif isinstance(item, Mapping):
@@ -118,22 +155,29 @@ def _segmented(place: int, texts: Mapping[str, str], segments: list[bytes]) -> d
         if read is not None and all(a is b for a, b in zip(read[0], held, strict=True)):
             segment = read[1]
         else:
-            segment = zlib.compress("".join(held).encode(), LEVEL)
+            segment = zlib.compress("".join(map(str, held)).encode(), LEVEL)
         segments.append(segment)
         frames.append(len(segments))  # frame 0 is the document
     return {"names": names, "lengths": lengths, "segments": frames}
 
 
-def _read_map(place: int, spec: Mapping[str, Any], frames: list[bytes]) -> dict[str, str]:
+def _read_map(place: int, spec: Mapping[str, Any], frames: list[bytes], unread: bool) -> dict[str, Any]:
     names, lengths, placed = spec["names"], spec["lengths"], spec["segments"]
-    texts: list[str] = [""] * len(names)
+    texts: list[Any] = [""] * len(names)
     for members, frame in zip(_buckets(names, len(placed)), placed, strict=True):
         if not members:
             continue
-        joined, at = zlib.decompress(frames[frame]).decode(), 0
-        for i in members:
-            texts[i] = joined[at : at + lengths[i]]
-            at += lengths[i]
+        at = 0
+        if unread:
+            segment = _Segment(frames[frame])
+            for i in members:
+                texts[i] = UnreadText(segment, at, lengths[i])
+                at += lengths[i]
+        else:
+            joined = zlib.decompress(frames[frame]).decode()
+            for i in members:
+                texts[i] = joined[at : at + lengths[i]]
+                at += lengths[i]
         _read[place, tuple(names[i] for i in members)] = (tuple(texts[i] for i in members), frames[frame])
     return dict(zip(names, texts, strict=True))
 
