@@ -1,11 +1,25 @@
 """The records ``bench_job`` and its neighbours publish: send results and heartbeat rounds, keyed as the
-contract says, and the producer that publishes them to the local Kafka broker."""
+contract says, and the producer that publishes them to the local Kafka broker, each with the event-time header
+every producer of the contract adds."""
 
 from __future__ import annotations
 
 import json
+import re
+
+from streaming.contract.events import event_time_headers
 
 BASE = 1_700_000_000_000
+# A serialized event's own time: the benchmarks' events are ``json.dumps`` of dicts whose top-level
+# ``event_time`` comes before any nested object, so the first match is the event's.
+_EVENT_TIME = re.compile(rb'"event_time": ?(-?[0-9]+)')
+
+
+def record_headers(value: bytes) -> list[tuple[str, bytes]]:
+    """The Kafka headers of a benchmark's serialized event (``events.event_time_headers``), found without
+    decoding the value: the job plans capped batches by them, as it does the collector's and the agent's."""
+    found = _EVENT_TIME.search(value)
+    return event_time_headers({"event_time": int(found.group(1))}) if found else []
 
 
 def produce(bootstrap: str, topic: str, records) -> int:  # type: ignore[no-untyped-def]
@@ -16,7 +30,7 @@ def produce(bootstrap: str, topic: str, records) -> int:  # type: ignore[no-unty
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, batch_size=512 * 1024, acks=1)
     count = 0
     for key, value in records:
-        producer.send(topic, value, key=key.encode())
+        producer.send(topic, value, key=key.encode(), headers=record_headers(value))
         count += 1
     producer.flush()
     producer.close()

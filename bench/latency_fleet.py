@@ -362,12 +362,14 @@ def publish(
     first event is handed to the producer."""
     from kafka import KafkaProducer
 
+    from bench.job_workload import record_headers
+
     fleet = shape.fleet()
     injector = Injector(fleet)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks=1, linger_ms=20, batch_size=262_144)
     previous = now_ms()
     for topic, key, value in fleet.routes(previous):
-        producer.send(topic, key=key, value=value)
+        producer.send(topic, key=key, value=value, headers=record_headers(value))
     while not stopped.wait(max(0.0, (TICK_MS - now_ms() % TICK_MS) / 1000)):
         now = now_ms()
         while True:
@@ -376,7 +378,7 @@ def publish(
             except queue.Empty:
                 break
         for (topic, key, value), handed in tick_events(fleet, injector, previous, now):
-            producer.send(topic, key=key, value=value)
+            producer.send(topic, key=key, value=value, headers=record_headers(value))
             for index, moment in handed:
                 reports.put(Handed(index, moment, now_ms()))
         ticks[0] += now_ms() - now > TICK_MS

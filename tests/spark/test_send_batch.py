@@ -1,7 +1,8 @@
 """The one-pass JVM reduction of a send batch (``SendBatchReducer``) against the Spark SQL reference rules.
 
 Records go through the job's own ``classify`` and ``send_batch``; the one-pass path (``reduce_in_partitions``,
-``summarize``, ``minute_partials`` as ``sum_minutes`` reads them, ``kept_sends``) must give exactly the rows the SQL rules
+``summarize``, ``minute_partials`` as ``sum_minutes`` reads them, ``kept_sends``, and ``driver_view``, which brings
+the summary, kept sends and minutes to the driver in one job) must give exactly the rows the SQL rules
 (``reduce_for_fault_windows``, ``minute_statistics``, ``dead_letter_columns``) give over the whole batch, both
 when each producer's sends are in one partition (the contract's keying) and when they are spread over all.
 """
@@ -17,9 +18,12 @@ from pyspark.sql import functions as F
 
 from streaming.domain.faults.settings import ProducerRule
 from streaming.job.ingest.classify import IngestSettings, classify, contracts_for, dead_letter_columns
+from streaming.job.sends.fault_replay import collect_kept_sends, kept_send, shard_column
 from streaming.job.sends.query import latency_floor_column, send_batch
 from streaming.job.sends.reduce import (
     FAULT_UPDATE_COLUMNS,
+    MINUTE_STATISTICS,
+    driver_view,
     kept_sends,
     minute_partials,
     minute_statistics,
@@ -82,14 +86,28 @@ def _rows(frame, columns):  # type: ignore[no-untyped-def]
     return sorted(tuple(row[c] for c in columns) for row in frame.collect())
 
 
+def _in_order(sends):  # type: ignore[no-untyped-def]
+    return sorted(sends, key=lambda k: (k.cluster, k.producer_id, k.broker, k.kafka_partition, k.kafka_offset))
+
+
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed-by-producer", "spread-over-partitions"])
 def test_one_pass_reduction_equals_the_sql_rules_over_the_whole_batch(spark, keyed):
     records = _batch(spark, _records(seed=11, count=3000), keyed)
     floor = latency_floor_column(FLOORS)
     reduced = reduce_in_partitions(records, BUCKETS, 7).persist()
     try:
+        view = driver_view(reduced, shard_column(8))  # the job's first look: the job that fills the cache
         summary = summarize(reduced)
+        assert view.summary == summary
         valid = records.where(F.col("reason").isNull())
+        # the driver's kept sends and minutes: those of the reduction as it is, shards as collect_kept_sends gives
+        assert _in_order(kept_send(row.asDict()) for row in view.sends) == _in_order(
+            collect_kept_sends(kept_sends(reduced, valid, floor, respan=False, batch_id=7), 8)
+        )
+        minute_columns = ("cluster", "broker", "producer_group", *MINUTE_STATISTICS)
+        assert sorted(tuple(row[c] for c in minute_columns) for row in view.minutes) == _rows(
+            reduced.where(F.col("kind") == "minute"), minute_columns
+        )
         expected_sends = _rows(reduce_for_fault_windows(valid, floor), FAULT_UPDATE_COLUMNS)
         updates = kept_sends(reduced, valid, floor, respan=bool(summary.spanning_keys), batch_id=7)
         assert _rows(updates, FAULT_UPDATE_COLUMNS) == expected_sends

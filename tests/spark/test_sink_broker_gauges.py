@@ -285,3 +285,21 @@ def test_the_consumer_sink_rewrites_its_current_tables_once_per_batch_as_a_merge
     status = {r["group"]: (r["members"], r["batch_id"]) for r in tables.read("group_status_current").collect()}
     assert status == {"G": (1, 1), "H": (1, 0)}
     assert [len(tables.read(t).inputFiles()) for t in HELD] == [1, 1, 1]  # each written whole, as one file
+
+
+def test_driver_rows_become_the_frame_create_data_frame_gives_without_a_python_worker(spark):
+    """``local_frame``, which every sink's frame of driver-held rows goes through, holds exactly the values
+    ``createDataFrame`` would, NULLs, doubles and booleans included, and refuses a row of another type alike."""
+    from streaming.contract.tables import TABLES
+    from streaming.job.delta.bus import struct_type
+    from streaming.job.delta.fault_table_rows import WINDOW_FIELDS, window_values
+    from streaming.job.delta.sinks import local_frame
+
+    windows = [window_values(opened(f"P{i}", "b", T + 1_000 * i, T + i)) for i in range(3)]  # type: ignore[arg-type]
+    schema = struct_type(WINDOW_FIELDS)
+    assert local_frame(spark, windows, schema).collect() == spark.createDataFrame(windows, schema).collect()
+    brokers = struct_type(TABLES["broker_status_current"].columns)
+    rows = [("b", 1, 3, 1 / 3, None, True, T, 7, "c"), ("d", 0, 2, 0.0, T + 5, False, T, 7, "c")]
+    assert local_frame(spark, rows, brokers).collect() == spark.createDataFrame(rows, brokers).collect()
+    with pytest.raises(TypeError):
+        local_frame(spark, [("b", "one", 3, 0.5, None, True, T, 7, "c")], brokers)

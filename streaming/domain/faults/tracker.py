@@ -98,17 +98,40 @@ class FaultWindowTracker:
 
     def apply(self, send: SendResult) -> TrackerStep:
         """Apply one send result at its event time."""
-        if self.clock_ms is not None and send.event_time_ms < self.clock_ms:
-            return TrackerStep(self, (), (send,))
-        advanced = self.advance(send.event_time_ms)
-        tracker, episodes = advanced.tracker, list(advanced.episodes)
-        if not send.fault_enabled:
-            return tracker._apply_disabled(send, episodes)
+        return self.apply_all((send,))
+
+    def apply_all(self, sends: Iterable[SendResult]) -> TrackerStep:
+        """Apply sends in the order given (sort them by event time first), each at its event time.
+
+        The sends are applied one by one to one working copy of the items, so a pair's sends of a batch
+        build one tracker, not one per send (the replay's cost was mostly those copies)."""
+        items = dict(self.items)
+        clock = self.clock_ms
+        episodes: list[FaultWindowEpisode] = []
+        late: list[SendResult] = []
+        applied = False
+        for send in sends:
+            if clock is not None and send.event_time_ms < clock:
+                late.append(send)  # the client applied its updates in time order: not applied
+                continue
+            clock = self._expire(items, clock, send.event_time_ms, episodes)
+            if send.fault_enabled:
+                self._apply_enabled(items, send, episodes)
+            else:
+                self._apply_disabled(items, send, episodes)
+            applied = True
+        tracker = replace(self, clock_ms=clock, items=MappingProxyType(items)) if applied else self
+        return TrackerStep(tracker, tuple(episodes), tuple(late))
+
+    def _apply_enabled(
+        self, items: dict[Key, TrackedFault], send: SendResult, episodes: list[FaultWindowEpisode]
+    ) -> None:
+        """One send of a producer with sendLatencyFaultEnable, its broker's expired windows already closed."""
         table = self.fault_table
         update = fault_update_for(send.outcome, table.client_line, self.detector_enabled)
         trigger = _trigger(send, table, update)
         key = (send.producer_id, send.broker)
-        tracked = tracker.items.get(key)
+        tracked = items.get(key)
         item = updated_fault_item(
             tracked.item if tracked else None,
             send.broker,
@@ -121,31 +144,28 @@ class FaultWindowTracker:
         window = tracked.window if tracked else None
         now_ms = send.event_time_ms
         unavailable = item.start_timestamp_ms > now_ms
-        episode: FaultWindowEpisode | None = None
         if window is None and unavailable:
             window = FaultWindow(now_ms, item.start_timestamp_ms, trigger, trigger)
-            episode = self._episode(WindowStatus.OPENED, key, window, trigger, now_ms, None)
+            episodes.append(self._episode(WindowStatus.OPENED, key, window, trigger, now_ms, None))
         elif window is not None and not unavailable:
             previous = window.window_end_ms
             closed = replace(window, window_end_ms=now_ms, last_moved_by=trigger)
-            episode = self._episode(WindowStatus.CLOSED_EARLY, key, closed, trigger, now_ms, previous)
+            episodes.append(self._episode(WindowStatus.CLOSED_EARLY, key, closed, trigger, now_ms, previous))
             window = None
         elif window is not None and item.start_timestamp_ms != window.window_end_ms:
             previous = window.window_end_ms
             status = WindowStatus.EXTENDED if item.start_timestamp_ms > previous else WindowStatus.SHORTENED
             window = replace(window, window_end_ms=item.start_timestamp_ms, last_moved_by=trigger)
-            episode = self._episode(status, key, window, trigger, now_ms, previous)
-        if episode is not None:
-            episodes.append(episode)
-        items = dict(tracker.items)
+            episodes.append(self._episode(status, key, window, trigger, now_ms, previous))
         items[key] = TrackedFault(send.producer_id, send.broker, item, now_ms, window)  # enabled (again)
-        return TrackerStep(replace(tracker, items=MappingProxyType(items)), tuple(episodes))
 
-    def _apply_disabled(self, send: SendResult, episodes: list[FaultWindowEpisode]) -> TrackerStep:
+    def _apply_disabled(
+        self, items: dict[Key, TrackedFault], send: SendResult, episodes: list[FaultWindowEpisode]
+    ) -> None:
         """A send of a producer without sendLatencyFaultEnable: no fault item is created or updated, and the
         producer stops avoiding the broker, so an open window (from sends with the feature on) ends now."""
         key = (send.producer_id, send.broker)
-        tracked = self.items.get(key)
+        tracked = items.get(key)
         # No Java item exists for a new pair; an item that is available and reachable stands for none.
         item = tracked.item if tracked else FaultItem(send.broker, 0, 0, True)
         if tracked is not None and tracked.window is not None:
@@ -155,34 +175,28 @@ class FaultWindowTracker:
             episodes.append(
                 self._episode(WindowStatus.CLOSED_EARLY, key, closed, trigger, send.event_time_ms, window.window_end_ms)
             )
-        items = dict(self.items)
         items[key] = TrackedFault(send.producer_id, send.broker, item, send.event_time_ms, None, fault_enabled=False)
-        return TrackerStep(replace(self, items=MappingProxyType(items)), tuple(episodes))
-
-    def apply_all(self, sends: Iterable[SendResult]) -> TrackerStep:
-        """Apply sends in the order given (sort them by event time first)."""
-        tracker = self
-        episodes: list[FaultWindowEpisode] = []
-        late: list[SendResult] = []
-        for send in sends:
-            step = tracker.apply(send)
-            tracker = step.tracker
-            episodes.extend(step.episodes)
-            late.extend(step.late)
-        return TrackerStep(tracker, tuple(episodes), tuple(late))
 
     def advance(self, now_ms: int) -> TrackerStep:
         """Move the clock to ``now_ms`` (never back), expiring every window whose end is ``<= now_ms``."""
-        if self.clock_ms is not None and now_ms <= self.clock_ms:
-            now_ms = self.clock_ms
+        items = dict(self.items)
+        episodes: list[FaultWindowEpisode] = []
+        clock = self._expire(items, self.clock_ms, now_ms, episodes)
+        if not episodes:
+            return TrackerStep(self if self.clock_ms == clock else replace(self, clock_ms=clock))
+        return TrackerStep(replace(self, clock_ms=clock, items=MappingProxyType(items)), tuple(episodes))
+
+    def _expire(
+        self, items: dict[Key, TrackedFault], clock_ms: int | None, now_ms: int, episodes: list[FaultWindowEpisode]
+    ) -> int:
+        """``advance`` on a working copy of the items: the windows ending at or before the clock's new time
+        expire, in end order; returns that time (the clock never moves back)."""
+        if clock_ms is not None and now_ms <= clock_ms:
+            now_ms = clock_ms
         expiring = sorted(
-            (t for t in self.items.values() if t.window is not None and t.window.window_end_ms <= now_ms),
+            (t for t in items.values() if t.window is not None and t.window.window_end_ms <= now_ms),
             key=lambda t: (t.window.window_end_ms, t.producer_id, t.broker),  # type: ignore[union-attr]
         )
-        if not expiring:
-            return TrackerStep(self if self.clock_ms == now_ms else replace(self, clock_ms=now_ms))
-        items = dict(self.items)
-        episodes = []
         for tracked in expiring:
             window = tracked.window
             assert window is not None
@@ -191,7 +205,7 @@ class FaultWindowTracker:
                 self._episode(WindowStatus.EXPIRED, key, window, window.last_moved_by, window.window_end_ms, None)
             )
             items[key] = replace(tracked, window=None)
-        return TrackerStep(replace(self, clock_ms=now_ms, items=MappingProxyType(items)), tuple(episodes))
+        return now_ms
 
     def evict_idle(self, now_ms: int, idle_ms: int) -> FaultWindowTracker:
         """Forget items with no open window, reachable, and no send for ``idle_ms``.

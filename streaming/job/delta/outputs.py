@@ -45,7 +45,7 @@ from streaming.job.delta.metric_rows import (
     metric_values,
     progress_summaries,
 )
-from streaming.job.delta.sinks import DeltaTables, run_concurrently
+from streaming.job.delta.sinks import DeltaTables, local_frame, run_concurrently
 from streaming.job.delta.table_rows import CUT_TABLES, GROUP_STATUS, QUEUE_PROGRESS, REBALANCE_COST
 from streaming.job.runtime.metered import MeteredBatches
 
@@ -368,7 +368,7 @@ class FaultOutputs:
         writes: list[Callable[[], None]] = []
         if windows:
             frame = (
-                session.createDataFrame(windows, struct_type(WINDOW_FIELDS))
+                local_frame(session, windows, struct_type(WINDOW_FIELDS))
                 .withColumn("event_time", F.timestamp_millis("event_time_ms"))
                 .withColumn("batch_id", F.lit(batch_id).cast("bigint"))
             )
@@ -416,7 +416,7 @@ def _overwrite_rows(
 ) -> Callable[[], None]:
     """The write replacing ``table``'s rows with ``rows`` (dicts holding every column)."""
     columns = column_names(table)
-    frame = session.createDataFrame([tuple(r[c] for c in columns) for r in rows], struct_type(TABLES[table].columns))
+    frame = local_frame(session, [tuple(r[c] for c in columns) for r in rows], struct_type(TABLES[table].columns))
     return lambda: tables.overwrite(table, frame, app_id, batch_id, len(rows))
 
 

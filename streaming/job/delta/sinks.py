@@ -9,9 +9,9 @@ replayed batch therefore changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from connectors.object_store import join
 from streaming.contract.tables import TABLES, column_names
@@ -27,6 +27,7 @@ from streaming.job.delta.exactly_once import (
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 
 class DeltaTables:
@@ -170,6 +171,30 @@ class DeltaTables:
         merge_idempotent(frame.sparkSession, f"{app_id}:{name}", batch_id, statement)
 
 
+def local_frame(session: SparkSession, rows: Sequence[Sequence[Any]], schema: StructType) -> DataFrame:
+    """``session.createDataFrame(rows, schema)`` (the same checks, conversions and values) without a Python worker.
+
+    PySpark hands a list's pickled rows to the JVM through an identity ``map`` on its parallelized RDD, so every
+    write of a frame of driver-held rows ran a Python worker per partition, its CPU and start-up on top of the
+    write's; the JVM unpickles the same bytes here as that worker's output would be unpickled."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import _make_type_verifier
+
+    verify = _make_type_verifier(schema)
+    internal = []
+    for row in rows:
+        verify(row)
+        internal.append(schema.toInternal(row))
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    pickled = session.sparkContext.parallelize(internal, 1)._jrdd  # pickled lists of rows, read by the JVM
+    objects = jvm.org.apache.spark.api.python.SerDeUtil.pythonToJava(pickled, True)
+    arrays = jvm.org.apache.spark.api.python.SerDeUtil.toJavaArray(objects)
+    frame = DataFrame(session._jsparkSession.applySchemaToPythonRDD(arrays.rdd(), schema.json()), session)
+    frame._schema = schema
+    return frame
+
+
 def run_concurrently(writes: list[Callable[[], None]]) -> None:
     """Run independent table writes at the same time and raise the first failure once all have ended.
 
@@ -179,22 +204,47 @@ def run_concurrently(writes: list[Callable[[], None]]) -> None:
     write's tasks fill the gaps of another. Threads inherit the caller's Spark local properties
     (``InheritableThread``), so the jobs stay attributed to the streaming query.
     """
-    from pyspark.util import InheritableThread
+    if not writes:
+        return
+    pending = start_concurrently(writes[1:])
+    failure = _guarded(writes[0])
+    failure = pending.wait() or failure
+    if failure is not None:
+        raise failure
 
-    failures: list[BaseException] = []
 
-    def guarded(write: Callable[[], None]) -> None:
-        try:
-            write()
-        except BaseException as failure:  # noqa: BLE001 - re-raised below, in the caller's thread
-            failures.append(failure)
+class PendingWrites:
+    """Writes running in threads of their own (``start_concurrently``) until ``wait``."""
 
-    threads = [InheritableThread(target=guarded, args=(write,)) for write in writes[1:]]
-    for thread in threads:
-        thread.start()
-    if writes:
-        guarded(writes[0])
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
+    def __init__(self, writes: list[Callable[[], None]]) -> None:
+        from pyspark.util import InheritableThread
+
+        self.failures: list[BaseException] = []
+        self.threads = [InheritableThread(target=self._run, args=(write,)) for write in writes]
+        for thread in self.threads:
+            thread.start()
+
+    def _run(self, write: Callable[[], None]) -> None:
+        failure = _guarded(write)
+        if failure is not None:
+            self.failures.append(failure)
+
+    def wait(self) -> BaseException | None:
+        """Wait until every write has ended; the first failure, None if all succeeded (nothing is raised)."""
+        for thread in self.threads:
+            thread.join()
+        return self.failures[0] if self.failures else None
+
+
+def start_concurrently(writes: list[Callable[[], None]]) -> PendingWrites:
+    """Start independent table writes (as ``run_concurrently`` runs them) and return at once: the caller goes on
+    with work of its own and ``wait``s for them."""
+    return PendingWrites(writes)
+
+
+def _guarded(write: Callable[[], None]) -> BaseException | None:
+    try:
+        write()
+    except BaseException as failure:  # noqa: BLE001 - handed back, raised by the caller in its own thread
+        return failure
+    return None

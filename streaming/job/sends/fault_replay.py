@@ -25,7 +25,7 @@ from streaming.job.runtime.checkpoint_layout import CheckpointLayoutError
 from streaming.job.runtime.hadoop_files import read_whole, write_whole
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from streaming.domain.faults.settings import FaultSettings
     from streaming.job.delta.outputs import FaultOutputs
@@ -189,12 +189,17 @@ def kept_send(row: Mapping[str, Any], default_cluster: str = DEFAULT_CLUSTER) ->
     )
 
 
-def collect_kept_sends(updates: DataFrame, shards: int, default_cluster: str = DEFAULT_CLUSTER) -> list[KeptSend]:
-    """The batch's reduced sends on the driver, each with its shard of producers (the JVM's xxhash64, so a
-    producer keeps its shard whatever the Python process), and with its cluster, which the reduction resolved
-    (``default_cluster`` only for a row without one)."""
+def shard_column(shards: int) -> Column:
+    """Each kept send's shard of producers: the JVM's xxhash64 of its producer, so a producer keeps its shard
+    whatever the Python process."""
     from pyspark.sql import functions as F
 
+    return F.pmod(F.xxhash64("producer_id"), F.lit(shards))
+
+
+def collect_kept_sends(updates: DataFrame, shards: int, default_cluster: str = DEFAULT_CLUSTER) -> list[KeptSend]:
+    """The batch's reduced sends on the driver, each with its shard (``shard_column``) and with its cluster, which
+    the reduction resolved (``default_cluster`` only for a row without one)."""
     columns = (
         "cluster",
         "producer_id",
@@ -205,12 +210,7 @@ def collect_kept_sends(updates: DataFrame, shards: int, default_cluster: str = D
         "outcome",
         "fault_table",
     )
-    framed = updates.select(
-        F.pmod(F.xxhash64("producer_id"), F.lit(shards)).alias("shard"),
-        *columns,
-        "kafka_partition",
-        "kafka_offset",
-    )
+    framed = updates.select(shard_column(shards).alias("shard"), *columns, "kafka_partition", "kafka_offset")
     return [kept_send(row.asDict(), default_cluster) for row in framed.collect()]
 
 

@@ -1,13 +1,15 @@
 """The metrics send-ingest sets from what it writes: dead letters by reason, per-broker send latency histograms.
 
-Each count reads the frame of one of the batch's appends (a small job on the batch's cache) and runs beside
-that append, not before it: ``_SendIngestBatches`` lists it among the batch's writes, which run concurrently.
+The dead letters are counted from their append's frame (a small job on the batch's cache), the histogram from
+the minute partials the driver already holds; each runs beside its append, not before it: ``_SendIngestBatches``
+lists them among the batch's writes, which run concurrently.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from connectors.metric_catalogue import Metrics
 from streaming.domain.vocabulary import DEFAULT_CLUSTER
@@ -34,22 +36,23 @@ class SendMetrics:
         for row in frame.groupBy("reason").count().collect():
             self.metrics.inc(Metrics.DEAD_LETTERS_TOTAL, ("send-ingest", str(row["reason"])), row["count"])
 
-    def observe_minutes(self, frame: DataFrame, batch_id: int) -> None:
-        """A batch's ``send_latency_minutes`` rows (cumulative counts per fault-table threshold, see
-        ``sends.reduce.minute_partials``) added into the per-broker send-latency histogram: a few hundred rows."""
+    def observe_minutes(self, rows: Sequence[Any], bucket_upper_ms: Sequence[int], batch_id: int) -> None:
+        """A batch's minute partials (rows holding ``cluster``, ``broker``, ``sends``, ``latency_sum_ms`` and the
+        cumulative ``bucket_counts`` per fault-table threshold of ``bucket_upper_ms``, see
+        ``sends.reduce.driver_view``) added into the per-broker send-latency histogram: a few hundred rows."""
         if not self.metered.first_time("send-ingest:send_latency_minutes", batch_id):
             return
-        per_broker: dict[tuple[str, str], tuple[list[int], list[int], int, int]] = {}
-        for row in frame.collect():
-            uppers, counts = list(row["bucket_upper_ms"]), list(row["bucket_counts"])
-            at = (row.asDict().get("cluster") or self.default_cluster, row["broker"])
+        uppers = list(bucket_upper_ms)
+        per_broker: dict[tuple[str, str], tuple[list[int], int, int]] = {}
+        for row in rows:
+            at = (row["cluster"] or self.default_cluster, row["broker"])
+            counts, sends, total_ms = list(row["bucket_counts"]), row["sends"], row["latency_sum_ms"]
             seen = per_broker.get(at)
-            if seen is not None and seen[0] == uppers:
-                counts = [a + b for a, b in zip(seen[1], counts, strict=True)]
-            sends = row["sends"] + (seen[2] if seen else 0)
-            total_ms = row["latency_sum_ms"] + (seen[3] if seen else 0)
-            per_broker[at] = (uppers, counts, sends, total_ms)
-        for at, (uppers, counts, sends, total_ms) in per_broker.items():
+            if seen is not None:
+                counts = [a + b for a, b in zip(seen[0], counts, strict=True)]
+                sends, total_ms = sends + seen[1], total_ms + seen[2]
+            per_broker[at] = (counts, sends, total_ms)
+        for at, (counts, sends, total_ms) in per_broker.items():
             self.metrics.observe_histogram(
                 Metrics.BROKER_SEND_LATENCY_SECONDS,
                 at,

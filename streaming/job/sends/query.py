@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from streaming.contract.events import EventType
 from streaming.contract.tables import Table
-from streaming.job.delta.sinks import DeltaTables, run_concurrently
+from streaming.job.delta.sinks import DeltaTables, run_concurrently, start_concurrently
 from streaming.job.ingest.classify import (
     EventContract,
     IngestSettings,
@@ -28,15 +28,16 @@ from streaming.job.ingest.classify import (
     typed_column,
 )
 from streaming.job.ingest.poison import PROCESSING_ERROR, error_summary, isolate, planted_marker
-from streaming.job.sends.fault_replay import FaultReplayer, KeptSend, collect_kept_sends
+from streaming.job.sends.fault_replay import FaultReplayer, KeptSend, collect_kept_sends, kept_send, shard_column
 from streaming.job.sends.reduce import (
     BatchSummary,
+    DriverView,
+    driver_view,
     kept_sends,
     minute_partials,
     notable_send,
     reduce_in_partitions,
     reduce_kafka_batch,
-    summarize,
     unsure_records,
 )
 
@@ -260,11 +261,18 @@ class _SendIngestBatches:
                 raise  # the stop may have caused it: no search, the batch replays from the checkpoint
             prepared = self.without_poison(records, batch_id, error)
         try:
-            writes, fault_state = list(prepared.writes), None
-            if self.fault is not None:  # the replay sets the broker gauges here, before any write
-                fault_writes, fault_state = self.fault.prepare(records.sparkSession, prepared.kept, batch_id)
-                writes += fault_writes
-            run_concurrently(writes)
+            # The dead letters and minute statistics do not wait for the replay: the JVM writes them while
+            # Python replays the sends. The replay sets the broker gauges before its own writes start.
+            pending = start_concurrently(list(prepared.writes))
+            fault_state = None
+            try:
+                if self.fault is not None:
+                    fault_writes, fault_state = self.fault.prepare(records.sparkSession, prepared.kept, batch_id)
+                    run_concurrently(fault_writes)
+            finally:
+                failure = pending.wait()
+            if failure is not None:
+                raise failure
             if fault_state is not None:  # after every fault output committed: a replay then skips them
                 self.fault.commit(fault_state)  # type: ignore[union-attr]
         finally:
@@ -299,35 +307,37 @@ class _SendIngestBatches:
         ).persist()
         cached = [reduced]
         try:
-            reduced, summary, rejects = self.judge_unsure(records, reduced, batch_id, cached)
+            reduced, view, rejects = self.judge_unsure(records, reduced, batch_id, cached)
+            summary = view.summary
             writes = self.dead_letter_writes(summary, rejects, refused, batch_id)
             kept: list[KeptSend] = []
             if summary.minutes:  # ingest accepts only send results here (see runner)
-                writes += self.send_writes(reduced, summary, batch_id)
+                writes += self.send_writes(reduced, view, batch_id)
                 if summary.kept_sends and self.fault is not None:
-                    kept = collect_kept_sends(
-                        self.reduced_sends(records, reduced, summary, batch_id),
-                        self.fault.shards,
-                        self.fault.settings.default_cluster,
-                    )
+                    kept = self.kept_sends(records, reduced, view, batch_id)
             return _PreparedBatch(writes, kept, tuple(cached))
         except BaseException:
             for frame in cached:
                 frame.unpersist()
             raise
 
+    def driver_view(self, reduced: DataFrame) -> DriverView:
+        """The reduction's summary, kept sends and minute partials on the driver (one job, ``driver_view``)."""
+        return driver_view(reduced, shard_column(self.fault.shards if self.fault is not None else 1))
+
     def judge_unsure(
         self, records: DataFrame, reduced: DataFrame, batch_id: int, cached: list[DataFrame]
-    ) -> tuple[DataFrame, BatchSummary, DataFrame | None]:
-        """The batch's reduction, its summary and its rejects (None without unsure records), once the records
-        the fast path left to the rules are judged; frames it caches are added to ``cached``."""
+    ) -> tuple[DataFrame, DriverView, DataFrame | None]:
+        """The batch's reduction, what the driver reads of it and its rejects (None without unsure records), once
+        the records the fast path left to the rules are judged; frames it caches are added to ``cached``."""
         from pyspark.sql import functions as F
 
-        # One small pass over the cache says which writes the batch has; an empty append would still cost
-        # a commit, and a replay of the batch skips the same ones.
-        summary = summarize(reduced)
+        # One pass over the cache says which writes the batch has (an empty append would still cost a commit, and
+        # a replay of the batch skips the same ones) and brings the kept sends and minutes to the driver.
+        view = self.driver_view(reduced)
+        summary = view.summary
         if not summary.unsure:
-            return reduced, summary, None
+            return reduced, view, None
         # Almost always rejects. A valid send among them (one the fast path leaves to the rules) belongs
         # in its key's replay order, so then the batch is classified and reduced again as a whole.
         unsure_judged = self.judged(unsure_records(reduced)).persist()
@@ -337,9 +347,10 @@ class _SendIngestBatches:
             reduced.unpersist()
             reduced = reduce_in_partitions(self.judged(records), self.bucket_upper_ms, batch_id).persist()
             cached.append(reduced)
-            return reduced, summarize(reduced), reduced.where(F.col("kind") == "reject")
+            return reduced, self.driver_view(reduced), reduced.where(F.col("kind") == "reject")
         unsure_judged.count()  # every unsure record judged now, not in a write
-        return reduced, summary._replace(rejected=summary.unsure), unsure_judged
+        view = view._replace(summary=summary._replace(rejected=summary.unsure))
+        return reduced, view, unsure_judged
 
     def dead_letter_writes(
         self, summary: BatchSummary, rejects: DataFrame | None, refused: DataFrame | None, batch_id: int
@@ -357,40 +368,39 @@ class _SendIngestBatches:
             writes.append(lambda: metrics.count_dead_letters(dead, batch_id))
         return writes
 
-    def send_writes(self, reduced: DataFrame, summary: BatchSummary, batch_id: int) -> list[Callable[[], None]]:
+    def send_writes(self, reduced: DataFrame, view: DriverView, batch_id: int) -> list[Callable[[], None]]:
         """The append of the batch's minute partials to ``send_latency_minutes`` and, with ``metrics``, their
-        addition into the latency histogram beside it."""
+        addition into the latency histogram beside it (from the rows the driver already holds)."""
         minutes = minute_partials(reduced, self.bucket_upper_ms)
-        writes = [
-            lambda: self.tables.append(Table.SEND_LATENCY_MINUTES, minutes, self.app_id, batch_id, summary.minutes)
-        ]
+        rows = view.summary.minutes
+        writes = [lambda: self.tables.append(Table.SEND_LATENCY_MINUTES, minutes, self.app_id, batch_id, rows)]
         if self.metrics is not None:
             metrics = self.metrics
-            writes.append(lambda: metrics.observe_minutes(minutes, batch_id))
+            writes.append(lambda: metrics.observe_minutes(view.minutes, self.bucket_upper_ms, batch_id))
         return writes
 
-    def reduced_sends(self, records: DataFrame, reduced: DataFrame, summary: BatchSummary, batch_id: int) -> DataFrame:
-        """The sends the fault replay needs (``sends.reduce.kept_sends``); the pairs whose sends span partitions
-        reduced again over the whole batch."""
+    def kept_sends(self, records: DataFrame, reduced: DataFrame, view: DriverView, batch_id: int) -> list[KeptSend]:
+        """The sends the fault replay needs (``sends.reduce.kept_sends``), with their shards: those the driver
+        already holds, unless pairs' sends span partitions; then those pairs are reduced again over the whole
+        batch."""
         from pyspark.sql import functions as F
 
-        if summary.spanning_keys:
-            log.warning(
-                "send-ingest batch %d: %d (cluster, producer, broker) pairs have sends in several partitions "
-                "(is the send-result topic keyed by producer_id?); reducing them again over the batch",
-                batch_id,
-                summary.spanning_keys,
-            )
+        assert self.fault is not None
+        default_cluster = self.fault.settings.default_cluster
+        if not view.summary.spanning_keys:
+            return [kept_send(row.asDict(), default_cluster) for row in view.sends]
+        log.warning(
+            "send-ingest batch %d: %d (cluster, producer, broker) pairs have sends in several partitions "
+            "(is the send-result topic keyed by producer_id?); reducing them again over the batch",
+            batch_id,
+            view.summary.spanning_keys,
+        )
         # Only a re-reduction reads the classified batch: planning ``classify`` costs a few tenths of a
         # second of Python and analysis, which a batch keyed as the contract says never pays.
-        valid = self.judged(records).where(F.col("reason").isNull()) if summary.spanning_keys else None
-        return kept_sends(
-            reduced,
-            valid,
-            latency_floor_column(self.faults.latency_floors_ms),
-            respan=bool(summary.spanning_keys),
-            batch_id=batch_id,
-        )
+        valid = self.judged(records).where(F.col("reason").isNull())
+        floor = latency_floor_column(self.faults.latency_floors_ms)
+        updates = kept_sends(reduced, valid, floor, respan=True, batch_id=batch_id)
+        return collect_kept_sends(updates, self.fault.shards, default_cluster)
 
     def without_poison(self, records: DataFrame, batch_id: int, error: Exception) -> _PreparedBatch:
         """The batch prepared without the records its preparation fails on, and those as dead letters

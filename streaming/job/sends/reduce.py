@@ -9,7 +9,7 @@ Which sends are kept and why: ``docs/design/send-pass.md``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from streaming.contract.events import CLUSTER_SINCE_VERSION
 
@@ -222,6 +222,55 @@ def summarize(reduced: DataFrame) -> BatchSummary:
     assert jvm is not None
     totals = jvm.io.github.rrm.sends.SendBatchReducer.summarize(reduced._jdf)
     return BatchSummary(*(int(value) for value in totals))
+
+
+# What a ``summary`` row holds (``SendBatchReducer.summarize`` reads these), and a minute partial's statistics.
+SUMMARY_COLUMNS = (
+    "spark_partition",
+    "rejected_rows",
+    "kept_send_rows",
+    "minute_rows",
+    "latest_send_ms",
+    "key_fingerprints",
+    "unsure_rows",
+)
+MINUTE_STATISTICS = ("minute_start_ms", "sends", "errors", "latency_sum_ms", "latency_max_ms", "bucket_counts")
+
+
+class DriverView(NamedTuple):
+    """What the driver reads of a reduction, from one job (``driver_view``): the ``summarize`` totals, the kept
+    sends (``FAULT_UPDATE_COLUMNS``, ``shard``) and the minute partials (``MINUTE_KEY``'s columns but the minute,
+    ``MINUTE_STATISTICS``), as rows."""
+
+    summary: BatchSummary
+    sends: list[Any]
+    minutes: list[Any]
+
+
+def driver_view(reduced: DataFrame, shard: Column) -> DriverView:
+    """The reduction's ``DriverView`` in one collect, ``shard`` the column giving each kept send its shard. On a
+    persisted reduction that collect is the job that fills the cache (as ``summarize``'s would), and the kept
+    sends and minutes reach the driver from it, without a job of their own."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    jvm = reduced.sparkSession.sparkContext._jvm
+    assert jvm is not None
+    sends = [c for c in FAULT_UPDATE_COLUMNS if c not in SUMMARY_COLUMNS]
+    view = reduced.where(F.col("kind").isin("summary", "send", "minute")).select(
+        "kind",
+        *SUMMARY_COLUMNS,
+        *sends,
+        shard.alias("shard"),
+        *[c for c in MINUTE_STATISTICS if c not in sends],
+    )
+    totals, rows = jvm.io.github.rrm.sends.SendBatchReducer.collectForDriver(view._jdf)
+    collected = DataFrame(rows, reduced.sparkSession).collect()
+    return DriverView(
+        BatchSummary(*(int(value) for value in totals)),
+        [row for row in collected if row["kind"] == "send"],
+        [row for row in collected if row["kind"] == "minute"],
+    )
 
 
 def minute_partials(reduced: DataFrame, bucket_upper_ms: Sequence[int]) -> DataFrame:

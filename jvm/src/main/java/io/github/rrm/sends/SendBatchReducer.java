@@ -321,17 +321,40 @@ public final class SendBatchReducer implements FlatMapFunction<Iterator<Internal
             .select("spark_partition", "rejected_rows", "kept_send_rows", "minute_rows", "latest_send_ms",
                 "key_fingerprints", "unsure_rows")
             .collectAsList();
+    return totals(rows);
+  }
+
+  /**
+   * What the driver reads of a reduction, in one job: {@code view}, rows of a reduction (any kinds, any of its
+   * columns, {@code kind} and the {@code summary} rows' columns among them), is collected once; returns {the
+   * totals {@link #summarize} gives, computed from its {@code summary} rows, a local Dataset of its other rows}.
+   * On a persisted reduction that job is the one that fills the cache, and the local rows reach Python without
+   * another job.
+   */
+  public static Object[] collectForDriver(Dataset<Row> view) {
+    int kind = view.schema().fieldIndex("kind");
+    String summary = KIND_SUMMARY.toString();
+    List<Row> summaries = new ArrayList<>();
+    List<Row> others = new ArrayList<>();
+    for (Row row : view.collectAsList()) {
+      (summary.equals(row.getString(kind)) ? summaries : others).add(row);
+    }
+    return new Object[] {totals(summaries), view.sparkSession().createDataFrame(others, view.schema())};
+  }
+
+  /** {@link #summarize}'s totals from a reduction's summary rows (read by column name). */
+  private static long[] totals(List<Row> rows) {
     long[] totals = new long[6];
     Map<Long, Integer> partitionOfKey = new HashMap<>();
     Set<Long> spanning = new HashSet<>();
     for (Row row : rows) {
-      totals[0] += row.getLong(1);
-      totals[1] += row.getLong(2);
-      totals[2] += row.getLong(3);
-      totals[4] = Math.max(totals[4], row.getLong(4));
-      totals[5] += row.getLong(6);
-      int partition = row.getInt(0);
-      for (Long fingerprint : row.<Long>getList(5)) {
+      totals[0] += row.<Long>getAs("rejected_rows");
+      totals[1] += row.<Long>getAs("kept_send_rows");
+      totals[2] += row.<Long>getAs("minute_rows");
+      totals[4] = Math.max(totals[4], row.<Long>getAs("latest_send_ms"));
+      totals[5] += row.<Long>getAs("unsure_rows");
+      int partition = row.<Integer>getAs("spark_partition");
+      for (Long fingerprint : row.<Long>getList(row.fieldIndex("key_fingerprints"))) {
         Integer seenIn = partitionOfKey.putIfAbsent(fingerprint, partition);
         if (seenIn != null && seenIn != partition) {
           spanning.add(fingerprint);
