@@ -42,7 +42,7 @@ from bench.bench_detection_latency import (
 )
 from bench.bench_soak import process_tree, role
 from bench.collector_fleet import BROKERS
-from bench.latency_fleet import EXPIRY_MS, HEARTBEAT_MS, FleetShape, Publisher, now_ms
+from bench.latency_fleet import EXPIRY_MS, HEARTBEAT_MS, FleetShape, Incident, Publisher, now_ms
 from connectors.kafka_topics import create_topics
 from connectors.processes import free_port
 from localenv.kafka_broker import LocalKafkaBroker
@@ -62,6 +62,8 @@ PARTITIONS = 2  # of each topic
 UNDER_LOAD_CORES = 0.25  # a point is under load when the machine's other work took more cores than this
 TRIGGER = tomllib.loads((ROOT / "conf" / "monitor.toml").read_text())["spark"]["trigger_interval"]  # the default
 ROLES = ("spark_jvm", "driver_python", "python_workers")
+# Only a job that never finishes a batch waits this long for its first ones (the warm-up's timeout runs after them).
+FIRST_BATCH_GUARD_S = 1800.0
 
 
 def parse_point(text: str) -> tuple[int, int]:
@@ -285,7 +287,11 @@ def measure_point(
     sampler = Sampler(job.pid, bootstrap, set(topics.values()), work / "checkpoints", args.sample_every)
     sampler.start()
     try:
-        warm_up_s = wait_for(lambda: fleet_shown(watch, fleet), "the whole fleet in the metrics", args.timeout)
+        # The fleet may take ``args.timeout`` to show from the job's first batches, however long those take (on a
+        # loaded machine, minutes: FIRST_BATCH_GUARD_S only ends a job that never finishes one).
+        checkpoints = work / "checkpoints"
+        first = wait_for(lambda: committed_after(checkpoints, 0.0), "a first batch of every query", FIRST_BATCH_GUARD_S)
+        warm_up_s = first + wait_for(lambda: fleet_shown(watch, fleet), "the whole fleet in the metrics", args.timeout)
         print(f"{groups}x{sends}: fleet shown after {warm_up_s:.0f} s; measuring {window_s:.0f} s", flush=True)
         began = time.time()
         cpu_before, counters_before = sampler.cpu_s(), metric_values(url, PHASE_METRICS)
@@ -294,6 +300,9 @@ def measure_point(
         spacing_ms = int(args.spacing * 1000)
         chosen = plan_phase("sizing", incidents, spacing_ms, start_ms, fleet, publisher, watch, free_groups, kinds)
         time.sleep(max(0.0, began + window_s - time.time()))
+        # On a loaded machine one batch can outlast a short window: the window ends no earlier than a batch of
+        # every query planned after the last incident was handed to Kafka (the test's 10 s point waits for it).
+        wait_for(lambda: batched_after(checkpoints, chosen), "a batch of every query after the incidents", args.timeout)
         ended = time.time()
         cpu_s = sampler.cpu_s() - cpu_before
         # the machine's other work: busy cores beyond this bench's processes (the job, the broker, the fleet)
@@ -344,6 +353,27 @@ def measure_point(
         "load_average_at_end": [round(v, 2) for v in os.getloadavg()],
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def committed_after(checkpoints: Path, since_s: float) -> bool:
+    """Every query of the job has committed a batch it planned after ``since_s`` (epoch seconds): its entry in the
+    query's offsets log written then, from the checkpoints (a job in this process has no loop setting its batch
+    metrics)."""
+    from streaming.job.runner import QUERY_NAMES
+
+    for query in QUERY_NAMES:
+        planned = {p.name: p.stat().st_mtime for p in (checkpoints / query / "offsets").glob("[0-9]*")}
+        if not any(planned.get(p.name, 0.0) > since_s for p in (checkpoints / query / "commits").glob("[0-9]*")):
+            return False
+    return True
+
+
+def batched_after(checkpoints: Path, incidents: list[Incident]) -> bool:
+    """Every incident was handed to Kafka and every query of the job has since committed a batch planned after the
+    last of them."""
+    if any(not i.at_ms for i in incidents):
+        return False
+    return committed_after(checkpoints, max((i.at_ms for i in incidents), default=0) / 1000)
 
 
 def machine() -> dict:

@@ -197,18 +197,25 @@ JAVA_SOURCES = PROJECT_ROOT / "jvm" / "src" / "main" / "java"
 UNUSED_JAR_DAYS = 7
 
 
+def mark_used(path: Path) -> None:
+    """Touch a built jar in use, so that it is not removed as unused; at most once a day, since a jar's time is
+    part of what a class-data-sharing archive of its class path checks (``connectors/jvm_cds.py``)."""
+    if path.stat().st_mtime < time.time() - 86400:
+        os.utime(path)
+
+
 def compiled_jar(sources_root: Path, prefix: str, classpath: Callable[[], list[str]]) -> Path:
     """``sources_root``'s Java classes compiled (JDK 17) into ``<cache>/jars/project/<prefix>-<hash>.jar``, named
-    after the sources' hash so an edited source is rebuilt on next use. A jar is touched whenever it is used; other
-    sources' jars unused for ``UNUSED_JAR_DAYS`` are removed at a build (several trees may share one cache, each
-    using its own sources' jar)."""
+    after the sources' hash so an edited source is rebuilt on next use. A jar is touched when it is used
+    (``mark_used``); other sources' jars unused for ``UNUSED_JAR_DAYS`` are removed at a build (several trees may
+    share one cache, each using its own sources' jar)."""
     sources = sorted(sources_root.rglob("*.java"))
     digest = hashlib.sha256()
     for source in sources:
         digest.update(source.relative_to(sources_root).as_posix().encode() + b"\0" + source.read_bytes())
     target = cache_dir() / "jars" / "project" / f"{prefix}-{digest.hexdigest()[:16]}.jar"
     if target.exists():
-        os.utime(target)
+        mark_used(target)
         return target
     for tool in ("javac", "jar"):
         if not shutil.which(tool):

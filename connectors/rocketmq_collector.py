@@ -22,11 +22,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from connectors import jvm_artifacts
+from connectors.jvm_cds import SharedClasses
 from connectors.processes import pid_alive, stop_process
 from streaming.config import MonitorConfig
 from streaming.contract.events import EventType
 
 MAIN_CLASS = "io.github.rrm.collector.Collector"
+# The local cluster's admin commands (``localenv.rocketmq_cluster``), on the collector's class path.
+ADMIN_MAIN_CLASS = "io.github.rrm.collector.ClusterAdmin"
 # The event types the collector publishes, each to the topic its ``topic.<type>`` property names.
 COLLECTOR_EVENTS = (
     EventType.CONSUMER_CONNECTIONS,
@@ -111,8 +114,11 @@ class CollectorProcess:
         self._settings_dir: str | None = None
 
     def command(self, settings_path: Path) -> list[str]:
+        # The admin commands' shared classes (the same class path: RocketMQ's admin client), if made yet.
+        shared = SharedClasses(ADMIN_MAIN_CLASS, jvm_artifacts.collector_classpath(), make=False)
         return [
             "java",
+            *shared.options,
             f"-Xmx{self.config.collector.heap}",
             "-XX:+UseSerialGC",
             f"-Duser.home={self.work_dir}",

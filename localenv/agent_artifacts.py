@@ -122,7 +122,7 @@ def test_clients_jar(line: str) -> Path:
     key = _digest(sources, TEST_CLIENT_SOURCES) + build.jar.parent.name[:8]
     target = cache_dir() / "jars" / "testclients" / f"testclients-{profile}-{key}.jar"
     if target.exists():
-        os.utime(target)  # in use: not to be removed as unused
+        jvm_artifacts.mark_used(target)  # in use: not to be removed as unused
         return target
     for tool in ("javac", "jar"):
         if not shutil.which(tool):

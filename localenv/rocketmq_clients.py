@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from connectors.jvm_cds import SharedClasses
 from localenv import agent_artifacts
 from localenv.rocketmq_cluster import TEST_SPEED, TestSpeedOptions
 
@@ -76,6 +77,7 @@ class ClientProcess:
         self._changed = threading.Condition()
         self._process: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
+        self._shared: SharedClasses | None = None
         self.started: Line | None = None
 
     def command(self) -> list[str]:
@@ -134,8 +136,13 @@ class ClientProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         stderr = open(self.log_dir / f"{self.mode}-{time.monotonic_ns()}.stderr", "w")  # noqa: SIM115
         self._stderr_path = Path(stderr.name)
+        command = self.command()
+        if self.attach is None:  # an agent attached with -javaagent transforms classes: none are shared then
+            classpath = command[command.index("-cp") + 1]
+            self._shared = SharedClasses(agent_artifacts.TEST_CLIENT_MAIN, classpath)
+            command = [command[0], *self._shared.options, *command[1:]]
         self._process = subprocess.Popen(
-            self.command(), stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True
         )
         stderr.close()
         self._reader = threading.Thread(target=self._read, name=f"client-{self.mode}", daemon=True)
@@ -201,7 +208,14 @@ class ClientProcess:
         code = self._process.wait(timeout_s)
         if self._reader is not None:
             self._reader.join(5)
+        self._ended(code)
         return code
+
+    def _ended(self, code: int) -> None:
+        """The classes its JVM shared at its exit, if it made them and ended by itself or by SIGTERM (a JVM exits
+        with 143 then, once its shutdown hooks have run)."""
+        if self._shared is not None:
+            self._shared.ended(well=code in (0, 128 + signal.SIGTERM))
 
     def stderr_tail(self, chars: int = 2000) -> str:
         path = getattr(self, "_stderr_path", None)
@@ -225,15 +239,18 @@ class ClientProcess:
 
     def stop(self, grace_s: float = 20.0) -> None:
         """SIGTERM (after SIGCONT, in case it is frozen), then SIGKILL after ``grace_s``."""
-        if self._process is None or self._process.poll() is not None:
+        if self._process is None:
+            return
+        if self._process.poll() is not None:
+            self._ended(self._process.returncode)
             return
         self.thaw()
         self.terminate()
         try:
-            self._process.wait(grace_s)
+            self._ended(self._process.wait(grace_s))
         except subprocess.TimeoutExpired:
             self.kill()
-            self._process.wait(10)
+            self._ended(self._process.wait(10))
 
     def __enter__(self) -> ClientProcess:
         return self.start() if self._process is None else self

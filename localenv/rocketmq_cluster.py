@@ -21,7 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from connectors import jvm_artifacts
+from connectors.jvm_cds import SharedClasses
 from connectors.processes import free_port, pid_alive, port_is_open, stop_process
+from connectors.rocketmq_collector import ADMIN_MAIN_CLASS
 
 LINES = ("5", "4.9")
 PROFILE_BY_LINE = {"5": "rocketmq-server-5", "4.9": "rocketmq-server-4.9"}
@@ -296,7 +298,7 @@ class LocalRocketMQCluster:
         every read; close it when done): ``read()`` gives, per group and master broker, that broker's answer to the
         per-broker call (no topic) as a dict per queue with topic, queue_id, broker/consumer/pull offsets,
         last_timestamp and the queue's min_offset (the broker's topic stats)."""
-        command = self._admin_command("progress", self.namesrv_addr, ",".join(groups))
+        command = _with_shared_classes(self._admin_command("progress", self.namesrv_addr, ",".join(groups)))
         return ProgressReader(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
 
     def commit_offsets(self, group: str, topic: str, queues: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
@@ -397,11 +399,10 @@ class LocalRocketMQCluster:
 
         Every command is idempotent, so one that fails (a broker answering late on a busy machine) is run again,
         up to ``attempts`` times."""
-        command = self._admin_command(*args)
         reason = "no attempt"
         for _ in range(attempts):
             try:
-                result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+                result = _run_short_jvm(self._admin_command(*args), timeout_s)
             except subprocess.TimeoutExpired:
                 reason = f"did not finish in {timeout_s:.0f}s"
                 continue
@@ -426,7 +427,7 @@ class LocalRocketMQCluster:
             f"-Drocketmq.home.dir={home}",
             "-Djava.net.preferIPv4Stack=true",
         )
-        result = subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
+        result = _run_short_jvm(run, timeout_s)
         return result.stdout + result.stderr
 
     # -- helpers --------------------------------------------------------------------------------
@@ -439,7 +440,7 @@ class LocalRocketMQCluster:
         return _short_jvm(
             self.home / "admin",
             jvm_artifacts.collector_classpath(),
-            ["io.github.rrm.collector.ClusterAdmin", *args],
+            [ADMIN_MAIN_CLASS, *args],
             *signed,
         )
 
@@ -570,3 +571,28 @@ def _short_jvm(home: Path, classpath: str, main_and_args: list[str], *options: s
         classpath,
         *main_and_args,
     ]
+
+
+def _shared_classes(command: list[str], make: bool) -> SharedClasses:
+    """The shared classes of a ``_short_jvm`` command's main class and class path."""
+    classpath, main_class = command[command.index("-cp") + 1], command[command.index("-cp") + 2]
+    return SharedClasses(main_class, classpath, make)
+
+
+def _with_shared_classes(command: list[str]) -> list[str]:
+    """A ``_short_jvm`` command that maps its class path's shared classes, if there are any yet."""
+    return [command[0], *_shared_classes(command, make=False).options, *command[1:]]
+
+
+def _run_short_jvm(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """Run a ``_short_jvm`` command to its end, with its class path's shared classes (``connectors.jvm_cds``: the
+    admin commands of a test run start hundreds of these JVMs; each maps the classes the first one loaded)."""
+    shared = _shared_classes(command, make=True)
+    run = [command[0], *shared.options, *command[1:]]
+    try:
+        result = subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
+    except BaseException:
+        shared.ended(well=False)
+        raise
+    shared.ended(well=result.returncode == 0)
+    return result

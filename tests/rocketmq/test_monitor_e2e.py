@@ -21,6 +21,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,7 @@ from tests.support.rocketmq_e2e import (
     holdings,
     real_by_client,
     start_collector,
-    wait_converged,
+    wait_all_converged,
     wait_progress_sample,
 )
 from tests.support.runbook import confirm_commands
@@ -63,6 +64,8 @@ pytestmark = pytest.mark.rocketmq
 BROKERS = ("broker-a", "broker-b")
 STRATEGIES = ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH")
 REMOVALS = ("LEAVE", "EXPIRED", "VANISHED")
+# Admin and mqadmin commands run at once (``run_sections``, the play's topics): JVMs, mostly starting up.
+MQADMIN_AT_ONCE = 3
 
 
 class Run:
@@ -93,12 +96,21 @@ class Run:
         polled each group on each broker since this call, strategies included; each group's holdings. Every client
         has started (and so sent its heartbeat to both brokers) or left before the call, so those polls list the
         membership the clients settle on."""
+        return self.settle_apart(groups, {}, brokers)[0]
+
+    def settle_apart(
+        self, groups: dict[str, list], apart: dict[str, tuple[list, str]], brokers=BROKERS
+    ) -> tuple[dict[str, tuple], dict[str, tuple]]:
+        """``settle`` of ``groups`` and, in the same quiet period, of the groups ``apart`` on topics of their own
+        (name: (clients, topic)), polled on broker-a since this call: each one's holdings of its own topic."""
         called_ms = int(time.time() * 1000)
         everyone = [client for clients in groups.values() for client in clients]
-        holdings = iter(wait_converged(everyone, self.topic))
+        together, *held_apart = wait_all_converged([(everyone, self.topic), *apart.values()])
+        holdings = iter(together)
         settled = {g: tuple(next(holdings) for _ in clients) for g, clients in groups.items()}
         self.polls.wait(groups, brokers, after_ms=called_ms)
-        return settled
+        self.polls.wait(apart, BROKERS[:1], after_ms=called_ms)
+        return settled, dict(zip(apart, held_apart, strict=True))
 
     def process(self, spark) -> None:
         run_available(spark, self.config)
@@ -196,10 +208,18 @@ def play(run: Run, line: str, spark) -> Played:
     played = Played(run)
     specs = assignment_specs(run, line)
     pop_topic, second = f"{run.prefix}_pop", f"{run.prefix}_second"
+    early: threading.Thread | None = None
     if line == "5":
-        for topic in (pop_topic, second, idle_topic(run)):
-            run.cluster.create_topic(topic, 4)
+        # The double and slow groups first (their sections run last, once the double holding lasted the alert's
+        # ``for``), starting while the other topics are created.
         run.cluster.create_topic(lasting_topic(run), 2)
+        lasting = double_specs(run) + slow_specs(run)
+        early = threading.Thread(target=start_lasting, args=(played, lasting), name="lasting")
+        early.start()
+        topics = [(t, 4, BROKERS) for t in (pop_topic, second, idle_topic(run))]
+        topics += [(stale_topic(run), 2, BROKERS[:1]), (diverge_topic(run), 2, BROKERS[:1])]
+        with ThreadPoolExecutor(MQADMIN_AT_ONCE) as pool:  # admin JVMs side by side
+            list(pool.map(lambda topic: run.cluster.create_topic(*topic), topics))
         played.seen["second_queues"] = all_queues(run.cluster.route(second))
         run.cluster.set_pop_mode(pop_topic, run.group("pop"))
         specs += duplicate_specs(run) + departure_specs(run)
@@ -209,9 +229,7 @@ def play(run: Run, line: str, spark) -> Played:
             ("5", run.group("ownsub"), f"{run.topic},{second}", "both", {}),
         ]
         specs += progress_specs(run) + nearby_specs(run) + stale_specs(run) + flapping_specs(run)
-        specs += diverge_specs(run) + double_specs(run) + slow_specs(run)
-        run.cluster.create_topic(stale_topic(run), 2, brokers=BROKERS[:1])
-        run.cluster.create_topic(diverge_topic(run), 2, brokers=BROKERS[:1])
+        specs += diverge_specs(run)
     started = time.time()
     for (_, group, *_), client in zip(specs, run.fleet.consumers(specs), strict=True):
         played.clients.setdefault(group, []).append(client)
@@ -220,20 +238,29 @@ def play(run: Run, line: str, spark) -> Played:
     played.seen["flapping"] = played.clients.pop(run.group("flapping"), [])
     if line == "5":
         played.seen["producer"] = start_producer(run, f"{run.topic},{pop_topic}")
-        start_producer(run, lasting_topic(run), "lasting")  # to the end: the fleet stops it
+    if early is not None:
+        early.join()
+        if isinstance(played.seen.get("lasting_error"), BaseException):
+            raise played.seen["lasting_error"]
     # The stale-route and diverging groups' topics are on broker-a only: their clients know no other broker (settled
-    # below).
+    # apart, with the groups on other topics than the run's, in the others' quiet period).
     apart = (run.group("pop"), run.group("stale"), run.group("diverge"))
     pullers = {g: c for g, c in played.clients.items() if g not in apart}
+    on_own_topics = {}
     if line == "5":
-        wait_converged(played.clients[run.group("ownsub")], second)
-        wait_converged(played.clients[run.group("slow")], lasting_topic(run))
-        played.seen["idle_settled"] = wait_converged(played.clients[run.group("idle")], idle_topic(run))
-        called_ms = int(time.time() * 1000)
-        wait_converged(played.clients[run.group("stale")], stale_topic(run))
-        wait_converged(played.clients[run.group("diverge")], diverge_topic(run))
-        run.polls.wait([run.group("stale"), run.group("diverge")], BROKERS[:1], after_ms=called_ms)
-    played.settled = run.settle(pullers)
+        on_own_topics = {
+            run.group(name): (played.clients[run.group(name)], topic)
+            for name, topic in (
+                ("ownsub", second),
+                ("slow", lasting_topic(run)),
+                ("idle", idle_topic(run)),
+                ("stale", stale_topic(run)),
+                ("diverge", diverge_topic(run)),
+            )
+        }
+    played.settled, settled_apart = run.settle_apart(pullers, on_own_topics)
+    if line == "5":
+        played.seen["idle_settled"] = settled_apart[run.group("idle")]
     played.seen["settled_at"] = int(time.time() * 1000)
     if line == "5":
         played.seen["reports"] = reports_by_process(run, played.clients[run.group("circle_dup")])
@@ -258,6 +285,18 @@ def play(run: Run, line: str, spark) -> Played:
     run.fleet.stop()
     run.collector.stop()
     return played
+
+
+def start_lasting(played: Played, specs: list[tuple]) -> None:
+    """Start the double and slow groups' clients and the lasting topic's producer (to the end: the fleet stops
+    it); an error in ``seen["lasting_error"]``."""
+    run = played.run
+    try:
+        for (_, group, *_), client in zip(specs, run.fleet.consumers(specs), strict=True):
+            played.clients.setdefault(group, []).append(client)
+        start_producer(run, lasting_topic(run), "lasting")
+    except BaseException as error:  # noqa: BLE001 - raised again by the play
+        played.seen["lasting_error"] = error
 
 
 # The stuck group's first consumer blocks its listener for good on the message it receives this many-th.
@@ -391,8 +430,15 @@ def run_sections(played: Played, headings: list[str], name: str, moment: str = "
     """Run the runbook sections' mqadmin commands for scenario ``name``'s group, each distinct command once (the
     sections share its output): their output by (section, command, subject) in ``seen["runbook"]``, the subject a
     client id (``-i``), a broker name (``-b``), or for a command naming neither ``moment``."""
-    run, seen = played.run, played.seen.setdefault("runbook", {})
-    ran: dict[tuple[str, ...], str] = {}
+    run_asked(played, section_commands(played, headings, name, moment))
+
+
+def section_commands(
+    played: Played, headings: list[str], name: str, moment: str = ""
+) -> dict[tuple[str, str, str], tuple[str, ...]]:
+    """``run_sections``' mqadmin arguments by (section, command, subject)."""
+    run = played.run
+    asked: dict[tuple[str, str, str], tuple[str, ...]] = {}
     for heading in headings:
         for command in confirm_commands(heading):
             if not command.startswith("mqadmin "):
@@ -406,10 +452,17 @@ def run_sections(played: Played, headings: list[str], name: str, moment: str = "
             else:
                 subjects = {moment: {}}
             for subject, values in subjects.items():
-                args = tuple(values.get(w, w) for w in words)
-                if args not in ran:
-                    ran[args] = run.cluster.mqadmin(*args)
-                seen[(heading, command, subject)] = ran[args]
+                asked[(heading, command, subject)] = tuple(values.get(w, w) for w in words)
+    return asked
+
+
+def run_asked(played: Played, asked: dict[tuple[str, str, str], tuple[str, ...]]) -> None:
+    """Each distinct command of ``asked`` once, ``MQADMIN_AT_ONCE`` side by side (each is a JVM of its own, mostly
+    starting up); the outputs into ``seen["runbook"]``."""
+    distinct = sorted(set(asked.values()))
+    with ThreadPoolExecutor(MQADMIN_AT_ONCE) as pool:
+        ran = dict(zip(distinct, pool.map(lambda args: played.run.cluster.mqadmin(*args), distinct), strict=True))
+    played.seen.setdefault("runbook", {}).update({key: ran[args] for key, args in asked.items()})
 
 
 def play_runbook(played: Played) -> None:
@@ -418,13 +471,14 @@ def play_runbook(played: Played) -> None:
     section's before and after the others (``seen["slow_checked"]``, by moment), the double-owned one's last."""
     slow = PROGRESS_ALERTS[QueueState.SLOW].name
     checked = played.seen["slow_checked"] = {"first": int(time.time() * 1000)}
-    run_sections(played, [slow], "slow", "first")
+    asked = section_commands(played, [slow], "slow", "first")
     by_name: dict[str, list[str]] = {}
     for heading, name in RUNBOOK_CHECKED.items():
         if heading not in RUNBOOK_DURING and heading not in RUNBOOK_LASTING:
             by_name.setdefault(name, []).append(heading)
     for name, headings in by_name.items():
-        run_sections(played, headings, name)
+        asked |= section_commands(played, headings, name)
+    run_asked(played, asked)
     check_double_owned(played)
     checked["second"] = int(time.time() * 1000)
     run_sections(played, [slow], "slow", "second")
@@ -643,7 +697,7 @@ def duration_ms(duration: str) -> int:
 
 # How long the double holding must have lasted before its section's commands run: until the monitor sees it
 # (the clients' rebalance delay, a running-info read, a window of samples), 2 samples of DOUBLE_OWNED, and the
-# alert's ``for``. The play takes longer than that already: a wait only on a fast machine.
+# alert's ``for``. The group starts first: the rest of the play covers most of it.
 DOUBLE_LASTED_MS = (
     TEST_SPEED.rebalance_wait_interval_ms
     + 5_000

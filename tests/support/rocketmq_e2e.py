@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,16 +155,29 @@ def wait_converged(
 ) -> tuple[frozenset[Queue], ...]:
     """Wait until no client's held queues of ``topic`` changed for ``quiet_s``; their holdings then. Clients of
     several groups are waited for together: one quiet period proves the same for each group."""
+    return wait_all_converged([(clients, topic)], quiet_s, timeout_s)[0]
+
+
+def wait_all_converged(
+    clients_and_topics: Sequence[tuple[list[Client], str]], quiet_s: float = CONVERGED_QUIET_S, timeout_s: float = 240.0
+) -> list[tuple[frozenset[Queue], ...]]:
+    """``wait_converged`` of several (clients, topic) pairs in one quiet period (it proves the same for each);
+    their holdings then, in order."""
+
+    def now() -> list[tuple[frozenset[Queue], ...]]:
+        return [holdings(clients, topic) for clients, topic in clients_and_topics]
+
     deadline = time.monotonic() + timeout_s
-    last, since = holdings(clients, topic), time.monotonic()
+    last, since = now(), time.monotonic()
     while time.monotonic() < deadline:
         time.sleep(0.5)
-        now = holdings(clients, topic)
-        if now != last:
-            last, since = now, time.monotonic()
+        held_now = now()
+        if held_now != last:
+            last, since = held_now, time.monotonic()
         elif time.monotonic() - since >= quiet_s:
-            return now
-    raise AssertionError(f"the clients of {topic} did not settle in {timeout_s} s: {last}")
+            return held_now
+    topics = [topic for _, topic in clients_and_topics]
+    raise AssertionError(f"the clients of {topics} did not settle in {timeout_s} s: {last}")
 
 
 class PollLog:
