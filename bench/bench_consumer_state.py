@@ -31,6 +31,7 @@ from streaming.domain.consumers.shard_engine import TEXT_KEYS, ShardEngine
 from streaming.job.consumer.events import EVENT_COLUMNS, lane_times, shard_events
 from streaming.job.consumer.heartbeat_runs import RUN
 from streaming.job.runtime import state_blob
+from streaming.job.runtime.python_worker import collector_paused
 
 BROKERS = ("broker-a", "broker-b", "broker-c", "broker-d")
 MEMBERS, POLL_MS, STALE_AFTER_MS, TOPICS = 10, 10_000, 30_000, 100
@@ -86,7 +87,13 @@ BLOB_CPU = [0.0]  # process CPU spent in the blob's decode and compress
 
 
 def call(blob: bytes | None, columns: dict[str, list[Any]], watermark_ms: int, whole: bool) -> tuple[bytes, int]:
-    """One call of the state function on a shard: restore, events, apply, snapshot; the blob and events applied."""
+    """One call of the state function on a shard: restore, events, apply, snapshot; the blob and events applied.
+    Python's cyclic collector paused through it, as the job's state function pauses it."""
+    with collector_paused():
+        return _call(blob, columns, watermark_ms, whole)
+
+
+def _call(blob: bytes | None, columns: dict[str, list[Any]], watermark_ms: int, whole: bool) -> tuple[bytes, int]:
     began = time.process_time()
     document = None if blob is None else state_blob.decode(blob, unread=True)
     BLOB_CPU[0] += time.process_time() - began

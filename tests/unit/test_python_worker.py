@@ -60,3 +60,24 @@ def test_the_consumer_function_freezes_its_worker_once(fresh_worker: list[int]) 
         out = list(process((consumer_query.DEAD_LETTER_SHARD,), iter([]), FakeState()))
         assert [len(frame) for frame in out] == [0]
     assert len(fresh_worker) == 1
+
+
+def test_the_collector_is_paused_through_a_call_and_left_as_it_was():
+    import gc
+
+    was = gc.isenabled()
+    try:
+        for before in (True, False):
+            (gc.enable if before else gc.disable)()
+            with python_worker.collector_paused():
+                assert not gc.isenabled()
+            assert gc.isenabled() is before
+        gc.enable()
+        try:
+            with python_worker.collector_paused():
+                raise KeyError("a failing call")
+        except KeyError:
+            pass
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -1,4 +1,5 @@
-"""Once per Spark Python worker process: what the job's stateful functions need from the process they run in.
+"""What the job's stateful functions need from the Python worker process they run in: its heap frozen once, the
+cyclic collector paused through a shard's call.
 
 Spark's Python daemon runs ``gc.collect()`` in a reused worker after every task's runner, before the worker
 takes the next one. A stateful operator runs two runners per partition and micro-batch (the batch's rows,
@@ -11,6 +12,8 @@ built moves it out of the collector's sight (``gc.freeze``), so those collection
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _heap_frozen = False
 
@@ -26,3 +29,21 @@ def freeze_imported_heap() -> bool:
     gc.freeze()
     _heap_frozen = True
     return True
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while one shard is processed.
+
+    Restoring a shard allocates tens of thousands of small long-lived objects (channels, views); each
+    allocation burst makes the collector traverse them all again, for nothing: the engine builds no
+    reference cycles. Measured: about a third of a steady batch's CPU. Reference counting still frees
+    everything; the collector runs again once the call is over.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
