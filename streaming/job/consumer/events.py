@@ -161,22 +161,19 @@ def shard_events(
                     continue
             time_ms = occurrences[0]
         key = (time_ms, _SAME_TIME_RANK.get(event_type, _LAST_RANK), topics[i], partitions[i], offsets[i])
-        digest = None
+        digest = poll = None
         if event_type == POLL_EVENT and (text := columns["typed_json"][i]) is not None:
             # An unchanged poll of a view the shard noted is not parsed (``NotedPoll``): the engine mostly only
             # notes its time (``ShardEngine._touch``).
             digest = text_digest(text)
-            noted = engine.noted_poll(time_ms, digest, text)
-            if noted is not None:
-                if occurrences is None:
-                    keyed.append((key, noted))
-                    others.append(noted)
-                else:
-                    poll_runs.append(PollRun(noted, occurrences))
-                    poll_places.append((topics[i], partitions[i], run_offsets))
+            poll = engine.noted_poll(time_ms, digest, text)
+            if poll is not None and occurrences is None:
+                keyed.append((key, poll))
+                others.append(poll)
                 continue  # a poll is never handed back (``IgnoredEvent``): it needs no origin
         if occurrences is not None and event_type == POLL_EVENT:  # a run of identical polls (``poll_runs``)
-            poll = _parsed_event(columns, i, digest)._replace(event_time_ms=time_ms)
+            if poll is None:
+                poll = _parsed_event(columns, i, digest)._replace(event_time_ms=time_ms)
             poll_runs.append(PollRun(poll, occurrences))
             poll_places.append((topics[i], partitions[i], run_offsets))
             continue  # a poll is never handed back (``IgnoredEvent``): it needs no origin
