@@ -13,10 +13,10 @@ setup-test: setup
 demo: setup
 	$(PY) -m streaming.app.cli demo $(ARGS)
 
-# Three pytest-xdist workers, one part of the suite each (tests/conftest.py says which); `make test PYTEST_ARGS=...`
+# Two pytest-xdist workers, one half of the suite each (tests/conftest.py says which); `make test PYTEST_ARGS=...`
 # runs what it names in one process. pytest exits 5 when it collects nothing: a failure here, never a pass.
 # The Go-built test tools, when missing, build in the background while the suite runs; the tests using them wait.
-PYTEST_ARGS ?= -n 3 --dist loadgroup
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 test: setup
 	@bash scripts/install_observability_tools.sh --go-in-background
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
