@@ -346,7 +346,8 @@ class ConsumerSpec:
     broker names and client ids). ``poll_name_server_ms``: how often it reads its topics' routes
     (``setPollNameServerInterval``, RocketMQ's default 30000): a long one keeps an old route that long.
     ``consume_sleep_ms`` N: its listener sleeps N ms on every message (a slow listener), on ``consume_threads``
-    threads (``consumeThreadMin`` and ``consumeThreadMax``; the client's 20 when None)."""
+    threads (``consumeThreadMin`` and ``consumeThreadMax``; the client's 20 when None). ``heartbeat_ms``: its own
+    heartbeat interval instead of its process's (the test speed's)."""
 
     name: str
     group: str
@@ -361,6 +362,7 @@ class ConsumerSpec:
     poll_name_server_ms: int | None = None
     consume_sleep_ms: int | None = None
     consume_threads: int | None = None
+    heartbeat_ms: int | None = None
 
     @property
     def identity(self) -> tuple[str, str | None]:
@@ -382,6 +384,7 @@ class ConsumerSpec:
             "poll-name-server-ms": self.poll_name_server_ms,
             "consume-sleep-ms": self.consume_sleep_ms,
             "consume-threads": self.consume_threads,
+            "heartbeat-ms": self.heartbeat_ms,
         }
         return {k: _option_value(v) for k, v in options.items() if v is not None}
 
