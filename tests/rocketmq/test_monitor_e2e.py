@@ -1746,8 +1746,13 @@ def test_each_runbook_command_confirms_its_incident_on_the_real_cluster(played, 
     (unheld_out,) = mqadmin_output(seen, alert_of(AnomalyKind.OBSERVED_UNHELD_QUEUES), "consumerProgress").values()
     grown = {("broker-a", q) for q in range(3)}
     unheld_then = [frozenset(grown - held_at(stale, stale_topic(run), at)) for at in scenarios.seen["stale_checked"]]
-    not_pulled = {q for q, r in progress_rows(unheld_out, stale_topic(run)).items() if r[2] == "N/A"}
-    assert unheld_then[0] == {("broker-a", 2)} and not_pulled in unheld_then, (unheld_then, unheld_out)
+    rows = progress_rows(unheld_out, stale_topic(run))
+    not_pulled = {q for q, r in rows.items() if r[2] == "N/A"}
+    # A message (not a tuple) so that pytest prints all of it: the rows, and the table as mqadmin printed it.
+    shown = unheld_out[max(unheld_out.find("#Topic"), 0) :]
+    assert unheld_then[0] == {("broker-a", 2)} and not_pulled in unheld_then, (
+        f"unheld at the checks {unheld_then}, N/A {sorted(not_pulled)}, rows {rows}\n{shown}"
+    )
 
     # Flapping member: consumerConnection, run while the member was gone and once it was back (with the short-lived
     # members of its process), lists its id only the second time, beside the steady member's both times.
