@@ -1,10 +1,10 @@
-"""Prometheus metrics served by the job's driver: one catalogue, one collector over the latest snapshot.
+"""Prometheus metrics served by the job's driver: one catalogue, a collector per family over the latest values.
 
 The catalogue (``connectors.metric_catalogue``) is the single description of every metric: name, type, labels,
 unit and help, one typed handle each. The collector, ``docs/metrics.md`` (``python -m connectors.metrics``) and
 the dashboard tests all read it, and ``MetricsState`` takes handles only. Domain values are not pushed into
 long-lived metric objects: the sinks hand the driver small per-batch results, ``MetricsState`` keeps the latest
-value per group/topic/broker, and ``MonitorCollector`` renders that state at scrape time -- so a group or broker
+value per group/topic/broker, and a ``FamilyCollector`` per family renders it at scrape time -- so a group or broker
 that is gone is simply absent from the next scrape. Counters are kept as monotonically increasing totals in the state.
 
 Labels are bounded: ``cluster``, ``consumer_group``, ``topic``, ``broker``, ``state``, ``anomaly``, ``reason``,
@@ -223,39 +223,38 @@ def latency_buckets_seconds(latency_max_ms: Sequence[int]) -> tuple[float, ...]:
     return tuple(ms / 1000 for ms in latency_max_ms)
 
 
-class MonitorCollector(Collector):
-    """Renders ``MetricsState`` at scrape time, following the catalogue."""
+class FamilyCollector(Collector):
+    """Renders one catalogue family of ``MetricsState`` at scrape time. The registry holds one per family, so a
+    scrape that asks for some families (``/metrics?name[]=rmqmon_group_members``) reads and renders only those: a
+    restricted scrape costs what its families hold, not what the whole page holds (a watcher asking for a few
+    families every 100 ms at 3,000 groups otherwise spent most of the driver's Python time building the page)."""
 
-    def __init__(self, state: MetricsState) -> None:
-        self.state = state
+    def __init__(self, state: MetricsState, spec: MetricSpec) -> None:
+        self.state, self.spec = state, spec
 
     def describe(self) -> Iterator[Metric]:
-        """The catalogue's families without samples: the registry learns every name the collector may export,
-        so a scrape can ask for some (``/metrics?name[]=rmqmon_group_members``) and get only those."""
-        for spec in CATALOGUE:
-            yield _family(spec)
+        """The family without samples: the registry learns the names this collector exports."""
+        yield _family(self.spec)
 
     def collect(self) -> Iterator[Metric]:
-        with self.state.lock:
-            gauges = {k: dict(v) for k, v in self.state.gauges.items()}
-            counters = {k: dict(v) for k, v in self.state.counters.items()}
-            histograms = {k: dict(v) for k, v in self.state.histograms.items()}
-            dropped = dict(self.state.dropped)
-        for spec in CATALOGUE:
-            family = _family(spec)
+        spec, state = self.spec, self.state
+        with state.lock:
             if spec is Metrics.LABEL_VALUES_DROPPED_TOTAL:
-                for metric, value in sorted(dropped.items()):
-                    family.add_metric([metric], value)
+                series: list[tuple[Any, Any]] = [((metric,), value) for metric, value in state.dropped.items()]
             elif spec.type == "counter":
-                for labels, value in sorted(counters.get(spec.name, {}).items()):
-                    family.add_metric(list(labels), value)
+                series = list(state.counters.get(spec.name, {}).items())
             elif spec.type == "histogram":
-                for labels, (buckets, total) in sorted(histograms.get(spec.name, {}).items()):
-                    family.add_metric(list(labels), buckets, total)
+                series = list(state.histograms.get(spec.name, {}).items())
             else:
-                for labels, value in sorted(gauges.get(spec.name, {}).items()):
-                    family.add_metric(list(labels), value)
-            yield family
+                series = list(state.gauges.get(spec.name, {}).items())
+        family = _family(spec)
+        for labels, value in sorted(series, key=lambda item: item[0]):
+            if spec.type == "histogram":
+                buckets, total = value
+                family.add_metric(list(labels), list(buckets), total)
+            else:
+                family.add_metric(list(labels), value)
+        yield family
 
 
 def _family(spec: MetricSpec) -> Any:
@@ -265,8 +264,10 @@ def _family(spec: MetricSpec) -> Any:
 
 
 def new_registry(state: MetricsState) -> CollectorRegistry:
+    """The job's registry: a ``FamilyCollector`` per catalogue family, in the catalogue's order."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(MonitorCollector(state))
+    for spec in CATALOGUE:
+        registry.register(FamilyCollector(state, spec))
     return registry
 
 

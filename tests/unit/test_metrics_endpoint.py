@@ -7,6 +7,7 @@ The endpoint is the real one the job serves (``connectors.metrics.serve`` over `
 from __future__ import annotations
 
 import socket
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
@@ -74,6 +75,26 @@ def test_filters_name_the_samples_of_counters_and_may_ask_for_several(endpoint):
     dropped = {s[1]["metric"]: s[2] for s in got["rmqmon_label_values_dropped"]}
     assert dropped == state.dropped and dropped["rmqmon_group_members"] == 1.0
     assert set(got) == {"rmqmon_group_rebalances", "rmqmon_label_values_dropped"}
+
+
+class Unreadable(dict):
+    """A family's series that fail the scrape reading them."""
+
+    def items(self):  # type: ignore[override]
+        raise AssertionError("a scrape read a family it was not asked for")
+
+
+def test_a_name_filter_reads_no_other_family(endpoint):
+    """A watcher asking for one family every 100 ms must not pay for the whole page: the scrape reads only the
+    families it names (the page without a filter reads them all, and here fails on the unreadable one)."""
+    url, state = endpoint
+    state.gauges["rmqmon_group_queues"] = Unreadable(state.gauges["rmqmon_group_queues"])
+    assert {s[1]["consumer_group"] for s in families(url + "?name[]=rmqmon_group_members")["rmqmon_group_members"]} == {
+        "G1",
+        "G2",
+    }
+    with pytest.raises(urllib.error.HTTPError):
+        families(url)
 
 
 def test_without_a_filter_the_page_has_every_catalogue_family(endpoint):
