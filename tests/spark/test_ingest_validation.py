@@ -93,6 +93,42 @@ def test_fast_path_takes_the_plain_good_events_and_never_a_bad_one(spark):
         assert not taken, raw
 
 
+# consume_tps (a number field) as collectors spell the broker's TPS, and spellings Spark may read otherwise than
+# Jackson (exponents, long decimals, integers past 2^53, a negative zero) or that break the minimum.
+TPS_TAKEN = ["0", "8", "8.0", "0.1", "0.3", "2.675", "1234.5678", "0.000123456789012", "99999999999999.9", "17.55"]
+TPS_TAKEN += [str(2**53)]
+TPS_LEFT = ["1e3", "1.5E-7", "0.1234567890123456", "-0.0", str(2**53 + 1), str(10**40), "-1", "-0.5"]
+
+
+def progress_with_tps(tps: str) -> str:
+    """A collector's consume_progress sample with ``tps`` spelt as given."""
+    event = {
+        "type": "consume_progress",
+        "schema_version": 1,
+        "event_time": KAFKA_TS - 1_000,
+        "group": "G0",
+        "broker": "broker-a",
+        "collector": "c1",
+        "consume_tps": "TPS",
+        "queues": [{"topic": "T0", "queue_id": 0, "broker_offset": 780, "consumer_offset": 770, "pull_offset": 780}],
+    }
+    return json.dumps(event).replace('"TPS"', tps)
+
+
+def test_a_number_field_takes_the_fast_path_typed_as_the_rules_type_it(spark):
+    """consume_progress carries the broker's consume TPS, a double: a sample with a plain decimal or an integer
+    there takes the fast path, typed to the bit as the rules path types it; spellings Spark may read differently
+    are left to the rules (which accept them or, below the minimum, refuse them)."""
+    raws = [(progress_with_tps(t), "consume_progress") for t in TPS_TAKEN + TPS_LEFT]
+    results = _fast_taken(spark, raws)
+    for (raw, _), (taken, fast, rules) in zip(raws, results[: len(TPS_TAKEN)], strict=False):
+        assert taken, raw
+        assert fast == rules and fast["consume_tps"] == float(json.loads(raw)["consume_tps"]), raw
+    assert [taken for taken, _, _ in results[len(TPS_TAKEN) :]] == [False] * len(TPS_LEFT)
+    valid = [not isinstance(validate_event(raw, KAFKA_TS), Rejection) for raw, _ in raws]
+    assert valid == [float(t) >= 0 for t in TPS_TAKEN + TPS_LEFT]
+
+
 # Values an edit puts in a field: other JSON types, numbers Spark reads differently, names at their limits.
 _ODD_VALUES = [
     None,
@@ -183,10 +219,11 @@ def test_fast_path_never_disagrees_with_the_rules_on_random_edits(spark):
     takes is one the contract's validator accepts, typed exactly as the rules path types it; and the job's
     whole classification still equals the Python validator's."""
     rng = random.Random(20261123)
+    bases = {**GOOD, "consume_progress": json.loads(progress_with_tps("8.5"))}  # with a number field
     raws = []
     for n in range(2000):
-        event_type = rng.choice(sorted(GOOD))
-        raws.append((_mutations(rng, GOOD[event_type]), event_type if n % 3 else "send_result"))
+        event_type = rng.choice(sorted(bases))
+        raws.append((_mutations(rng, bases[event_type]), event_type if n % 3 else "send_result"))
     results = _fast_taken(spark, raws)
     taken_count = 0
     for (raw, default_type), (taken, fast, rules) in zip(raws, results, strict=True):
@@ -199,7 +236,7 @@ def test_fast_path_never_disagrees_with_the_rules_on_random_edits(spark):
     # The edits leave many events valid; the fast path must take a good share of them to be of any use.
     assert taken_count > 200
     ts = datetime.fromtimestamp(KAFKA_TS / 1000, tz=UTC)
-    topic_of = {t: f"{DEFAULT_TOPICS[t]}.{t}" for t in GOOD}  # a topic per type: each its own default type
+    topic_of = {t: f"{DEFAULT_TOPICS[t]}.{t}" for t in bases}  # a topic per type: each its own default type
     records = spark.createDataFrame(
         [(raw.encode(), topic_of[t], 0, i, ts) for i, (raw, t) in enumerate(raws)],
         "value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP",

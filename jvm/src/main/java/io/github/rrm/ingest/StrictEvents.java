@@ -18,6 +18,7 @@ import org.apache.spark.sql.api.java.UDF2;
 import org.apache.spark.sql.types.ArrayType;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
@@ -43,8 +44,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  *   <li>every field present must be declared by the type's struct, at every depth (unknown fields fall back);
  *   <li>a STRING field must be a JSON string without unpaired surrogates (Spark would store {@code ?} for
  *       one, which the checks below would not see), a BIGINT field a JSON integer that fits a long (no
- *       {@code 1.0}, no exponent: Spark reads those differently), a BOOLEAN field true or false; arrays must
- *       not hold null;
+ *       {@code 1.0}, no exponent: Spark reads those differently), a DOUBLE field a JSON integer within 2^53 or a
+ *       plain decimal of at most 15 digits (not a negative zero), a BOOLEAN field true or false; arrays must not
+ *       hold null;
  *   <li>JSON null is a NULL field, as in Spark;
  *   <li>the typed event must meet its type's value checks ({@link ValueChecks}: required fields, enums,
  *       ranges, lengths, patterns, cross-field rules), compiled once from the description the job passes.
@@ -252,6 +254,8 @@ public final class StrictEvents implements UDF2<byte[], String, Row> {
         return number == JsonParser.NumberType.INT || number == JsonParser.NumberType.LONG
             ? (Object) parser.getLongValue() : INVALID;
       }
+      case DOUBLE:
+        return doubleOf(parser, token);
       case BOOLEAN:
         return token == JsonToken.VALUE_TRUE ? Boolean.TRUE : token == JsonToken.VALUE_FALSE ? Boolean.FALSE : INVALID;
       case ARRAY: {
@@ -283,8 +287,59 @@ public final class StrictEvents implements UDF2<byte[], String, Row> {
         return next == JsonToken.END_OBJECT ? RowFactory.create(values) : INVALID;
       }
       default:
-        return INVALID; // a type the fast path does not model (e.g. DOUBLE): the rules decide
+        return INVALID; // a type the fast path does not model: the rules decide
     }
+  }
+
+  /**
+   * A plain decimal's significant digits and digits after the point for a DOUBLE field (see {@link #doubleOf}):
+   * its digits then make a long below 2^53 and its power of ten is at most 10^22, both exact doubles.
+   */
+  private static final int DOUBLE_DIGITS = 15;
+  private static final int DOUBLE_SCALE = 22;
+
+  /**
+   * A DOUBLE field's value as Spark's {@code parse_json} then {@code variant_get} give it, or INVALID where they
+   * might give another. Spark keeps a JSON integer as a long and casts it to the nearest double, as Java does;
+   * a plain decimal it keeps exactly and divides by its power of ten, which is the double nearest its text (what
+   * Jackson reads) while its digits, as a long, and the power of ten are both exact doubles. Integers beyond
+   * 2^53, exponents, longer decimals and a negative zero (Spark's decimal has none) fall back to the rules.
+   */
+  private static Object doubleOf(JsonParser parser, JsonToken token) throws IOException {
+    if (token == JsonToken.VALUE_NUMBER_INT) {
+      JsonParser.NumberType number = parser.getNumberType();
+      if (number != JsonParser.NumberType.INT && number != JsonParser.NumberType.LONG) {
+        return INVALID;
+      }
+      long value = parser.getLongValue();
+      return value >= -(1L << 53) && value <= (1L << 53) ? (Object) (double) value : INVALID;
+    }
+    if (token != JsonToken.VALUE_NUMBER_FLOAT) {
+      return INVALID;
+    }
+    String text = parser.getText();
+    int significant = 0;
+    int scale = -1; // digits after the point, counted once it is seen
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c >= '0' && c <= '9') {
+        if (significant > 0 || c != '0') {
+          significant++;
+        }
+        if (scale >= 0) {
+          scale++;
+        }
+      } else if (c == '.') {
+        scale = 0;
+      } else if (!(c == '-' && i == 0)) {
+        return INVALID; // an exponent
+      }
+    }
+    if (significant > DOUBLE_DIGITS || scale > DOUBLE_SCALE) {
+      return INVALID;
+    }
+    double value = parser.getDoubleValue();
+    return value == 0.0 && text.charAt(0) == '-' ? INVALID : (Object) value;
   }
 
   /**
@@ -355,7 +410,7 @@ public final class StrictEvents implements UDF2<byte[], String, Row> {
   private static final class Shape implements Serializable {
     private static final long serialVersionUID = 1L;
 
-    enum Kind { STRING, LONG, BOOLEAN, ARRAY, STRUCT, OTHER }
+    enum Kind { STRING, LONG, DOUBLE, BOOLEAN, ARRAY, STRUCT, OTHER }
 
     final Kind kind;
     final Shape element; // ARRAY
@@ -370,6 +425,8 @@ public final class StrictEvents implements UDF2<byte[], String, Row> {
         kind = Kind.STRING;
       } else if (type instanceof LongType) {
         kind = Kind.LONG;
+      } else if (type instanceof DoubleType) {
+        kind = Kind.DOUBLE;
       } else if (type instanceof BooleanType) {
         kind = Kind.BOOLEAN;
       } else if (type instanceof ArrayType) {

@@ -26,12 +26,13 @@ import org.apache.spark.sql.types.StructType;
  * <p>{@link #accepts} must say yes only where the contract's SQL rule walk finds no violation, so each check
  * reads the value as that rule does: {@code enum} (and {@code const}) compare Spark's string form of the value
  * ({@code CAST(x AS STRING)}: a long in decimal, a boolean as {@code true}/{@code false}); ranges compare a
- * long exactly with the bounds (as the rules compare an integer, in DECIMAL(38,0)); lengths count code points ({@code char_length}); a {@code pattern} must be found in the
+ * long exactly with the bounds (as the rules compare an integer, in DECIMAL(38,0)), a double with the doubles
+ * nearest them (as the rules compare other numbers); lengths count code points ({@code char_length}); a {@code pattern} must be found in the
  * string ({@code RLIKE}, {@link java.util.regex.Matcher#find()}). Where a check meets a value it does not
  * model (a range on a string, a length on an array), it refuses: the rules then decide.
  *
- * <p>Values are what {@link StrictEvents} builds: {@code String}, {@code Long}, {@code Boolean}, a {@code List}
- * of non-null items, or a {@code Row} laid out as the struct. They never hold an unpaired surrogate
+ * <p>Values are what {@link StrictEvents} builds: {@code String}, {@code Long}, {@code Double}, {@code Boolean},
+ * a {@code List} of non-null items, or a {@code Row} laid out as the struct. They never hold an unpaired surrogate
  * (StrictEvents refuses those), so Java's string is the one Spark will see.
  */
 final class ValueChecks implements Serializable {
@@ -42,6 +43,7 @@ final class ValueChecks implements Serializable {
   private final long highest;
   private final boolean hasRange;
   private final boolean emptyRange; // ... unless no long lies in it
+  private final double[] doubleBounds; // a double's range: minimum, exclusiveMinimum, maximum, exclusiveMaximum
   private final int minLength;
   private final int maxLength;
   private final Pattern pattern;
@@ -88,6 +90,12 @@ final class ValueChecks implements Serializable {
     hasRange = spec.has("minimum") || spec.has("maximum") || spec.has("exclusiveMinimum")
         || spec.has("exclusiveMaximum");
     emptyRange = low.compareTo(high) > 0;
+    doubleBounds = new double[] {
+      doubleBound(spec, "minimum", Double.NEGATIVE_INFINITY, label),
+      doubleBound(spec, "exclusiveMinimum", Double.NEGATIVE_INFINITY, label),
+      doubleBound(spec, "maximum", Double.POSITIVE_INFINITY, label),
+      doubleBound(spec, "exclusiveMaximum", Double.POSITIVE_INFINITY, label),
+    };
     lowest = emptyRange ? 0 : low.longValueExact();
     highest = emptyRange ? 0 : high.longValueExact();
     minLength = spec.path("minLength").asInt(-1);
@@ -141,6 +149,11 @@ final class ValueChecks implements Serializable {
       throw new IllegalArgumentException(label + ": bound " + bound + " is not a number");
     }
     return bound.isIntegralNumber() ? new BigDecimal(bound.bigIntegerValue()) : bound.decimalValue();
+  }
+
+  /** Bound {@code name} as the rules compare a double with it (the double nearest it), or {@code absent}. */
+  private static double doubleBound(JsonNode spec, String name, double absent, String label) {
+    return spec.has(name) ? exact(spec.get(name), label).doubleValue() : absent;
   }
 
   /** The checks {@code spec} describes for a value of Spark type {@code type}; throws on anything unknown. */
@@ -201,12 +214,19 @@ final class ValueChecks implements Serializable {
       }
     }
     if (hasRange) {
-      if (!(value instanceof Long)) {
+      if (value instanceof Double) {
+        double number = (Double) value;
+        if (!(number >= doubleBounds[0] && number > doubleBounds[1] && number <= doubleBounds[2]
+            && number < doubleBounds[3])) {
+          return false;
+        }
+      } else if (!(value instanceof Long)) {
         return false;
-      }
-      long number = (Long) value;
-      if (emptyRange || number < lowest || number > highest) {
-        return false;
+      } else {
+        long number = (Long) value;
+        if (emptyRange || number < lowest || number > highest) {
+          return false;
+        }
       }
     }
     if (minItems >= 0 || maxItems >= 0 || items != null) {
