@@ -121,10 +121,11 @@ def test_a_number_field_takes_the_fast_path_typed_as_the_rules_type_it(spark):
     are left to the rules (which accept them or, below the minimum, refuse them)."""
     raws = [(progress_with_tps(t), "consume_progress") for t in TPS_TAKEN + TPS_LEFT]
     results = _fast_taken(spark, raws)
-    for (raw, _), (taken, fast, rules) in zip(raws, results[: len(TPS_TAKEN)], strict=False):
+    taken_part = len(TPS_TAKEN)
+    for (raw, _), (taken, fast, rules) in zip(raws[:taken_part], results[:taken_part], strict=True):
         assert taken, raw
         assert fast == rules and fast["consume_tps"] == float(json.loads(raw)["consume_tps"]), raw
-    assert [taken for taken, _, _ in results[len(TPS_TAKEN) :]] == [False] * len(TPS_LEFT)
+    assert [taken for taken, _, _ in results[taken_part:]] == [False] * len(TPS_LEFT)
     valid = [not isinstance(validate_event(raw, KAFKA_TS), Rejection) for raw, _ in raws]
     assert valid == [float(t) >= 0 for t in TPS_TAKEN + TPS_LEFT]
 
