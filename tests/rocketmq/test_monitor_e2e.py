@@ -600,6 +600,18 @@ def stale_specs(run: Run) -> list[tuple]:
     ]
 
 
+def wait_for_commits(run: Run, group: str, topic: str, timeout_s: float = 90.0) -> None:
+    """Wait until a broker lists ``group``'s offsets of ``topic``. The brokers' consume stats cover only the topics a
+    group has committed an offset of, and a client commits an empty queue's offset only after its first pull comes
+    back empty (held by long polling for up to 15 s) and its next 5 s persist: until then consumerProgress shows none
+    of the topic's queues, held or not."""
+    deadline = time.time() + timeout_s
+    with run.cluster.consume_progress(group) as reader:
+        while not any(q["topic"] == topic for queues in reader.read()[group].values() for q in queues):
+            assert time.time() < deadline, f"no broker lists {group}'s offsets of {topic} after {timeout_s:.0f} s"
+            time.sleep(2)
+
+
 def play_stale_route(played: Played) -> None:
     """Expand the stale-route group's topic from 2 queues to 3 right after a route read of the slow client could
     have happened (its reads are ``STALE_POLL_MS`` apart from its start, within the fleet's start): the fast client
@@ -607,6 +619,7 @@ def play_stale_route(played: Played) -> None:
     own held lines are the judge of when both held a1. Costs one admin call, and a wait only when now is within the
     span of the slow client's possible reads or too close to the next one."""
     run = played.run
+    wait_for_commits(run, run.group("stale"), stale_topic(run))
     first, last = played.seen["started"]
     reads = int((time.time() - first) // (STALE_POLL_MS / 1000))
     after_read = last + reads * STALE_POLL_MS / 1000 + 1
