@@ -307,7 +307,8 @@ TABLES: dict[str, TableSpec] = {
             "subscriber's report is missing or not counted, or a client id is on several channels); since_ms: since "
             "when the counted reports have shown that state (OBSERVED_DOUBLE_HOLDING and OBSERVED_UNHELD_QUEUES "
             "open once it lasted [membership] observed_grace_ms). Rows of a topic no longer analysed, or of a group "
-            "gone, are deleted.",
+            "gone, are deleted. Rewritten whole by each consumer batch that changes it, so its change feed shows a "
+            "batch as deletes and inserts.",
             key=("group", "topic", "broker", "queue_id"),
         ),
         TableSpec(
@@ -328,7 +329,8 @@ TABLES: dict[str, TableSpec] = {
             "Each broker view of a group fed by a collector's polls (consumer_connections): FRESH while polls "
             "arrive, STALE from stale_since_ms when none came within stale_after_ms of the last (polled_at_ms). "
             "A stale view keeps its channels as last seen: no removal, no queue anomaly. Rows of a group gone "
-            "from every broker are deleted. Heartbeat-fed views have no row.",
+            "from every broker are deleted. Heartbeat-fed views have no row. Rewritten whole by each consumer batch "
+            "that changes it, so its change feed shows a batch as deletes and inserts.",
             key=("group", "broker"),
         ),
         TableSpec(
@@ -375,7 +377,8 @@ TABLES: dict[str, TableSpec] = {
             (*PROGRESS_COLUMNS, *columns(batch_id=BIGINT)),
             "Each tracked queue's latest consume_progress row. A queue is no longer tracked, and its row deleted, "
             "when no sample came for a whole window, or when its group has no member on any broker and no queue "
-            "of it has a backlog.",
+            "of it has a backlog. Rewritten whole by each consumer batch that changes it, so its change feed shows a "
+            "batch as deletes and inserts.",
             key=("group", "topic", "broker", "queue_id"),
         ),
         TableSpec(

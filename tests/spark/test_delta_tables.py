@@ -145,3 +145,54 @@ def test_a_table_written_before_clusters_gets_the_column_and_its_current_rows_th
         ("east", 7),
         ("home", 5),
     ]
+
+
+def test_an_upsert_leaves_the_rows_delta_merge_leaves_and_a_replay_changes_nothing(spark, tmp_path):
+    """``upsert`` against Delta's own MERGE of the same changes (``merge_upsert``): batch by batch, updates,
+    inserts, deletions (one of a key the table lacks) and a NULL in a key column leave the same rows, unchanged
+    rows keeping the batch id that wrote them; the replay of a batch, with other changes, writes nothing."""
+    import random
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, StructField, StructType
+
+    from streaming.contract.tables import column_names
+
+    name = "queue_holders_current"
+    upserted, merged = DeltaTables(spark, tmp_path / "upserted"), DeltaTables(spark, tmp_path / "merged")
+    for tables in (upserted, merged):
+        tables.ensure_all([name])
+    schema = upserted.read(name).select(*column_names(name)).schema
+    rng = random.Random(7)
+
+    def change(queue_id: int, batch: int, topic: str | None = "T") -> tuple:
+        owners = [f"c{rng.randrange(4)}"]
+        return ("G", topic, "broker-a", queue_id, batch, owners, owners, "HELD", batch, batch, [], [], batch, batch)
+
+    def changes(batch: int) -> tuple[list[tuple], list[bool]]:
+        if batch == 0:
+            rows = [change(q, 0) for q in range(12)] + [change(99, 0, topic=None)]
+            return rows, [False] * len(rows)
+        queues = rng.sample(range(14), 5)
+        rows = [change(q, batch) for q in queues] + [change(99, batch, topic=None)]
+        return rows, [rng.random() < 0.3 for _ in rows]
+
+    def frame(rows: list[tuple], gone: list[bool]):  # type: ignore[no-untyped-def]
+        data = [(*row, "DefaultCluster", deleted) for row, deleted in zip(rows, gone, strict=True)]
+        return spark.createDataFrame(data, StructType([*schema.fields, StructField("deleted", BooleanType())]))
+
+    def table(tables: DeltaTables) -> list[tuple]:
+        return sorted((tuple(r) for r in tables.read(name).select(*column_names(name)).collect()), key=repr)
+
+    for batch in range(8):
+        rows, gone = changes(batch)
+        upserted.upsert(name, frame(rows, gone), "app", batch, "deleted")
+        merged.merge_upsert(name, frame(rows, gone), "app", batch, delete_condition="s.`deleted`")
+        assert table(upserted) == table(merged), batch
+    assert {r["batch_id"] for r in upserted.read(name).collect()} > {7}  # rows of earlier batches kept as written
+
+    before = table(upserted)
+    upserted.upsert(name, frame([change(0, 7), change(50, 7)], [True, False]), "app", 7, "deleted")  # a replay
+    assert table(upserted) == before
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{upserted.path(name)}`").where(F.col("version") > 0)
+    assert history.count() == 8  # one commit per batch, none for the replay

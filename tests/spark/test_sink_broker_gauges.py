@@ -22,7 +22,7 @@ T = 1_700_000_000_000
 
 
 class RefusingWrites(DeltaTables):
-    """Tables whose MERGE into or overwrite of ``refused`` raises, as a failed Delta commit does."""
+    """Tables whose MERGE into, upsert into or overwrite of ``refused`` raises, as a failed Delta commit does."""
 
     refused = ""
 
@@ -30,6 +30,11 @@ class RefusingWrites(DeltaTables):
         if name == self.refused:
             raise RuntimeError(f"MERGE into {name} refused")
         super().merge_upsert(name, frame, app_id, batch_id, delete_condition)
+
+    def upsert(self, name, changes, app_id, batch_id, deleted):  # type: ignore[no-untyped-def]
+        if name == self.refused:
+            raise RuntimeError(f"upsert into {name} refused")
+        super().upsert(name, changes, app_id, batch_id, deleted)
 
     def overwrite(self, name, frame, app_id, batch_id, rows):  # type: ignore[no-untyped-def]
         if name == self.refused:
@@ -115,7 +120,7 @@ def test_a_fault_batch_counts_its_isolation_episodes_before_its_writes_and_its_r
     assert [r["broker"] for r in tables.read("broker_status_current").collect()] == ["a"]
 
 
-def test_a_polled_view_batch_sets_the_view_gauges_even_when_its_merge_fails(spark, tmp_path):
+def test_a_polled_view_batch_sets_the_view_gauges_even_when_its_write_fails(spark, tmp_path):
     tables = RefusingWrites(spark, tmp_path)
     tables.ensure_all(["broker_views_current"])
     tables.refused = "broker_views_current"

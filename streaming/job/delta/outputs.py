@@ -4,7 +4,7 @@ The consumer query's batch (``bus``: a tag and one struct per kind) is persisted
 is never recomputed); each table's rows are its kind's struct, selected and written exactly once (see
 ``sinks``); a current table's deletions are a kind of their own. The small per-group / per-broker summaries are
 applied to the driver's ``MetricsState``: the consumer's as soon as the stateful stage has produced them, before
-the Delta writes, so an alert never waits for the MERGEs (a metric may lead its table by the batch's writes; a
+the Delta writes, so an alert never waits for the writes (a metric may lead its table by the batch's writes; a
 failed write fails the query, which replays the batch). The per-broker gauges are computed on the driver from
 the sink's copy of the current table's few columns they need (``broker_gauges``), with the batch's rows
 applied. The fault replay hands its outcomes to ``FaultOutputs`` on the driver. At start, ``restore_metrics``
@@ -65,8 +65,9 @@ HISTORY_OUTPUTS = (
     Table.CONSUME_PROGRESS,
     Table.REBALANCE_COST,
 )
-# The current tables the consumer sink MERGEs the batch's latest change per key into.
-MERGED_CURRENT_TABLES = (Table.QUEUE_HOLDERS_CURRENT, Table.BROKER_VIEWS_CURRENT, QUEUE_PROGRESS)
+# The current tables the consumer sink applies the batch's latest change per key to, rewriting each whole in the
+# JVM (``DeltaTables.upsert``): too large to hold on the driver, and a MERGE cost about twice the CPU.
+UPSERTED_CURRENT_TABLES = (Table.QUEUE_HOLDERS_CURRENT, Table.BROKER_VIEWS_CURRENT, QUEUE_PROGRESS)
 # The sink's own column of a current table's changes: whether the change is a deletion.
 DELETED = "deleted"
 
@@ -102,18 +103,12 @@ def _latest_per_key(frame: DataFrame, key: tuple[str, ...]) -> DataFrame:
     return frame.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank", SEQ)
 
 
-def _merge_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id: str, batch_id: int) -> None:
-    """MERGE a current table's changes of the batch: the latest per key wins; a deletion deletes."""
+def _upsert_latest_rows(tables: DeltaTables, batch: DataFrame, table: str, app_id: str, batch_id: int) -> None:
+    """Apply a current table's changes of the batch: the latest per key wins; a deletion deletes."""
     from pyspark.sql import functions as F
 
     latest = _latest_per_key(_changes(batch, table), TABLES[table].key)
-    tables.merge_upsert(
-        table,
-        latest.withColumn("batch_id", F.lit(batch_id).cast("bigint")),
-        app_id,
-        batch_id,
-        delete_condition=f"s.`{DELETED}`",
-    )
+    tables.upsert(table, latest.withColumn("batch_id", F.lit(batch_id).cast("bigint")), app_id, batch_id, DELETED)
 
 
 # The current tables the consumer sink holds whole and writes whole (``HeldCurrentTables``), each with the
@@ -148,7 +143,7 @@ def consumer_sink(
     # A batch replayed in this process (its writes failed and the query was restarted, with a new sink) must not
     # count its rebalances, dead letters and late events twice: ``metered`` is the job's, shared by its sinks.
     metered = metered or MeteredBatches()
-    views: CurrentRows | None = None  # broker_views_current as the batches' MERGEs leave it
+    views: CurrentRows | None = None  # broker_views_current as the batches' writes leave it
     held = HeldCurrentTables(tables)
 
     def write(batch: DataFrame, batch_id: int) -> None:
@@ -265,21 +260,20 @@ def _delete_retracted_cuts(tables: DeltaTables, batch: DataFrame, batch_id: int)
 def _consumer_writes(
     tables: DeltaTables, batch: DataFrame, present: dict[str, int], app_id: str, batch_id: int
 ) -> list[Callable[[], None]]:
-    """The batch's writes, one per table ``present``: appends to the history tables, a MERGE into each of
-    ``MERGED_CURRENT_TABLES`` with rows or deletions (the held current tables are ``HeldCurrentTables``')."""
+    """The batch's writes, one per table ``present``: appends to the history tables, an upsert into each of
+    ``UPSERTED_CURRENT_TABLES`` with rows or deletions (the held current tables are ``HeldCurrentTables``')."""
     from pyspark.sql import functions as F
 
     def append(table: str) -> Callable[[], None]:
         frame = _rows(batch, table).withColumn("batch_id", F.lit(batch_id).cast("bigint"))
         return lambda: tables.append(table, frame, app_id, batch_id, present[table])
 
-    def merge(table: str) -> Callable[[], None]:
-        return lambda: _merge_latest_rows(tables, batch, table, app_id, batch_id)
+    def upsert(table: str) -> Callable[[], None]:
+        return lambda: _upsert_latest_rows(tables, batch, table, app_id, batch_id)
 
-    # All at once, with the held tables' overwrites: each write carries its own txn ids (the MERGE in a session of
-    # its own, see merge_idempotent).
+    # All at once, with the held tables' overwrites: each write carries its own txn ids (its writer options).
     writes = [append(table) for table in HISTORY_OUTPUTS if table in present]
-    writes += [merge(t) for t in MERGED_CURRENT_TABLES if t in present or deleted(t) in present]
+    writes += [upsert(t) for t in UPSERTED_CURRENT_TABLES if t in present or deleted(t) in present]
     return writes
 
 

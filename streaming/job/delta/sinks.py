@@ -131,6 +131,25 @@ class DeltaTables:
         """Replace the table's rows with ``frame``'s, exactly once (``overwrite_idempotent``)."""
         overwrite_idempotent(self._columns(name, frame), self.path(name), f"{app_id}:{name}", batch_id, rows)
 
+    def upsert(self, name: str, changes: DataFrame, app_id: str, batch_id: int, deleted: str) -> None:
+        """Apply ``changes`` (at most one per key of the table) exactly once: a change whose ``deleted`` column is
+        true deletes its key's row, any other replaces or adds it. The table is rewritten whole in one Spark job
+        (``overwrite_idempotent``): its rows of keys ``changes`` does not name, then the changed rows. Rows the
+        batch leaves alone keep every column, ``batch_id`` included, as a MERGE copies them; the change feed
+        shows the batch as a delete and an insert of every row."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        key = TABLES[name].key
+        named = self._columns(name, changes).select(*[F.col(k).alias(f"_changed_{k}") for k in key])
+        # Read on the changes' session: the overwrite commits on it, with the snapshot the read resolved.
+        current = changes.sparkSession.read.format("delta").load(self.path(name))
+        same_key = reduce(lambda a, b: a & b, [current[k].eqNullSafe(named[f"_changed_{k}"]) for k in key])
+        kept = current.join(F.broadcast(named), same_key, "left_anti").select(*column_names(name))
+        rows = kept.unionByName(self._columns(name, changes.where(~F.col(deleted))))
+        overwrite_idempotent(rows, self.path(name), f"{app_id}:{name}", batch_id, 1)
+
     def _columns(self, name: str, frame: DataFrame) -> DataFrame:
         """``frame`` as the table's columns; rows of a frame without ``cluster`` are the default cluster's."""
         from pyspark.sql import functions as F
