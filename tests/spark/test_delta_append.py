@@ -86,6 +86,25 @@ def test_replays_are_skipped_from_the_checksum(spark, table):
     assert committed_txns(table) == [("app-1", 0), ("app-1", 1), ("app-1", 2), ("app-1", 3), ("app-2", 0)]
 
 
+def test_appends_leave_each_snapshot_unreconstructed_and_the_compaction_count_true(spark, table):
+    """An append reads what it needs of the table (its transactions, its file count for auto compaction) from
+    the checksum its last commit wrote: no snapshot along the way has its state rebuilt by a log replay (three
+    Spark jobs a commit, which the file count used to cost), and auto compaction counts the table's real files."""
+    jvm = spark.sparkContext._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table)
+    snapshots = []
+    for b in range(4):
+        assert append_idempotent(batch(spark, b), table, "app-1", b)
+        snapshots.append(log.unsafeVolatileSnapshot())  # the one the next append starts from
+    jvm.io.github.rrm.delta.AutoCompactionCount.align(spark._jsparkSession, table)  # as before a MERGE
+    versions = [s.version() for s in snapshots]
+    assert versions == list(range(versions[0], versions[0] + 4))  # a snapshot per commit
+    assert [s._computedStateTriggered() for s in snapshots] == [False] * 4
+    stats = jvm.org.apache.spark.sql.delta.stats.AutoCompactPartitionStats.instance(spark._jsparkSession)
+    live = spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first()["numFiles"]  # rebuilt from the log, at last
+    assert stats.maxNumFilesInTable(log.tableId()) == live > 4
+
+
 def test_replays_are_skipped_by_log_replay_when_the_checksum_is_missing(spark, table):
     for b in range(2):
         assert append_idempotent(batch(spark, b), table, "app-1", b)

@@ -3,6 +3,7 @@ package io.github.rrm.delta;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.delta.DeltaLog;
 import org.apache.spark.sql.delta.Snapshot;
+import org.apache.spark.sql.delta.VersionChecksum;
 import org.apache.spark.sql.delta.stats.AutoCompactPartitionStats;
 import scala.Option;
 import scala.collection.immutable.Map;
@@ -23,8 +24,8 @@ import scala.collection.mutable.LinkedHashMap;
  * compaction of two files (the last compacted file and the new one). A DELETE that removes more files than
  * the process counted does the same. Setting the entry from the snapshot's own file count (from its checksum,
  * so no log replay) before each write, and marking it compacted, makes the threshold hold whatever the
- * driver's age. Only unpartitioned tables (the monitor's) are aligned; a table whose snapshot does not know
- * its file count is left to Delta.
+ * driver's age. Only unpartitioned tables (the monitor's) are aligned; a table whose snapshot has no checksum
+ * is left to Delta.
  */
 public final class AutoCompactionCount {
   private AutoCompactionCount() {}
@@ -40,11 +41,13 @@ public final class AutoCompactionCount {
     if (!snapshot.metadata().partitionColumns().isEmpty()) {
       return;
     }
-    Option<Object> known = snapshot.numOfFilesIfKnown();
-    if (known.isEmpty()) {
+    // The checksum's count, not numOfFilesIfKnown: on the snapshot a commit leaves, that one reconstructs the
+    // table's state (three Spark jobs over the log) although the commit computed the checksum incrementally.
+    Option<VersionChecksum> checksum = snapshot.checksumOpt();
+    if (checksum.isEmpty()) {
       return;
     }
-    long files = ((Number) known.get()).longValue();
+    long files = checksum.get().numFiles();
     String tableId = snapshot.deltaLog().tableId();
     Map<String, String> unpartitioned = Map$.MODULE$.empty();
     Set<Map<String, String>> partitions = Set$.MODULE$.<Map<String, String>>empty().incl(unpartitioned);
