@@ -199,7 +199,7 @@ class ClientProcess:
                     raise ClientProcessError(
                         f"{self.mode} ({self.line}){what}: no matching line in {timeout_s} s; "
                         f"exit {self._process.poll() if self._process else None}; "
-                        f"stderr: {self.stderr_tail()}"
+                        f"its last lines: {self.lines[-5:]}; stderr: {self.stderr_tail()}"
                     )
                 self._changed.wait(min(remaining, 0.5))
 
