@@ -148,7 +148,8 @@ class DeltaTables:
         same_key = reduce(lambda a, b: a & b, [current[k].eqNullSafe(named[f"_changed_{k}"]) for k in key])
         kept = current.join(F.broadcast(named), same_key, "left_anti").select(*column_names(name))
         rows = kept.unionByName(self._columns(name, changes.where(~F.col(deleted))))
-        overwrite_idempotent(rows, self.path(name), f"{app_id}:{name}", batch_id, 1)
+        # ``rows`` 1 stands for "one write task": the table stays one file, read and rewritten by one task.
+        overwrite_idempotent(rows, self.path(name), f"{app_id}:{name}", batch_id, rows=1)
 
     def _columns(self, name: str, frame: DataFrame) -> DataFrame:
         """``frame`` as the table's columns; rows of a frame without ``cluster`` are the default cluster's."""
