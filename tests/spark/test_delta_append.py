@@ -2,7 +2,8 @@
 skipped whether the table's checksum lists its transactions (the fast path) or not (Delta's log replay), the
 commit carries Delta's own ``txn`` action, Delta's schema enforcement still applies, and a frame whose row
 count is given is written as one file per ``rows_per_task`` rows, whatever its partitioning. The exactly-once
-overwrite (``overwrite_idempotent``) replaces every row, as one file, and skips a replay the same way."""
+overwrite (``overwrite_idempotent``) replaces every row, as one file, and skips a replay the same way; it takes
+the files it replaces from the checksum's file list, and commits what Delta's own overwrite does."""
 
 from __future__ import annotations
 
@@ -173,3 +174,72 @@ def test_an_overwrite_replaces_every_row_once_per_batch(spark, tmp_path):
 
     assert overwrite_idempotent(batch(spark, 2, rows=0), path, "app-1", 2, rows=0)  # nothing left: an empty table
     assert rows_per_batch(spark, path) == {}
+
+
+def changes_of(spark, path: str) -> list[tuple[int, str, int, int, str]]:
+    """The table's change feed after its first commit, as (commit order, change type, row), commit versions
+    replaced by their order so two tables' feeds compare."""
+    rows = spark.read.format("delta").option("readChangeFeed", "true").option("startingVersion", 1).load(path).collect()
+    order = {v: i for i, v in enumerate(sorted({r["_commit_version"] for r in rows}))}
+    return sorted((order[r["_commit_version"]], r["_change_type"], r["seq"], r["batch_id"], r["kind"]) for r in rows)
+
+
+def last_write(spark, path: str):
+    return spark.sql(f"DESCRIBE HISTORY delta.`{path}`").where("operation = 'WRITE'").orderBy("version").collect()[-1]
+
+
+def test_an_overwrite_commits_what_deltas_own_overwrite_does_without_rebuilding_a_snapshot(spark, tmp_path):
+    """An overwrite takes the files it replaces from the checksum's file list: the snapshots it starts from are
+    never rebuilt by a log replay, and a twin table overwritten by Delta's own ``mode("overwrite")`` with the same
+    frames ends with the same rows, the same change feed (every old row deleted, every new one inserted) and
+    the same operation and removal figures in its history."""
+    jvm = spark.sparkContext._jvm
+    schema = spark.createDataFrame([], DDL).schema
+    ours, delta_s = str(tmp_path / "ours"), str(tmp_path / "deltas")
+    for path in (ours, delta_s):
+        ensure_table(spark, path, schema, properties=DeltaTables(spark, tmp_path).properties("current"))
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, ours)
+    frames = [
+        spark.createDataFrame(spark.sparkContext.parallelize([(i, f"k{i}", b) for i in range(b + 2)], 2), DDL)
+        for b in range(4)
+    ]
+    snapshots = []
+    for b, frame in enumerate(frames):
+        snapshots.append(log.unsafeVolatileSnapshot())  # the one this overwrite starts from
+        assert overwrite_idempotent(frame, ours, "app-1", b, rows=b + 2)
+        frame.coalesce(1).write.format("delta").mode("overwrite").save(delta_s)  # one file, as ours
+
+    # Delta builds the state of a new table's first post-commit snapshot itself (appends too), once.
+    assert [s.version() for s in snapshots] == [0, 1, 2, 3]
+    assert [s._computedStateTriggered() for s in snapshots[2:]] == [False, False]
+    assert rows_per_batch(spark, ours) == rows_per_batch(spark, delta_s) == {3: 5}
+    assert changes_of(spark, ours) == changes_of(spark, delta_s)
+    assert {c[1] for c in changes_of(spark, ours)} == {"insert", "delete"}
+    mine, theirs = last_write(spark, ours), last_write(spark, delta_s)
+    assert mine["operationParameters"]["mode"] == theirs["operationParameters"]["mode"] == "Overwrite"
+    for metric in ("numFiles", "numOutputRows", "numRemovedFiles"):
+        assert mine["operationMetrics"][metric] == theirs["operationMetrics"][metric], metric
+    assert int(mine["operationMetrics"]["numRemovedFiles"]) >= 1
+    assert int(mine["operationMetrics"]["numRemovedBytes"]) > 0
+
+
+def test_an_overwrite_without_the_checksums_file_list_is_deltas_own(spark, tmp_path):
+    """Past Delta's file-list threshold (here lowered to 1 file) the checksum lists no files, and the overwrite
+    is Delta's own: it still replaces every row once per batch."""
+    path = str(tmp_path / "current")
+    ensure_table(spark, path, spark.createDataFrame([], DDL).schema)
+    threshold = "spark.databricks.delta.allFilesInCrc.thresholdNumFiles"
+    spark.conf.set(threshold, "1")
+    try:
+        assert append_idempotent(batch(spark, 0, rows=4), path, "app-0", 0)
+        assert append_idempotent(batch(spark, 1, rows=4), path, "app-0", 1)  # two files: no list from here
+        jvm = spark.sparkContext._jvm
+        snapshot = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).update(
+            False, jvm.scala.Option.empty(), jvm.scala.Option.empty()
+        )
+        assert snapshot.checksumOpt().get().allFiles().isEmpty()
+        assert overwrite_idempotent(batch(spark, 2, rows=3), path, "app-1", 2, rows=3)
+        assert overwrite_idempotent(batch(spark, 2, rows=3), path, "app-1", 2, rows=3) is False
+    finally:
+        spark.conf.unset(threshold)
+    assert rows_per_batch(spark, path) == {2: 3}

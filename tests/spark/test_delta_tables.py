@@ -196,3 +196,63 @@ def test_an_upsert_leaves_the_rows_delta_merge_leaves_and_a_replay_changes_nothi
     assert table(upserted) == before
     history = spark.sql(f"DESCRIBE HISTORY delta.`{upserted.path(name)}`").where(F.col("version") > 0)
     assert history.count() == 8  # one commit per batch, none for the replay
+
+
+def test_upserts_read_and_replace_the_checksums_files_without_rebuilding_a_snapshot(spark, tmp_path):
+    """An upsert reads the table from the files its checksum lists and replaces exactly those: the snapshots the
+    upserts start from are never rebuilt by a log replay (Delta builds a new table's first post-commit snapshot
+    itself, once), and the rows are what Delta's own read of the table gives. With the list gone (Delta's
+    threshold lowered to no file), ``read_latest`` is Delta's own read and gives the same rows."""
+    from pyspark.sql.types import BooleanType, StructField, StructType
+
+    from streaming.contract.tables import column_names
+    from streaming.job.delta.exactly_once import read_latest
+
+    name = "broker_views_current"
+    tables = DeltaTables(spark, tmp_path)
+    tables.ensure_all([name])
+    path = tables.path(name)
+    template = tables.read(name).select(*column_names(name)).schema
+    jvm = spark.sparkContext._jvm
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+
+    def changes(batch: int):  # type: ignore[no-untyped-def]
+        """Four groups' views: odd batches shift the groups by one (an insert), batch 3 deletes two."""
+        rows = [
+            (
+                f"G{g + batch % 2}",
+                "broker-a",
+                "FRESH",
+                batch,
+                30_000,
+                None,
+                2,
+                "c",
+                batch,
+                batch,
+                "DefaultCluster",
+                batch == 3 and g < 2,
+            )
+            for g in range(4)
+        ]
+        return spark.createDataFrame(rows, StructType([*template.fields, StructField("deleted", BooleanType())]))
+
+    snapshots = []
+    for batch in range(5):
+        snapshots.append(log.unsafeVolatileSnapshot())
+        tables.upsert(name, changes(batch), "app", batch, "deleted")
+    assert [s._computedStateTriggered() for s in snapshots[2:]] == [False, False, False]
+
+    ours = sorted(map(tuple, read_latest(spark, path).select(*column_names(name)).collect()), key=repr)
+    deltas = sorted(map(tuple, spark.read.format("delta").load(path).select(*column_names(name)).collect()), key=repr)
+    assert ours == deltas and {r[column_names(name).index("batch_id")] for r in ours} == {3, 4}
+    threshold = "spark.databricks.delta.allFilesInCrc.thresholdNumFiles"
+    spark.conf.set(threshold, "0")
+    try:
+        tables.upsert(name, changes(5), "app", 5, "deleted")  # two files before the commit: no list after it
+        assert log.unsafeVolatileSnapshot().checksumOpt().get().allFiles().isEmpty()
+        listless = sorted(map(tuple, read_latest(spark, path).select(*column_names(name)).collect()), key=repr)
+    finally:
+        spark.conf.unset(threshold)
+    deltas = sorted(map(tuple, spark.read.format("delta").load(path).select(*column_names(name)).collect()), key=repr)
+    assert listless == deltas and len(listless) > 0

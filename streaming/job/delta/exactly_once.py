@@ -106,6 +106,17 @@ def overwrite_idempotent(frame: DataFrame, path: str, app_id: str, batch_id: int
     return bool(jvm.io.github.rrm.delta.IdempotentDeltaAppend.overwrite(frame._jdf, path, app_id, int(batch_id)))
 
 
+def read_latest(session: SparkSession, path: str) -> DataFrame:
+    """The latest rows of the Delta table at ``path``, read from the files its checksum lists where it lists
+    them (a table of at most 50 files), so without the log replay a Delta read of a just-written snapshot costs
+    (``io.github.rrm.delta.ListedFilesRead``); otherwise Delta's own read."""
+    from pyspark.sql import DataFrame
+
+    jvm = session.sparkContext._jvm
+    assert jvm is not None
+    return DataFrame(jvm.io.github.rrm.delta.ListedFilesRead.latest(session._jsparkSession, path), session)
+
+
 def align_auto_compaction_count(session: SparkSession, path: str) -> None:
     """Set the file count Delta's auto compaction decides on to the table's real one, before a write that is not
     ``append_idempotent`` (which does it itself): Delta counts in the driver's memory only the files this process

@@ -23,6 +23,7 @@ from streaming.job.delta.exactly_once import (
     ensure_table,
     merge_idempotent,
     overwrite_idempotent,
+    read_latest,
 )
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class DeltaTables:
         key = TABLES[name].key
         named = self._columns(name, changes).select(*[F.col(k).alias(f"_changed_{k}") for k in key])
         # Read on the changes' session: the overwrite commits on it, with the snapshot the read resolved.
-        current = changes.sparkSession.read.format("delta").load(self.path(name))
+        current = read_latest(changes.sparkSession, self.path(name))
         same_key = reduce(lambda a, b: a & b, [current[k].eqNullSafe(named[f"_changed_{k}"]) for k in key])
         kept = current.join(F.broadcast(named), same_key, "left_anti").select(*column_names(name))
         rows = kept.unionByName(self._columns(name, changes.where(~F.col(deleted))))

@@ -14,9 +14,13 @@ import org.apache.spark.sql.delta.OptimisticTransaction$;
 import org.apache.spark.sql.delta.Snapshot;
 import org.apache.spark.sql.delta.VersionChecksum;
 import org.apache.spark.sql.delta.actions.Action;
+import org.apache.spark.sql.delta.actions.AddFile;
 import org.apache.spark.sql.delta.actions.SetTransaction;
 import org.apache.spark.sql.delta.commands.DMLUtils;
 import org.apache.spark.sql.delta.commands.WriteIntoDelta;
+import org.apache.spark.sql.delta.sources.DeltaSQLConf;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.apache.spark.sql.execution.metric.SQLMetrics;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.Option;
@@ -45,6 +49,14 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@code SetTransaction} action, the commit, its conflict checks and post-commit hooks (auto compaction
  * counting the table's real files, see {@link AutoCompactionCount}). The app id is registered as read by the
  * transaction, as {@code txnVersion} does, so a concurrent commit of the same app id still fails this one.
+ *
+ * <p>An overwrite removes the files the snapshot's checksum lists, when it lists them (Delta keeps the file
+ * list there while a table has at most 50 files, as a table the job rewrites whole has). Delta's own overwrite
+ * asks the snapshot for its files, and on the snapshot the previous commit left that rebuilds its state: the
+ * same log replay, about 0.55 of an overwrite's 0.9 CPU seconds. The files are written by Delta's append path,
+ * and the commit carries what Delta's overwrite adds to it: a removal of every listed file, the whole table
+ * marked as read (so a concurrent change of the table fails this commit), the overwrite as its operation and
+ * the removed files and bytes as its metrics. Without the list, Delta's overwrite runs as it is.
  */
 public final class IdempotentDeltaAppend {
   private static final Logger LOG = LoggerFactory.getLogger(IdempotentDeltaAppend.class);
@@ -85,10 +97,15 @@ public final class IdempotentDeltaAppend {
         return false;
       }
       AutoCompactionCount.align(spark, txn.snapshot()); // so the commit's auto compaction counts truly
+      Option<Seq<AddFile>> replaced =
+          mode == SaveMode.Overwrite ? listedFiles(txn.snapshot()) : Option.<Seq<AddFile>>empty();
+      if (replaced.isDefined()) {
+        DeltaLog.assertRemovable(txn.snapshot()); // as Delta's overwrite does: not on an append-only table
+      }
       WriteIntoDelta write =
           new WriteIntoDelta(
               log,
-              mode,
+              replaced.isDefined() ? SaveMode.Append : mode,
               options,
               noPartitionColumns,
               immutable(java.util.Map.of()),
@@ -98,6 +115,20 @@ public final class IdempotentDeltaAppend {
               false);
       DMLUtils.TaggedCommitData<Action> commit =
           write.writeAndReturnCommitData(txn, spark, Option.empty(), false);
+      Seq<Action> actions = commit.actions();
+      if (replaced.isDefined()) {
+        // What Delta's overwrite adds to the written files: every live file removed, the whole table read.
+        txn.readWholeTable();
+        txn.trackFilesRead(replaced.get());
+        java.util.List<Action> all = new java.util.ArrayList<>(CollectionConverters.asJava(actions));
+        long removedBytes = 0;
+        for (AddFile file : CollectionConverters.asJava(replaced.get())) {
+          all.add(file.remove());
+          removedBytes += file.size();
+        }
+        actions = CollectionConverters.asScala(all).toSeq();
+        recordRemoved(spark, txn, replaced.get().size(), removedBytes);
+      }
       DeltaOperations.Write operation =
           new DeltaOperations.Write(
               mode,
@@ -109,7 +140,7 @@ public final class IdempotentDeltaAppend {
               Option.empty(),
               Option.empty(),
               Option.empty());
-      txn.commitIfNeeded(commit.actions(), operation, commit.stringTags());
+      txn.commitIfNeeded(actions, operation, commit.stringTags());
       return true;
     } finally {
       OptimisticTransaction$.MODULE$.clearActive();
@@ -155,6 +186,34 @@ public final class IdempotentDeltaAppend {
   private static Option<Seq<SetTransaction>> listedTransactions(Snapshot snapshot) {
     Option<VersionChecksum> checksum = snapshot.checksumOpt();
     return checksum.isDefined() ? checksum.get().setTransactions() : Option.empty();
+  }
+
+  /** The removal figures Delta's overwrite puts into the table's history (operation metrics). */
+  private static void recordRemoved(SparkSession spark, OptimisticTransaction txn, long files, long bytes) {
+    if (!Boolean.parseBoolean(
+        spark.conf().get(DeltaSQLConf.OVERWRITE_REMOVE_METRICS_ENABLED().key(), "true"))) {
+      return;
+    }
+    java.util.Map<String, SQLMetric> metrics = new java.util.HashMap<>();
+    metrics.put("numRemovedFiles", sum(spark, "number of files removed", files));
+    metrics.put("numRemovedBytes", sum(spark, "number of bytes removed", bytes));
+    txn.registerSQLMetrics(spark, Map$.MODULE$.from(CollectionConverters.asScala(metrics)));
+  }
+
+  private static SQLMetric sum(SparkSession spark, String name, long value) {
+    SQLMetric metric = SQLMetrics.createMetric(spark.sparkContext(), name);
+    metric.set(value);
+    return metric;
+  }
+
+  /**
+   * The table's live files as the snapshot's checksum lists them, if it does: Delta keeps the list there
+   * ({@code allFilesInCrc}) while the table has at most {@code allFilesInCrc.thresholdNumFiles} files (50), as a
+   * current table the job rewrites whole does.
+   */
+  private static Option<Seq<AddFile>> listedFiles(Snapshot snapshot) {
+    Option<VersionChecksum> checksum = snapshot.checksumOpt();
+    return checksum.isDefined() ? checksum.get().allFiles() : Option.<Seq<AddFile>>empty();
   }
 
   private static Map<String, String> immutable(java.util.Map<String, String> entries) {
