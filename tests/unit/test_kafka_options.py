@@ -83,3 +83,14 @@ def test_what_kafka_python_cannot_follow_is_refused_with_what_to_pass_instead(op
     with pytest.raises(UntranslatableOption, match="^\\[kafka.options\\]") as refused:
         producer_options(options)
     assert message in str(refused.value)
+
+
+def test_kafka_python_checksums_record_batches_in_c():
+    """The simulator and the benches publish through kafka-python, which checksums each record batch with CRC32C:
+    in pure Python without the ``crc32c`` package (``kafka-python[crc32c]``), which made a publisher of 4,100
+    events/s use 0.9 cores instead of 0.23."""
+    from kafka.record import util
+
+    assert util.crc32c_c is not None
+    assert util.calc_crc32c.__defaults__ == (util.crc32c_c,)
+    assert util.calc_crc32c(memoryview(b"123456789")) == 0xE3069283  # the algorithm's check value
