@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import platform
@@ -247,11 +248,14 @@ class Job(Protocol):
     def stop(self) -> float: ...
 
 
-def job_process(work: Path, bootstrap: str, metrics_port: int, prefix: str) -> tuple[Job, dict[str, str]]:
-    """``rebalance-monitor run`` at ``conf/monitor.toml``'s defaults on topics of its own, as an operator runs it."""
+def job_process(
+    work: Path, bootstrap: str, metrics_port: int, prefix: str, trigger: str = TRIGGER
+) -> tuple[Job, dict[str, str]]:
+    """``rebalance-monitor run`` at ``conf/monitor.toml``'s defaults (but ``trigger``) on topics of its own, as an
+    operator runs it."""
     topics = {t: f"{prefix}.{name.split('.', 1)[1]}" for t, name in DEFAULT_TOPICS.items()}
     create_topics(bootstrap, set(topics.values()), partitions=PARTITIONS)
-    return JobProcess(write_config(work, bootstrap, topics, TRIGGER, metrics_port), work / "job.log"), topics
+    return JobProcess(write_config(work, bootstrap, topics, trigger, metrics_port), work / "job.log"), topics
 
 
 def measure_point(
@@ -331,7 +335,10 @@ def measure_point(
             "input_shape": "collector",
             "cadences_ms": fleet.cadence.as_dict(),
         },
-        "job_settings": {"trigger_interval": TRIGGER, "other": "conf/monitor.toml's defaults"},
+        "job_settings": {
+            "trigger_interval": getattr(args, "trigger", TRIGGER),
+            "other": "conf/monitor.toml's defaults",
+        },
         "window_s": round(ended - began, 1),
         "warm_up_s": round(warm_up_s, 1),
         "job_cores": round(cpu_s / (ended - began), 3),
@@ -392,9 +399,20 @@ def merge(results: Path, entries: list[dict], command: str) -> dict:
     fresh = {(e["point"]["groups"], e["point"]["sends_per_second"]) for e in entries}
     kept = [e for e in document["points"] if (e["point"]["groups"], e["point"]["sends_per_second"]) not in fresh]
     for entry in entries:
-        entry["command"], entry["machine"] = command, machine()
+        entry["command"], entry["machine"], entry["code"] = command, machine(), code()
     points = sorted(kept + entries, key=lambda e: (e["point"]["groups"], e["point"]["sends_per_second"]))
     return {"targets_at_largest": TARGETS, "points": points}
+
+
+def code() -> str:
+    """The commit the job ran from, with ``+changes`` when the tree differed from it."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+    changed = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+changes" if changed else "")
 
 
 TARGETS = {
@@ -422,7 +440,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds the fleet may take to show")
     parser.add_argument("--work", help="keep the broker, tables and job logs here (default: a temporary directory)")
     parser.add_argument("--results", default=str(RESULTS))
+    parser.add_argument("--trigger", default=TRIGGER, help=f"the job's trigger interval (default {TRIGGER!r})")
     args = parser.parse_args(argv)
+    make_job = functools.partial(job_process, trigger=args.trigger)
     entries = []
     place = contextlib.nullcontext(args.work) if args.work else tempfile.TemporaryDirectory(prefix="sizing-")
     with place as scratch:
@@ -433,7 +453,7 @@ def main(argv: list[str] | None = None) -> None:
                 minutes = args.minutes or (LARGEST_MINUTES if (groups, sends) == LARGEST else DEFAULT_MINUTES)
                 work = Path(scratch) / f"point-{groups}x{sends}"
                 work.mkdir()
-                entries.append(measure_point(args, groups, sends, minutes, work, bootstrap))
+                entries.append(measure_point(args, groups, sends, minutes, work, bootstrap, make_job))
                 e = entries[-1]
                 print(
                     json.dumps({k: e[k] for k in ("point", "job_cores", "peak_rss_bytes")})

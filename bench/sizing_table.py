@@ -48,10 +48,10 @@ def _pair(summary: dict, incidents: int) -> str:
 def render(document: dict) -> str:
     """The block for the page: one row per point, then the curve."""
     rows = [
-        "| groups | sends/s | window | job cores | peak memory, GiB (JVM + driver + workers) | incident to metric, "
-        "p50 / p95 s (shown of incidents) | to Delta row, p50 / p95 s "
+        "| groups | sends/s | trigger | window | job cores | peak memory, GiB (JVM + driver + workers) "
+        "| incident to metric, p50 / p95 s (shown of incidents) | to Delta row, p50 / p95 s "
         "| input lag | Delta commits/min, MiB/min | load average (1 min) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for e in document["points"]:
         peaks = e["peak_rss_bytes"]["summed_per_role"]
@@ -61,7 +61,8 @@ def render(document: dict) -> str:
         lag = e["input_lag"]
         load = f"{e['load_average_at_start'][0]:.1f} → {e['load_average_at_end'][0]:.1f}"
         rows.append(
-            f"| {e['point']['groups']:,} | {e['point']['sends_per_second']:,} | {e['window_s'] / 60:.0f} min "
+            f"| {e['point']['groups']:,} | {e['point']['sends_per_second']:,} "
+            f"| {e['job_settings']['trigger_interval']} | {e['window_s'] / 60:.0f} min "
             f"| {e['job_cores']:.2f} | {memory_gib(e):.2f} ({parts}) | {_pair(latency['to_metric_s'], shown)} "
             f"| {_pair(latency['to_delta_row_s'], shown)} "
             f"| {lag['verdict']} ({lag['second_half_slope_events_per_s']:+.0f}/s) "
@@ -93,7 +94,8 @@ def render(document: dict) -> str:
     intro = textwrap.fill(
         "Collector-shaped input (`bench.bench_sizing`: per poll cycle a poll of every group on every broker, "
         "reported assignments, routes and consume-progress samples at the collector's cadences), 10 members a "
-        "group on 4 brokers, 200 producers, the job at `conf/monitor.toml`'s defaults on "
+        "group on 4 brokers, 200 producers, the job at `conf/monitor.toml`'s defaults but for its trigger "
+        "interval (the one the point recommends: `[spark] trigger_interval`) on "
         f"{cores_here} cores{note or ':'}",
         WIDTH,
         break_on_hyphens=False,
