@@ -18,6 +18,7 @@ import os
 import platform
 import random
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -406,7 +407,6 @@ def merge(results: Path, entries: list[dict], command: str) -> dict:
 
 def code() -> str:
     """The commit the job ran from, with ``+changes`` when the tree differed from it."""
-    import subprocess
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()

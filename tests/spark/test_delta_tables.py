@@ -243,16 +243,20 @@ def test_upserts_read_and_replace_the_checksums_files_without_rebuilding_a_snaps
         tables.upsert(name, changes(batch), "app", batch, "deleted")
     assert [s._computedStateTriggered() for s in snapshots[2:]] == [False, False, False]
 
-    ours = sorted(map(tuple, read_latest(spark, path).select(*column_names(name)).collect()), key=repr)
-    deltas = sorted(map(tuple, spark.read.format("delta").load(path).select(*column_names(name)).collect()), key=repr)
-    assert ours == deltas and {r[column_names(name).index("batch_id")] for r in ours} == {3, 4}
+    def rows(frame) -> list[tuple]:  # type: ignore[no-untyped-def]
+        return sorted(map(tuple, frame.select(*column_names(name)).collect()), key=repr)
+
+    def deltas_read() -> list[tuple]:
+        return rows(spark.read.format("delta").load(path))
+
+    ours = rows(read_latest(spark, path))
+    assert ours == deltas_read() and {r[column_names(name).index("batch_id")] for r in ours} == {3, 4}
     threshold = "spark.databricks.delta.allFilesInCrc.thresholdNumFiles"
     spark.conf.set(threshold, "0")
     try:
         tables.upsert(name, changes(5), "app", 5, "deleted")  # two files before the commit: no list after it
         assert log.unsafeVolatileSnapshot().checksumOpt().get().allFiles().isEmpty()
-        listless = sorted(map(tuple, read_latest(spark, path).select(*column_names(name)).collect()), key=repr)
+        listless = rows(read_latest(spark, path))
     finally:
         spark.conf.unset(threshold)
-    deltas = sorted(map(tuple, spark.read.format("delta").load(path).select(*column_names(name)).collect()), key=repr)
-    assert listless == deltas and len(listless) > 0
+    assert listless == deltas_read() and len(listless) > 0

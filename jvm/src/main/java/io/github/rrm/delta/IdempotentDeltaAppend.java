@@ -98,7 +98,7 @@ public final class IdempotentDeltaAppend {
       }
       AutoCompactionCount.align(spark, txn.snapshot()); // so the commit's auto compaction counts truly
       Option<Seq<AddFile>> replaced =
-          mode == SaveMode.Overwrite ? listedFiles(txn.snapshot()) : Option.<Seq<AddFile>>empty();
+          mode == SaveMode.Overwrite ? ListedFilesRead.listed(txn.snapshot()) : Option.<Seq<AddFile>>empty();
       if (replaced.isDefined()) {
         DeltaLog.assertRemovable(txn.snapshot()); // as Delta's overwrite does: not on an append-only table
       }
@@ -204,16 +204,6 @@ public final class IdempotentDeltaAppend {
     SQLMetric metric = SQLMetrics.createMetric(spark.sparkContext(), name);
     metric.set(value);
     return metric;
-  }
-
-  /**
-   * The table's live files as the snapshot's checksum lists them, if it does: Delta keeps the list there
-   * ({@code allFilesInCrc}) while the table has at most {@code allFilesInCrc.thresholdNumFiles} files (50), as a
-   * current table the job rewrites whole does.
-   */
-  private static Option<Seq<AddFile>> listedFiles(Snapshot snapshot) {
-    Option<VersionChecksum> checksum = snapshot.checksumOpt();
-    return checksum.isDefined() ? checksum.get().allFiles() : Option.<Seq<AddFile>>empty();
   }
 
   private static Map<String, String> immutable(java.util.Map<String, String> entries) {

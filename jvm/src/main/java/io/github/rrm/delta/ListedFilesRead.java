@@ -27,11 +27,19 @@ public final class ListedFilesRead {
   public static Dataset<Row> latest(SparkSession spark, String path) {
     DeltaLog log = DeltaLog.forTable(spark, path);
     Snapshot snapshot = log.update(false, Option.empty(), Option.empty());
-    Option<VersionChecksum> checksum = snapshot.checksumOpt();
-    Option<Seq<AddFile>> files = checksum.isDefined() ? checksum.get().allFiles() : Option.empty();
+    Option<Seq<AddFile>> files = listed(snapshot);
     if (files.isEmpty()) {
       return spark.read().format("delta").load(path);
     }
     return log.createDataFrame(snapshot, files.get(), false, Option.apply("batch"));
+  }
+
+  /**
+   * The table's live files as the snapshot's checksum lists them, if it does: Delta keeps the list there
+   * ({@code allFilesInCrc}) while the table has at most {@code allFilesInCrc.thresholdNumFiles} files (50).
+   */
+  static Option<Seq<AddFile>> listed(Snapshot snapshot) {
+    Option<VersionChecksum> checksum = snapshot.checksumOpt();
+    return checksum.isDefined() ? checksum.get().allFiles() : Option.<Seq<AddFile>>empty();
   }
 }
