@@ -17,7 +17,7 @@ from streaming.domain.consumers.outcomes import IgnoredEvent, Outcome
 from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.domain.vocabulary import DEFAULT_CLUSTER
 from streaming.job.consumer.events import parsed_event
-from streaming.job.delta.bus import RETRACTED_CUTS, deleted
+from streaming.job.delta.bus import DERIVED_KINDS, RETRACTED_CUTS, deleted
 from streaming.job.delta.table_rows import CUT_TABLES, table_rows
 
 
@@ -64,6 +64,8 @@ class TableModel:
                 op = row.pop("_op")
                 kind = deleted(kind) if op == "delete" else kind
             batch.setdefault(kind, []).append(row)
+        for kind, source in DERIVED_KINDS.items():  # as the sink reads them (``bus.kind_rows``)
+            batch.setdefault(kind, []).extend(batch.get(source, []))
         for row in batch.pop(RETRACTED_CUTS, []):
             for table in CUT_TABLES:
                 self.history[table] = [

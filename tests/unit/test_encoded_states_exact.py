@@ -32,7 +32,7 @@ from streaming.app.simulation import operations as op
 from streaming.app.simulation.fleet import Simulation, build_scenario
 from streaming.domain.consumers.encoded_states import EncodedStates
 from streaming.domain.consumers.engine_settings import EngineSettings
-from streaming.domain.consumers.outcomes import BrokerViewState, MembershipChange
+from streaming.domain.consumers.outcomes import BrokerViewChanged, BrokerViewState, MembershipChange
 from streaming.domain.consumers.polled_views import ConnectionPoll, NotedPoll, text_digest
 from streaming.domain.consumers.shard import Shard
 from streaming.domain.consumers.shard_engine import ShardEngine
@@ -231,7 +231,7 @@ def test_a_view_changed_between_unchanged_polls_is_polled_in_full():
     changes = [o for outcomes, _ in trace[4:7] for o in outcomes if isinstance(o, MembershipChange)]
     assert {(c.group, c.change.value) for c in changes} >= {("G0", "VANISHED"), ("G1", "JOIN")}
     assert "G0" not in trace[4][1] and "G1" not in trace[6][1]  # decoded at the poll after the change
-    stale = [o for o in trace[7][0] if type(o) is BrokerViewState and o.view.status.value == "STALE"]
+    stale = [o for o in trace[7][0] if type(o) is BrokerViewChanged and o.view.status.value == "STALE"]
     assert len(stale) == STEADY_GROUPS * len(STEADY_BROKERS)
 
 
@@ -313,7 +313,10 @@ def test_unchanged_polls_through_the_jobs_rows_are_not_parsed_and_change_nothing
         assert trace[0][2] == 0
         for outcomes, kept, noted in trace[2 if not fold else 1 :]:
             assert kept == groups and noted == polls_per_call
-            assert len([o for o in outcomes if type(o) is BrokerViewState]) == polls_per_call
+            states = [o for o in outcomes if type(o) is BrokerViewState]  # a view's latest of the call
+            assert sorted((o.view.group, o.view.broker) for o in states) == sorted(
+                (f"G{g}", b) for g in range(STEADY_GROUPS) for b in STEADY_BROKERS
+            )
 
 
 def test_noted_polls_whose_group_changed_or_falls_due_are_parsed_and_applied():
@@ -337,7 +340,7 @@ def test_noted_polls_whose_group_changed_or_falls_due_are_parsed_and_applied():
     expired = [n for n in expired if any(getattr(o, "change", None) == ChangeKind.EXPIRED for o in trace[n][0])]
     assert expired and expired[0] < 16 and "G2" not in trace[expired[0]][1]
     assert trace[expired[0]][2] >= (STEADY_GROUPS - 1) * len(STEADY_BROKERS)
-    stale = [o for o in trace[16][0] if type(o) is BrokerViewState and o.view.status.value == "STALE"]
+    stale = [o for o in trace[16][0] if type(o) is BrokerViewChanged and o.view.status.value == "STALE"]
     assert len(stale) == STEADY_GROUPS * len(STEADY_BROKERS)
 
 

@@ -173,7 +173,7 @@ def test_every_outcome_kind_is_mapped_and_every_kind_is_in_the_sample():
     kinds = set(typing.get_args(outcomes.Outcome))
     assert kinds - {IgnoredEvent} == {type(o) for o in EVERY_OUTCOME}
     assert set(table_rows._MAPPERS) == kinds - {IgnoredEvent}
-    assert set(mapped_rows()) == set(KINDS)  # the sample fills every kind of the output
+    assert set(mapped_rows()) == set(bus.EMITTED_KINDS)  # the sample fills every kind of the output
 
 
 def test_each_tables_kind_is_its_columns_and_each_current_table_has_a_deletion_kind():
@@ -191,7 +191,7 @@ def test_each_tables_kind_is_its_columns_and_each_current_table_has_a_deletion_k
     assert {t for t in TABLES if TABLES[t].kind == "current"} & set(bus.CONSUMER_TABLES) == set(bus.CURRENT_TABLES)
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", sorted(bus.EMITTED_KINDS))
 def test_every_field_of_a_kind_has_a_source_and_no_key_is_unknown(kind):
     assert_rows_fill_the_kind(kind, mapped_rows().get(kind))
 
@@ -214,7 +214,7 @@ def struct_fields(kind: str) -> dict[str, set[str]]:
     }
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", sorted(bus.EMITTED_KINDS))
 def test_every_field_of_a_struct_column_has_a_source(kind):
     for column, fields in struct_fields(kind).items():
         for row in mapped_rows()[kind]:
@@ -272,7 +272,7 @@ def test_every_row_converts_to_the_output_schema_with_the_words_as_text():
     table = batch.to_pydict()
     assert table[bus.TAG] == [kind for kind, _ in records]
     for i, (kind, row) in enumerate(records):
-        assert all(table[k][i] is None for k in KINDS if k != kind)
+        assert all(table[k][i] is None for k in bus.EMITTED_KINDS if k != kind)
         if kind != Table.DEAD_LETTERS:
             assert table[kind][i] == collected(kind, row), kind
     views = table[Table.BROKER_VIEWS_CURRENT]
@@ -289,9 +289,16 @@ def test_a_mapping_that_misses_a_field_raises_instead_of_writing_a_null():
         bus.output_frame([(Table.MEMBERSHIP_CHANGES, row)])
 
 
+@pytest.mark.parametrize(("kind", "source"), sorted(bus.DERIVED_KINDS.items()))
+def test_a_derived_kind_is_its_sources_fields_less_some_and_is_not_emitted(kind, source):
+    assert [c for c in KINDS[source] if c in KINDS[kind]] == list(KINDS[kind])
+    assert kind not in bus.output_schema().names and kind not in bus.EMITTED_KINDS
+    assert kind not in {k for rows in [rows_of(o) for o in EVERY_OUTCOME] for k, _ in rows}
+
+
 def test_a_progress_row_keeps_the_sample_and_the_verdict_and_unknown_offsets_are_null():
     (progress,) = [o for o in EVERY_OUTCOME if isinstance(o, QueueProgress)]
-    (_, history), (kind, current) = rows_of(progress)
+    ((kind, history),) = rows_of(progress)
     assert (history["lag"], history["state"], history["cause"], history["holders"], history["expected_owner"]) == (
         10,
         "STUCK_HOLDER",
@@ -300,9 +307,9 @@ def test_a_progress_row_keeps_the_sample_and_the_verdict_and_unknown_offsets_are
         "c2",
     )
     assert (history["time_lag_upper_s"], history["time_lag_estimate_s"], history["state_changed"]) == (3.0, 2.5, True)
-    assert kind == Table.QUEUE_PROGRESS_CURRENT and "state_changed" not in current
+    assert kind == Table.CONSUME_PROGRESS and bus.DERIVED_KINDS[Table.QUEUE_PROGRESS_CURRENT] == kind
     unanswered = QueueProgress("G", "T", "broker-a", 0, QueueSample(9, False), progress.verdict, 2, False, True)
-    (_, row), _ = rows_of(unanswered)
+    ((_, row),) = rows_of(unanswered)
     assert (row["answered"], row["broker_offset"], row["consumer_offset"], row["lag"]) == (False, None, None, 10)
 
 
@@ -327,8 +334,8 @@ def test_progress_summaries_read_back_from_the_current_rows_are_the_trackers_sum
         tracked, found = apply_progress(tracked, ConsumeProgress.from_json(event), ProgressContext(online))
         for o in found:
             for table, row in rows_of(o, "east"):
-                if table == Table.QUEUE_PROGRESS_CURRENT:
-                    current[(row["topic"], row["queue_id"])] = row
+                if table == bus.DERIVED_KINDS[Table.QUEUE_PROGRESS_CURRENT]:
+                    current[(row["topic"], row["queue_id"])] = collected(Table.QUEUE_PROGRESS_CURRENT, row)
     ((cluster, restored),) = progress_summaries(current.values(), 61_000)
     assert cluster == "east" and restored == summary("G", tracked, 61_000)
     assert restored.topics["T"].lag == 7 and restored.topics["U"].lag == 0

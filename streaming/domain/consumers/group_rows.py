@@ -32,13 +32,27 @@ from streaming.domain.vocabulary import AnomalyKind, Trigger
 
 
 def without_superseded_views(outcomes: list[Outcome]) -> list[Outcome]:
-    """The outcomes without the ``BrokerViewState`` of groups gone after it in the call: their ``BrokerViewGone``
-    (at the time of the poll that emptied the group, like that poll's state) is what holds. A state after the
-    group's last going (the group came back) is kept: one call holds the same as the calls it could be cut into."""
-    gone = {o.group: i for i, o in enumerate(outcomes) if type(o) is BrokerViewGone}
-    if not gone:
-        return outcomes
-    return [o for i, o in enumerate(outcomes) if not (type(o) is BrokerViewState and i < gone.get(o.view.group, -1))]
+    """The outcomes without the ``BrokerViewState`` the current table would not keep: of groups gone after it in
+    the call (their ``BrokerViewGone``, at the time of the poll that emptied the group like that poll's state, is
+    what holds), and of views with a state of the same or a later time after it in the call (the table keeps a
+    view's latest state, of the same time the last). A state after the group's last going (the group came back)
+    is kept: one call holds the same as the calls it could be cut into. A view polled at every poll cycle would
+    otherwise give the table a row per poll."""
+    gone: dict[str, int] = {}
+    latest: dict[tuple[str, str], int] = {}  # a view's latest state's time, from the call's end
+    kept: list[Outcome] = []
+    for i in range(len(outcomes) - 1, -1, -1):
+        o = outcomes[i]
+        if type(o) is BrokerViewGone:
+            gone.setdefault(o.group, i)
+        elif type(o) is BrokerViewState:
+            view = (o.view.group, o.view.broker)
+            if o.view.group in gone or latest.get(view, -1) >= o.view.event_time_ms:
+                continue
+            latest[view] = o.view.event_time_ms
+        kept.append(o)
+    kept.reverse()
+    return kept
 
 
 def stale_outcomes(status: ViewStatus) -> list[Outcome]:

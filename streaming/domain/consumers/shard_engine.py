@@ -928,13 +928,23 @@ class ShardEngine:
             reports.setdefault(topic, {})[client] = Report(held, times[0], times[1])
         return reports
 
+    @staticmethod
+    def _counted_keys(state: GroupState, bound: int) -> set[str]:
+        """The keys (client and topic) of the group's reports that count (``observed.counted``), their queues unread."""
+        return {
+            key
+            for key in state.reported
+            if (times := state.reported_ms.get(key)) is not None
+            and counted(Report(frozenset(), times[0], times[1]), bound)
+        }
+
     def _apply_progress(
         self, event: ConsumeProgress, records: list[Outcome], sampled: dict[str, int], changed: bool
     ) -> None:
         """A ``consume_progress`` event joined with what the shard knows of its group now (``progress_tracker``);
         ``changed``: the group changed in this call and awaits its analysis at the call's end."""
         group, time_ms = event.group, event.event_time_ms
-        context = self._progress_context(group, time_ms, changed)
+        context = self._progress_context(group, time_ms, changed, event.broker)
         progress, outcomes = apply_progress(self.progress.get(group), event, context, self.settings.progress)
         if progress is None:
             self.progress.pop(group, None)
@@ -963,12 +973,13 @@ class ShardEngine:
             sampled[group] = max(watermark_ms, sampled.get(group, watermark_ms))
         return records + [summary(g, self.progress.get(g), t) for g, t in sorted(sampled.items())]
 
-    def _progress_context(self, group: str, time_ms: int, changed: bool) -> ProgressContext:
+    def _progress_context(self, group: str, time_ms: int, changed: bool, broker: str | None = None) -> ProgressContext:
         """The group at ``time_ms`` as a progress sample is joined with it: members' held queues, expected owners,
         allocation mode, rebalances, stale views; offline when no broker lists a member registered at ``time_ms``
         (``polled_views.is_registered``: a heartbeat within the expiry, or a poll listing it). The expected owners are
         the last analysis's, or, for a group ``changed`` in this call (analysed only at its end), those an
-        analysis finds now (nothing of it is kept)."""
+        analysis finds now (nothing of it is kept). ``broker``: the holders and owners of its queues only, all a
+        sample of that broker reads (``progress_tracker.apply_progress``)."""
         state = self.groups.get(group)
         views = state.membership.views if state is not None else {}
         # Members as of the sample: a channel silent past the expiry counts no more, scanned or not (a dead group's
@@ -986,30 +997,26 @@ class ShardEngine:
         # Only counted reports give holders, as for the observed holders (``observed.counted``): an older one says
         # what the client held before it rebalanced.
         bound = self._evidence_from_ms(state)
-        evidence = {
-            f"{client}\x00{topic}"
-            for topic, reports in self._reports(state).items()
-            for client, report in reports.items()
-            if counted(report, bound)
-        }
+        evidence = self._counted_keys(state, bound)
         holders: dict[tuple[str, str, int], list[Any]] = {}
         for key, held in sorted(state.holders.items()):
             client, topic = key.split("\x00", 1)
             if client in members and key in evidence:
                 for entry in held["queues"]:
-                    view = holder_view(client, held["orderly"], entry, time_ms)
-                    holders.setdefault((topic, entry[0], int(entry[1])), []).append(view)
+                    if broker is None or entry[0] == broker:
+                        view = holder_view(client, held["orderly"], entry, time_ms)
+                        holders.setdefault((topic, entry[0], int(entry[1])), []).append(view)
         expected = {}
         if changed:
             for topic, owned in owners_by_topic(self._analysis(group, state, time_ms)).items():
                 for mq, clients in owned.items():
-                    if len(clients) == 1:
+                    if len(clients) == 1 and (broker is None or mq.broker_name == broker):
                         expected[(topic, mq.broker_name, mq.queue_id)] = clients[0]
         else:
             for topic, owners in state.owners.items():
                 for key, names in owners.items():
-                    if len(names) == 1:
-                        mq = queue_of_key(topic, key)
+                    mq = queue_of_key(topic, key)
+                    if len(names) == 1 and (broker is None or mq.broker_name == broker):
                         expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
         # An expected owner without a counted report of the topic (no running info, or only one from before the
         # bound) is presumed to hold its queues.

@@ -10,7 +10,7 @@ Why: ``docs/design/consumer-query.md``.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from streaming.contract.columns import (
@@ -116,6 +116,11 @@ KINDS: dict[str, tuple[Column, ...]] = {
     ),
     RETRACTED_CUTS: columns(cluster=STRING, group=STRING, event_time_ms=BIGINT),
 }
+# Kinds the state function does not emit, each read from the rows of the kind whose projection it is: a queue's
+# current progress is its latest history row, less ``state_changed`` (half the rows a progress sample gives).
+DERIVED_KINDS: dict[str, str] = {Table.QUEUE_PROGRESS_CURRENT: Table.CONSUME_PROGRESS}
+# The kinds the state function emits: the output schema's struct columns.
+EMITTED_KINDS = {kind: fields for kind, fields in KINDS.items() if kind not in DERIVED_KINDS}
 # A row's values in its kind's field order; a field the mapping did not fill raises (KeyError), never a NULL.
 _VALUES: dict[str, Callable[[Any], tuple[Any, ...]]] = {
     kind: operator.itemgetter(*(c.name for c in fields)) for kind, fields in KINDS.items()
@@ -148,10 +153,11 @@ def struct_type(fields: Sequence[Column]) -> StructType:
 
 
 def output_schema() -> StructType:
-    """The consumer query's output: ``TAG``, ``SEQ`` and one struct column per kind (NULL but the tagged one)."""
+    """The consumer query's output: ``TAG``, ``SEQ`` and one struct column per emitted kind (NULL but the tagged
+    one)."""
     from pyspark.sql import types as T
 
-    kinds = [T.StructField(kind, struct_type(fields)) for kind, fields in KINDS.items()]
+    kinds = [T.StructField(kind, struct_type(fields)) for kind, fields in EMITTED_KINDS.items()]
     return T.StructType([T.StructField(TAG, T.StringType()), T.StructField(SEQ, T.LongType()), *kinds])
 
 
@@ -167,7 +173,7 @@ def output_frame(records: Iterable[tuple[str, dict[str, Any]]]) -> pd.DataFrame:
     records = list(records)
     n = len(records)
     data: dict[str, list[Any]] = {TAG: [kind for kind, _ in records], SEQ: list(range(n))}
-    data.update((kind, [None] * n) for kind in KINDS)
+    data.update((kind, [None] * n) for kind in EMITTED_KINDS)
     for i, (kind, row) in enumerate(records):
         data[kind][i] = _VALUES[kind](row)
     return pd.DataFrame(data)
@@ -176,12 +182,21 @@ def output_frame(records: Iterable[tuple[str, dict[str, Any]]]) -> pd.DataFrame:
 def output_rows(records: Iterable[tuple[str, dict[str, Any]]]) -> list[tuple[Any, ...]]:
     """``(kind, row)`` records as rows of ``output_schema``, for a local DataFrame of the output (benchmarks)."""
     return [
-        (kind, seq, *(_VALUES[k](row) if k == kind else None for k in KINDS)) for seq, (kind, row) in enumerate(records)
+        (kind, seq, *(_VALUES[k](row) if k == kind else None for k in EMITTED_KINDS))
+        for seq, (kind, row) in enumerate(records)
     ]
 
 
 def kind_rows(batch: DataFrame, kind: str, with_seq: bool = False) -> DataFrame:
-    """The batch's rows of ``kind``, as its struct's columns (and ``SEQ``, ``with_seq``)."""
+    """The batch's rows of ``kind``, as its struct's columns (and ``SEQ``, ``with_seq``); a derived kind's from
+    its source's rows (``DERIVED_KINDS``)."""
     from pyspark.sql import functions as F
 
-    return batch.where(F.col(TAG) == kind).select(f"`{kind}`.*", *([SEQ] if with_seq else []))
+    source = DERIVED_KINDS.get(kind)
+    fields = [f"`{source}`.`{c.name}`" for c in KINDS[kind]] if source else [f"`{kind}`.*"]
+    return batch.where(F.col(TAG) == (source or kind)).select(*fields, *([SEQ] if with_seq else []))
+
+
+def with_derived(present: Mapping[str, int]) -> dict[str, int]:
+    """The batch's row count per kind (``present``: per emitted kind), with the derived kinds' counts."""
+    return {**present, **{kind: present[source] for kind, source in DERIVED_KINDS.items() if source in present}}

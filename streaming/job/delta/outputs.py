@@ -32,7 +32,7 @@ from streaming.job.delta.broker_gauges import (
     producers_all_down_per_cluster,
     view_summary,
 )
-from streaming.job.delta.bus import RETRACTED_CUTS, SEQ, TAG, deleted, kind_rows, struct_type
+from streaming.job.delta.bus import RETRACTED_CUTS, SEQ, TAG, deleted, kind_rows, struct_type, with_derived
 from streaming.job.delta.fault_table_rows import FAULT_WINDOWS, PAIR_STATUS, WINDOW_FIELDS, pair_changes, window_values
 from streaming.job.delta.metric_rows import (
     GROUP_GONE,
@@ -230,7 +230,7 @@ def _consumer_batch_summary(batch: DataFrame, with_metrics: bool) -> tuple[dict[
     wanted = sorted(_HELD_SOURCES | METRIC_KINDS | _VIEW_KINDS if with_metrics else _HELD_SOURCES)
     lists = [F.collect_list(F.when(F.col(TAG) == k, F.struct(f"`{k}`.*", SEQ))).alias(k) for k in wanted]
     summary = batch.groupBy(TAG).agg(F.count("*").alias("n"), *lists).collect()
-    present = {r[TAG]: r["n"] for r in summary}
+    present = with_derived({r[TAG]: r["n"] for r in summary})
     typed = {r[TAG]: [v.asDict(recursive=True) for v in r[r[TAG]]] for r in summary if r[TAG] in wanted}
     return present, typed
 

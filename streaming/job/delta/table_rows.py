@@ -309,11 +309,8 @@ def _progress_columns(p: QueueProgress) -> dict[str, Any]:
 
 
 def _queue_progress(p: QueueProgress) -> list[Row]:
-    columns = _progress_columns(p)
-    return [
-        (PROGRESS_HISTORY, {**columns, "state_changed": p.changed}),
-        (QUEUE_PROGRESS, columns),
-    ]
+    """The sample's history row: the queue's ``QUEUE_PROGRESS`` row too (``bus.DERIVED_KINDS``)."""
+    return [(PROGRESS_HISTORY, {**_progress_columns(p), "state_changed": p.changed})]
 
 
 def _queue_progress_gone(g: QueueProgressGone) -> list[Row]:
