@@ -394,25 +394,30 @@ def machine() -> dict:
     }
 
 
-def merge(results: Path, entries: list[dict], command: str) -> dict:
-    """The results file with ``entries`` replacing those of the same points, ordered by point."""
+def merge(results: Path, entries: list[dict], command: str, ran_from: str) -> dict:
+    """The results file with ``entries`` replacing those of the same points, ordered by point (``ran_from``: the
+    ``code`` the job ran)."""
     document = json.loads(results.read_text()) if results.is_file() else {"points": []}
     fresh = {(e["point"]["groups"], e["point"]["sends_per_second"]) for e in entries}
     kept = [e for e in document["points"] if (e["point"]["groups"], e["point"]["sends_per_second"]) not in fresh]
     for entry in entries:
-        entry["command"], entry["machine"], entry["code"] = command, machine(), code()
+        entry["command"], entry["machine"], entry["code"] = command, machine(), ran_from
     points = sorted(kept + entries, key=lambda e: (e["point"]["groups"], e["point"]["sends_per_second"]))
     return {"targets_at_largest": TARGETS, "points": points}
 
 
 def code() -> str:
-    """The commit the job ran from, with ``+changes`` when the tree differed from it."""
+    """The commit the job runs from, with ``+changes`` when the tree differs from it; "unknown" outside a git
+    checkout (an exported tree), so that a run's figures are never lost to it."""
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
-    changed = git("status", "--porcelain", "--untracked-files=no")
-    return git("rev-parse", "--short", "HEAD") + ("+changes" if changed else "")
+    try:
+        changed = git("status", "--porcelain", "--untracked-files=no")
+        return git("rev-parse", "--short", "HEAD") + ("+changes" if changed else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 TARGETS = {
@@ -443,6 +448,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trigger", default=TRIGGER, help=f"the job's trigger interval (default {TRIGGER!r})")
     args = parser.parse_args(argv)
     make_job = functools.partial(job_process, trigger=args.trigger)
+    ran_from = code()  # before the run: what the job starts from
     entries = []
     place = contextlib.nullcontext(args.work) if args.work else tempfile.TemporaryDirectory(prefix="sizing-")
     with place as scratch:
@@ -466,7 +472,7 @@ def main(argv: list[str] | None = None) -> None:
     kept = [a for n, a in enumerate(given) if a != "--work" and (n == 0 or given[n - 1] != "--work")]
     command = " ".join(["python -m bench.bench_sizing", *kept])  # where it kept its files is the machine's
     results = Path(args.results)
-    results.write_text(json.dumps(merge(results, entries, command), indent=1) + "\n")
+    results.write_text(json.dumps(merge(results, entries, command, ran_from), indent=1) + "\n")
     print(f"written {results}")
 
 

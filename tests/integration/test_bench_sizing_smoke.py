@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from bench.bench_detection_latency import KINDS
-from bench.bench_sizing import ROLES, merge
+from bench.bench_sizing import ROLES, code, merge
 from bench.sizing_table import render
 from tests.support.job import job_config
 
@@ -59,5 +59,6 @@ def test_a_tiny_point_measures_every_field_of_the_curve(kafka_broker, spark, tmp
     assert entry["input_lag"]["series_s_lag"] and entry["input_lag"]["verdict"] in ("flat", "growing")
     assert entry["input_lag"]["input_events_per_s"] > 0
     assert entry["delta"]["commits_per_min"] > 0 and entry["delta"]["data_bytes_per_min"] > 0
-    document = merge(tmp_path / "sizing.json", [entry], "smoke")
+    document = merge(tmp_path / "sizing.json", [entry], "smoke", code())
+    assert entry["code"] == code() and entry["code"] != "unknown"  # the test runs in a checkout
     assert "| 12 | 40 |" in render(document)

@@ -123,3 +123,12 @@ def test_the_page_s_sizing_curve_is_the_rendering_of_the_recorded_results():
     page = PAGE.read_text()
     block = page[page.index(CURVE_BEGIN) : page.index(CURVE_END) + len(CURVE_END)]
     assert block == render(json.loads(RESULTS.read_text()))
+
+
+def test_a_run_from_an_exported_tree_records_its_code_as_unknown(tmp_path, monkeypatch):
+    """A run outside a git checkout keeps its figures (``code`` is read before the run and never raises)."""
+    from bench import bench_sizing
+
+    monkeypatch.setattr(bench_sizing, "ROOT", tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    assert bench_sizing.code() == "unknown"
