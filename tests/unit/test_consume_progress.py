@@ -3,8 +3,6 @@ and the time lag's bounds (``streaming.domain.progress.verdict``)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from streaming.domain.progress.verdict import (
@@ -86,7 +84,7 @@ def test_0_one_unanswered_sample_is_judged_on_the_answered_ones():
 
 def test_0_a_stale_broker_view_is_unknown():
     samples = window(1_000, 400)
-    samples[-1] = replace(samples[-1], view_fresh=False)
+    samples[-1] = samples[-1]._replace(view_fresh=False)
     assert evaluate(samples, now()).state is QueueState.UNKNOWN
 
 
