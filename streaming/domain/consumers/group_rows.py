@@ -38,13 +38,12 @@ def without_superseded_views(outcomes: list[Outcome]) -> list[Outcome]:
     view's latest state, of the same time the last). A state after the group's last going (the group came back)
     is kept: one call holds the same as the calls it could be cut into. A view polled at every poll cycle would
     otherwise give the table a row per poll."""
-    gone: dict[str, int] = {}
+    gone: set[str] = set()  # groups gone later in the call
     latest: dict[tuple[str, str], int] = {}  # a view's latest state's time, from the call's end
     kept: list[Outcome] = []
-    for i in range(len(outcomes) - 1, -1, -1):
-        o = outcomes[i]
+    for o in reversed(outcomes):
         if type(o) is BrokerViewGone:
-            gone.setdefault(o.group, i)
+            gone.add(o.group)
         elif type(o) is BrokerViewState:
             view = (o.view.group, o.view.broker)
             if o.view.group in gone or latest.get(view, -1) >= o.view.event_time_ms:

@@ -1015,9 +1015,10 @@ class ShardEngine:
         else:
             for topic, owners in state.owners.items():
                 for key, names in owners.items():
-                    mq = queue_of_key(topic, key)
-                    if len(names) == 1 and (broker is None or mq.broker_name == broker):
-                        expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
+                    if len(names) == 1:
+                        mq = queue_of_key(topic, key)
+                        if broker is None or mq.broker_name == broker:
+                            expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
         # An expected owner without a counted report of the topic (no running info, or only one from before the
         # bound) is presumed to hold its queues.
         presumed = {ref for ref, owner in expected.items() if f"{owner}\x00{ref[0]}" not in evidence}
