@@ -5,6 +5,8 @@ import java.util.TreeMap;
 import java.util.concurrent.atomic.AtomicLong;
 
 import io.github.rrm.agent.RebalanceAgent;
+import org.apache.rocketmq.client.hook.SendMessageContext;
+import org.apache.rocketmq.client.hook.SendMessageHook;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.message.Message;
@@ -16,7 +18,8 @@ import org.apache.rocketmq.common.message.Message;
  * item changes and every second; it also carries the send counts and, with the agent, its counters. Options:
  * namesrv, group, topic (several comma-separated: sent to in turn), instance-name, fault-enable, rate (sends/s), send-timeout-ms, count (stop after this
  * many successful sends and print a {@code sent} line; 0: never), print-sends (true: a {@code send} line per
- * successful send, with the queue the client sent to), agent (true: register the agent's hook, configured by
+ * successful send, with the queue the client sent to, and a {@code failed_attempt} line per attempt the client's own
+ * send hook saw fail, retried or not), agent (true: register the agent's hook, configured by
  * -Drrm.agent.*), latency-max and not-available-duration (comma-separated ms: the fault table,
  * {@code setLatencyMax}/{@code setNotAvailableDuration}; the client line's own when absent). The {@code stopped}
  * line carries the agent's Kafka refusal line, if it logged one.
@@ -49,6 +52,10 @@ final class ProducerMain {
         if (agent != null) {
             agent.register(producer);
         }
+        final boolean printSends = o.getBoolean("print-sends", false);
+        if (printSends) {
+            producer.getDefaultMQProducerImpl().registerSendMessageHook(new FailedAttemptWitness());
+        }
         producer.start();
         final String clientId = producer.getDefaultMQProducerImpl().getMqClientFactory().getClientId();
         Out.line("{\"kind\":\"started\",\"client_id\":" + Out.quote(clientId) + ",\"pid\":" + ConsumerMain.pid()
@@ -56,7 +63,6 @@ final class ProducerMain {
         final String[] topics = o.require("topic").split(",");
         final long intervalNanos = 1000000000L / Math.max(1, o.getLong("rate", 20));
         final long count = o.getLong("count", 0);
-        final boolean printSends = o.getBoolean("print-sends", false);
         final AtomicLong ok = new AtomicLong();
         final AtomicLong failed = new AtomicLong();
         final AtomicLong unexpected = new AtomicLong();
@@ -192,5 +198,26 @@ final class ProducerMain {
             out.append(out.length() > 1 ? "," : "").append(item);
         }
         return out.append(']').toString();
+    }
+
+    /** Prints every attempt the client reports failed to its send hooks: what the client did, with no agent code. */
+    private static final class FailedAttemptWitness implements SendMessageHook {
+        @Override
+        public String hookName() {
+            return "failed-attempt-witness";
+        }
+
+        @Override
+        public void sendMessageBefore(SendMessageContext context) {
+        }
+
+        @Override
+        public void sendMessageAfter(SendMessageContext context) {
+            if (context.getException() != null && context.getMq() != null) {
+                Out.line("{\"kind\":\"failed_attempt\",\"broker\":" + Out.quote(context.getMq().getBrokerName())
+                    + ",\"queue_id\":" + context.getMq().getQueueId() + ",\"error\":"
+                    + Out.quote(context.getException().getClass().getName()) + "}");
+            }
+        }
     }
 }
