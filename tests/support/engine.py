@@ -123,6 +123,14 @@ def typed(events: Iterable[Any]) -> list[Any]:
     return [parsed_event(e["type"], e) if isinstance(e, Mapping) else e for e in events]
 
 
+class EveryPollInFull(ShardEngine):
+    """The engine parsing and applying in full every poll of a group it has read (``ShardEngine._repolled``
+    always declines): the reference the shortcut is compared with."""
+
+    def _repolled(self, poll: Any, records: list[Any]) -> bool:
+        return False
+
+
 def read_everything(engine: ShardEngine) -> ShardEngine:
     """The engine with every group's state and progress decoded, as the engine did before it kept them as text."""
     for states in (engine.groups, engine.progress):

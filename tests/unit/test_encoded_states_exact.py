@@ -4,7 +4,9 @@ snapshots as a call that decodes every group first (the engine before ``encoded_
 Each input goes through two engines call by call, both restored from the JSON of the previous call's snapshot (as
 the state store keeps it): one as the job runs it (a group's state stays its stored text until the call reads it,
 ``ShardEngine._advance_all`` passes over a group whose noted times fall after the call's clock, ``_touch`` notes an
-unchanged poll of it with its times), one that reads every group's state and progress before it applies anything.
+unchanged poll of it with its times, ``_repolled`` moves the times of a view the call read when the poll that settled
+it comes again), one that reads every group's state and progress before it applies anything and applies every poll
+in full.
 The snapshots are compared as what they mean (``decoded_snapshot``: a view polled again unchanged is in the times
 noted, not in the text). Inputs with groups idle while others change: the simulator's ``mixed`` fleet with reports
 and consume progress, scripted operations polled by a collector with outages (views turning stale and fresh),
@@ -42,7 +44,7 @@ from streaming.job.consumer.heartbeat_runs import RUN
 from streaming.job.consumer.query import _apply_isolating_poison, _as_job_rows
 from streaming.job.ingest.poison import PROCESSING_ERROR
 from streaming.job.runtime import state_blob
-from tests.support.engine import decoded_snapshot, read_everything, typed
+from tests.support.engine import EveryPollInFull, decoded_snapshot, read_everything, typed
 
 START_MS = 1_700_000_000_000
 _RANK = {"topic_route": 0, "consumer_channel": 1, "consumer_connections": 1}
@@ -101,7 +103,7 @@ def same_outcomes_lazy_and_eager(
     untouched = held = 0
     for call, watermark, lanes in calls(events, cuts, delay_ms):
         lazy = ShardEngine.restore(json.loads(json.dumps(lazy_snapshot)) if lazy_snapshot else None, SETTINGS)
-        eager = ShardEngine.restore(json.loads(json.dumps(eager_snapshot)) if eager_snapshot else None, SETTINGS)
+        eager = EveryPollInFull.restore(json.loads(json.dumps(eager_snapshot)) if eager_snapshot else None, SETTINGS)
         read_everything(eager)
         assert lazy.apply(typed(call), watermark, lanes) == eager.apply(typed(call), watermark, lanes)
         assert lazy.next_wakeup_ms() == eager.next_wakeup_ms()
@@ -184,7 +186,25 @@ def steady_cycles(cycles: int, extra: dict[int, list[dict[str, Any]]]) -> list[l
     return out
 
 
-def lazy_and_eager(calls: list[list[dict[str, Any]]]) -> list[tuple[list[Any], set[str]]]:
+def progress(t: int, group: str, broker: str) -> dict[str, Any]:
+    event = {"type": "consume_progress", "schema_version": 1, "event_time": t, "group": group, "broker": broker}
+    return {**event, "queues": [{"topic": "T", "queue_id": 0, "broker_offset": 9, "consumer_offset": 4}]}
+
+
+class CountedRepolls(ShardEngine):
+    """The engine as the job runs it, counting the polls it applied without parsing them (``_repolled``)."""
+
+    repolls = 0
+
+    def _repolled(self, poll: Any, records: list[Any]) -> bool:
+        taken = super()._repolled(poll, records)
+        CountedRepolls.repolls += taken
+        return taken
+
+
+def lazy_and_eager(
+    calls: list[list[dict[str, Any]]], engine: type[ShardEngine] = ShardEngine
+) -> list[tuple[list[Any], set[str]]]:
     """Each call through both engines (outcomes and snapshots compared); per call the lazy one's outcomes and the
     groups it left as text."""
     lazy_snapshot: dict[str, Any] | None = None
@@ -192,8 +212,8 @@ def lazy_and_eager(calls: list[list[dict[str, Any]]]) -> list[tuple[list[Any], s
     trace = []
     for call in calls:
         watermark = int(call[0]["event_time"]) - CYCLE_MS
-        lazy = ShardEngine.restore(json.loads(json.dumps(lazy_snapshot)) if lazy_snapshot else None, SETTINGS)
-        eager = ShardEngine.restore(json.loads(json.dumps(eager_snapshot)) if eager_snapshot else None, SETTINGS)
+        lazy = engine.restore(json.loads(json.dumps(lazy_snapshot)) if lazy_snapshot else None, SETTINGS)
+        eager = EveryPollInFull.restore(json.loads(json.dumps(eager_snapshot)) if eager_snapshot else None, SETTINGS)
         read_everything(eager)
         outcomes = lazy.apply(typed(call), watermark, {})
         assert outcomes == eager.apply(typed(call), watermark, {})
@@ -233,6 +253,27 @@ def test_a_view_changed_between_unchanged_polls_is_polled_in_full():
     assert "G0" not in trace[4][1] and "G1" not in trace[6][1]  # decoded at the poll after the change
     stale = [o for o in trace[7][0] if type(o) is BrokerViewChanged and o.view.status.value == "STALE"]
     assert len(stale) == STEADY_GROUPS * len(STEADY_BROKERS)
+
+
+def test_unchanged_polls_of_a_group_the_call_read_move_its_views_times_without_being_parsed():
+    """A progress sample at the start of each call reads its group; that group's unchanged polls after it are then
+    applied as the poll that settled each view left it (``_repolled``), with the outcomes and snapshots of the engine
+    applying each in full, also when a heartbeat or a member leaving changed the view earlier in the call (the poll is
+    then applied in full) and when the views turned stale during 40 s without polls."""
+    extra = {n: [progress(START_MS + n * CYCLE_MS - 1, "G0", "b1")] for n in range(12)}
+    extra[3].append(heartbeat(START_MS + 3 * CYCLE_MS - 1, "G0", "b1", "10.9.9.9:1"))  # before the call's polls
+    extra[5].append(unregister(START_MS + 5 * CYCLE_MS - 1, "G0", "b2", 1))
+    calls = steady_cycles(12, extra)
+    CountedRepolls.repolls = 0
+    trace = lazy_and_eager(calls[:7] + calls[10:], CountedRepolls)
+    assert all("G0" not in kept for _, kept in trace[1:])
+    changes = {
+        (o.change.value, o.broker) for outcomes, _ in trace[3:6] for o in outcomes if isinstance(o, MembershipChange)
+    }
+    assert changes >= {("VANISHED", "b1"), ("JOIN", "b2")}  # the polls after a change, applied in full
+    # G0's two views in the calls without a change before them or a view turned stale (and a few of the other
+    # groups', read when a cut of the first call's joins fell due)
+    assert CountedRepolls.repolls >= 2 * 5
 
 
 def job_columns(call: list[dict[str, Any]], fold: bool = False) -> dict[str, list[Any]]:
@@ -283,7 +324,7 @@ def rows_and_eager(calls: list[list[dict[str, Any]]], fold: bool = False) -> lis
     for call in calls:
         watermark = int(call[0]["event_time"]) - CYCLE_MS
         shard = Shard.restore(json.loads(json.dumps(job_snapshot)) if job_snapshot else None, SETTINGS)
-        eager = ShardEngine.restore(json.loads(json.dumps(eager_snapshot)) if eager_snapshot else None, SETTINGS)
+        eager = EveryPollInFull.restore(json.loads(json.dumps(eager_snapshot)) if eager_snapshot else None, SETTINGS)
         read_everything(eager)
         columns = job_columns(call, fold)
         events, _, _ = shard_events(columns, shard, watermark)

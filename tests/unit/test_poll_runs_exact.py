@@ -11,7 +11,8 @@ report, a route or a consume-progress sample in between; published on the group'
 batches cut anywhere, each with the watermark 20 s behind the previous batches' newest event. After every batch
 the tables as the sink leaves them (``TableModel``: a view's last state row of a batch wins) and the engine's
 snapshot (as what it means, ``decoded_snapshot``: a poll the engine noted without reading its group is in the
-times, not the text) must equal those of the same batches given one row per poll. Why:
+times, not the text) must equal those of the same batches given one row per poll, each applied in full
+(``EveryPollInFull``). Why:
 ``docs/design/poll-runs.md``.
 """
 
@@ -28,7 +29,7 @@ from streaming.domain.consumers.engine_settings import EngineSettings
 from streaming.domain.consumers.shard_engine import ShardEngine
 from streaming.job.consumer.events import EVENT_COLUMNS, lane_times, shard_events
 from streaming.job.consumer.heartbeat_runs import RUN
-from tests.support.engine import TableModel, decoded_snapshot, typed
+from tests.support.engine import EveryPollInFull, TableModel, decoded_snapshot, typed
 
 START = 1_700_000_000_000
 DELAY_MS = 20_000
@@ -154,7 +155,7 @@ def run_shard(batches, fold):
     offsets = [0, 0]
     for batch in batches:
         watermark = max(seen_max - DELAY_MS, 0)
-        engine = ShardEngine.restore(snapshot, ENGINE)
+        engine = (ShardEngine if fold else EveryPollInFull).restore(snapshot, ENGINE)
         columns = as_runs(rows_of(batch, offsets), fold)
         events, late, _ = shard_events(columns, engine, watermark)
         model.apply(engine.apply(typed(events), watermark, lane_times(columns)))

@@ -571,7 +571,7 @@ class ShardEngine:
                 continue
             if isinstance(event, ConnectionPoll | NotedPoll):
                 clock_ms = max(clock_ms, event.event_time_ms)
-                if self._touch(event, records):
+                if self._touch(event, records) or self._repolled(event, records):
                     continue
                 poll = event.parsed() if isinstance(event, NotedPoll) else event
                 self._advance_group(poll.group, poll.event_time_ms, records)
@@ -810,6 +810,51 @@ class ShardEngine:
         # the poll's channels and collector: the view's, noted with it (the poll that settled it said them)
         status = ViewStatus(
             time_ms, poll.group, poll.broker, ViewFreshness.FRESH, time_ms, poll.stale_after_ms, entry[3], entry[4]
+        )
+        records.append(BrokerViewState(status))
+        return True
+
+    def _repolled(self, poll: ConnectionPoll | NotedPoll, records: list[Outcome]) -> bool:
+        """A poll of a group the call has read, applied without parsing it when it says what the poll that settled
+        the view said (``_polled``) and the view is still as that poll left it, it is not older than the view's last
+        poll, and nothing of the group falls due by its time (no cut, slide, channel expiry or view turning stale):
+        as ``_touch`` for a group still stored as text, the view's times move as ``polled_at`` says and its status row
+        is written, which is all ``_apply_poll`` would do. Whether it was: ``docs/design/poll-runs.md``."""
+        recorded = self._polled.get(poll.group, {}).get(poll.broker)
+        if recorded is None or not lists_connections(poll) or poll_digest(poll) != recorded[0]:
+            return False
+        state = self.groups.get(poll.group)
+        view = state.membership.views.get(poll.broker) if state is not None else None
+        time_ms = poll.event_time_ms
+        if state is None or view is None or view.poll is None or view.poll.stale or time_ms < view.poll.polled_at_ms:
+            return False
+        if view is not recorded[1] and view != recorded[1]:
+            return False
+        if state.pending is not None and self.cut_ms(state.pending) <= time_ms:
+            return False
+        due_ms = self._next_due_ms(state)
+        bound = state.expiry_bound_ms
+        if bound is None:
+            bound = state.expiry_bound_ms = _deadline_bound_ms(state.membership, self.settings.expiry_ms)
+        if (due_ms is not None and due_ms <= time_ms) or (bound is not None and bound <= time_ms):
+            return False
+        membership = ms.with_view(
+            state.membership, poll.broker, polled_at(view, time_ms), time_ms, self.settings.expiry_ms
+        )
+        repolled = membership.views[poll.broker]
+        state.membership = membership
+        state.expiry_bound_ms = None
+        self._polled[poll.group][poll.broker] = (recorded[0], repolled)
+        assert repolled.poll is not None
+        status = ViewStatus(
+            time_ms,
+            poll.group,
+            poll.broker,
+            ViewFreshness.FRESH,
+            time_ms,
+            repolled.poll.stale_after_ms,
+            len(repolled.channels),
+            repolled.poll.collector,
         )
         records.append(BrokerViewState(status))
         return True
