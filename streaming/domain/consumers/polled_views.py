@@ -143,7 +143,8 @@ def settled_by(view: BrokerView | None, poll: ConnectionPoll) -> bool:
 def polled_at(view: BrokerView, time_ms: int) -> BrokerView:
     """A settled view (``settled_by``) as the same poll again at ``time_ms`` leaves it."""
     assert view.poll is not None
-    channels = {name: ch._replace(last_update_ms=time_ms) for name, ch in view.channels.items()}
+    # each channel with its third field, last_update_ms, moved (positionally: a view is polled at every cycle)
+    channels = {name: Channel(ch[0], ch[1], time_ms, *ch[3:]) for name, ch in view.channels.items()}
     return BrokerView(channels, view.subscriptions, view.removed_at_ms, view.poll._replace(polled_at_ms=time_ms))
 
 

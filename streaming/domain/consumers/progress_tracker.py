@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import starmap
 from typing import Any
 
 from streaming.domain.consumers.episodes import Episode, Finding, reconcile
@@ -169,12 +170,9 @@ def _sample_json(s: QueueSample) -> list[Any]:
 
 
 def _sample_of(data: Sequence[Any]) -> QueueSample:
-    at, answered, broker, consumer, last_ts, pull, low, holders, expected, fresh = data
-    views = tuple(
-        HolderView(c, co, n, mib, lo, hi, pull_ms, consume_ms, orderly=o, locked=lk, last_lock_ms=lock_ms)
-        for c, co, n, mib, lo, hi, pull_ms, consume_ms, o, lk, lock_ms in holders
-    )
-    return QueueSample(at, answered, broker, consumer, last_ts, pull, low, views, expected, fresh)
+    """``_sample_json``'s list as the sample: its fields in their order, each holder's too (a group's whole window is
+    decoded at every call that samples it, so positionally)."""
+    return QueueSample(*data[:7], tuple(starmap(HolderView, data[7])), data[8], data[9])
 
 
 # -- one event -----------------------------------------------------------------------------------------------

@@ -1058,9 +1058,10 @@ class ShardEngine:
                     if len(clients) == 1 and (broker is None or mq.broker_name == broker):
                         expected[(topic, mq.broker_name, mq.queue_id)] = clients[0]
         else:
+            prefix = "" if broker is None else f"{broker}/"  # a key is "broker/queue_id" (``queue_key``)
             for topic, owners in state.owners.items():
                 for key, names in owners.items():
-                    if len(names) == 1:
+                    if len(names) == 1 and key.startswith(prefix):
                         mq = queue_of_key(topic, key)
                         if broker is None or mq.broker_name == broker:
                             expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
