@@ -172,7 +172,10 @@ def _sample_json(s: QueueSample) -> list[Any]:
 def _sample_of(data: Sequence[Any]) -> QueueSample:
     """``_sample_json``'s list as the sample: its fields in their order, each holder's too (a group's whole window is
     decoded at every call that samples it, so positionally)."""
-    return QueueSample(*data[:7], tuple(starmap(HolderView, data[7])), data[8], data[9])
+    at, answered, broker, consumer, last_ts, pull, low, holders, expected, fresh = data
+    return QueueSample(
+        at, answered, broker, consumer, last_ts, pull, low, tuple(starmap(HolderView, holders)), expected, fresh
+    )
 
 
 # -- one event -----------------------------------------------------------------------------------------------
