@@ -80,7 +80,8 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from streaming.domain.consumers import membership as ms
 from streaming.domain.consumers.analysis import Analysis, allocation_mode, analyze_group, owners_by_topic, primary_view
@@ -342,6 +343,29 @@ def rebalance_cause(triggers: Iterable[Trigger], findings: Iterable[Finding]) ->
     return next((k for k in _CAUSES if k in kinds), None)
 
 
+class _JoinedGroup(NamedTuple):
+    """A group's progress context at one time (``key``: group, time, changed; ``ShardEngine._progress_context``) and
+    its part for each broker a sample of it read (``of_broker``)."""
+
+    key: tuple[str, int, bool]
+    context: ProgressContext
+    brokers: dict[str, ProgressContext]
+
+    def of_broker(self, broker: str) -> ProgressContext:
+        """The context with the holders, expected owners and presumed holders of ``broker``'s queues only: all a sample
+        of that broker reads (``progress_tracker.apply_progress``)."""
+        found = self.brokers.get(broker)
+        if found is None:
+            context = self.context
+            found = self.brokers[broker] = replace(
+                context,
+                holders={ref: views for ref, views in context.holders.items() if ref[1] == broker},
+                expected_owners={ref: owner for ref, owner in context.expected_owners.items() if ref[1] == broker},
+                presumed=frozenset(ref for ref in context.presumed if ref[1] == broker),
+            )
+        return found
+
+
 class ShardEngine:
     """Mutable during one call, then snapshotted; see the module docstring."""
 
@@ -563,7 +587,12 @@ class ShardEngine:
         records: list[Outcome] = []
         sampled: dict[str, int] = {}  # group -> its latest progress event's time in this call
         clock_ms = watermark_ms  # the newest event applied in this call (the cut clock at its end)
+        # The group's progress context as of the last event, when it was a progress sample: the samples of a group's
+        # brokers at one time come together, and nothing of the group changes between them.
+        joined: _JoinedGroup | None = None
         for event in events:
+            if type(event) is not ConsumeProgress:
+                joined = None
             if isinstance(event, ms.ChannelEvent):
                 clock_ms = max(clock_ms, event.event_time_ms)
                 self._advance_group(event.group, event.event_time_ms, records)
@@ -586,7 +615,10 @@ class ShardEngine:
             else:
                 self._advance_group(event.group, event.event_time_ms, records)
                 state = self.groups.get(event.group)
-                self._apply_progress(event, records, sampled, state is not None and state.pending is not None)
+                key = (event.group, event.event_time_ms, state is not None and state.pending is not None)
+                if joined is None or joined.key != key:
+                    joined = _JoinedGroup(key, self._progress_context(*key), {})
+                self._apply_progress(event, records, sampled, joined.of_broker(event.broker))
         for lane, time_ms in (lane_times or {}).items():
             self.lanes[lane] = max(time_ms, self.lanes.get(lane, time_ms))
         records += self._advance_all(watermark_ms, clock_ms)
@@ -984,12 +1016,11 @@ class ShardEngine:
         }
 
     def _apply_progress(
-        self, event: ConsumeProgress, records: list[Outcome], sampled: dict[str, int], changed: bool
+        self, event: ConsumeProgress, records: list[Outcome], sampled: dict[str, int], context: ProgressContext
     ) -> None:
-        """A ``consume_progress`` event joined with what the shard knows of its group now (``progress_tracker``);
-        ``changed``: the group changed in this call and awaits its analysis at the call's end."""
+        """A ``consume_progress`` event joined with what the shard knows of its group now (``context``, of the event's
+        broker: ``progress_tracker``)."""
         group, time_ms = event.group, event.event_time_ms
-        context = self._progress_context(group, time_ms, changed, event.broker)
         progress, outcomes = apply_progress(self.progress.get(group), event, context, self.settings.progress)
         if progress is None:
             self.progress.pop(group, None)
@@ -1018,13 +1049,13 @@ class ShardEngine:
             sampled[group] = max(watermark_ms, sampled.get(group, watermark_ms))
         return records + [summary(g, self.progress.get(g), t) for g, t in sorted(sampled.items())]
 
-    def _progress_context(self, group: str, time_ms: int, changed: bool, broker: str | None = None) -> ProgressContext:
+    def _progress_context(self, group: str, time_ms: int, changed: bool) -> ProgressContext:
         """The group at ``time_ms`` as a progress sample is joined with it: members' held queues, expected owners,
         allocation mode, rebalances, stale views; offline when no broker lists a member registered at ``time_ms``
         (``polled_views.is_registered``: a heartbeat within the expiry, or a poll listing it). The expected owners are
         the last analysis's, or, for a group ``changed`` in this call (analysed only at its end), those an
-        analysis finds now (nothing of it is kept). ``broker``: the holders and owners of its queues only, all a
-        sample of that broker reads (``progress_tracker.apply_progress``)."""
+        analysis finds now (nothing of it is kept). A sample of one broker reads its queues' part
+        (``_JoinedGroup.of_broker``)."""
         state = self.groups.get(group)
         views = state.membership.views if state is not None else {}
         # Members as of the sample: a channel silent past the expiry counts no more, scanned or not (a dead group's
@@ -1048,23 +1079,20 @@ class ShardEngine:
             client, topic = key.split("\x00", 1)
             if client in members and key in evidence:
                 for entry in held["queues"]:
-                    if broker is None or entry[0] == broker:
-                        view = holder_view(client, held["orderly"], entry, time_ms)
-                        holders.setdefault((topic, entry[0], int(entry[1])), []).append(view)
+                    view = holder_view(client, held["orderly"], entry, time_ms)
+                    holders.setdefault((topic, entry[0], int(entry[1])), []).append(view)
         expected = {}
         if changed:
             for topic, owned in owners_by_topic(self._analysis(group, state, time_ms)).items():
                 for mq, clients in owned.items():
-                    if len(clients) == 1 and (broker is None or mq.broker_name == broker):
+                    if len(clients) == 1:
                         expected[(topic, mq.broker_name, mq.queue_id)] = clients[0]
         else:
-            prefix = "" if broker is None else f"{broker}/"  # a key is "broker/queue_id" (``queue_key``)
             for topic, owners in state.owners.items():
                 for key, names in owners.items():
-                    if len(names) == 1 and key.startswith(prefix):
+                    if len(names) == 1:
                         mq = queue_of_key(topic, key)
-                        if broker is None or mq.broker_name == broker:
-                            expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
+                        expected[(topic, mq.broker_name, mq.queue_id)] = names[0]
         # An expected owner without a counted report of the topic (no running info, or only one from before the
         # bound) is presumed to hold its queues.
         presumed = {ref for ref, owner in expected.items() if f"{owner}\x00{ref[0]}" not in evidence}
