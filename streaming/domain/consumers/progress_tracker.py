@@ -385,13 +385,18 @@ def _forget_silent(group: str, progress: GroupProgress, now_ms: int, settings: P
     return outcomes
 
 
+def _latest_answered(track: QueueTrack) -> QueueSample | None:
+    """The queue's latest sample the master answered for."""
+    return next((s for s in reversed(track.samples) if s.answered), None)
+
+
 def _backlog(progress: GroupProgress) -> dict[QueueRef, int]:
     """Each tracked queue's lag at its latest answered sample, where it is above 0."""
     lags = {}
     for ref, track in progress.queues.items():
-        answered = [s for s in track.samples if s.answered]
-        if answered and answered[-1].lag > 0:
-            lags[ref] = answered[-1].lag
+        latest = _latest_answered(track)
+        if latest is not None and latest.lag > 0:
+            lags[ref] = latest.lag
     return lags
 
 
@@ -427,9 +432,9 @@ def summary(group: str, progress: GroupProgress | None, now_ms: int) -> Progress
     topics: dict[str, tuple[int, float | None, dict[QueueState, int]]] = {}
     for (topic, _, _), track in sorted((progress.queues if progress else {}).items()):
         lag, worst, states = topics.get(topic, (0, None, {}))
-        answered = [s for s in track.samples if s.answered]
-        if answered:
-            lag += answered[-1].lag
+        latest = _latest_answered(track)
+        if latest is not None:
+            lag += latest.lag
         if track.state is not None:
             states[track.state] = states.get(track.state, 0) + 1
         estimate = _latest_estimate(track)
