@@ -336,7 +336,7 @@ def expire(
     queues without a sample for a whole window forgotten, the offline-backlog episode judged, an offline group
     without backlog no longer tracked. None: nothing of the group is tracked any more."""
     outcomes = _forget_silent(group, progress, now_ms, settings)
-    backlog = _backlog(progress)
+    backlog = {} if context.online else _backlog(progress)  # read only for a group without a member
     finding = None if context.online or not backlog else _offline_finding(group, backlog, progress)
     progress.episodes, transitions = reconcile(progress.episodes, [finding] if finding else [], now_ms)
     outcomes += [EpisodeTransition(t, context.generation) for t in transitions]

@@ -254,7 +254,8 @@ def evaluate(
         return verdict("1")
     if last.consumer_offset == 0 and last.last_timestamp_ms == 0 and last.broker_offset > 0:
         return verdict("1b")
-    if all(s.lag == 0 for s in answered) and len({s.broker_offset for s in answered}) == 1:
+    # (the broker offsets first: on a topic with traffic they differ, and the lags need not be read)
+    if len({s.broker_offset for s in answered}) == 1 and all(s.lag == 0 for s in answered):
         return verdict("2")
     doubled = answered[-settings.double_owned_samples :]
     if len(doubled) == settings.double_owned_samples and all(len(s.holder_ids()) >= 2 for s in doubled):
