@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import starmap
-from typing import Any
+from typing import Any, NamedTuple
 
 from streaming.domain.consumers.episodes import Episode, Finding, reconcile
 from streaming.domain.consumers.outcomes import (
@@ -179,9 +179,9 @@ def _sample_of(data: Sequence[Any]) -> QueueSample:
 
 
 # -- one event -----------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ProgressRow:
-    """One queue's offsets in a progress sample (``pull_offset`` below 0, or None: not known)."""
+class ProgressRow(NamedTuple):
+    """One queue's offsets in a progress sample (``pull_offset`` below 0, or None: not known). A tuple, as
+    ``QueueSample``: every sample's queues are built from the event's JSON."""
 
     topic: str
     queue_id: int

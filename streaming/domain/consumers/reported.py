@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from streaming.domain.progress.verdict import HolderView
 from streaming.domain.vocabulary import DEFAULT_CLUSTER
@@ -30,9 +30,9 @@ _PQI_FIELDS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class ReportedQueue:
-    """A queue in a client's report: whether it dropped it, and its ``ProcessQueueInfo`` (None: not said)."""
+class ReportedQueue(NamedTuple):
+    """A queue in a client's report: whether it dropped it, and its ``ProcessQueueInfo`` (None: not said). A tuple,
+    as ``QueueSample``: every report's queues are built from the event's JSON."""
 
     broker: str
     queue_id: int
