@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -30,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from bench.bench_sizing import code, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -135,11 +136,6 @@ def exported(ref: str, into: Path) -> Path:
     return into
 
 
-def _commit(ref: str = "HEAD") -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True, check=False)
-    return done.stdout.strip() if done.returncode == 0 else "unknown"
-
-
 def ratios(head: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
     """This tree's figures over the baseline's, where both have them."""
     keys = [k for k in head if k.endswith(("_instructions", "_cpu_ms")) and base.get(k)]
@@ -160,21 +156,21 @@ def main() -> None:
     if valgrind and shutil.which("valgrind") is None:
         parser.error("valgrind is not installed (Debian: apt-get install valgrind); or run with --no-valgrind")
     shape = (args.groups, args.warm_s, args.call_s, args.repeat, valgrind)
-    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=False)
     report: dict[str, Any] = {
         "command": "python -m bench.bench_shard_call " + " ".join(sys.argv[1:]),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": machine(),
         "groups": args.groups,
         "brokers": 4,
         "members": 10,
         "warm_s": args.warm_s,
         "call_s": args.call_s,
-        "head": {"commit": _commit() + ("+changes" if dirty.stdout.strip() else ""), **measure_tree(ROOT, *shape)},
+        "head": {"commit": code(), **measure_tree(ROOT, *shape)},
     }
     if args.against:
         with tempfile.TemporaryDirectory(prefix="shard-call-base-") as scratch:
             base = measure_tree(exported(args.against, Path(scratch)), *shape)
-        report["base"] = {"commit": _commit(args.against), **base}
+        commit = subprocess.run(["git", "rev-parse", "--short", args.against], cwd=ROOT, capture_output=True, text=True)
+        report["base"] = {"commit": commit.stdout.strip(), **base}
         report["head_over_base"] = ratios(report["head"], base)
     text = json.dumps(report, indent=2)
     print(text)

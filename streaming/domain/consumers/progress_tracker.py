@@ -337,7 +337,7 @@ def expire(
     without backlog no longer tracked. None: nothing of the group is tracked any more."""
     outcomes = _forget_silent(group, progress, now_ms, settings)
     backlog = {} if context.online else _backlog(progress)  # read only for a group without a member
-    finding = None if context.online or not backlog else _offline_finding(group, backlog, progress)
+    finding = _offline_finding(group, backlog, progress) if backlog else None
     progress.episodes, transitions = reconcile(progress.episodes, [finding] if finding else [], now_ms)
     outcomes += [EpisodeTransition(t, context.generation) for t in transitions]
     if not context.online and not backlog:  # offline and caught up: stop watching
